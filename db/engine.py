@@ -1,0 +1,67 @@
+"""Engine and sessions from one URL: `--db`, else DATABASE_URL, else a SQLite file in the working directory."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from sqlalchemy import Engine, create_engine, event
+from sqlalchemy.engine import make_url
+from sqlalchemy.orm import Session, sessionmaker
+
+DEFAULT_URL = "sqlite:///specbench.db"
+
+
+def resolve_url(url: str | None = None) -> str:
+    """The URL to use, with `postgresql://` mapped to the psycopg 3 driver we ship."""
+    raw = url or os.environ.get("DATABASE_URL") or DEFAULT_URL
+    parsed = make_url(raw)
+    if parsed.drivername in ("postgresql", "postgres"):
+        parsed = parsed.set(drivername="postgresql+psycopg")
+    return parsed.render_as_string(hide_password=False)
+
+
+def redact(url: str) -> str:
+    """The URL for logs and provenance, never with its password."""
+    return make_url(url).render_as_string(hide_password=True)
+
+
+def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
+    # WAL + busy_timeout let workers and the dashboard share one file; NORMAL is durable enough under WAL.
+    cur = dbapi_conn.cursor()
+    cur.execute("PRAGMA journal_mode=WAL")
+    cur.execute("PRAGMA busy_timeout=30000")
+    cur.execute("PRAGMA synchronous=NORMAL")
+    cur.execute("PRAGMA foreign_keys=ON")
+    cur.close()
+
+
+def make_engine(url: str | None = None, **kwargs: Any) -> Engine:
+    resolved = resolve_url(url)
+    parsed = make_url(resolved)
+    if parsed.get_backend_name() == "sqlite":
+        if parsed.database and parsed.database != ":memory:":
+            os.makedirs(os.path.dirname(os.path.abspath(parsed.database)), exist_ok=True)
+        # Autocommit at the driver level: SQLAlchemy issues BEGIN itself, so BEGIN IMMEDIATE can be used to claim.
+        engine = create_engine(resolved, connect_args={"timeout": 30}, **kwargs)
+        event.listen(engine, "connect", _sqlite_pragmas)
+        return engine
+    return create_engine(resolved, pool_pre_ping=True, **kwargs)
+
+
+def session_factory(engine: Engine) -> sessionmaker[Session]:
+    return sessionmaker(engine, expire_on_commit=False)
+
+
+@contextmanager
+def session_scope(engine: Engine) -> Iterator[Session]:
+    """A unit of work: commit on success, roll back on any exception (Ctrl-C included)."""
+    with Session(engine, expire_on_commit=False) as session:
+        try:
+            yield session
+            session.commit()
+        except BaseException:
+            session.rollback()
+            raise

@@ -1,0 +1,163 @@
+"""Exports of a run's points: CSV with a `#` metadata header (for PR discussions and spreadsheets) and JSON."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from db.models import Point, Run, ServerInstance
+
+# The columns of one exported point, in order. The first group identifies the point, the rest are metrics.
+EXPORT_COLUMNS: tuple[str, ...] = (
+    "run_id",
+    "point_id",
+    "status",
+    "reason",
+    "batch_size",
+    "algorithm",
+    "steps",
+    "topk",
+    "draft_tokens",
+    "spec_mode",
+    "spec_mode_resolved",
+    "server_instance",
+    "attention_backend",
+    "tp",
+    "input_len",
+    "output_len",
+    "num_prompts",
+    "output_throughput",
+    "output_throughput_ci_low",
+    "output_throughput_ci_high",
+    "input_throughput",
+    "request_throughput",
+    "accept_length",
+    "accept_length_weighted",
+    "server_accept_length",
+    "ttft_p50_ms",
+    "ttft_p99_ms",
+    "tpot_p50_ms",
+    "tpot_p99_ms",
+    "itl_p50_ms",
+    "itl_p99_ms",
+    "e2e_p50_ms",
+    "e2e_p99_ms",
+    "completed",
+    "failed",
+    "repeats",
+    "fingerprint",
+)
+RUN_METADATA: tuple[str, ...] = (
+    "id",
+    "uid",
+    "sweep_name",
+    "status",
+    "trigger",
+    "label",
+    "backend",
+    "simulated",
+    "started_at",
+    "finished_at",
+    "model",
+    "model_identity",
+    "gpu_name",
+    "gpu_count",
+    "driver_version",
+    "cuda_version",
+    "torch_version",
+    "sglang_version",
+    "sgl_kernel_version",
+    "flashinfer_version",
+    "flash_mla_source",
+    "specbench_version",
+    "git_commit",
+    "host",
+)
+
+
+class ExportError(LookupError):
+    pass
+
+
+@dataclass
+class Export:
+    runs: list[dict[str, Any]]
+    rows: list[dict[str, Any]]
+    all_status: bool
+
+
+def latest_run_id(session: Session) -> int | None:
+    return session.scalars(select(Run.id).order_by(Run.id.desc()).limit(1)).first()
+
+
+def collect(session: Session, run_ids: list[int] | None = None, *, all_status: bool = False) -> Export:
+    """Points of the given runs (default: the latest run); only `ok` points unless `all_status`."""
+    if not run_ids:
+        latest = latest_run_id(session)
+        if latest is None:
+            raise ExportError("the database holds no runs yet; run `specbench run SWEEP.yaml` first")
+        run_ids = [latest]
+    runs = list(session.scalars(select(Run).where(Run.id.in_(run_ids)).order_by(Run.id)))
+    missing = sorted(set(run_ids) - {r.id for r in runs})
+    if missing:
+        raise ExportError(f"no run with id {', '.join(map(str, missing))}")
+    q = (
+        select(Point, ServerInstance.id)
+        .outerjoin(ServerInstance, ServerInstance.id == Point.server_instance_id)
+        .where(Point.run_id.in_(run_ids))
+        .order_by(Point.run_id, Point.id)
+    )
+    if not all_status:
+        q = q.where(Point.status == "ok")
+    rows = []
+    for point, si_id in session.execute(q):
+        row = {c: getattr(point, c, None) for c in EXPORT_COLUMNS}
+        row["point_id"] = point.id
+        row["server_instance"] = si_id
+        rows.append(row)
+    run_meta = [{k: _plain(getattr(r, k)) for k in RUN_METADATA} for r in runs]
+    return Export(runs=run_meta, rows=rows, all_status=all_status)
+
+
+def to_csv(export: Export) -> str:
+    buf = io.StringIO()
+    for run in export.runs:
+        buf.write(f"# run {run['id']}\n")
+        for k, v in run.items():
+            buf.write(f"#   {k}: {'' if v is None else v}\n")
+    buf.write(
+        f"# points: {'all statuses' if export.all_status else 'status ok only (--all-status for all)'}\n"
+    )
+    writer = csv.DictWriter(buf, fieldnames=list(EXPORT_COLUMNS), lineterminator="\n")
+    writer.writeheader()
+    for row in export.rows:
+        writer.writerow({k: _csv_value(v) for k, v in row.items()})
+    return buf.getvalue()
+
+
+def to_json(export: Export) -> str:
+    return json.dumps(
+        {"runs": export.runs, "all_status": export.all_status, "points": export.rows}, indent=2, default=str
+    )
+
+
+def read_csv_rows(text: str) -> list[dict[str, str]]:
+    """Parse an export back, skipping the `#` header (used by tests and by anyone scripting on exports)."""
+    body = "\n".join(line for line in text.splitlines() if not line.startswith("#"))
+    return list(csv.DictReader(io.StringIO(body)))
+
+
+def _plain(v: Any) -> Any:
+    return v.isoformat() if hasattr(v, "isoformat") else v
+
+
+def _csv_value(v: Any) -> Any:
+    if isinstance(v, float):
+        return f"{v:.6g}"
+    return "" if v is None else v

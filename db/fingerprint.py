@@ -1,0 +1,58 @@
+"""Series identity: points comparable over time share a fingerprint. Version, commit and time are the x-axis."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+FINGERPRINT_FIELDS: tuple[str, ...] = (
+    "model",
+    "draft_model",
+    "attention_backend",
+    "tp",
+    "algorithm",
+    "steps",
+    "topk",
+    "draft_tokens",
+    "spec_mode",
+    "batch_size",
+    "workload_key",
+    "gpu_name",
+    "gpu_count",
+)
+
+
+def point_fingerprint(
+    *,
+    model: str,
+    draft_model: str | None,
+    attention_backend: str,
+    tp: int,
+    algorithm: str | None,
+    steps: int | None,
+    topk: int | None,
+    draft_tokens: int | None,
+    spec_mode: str | None,
+    batch_size: int,
+    workload_key: str,
+    gpu_name: str,
+    gpu_count: int,
+) -> str:
+    """A stable 16-hex-digit hash of the series key; the same on every host and Python version."""
+    key = {
+        "model": model,
+        "draft_model": draft_model,
+        "attention_backend": attention_backend,
+        "tp": tp,
+        "algorithm": algorithm,
+        "steps": steps,
+        "topk": topk,
+        "draft_tokens": draft_tokens,
+        "spec_mode": spec_mode,
+        "batch_size": batch_size,
+        "workload_key": workload_key,
+        "gpu_name": gpu_name,
+        "gpu_count": gpu_count,
+    }
+    blob = json.dumps(key, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]

@@ -1,0 +1,49 @@
+"""The `specbench` command line: one module per verb under `runners.commands`, like asv."""
+
+from __future__ import annotations
+
+import importlib
+
+import typer
+
+app = typer.Typer(
+    name="specbench",
+    help="Speculative-decoding benchmarks for SGLang on FlashMLA: sweep, store, compare, chart.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_show_locals=False,
+)
+
+# Each module exposes `register(app)`; the order here is the order of `specbench --help`.
+COMMAND_MODULES = [
+    "run",
+    "export",
+    "dashboard",
+    "compare",
+    "regressions",
+    "seed",
+    "submit",
+    "worker",
+    "jobs",
+    "schedule",
+    "scheduler",
+    "synth_model",
+    "db",
+]
+
+
+def _register_all() -> None:
+    for name in COMMAND_MODULES:
+        module = importlib.import_module(f"runners.commands.{name}")
+        module.register(app)
+
+
+_register_all()
+
+
+def main() -> None:
+    app()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,44 @@
+"""`specbench export`: a run's points as CSV (with a `#` metadata header) or JSON."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Literal
+
+import typer
+
+from db.engine import session_scope
+from db.export import ExportError, collect, to_csv, to_json
+from runners.common import DbOption, fail, open_db
+
+
+def register(app: typer.Typer) -> None:
+    app.command("export")(export)
+
+
+def export(
+    db: DbOption = None,
+    run: Annotated[
+        list[int] | None, typer.Option("--run", help="Run id (repeatable). Default: the latest run.")
+    ] = None,
+    format: Annotated[Literal["csv", "json"], typer.Option("--format", help="csv or json")] = "csv",
+    all_status: Annotated[
+        bool, typer.Option("--all-status", help="Include failed, invalid, unstable and mode_mismatch points.")
+    ] = False,
+    output: Annotated[
+        Path | None, typer.Option("--output", "-o", help="Write here instead of stdout.")
+    ] = None,
+) -> None:
+    """Export points for PR discussions and spreadsheets."""
+    engine = open_db(db)
+    try:
+        with session_scope(engine) as s:
+            data = collect(s, run, all_status=all_status)
+    except ExportError as e:
+        fail(str(e))
+    text = to_csv(data) if format == "csv" else to_json(data)
+    if output is None:
+        typer.echo(text, nl=False)
+    else:
+        output.write_text(text)
+        typer.echo(f"wrote {len(data.rows)} points to {output}", err=True)

@@ -1,0 +1,163 @@
+"""`specbench run SWEEP.yaml`: validate, launch each server config once, measure, store every repeat."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.table import Table
+from sqlalchemy import Engine, select
+
+from bench.sweep import SweepError, expand, load_sweep
+from db.engine import session_scope
+from db.models import Point, Run
+from runners.common import DbOption, console, err_console, fail, open_db
+from runners.sweep_runner import RunOutcome, execute_sweep
+
+EXIT_PARTIAL = 3
+
+
+def register(app: typer.Typer) -> None:
+    app.command("run")(run)
+
+
+def run(
+    sweep: Annotated[Path, typer.Argument(help="Sweep YAML file (see sweeps/).")],
+    db: DbOption = None,
+    resume: Annotated[
+        bool, typer.Option("--resume", help="Continue the latest run of this sweep, skipping stored repeats.")
+    ] = False,
+    resume_run: Annotated[int | None, typer.Option("--resume-run", help="Continue this run id.")] = None,
+    deadline_s: Annotated[
+        float | None,
+        typer.Option(
+            "--deadline-s", help="Stop cleanly after the current point once this many seconds passed."
+        ),
+    ] = None,
+    label: Annotated[str | None, typer.Option(help="Free-form label, e.g. pr-24640.")] = None,
+    trigger: Annotated[str, typer.Option(help="manual | schedule | pr")] = "manual",
+    gpus: Annotated[str | None, typer.Option(help="GPU indices for CUDA_VISIBLE_DEVICES, e.g. 0,1.")] = None,
+    log_dir: Annotated[Path, typer.Option(help="Where server logs go.")] = Path("logs"),
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Validate and list the launches, run nothing.")
+    ] = False,
+    progress: Annotated[bool, typer.Option("--progress/--no-progress")] = True,
+) -> None:
+    """Run a sweep against a live SGLang server (or the stand-in) and store every point."""
+    try:
+        spec = load_sweep(sweep)
+    except SweepError as e:
+        fail(str(e))
+    if trigger not in {"manual", "schedule", "pr"}:
+        fail(f"--trigger must be manual, schedule or pr, not {trigger!r}")
+    gpu_list = _parse_gpus(gpus)
+    groups = expand(spec)
+    n_points = sum(len(g.points) for g in groups)
+    console.print(
+        f"[bold]{spec.name}[/]: {len(groups)} server launch(es), {n_points} points x {spec.repeats} repeats "
+        f"on backend [cyan]{spec.server.backend}[/]"
+    )
+    if dry_run:
+        for g in groups:
+            console.print(f"  {g.server.label()}: batch sizes {[p.batch_size for p in g.points]}")
+        return
+    engine = open_db(db)
+    resume_id = resume_run
+    if resume and resume_id is None:
+        resume_id = _latest_run_of(engine, spec.name)
+        if resume_id is None:
+            err_console.print(f"no earlier run of {spec.name!r} to resume; starting a new one")
+    deadline = time.monotonic() + deadline_s if deadline_s is not None else None
+    started = time.monotonic()
+    outcome = execute_sweep(
+        spec,
+        sweep.read_text(),
+        engine,
+        trigger=trigger,
+        label=label,
+        resume_run_id=resume_id,
+        gpus=gpu_list,
+        deadline=deadline,
+        log_dir=log_dir,
+        show_progress=progress,
+        console=err_console,
+    )
+    _summary(engine, outcome, time.monotonic() - started)
+    if outcome.status == "partial":
+        err_console.print(
+            f"[yellow]run {outcome.run_id} is partial ({outcome.error}); "
+            f"continue with: specbench run {sweep} --resume-run {outcome.run_id}[/]"
+        )
+        raise typer.Exit(EXIT_PARTIAL)
+
+
+def _parse_gpus(gpus: str | None) -> list[int] | None:
+    if gpus is None:
+        return None
+    try:
+        return [int(x) for x in gpus.split(",") if x.strip()]
+    except ValueError:
+        fail(f"--gpus must be comma-separated integers, not {gpus!r}")
+
+
+def _latest_run_of(engine: Engine, sweep_name: str) -> int | None:
+    with session_scope(engine) as s:
+        return s.scalars(
+            select(Run.id).where(Run.sweep_name == sweep_name).order_by(Run.id.desc()).limit(1)
+        ).first()
+
+
+def _fmt(v: float | None, digits: int = 1) -> str:
+    return "-" if v is None else f"{v:,.{digits}f}"
+
+
+def _summary(engine: Engine, outcome: RunOutcome, elapsed_s: float) -> None:
+    with session_scope(engine) as s:
+        points = list(s.scalars(select(Point).where(Point.run_id == outcome.run_id).order_by(Point.id)))
+    table = Table(title=f"run {outcome.run_id}: {outcome.status}", show_lines=False)
+    for col in (
+        "config",
+        "bs",
+        "status",
+        "out tok/s",
+        "95% CI",
+        "accept len",
+        "TTFT p50",
+        "TPOT p50",
+        "ITL p50",
+    ):
+        table.add_column(col, justify="right" if col not in ("config", "status") else "left")
+    for p in points:
+        cfg = (
+            "baseline"
+            if p.algorithm is None
+            else f"{p.algorithm} s{p.steps} k{p.topk} d{p.draft_tokens} {p.spec_mode}"
+        )
+        style = {"ok": "green", "unstable": "yellow"}.get(p.status, "red")
+        ci = (
+            f"{_fmt(p.output_throughput_ci_low, 0)}-{_fmt(p.output_throughput_ci_high, 0)}"
+            if p.output_throughput_ci_low is not None
+            else "-"
+        )
+        table.add_row(
+            cfg,
+            str(p.batch_size),
+            f"[{style}]{p.status}[/]",
+            _fmt(p.output_throughput),
+            ci,
+            _fmt(p.accept_length, 2),
+            _fmt(p.ttft_p50_ms),
+            _fmt(p.tpot_p50_ms, 2),
+            _fmt(p.itl_p50_ms, 2),
+        )
+    console.print(table)
+    bad = [p for p in points if p.status != "ok"]
+    for p in bad[:20]:
+        console.print(f"[red]{p.status}[/] point {p.id} (bs={p.batch_size}): {p.reason}")
+    overhead = "-" if outcome.overhead_s_per_point is None else f"{outcome.overhead_s_per_point:.2f} s"
+    console.print(
+        f"{outcome.points_stored}/{outcome.points_total} points measured this session, "
+        f"{outcome.launches} launch(es), {elapsed_s:.1f} s, per-point overhead outside the window {overhead}"
+    )

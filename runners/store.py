@@ -1,0 +1,277 @@
+"""Maps bench results onto db rows. Every write is idempotent on (run, point_key, repeat) so resumed runs and
+retried jobs neither duplicate nor lose a measurement."""
+
+from __future__ import annotations
+
+import hashlib
+import statistics
+from collections import defaultdict
+from typing import Any
+
+from bench.stats.intervals import median_ci
+from sqlalchemy import select
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
+
+from bench.results import STATUS_SEVERITY, SampleResult
+from bench.sweep import PointPlan, ServerConfig, SweepSpec
+from db.fingerprint import point_fingerprint
+from db.models import METRIC_FIELDS, Point, RequestRow, Run, Sample, ServerInstance
+from db.types import utcnow
+
+# Provenance keys that have their own column on `runs` (the full dict is kept in runs.provenance too).
+_PROVENANCE_COLUMNS = (
+    "sglang_version",
+    "sglang_commit",
+    "sgl_kernel_version",
+    "flashinfer_version",
+    "flash_mla_source",
+    "torch_version",
+    "cuda_version",
+    "driver_version",
+    "gpu_name",
+    "gpu_count",
+    "host",
+    "model_identity",
+    "specbench_version",
+    "git_commit",
+)
+# Statuses whose metrics describe what the server did; failed repeats have nothing to summarise.
+_MEASURED = {"ok", "unstable", "mode_mismatch", "invalid"}
+
+
+def create_run(
+    session: Session,
+    spec: SweepSpec,
+    sweep_yaml: str,
+    provenance: dict[str, Any],
+    *,
+    trigger: str,
+    label: str | None,
+    job_id: int | None,
+) -> Run:
+    run = Run(
+        sweep_name=spec.name,
+        sweep_yaml=sweep_yaml,
+        sweep_hash=hashlib.sha256(sweep_yaml.encode()).hexdigest(),
+        trigger=trigger,
+        label=label,
+        backend=spec.server.backend,
+        status="running",
+        job_id=job_id,
+        model=spec.model,
+        provenance={},
+    )
+    apply_provenance(run, provenance)
+    session.add(run)
+    session.flush()
+    return run
+
+
+def apply_provenance(run: Run, provenance: dict[str, Any]) -> None:
+    for key in _PROVENANCE_COLUMNS:
+        if key in provenance and provenance[key] is not None:
+            setattr(run, key, provenance[key])
+    run.simulated = bool(provenance.get("simulated", run.simulated))
+    run.provenance = {**(run.provenance or {}), **provenance}
+
+
+def record_server(
+    session: Session,
+    run: Run,
+    config: ServerConfig,
+    *,
+    argv: list[str] | None = None,
+    env: dict[str, str] | None = None,
+    resolved: dict[str, Any] | None = None,
+    spec_mode_resolved: str | None = None,
+    spec_mode_detail: str | None = None,
+    mismatches: list[str] | None = None,
+    version: str | None = None,
+    log_path: str | None = None,
+    startup_s: float | None = None,
+    status: str = "ok",
+    error: str | None = None,
+) -> ServerInstance:
+    si = ServerInstance(
+        run_id=run.id,
+        config_key=config.key(),
+        label=config.label(),
+        requested=config.to_dict(),
+        resolved=resolved or {},
+        argv=argv or [],
+        env=env or {},
+        spec_mode_requested=config.spec_mode,
+        spec_mode_resolved=spec_mode_resolved,
+        spec_mode_detail=spec_mode_detail,
+        mismatches=mismatches or [],
+        sglang_version=version,
+        log_path=log_path,
+        startup_s=startup_s,
+        status=status,
+        error=error,
+    )
+    session.add(si)
+    session.flush()
+    return si
+
+
+def stored_repeats(session: Session, run_id: int) -> dict[str, set[int]]:
+    """point_key -> repeat indices already stored, for resuming a run."""
+    rows = session.execute(
+        select(Point.point_key, Sample.repeat)
+        .join(Sample, Sample.point_id == Point.id)
+        .where(Point.run_id == run_id)
+    )
+    done: dict[str, set[int]] = defaultdict(set)
+    for key, repeat in rows:
+        done[key].add(repeat)
+    return dict(done)
+
+
+def get_or_create_point(session: Session, run: Run, plan: PointPlan, server_instance_id: int | None) -> Point:
+    point = session.scalars(
+        select(Point).where(Point.run_id == run.id, Point.point_key == plan.key())
+    ).one_or_none()
+    if point is not None:
+        if server_instance_id is not None:
+            point.server_instance_id = server_instance_id
+        return point
+    cfg, w = plan.server, plan.workload
+    point = Point(
+        run_id=run.id,
+        server_instance_id=server_instance_id,
+        point_key=plan.key(),
+        fingerprint=point_fingerprint(
+            model=cfg.model,
+            draft_model=cfg.draft_model,
+            attention_backend=cfg.attention_backend,
+            tp=cfg.tp,
+            algorithm=cfg.algorithm,
+            steps=cfg.steps,
+            topk=cfg.topk,
+            draft_tokens=cfg.draft_tokens,
+            spec_mode=cfg.spec_mode,
+            batch_size=plan.batch_size,
+            workload_key=w.key(),
+            gpu_name=run.gpu_name,
+            gpu_count=run.gpu_count,
+        ),
+        status="failed",
+        reason="no repeat stored yet",
+        model=cfg.model,
+        draft_model=cfg.draft_model,
+        attention_backend=cfg.attention_backend,
+        tp=cfg.tp,
+        algorithm=cfg.algorithm,
+        steps=cfg.steps,
+        topk=cfg.topk,
+        draft_tokens=cfg.draft_tokens,
+        spec_mode=cfg.spec_mode,
+        batch_size=plan.batch_size,
+        dataset=w.dataset,
+        input_len=w.input_len,
+        output_len=w.output_len,
+        num_prompts=plan.num_prompts,
+        workload_key=w.key(),
+        gpu_name=run.gpu_name,
+        gpu_count=run.gpu_count,
+        repeats=0,
+        repeats_planned=plan.repeats,
+    )
+    session.add(point)
+    session.flush()
+    return point
+
+
+def store_sample(
+    session: Session, point: Point, result: SampleResult, *, spec_mode_resolved: str | None
+) -> bool:
+    """Insert one repeat with its requests; False if that repeat was already stored (a resumed job)."""
+    exists = session.scalars(
+        select(Sample.id).where(Sample.point_id == point.id, Sample.repeat == result.repeat)
+    ).first()
+    if exists is not None:
+        return False
+    sample = Sample(
+        point_id=point.id,
+        repeat=result.repeat,
+        status=result.status,
+        reason=result.reason,
+        overhead_s=result.overhead_s,
+    )
+    if result.metrics is not None:
+        for name, value in result.metrics.to_dict().items():
+            if name in METRIC_FIELDS:
+                setattr(sample, name, value)
+    sample.requests = [
+        RequestRow(
+            idx=r.index,
+            prompt_len=r.prompt_len,
+            max_new_tokens=r.max_new_tokens,
+            start_s=r.start,
+            ttft_s=r.ttft,
+            e2e_s=r.e2e,
+            completion_tokens=r.completion_tokens,
+            prompt_tokens=r.prompt_tokens,
+            cached_tokens=r.cached_tokens,
+            spec_verify_ct=r.spec_verify_ct,
+            spec_accept_length=r.spec_accept_length,
+            finish_reason=r.finish_reason,
+            error=r.error,
+            # 10 µs is far below any latency we report and keeps the JSON small.
+            chunk_times=[round(t, 5) for t in r.chunk_times],
+            chunk_tokens=list(r.chunk_tokens),
+        )
+        for r in result.requests
+    ]
+    try:
+        with session.begin_nested():
+            session.add(sample)
+    except IntegrityError:  # another writer stored this repeat between our check and insert
+        return False
+    point.spec_mode_resolved = spec_mode_resolved
+    refresh_point(session, point)
+    return True
+
+
+def refresh_point(session: Session, point: Point) -> None:
+    """Point metrics = median over measured repeats; status = the worst repeat's, with its reason."""
+    samples = list(session.scalars(select(Sample).where(Sample.point_id == point.id).order_by(Sample.repeat)))
+    point.repeats = len(samples)
+    if not samples:
+        return
+    worst = max(samples, key=lambda s: STATUS_SEVERITY.get(s.status, 99))
+    point.status = worst.status
+    reasons = [f"repeat {s.repeat}: {s.reason}" for s in samples if s.reason]
+    point.reason = "; ".join(reasons) if reasons else None
+    measured = [s for s in samples if s.status in _MEASURED and s.output_throughput is not None]
+    for name in METRIC_FIELDS:
+        values = [getattr(s, name) for s in measured if getattr(s, name) is not None]
+        if not values:
+            setattr(point, name, None)
+        elif all(isinstance(v, int) for v in values):  # counts stay integers (median_low)
+            setattr(point, name, statistics.median_low(values))
+        else:
+            setattr(point, name, statistics.median(values))
+    _, low, high = median_ci([s.output_throughput for s in measured if s.output_throughput is not None])
+    point.output_throughput_ci_low = low
+    point.output_throughput_ci_high = high
+    point.overhead_s = sum(s.overhead_s or 0.0 for s in samples)
+
+
+def fail_point(
+    session: Session, run: Run, plan: PointPlan, server_instance_id: int | None, reason: str
+) -> Point:
+    """A point that could not be measured at all (its server never came up) still gets a row and a reason."""
+    point = get_or_create_point(session, run, plan, server_instance_id)
+    if point.repeats == 0:
+        point.status = "failed"
+        point.reason = reason
+    return point
+
+
+def finish_run(session: Session, run: Run, status: str, error: str | None = None) -> None:
+    run.status = status
+    run.error = error
+    run.finished_at = utcnow()

@@ -1,0 +1,287 @@
+"""Executes a sweep: one launch per server config, every repeat stored the moment it is measured.
+
+The runner owns the order of work and the mapping to rows; `bench` measures, `db` stores. A crash, Ctrl-C,
+SIGTERM (`stop`) or a passed `deadline` leaves every finished repeat in the database and the run marked
+`partial`, so `--resume` (or a retried job) continues where it stopped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from bench.client import LoadClient
+from bench.launcher import LaunchedServer, LaunchError, launch
+from bench.measure import measure_point
+from bench.provenance import collect_provenance
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
+from sqlalchemy import Engine
+
+from bench.sweep import PointPlan, ServerGroup, SweepSpec, expand
+from bench.workload import build_prompts
+from db.engine import session_scope
+from db.models import Run, ServerInstance
+from db.types import utcnow
+from runners import store
+
+
+@dataclass
+class RunOutcome:
+    run_id: int
+    status: str  # done | partial | failed
+    points_total: int
+    points_stored: int
+    launches: int = 0
+    error: str | None = None
+    overhead_s_per_point: float | None = None
+    rows: list[dict[str, Any]] = field(default_factory=list)
+
+
+class _Stopped(Exception):
+    """The deadline passed or a stop was requested; finish cleanly."""
+
+
+def execute_sweep(
+    spec: SweepSpec,
+    sweep_yaml: str,
+    engine: Engine,
+    *,
+    trigger: str = "manual",
+    label: str | None = None,
+    job_id: int | None = None,
+    resume_run_id: int | None = None,
+    gpus: list[int] | None = None,
+    deadline: float | None = None,
+    stop: threading.Event | None = None,
+    log_dir: Path | None = None,
+    show_progress: bool = True,
+    console: Console | None = None,
+) -> RunOutcome:
+    console = console or Console(stderr=True)
+    groups = expand(spec)
+    provenance = collect_provenance(model_path=spec.model)
+    if spec.server.backend == "sim":
+        provenance["simulated"] = True
+    with session_scope(engine) as s:
+        if resume_run_id is not None:
+            run = s.get(Run, resume_run_id)
+            if run is None:
+                raise ValueError(f"run {resume_run_id} does not exist")
+            if run.sweep_name != spec.name:
+                raise ValueError(
+                    f"run {resume_run_id} belongs to sweep {run.sweep_name!r}, not {spec.name!r}"
+                )
+            run.status = "running"
+            run.finished_at = None
+        else:
+            run = store.create_run(
+                s, spec, sweep_yaml, provenance, trigger=trigger, label=label, job_id=job_id
+            )
+        run_id = run.id
+        done = store.stored_repeats(s, run_id)
+    logs = (log_dir or Path("logs")) / f"run-{run_id}"
+    logs.mkdir(parents=True, exist_ok=True)
+    executor = _Executor(spec, engine, run_id, done, gpus, deadline, stop, logs)
+    total_points = sum(len(g.points) for g in groups)
+    status, error = "done", None
+    progress = Progress(
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("points"),
+        TimeElapsedColumn(),
+        TextColumn("ETA"),
+        TimeRemainingColumn(),
+        console=console,
+        disable=not show_progress,
+        transient=False,
+    )
+    try:
+        with progress:
+            task = progress.add_task("starting", total=total_points)
+            executor.progress, executor.task = progress, task
+            for group in groups:
+                executor.run_group(group)
+    except _Stopped as e:
+        status, error = "partial", str(e)
+    except KeyboardInterrupt:
+        status, error = "partial", "interrupted (Ctrl-C)"
+    except Exception as e:  # the run row must say why it ended, then the caller sees the error too
+        status, error = "failed", f"{type(e).__name__}: {e}"
+        with session_scope(engine) as s:
+            store.finish_run(s, s.get(Run, run_id), status, error)  # type: ignore[arg-type]
+        raise
+    finally:
+        if status != "failed":
+            with session_scope(engine) as s:
+                run = s.get(Run, run_id)
+                assert run is not None
+                run.overhead_s = executor.overhead_total
+                store.finish_run(s, run, status, error)
+    stored = executor.points_stored
+    return RunOutcome(
+        run_id=run_id,
+        status=status,
+        points_total=total_points,
+        points_stored=stored,
+        launches=executor.launches,
+        error=error,
+        overhead_s_per_point=(executor.overhead_total / executor.points_measured)
+        if executor.points_measured
+        else None,
+    )
+
+
+class _Executor:
+    def __init__(
+        self,
+        spec: SweepSpec,
+        engine: Engine,
+        run_id: int,
+        done: dict[str, set[int]],
+        gpus: list[int] | None,
+        deadline: float | None,
+        stop: threading.Event | None,
+        log_dir: Path,
+    ) -> None:
+        self.spec, self.engine, self.run_id, self.done = spec, engine, run_id, done
+        self.gpus, self.deadline, self.stop, self.log_dir = gpus, deadline, stop, log_dir
+        self.progress: Progress | None = None
+        self.task: Any = None
+        self.launches = 0
+        self.points_stored = 0
+        self.points_measured = 0
+        self.overhead_total = 0.0
+
+    def _check_stop(self) -> None:
+        if self.stop is not None and self.stop.is_set():
+            raise _Stopped("stop requested (SIGTERM); finished the current point")
+        if self.deadline is not None and time.monotonic() >= self.deadline:
+            raise _Stopped("deadline reached; finished the current point")
+
+    def _advance(self, description: str | None = None) -> None:
+        if self.progress is not None:
+            self.progress.update(self.task, advance=1, description=description or "")
+
+    def _pending(self, plan: PointPlan) -> list[int]:
+        have = self.done.get(plan.key(), set())
+        return [r for r in range(plan.repeats) if r not in have]
+
+    def run_group(self, group: ServerGroup) -> None:
+        todo = [p for p in group.points if self._pending(p)]
+        for p in group.points:
+            if not self._pending(p):
+                self._advance()
+        if not todo:
+            return
+        self._check_stop()
+        cfg = group.server
+        if self.progress is not None:
+            self.progress.update(self.task, description=f"launching {cfg.label()}")
+        self.launches += 1
+        try:
+            server_cm = launch(cfg, self.spec.server, log_dir=self.log_dir, gpus=self.gpus)
+            server = server_cm.__enter__()
+        except LaunchError as e:
+            with session_scope(self.engine) as s:
+                run = s.get(Run, self.run_id)
+                assert run is not None
+                si = store.record_server(
+                    s, run, cfg, status="failed", error=str(e), log_path=getattr(e, "log_path", None)
+                )
+                for plan in todo:
+                    store.fail_point(s, run, plan, si.id, f"server failed to start: {_first_line(str(e))}")
+            for _ in todo:
+                self._advance()
+            return
+        si_id: int | None = None
+        try:
+            si_id = self._record_server(cfg, server)
+            asyncio.run(self._measure_group(todo, server, si_id, cfg.label()))
+        finally:
+            server_cm.__exit__(None, None, None)
+            if si_id is not None:
+                with session_scope(self.engine) as s:
+                    si = s.get(ServerInstance, si_id)
+                    if si is not None and si.status == "ok":
+                        si.status, si.stopped_at = "stopped", utcnow()
+
+    def _record_server(self, cfg: Any, server: LaunchedServer) -> int:
+        with session_scope(self.engine) as s:
+            run = s.get(Run, self.run_id)
+            assert run is not None
+            if not run.servers or run.provenance.get("server_version") is None:
+                # The server may run another sglang than the local one (external, or another interpreter).
+                prov = collect_provenance(model_path=self.spec.model, server_info=server.server_info)
+                prov["server_version"] = server.version
+                if self.spec.server.backend == "sim":
+                    prov["simulated"] = True
+                store.apply_provenance(run, prov)
+            si = store.record_server(
+                s,
+                run,
+                cfg,
+                argv=list(server.argv),
+                env=dict(server.env_delta),
+                resolved=server.server_info,
+                spec_mode_resolved=server.spec_mode_resolved,
+                spec_mode_detail=server.resolved.detail if server.resolved else None,
+                mismatches=list(server.mismatches),
+                version=server.version,
+                log_path=str(server.log_path) if server.log_path else None,
+                startup_s=server.startup_s,
+            )
+            return si.id
+
+    async def _measure_group(
+        self, todo: list[PointPlan], server: LaunchedServer, si_id: int, label: str
+    ) -> None:
+        mismatch = "; ".join(server.mismatches) if server.mismatches else None
+        async with LoadClient(server.base_url) as client:
+            for plan in todo:
+                self._check_stop()
+                if self.progress is not None:
+                    self.progress.update(self.task, description=f"{label} bs={plan.batch_size}")
+                prompts = build_prompts(plan.workload, plan.num_prompts)
+                t_point = time.perf_counter()
+                window = 0.0
+                async for sample in measure_point(
+                    client,
+                    prompts=prompts,
+                    batch_size=plan.batch_size,
+                    repeats=self._pending(plan),
+                    warmup_waves=self.spec.warmup.waves,
+                    request_timeout_s=self.spec.request_timeout_s,
+                    expect_spec=not plan.server.is_baseline,
+                ):
+                    if sample.metrics is not None:
+                        window += sample.metrics.duration_s
+                    if mismatch and sample.status != "failed":
+                        sample.status = "mode_mismatch"
+                        sample.reason = f"server ran something else: {mismatch}"
+                    with session_scope(self.engine) as s:
+                        run = s.get(Run, self.run_id)
+                        assert run is not None
+                        point = store.get_or_create_point(s, run, plan, si_id)
+                        if store.store_sample(s, point, sample, spec_mode_resolved=server.spec_mode_resolved):
+                            self.done.setdefault(plan.key(), set()).add(sample.repeat)
+                self.points_measured += 1
+                self.overhead_total += max(time.perf_counter() - t_point - window, 0.0)
+                self.points_stored += 1
+                self._advance()
+
+
+def _first_line(text: str) -> str:
+    return text.strip().splitlines()[0] if text.strip() else text
