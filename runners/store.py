@@ -254,7 +254,10 @@ def refresh_point(session: Session, point: Point) -> None:
             setattr(point, name, statistics.median_low(values))
         else:
             setattr(point, name, statistics.median(values))
-    _, low, high = median_ci([s.output_throughput for s in measured if s.output_throughput is not None])
+    throughputs = [s.output_throughput for s in measured if s.output_throughput is not None]
+    low = high = None
+    if throughputs:
+        _, low, high = median_ci(throughputs)
     point.output_throughput_ci_low = low
     point.output_throughput_ci_high = high
     point.overhead_s = sum(s.overhead_s or 0.0 for s in samples)

@@ -192,7 +192,7 @@ class _Executor:
             self.progress.update(self.task, description=f"launching {cfg.label()}")
         self.launches += 1
         try:
-            server_cm = launch(cfg, self.spec.server, log_dir=self.log_dir, gpus=self.gpus)
+            server_cm = launch(self.spec.server, cfg, log_dir=self.log_dir, gpus=self.gpus)
             server = server_cm.__enter__()
         except LaunchError as e:
             with session_scope(self.engine) as s:

@@ -1,0 +1,40 @@
+# Two commands do everything on a fresh machine:
+#   make demo   - creates .venv, runs a sweep on the stand-in server into ./specbench.db, opens the dashboard
+#   make test   - creates .venv, runs the whole test suite (starts a throwaway PostgreSQL when one is installed)
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+DB ?= sqlite:///specbench.db
+PORT ?= 8501
+
+.PHONY: setup demo dashboard test lint bench clean
+
+setup: $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -e '.[dev]'
+	touch $@
+
+demo: setup
+	$(BIN)/specbench run sweeps/demo-sim.yaml --db $(DB) --resume
+	$(BIN)/specbench dashboard --db $(DB) --port $(PORT)
+
+dashboard: setup
+	$(BIN)/specbench dashboard --db $(DB) --port $(PORT)
+
+test: setup
+	bash scripts/test.sh
+
+lint: setup
+	$(BIN)/ruff format --check .
+	$(BIN)/ruff check .
+	$(BIN)/mypy bench db runners dashboard
+
+bench: setup
+	$(BIN)/python benchmarks/client_ceiling.py
+	$(BIN)/python benchmarks/dashboard_scale.py
+
+clean:
+	rm -rf $(VENV) logs specbench.db specbench.db-wal specbench.db-shm

@@ -1,0 +1,306 @@
+"""The spine end to end: sweep file -> launched stand-in servers over loopback HTTP -> every point in SQL."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sqlalchemy import Engine, func, select
+
+from bench.sweep import parse_sweep
+from db.engine import session_scope
+from db.export import collect, read_csv_rows, to_csv
+from db.migrate import open_database
+from db.models import Point, RequestRow, Run, Sample, ServerInstance
+from runners.sweep_runner import execute_sweep
+from tests.fixtures.sim import DEFAULT_MODEL
+
+REPO = Path(__file__).resolve().parents[1]
+
+TINY = """
+name: tiny
+model: sim-tiny
+server:
+  backend: sim
+  attention_backend: flashmla
+  sim: {time_scale: 0.05, seed: 3}
+grid: {batch_sizes: [1, 4], spec_modes: [v1, v2], steps: [1, 3], topk: [1], baseline: true}
+workload: {input_len: 32, output_len: 24}
+repeats: 2
+"""
+
+
+def _run(text: str, engine: Engine, tmp_path: Path, **kw: Any) -> Any:
+    spec = parse_sweep(text)
+    return execute_sweep(spec, text, engine, log_dir=tmp_path / "logs", show_progress=False, **kw)
+
+
+def _count(engine: Engine, model: Any, *where: Any) -> int:
+    with session_scope(engine) as s:
+        return int(s.scalar(select(func.count()).select_from(model).where(*where)) or 0)
+
+
+def test_sweep_stores_every_point_with_resolved_config(engine: Engine, tmp_path: Path) -> None:
+    out = _run(TINY, engine, tmp_path)
+    assert out.status == "done"
+    # baseline + {v1, v2} x {1, 3} steps: one launch per distinct server config
+    assert out.launches == 5
+    assert _count(engine, ServerInstance) == 5
+    assert _count(engine, Point) == 10
+    assert _count(engine, Sample) == 20
+    with session_scope(engine) as s:
+        run = s.scalars(select(Run)).one()
+        assert run.simulated and run.gpu_name == "none" and run.gpu_count == 0
+        assert run.sglang_version == "0.5.13.post1"  # what the (stand-in) server reported
+        assert run.specbench_version
+        points = list(s.scalars(select(Point)))
+        assert {p.status for p in points} == {"ok"}, [(p.status, p.reason) for p in points]
+        for p in points:
+            assert p.repeats == 2
+            assert p.output_throughput and p.output_throughput > 0
+            assert p.spec_mode_resolved == p.spec_mode
+            if p.algorithm is None:
+                assert p.accept_length is None
+            else:
+                assert 1.0 < p.accept_length <= p.steps + 1
+        servers = list(s.scalars(select(ServerInstance)))
+        assert all(si.resolved.get("attention_backend") == "flashmla" for si in servers)
+        assert all(si.resolved.get("page_size") == 64 for si in servers)
+        assert {si.spec_mode_resolved for si in servers} == {None, "v1", "v2"}
+        assert all(si.status == "stopped" and si.log_path and Path(si.log_path).exists() for si in servers)
+        n_requests = s.scalar(select(func.count()).select_from(RequestRow))
+        assert n_requests == sum(p.num_prompts * 2 for p in points)
+        req = s.scalars(select(RequestRow)).first()
+        assert req is not None and req.completion_tokens == 24 and len(req.chunk_times) >= 1
+
+
+def test_resume_skips_stored_repeats(engine: Engine, tmp_path: Path) -> None:
+    first = _run(TINY, engine, tmp_path)
+    again = _run(TINY, engine, tmp_path, resume_run_id=first.run_id)
+    assert again.status == "done" and again.launches == 0
+    assert _count(engine, Sample) == 20
+
+
+def test_deadline_leaves_a_partial_run_that_resumes_without_duplicates(
+    engine: Engine, tmp_path: Path
+) -> None:
+    partial = _run(TINY, engine, tmp_path, deadline=time.monotonic() + 3.0)
+    assert partial.status == "partial"
+    stored = _count(engine, Sample)
+    assert 0 < stored < 20
+    done = _run(TINY, engine, tmp_path, resume_run_id=partial.run_id)
+    assert done.status == "done"
+    assert _count(engine, Sample) == 20
+    with session_scope(engine) as s:
+        assert s.get(Run, partial.run_id).status == "done"  # type: ignore[union-attr]
+
+
+def test_mode_mismatch_is_never_reported_as_requested_mode(engine: Engine, tmp_path: Path) -> None:
+    # 0.5.12 silently falls back to v1 when topk > 1 (contract §1.4); fa3 allows topk 2.
+    text = """
+name: fallback
+model: sim-tiny
+server: {backend: sim, attention_backend: fa3, sim: {version: "0.5.12", time_scale: 0.05}}
+grid: {batch_sizes: [2], spec_modes: [v2], steps: [2], topk: [2], draft_tokens: [4], baseline: false}
+workload: {input_len: 16, output_len: 16}
+repeats: 1
+"""
+    _run(text, engine, tmp_path)
+    with session_scope(engine) as s:
+        p = s.scalars(select(Point)).one()
+        assert p.status == "mode_mismatch"
+        assert p.spec_mode == "v2" and p.spec_mode_resolved == "v1"
+        assert "v1" in (p.reason or "")
+        assert collect(s).rows == []  # the default export shows ok points only
+        assert len(collect(s, all_status=True).rows) == 1
+
+
+def test_crash_and_stall_give_failed_points_and_the_sweep_goes_on(engine: Engine, tmp_path: Path) -> None:
+    crash = """
+name: faults
+model: sim-tiny
+server: {backend: sim, sim: {time_scale: 0.05, fault: "crash_after=3"}}
+grid: {batch_sizes: [2], spec_modes: [v2], steps: [2], baseline: true}
+workload: {input_len: 16, output_len: 16, num_prompts: 4}
+repeats: 2
+"""
+    out = _run(crash, engine, tmp_path)
+    assert out.launches == 2  # the crash of the first server did not stop the sweep
+    with session_scope(engine) as s:
+        points = list(s.scalars(select(Point)))
+        assert len(points) == 2
+        assert all(p.status == "failed" for p in points), [(p.status, p.reason) for p in points]
+        assert all(p.reason for p in points)
+
+    stall = crash.replace("crash_after=3", "stall_after=3").replace("name: faults", "name: stall")
+    stall += "request_timeout_s: 1.0\n"
+    _run(stall, engine, tmp_path)
+    with session_scope(engine) as s:
+        points = list(s.scalars(select(Point).join(Run).where(Run.sweep_name == "stall")))
+        assert {p.status for p in points} <= {"invalid", "failed"}
+        assert any("stall" in (p.reason or "") for p in points), [p.reason for p in points]
+
+
+def test_server_that_cannot_start_fails_its_points_with_the_log(engine: Engine, tmp_path: Path) -> None:
+    # The stand-in refuses an unknown attention backend like SGLang does; the other config still runs.
+    text = """
+name: badstart
+model: sim-tiny
+server: {backend: sim, attention_backend: no-such-backend, sim: {time_scale: 0.05}}
+grid: {batch_sizes: [1], spec_modes: [v2], steps: [1], baseline: false}
+workload: {input_len: 8, output_len: 8}
+repeats: 1
+"""
+    out = _run(text, engine, tmp_path)
+    assert out.status == "done"
+    with session_scope(engine) as s:
+        si = s.scalars(select(ServerInstance)).one()
+        assert si.status == "failed" and si.error
+        p = s.scalars(select(Point)).one()
+        assert p.status == "failed" and "server failed to start" in (p.reason or "")
+
+
+def test_external_server_is_measured_not_launched(engine: Engine, tmp_path: Path, sim_server: Any) -> None:
+    sim = sim_server.start(
+        "--speculative-algorithm",
+        "NEXTN",
+        "--attention-backend",
+        "flashmla",
+        env={"SPECBENCH_SIM_TIME_SCALE": "0.05"},
+    )
+    # The sweep's model must be what the server runs: the fixture's default model path.
+    text = f"""
+name: ext
+model: {DEFAULT_MODEL}
+server: {{backend: external, base_url: "{sim.base_url}"}}
+grid: {{batch_sizes: [1, 2], spec_modes: [v2], steps: [3], baseline: false}}
+workload: {{input_len: 8, output_len: 8}}
+repeats: 1
+"""
+    _run(text, engine, tmp_path)
+    with session_scope(engine) as s:
+        si = s.scalars(select(ServerInstance)).one()
+        assert si.resolved["speculative_algorithm"] == "EAGLE"  # NEXTN is an alias
+        assert si.argv == []  # nothing launched
+        points = list(s.scalars(select(Point)))
+        assert [p.status for p in points] == ["ok", "ok"]
+        assert all(p.spec_mode_resolved == "v2" for p in points)
+    assert sim.proc.poll() is None  # specbench did not stop someone else's server
+
+
+def test_csv_export_round_trips(engine: Engine, tmp_path: Path) -> None:
+    _run(TINY, engine, tmp_path)
+    with session_scope(engine) as s:
+        text = to_csv(collect(s))
+    assert text.startswith("# run 1")
+    assert "#   simulated: True" in text
+    rows = read_csv_rows(text)
+    assert len(rows) == 10
+    for col in (
+        "run_id",
+        "status",
+        "batch_size",
+        "algorithm",
+        "steps",
+        "topk",
+        "draft_tokens",
+        "spec_mode",
+        "spec_mode_resolved",
+        "server_instance",
+        "output_throughput",
+        "accept_length",
+        "accept_length_weighted",
+        "ttft_p50_ms",
+        "tpot_p50_ms",
+        "itl_p50_ms",
+        "e2e_p50_ms",
+        "repeats",
+    ):
+        assert col in rows[0]
+    assert {r["status"] for r in rows} == {"ok"}
+
+
+def _identity(engine: Engine) -> list[tuple[Any, ...]]:
+    with session_scope(engine) as s:
+        return [
+            (
+                p.point_key,
+                p.fingerprint,
+                p.status,
+                p.algorithm,
+                p.steps,
+                p.topk,
+                p.draft_tokens,
+                p.spec_mode,
+                p.spec_mode_resolved,
+                p.batch_size,
+                p.repeats,
+                p.completed,
+                p.total_output_tokens,
+                p.num_prompts,
+            )
+            for p in s.scalars(select(Point).order_by(Point.point_key))
+        ]
+
+
+@pytest.mark.postgres
+def test_same_sweep_same_rows_in_sqlite_and_postgres(sqlite_url: str, pg_url: str, tmp_path: Path) -> None:
+    rows = []
+    for url in (sqlite_url, pg_url):
+        eng = open_database(url)
+        _run(TINY, eng, tmp_path)
+        rows.append(_identity(eng))
+        eng.dispose()
+    assert rows[0] == rows[1]
+    assert len(rows[0]) == 10
+
+
+def test_ctrl_c_leaves_the_database_consistent(tmp_path: Path) -> None:
+    sweep = tmp_path / "slow.yaml"
+    sweep.write_text(TINY.replace("time_scale: 0.05", "time_scale: 0.5").replace("name: tiny", "name: slow"))
+    url = f"sqlite:///{tmp_path / 'c.db'}"
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "runners.cli",
+            "run",
+            str(sweep),
+            "--db",
+            url,
+            "--log-dir",
+            str(tmp_path / "l"),
+        ],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    eng = open_database(url)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and _count(eng, Sample) < 3:
+        time.sleep(0.2)
+    os.killpg(proc.pid, signal.SIGINT)
+    out, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 3, out.decode(errors="replace")
+    with session_scope(eng) as s:
+        run = s.scalars(select(Run)).one()
+        assert run.status == "partial" and "interrupted" in (run.error or "")
+        for sample in s.scalars(select(Sample)):
+            assert len(sample.requests) == sample.point.num_prompts  # no half-written repeat
+    stored = _count(eng, Sample)
+    done = subprocess.run(
+        [sys.executable, "-m", "runners.cli", "run", str(sweep), "--db", url, "--resume", "--no-progress"],
+        cwd=REPO,
+        capture_output=True,
+        timeout=180,
+    )
+    assert done.returncode == 0, done.stdout.decode() + done.stderr.decode()
+    assert _count(eng, Sample) == 20 > stored
+    eng.dispose()
