@@ -40,6 +40,7 @@ KNOWN_PASSTHROUGH: frozenset[str] = frozenset(
         "cuda-graph-max-bs",
         "cuda-graph-max-bs-decode",
         "cuda-graph-bs",
+        "cuda-graph-bs-decode",
         "disable-cuda-graph",
         "disable-piecewise-cuda-graph",
         "skip-tokenizer-init",

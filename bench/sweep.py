@@ -69,11 +69,13 @@ class SimSettings(_Strict):
         for part in v.split(","):
             kind, _, n = part.partition("=")
             if kind not in {"crash_after", "stall_after", "malformed_after"} or not n.isdigit():
-                raise ValueError(f"fault {part!r}: expected crash_after=N, stall_after=N or malformed_after=N")
+                raise ValueError(
+                    f"fault {part!r}: expected crash_after=N, stall_after=N or malformed_after=N"
+                )
         return v
 
 
-ArgValue = str | int | float | bool
+ArgValue = str | int | float | bool | list[int] | list[str]
 
 
 class ServerSpec(_Strict):
@@ -85,6 +87,8 @@ class ServerSpec(_Strict):
     env: dict[str, str] = Field(default_factory=dict)
     sim: SimSettings = Field(default_factory=SimSettings)
     startup_timeout_s: float = Field(900.0, gt=0)
+    # Start up to this many of the sweep's servers together, then measure them one at a time (see README).
+    max_parallel_starts: int = Field(1, ge=1, le=16)
     # Interpreter that runs `-m sglang.launch_server`; None = the one running specbench.
     python: str | None = None
 
@@ -216,9 +220,7 @@ def find_problems(spec: SweepSpec) -> list[str]:
         elif not re.match(r"^https?://[^\s/]+(:\d+)?/?$", s.base_url):
             p.append(f"server.base_url: {s.base_url!r} is not http(s)://host[:port]")
         multi = [
-            n
-            for n, v in (("spec_modes", g.spec_modes), ("steps", g.steps), ("topk", g.topk))
-            if len(v) > 1
+            n for n, v in (("spec_modes", g.spec_modes), ("steps", g.steps), ("topk", g.topk)) if len(v) > 1
         ]
         if isinstance(g.draft_tokens, list) and len(g.draft_tokens) > 1:
             multi.append("draft_tokens")
@@ -257,7 +259,7 @@ class ServerConfig:
     topk: int | None
     draft_tokens: int | None
     spec_mode: SpecMode | None
-    args: tuple[tuple[str, ArgValue], ...] = ()
+    args: tuple[tuple[str, ArgValue | tuple[int | str, ...]], ...] = ()
     env: tuple[tuple[str, str], ...] = ()
 
     @property
@@ -287,7 +289,9 @@ class ServerConfig:
     def label(self) -> str:
         if self.is_baseline:
             return "baseline (no spec)"
-        return f"{self.algorithm} steps={self.steps} topk={self.topk} draft={self.draft_tokens} {self.spec_mode}"
+        return (
+            f"{self.algorithm} steps={self.steps} topk={self.topk} draft={self.draft_tokens} {self.spec_mode}"
+        )
 
 
 @dataclass(frozen=True)
@@ -312,7 +316,8 @@ class ServerGroup:
 def expand(spec: SweepSpec) -> list[ServerGroup]:
     """Server configs in launch order (baseline first), each with its points (batch size x workload)."""
     g = spec.grid
-    args = tuple(sorted(spec.server.args.items()))
+    # Lists become tuples so a ServerConfig stays hashable.
+    args = tuple(sorted((k, tuple(v) if isinstance(v, list) else v) for k, v in spec.server.args.items()))
     env = tuple(sorted(spec.server.env.items()))
     common = {
         "model": spec.model,
@@ -355,7 +360,9 @@ def expand(spec: SweepSpec) -> list[ServerGroup]:
     groups = []
     for cfg in configs:
         points = [
-            PointPlan(cfg, b, w, w.prompts_for(b), spec.repeats) for w in spec.workloads for b in g.batch_sizes
+            PointPlan(cfg, b, w, w.prompts_for(b), spec.repeats)
+            for w in spec.workloads
+            for b in g.batch_sizes
         ]
         groups.append(ServerGroup(cfg, points))
     return groups
@@ -367,7 +374,9 @@ def parse_sweep(text: str, source: str = "<sweep>") -> SweepSpec:
     except yaml.YAMLError as e:
         raise SweepError(source, [f"not valid YAML: {e}"]) from None
     if not isinstance(data, dict):
-        raise SweepError(source, ["the top level must be a mapping (name, model, server, grid, workload, ...)"])
+        raise SweepError(
+            source, ["the top level must be a mapping (name, model, server, grid, workload, ...)"]
+        )
     try:
         return SweepSpec.model_validate(data)
     except ValidationError as e:

@@ -8,12 +8,12 @@ import statistics
 from collections import defaultdict
 from typing import Any
 
-from bench.stats.intervals import median_ci
 from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from bench.results import STATUS_SEVERITY, SampleResult
+from bench.stats.intervals import median_ci
 from bench.sweep import PointPlan, ServerConfig, SweepSpec
 from db.fingerprint import point_fingerprint
 from db.models import METRIC_FIELDS, Point, RequestRow, Run, Sample, ServerInstance

@@ -10,14 +10,11 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bench.client import LoadClient
-from bench.launcher import LaunchedServer, LaunchError, launch
-from bench.measure import measure_point
-from bench.provenance import collect_provenance
 from rich.console import Console
 from rich.progress import (
     BarColumn,
@@ -29,7 +26,11 @@ from rich.progress import (
 )
 from sqlalchemy import Engine
 
-from bench.sweep import PointPlan, ServerGroup, SweepSpec, expand
+from bench.client import LoadClient
+from bench.launcher import LaunchedServer, LaunchError, launch
+from bench.measure import measure_point
+from bench.provenance import collect_provenance
+from bench.sweep import PointPlan, ServerConfig, ServerGroup, SweepSpec, expand
 from bench.workload import build_prompts
 from db.engine import session_scope
 from db.models import Run, ServerInstance
@@ -47,6 +48,15 @@ class RunOutcome:
     error: str | None = None
     overhead_s_per_point: float | None = None
     rows: list[dict[str, Any]] = field(default_factory=list)
+
+
+def launch_batches(groups: list[ServerGroup], max_parallel: int) -> list[list[ServerGroup]]:
+    """Groups in launch batches. With parallel starts the first server starts alone: it pays the cold JIT
+    compile and fills the caches (Triton, flashinfer, inductor) that the servers started together then reuse."""
+    if max_parallel <= 1 or len(groups) <= 1:
+        return [[g] for g in groups]
+    rest = groups[1:]
+    return [groups[:1], *(rest[i : i + max_parallel] for i in range(0, len(rest), max_parallel))]
 
 
 class _Stopped(Exception):
@@ -112,8 +122,8 @@ def execute_sweep(
         with progress:
             task = progress.add_task("starting", total=total_points)
             executor.progress, executor.task = progress, task
-            for group in groups:
-                executor.run_group(group)
+            for batch in launch_batches(groups, spec.server.max_parallel_starts):
+                executor.run_batch(batch)
     except _Stopped as e:
         status, error = "partial", str(e)
     except KeyboardInterrupt:
@@ -179,46 +189,75 @@ class _Executor:
         have = self.done.get(plan.key(), set())
         return [r for r in range(plan.repeats) if r not in have]
 
-    def run_group(self, group: ServerGroup) -> None:
-        todo = [p for p in group.points if self._pending(p)]
-        for p in group.points:
-            if not self._pending(p):
+    def run_batch(self, groups: list[ServerGroup]) -> None:
+        """Start the servers of `groups` together, then measure them one at a time.
+
+        With `server.max_parallel_starts` = 1 (the default) a batch is one group. Larger batches overlap the
+        slow part (cold JIT and CUDA-graph capture) while every measurement still runs with no other server
+        taking requests; the others sit idle, holding memory, and each is stopped as soon as it is measured.
+        """
+        pending: list[tuple[ServerGroup, list[PointPlan]]] = []
+        for group in groups:
+            todo = [p for p in group.points if self._pending(p)]
+            for _ in range(len(group.points) - len(todo)):
                 self._advance()
-        if not todo:
+            if todo:
+                pending.append((group, todo))
+        if not pending:
             return
         self._check_stop()
-        cfg = group.server
         if self.progress is not None:
-            self.progress.update(self.task, description=f"launching {cfg.label()}")
-        self.launches += 1
+            names = ", ".join(g.server.label() for g, _ in pending)
+            self.progress.update(self.task, description=f"launching {names}")
+        self.launches += len(pending)
+        with ThreadPoolExecutor(max_workers=len(pending)) as pool:
+            futures = [pool.submit(self._start, g.server) for g, _ in pending]
+            started = [f.result() for f in futures]
         try:
-            server_cm = launch(self.spec.server, cfg, log_dir=self.log_dir, gpus=self.gpus)
-            server = server_cm.__enter__()
-        except LaunchError as e:
-            with session_scope(self.engine) as s:
-                run = s.get(Run, self.run_id)
-                assert run is not None
-                si = store.record_server(
-                    s, run, cfg, status="failed", error=str(e), log_path=getattr(e, "log_path", None)
-                )
-                for plan in todo:
-                    store.fail_point(s, run, plan, si.id, f"server failed to start: {_first_line(str(e))}")
-            for _ in todo:
-                self._advance()
-            return
-        si_id: int | None = None
-        try:
-            si_id = self._record_server(cfg, server)
-            asyncio.run(self._measure_group(todo, server, si_id, cfg.label()))
+            for i, ((group, todo), server) in enumerate(zip(pending, started, strict=True)):
+                if isinstance(server, LaunchError):
+                    self._record_launch_failure(group, todo, server)
+                    continue
+                try:
+                    self._measure_on(group, todo, server, co_resident=len(pending) - 1 - i)
+                finally:
+                    server.stop()
         finally:
-            server_cm.__exit__(None, None, None)
-            if si_id is not None:
-                with session_scope(self.engine) as s:
-                    si = s.get(ServerInstance, si_id)
-                    if si is not None and si.status == "ok":
-                        si.status, si.stopped_at = "stopped", utcnow()
+            for server in started:  # a stop or Ctrl-C mid-batch must not leave idle servers behind
+                if isinstance(server, LaunchedServer):
+                    server.stop()
 
-    def _record_server(self, cfg: Any, server: LaunchedServer) -> int:
+    def _start(self, cfg: ServerConfig) -> LaunchedServer | LaunchError:
+        try:
+            return launch(self.spec.server, cfg, log_dir=self.log_dir, gpus=self.gpus)
+        except LaunchError as e:
+            return e
+
+    def _record_launch_failure(self, group: ServerGroup, todo: list[PointPlan], err: LaunchError) -> None:
+        with session_scope(self.engine) as s:
+            run = s.get(Run, self.run_id)
+            assert run is not None
+            si = store.record_server(
+                s, run, group.server, status="failed", error=str(err), log_path=_str_or_none(err.log_path)
+            )
+            for plan in todo:
+                store.fail_point(s, run, plan, si.id, f"server failed to start: {_first_line(str(err))}")
+        for _ in todo:
+            self._advance()
+
+    def _measure_on(
+        self, group: ServerGroup, todo: list[PointPlan], server: LaunchedServer, co_resident: int
+    ) -> None:
+        si_id = self._record_server(group.server, server, co_resident)
+        try:
+            asyncio.run(self._measure_group(todo, server, si_id, group.server.label()))
+        finally:
+            with session_scope(self.engine) as s:
+                si = s.get(ServerInstance, si_id)
+                if si is not None and si.status == "ok":
+                    si.status, si.stopped_at = "stopped", utcnow()
+
+    def _record_server(self, cfg: ServerConfig, server: LaunchedServer, co_resident: int) -> int:
         with session_scope(self.engine) as s:
             run = s.get(Run, self.run_id)
             assert run is not None
@@ -243,6 +282,8 @@ class _Executor:
                 log_path=str(server.log_path) if server.log_path else None,
                 startup_s=server.startup_s,
             )
+            # Idle servers sharing the GPU while this one was measured (max_parallel_starts > 1).
+            si.env = {**si.env, "specbench.co_resident_idle_servers": str(co_resident)}
             return si.id
 
     async def _measure_group(
@@ -281,6 +322,10 @@ class _Executor:
                 self.overhead_total += max(time.perf_counter() - t_point - window, 0.0)
                 self.points_stored += 1
                 self._advance()
+
+
+def _str_or_none(v: object) -> str | None:
+    return None if v is None else str(v)
 
 
 def _first_line(text: str) -> str:

@@ -13,12 +13,12 @@ from typing import Any
 import pytest
 from sqlalchemy import Engine, func, select
 
-from bench.sweep import parse_sweep
+from bench.sweep import expand, parse_sweep
 from db.engine import session_scope
 from db.export import collect, read_csv_rows, to_csv
 from db.migrate import open_database
 from db.models import Point, RequestRow, Run, Sample, ServerInstance
-from runners.sweep_runner import execute_sweep
+from runners.sweep_runner import execute_sweep, launch_batches
 from tests.fixtures.sim import DEFAULT_MODEL
 
 REPO = Path(__file__).resolve().parents[1]
@@ -78,6 +78,27 @@ def test_sweep_stores_every_point_with_resolved_config(engine: Engine, tmp_path:
         assert n_requests == sum(p.num_prompts * 2 for p in points)
         req = s.scalars(select(RequestRow)).first()
         assert req is not None and req.completion_tokens == 24 and len(req.chunk_times) >= 1
+
+
+def test_launch_batches_start_the_first_server_alone() -> None:
+    groups = expand(parse_sweep(TINY))
+    assert [len(b) for b in launch_batches(groups, 1)] == [1, 1, 1, 1, 1]
+    assert [len(b) for b in launch_batches(groups, 3)] == [1, 3, 1]
+    assert [g for b in launch_batches(groups, 3) for g in b] == groups
+
+
+def test_parallel_starts_measure_one_server_at_a_time(engine: Engine, tmp_path: Path) -> None:
+    text = TINY.replace(
+        "attention_backend: flashmla", "attention_backend: flashmla\n  max_parallel_starts: 3"
+    )
+    out = _run(text, engine, tmp_path)
+    assert out.status == "done" and out.launches == 5
+    with session_scope(engine) as s:
+        servers = list(s.scalars(select(ServerInstance).order_by(ServerInstance.id)))
+        assert [si.env["specbench.co_resident_idle_servers"] for si in servers] == ["0", "2", "1", "0", "0"]
+        assert {p.status for p in s.scalars(select(Point))} == {"ok"}
+        # every sample's window lies inside its own server's lifetime: nothing measured two servers at once
+        assert all(si.status == "stopped" for si in servers)
 
 
 def test_resume_skips_stored_repeats(engine: Engine, tmp_path: Path) -> None:

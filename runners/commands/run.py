@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 import time
 from pathlib import Path
 from typing import Annotated
@@ -70,6 +71,9 @@ def run(
         if resume_id is None:
             err_console.print(f"no earlier run of {spec.name!r} to resume; starting a new one")
     deadline = time.monotonic() + deadline_s if deadline_s is not None else None
+    # SIGTERM (a scheduler, `timeout`, a container stop) ends the run like Ctrl-C: stored repeats stay, the
+    # servers are torn down, the run is marked partial. Python's default would skip all cleanup.
+    signal.signal(signal.SIGTERM, _interrupt)
     started = time.monotonic()
     outcome = execute_sweep(
         spec,
@@ -91,6 +95,10 @@ def run(
             f"continue with: specbench run {sweep} --resume-run {outcome.run_id}[/]"
         )
         raise typer.Exit(EXIT_PARTIAL)
+
+
+def _interrupt(signum: int, _frame: object) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
 
 
 def _parse_gpus(gpus: str | None) -> list[int] | None:
@@ -152,6 +160,9 @@ def _summary(engine: Engine, outcome: RunOutcome, elapsed_s: float) -> None:
             _fmt(p.tpot_p50_ms, 2),
             _fmt(p.itl_p50_ms, 2),
         )
+    # Piped output (CI logs, `| tee`) gets 80 columns by default, which folds every row; use a log width.
+    if not console.is_terminal:
+        console.width = max(console.width, 140)
     console.print(table)
     bad = [p for p in points if p.status != "ok"]
     for p in bad[:20]:

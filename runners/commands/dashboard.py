@@ -1,0 +1,76 @@
+"""`specbench dashboard`: migrate the database, then serve the Streamlit app on it."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from db.engine import redact, resolve_url
+from runners.common import DbOption, err_console, open_db
+
+APP = Path(__file__).resolve().parents[2] / "dashboard" / "app.py"
+DB_ENV = "SPECBENCH_DB_URL"  # read by dashboard.services.data
+
+
+def register(app: typer.Typer) -> None:
+    app.command("dashboard")(dashboard)
+
+
+def streamlit_argv(port: int, address: str, headless: bool) -> list[str]:
+    """`streamlit run dashboard/app.py` with our flags, as an argv list (never a shell string).
+
+    It goes through `dashboard.serve`, which runs Streamlit's own CLI in-process after turning off its legacy
+    `pages/`-folder mode (see that module for why).
+    """
+    return [
+        sys.executable,
+        "-m",
+        "dashboard.serve",
+        "run",
+        str(APP),
+        "--server.port",
+        str(port),
+        "--server.address",
+        address,
+        "--server.headless",
+        "true" if headless else "false",
+        "--browser.gatherUsageStats",
+        "false",
+        "--server.fileWatcherType",
+        "none",
+        "--client.toolbarMode",
+        "viewer",
+    ]
+
+
+def streamlit_env(url: str) -> dict[str, str]:
+    env = dict(os.environ)
+    env[DB_ENV] = url
+    # The app imports `dashboard`, `db` and `bench`; make them importable without an installed package.
+    root = str(APP.parents[1])
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH", "")) if p)
+    return env
+
+
+def dashboard(
+    db: DbOption = None,
+    port: Annotated[int, typer.Option("--port", help="Port to serve on.")] = 8501,
+    address: Annotated[
+        str, typer.Option("--address", help="Interface to bind; 0.0.0.0 to share.")
+    ] = "127.0.0.1",
+    headless: Annotated[
+        bool, typer.Option("--headless", help="Do not open a browser window (servers, CI, containers).")
+    ] = False,
+) -> None:
+    """Serve the dashboard: trends, sweeps, run comparisons and regressions of the database."""
+    url = resolve_url(db)
+    open_db(url).dispose()  # migrate first: an empty database shows the empty state, not an error
+    argv = streamlit_argv(port, address, headless)
+    err_console.print(f"dashboard on http://{address}:{port} reading {redact(url)}")
+    sys.stdout.flush()
+    # Replace this process: Ctrl-C and the caller's SIGTERM reach Streamlit directly, with no orphan left.
+    os.execve(argv[0], argv, streamlit_env(url))

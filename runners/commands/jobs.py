@@ -1,0 +1,106 @@
+"""`specbench jobs`: the queue, the workers with their heartbeats, and failed jobs with their errors."""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated, Any, Literal
+
+import typer
+from rich.table import Table
+
+from db import queue_queries
+from runners import queue
+from runners.common import DbOption, console, fail, open_db
+
+_STATUSES = ("queued", "claimed", "running", "done", "failed", "canceled")
+
+
+def register(app: typer.Typer) -> None:
+    app.command("jobs")(jobs)
+
+
+def jobs(
+    db: DbOption = None,
+    format: Annotated[Literal["table", "json"], typer.Option("--format", help="table or json")] = "table",
+    status: Annotated[
+        list[str] | None, typer.Option("--status", help="Only jobs in this state (repeatable).")
+    ] = None,
+    limit: Annotated[int, typer.Option(min=1, help="At most this many jobs.")] = 50,
+    cancel: Annotated[
+        int | None,
+        typer.Option("--cancel", help="Cancel this job (a running one stops after its current point)."),
+    ] = None,
+) -> None:
+    """Show the job queue, the workers and their last heartbeat, and failed jobs."""
+    for s in status or []:
+        if s not in _STATUSES:
+            fail(f"--status {s!r}: one of {', '.join(_STATUSES)}")
+    engine = open_db(db)
+    if cancel is not None:
+        if not queue.cancel(engine, cancel):
+            fail(f"job {cancel} is not queued or running (already finished, or no such job)", code=1)
+        console.print(f"job {cancel} canceled")
+        return
+    rows = queue_queries.queue_jobs(engine, limit=limit, statuses=status)
+    workers = queue_queries.workers(engine)
+    counts = queue_queries.status_counts(engine)
+    if format == "json":
+        payload = {"counts": counts, "jobs": rows, "workers": workers}
+        typer.echo(json.dumps(payload, default=_json_default, indent=2))
+        return
+    console.print(" ".join(f"{s}: [bold]{counts.get(s, 0)}[/]" for s in _STATUSES))
+    console.print(_jobs_table(rows))
+    console.print(_workers_table(workers))
+
+
+def _jobs_table(rows: list[dict[str, Any]]) -> Table:
+    table = Table(title="jobs")
+    for col in (
+        "id",
+        "status",
+        "sweep",
+        "label",
+        "prio",
+        "requires",
+        "attempts",
+        "worker",
+        "run",
+        "last error",
+    ):
+        table.add_column(col, overflow="fold")
+    for r in rows:
+        table.add_row(
+            str(r["id"]),
+            r["status"],
+            r["sweep_name"],
+            r["label"] or "",
+            str(r["priority"]),
+            ",".join(f"{k}={v}" for k, v in (r["requires"] or {}).items()),
+            f"{r['attempts']}/{r['max_attempts']}",
+            r["worker_id"] or "",
+            str(r["run_id"] or ""),
+            (r["last_error"] or "")[:120],
+        )
+    return table
+
+
+def _workers_table(rows: list[dict[str, Any]]) -> Table:
+    table = Table(title="workers")
+    for col in ("worker", "state", "gpus", "job", "last heartbeat"):
+        table.add_column(col, overflow="fold")
+    for r in rows:
+        age = r["heartbeat_age_s"]
+        table.add_row(
+            r["id"],
+            r["state"],
+            f"{r['gpu_count']} x {r['gpu_name']}" if r["gpu_count"] else "none",
+            str(r["current_job_id"] or ""),
+            "-" if age is None else f"{age:.0f} s ago",
+        )
+    return table
+
+
+def _json_default(value: Any) -> Any:
+    if hasattr(value, "isoformat"):
+        return value.isoformat()
+    raise TypeError(f"cannot serialise {type(value).__name__}")

@@ -1,0 +1,132 @@
+"""`specbench regressions`: change points (E-divisive means) in every series that ran recently."""
+
+from __future__ import annotations
+
+import json
+import re
+from datetime import timedelta
+from typing import Annotated, Literal
+
+import pandas as pd
+import typer
+from rich.table import Table
+
+from bench.stats.changepoint import ChangePointParams
+from dashboard.analysis import attach_triage, scan_changes, series_label
+from db import queries as q
+from db.types import utcnow
+from runners.common import DbOption, console, fail, open_db
+
+_SPAN = re.compile(r"^(\d+)\s*([hdw])$")
+
+
+def register(app: typer.Typer) -> None:
+    app.command("regressions")(regressions)
+
+
+def parse_span(text: str) -> timedelta:
+    """`30d`, `12h`, `2w` -> a timedelta."""
+    m = _SPAN.match(text.strip().lower())
+    if not m:
+        raise ValueError(f"{text!r}: expected a span like 30d, 12h or 2w")
+    n, unit = int(m.group(1)), m.group(2)
+    return {"h": timedelta(hours=n), "d": timedelta(days=n), "w": timedelta(weeks=n)}[unit]
+
+
+def regressions(
+    db: DbOption = None,
+    since: Annotated[
+        str, typer.Option(help="Report changes whose first run is this recent (30d, 12h, 2w).")
+    ] = "30d",
+    format: Annotated[Literal["table", "json"], typer.Option("--format", help="table | json")] = "table",
+    metric: Annotated[str, typer.Option(help="Metric to scan.")] = "output_throughput",
+    window: Annotated[int, typer.Option(help="E-divisive window, in points.", min=3)] = 50,
+    pvalue: Annotated[float, typer.Option("--pvalue", help="Significance level.", min=1e-9, max=0.5)] = 0.001,
+    min_magnitude: Annotated[float, typer.Option(help="Magnitude floor (0.05 = 5%).", min=0.0)] = 0.05,
+    lookback: Annotated[
+        str, typer.Option(help="History before --since used as context for detection.")
+    ] = "60d",
+    include_improvements: Annotated[bool, typer.Option("--include-improvements")] = False,
+    include_dismissed: Annotated[bool, typer.Option("--include-dismissed")] = False,
+) -> None:
+    """List flagged changes: where a series shifted, by how much, why (for throughput), and its triage state."""
+    try:
+        recent, context = parse_span(since), parse_span(lookback)
+        q.metric_column(metric)
+        params = ChangePointParams(window=window, max_pvalue=pvalue, min_magnitude=min_magnitude)
+    except (ValueError, q.QueryError) as e:
+        fail(str(e))
+    engine = open_db(db)
+    cutoff = utcnow() - recent
+    metrics = list(dict.fromkeys([metric, *q.FACTOR_METRICS]))
+    history = q.series_history(engine, since=cutoff - context, metrics=metrics)
+    active = history.loc[pd.to_datetime(history["created_at"], utc=True) >= cutoff, "fingerprint"].unique()
+    changes = scan_changes(history[history["fingerprint"].isin(set(active))], metric, params)
+    if not changes.empty:
+        changes = changes[pd.to_datetime(changes["started_at"], utc=True) >= cutoff]
+    changes = attach_triage(changes, q.triage_for(engine, changes["fingerprint"].unique().tolist(), metric))
+    if not include_improvements:
+        changes = changes[changes["direction"] == "regression"]
+    if not include_dismissed:
+        changes = changes[changes["state"] != "dismissed"]
+    names = {
+        r["fingerprint"]: series_label(r)
+        for r in q.series_describe(engine, changes["fingerprint"].unique().tolist()).to_dict("records")
+    }
+    changes = changes.assign(series=changes["fingerprint"].map(names))
+    if format == "json":
+        typer.echo(json.dumps(_records(changes), indent=2))
+        return
+    _table(changes, metric, since)
+
+
+def _records(changes: pd.DataFrame) -> list[dict[str, object]]:
+    cols = [
+        "series",
+        "fingerprint",
+        "metric",
+        "direction",
+        "rel_change",
+        "pvalue",
+        "run_id",
+        "prev_run_id",
+        "started_at",
+        "sglang_version",
+        "sglang_commit",
+        "prev_version",
+        "prev_commit",
+        "mean_before",
+        "mean_after",
+        "n_before",
+        "n_after",
+        "why",
+        "state",
+        "note",
+    ]
+    out = []
+    for r in changes.reindex(columns=cols).to_dict("records"):
+        out.append(
+            {k: (v.isoformat() if hasattr(v, "isoformat") else (None if v != v else v)) for k, v in r.items()}
+        )
+    return out
+
+
+def _table(changes: pd.DataFrame, metric: str, since: str) -> None:
+    if changes.empty:
+        console.print(f"no flagged {metric} changes in the last {since}")
+        return
+    t = Table(title=f"{len(changes)} flagged change(s) in {metric}, last {since}", title_justify="left")
+    for col in ("Δ", "series", "why", "from → to", "run", "runs after", "triage"):
+        t.add_column(col, overflow="fold")
+    for r in changes.to_dict("records"):
+        style = "red" if r["direction"] == "regression" else "green"
+        t.add_row(
+            f"[{style}]{r['rel_change'] * 100:+.1f}%[/]",
+            str(r["series"]),
+            str(r["why"] or ""),
+            f"{r['prev_version']}@{str(r['prev_commit'] or '')[:7]} → {r['sglang_version']}@{str(r['sglang_commit'] or '')[:7]}",
+            str(r["run_id"]),
+            str(r["n_after"]),
+            str(r["state"]),
+        )
+    console.print(t)

@@ -1,0 +1,111 @@
+"""`specbench schedule add|list|remove`: cron schedules (UTC) of sweeps; `specbench scheduler` fires them."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import typer
+from rich.table import Table
+
+from bench.sweep import SweepError
+from runners import schedules
+from runners.common import DbOption, console, fail, open_db
+from runners.gpus import parse_requires
+
+schedule_app = typer.Typer(
+    name="schedule",
+    help="Sweeps on a cron schedule (UTC). Missed fire times: only the latest is enqueued.",
+    no_args_is_help=True,
+)
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(schedule_app, name="schedule")
+
+
+@schedule_app.command("add")
+def add(
+    sweep: Annotated[Path, typer.Argument(help="Sweep YAML; its text is stored with the schedule.")],
+    cron: Annotated[str, typer.Option("--cron", help="Five-field cron in UTC, e.g. '0 2 * * *'.")],
+    db: DbOption = None,
+    label: Annotated[str | None, typer.Option(help="Label of each run, e.g. nightly.")] = None,
+    requires: Annotated[str | None, typer.Option(help="As for submit: gpu=NAME,count=N,labels=a+b.")] = None,
+    priority: Annotated[int, typer.Option(help="Priority of the jobs it enqueues.")] = 0,
+) -> None:
+    """Add a schedule. The sweep is validated now and stored; edit the file, then remove and re-add."""
+    if not sweep.is_file():
+        fail(f"{sweep}: file not found")
+    try:
+        need = parse_requires(requires)
+        expr = schedules.check_cron(cron)
+    except ValueError as e:
+        fail(str(e))
+    engine = open_db(db)
+    try:
+        sid = schedules.add_schedule(
+            engine,
+            expr,
+            sweep.read_text(),
+            sweep_path=str(sweep),
+            label=label,
+            requires=need,
+            priority=priority,
+        )
+    except SweepError as e:
+        fail(str(e))
+    console.print(f"schedule {sid} added: {expr} (UTC)")
+
+
+@schedule_app.command("list")
+def list_(
+    db: DbOption = None,
+    format: Annotated[Literal["table", "json"], typer.Option("--format", help="table or json")] = "table",
+) -> None:
+    """List schedules with their last and next fire times."""
+    rows = schedules.list_schedules(open_db(db))
+    if format == "json":
+        typer.echo(json.dumps(rows, default=_json_default, indent=2))
+        return
+    table = Table(title="schedules (UTC)")
+    for col in ("id", "cron", "sweep", "label", "requires", "priority", "enabled", "last fire", "next fire"):
+        table.add_column(col)
+    for r in rows:
+        table.add_row(
+            str(r["id"]),
+            r["cron"],
+            r["sweep"],
+            r["label"] or "",
+            _requires_text(r["requires"]),
+            str(r["priority"]),
+            "yes" if r["enabled"] else "no",
+            _ts(r["last_fire_time"]),
+            _ts(r["next_fire_time"]),
+        )
+    console.print(table)
+
+
+@schedule_app.command("remove")
+def remove(
+    schedule_id: Annotated[int, typer.Argument(help="Schedule id (see schedule list).")],
+    db: DbOption = None,
+) -> None:
+    """Remove a schedule; the jobs it enqueued stay."""
+    if not schedules.remove_schedule(open_db(db), schedule_id):
+        fail(f"no schedule {schedule_id}", code=1)
+    console.print(f"schedule {schedule_id} removed")
+
+
+def _requires_text(req: dict[str, Any] | None) -> str:
+    return ",".join(f"{k}={'+'.join(v) if isinstance(v, list) else v}" for k, v in (req or {}).items())
+
+
+def _ts(value: Any) -> str:
+    return value.strftime("%Y-%m-%d %H:%M") if value is not None else "-"
+
+
+def _json_default(value: Any) -> Any:
+    if hasattr(value, "isoformat"):
+        return value.isoformat()
+    raise TypeError(f"cannot serialise {type(value).__name__}")

@@ -1,0 +1,97 @@
+"""`specbench synth-model OUT_DIR`: write a synthetic DeepSeek-V3 + MTP checkpoint for GPU smoke runs."""
+
+from __future__ import annotations
+
+import time
+from enum import StrEnum
+from pathlib import Path
+from typing import Annotated, cast
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from bench import synth
+
+
+class ModeChoice(StrEnum):
+    agree = "agree"
+    random = "random"
+
+
+def synth_model(
+    out_dir: Annotated[
+        Path, typer.Argument(help="Directory to write the checkpoint into (created if missing).")
+    ],
+    mode: Annotated[
+        ModeChoice,
+        typer.Option(
+            help="agree: draft == target (accept length exactly steps+1); random: plain random init."
+        ),
+    ] = ModeChoice.agree,
+    hidden: Annotated[int, typer.Option(help="Hidden size (multiple of 64, divisible by --heads).")] = 1024,
+    layers: Annotated[int, typer.Option(help="Decoder layers; the MTP layer is one more.")] = 2,
+    seed: Annotated[int, typer.Option(help="Seed; the same seed and sizes give byte-identical weights.")] = 0,
+    vocab: Annotated[int, typer.Option(help="Vocabulary size.")] = 32000,
+    experts: Annotated[int, typer.Option(help="Routed experts per MoE layer.")] = 8,
+    heads: Annotated[int, typer.Option(help="Attention heads (MLA head dims stay DeepSeek-V3's).")] = 16,
+    noise: Annotated[
+        float, typer.Option(help="agree mode: std of noise on the silenced projections (0 = exact zeros).")
+    ] = 0.0,
+    device: Annotated[
+        str, typer.Option(help="Where random draws happen; 'cpu' gives the same bytes on every machine.")
+    ] = "cpu",
+    force: Annotated[
+        bool, typer.Option("--force", help="Overwrite a previous synthetic checkpoint.")
+    ] = False,
+) -> None:
+    """Write a synthetic DeepSeek-V3 + MTP checkpoint (FlashMLA dims) that sglang serves with EAGLE/NextN."""
+    console = Console()
+    started = time.perf_counter()
+    try:
+        path = synth.build_checkpoint(
+            out_dir,
+            mode=cast(synth.Mode, mode.value),  # ModeChoice's values are exactly synth.MODES
+            hidden=hidden,
+            layers=layers,
+            seed=seed,
+            vocab=vocab,
+            experts=experts,
+            heads=heads,
+            noise=noise,
+            device=device,
+            force=force,
+        )
+    except (synth.SynthConfigError, synth.OutputDirError) as exc:
+        # soft_wrap: a long path must not be broken across lines (logs are grepped)
+        Console(stderr=True, soft_wrap=True).print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False)
+        raise typer.Exit(code=2) from exc
+    manifest = synth.read_manifest(path)
+    elapsed = time.perf_counter() - started
+
+    files = Table(title=f"synthetic checkpoint in {path}", show_edge=False)
+    files.add_column("file")
+    files.add_column("bytes", justify="right")
+    files.add_column("sha256", overflow="fold")
+    for name in synth.OWNED_FILES:
+        f = path / name
+        if f.exists():
+            files.add_row(name, f"{f.stat().st_size:,}", manifest["sha256"].get(name, "")[:16])
+    console.print(files)
+    sizes = manifest["sizes"]
+    console.print(
+        f"mode [bold]{manifest['mode']}[/], seed {manifest['seed']}, hidden {sizes['hidden']}, "
+        f"layers {sizes['layers']} + 1 MTP, vocab {sizes['vocab']}, experts {sizes['experts']}, "
+        f"heads {sizes['heads']}: {manifest['num_tensors']} tensors, "
+        f"{manifest['num_params'] / 1e6:.1f} M params in {elapsed:.1f} s"
+    )
+    if manifest["mode"] == "agree":
+        console.print(
+            "expect: next(x) = perm[x] (perm.json); greedy accept length = speculative_num_steps + 1",
+            markup=False,
+        )
+
+
+def register(app: typer.Typer) -> None:
+    app.command("synth-model")(synth_model)

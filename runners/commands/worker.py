@@ -1,0 +1,75 @@
+"""`specbench worker`: claim jobs this host's GPUs can run and execute them, until SIGTERM (or, with --once,
+until nothing is left for it)."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from runners.common import DbOption, fail, open_db
+from runners.gpus import detect_gpus, parse_gpu_list, select_gpus
+from runners.queue import Backoff
+from runners.worker import QueueWorker, WorkerOptions, install_signal_handlers
+
+
+def register(app: typer.Typer) -> None:
+    app.command("worker")(worker)
+
+
+def worker(
+    db: DbOption = None,
+    gpus: Annotated[
+        str | None,
+        typer.Option(
+            help="GPU indices this worker uses, e.g. 0,1 (its servers' CUDA_VISIBLE_DEVICES). Default: all."
+        ),
+    ] = None,
+    labels: Annotated[
+        str | None,
+        typer.Option(help="Comma-separated labels jobs can require (submit --requires labels=a+b)."),
+    ] = None,
+    once: Annotated[
+        bool, typer.Option("--once", help="Exit when no job this worker can run is queued.")
+    ] = False,
+    poll_interval: Annotated[
+        float, typer.Option("--poll-interval", min=0.01, help="Seconds between looks at an empty queue.")
+    ] = 5.0,
+    lease_s: Annotated[
+        float,
+        typer.Option("--lease-s", min=0.3, help="Lease length; heartbeats renew it three times per lease."),
+    ] = 60.0,
+    retry_backoff_s: Annotated[
+        float, typer.Option("--retry-backoff-s", min=0.0, help="First retry delay; doubles per attempt.")
+    ] = 30.0,
+    log_dir: Annotated[Path, typer.Option(help="Where server logs go.")] = Path("logs"),
+    progress: Annotated[bool, typer.Option("--progress/--no-progress")] = False,
+) -> None:
+    """Run queued sweeps on this host."""
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    try:
+        indices = parse_gpu_list(gpus)
+    except ValueError as e:
+        fail(str(e))
+    chosen = select_gpus(detect_gpus(), indices)
+    label_list = [x.strip() for x in (labels or "").split(",") if x.strip()]
+    engine = open_db(db)
+    options = WorkerOptions(
+        gpus=chosen,
+        labels=label_list,
+        lease_s=lease_s,
+        poll_s=poll_interval,
+        once=once,
+        backoff=Backoff(base_s=retry_backoff_s),
+        log_dir=log_dir,
+        show_progress=progress,
+    )
+    runner = QueueWorker(engine, options)
+    install_signal_handlers(runner)
+    try:
+        code = runner.run()
+    finally:
+        engine.dispose()
+    raise typer.Exit(code)

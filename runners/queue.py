@@ -1,0 +1,475 @@
+"""The job queue on the SQL database: submit, claim, guarded state transitions, leases, retries, cancel.
+
+States: queued -> claimed -> running -> done | failed | canceled. Every transition is one
+`UPDATE jobs ... WHERE id = :id AND status IN (:expected) [AND worker_id = :me]`, and succeeds only if it
+changed exactly one row, so two processes can never both move the same job, and a worker whose lease was
+taken over (or whose job was canceled) cannot overwrite what the new owner did.
+
+Claiming is atomic per dialect: PostgreSQL locks the chosen row with `FOR UPDATE SKIP LOCKED`, so concurrent
+workers each take a different job without waiting on each other; SQLite has one writer at a time, so the
+claim runs inside `BEGIN IMMEDIATE`, which takes the write lock before reading.
+
+Time comes from the database server on PostgreSQL (`clock_timestamp()`), so leases do not depend on the
+clocks of the many hosts that share it; SQLite lives on one host and uses that host's clock.
+"""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy import Connection, Engine, func, insert, or_, select, update
+
+from bench.sweep import parse_sweep
+from db.models import Job, Run, Worker
+from db.types import utcnow
+from runners.gpus import Gpu, matches, requirements_for
+
+QUEUED, CLAIMED, RUNNING, DONE, FAILED, CANCELED = (
+    "queued",
+    "claimed",
+    "running",
+    "done",
+    "failed",
+    "canceled",
+)
+ACTIVE = (CLAIMED, RUNNING)
+FINAL = (DONE, FAILED, CANCELED)
+
+# How many queued rows one claim looks at per page; rows a worker cannot run are skipped in Python, because
+# requirements are JSON and JSON operators differ between SQLite and PostgreSQL.
+SCAN_PAGE = 200
+
+
+@dataclass(frozen=True)
+class Backoff:
+    """Delay before a failed attempt is retried: base * 2^(attempt-1), capped."""
+
+    base_s: float = 30.0
+    cap_s: float = 3600.0
+
+    def delay(self, attempts: int) -> timedelta:
+        return timedelta(seconds=min(self.cap_s, self.base_s * 2 ** max(attempts - 1, 0)))
+
+
+@dataclass(frozen=True)
+class ClaimedJob:
+    id: int
+    sweep_name: str
+    sweep_yaml: str
+    label: str | None
+    trigger: str
+    requires: dict[str, Any]
+    attempts: int
+    max_attempts: int
+    run_id: int | None
+    lease_expires_at: datetime
+
+
+def db_now(conn: Connection) -> datetime:
+    if conn.dialect.name == "postgresql":
+        value = conn.execute(select(func.clock_timestamp())).scalar_one()
+        assert isinstance(value, datetime)
+        return value
+    return utcnow()
+
+
+def submit(
+    engine: Engine,
+    sweep_yaml: str,
+    *,
+    source: str = "<sweep>",
+    label: str | None = None,
+    requires: Mapping[str, Any] | None = None,
+    priority: int = 0,
+    max_attempts: int = 3,
+    trigger: str = "manual",
+) -> int:
+    """Queue a sweep. It is validated here, so a worker never spends GPU time discovering a bad file."""
+    with engine.begin() as conn:
+        return enqueue(
+            conn,
+            sweep_yaml,
+            source=source,
+            label=label,
+            requires=requires,
+            priority=priority,
+            max_attempts=max_attempts,
+            trigger=trigger,
+        )
+
+
+def enqueue(
+    conn: Connection,
+    sweep_yaml: str,
+    *,
+    source: str = "<sweep>",
+    label: str | None = None,
+    requires: Mapping[str, Any] | None = None,
+    priority: int = 0,
+    max_attempts: int = 3,
+    trigger: str = "manual",
+    schedule_id: int | None = None,
+    fire_time: datetime | None = None,
+) -> int:
+    """Insert one queued job inside the caller's transaction (the scheduler relies on its unique constraint)."""
+    if max_attempts < 1:
+        raise ValueError("max_attempts must be >= 1")
+    spec = parse_sweep(sweep_yaml, source)  # raises SweepError with every problem listed
+    need = requirements_for(spec.server.backend, spec.server.tp, requires or {})
+    result = conn.execute(
+        insert(Job)
+        .values(
+            sweep_name=spec.name,
+            sweep_yaml=sweep_yaml,
+            label=label,
+            trigger=trigger,
+            requires=need,
+            priority=priority,
+            status=QUEUED,
+            attempts=0,
+            max_attempts=max_attempts,
+            schedule_id=schedule_id,
+            fire_time=fire_time,
+        )
+        .returning(Job.id)
+    )
+    return int(result.scalar_one())
+
+
+def claim(
+    engine: Engine,
+    worker_id: str,
+    gpus: Sequence[Gpu],
+    *,
+    labels: Sequence[str] = (),
+    lease_s: float = 60.0,
+) -> ClaimedJob | None:
+    """Take the best queued job this worker can run (highest priority, then oldest), or None."""
+    with engine.connect() as conn:
+        if conn.dialect.name == "sqlite":
+            # Take the write lock before reading: no other process can claim between our read and update.
+            conn.exec_driver_sql("BEGIN IMMEDIATE")
+        now = db_now(conn)
+        ready = (Job.status == QUEUED) & or_(Job.not_before.is_(None), Job.not_before <= now)
+        order = (Job.priority.desc(), Job.id)
+        offset = 0
+        while True:
+            page = conn.execute(
+                select(Job.id, Job.requires).where(ready).order_by(*order).limit(SCAN_PAGE).offset(offset)
+            ).all()
+            fitting = [job_id for job_id, req in page if matches(req or {}, gpus, labels)]
+            if fitting:
+                # Rows another worker has locked are skipped rather than waited for; PostgreSQL re-checks
+                # `ready` on the locked row, so a job claimed since our scan is skipped too.
+                chosen = conn.execute(
+                    select(Job.id)
+                    .where(Job.id.in_(fitting), ready)
+                    .order_by(*order)
+                    .limit(1)
+                    .with_for_update(skip_locked=True)
+                ).scalar_one_or_none()
+                if chosen is not None:
+                    break
+            if len(page) < SCAN_PAGE:
+                conn.rollback()
+                return None
+            offset += SCAN_PAGE
+        lease = now + timedelta(seconds=lease_s)
+        changed = conn.execute(
+            update(Job)
+            .where(Job.id == chosen, Job.status == QUEUED)
+            .values(
+                status=CLAIMED,
+                worker_id=worker_id,
+                attempts=Job.attempts + 1,
+                claimed_at=now,
+                lease_expires_at=lease,
+                not_before=None,
+                finished_at=None,
+            )
+        ).rowcount
+        if changed != 1:  # cannot happen under the lock; never hand out a job we do not own
+            conn.rollback()
+            return None
+        row = conn.execute(select(Job).where(Job.id == chosen)).mappings().one()
+        conn.commit()
+    return ClaimedJob(
+        id=row["id"],
+        sweep_name=row["sweep_name"],
+        sweep_yaml=row["sweep_yaml"],
+        label=row["label"],
+        trigger=row["trigger"],
+        requires=dict(row["requires"] or {}),
+        attempts=row["attempts"],
+        max_attempts=row["max_attempts"],
+        run_id=row["run_id"],
+        lease_expires_at=lease,
+    )
+
+
+def _transition(
+    conn: Connection,
+    job_id: int,
+    expected: Sequence[str],
+    new: str,
+    *,
+    owner: str | None = None,
+    **values: Any,
+) -> bool:
+    cond = (Job.id == job_id) & Job.status.in_(list(expected))
+    if owner is not None:
+        cond &= Job.worker_id == owner
+    return conn.execute(update(Job).where(cond).values(status=new, **values)).rowcount == 1
+
+
+def transition(
+    engine: Engine,
+    job_id: int,
+    expected: Sequence[str],
+    new: str,
+    *,
+    owner: str | None = None,
+    **values: Any,
+) -> bool:
+    """Move a job from one of `expected` to `new` (only if `owner` holds it, when given); False, and
+    nothing changed, otherwise."""
+    with engine.begin() as conn:
+        return _transition(conn, job_id, expected, new, owner=owner, **values)
+
+
+def start(engine: Engine, job_id: int, worker_id: str, *, lease_s: float) -> bool:
+    """claimed -> running, renewing the lease for the run ahead."""
+    with engine.begin() as conn:
+        now = db_now(conn)
+        return _transition(
+            conn,
+            job_id,
+            [CLAIMED],
+            RUNNING,
+            owner=worker_id,
+            started_at=now,
+            lease_expires_at=now + timedelta(seconds=lease_s),
+        )
+
+
+def _run_of_job(job_id: int) -> Any:
+    return select(func.max(Run.id)).where(Run.job_id == job_id).scalar_subquery()
+
+
+def renew_lease(engine: Engine, job_id: int, worker_id: str, *, lease_s: float) -> bool:
+    """Heartbeat: extend the lease of a job we still own. False means it is no longer ours (canceled, or the
+    lease lapsed and another worker took it): stop working on it. Also records the run id as soon as the
+    executor has created the run, so a retry after a crash finds it even if we never reach the end."""
+    with engine.begin() as conn:
+        now = db_now(conn)
+        cond = (Job.id == job_id) & (Job.worker_id == worker_id) & Job.status.in_(ACTIVE)
+        return (
+            conn.execute(
+                update(Job)
+                .where(cond)
+                .values(
+                    lease_expires_at=now + timedelta(seconds=lease_s),
+                    run_id=func.coalesce(Job.run_id, _run_of_job(job_id)),
+                )
+            ).rowcount
+            == 1
+        )
+
+
+def run_for_job(engine: Engine, job_id: int) -> int | None:
+    """The run an earlier attempt of this job created (to resume), or None on a first attempt."""
+    with engine.connect() as conn:
+        recorded = conn.execute(select(Job.run_id).where(Job.id == job_id)).scalar_one_or_none()
+        if recorded is not None:
+            return int(recorded)
+        found = conn.execute(select(func.max(Run.id)).where(Run.job_id == job_id)).scalar_one_or_none()
+        return int(found) if found is not None else None
+
+
+def set_run(engine: Engine, job_id: int, run_id: int) -> None:
+    with engine.begin() as conn:
+        conn.execute(update(Job).where(Job.id == job_id).values(run_id=run_id))
+
+
+def finish(engine: Engine, job_id: int, worker_id: str, *, run_id: int | None = None) -> bool:
+    """running -> done."""
+    with engine.begin() as conn:
+        values: dict[str, Any] = {"finished_at": db_now(conn), "lease_expires_at": None}
+        if run_id is not None:
+            values["run_id"] = run_id
+        return _transition(conn, job_id, [RUNNING], DONE, owner=worker_id, **values)
+
+
+def fail(
+    engine: Engine,
+    job_id: int,
+    worker_id: str,
+    error: str,
+    *,
+    retry: bool = True,
+    backoff: Backoff = Backoff(),
+) -> str | None:
+    """An attempt failed: back to queued after a backoff while attempts remain, else failed for good.
+    Returns the new status, or None if the job was no longer ours."""
+    with engine.begin() as conn:
+        now = db_now(conn)
+        row = conn.execute(
+            select(Job.attempts, Job.max_attempts).where(
+                Job.id == job_id, Job.worker_id == worker_id, Job.status.in_(ACTIVE)
+            )
+        ).one_or_none()
+        if row is None:
+            return None
+        attempts, max_attempts = row
+        if retry and attempts < max_attempts:
+            ok = _transition(
+                conn,
+                job_id,
+                ACTIVE,
+                QUEUED,
+                owner=worker_id,
+                worker_id=None,
+                lease_expires_at=None,
+                last_error=error,
+                not_before=now + backoff.delay(attempts),
+            )
+            return QUEUED if ok else None
+        ok = _transition(
+            conn,
+            job_id,
+            ACTIVE,
+            FAILED,
+            owner=worker_id,
+            last_error=error,
+            finished_at=now,
+            lease_expires_at=None,
+        )
+        return FAILED if ok else None
+
+
+def release(engine: Engine, job_id: int, worker_id: str, reason: str = "worker shut down") -> bool:
+    """Hand a job back untouched by failure (SIGTERM): queued again at once, and this attempt not counted,
+    so restarting workers for a deploy never uses up a job's retries."""
+    with engine.begin() as conn:
+        return _transition(
+            conn,
+            job_id,
+            ACTIVE,
+            QUEUED,
+            owner=worker_id,
+            worker_id=None,
+            attempts=Job.attempts - 1,  # >= 1 while claimed
+            lease_expires_at=None,
+            not_before=None,
+            last_error=f"released: {reason}",
+        )
+
+
+def cancel(engine: Engine, job_id: int) -> bool:
+    """queued | claimed | running -> canceled. A running job's worker sees its next heartbeat fail and stops
+    after the current point."""
+    with engine.begin() as conn:
+        return _transition(
+            conn,
+            job_id,
+            [QUEUED, *ACTIVE],
+            CANCELED,
+            finished_at=db_now(conn),
+            lease_expires_at=None,
+        )
+
+
+def requeue_expired(
+    engine: Engine, *, backoff: Backoff = Backoff(), now: datetime | None = None
+) -> list[int]:
+    """Jobs whose worker stopped heartbeating (killed, host lost) go back to the queue after a backoff, or
+    fail once out of attempts. Any worker or scheduler may call this; the guard makes it safe to race."""
+    moved: list[int] = []
+    with engine.begin() as conn:
+        now = now or db_now(conn)
+        expired = conn.execute(
+            select(
+                Job.id, Job.status, Job.worker_id, Job.attempts, Job.max_attempts, Job.lease_expires_at
+            ).where(Job.status.in_(ACTIVE), Job.lease_expires_at < now)
+        ).all()
+        for job_id, status, worker, attempts, max_attempts, lease in expired:
+            error = f"lease expired at {lease.isoformat()} (worker {worker} stopped heartbeating)"
+            cond = (
+                (Job.id == job_id)
+                & (Job.status == status)
+                & (Job.worker_id == worker)
+                & (Job.lease_expires_at < now)  # not renewed since we looked
+            )
+            if attempts < max_attempts:
+                values: dict[str, Any] = {
+                    "status": QUEUED,
+                    "worker_id": None,
+                    "lease_expires_at": None,
+                    "not_before": now + backoff.delay(attempts),
+                    "last_error": error,
+                }
+            else:
+                values = {
+                    "status": FAILED,
+                    "lease_expires_at": None,
+                    "finished_at": now,
+                    "last_error": f"{error}; gave up after {attempts} attempt(s)",
+                }
+            if conn.execute(update(Job).where(cond).values(**values)).rowcount == 1:
+                moved.append(job_id)
+    return moved
+
+
+def has_claimable(engine: Engine, gpus: Sequence[Gpu], labels: Sequence[str] = ()) -> datetime | None:
+    """The earliest time a queued job this worker could run becomes claimable (now, or after its backoff),
+    or None when there is none; `worker --once` exits on None."""
+    with engine.connect() as conn:
+        rows = conn.execute(select(Job.requires, Job.not_before).where(Job.status == QUEUED)).all()
+        now = db_now(conn)
+    times = [nb or now for req, nb in rows if matches(req or {}, gpus, labels)]
+    return min(times) if times else None
+
+
+# --- workers -------------------------------------------------------------------------------------------
+
+
+def new_worker_id(pid: int, suffix: str) -> str:
+    return f"{socket.gethostname()}:{pid}:{suffix}"
+
+
+def register_worker(
+    engine: Engine, worker_id: str, *, pid: int, gpus: Sequence[Gpu], labels: Sequence[str]
+) -> None:
+    names = sorted({g.name for g in gpus})
+    with engine.begin() as conn:
+        conn.execute(
+            insert(Worker).values(
+                id=worker_id,
+                host=socket.gethostname(),
+                pid=pid,
+                gpus=[{"index": g.index, "name": g.name} for g in gpus],
+                gpu_name=", ".join(names) if names else "none",
+                gpu_count=len(gpus),
+                labels=list(labels),
+                status="idle",
+                current_job_id=None,
+                last_heartbeat=db_now(conn),
+            )
+        )
+
+
+def worker_heartbeat(engine: Engine, worker_id: str, *, status: str, job_id: int | None) -> None:
+    with engine.begin() as conn:
+        conn.execute(
+            update(Worker)
+            .where(Worker.id == worker_id)
+            .values(last_heartbeat=db_now(conn), status=status, current_job_id=job_id)
+        )
+
+
+def deregister_worker(engine: Engine, worker_id: str) -> None:
+    worker_heartbeat(engine, worker_id, status="stopped", job_id=None)
