@@ -306,6 +306,7 @@ class _Executor:
                     warmup_waves=self.spec.warmup.waves,
                     request_timeout_s=self.spec.request_timeout_s,
                     expect_spec=not plan.server.is_baseline,
+                    temperature=plan.workload.temperature,
                 ):
                     if sample.metrics is not None:
                         window += sample.metrics.duration_s

@@ -1,0 +1,399 @@
+"""The streaming load client for SGLang's native `/generate`, built so it is never the bottleneck.
+
+One `LoadClient` owns one aiohttp session and one unlimited connection pool for everything it sends: no
+per-request sessions (bench_serving opens a new session, hence a new TCP connection, for every request), and
+no pool limit that would silently cap concurrency (aiohttp's default is 100 connections).
+
+The per-event path reads raw chunks, splits them on the SSE separator, reads each event's token count and
+appends two numbers to two lists (see `_read_stream` for why only the last event is parsed in full).
+Nothing else happens per event: no logging, no objects, no validation models. What a request records, and why TTFT counts tokens rather than text, is in `bench.metrics`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import time
+from collections import Counter
+from collections.abc import Sequence
+from types import TracebackType
+from typing import Any
+
+import aiohttp
+import orjson
+
+from bench.results import RequestRecord
+from bench.workload import Prompt
+
+_DONE = b"data: [DONE]"
+_CT_KEY = b'"completion_tokens":'
+_CT_VALUE = re.compile(rb'"completion_tokens":\s*(\d+)')
+_DATA = b"data:"
+_SEP = b"\n\n"
+_JSON_HEADERS = {"Content-Type": "application/json"}
+# Errors after which sending more requests only repeats the failure (slowly, for a hung server).
+_STOP_DISPATCH_ON = ("stalled", "connect timeout", "connection refused")
+# How much of an error body to keep in a record: enough for SGLang's one-line messages.
+_ERROR_BODY_CHARS = 300
+
+
+class ServerUnavailableError(ConnectionError):
+    """The server refuses connections: it is not (or no longer) running."""
+
+
+class FlushError(RuntimeError):
+    """`/flush_cache` never returned 200 within the allowed attempts."""
+
+
+class LoadClient:
+    """Async client for one SGLang server. Use as `async with LoadClient(url) as client: ...`."""
+
+    def __init__(self, base_url: str, *, connect_timeout_s: float = 10.0, read_bufsize: int = 1 << 20):
+        self.base_url = base_url.rstrip("/")
+        self._connect_timeout_s = connect_timeout_s
+        # A large read buffer keeps aiohttp from pausing the socket when many streams are hot at once.
+        self._read_bufsize = read_bufsize
+        self._session: aiohttp.ClientSession | None = None
+        self._info_path = "/server_info"
+        self._stop_dispatch: str | None = None
+        self.server_down = False
+
+    async def __aenter__(self) -> LoadClient:
+        await self.open()
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.close()
+
+    async def open(self) -> None:
+        if self._session is None:
+            connector = aiohttp.TCPConnector(limit=0, limit_per_host=0, ttl_dns_cache=None)
+            self._session = aiohttp.ClientSession(
+                connector=connector,
+                timeout=aiohttp.ClientTimeout(total=None, sock_connect=self._connect_timeout_s),
+                read_bufsize=self._read_bufsize,
+                auto_decompress=False,
+            )
+
+    async def close(self) -> None:
+        if self._session is not None:
+            session, self._session = self._session, None
+            await session.close()
+
+    @property
+    def session(self) -> aiohttp.ClientSession:
+        if self._session is None:
+            raise RuntimeError("LoadClient is not open; use `async with LoadClient(...)`")
+        return self._session
+
+    # ---- control endpoints -------------------------------------------------------------------------------
+
+    async def server_info(self, timeout_s: float = 30.0) -> dict[str, Any]:
+        """GET /server_info, falling back to the deprecated /get_server_info where the first is a 404."""
+        timeout = aiohttp.ClientTimeout(total=timeout_s)
+        for path in dict.fromkeys((self._info_path, "/get_server_info")):
+            try:
+                async with self.session.get(self.base_url + path, timeout=timeout) as resp:
+                    if resp.status == 404:
+                        continue
+                    body = await resp.read()
+                    if resp.status != 200:
+                        raise RuntimeError(f"GET {path}: HTTP {resp.status}: {_snippet(body)}")
+                    self._info_path = path
+                    info: dict[str, Any] = orjson.loads(body)
+                    return info
+            except aiohttp.ClientConnectorError as e:
+                self.server_down = True
+                raise ServerUnavailableError(f"GET {path}: {e}") from None
+            except (aiohttp.ClientConnectionError, TimeoutError) as e:
+                raise ServerUnavailableError(f"GET {path}: {type(e).__name__}: {e}") from None
+        raise RuntimeError("neither /server_info nor /get_server_info exists on this server")
+
+    async def flush_cache(self, timeout_s: float = 60.0, retries: int = 5, backoff_s: float = 0.5) -> int:
+        """POST /flush_cache?timeout=`timeout_s` until it answers 200; returns the number of attempts.
+
+        A 400 means requests are still running or waiting on the server: back off (doubling, capped at 8 s)
+        and try again, at most `retries` more times. Each attempt lets the server itself wait up to
+        `timeout_s` for idleness, so the worst case is about (retries + 1) x timeout_s plus the backoffs.
+        """
+        url = f"{self.base_url}/flush_cache"
+        http_timeout = aiohttp.ClientTimeout(total=timeout_s + 30.0)
+        delay = backoff_s
+        last = ""
+        for attempt in range(1, retries + 2):
+            try:
+                async with self.session.post(
+                    url, params={"timeout": f"{timeout_s:g}"}, timeout=http_timeout
+                ) as resp:
+                    body = await resp.read()
+                    if resp.status == 200:
+                        return attempt
+                    last = f"HTTP {resp.status}: {_snippet(body)}"
+                    if resp.status != 400:
+                        break  # not "busy": retrying will not help
+            except aiohttp.ClientConnectorError as e:
+                self.server_down = True
+                raise ServerUnavailableError(f"POST /flush_cache: {e}") from None
+            except (aiohttp.ClientConnectionError, TimeoutError) as e:
+                last = f"{type(e).__name__}: {e}"
+            if attempt <= retries:
+                await asyncio.sleep(delay)
+                delay = min(delay * 2.0, 8.0)
+        raise FlushError(f"/flush_cache not accepted after {attempt} attempt(s); last answer: {last}")
+
+    # ---- generation ----------------------------------------------------------------------------------------
+
+    async def generate_stream(
+        self,
+        prompt: Prompt,
+        *,
+        temperature: float = 0.0,
+        request_timeout_s: float = 600.0,
+        index: int = 0,
+        t0: float | None = None,
+    ) -> RequestRecord:
+        """One streaming request. `t0` (perf_counter) is the window start that `record.start` counts from."""
+        timeout = aiohttp.ClientTimeout(
+            total=None, sock_connect=self._connect_timeout_s, sock_read=request_timeout_s
+        )
+        return await self._generate(prompt, temperature, timeout, request_timeout_s, index, t0)
+
+    async def _generate(
+        self,
+        prompt: Prompt,
+        temperature: float,
+        timeout: aiohttp.ClientTimeout,
+        request_timeout_s: float,
+        index: int,
+        t0: float | None,
+    ) -> RequestRecord:
+        rec = RequestRecord(index=index, prompt_len=prompt.prompt_len, max_new_tokens=prompt.output_len)
+        payload: dict[str, Any] = {
+            "sampling_params": {
+                "max_new_tokens": prompt.output_len,
+                "temperature": temperature,
+                "ignore_eos": True,
+            },
+            "stream": True,
+        }
+        if prompt.input_ids is not None:
+            payload["input_ids"] = prompt.input_ids
+        else:
+            payload["text"] = prompt.text
+        body = orjson.dumps(payload)
+        perf = time.perf_counter
+        t_send = perf()
+        rec.start = t_send - (t_send if t0 is None else t0)
+        try:
+            async with self.session.post(
+                self.base_url + "/generate",
+                data=body,
+                headers=_JSON_HEADERS,
+                timeout=timeout,
+            ) as resp:
+                if resp.status != 200:
+                    rec.error = f"HTTP {resp.status}: {_snippet(await resp.read())}"
+                    return rec
+                await _read_stream(resp.content, rec, t_send)
+        except aiohttp.ConnectionTimeoutError as e:
+            rec.error = f"connect timeout: {e}"
+        except TimeoutError:
+            rec.error = f"stalled: no event for {request_timeout_s:g} s"
+        except aiohttp.ClientConnectorError as e:
+            self.server_down = True
+            rec.error = f"connection refused: {e}"
+        except (aiohttp.ClientConnectionError, aiohttp.ClientPayloadError) as e:
+            rec.error = f"connection lost: {type(e).__name__}: {e}"
+        except aiohttp.ClientError as e:
+            rec.error = f"client error: {type(e).__name__}: {e}"
+        return rec
+
+    async def run_closed_loop(
+        self,
+        prompts: Sequence[Prompt],
+        concurrency: int,
+        request_timeout_s: float,
+        *,
+        temperature: float = 0.0,
+    ) -> tuple[list[RequestRecord], float]:
+        """Send every prompt with exactly `concurrency` requests in flight until the prompts run out.
+
+        `concurrency` workers each pull the next prompt index as soon as their previous request ends, so a
+        request starts the moment a slot frees (a semaphore over N tasks would also work, but would create N
+        tasks up front). Dispatch stops early when the server refuses connections, a connection attempt times
+        out or a request stalls, since every further request would only fail the same way (slowly, for a
+        stall); prompts never sent get records with neither an error nor an end time ("incomplete").
+
+        Returns the records in prompt order and the window duration (first send to last request end, s).
+        """
+        if concurrency < 1:
+            raise ValueError(f"concurrency must be >= 1, got {concurrency}")
+        n = len(prompts)
+        records: list[RequestRecord | None] = [None] * n
+        timeout = aiohttp.ClientTimeout(
+            total=None, sock_connect=self._connect_timeout_s, sock_read=request_timeout_s
+        )
+        self._stop_dispatch = None
+        self.server_down = False
+        next_index = 0
+        t0 = time.perf_counter()
+
+        async def worker() -> None:
+            nonlocal next_index
+            # Single-threaded event loop: reading and bumping the shared index cannot interleave.
+            while next_index < n and self._stop_dispatch is None:
+                i = next_index
+                next_index += 1
+                rec = await self._generate(prompts[i], temperature, timeout, request_timeout_s, i, t0)
+                records[i] = rec
+                if rec.error is not None and rec.error.startswith(_STOP_DISPATCH_ON):
+                    self._stop_dispatch = rec.error
+
+        tasks = [asyncio.create_task(worker()) for _ in range(min(concurrency, n))]
+        try:
+            await asyncio.gather(*tasks)
+        except BaseException:
+            # A bug (or a cancelled caller) must not leave the other workers streaming in the background.
+            for t in tasks:
+                t.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            raise
+        duration = time.perf_counter() - t0
+        out = []
+        for i, rec in enumerate(records):
+            if rec is None:  # never sent
+                p = prompts[i]
+                rec = RequestRecord(index=i, prompt_len=p.prompt_len, max_new_tokens=p.output_len)
+            out.append(rec)
+        return out, duration
+
+    @property
+    def dispatch_stopped_by(self) -> str | None:
+        """The error that made the last closed loop stop sending, or None if it sent every prompt."""
+        return self._stop_dispatch
+
+
+async def _read_stream(content: aiohttp.StreamReader, rec: RequestRecord, t_send: float) -> None:
+    """Consume one SSE stream into `rec`. The hot loop: keep it lean.
+
+    SGLang's events are cumulative (all ids and text so far), so bytes per request grow with the square of
+    the output length and a busy client receives many large events per read. The loop therefore never
+    copies an event: it walks each chunk with `find`, checks an event structurally in place (`data:`
+    prefix, closing brace) and reads its count from the `"completion_tokens":` key, searched backwards
+    from the event's end where SGLang puts `meta_info`. In well-formed JSON that byte sequence can only be
+    a key (a quote inside a string is escaped). Only the last event before `[DONE]`, whose meta_info the
+    record needs, is sliced out and parsed in full with orjson; so is any event the scan cannot read.
+    """
+    perf = time.perf_counter
+    key = _CT_KEY
+    match_ct = _CT_VALUE.match
+    times = rec.chunk_times
+    tokens = rec.chunk_tokens
+    prev = 0
+    last: tuple[bytes, int, int] | None = None  # (buffer, start, end) of the latest data event
+    tail = b""  # an event cut by a chunk boundary
+    while True:
+        chunk = await content.readany()
+        if not chunk:
+            break
+        now = perf()
+        if tail:
+            # Complete the cut event with the head of this chunk; copy that one event, not the chunk.
+            if tail[-1:] == b"\n" and chunk[:1] == b"\n":
+                segments = [(tail[:-1] + _SEP, 0), (chunk, 1)]
+            else:
+                j = chunk.find(_SEP)
+                if j < 0:
+                    tail += chunk
+                    continue
+                segments = [(tail + chunk[: j + 2], 0), (chunk, j + 2)]
+            tail = b""
+        else:
+            segments = [(chunk, 0)]
+        for buf, pos in segments:
+            end = len(buf) - 1
+            scan = pos
+            # One-byte find is memchr, an order of magnitude faster than a two-byte needle; SGLang's events
+            # hold no raw newline (JSON escapes it), so a newline is a separator unless a lone one.
+            while 0 <= (j := buf.find(10, scan)) < end:  # 10: "\n"
+                if buf[j + 1] != 10:
+                    scan = j + 1
+                    continue
+                scan = j + 2
+                if buf[j - 1] == 125 and buf.startswith(_DATA, pos):  # 125: "}"
+                    k = buf.rfind(key, pos, j)
+                    m = match_ct(buf, k, j) if k >= 0 else None
+                    if m is None:  # no count: an error event, or not SGLang's shape
+                        rec.error = _bad_event(buf[pos:j])
+                        return
+                    ct = int(m[1])
+                    if ct > prev:
+                        times.append(now - t_send)
+                        tokens.append(ct)
+                        prev = ct
+                    last = (buf, pos, j)
+                elif buf.startswith(_DONE, pos):
+                    if rec.e2e is None:
+                        final = None if last is None else last[0][last[1] : last[2]]
+                        rec.error = _finish(rec, final, now - t_send)
+                        if rec.error:
+                            return
+                elif buf[pos:j].strip():
+                    rec.error = _bad_event(buf[pos:j])
+                    return
+                pos = scan
+            if pos < len(buf):
+                tail = buf[pos:]
+    if rec.e2e is None and rec.error is None:
+        rec.error = "stream ended before [DONE]"
+
+
+def _finish(rec: RequestRecord, last: bytes | None, e2e: float) -> str | None:
+    """Fill `rec` from the final event at `[DONE]`; the error message if that event is unusable."""
+    if last is None:
+        return "[DONE] without any generation event"
+    try:
+        meta = orjson.loads(last[5:])["meta_info"]
+        rec.completion_tokens = meta["completion_tokens"]
+    except (orjson.JSONDecodeError, KeyError, TypeError):
+        return _bad_event(last)
+    rec.e2e = e2e
+    if rec.chunk_times:
+        rec.ttft = rec.chunk_times[0]
+    rec.prompt_tokens = meta.get("prompt_tokens")
+    rec.cached_tokens = meta.get("cached_tokens")
+    rec.spec_verify_ct = meta.get("spec_verify_ct")
+    rec.spec_accept_length = meta.get("spec_accept_length")
+    fr = meta.get("finish_reason")
+    rec.finish_reason = fr.get("type") if isinstance(fr, dict) else fr
+    return None
+
+
+def _bad_event(ev: bytes) -> str:
+    """Name what went wrong with an event: SGLang's own error event, or something unparseable."""
+    try:
+        obj = orjson.loads(ev[5:])
+    except orjson.JSONDecodeError:
+        return f"malformed JSON event: {_snippet(ev)}"
+    if isinstance(obj, dict) and "error" in obj:
+        err = obj["error"]
+        msg = err.get("message", err) if isinstance(err, dict) else err
+        return f"server error: {msg}"
+    return f"malformed event (no meta_info.completion_tokens): {_snippet(ev)}"
+
+
+def _snippet(body: bytes) -> str:
+    text = body.decode("utf-8", "replace").strip()
+    return text if len(text) <= _ERROR_BODY_CHARS else text[:_ERROR_BODY_CHARS] + "..."
+
+
+def error_summary(errors: Sequence[str]) -> str:
+    """'stalled x2, HTTP 500 x1': error kinds (text before the first colon), most frequent first."""
+    kinds = Counter(e.split(":", 1)[0] for e in errors)
+    if not kinds:
+        return "no error recorded"
+    if len(kinds) == 1:
+        return next(iter(kinds))
+    return ", ".join(f"{k} x{c}" for k, c in kinds.most_common())

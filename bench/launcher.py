@@ -1,0 +1,621 @@
+"""Launch, verify and tear down one server for one ServerConfig.
+
+    with launch(spec.server, config, log_dir="logs/servers") as server:
+        if server.mismatches: ...   # the server does not run what was asked: record, don't measure
+        run_points(server.base_url)
+
+The server runs in its own process group with its output in a per-server log file. Readiness is `/health`
+returning 200 (polled only during startup: contract §6.9 says never during a run). Afterwards `/server_info`
+says what the server actually runs, and the spec mode is resolved from it and the launch log (§1.5).
+Teardown is SIGTERM to the whole group, then SIGKILL; it runs on every exit path, KeyboardInterrupt included.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import json
+import os
+import random
+import signal
+import socket
+import subprocess
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from bench.server_argv import ArgvError, build_argv, resolve_python, sim_env
+from bench.spec_modes import ENV_SPEC_V2, ResolvedMode, VersionError, known_fallback, resolve_mode
+from bench.sweep import ServerConfig, ServerSpec
+
+LOG_TAIL_LINES = 40
+# The directory that holds the `bench` package: the sim's working directory, so `-m bench.sim` imports it
+# whether or not specbench is installed.
+_PROJECT_ROOT = Path(__file__).resolve().parents[1]
+# Environment the sweep may not set: the spec mode and the sim settings own these.
+_OWNED_ENV_PREFIXES = ("SPECBENCH_SIM_",)
+_OWNED_ENV = frozenset({ENV_SPEC_V2})
+
+_VERSION_PROBE = """\
+import importlib.metadata as m
+try:
+    print(m.version("sglang"))
+except m.PackageNotFoundError:
+    # A site tree on PYTHONPATH may lack the dist-info; the package knows its own version.
+    from sglang.version import __version__
+    print(__version__)
+"""
+
+
+class LaunchError(RuntimeError):
+    """The server could not be started or reached; the message carries the exit code and the log tail."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        exit_code: int | None = None,
+        log_tail: str = "",
+        pid: int | None = None,
+        log_path: Path | None = None,
+    ):
+        self.exit_code = exit_code
+        self.log_tail = log_tail
+        self.pid = pid
+        self.log_path = log_path
+        full = message if not log_tail else f"{message}\n--- last lines of the server log ---\n{log_tail}"
+        super().__init__(full)
+
+
+@dataclass(eq=False)
+class LaunchedServer:
+    """One running (or attached) server and what it was verified to run."""
+
+    base_url: str
+    backend: str
+    argv: list[str]
+    # Only the variables specbench set on top of its own environment.
+    env_delta: dict[str, str]
+    log_path: Path | None
+    pid: int | None
+    version: str
+    startup_s: float
+    server_info: dict[str, Any]
+    spec_mode_requested: str | None
+    resolved: ResolvedMode
+    # Empty when the server runs what was asked; otherwise one human line per difference.
+    mismatches: list[str]
+    # Adaptations to the version (renamed flags) and other facts worth keeping with the run.
+    notes: list[str] = field(default_factory=list)
+    _proc: subprocess.Popen[bytes] | None = field(default=None, repr=False)
+    _stop_timeout_s: float = field(default=15.0, repr=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    _stopped: bool = field(default=False, repr=False)
+
+    @property
+    def spec_mode_resolved(self) -> str | None:
+        return self.resolved.mode
+
+    @property
+    def mode_detail(self) -> str:
+        return self.resolved.detail
+
+    @property
+    def mode_evidence(self) -> dict[str, Any]:
+        return self.resolved.evidence
+
+    @property
+    def ok(self) -> bool:
+        return not self.mismatches
+
+    @property
+    def exit_code(self) -> int | None:
+        return None if self._proc is None else self._proc.poll()
+
+    def is_running(self) -> bool:
+        return self._proc is not None and self._proc.poll() is None
+
+    def log_tail(self, lines: int = LOG_TAIL_LINES) -> str:
+        return _tail(self.log_path, lines)
+
+    def to_record(self) -> dict[str, Any]:
+        """JSON-able provenance of the launch, for the run's record."""
+        return {
+            "backend": self.backend,
+            "base_url": self.base_url,
+            "argv": list(self.argv),
+            "env_delta": dict(self.env_delta),
+            "log_path": str(self.log_path) if self.log_path else None,
+            "version": self.version,
+            "startup_s": self.startup_s,
+            "spec_mode_requested": self.spec_mode_requested,
+            "spec_mode_resolved": self.spec_mode_resolved,
+            "spec_mode_detail": self.mode_detail,
+            "spec_mode_evidence": self.mode_evidence,
+            "mismatches": list(self.mismatches),
+            "notes": list(self.notes),
+            "server_info": self.server_info,
+        }
+
+    def stop(self, timeout_s: float | None = None) -> None:
+        """SIGTERM the process group, SIGKILL what is left after `timeout_s`. Idempotent; attached: no-op."""
+        proc = self._proc
+        if proc is None:
+            return
+        with self._lock:
+            # Once the group is gone its id may be reused by an unrelated process: never signal it again.
+            if self._stopped:
+                return
+            _terminate_group(proc, self._stop_timeout_s if timeout_s is None else timeout_s)
+            self._stopped = True
+            _LIVE.pop(id(self), None)
+
+    def __enter__(self) -> LaunchedServer:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()
+
+
+# Servers started and not yet stopped; the atexit hook stops them should a caller forget (or crash).
+_LIVE: dict[int, LaunchedServer] = {}
+
+
+@atexit.register
+def _stop_all() -> None:
+    for server in list(_LIVE.values()):
+        with contextlib.suppress(Exception):
+            server.stop()
+
+
+def detect_sglang_version(python: str | None = None, timeout_s: float = 120.0) -> str:
+    """The SGLang version installed for the interpreter that will run the server."""
+    interpreter = resolve_python(python)
+    try:
+        out = subprocess.run(
+            [interpreter, "-c", _VERSION_PROBE],
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired) as e:
+        raise LaunchError(f"cannot ask {interpreter} for its SGLang version: {e}") from None
+    version = out.stdout.strip().splitlines()[-1] if out.stdout.strip() else ""
+    if out.returncode != 0 or not version:
+        last = (out.stderr.strip().splitlines() or ["(no output)"])[-1]
+        raise LaunchError(f"SGLang is not installed for {interpreter}: {last}")
+    return version
+
+
+# SGLang derives other ports from --port: gRPC at port+10000 (0.5.13 refuses to start if that exceeds 65535),
+# ZMQ at port+233.. with DP attention. The kernel's ephemeral range (often 32768-60999) overshoots, so the
+# launcher picks from a range that leaves that headroom.
+PORT_RANGE = (20000, 45000)
+
+
+def free_port(host: str = "127.0.0.1", port_range: tuple[int, int] = PORT_RANGE, attempts: int = 200) -> int:
+    """A port that is free now and whose SGLang-derived ports stay valid."""
+    rng = random.Random()
+    for _ in range(attempts):
+        port = rng.randrange(*port_range)
+        if _port_is_free(port, host):
+            return port
+    raise LaunchError(f"no free port in {port_range[0]}-{port_range[1]} on {host} after {attempts} tries")
+
+
+def _port_is_free(port: int, host: str = "127.0.0.1") -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        try:
+            s.bind((host, port))
+        except OSError:
+            return False
+        return True
+
+
+def launch(
+    spec: ServerSpec,
+    config: ServerConfig,
+    *,
+    log_dir: str | Path = "logs/servers",
+    port: int | None = None,
+    gpus: Sequence[int] | None = None,
+    version: str | None = None,
+    startup_timeout_s: float | None = None,
+    stop_timeout_s: float = 15.0,
+) -> LaunchedServer:
+    """Start (or, for `external`, attach to) the server for `config` and verify what it runs.
+
+    `version` skips detection (the runner may already know it). Raises LaunchError if the server cannot be
+    started, dies, or is not healthy within `startup_timeout_s` (default: the spec's); a started process is
+    always torn down before the error propagates. A server that runs something other than what was asked is
+    returned with `mismatches` filled in, for the caller to record.
+    """
+    if spec.backend == "external":
+        return attach_external(spec, config, version=version)
+    # The config carries the args/env (they are part of its identity); `expand` copies them from the spec.
+    # A spec whose own args/env the config lacks would have them silently dropped.
+    if (spec.args and dict(config.args) != spec.args) or (spec.env and dict(config.env) != spec.env):
+        raise LaunchError(
+            "server.args/env differ from the config's args/env; build configs with bench.sweep.expand "
+            f"(spec: {spec.args!r} {spec.env!r}; config: {dict(config.args)!r} {dict(config.env)!r})"
+        )
+
+    if spec.backend == "sim":
+        version = spec.sim.version
+    elif version is None:
+        version = detect_sglang_version(spec.python)
+    host = "127.0.0.1"
+    if port is None:
+        port = free_port(host)
+    elif not _port_is_free(port, host):
+        # Another server on that port would answer our health checks for a process that never binds.
+        raise LaunchError(f"port {port} on {host} is already in use")
+
+    try:
+        built = build_argv(config, backend=spec.backend, version=version, port=port, python=spec.python)
+    except (ArgvError, VersionError) as e:
+        raise LaunchError(str(e)) from None
+
+    env_delta = _env_delta(spec, config, built.mode_env, gpus)
+    # Sim knobs come from the sweep alone: one exported by a developer would silently change the stand-in.
+    inherited = {k: v for k, v in os.environ.items() if not k.startswith(_OWNED_ENV_PREFIXES)}
+    dropped = sorted(set(os.environ) - set(inherited) - set(env_delta))
+    env = {**inherited, **env_delta}
+    log_dir = Path(log_dir)
+    log_dir.mkdir(parents=True, exist_ok=True)
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S%fZ")
+    log_path = log_dir / f"server-{config.key()}-{config.spec_mode or 'base'}-{port}-{stamp}.log"
+
+    timeout = spec.startup_timeout_s if startup_timeout_s is None else startup_timeout_s
+    t0 = time.monotonic()
+    with open(log_path, "wb") as log:
+        try:
+            proc = subprocess.Popen(
+                built.argv,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=env,
+                cwd=_PROJECT_ROOT if spec.backend == "sim" else None,
+                start_new_session=True,  # own process group: teardown reaches the scheduler/detokenizer too
+                close_fds=True,
+            )
+        except OSError as e:
+            raise LaunchError(f"cannot start {built.argv[0]}: {e}") from None
+    server: LaunchedServer | None = None
+    try:
+        base_url = f"http://{host}:{port}"
+        server = LaunchedServer(
+            base_url=base_url,
+            backend=spec.backend,
+            argv=built.argv,
+            env_delta=env_delta,
+            log_path=log_path,
+            pid=proc.pid,
+            version=version,
+            startup_s=0.0,
+            server_info={},
+            spec_mode_requested=config.spec_mode,
+            resolved=ResolvedMode(None, "not resolved yet", config.algorithm is not None, version),
+            mismatches=[],
+            notes=[*built.notes, *(f"inherited {k} not passed on (set by server.sim only)" for k in dropped)],
+            _proc=proc,
+            _stop_timeout_s=stop_timeout_s,
+        )
+        _LIVE[id(server)] = server
+        _wait_healthy(proc, base_url, log_path, timeout)
+        server.startup_s = time.monotonic() - t0
+        info = fetch_server_info(base_url)
+        if proc.poll() is not None:
+            raise LaunchError(
+                f"server exited with code {proc.returncode} right after becoming healthy",
+                exit_code=proc.returncode,
+                log_tail=_tail(log_path),
+            )
+        server.server_info = info
+        server.resolved = resolve_mode(version, info, _read_text(log_path))
+        server.mismatches = compare_requested(config, info, server.resolved, version)
+    except BaseException as e:
+        # Every way out of a failed launch (KeyboardInterrupt included) takes the process group down first.
+        if server is not None:
+            server.stop()
+        else:
+            _terminate_group(proc, stop_timeout_s)
+        if isinstance(e, LaunchError):
+            e.pid, e.log_path = proc.pid, log_path
+        raise
+    return server
+
+
+def attach_external(spec: ServerSpec, config: ServerConfig, *, version: str | None = None) -> LaunchedServer:
+    """A server someone else runs: check it answers, read what it runs. Nothing is started or stopped."""
+    if not spec.base_url:
+        raise LaunchError("backend external needs server.base_url")
+    base_url = spec.base_url.rstrip("/")
+    info = fetch_server_info(base_url)
+    detected = str(info.get("version") or version or "")
+    if not detected:
+        raise LaunchError(f"{base_url}/server_info reports no version and none was given")
+    try:
+        resolved = resolve_mode(detected, info, None)
+    except VersionError as e:
+        raise LaunchError(f"{base_url}: {e}") from None
+    mismatches = compare_requested(config, info, resolved, version or detected)
+    return LaunchedServer(
+        base_url=base_url,
+        backend="external",
+        argv=[],
+        env_delta={},
+        log_path=None,
+        pid=None,
+        version=detected,
+        startup_s=0.0,
+        server_info=info,
+        spec_mode_requested=config.spec_mode,
+        resolved=resolved,
+        mismatches=mismatches,
+        notes=[
+            "external server: no launch log, the spec mode rests on /server_info alone",
+            *(["the external server is the specbench stand-in"] if "specbench_sim" in info else []),
+        ],
+    )
+
+
+def _env_delta(
+    spec: ServerSpec, config: ServerConfig, mode_env: dict[str, str], gpus: Sequence[int] | None
+) -> dict[str, str]:
+    sweep_env = dict(config.env)
+    problems = [
+        f"server.env.{name}: set by specbench itself (spec mode / sim settings), not by the sweep"
+        for name in sweep_env
+        if name in _OWNED_ENV or name.startswith(_OWNED_ENV_PREFIXES)
+    ]
+    delta = {**sweep_env, **mode_env}
+    if spec.backend == "sim":
+        delta.update(sim_env(spec.sim))
+    if gpus is not None:
+        if "CUDA_VISIBLE_DEVICES" in sweep_env:
+            problems.append("server.env.CUDA_VISIBLE_DEVICES conflicts with the GPUs given to the launcher")
+        if not gpus or any(isinstance(g, bool) or not isinstance(g, int) or g < 0 for g in gpus):
+            problems.append(f"gpus {list(gpus)!r}: expected a non-empty list of GPU indices")
+        elif len(gpus) < config.tp:
+            problems.append(f"gpus {list(gpus)!r}: tp {config.tp} needs at least {config.tp} GPUs")
+        else:
+            delta["CUDA_VISIBLE_DEVICES"] = ",".join(str(g) for g in gpus)
+    if problems:
+        raise LaunchError("cannot launch server:\n" + "\n".join(f"  - {p}" for p in problems))
+    # Python's stdout is block-buffered into a file; unbuffered output keeps the log tail current on a crash.
+    delta["PYTHONUNBUFFERED"] = "1"
+    return delta
+
+
+def _http_get(url: str, timeout_s: float) -> tuple[int, bytes]:
+    """GET without proxies (a loopback server must not go through http_proxy). HTTP errors are returned."""
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    try:
+        with opener.open(url, timeout=timeout_s) as r:
+            return int(r.status), r.read()
+    except urllib.error.HTTPError as e:
+        body = e.read()
+        e.close()
+        return int(e.code), body
+
+
+def _wait_healthy(proc: subprocess.Popen[bytes], base_url: str, log_path: Path, timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    delay = 0.05
+    while True:
+        rc = proc.poll()
+        if rc is not None:
+            raise LaunchError(
+                f"server exited with code {rc} before it was ready ({_describe_exit(rc)})",
+                exit_code=rc,
+                log_tail=_tail(log_path),
+            )
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            # Kill first so the tail includes whatever the server printed while dying.
+            _terminate_group(proc, 5.0)
+            raise LaunchError(
+                f"server not healthy within {timeout_s:g} s at {base_url}/health (killed)",
+                log_tail=_tail(log_path),
+            )
+        try:
+            status, _ = _http_get(f"{base_url}/health", timeout_s=max(0.5, min(remaining, 30.0)))
+        except OSError:  # not listening yet
+            status = None
+        if status == 200:
+            return
+        time.sleep(max(0.0, min(delay, deadline - time.monotonic())))
+        delay = min(delay * 1.5, 1.0)
+
+
+def fetch_server_info(base_url: str, timeout_s: float = 30.0) -> dict[str, Any]:
+    """`/server_info`, or the deprecated `/get_server_info` where the first is missing."""
+    last = ""
+    for path in ("/server_info", "/get_server_info"):
+        url = f"{base_url}{path}"
+        try:
+            status, body = _http_get(url, timeout_s)
+        except OSError as e:
+            raise LaunchError(f"cannot reach the server at {base_url}: {e}") from None
+        if status == 404:
+            last = f"{url}: 404"
+            continue
+        if status != 200:
+            raise LaunchError(f"{url} answered HTTP {status}: {body[:200]!r}")
+        try:
+            info = json.loads(body)
+        except ValueError:
+            raise LaunchError(f"{url} did not return JSON: {body[:200]!r}") from None
+        if not isinstance(info, dict):
+            raise LaunchError(f"{url} returned {type(info).__name__}, expected an object")
+        return info
+    raise LaunchError(f"{base_url} has neither /server_info nor /get_server_info ({last})")
+
+
+def _norm_algorithm(name: Any) -> str | None:
+    if not name or str(name).upper() == "NONE":
+        return None
+    upper = str(name).upper()
+    return "EAGLE" if upper == "NEXTN" else upper  # SGLang resolves the NEXTN alias to EAGLE
+
+
+def compare_requested(
+    config: ServerConfig, info: dict[str, Any], resolved: ResolvedMode, version: str
+) -> list[str]:
+    """What differs between the config asked for and what `/server_info` says runs; [] when nothing does.
+
+    Not mismatches: NEXTN showing as EAGLE, and draft tokens = steps+1 with topk 1 (SGLang's overwrite).
+    """
+    out: list[str] = []
+    reported = info.get("version")
+    if reported and str(reported) != version:
+        out.append(f"version: expected SGLang {version}, the server reports {reported}")
+    if resolved.contradiction:
+        out.append(f"spec mode evidence disagrees: {resolved.contradiction}")
+    if config.spec_mode != resolved.mode:
+        line = (
+            f"spec mode: requested {config.spec_mode or 'none (baseline)'}, "
+            f"server runs {resolved.mode or 'none'} ({resolved.detail})"
+        )
+        why = known_fallback(resolved.version, config.spec_mode, config.algorithm, config.topk)
+        out.append(f"{line}; {why}" if why else line)
+
+    def check(key: str, expected: Any, what: str) -> None:
+        if key not in info:
+            out.append(f"{what}: cannot verify, /server_info has no {key!r}")
+        elif info[key] != expected:
+            out.append(f"{what}: requested {expected!r}, server runs {info[key]!r}")
+
+    expected_alg = _norm_algorithm(config.algorithm)
+    actual_alg = _norm_algorithm(info.get("speculative_algorithm"))
+    if "speculative_algorithm" not in info and expected_alg is not None:
+        out.append("speculative algorithm: cannot verify, /server_info has no 'speculative_algorithm'")
+    elif actual_alg != expected_alg:
+        out.append(
+            f"speculative algorithm: requested {expected_alg or 'none'}, server runs {actual_alg or 'none'}"
+        )
+    check("model_path", config.model, "model")
+    check("attention_backend", config.attention_backend, "attention backend")
+    check("tp_size", config.tp, "tp size")
+    if expected_alg is None:
+        return out
+    check("speculative_num_steps", config.steps, "speculative steps")
+    check("speculative_eagle_topk", config.topk, "eagle topk")
+    # With topk 1 SGLang overwrites draft tokens with steps+1 (contract §1.2).
+    drafts = config.steps + 1 if config.topk == 1 and config.steps is not None else config.draft_tokens
+    check("speculative_num_draft_tokens", drafts, "draft tokens")
+    if config.draft_model and info.get("speculative_draft_model_path") not in (None, config.draft_model):
+        out.append(
+            f"draft model: requested {config.draft_model!r}, "
+            f"server runs {info['speculative_draft_model_path']!r}"
+        )
+    return out
+
+
+# ---- process-group teardown -------------------------------------------------------------------------------
+
+
+def _group_alive(pgid: int) -> bool:
+    """Whether any non-zombie process is left in the group.
+
+    kill(0) also succeeds for zombies, which linger in containers whose PID 1 does not reap; /proc tells.
+    """
+    proc_dir = Path("/proc")
+    if not proc_dir.is_dir():
+        try:
+            os.killpg(pgid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            return True
+        return True
+    for entry in proc_dir.iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        # Fields after the parenthesised command: state ppid pgrp ...
+        fields = stat[stat.rfind(")") + 2 :].split()
+        if len(fields) >= 3 and int(fields[2]) == pgid and fields[0] not in ("Z", "X"):
+            return True
+    return False
+
+
+def _signal_group(pgid: int, sig: signal.Signals) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, sig)
+
+
+def _terminate_group(proc: subprocess.Popen[bytes], grace_s: float) -> None:
+    # start_new_session made the server a group leader, so its pid is the group id.
+    pgid = proc.pid
+    if proc.poll() is not None and not _group_alive(pgid):
+        return
+    try:
+        _signal_group(pgid, signal.SIGTERM)
+        deadline = time.monotonic() + grace_s
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout=max(0.0, deadline - time.monotonic()))
+        while _group_alive(pgid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+    finally:
+        # Also reached on KeyboardInterrupt mid-wait: nothing of the group may outlive the launcher.
+        if proc.poll() is None or _group_alive(pgid):
+            _signal_group(pgid, signal.SIGKILL)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(timeout=5.0)
+            end = time.monotonic() + 5.0
+            while _group_alive(pgid) and time.monotonic() < end:
+                time.sleep(0.05)
+
+
+# ---- logs -------------------------------------------------------------------------------------------------
+
+
+def _read_text(path: Path | None) -> str:
+    if path is None:
+        return ""
+    try:
+        return path.read_bytes().decode("utf-8", errors="replace")
+    except OSError:
+        return ""
+
+
+def _tail(path: Path | None, lines: int = LOG_TAIL_LINES) -> str:
+    text = _read_text(path)
+    return "\n".join(text.splitlines()[-lines:]) if text else "(empty log)"
+
+
+def _describe_exit(rc: int) -> str:
+    if rc < 0:
+        try:
+            return f"killed by {signal.Signals(-rc).name}"
+        except ValueError:
+            return f"killed by signal {-rc}"
+    return "see the log tail"
+
+
+__all__ = [
+    "LaunchError",
+    "LaunchedServer",
+    "attach_external",
+    "compare_requested",
+    "detect_sglang_version",
+    "fetch_server_info",
+    "free_port",
+    "launch",
+]

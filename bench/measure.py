@@ -1,0 +1,187 @@
+"""The per-point procedure: warm up, then per repeat flush → measure → read the server's acceptance → judge.
+
+Sequence for one point (server already up, prompts built):
+
+1. Warmup at the measured concurrency: `warmup_waves` x `batch_size` requests through the same closed
+   loop, full output lengths, so one-time costs for this shape (lazy JIT compiles, allocator growth,
+   graph replays at this batch size) fall outside every measured window. It reuses the measured prompts;
+   the flush that follows is what guarantees the window gets no prefix-cache hits (contract §6.1-6.2).
+2. Per repeat: `POST /flush_cache` (retried while the server reports requests in flight), which also
+   resets the server's acceptance counters; the closed loop (the timed window); `GET /server_info` for
+   `internal_states[0].avg_spec_accept_length`. bench_serving reads /server_info *inside* its timed
+   duration; here it happens after the window closes, so the duration is the requests' alone.
+3. Metrics (`bench.metrics`) and a verdict, worst first:
+   - `failed`: every request failed, or the server died (it refuses connections). No further repeats.
+   - `mode_mismatch`: speculative stats missing on a spec server, or present on a baseline server.
+   - `invalid`: any failed or unsent request, or any output length other than max_new_tokens.
+   - `unstable`: p99 TTFT above 10x the median TTFT (a queueing hiccup or a straggler wave).
+   - `ok`.
+   Each verdict but `ok` carries a reason with the figures behind it.
+
+Each repeat is yielded as soon as it ends, so the caller can store it before the next one starts: a crash
+later loses nothing already measured. `overhead_s` is the time spent outside the window for that repeat
+(warmup for the first, flush, /server_info and aggregation).
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from collections.abc import AsyncIterator, Iterable, Sequence
+
+from bench.client import FlushError, LoadClient, ServerUnavailableError, error_summary
+from bench.metrics import compute_metrics
+from bench.results import STATUS_SEVERITY, PointStatus, RequestRecord, SampleMetrics, SampleResult
+from bench.workload import Prompt
+
+# p99 TTFT above this multiple of the median marks a repeat unstable.
+UNSTABLE_TTFT_RATIO = 10.0
+
+
+async def measure_point(
+    client: LoadClient,
+    *,
+    prompts: Sequence[Prompt],
+    batch_size: int,
+    repeats: Iterable[int],
+    warmup_waves: int,
+    request_timeout_s: float,
+    expect_spec: bool,
+    temperature: float = 0.0,
+    flush_timeout_s: float = 60.0,
+    flush_retries: int = 5,
+) -> AsyncIterator[SampleResult]:
+    """Yield one `SampleResult` per repeat number in `repeats` (e.g. `range(3)`, or the ones still missing)."""
+    if not prompts:
+        raise ValueError("measure_point needs at least one prompt")
+    pending = iter(repeats)
+    first = next(pending, None)
+    if first is None:
+        return
+    overhead_start = time.perf_counter()
+
+    warm = [prompts[i % len(prompts)] for i in range(max(warmup_waves, 0) * batch_size)]
+    if warm:
+        wrecs, _ = await client.run_closed_loop(warm, batch_size, request_timeout_s, temperature=temperature)
+        errors = [r.error for r in wrecs if r.error]
+        died = client.server_down or (bool(errors) and not await _alive(client))
+        if died or not any(r.ok for r in wrecs):
+            why = "server died" if died else "every request failed"
+            yield _failed(
+                first, f"warmup: {why}: {error_summary(errors)}", [], time.perf_counter() - overhead_start
+            )
+            return
+
+    repeat: int | None = first
+    while repeat is not None:
+        try:
+            await client.flush_cache(timeout_s=flush_timeout_s, retries=flush_retries)
+        except (ServerUnavailableError, FlushError) as e:
+            yield _failed(repeat, f"flush before the window: {e}", [], time.perf_counter() - overhead_start)
+            return
+        overhead = time.perf_counter() - overhead_start
+
+        records, duration = await client.run_closed_loop(
+            prompts, batch_size, request_timeout_s, temperature=temperature
+        )
+
+        after = time.perf_counter()
+        died = client.server_down
+        server_accept = None
+        if not died:
+            try:
+                server_accept = _server_accept_length(await client.server_info())
+            except ServerUnavailableError:
+                died = True
+            except (RuntimeError, ValueError):
+                pass  # an odd /server_info answer costs the server-side figure, not the repeat
+        metrics = compute_metrics(records, duration, server_accept)
+        status, reason = judge(metrics, records, expect_spec=expect_spec, server_died=died)
+        overhead += time.perf_counter() - after
+        yield SampleResult(repeat, status, reason, metrics, records, overhead_s=overhead)
+        if died:
+            return
+        overhead_start = time.perf_counter()
+        repeat = next(pending, None)
+
+
+def judge(
+    m: SampleMetrics, records: Sequence[RequestRecord], *, expect_spec: bool, server_died: bool = False
+) -> tuple[PointStatus, str | None]:
+    """The verdict on one repeat and the reason for it (every problem found, worst first)."""
+    n = len(records)
+    problems: list[tuple[PointStatus, str]] = []
+    errors = [r.error for r in records if r.error is not None]
+    if server_died:
+        problems.append(("failed", f"server died: {m.completed} of {n} requests completed"))
+    if m.completed == 0:
+        detail = f": {error_summary(errors)}" if errors else ""
+        problems.append(("failed", f"all {n} requests failed{detail}"))
+    else:
+        has_spec = any(r.spec_verify_ct for r in records if r.ok)
+        if expect_spec and not has_spec:
+            problems.append(
+                ("mode_mismatch", "speculative decoding expected, but no request reported spec_verify_ct")
+            )
+        if not expect_spec and has_spec:
+            problems.append(("mode_mismatch", "baseline server, but requests reported spec_verify_ct"))
+    if errors and m.completed > 0:
+        problems.append(("invalid", f"{len(errors)} of {n} requests failed: {error_summary(errors)}"))
+    if m.incomplete:
+        problems.append(("invalid", f"{m.incomplete} of {n} requests never sent (dispatch stopped)"))
+    if m.wrong_length:
+        problems.append(("invalid", _wrong_length_reason(records)))
+    if (
+        m.ttft_p99_ms is not None
+        and m.ttft_p50_ms is not None
+        and m.ttft_p99_ms > UNSTABLE_TTFT_RATIO * m.ttft_p50_ms
+    ):
+        problems.append(
+            (
+                "unstable",
+                f"p99 TTFT {m.ttft_p99_ms:.1f} ms > {UNSTABLE_TTFT_RATIO:g}x median TTFT {m.ttft_p50_ms:.1f} ms",
+            )
+        )
+    if not problems:
+        return "ok", None
+    problems.sort(key=lambda p: -STATUS_SEVERITY[p[0]])
+    return problems[0][0], "; ".join(reason for _, reason in problems)
+
+
+def _wrong_length_reason(records: Sequence[RequestRecord]) -> str:
+    groups = Counter(
+        (r.completion_tokens, r.max_new_tokens)
+        for r in records
+        if r.ok and r.completion_tokens != r.max_new_tokens
+    )
+    parts = [
+        f"{count} request{'s' if count > 1 else ''} returned {got} tokens, expected {want}"
+        for (got, want), count in groups.most_common(3)
+    ]
+    if len(groups) > 3:
+        parts.append(f"and {len(groups) - 3} more length(s)")
+    return ", ".join(parts)
+
+
+async def _alive(client: LoadClient) -> bool:
+    try:
+        await client.server_info()
+    except ServerUnavailableError:
+        return False
+    return True
+
+
+def _server_accept_length(info: dict[str, object]) -> float | None:
+    # PD-disaggregated deployments nest the decode server's info under "decode" (as bench_serving reads it).
+    decode = info.get("decode")
+    if isinstance(decode, list) and decode and isinstance(decode[0], dict):
+        info = decode[0]
+    states = info.get("internal_states")
+    if not isinstance(states, list) or not states or not isinstance(states[0], dict):
+        return None
+    value = states[0].get("avg_spec_accept_length")
+    return float(value) if isinstance(value, int | float) else None
+
+
+def _failed(repeat: int, reason: str, records: list[RequestRecord], overhead_s: float) -> SampleResult:
+    return SampleResult(repeat, "failed", reason, None, records, overhead_s=overhead_s)

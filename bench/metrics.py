@@ -1,0 +1,148 @@
+"""Aggregate metrics of one measured window, with sglang.bench_serving's definitions (contract §5.1).
+
+Notation: D = window duration (first send to last request end); for request i, st_i = send time,
+out_i = `completion_tokens` of its final event, in_i = the dataset prompt length. Sums and latency lists run
+over *completed* requests only, as bench_serving's `calculate_metrics` does: failed requests are counted,
+never averaged in.
+
+- output_throughput = Σ out_i / D; input_throughput = Σ in_i / D (dataset lengths, not server counts; a
+  JSONL text prompt without a dataset length falls back to the server's `prompt_tokens`);
+  total_throughput = (Σ in_i + Σ out_i) / D; request_throughput = completed / D.
+- TTFT_i = st_i to the first event that carried new tokens (Δcompletion_tokens > 0). bench_serving's
+  `sglang` backend waits for a non-empty `text`, which never comes under `--skip-tokenizer-init`; counting
+  tokens is what it means and works in both cases.
+- E2E_i = st_i to the `data: [DONE]` line (bench_serving's `latency`: the last SSE line received).
+- TPOT_i = (E2E_i − TTFT_i) / (out_i − 1), only for out_i > 1: the first token is excluded.
+- ITL, per token, as bench_serving's `sglang` backend: every event after the first with k = Δtokens > 0
+  contributes (its gap since the previous token event) / k, k times. Tokens of the first event (normally 1)
+  contribute nothing.
+- Statistics: mean, p50, p90, p99 via `numpy.percentile` (linear interpolation), in milliseconds; None when
+  there is no value (for example TPOT when every output has one token).
+- concurrency = Σ E2E_i / D.
+- max_output_tokens_per_s: token times rebuilt as st_i + TTFT_i, then + each ITL value in turn; counted in
+  1-s buckets from the earliest send of a completed request; the fullest bucket.
+- accept_length: mean over completed requests with `spec_verify_ct` > 0 of completion_tokens/spec_verify_ct
+  (= SGLang's per-request `spec_accept_length`, which includes the prefill token, contract §3.4);
+  accept_length_weighted = Σ completion_tokens / Σ spec_verify_ct over the same requests (what Prometheus
+  Δgeneration_tokens/Δspec_verify_calls gives). bench_serving itself reports neither: it prints the
+  server's `avg_spec_accept_length`, carried here as `server_accept_length`.
+
+Counts: completed (no error, `[DONE]` seen), failed (an error was recorded), incomplete (neither: the closed
+loop stopped dispatching before the request was sent, e.g. after the server died), wrong_length (completed,
+but completion_tokens ≠ max_new_tokens, which `ignore_eos` should make impossible).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from bench.results import RequestRecord, SampleMetrics
+
+
+def compute_metrics(
+    records: Sequence[RequestRecord], duration_s: float, server_accept_length: float | None = None
+) -> SampleMetrics:
+    done = [r for r in records if r.ok]
+    failed = sum(1 for r in records if r.error is not None)
+    incomplete = len(records) - len(done) - failed
+    if done and duration_s <= 0:
+        raise ValueError(f"duration_s must be positive, got {duration_s}")
+    per_s = 1.0 / duration_s if duration_s > 0 else 0.0
+
+    total_in = sum(_input_len(r) for r in done)
+    total_out = sum(r.completion_tokens for r in done)
+    ttfts = [r.ttft for r in done if r.ttft is not None]
+    e2es = [r.e2e for r in done if r.e2e is not None]
+    tpots = [
+        (r.e2e - r.ttft) / (r.completion_tokens - 1)
+        for r in done
+        if r.completion_tokens > 1 and r.ttft is not None and r.e2e is not None
+    ]
+    itl_parts = [_itl(r) for r in done]
+    itls = np.concatenate(itl_parts) if itl_parts else np.empty(0)
+
+    spec = [r for r in done if r.spec_verify_ct]
+    accept = weighted = None
+    if spec:
+        accept = float(np.mean([r.completion_tokens / r.spec_verify_ct for r in spec]))  # type: ignore[operator]
+        weighted = sum(r.completion_tokens for r in spec) / sum(r.spec_verify_ct for r in spec)  # type: ignore[misc]
+
+    ttft_s, tpot_s, itl_s, e2e_s = _stats(ttfts), _stats(tpots), _stats(itls), _stats(e2es)
+    return SampleMetrics(
+        duration_s=duration_s,
+        completed=len(done),
+        failed=failed,
+        incomplete=incomplete,
+        total_input_tokens=total_in,
+        total_output_tokens=total_out,
+        request_throughput=len(done) * per_s,
+        input_throughput=total_in * per_s,
+        output_throughput=total_out * per_s,
+        total_throughput=(total_in + total_out) * per_s,
+        ttft_mean_ms=ttft_s[0],
+        ttft_p50_ms=ttft_s[1],
+        ttft_p90_ms=ttft_s[2],
+        ttft_p99_ms=ttft_s[3],
+        tpot_mean_ms=tpot_s[0],
+        tpot_p50_ms=tpot_s[1],
+        tpot_p90_ms=tpot_s[2],
+        tpot_p99_ms=tpot_s[3],
+        itl_mean_ms=itl_s[0],
+        itl_p50_ms=itl_s[1],
+        itl_p90_ms=itl_s[2],
+        itl_p99_ms=itl_s[3],
+        e2e_mean_ms=e2e_s[0],
+        e2e_p50_ms=e2e_s[1],
+        e2e_p90_ms=e2e_s[2],
+        e2e_p99_ms=e2e_s[3],
+        accept_length=accept,
+        accept_length_weighted=weighted,
+        server_accept_length=server_accept_length,
+        concurrency=sum(e2es) * per_s if done else None,
+        max_output_tokens_per_s=_max_tokens_per_s(done),
+        wrong_length=sum(1 for r in done if r.completion_tokens != r.max_new_tokens),
+    )
+
+
+def _input_len(r: RequestRecord) -> int:
+    if r.prompt_len > 0:
+        return r.prompt_len
+    return r.prompt_tokens or 0
+
+
+def _itl(r: RequestRecord) -> np.ndarray:
+    """Per-token inter-token latencies of one request (seconds), bench_serving's `sglang` splitting."""
+    if len(r.chunk_times) < 2:
+        return np.empty(0)
+    t = np.asarray(r.chunk_times, dtype=np.float64)
+    tok = np.asarray(r.chunk_tokens, dtype=np.int64)
+    ks = tok[1:] - tok[:-1]
+    return np.repeat((t[1:] - t[:-1]) / ks, ks)
+
+
+def _stats(values: Sequence[float] | np.ndarray) -> tuple[float | None, ...]:
+    """(mean, p50, p90, p99) in ms, numpy's default linear interpolation, or all None when empty."""
+    if len(values) == 0:
+        return (None, None, None, None)
+    arr = np.asarray(values, dtype=np.float64) * 1000.0
+    p50, p90, p99 = np.percentile(arr, [50, 90, 99])
+    return (float(arr.mean()), float(p50), float(p90), float(p99))
+
+
+def _max_tokens_per_s(done: Sequence[RequestRecord]) -> float | None:
+    timed = [r for r in done if r.ttft is not None and r.e2e is not None]
+    if not timed:
+        return None
+    t0 = min(r.start for r in timed)
+    times = []
+    for r in timed:
+        # First token at st + TTFT, each later token one ITL further, exactly as bench_serving rebuilds them.
+        first = r.start + r.ttft  # type: ignore[operator]
+        times.append(np.array([first]))
+        itl = _itl(r)
+        if itl.size:
+            times.append(first + np.cumsum(itl))
+    buckets = np.floor(np.concatenate(times) - t0).astype(np.int64)
+    return float(np.bincount(buckets[buckets >= 0]).max())

@@ -1,0 +1,1 @@
+"""Statistics over repeats and over series: pure functions, no I/O."""

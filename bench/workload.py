@@ -1,0 +1,142 @@
+"""Prompts for one point: synthetic token ids or lines of a JSONL file.
+
+`random` prompts are token ids, so the server sees exactly `input_len` tokens (no re-tokenization drift, no
+BOS added; contract §6.4). Every prompt starts with a token sequence no other prompt starts with, so the
+radix cache can never serve one prompt's prefix to another (contract §6.6): a measured window after a flush
+has `cached_tokens == 0` on every request.
+
+`jsonl` lines are `{"input_ids": [...]}` or `{"prompt": "..."}`, each with an optional `output_len` (default:
+the workload's) and, for text, an optional `prompt_len` (the dataset token count that bench_serving uses for
+input throughput). A text line without `prompt_len` gets 0, meaning "unknown": metrics then fall back to the
+server's `prompt_tokens`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import orjson
+
+from bench.sweep import WorkloadSpec
+
+# Ids 0 and 1 are bos/eos in most vocabularies; a random prompt never contains them.
+FIRST_RANDOM_ID = 2
+# Problems listed at once for a bad file before giving up; enough to spot a pattern, not a wall of text.
+_MAX_REPORTED_PROBLEMS = 10
+
+
+class WorkloadError(ValueError):
+    """A dataset that cannot produce prompts; the message names the file and line."""
+
+
+@dataclass(frozen=True, slots=True)
+class Prompt:
+    """One request's input. Exactly one of `input_ids` and `text` is set."""
+
+    prompt_len: int
+    output_len: int
+    input_ids: list[int] | None = None
+    text: str | None = None
+
+    def __post_init__(self) -> None:
+        if (self.input_ids is None) == (self.text is None):
+            raise ValueError("a Prompt has exactly one of input_ids and text")
+
+
+def build_prompts(workload: WorkloadSpec, n: int, vocab_size: int = 32000) -> list[Prompt]:
+    """`n` prompts for `workload`, deterministic in the workload (same spec, same prompts, on every host)."""
+    if n < 1:
+        raise ValueError(f"n must be >= 1, got {n}")
+    if workload.dataset == "random":
+        return _random_prompts(workload, n, vocab_size)
+    if not workload.path:
+        raise WorkloadError("dataset jsonl needs a path")
+    return _jsonl_prompts(Path(workload.path), workload.output_len, n, vocab_size)
+
+
+def _random_prompts(workload: WorkloadSpec, n: int, vocab_size: int) -> list[Prompt]:
+    span = vocab_size - FIRST_RANDOM_ID
+    if span < 2:
+        raise ValueError(f"vocab_size {vocab_size} leaves no room for random ids (0 and 1 are reserved)")
+    # The prompt index, written in base `span` over the first `digits` positions, makes every prompt's
+    # opening unique; for n <= span (almost always) that is the first token alone.
+    digits = 1
+    while span**digits < n:
+        digits += 1
+    length = workload.input_len
+    if digits > length:
+        raise WorkloadError(
+            f"{n} random prompts of {length} token(s) cannot all differ with a vocabulary of {vocab_size}"
+        )
+    rng = np.random.default_rng(workload.seed)
+    ids = rng.integers(FIRST_RANDOM_ID, vocab_size, size=(n, length), dtype=np.int64)
+    # A random offset per digit keeps prompt 0 from always opening with id 2.
+    offsets = rng.integers(0, span, size=digits, dtype=np.int64)
+    index = np.arange(n, dtype=np.int64)
+    for d in range(digits):
+        ids[:, d] = FIRST_RANDOM_ID + (index // span**d + offsets[d]) % span
+    return [Prompt(prompt_len=length, output_len=workload.output_len, input_ids=row) for row in ids.tolist()]
+
+
+def _jsonl_prompts(path: Path, default_output_len: int, n: int, vocab_size: int) -> list[Prompt]:
+    try:
+        raw_lines = path.read_bytes().splitlines()
+    except OSError as e:
+        raise WorkloadError(f"{path}: cannot read ({e.strerror or e})") from None
+    prompts: list[Prompt] = []
+    problems: list[str] = []
+    for lineno, raw in enumerate(raw_lines, start=1):
+        if not raw.strip():
+            continue
+        try:
+            prompts.append(_parse_line(raw, default_output_len, vocab_size))
+        except WorkloadError as e:
+            problems.append(f"{path}:{lineno}: {e}")
+    if problems:
+        shown = problems[:_MAX_REPORTED_PROBLEMS]
+        more = len(problems) - len(shown)
+        tail = f"\n  ... and {more} more bad line(s)" if more else ""
+        raise WorkloadError(f"{len(problems)} bad line(s):\n  " + "\n  ".join(shown) + tail)
+    if not prompts:
+        raise WorkloadError(f"{path}: no prompts (the file is empty or holds only blank lines)")
+    # Fewer lines than requests: cycle, as a closed loop needs exactly n requests.
+    return [prompts[i % len(prompts)] for i in range(n)]
+
+
+def _parse_line(raw: bytes, default_output_len: int, vocab_size: int) -> Prompt:
+    try:
+        obj: Any = orjson.loads(raw)
+    except orjson.JSONDecodeError as e:
+        raise WorkloadError(f"not valid JSON ({e})") from None
+    if not isinstance(obj, dict):
+        raise WorkloadError(f"expected an object, got {type(obj).__name__}")
+    has_ids, has_text = "input_ids" in obj, "prompt" in obj
+    if has_ids == has_text:
+        raise WorkloadError('expected exactly one of "input_ids" and "prompt"')
+    output_len = obj.get("output_len", default_output_len)
+    if not _positive_int(output_len):
+        raise WorkloadError(f'"output_len" must be a positive integer, got {output_len!r}')
+    if has_ids:
+        ids = obj["input_ids"]
+        if not isinstance(ids, list) or not ids:
+            raise WorkloadError('"input_ids" must be a non-empty list of integers')
+        bad = next(
+            (x for x in ids if not isinstance(x, int) or isinstance(x, bool) or not 0 <= x < vocab_size), None
+        )
+        if bad is not None:
+            raise WorkloadError(f'"input_ids" holds {bad!r}, not an integer id in [0, {vocab_size})')
+        return Prompt(prompt_len=len(ids), output_len=output_len, input_ids=ids)
+    text = obj["prompt"]
+    if not isinstance(text, str) or not text:
+        raise WorkloadError('"prompt" must be a non-empty string')
+    prompt_len = obj.get("prompt_len", 0)
+    if prompt_len != 0 and not _positive_int(prompt_len):
+        raise WorkloadError(f'"prompt_len" must be a positive integer, got {prompt_len!r}')
+    return Prompt(prompt_len=prompt_len, output_len=output_len, text=text)
+
+
+def _positive_int(x: Any) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool) and x > 0

@@ -1,0 +1,193 @@
+"""The per-point procedure against the real stand-in: repeats, verdicts, and faults that end a point cleanly."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+
+from bench.client import LoadClient
+from bench.measure import judge, measure_point
+from bench.metrics import compute_metrics
+from bench.results import RequestRecord, SampleResult
+from bench.sweep import WorkloadSpec
+from bench.workload import build_prompts
+from tests.fixtures.sim import SimFactory, SimHandle
+
+SPEC = (
+    "--attention-backend",
+    "flashmla",
+    "--speculative-algorithm",
+    "EAGLE",
+    "--speculative-num-steps",
+    "3",
+    "--speculative-eagle-topk",
+    "1",
+    "--speculative-num-draft-tokens",
+    "4",
+)
+BATCH = 4
+N = 16  # four waves of BATCH
+WARMUP = BATCH  # one warmup wave; the stand-in's fault counters include these requests
+
+
+def measure(
+    url: str, repeats: range | list[int] = range(2), expect_spec: bool = True, timeout_s: float = 10.0
+):
+    prompts = build_prompts(WorkloadSpec.model_validate({"input_len": 64, "output_len": 48}), N)
+
+    async def collect() -> list[SampleResult]:
+        async with LoadClient(url) as client:
+            return [
+                s
+                async for s in measure_point(
+                    client,
+                    prompts=prompts,
+                    batch_size=BATCH,
+                    repeats=repeats,
+                    warmup_waves=1,
+                    request_timeout_s=timeout_s,
+                    expect_spec=expect_spec,
+                )
+            ]
+
+    t = time.monotonic()
+    samples = asyncio.run(collect())
+    assert time.monotonic() - t < 15, "a point must never hang"
+    return samples
+
+
+@pytest.fixture(scope="module")
+def servers(sim_server_module: SimFactory) -> dict[str, SimHandle]:
+    def env(fault: str | None = None) -> dict[str, str]:
+        e = {"SPECBENCH_SIM_TIME_SCALE": "0.05"}
+        if fault:
+            e["SPECBENCH_SIM_FAULT"] = fault
+        return e
+
+    handles = {
+        "spec": sim_server_module.start(*SPEC, env=env(), wait=False),
+        "baseline": sim_server_module.start("--attention-backend", "flashmla", env=env(), wait=False),
+        "crash_window": sim_server_module.start(*SPEC, env=env(f"crash_after={WARMUP + 5}"), wait=False),
+        "crash_warmup": sim_server_module.start(*SPEC, env=env("crash_after=1"), wait=False),
+        "stall": sim_server_module.start(*SPEC, env=env(f"stall_after={WARMUP + 2}"), wait=False),
+        "malformed": sim_server_module.start(*SPEC, env=env(f"malformed_after={WARMUP + 3}"), wait=False),
+    }
+    return {name: h.wait_ready() for name, h in handles.items()}
+
+
+def test_every_repeat_is_measured_and_clean(servers: dict[str, SimHandle]) -> None:
+    samples = measure(servers["spec"].base_url, repeats=[3, 4, 5])
+    assert [s.repeat for s in samples] == [3, 4, 5]
+    for s in samples:
+        assert s.status == "ok", s.reason
+        assert s.reason is None
+        m = s.metrics
+        assert m is not None
+        assert (m.completed, m.failed, m.incomplete, m.wrong_length) == (N, 0, 0, 0)
+        assert len(s.requests) == N
+        # The warmup sent these very prompts; the flush before each window is what keeps the cache cold.
+        assert all(r.cached_tokens == 0 for r in s.requests)
+        assert m.server_accept_length is not None  # > 40 decode iterations since the flush
+        assert m.accept_length_weighted is not None and 2.0 < m.accept_length_weighted < 3.1
+        assert s.overhead_s > 0
+
+
+def test_spec_stats_must_match_the_expected_mode(servers: dict[str, SimHandle]) -> None:
+    [s] = measure(servers["baseline"].base_url, repeats=range(1), expect_spec=True)
+    assert s.status == "mode_mismatch"
+    assert s.reason is not None and "no request reported spec_verify_ct" in s.reason
+    [s] = measure(servers["spec"].base_url, repeats=range(1), expect_spec=False)
+    assert s.status == "mode_mismatch"
+    [s] = measure(servers["baseline"].base_url, repeats=range(1), expect_spec=False)
+    assert s.status == "ok", s.reason
+    assert s.metrics is not None and s.metrics.accept_length is None
+
+
+def test_crash_in_the_window_fails_the_point_and_stops(servers: dict[str, SimHandle]) -> None:
+    samples = measure(servers["crash_window"].base_url, repeats=range(3))
+    assert len(samples) == 1, "no further repeats once the server is gone"
+    [s] = samples
+    assert s.status == "failed"
+    assert s.reason is not None and s.reason.startswith("server died: ")
+    assert "connection lost" in s.reason
+    assert s.metrics is not None and s.metrics.failed >= 1
+
+
+def test_crash_during_warmup(servers: dict[str, SimHandle]) -> None:
+    [s] = measure(servers["crash_warmup"].base_url, repeats=range(3))
+    assert s.status == "failed"
+    assert s.reason is not None and s.reason.startswith("warmup: server died: ")
+    assert s.metrics is None and s.requests == []
+
+
+def test_stall_invalidates_one_repeat_only(servers: dict[str, SimHandle]) -> None:
+    first, second = measure(servers["stall"].base_url, repeats=range(2), timeout_s=0.5)
+    assert first.status == "invalid"
+    assert first.reason is not None and f"1 of {N} requests failed: stalled" in first.reason
+    assert second.status == "ok", second.reason
+
+
+def test_malformed_event_invalidates_the_repeat(servers: dict[str, SimHandle]) -> None:
+    first, second = measure(servers["malformed"].base_url, repeats=range(2))
+    assert first.status == "invalid"
+    assert first.reason == f"1 of {N} requests failed: malformed JSON event"
+    assert first.metrics is not None and first.metrics.completed == N - 1
+    assert second.status == "ok", second.reason
+
+
+def _done(i: int, tokens: int, want: int = 256, ttft: float = 0.1) -> RequestRecord:
+    return RequestRecord(
+        index=i,
+        prompt_len=8,
+        max_new_tokens=want,
+        start=0.0,
+        ttft=ttft,
+        e2e=ttft + 1.0,
+        completion_tokens=tokens,
+        spec_verify_ct=100,
+        chunk_times=[ttft, ttft + 1.0],
+        chunk_tokens=[1, tokens],
+    )
+
+
+def test_judge_wrong_lengths() -> None:
+    recs = [_done(0, 256), _done(1, 255), _done(2, 255), _done(3, 250)]
+    status, reason = judge(compute_metrics(recs, 2.0), recs, expect_spec=True)
+    assert status == "invalid"
+    assert (
+        reason == "2 requests returned 255 tokens, expected 256, 1 request returned 250 tokens, expected 256"
+    )
+
+
+def test_judge_unstable_ttft() -> None:
+    # Two stragglers in 100: p99 (rank 98.01 of 0..99) lands on them; one alone would be interpolated away.
+    recs = [_done(i, 256, ttft=0.01) for i in range(98)] + [_done(i, 256, ttft=5.0) for i in (98, 99)]
+    status, reason = judge(compute_metrics(recs, 2.0), recs, expect_spec=True)
+    assert status == "unstable"
+    assert (
+        reason is not None and reason.startswith("p99 TTFT ") and reason.endswith("> 10x median TTFT 10.0 ms")
+    )
+
+
+def test_judge_puts_the_worst_problem_first() -> None:
+    recs = [_done(0, 255), RequestRecord(index=1, prompt_len=8, max_new_tokens=256, error="HTTP 500: boom")]
+    status, reason = judge(compute_metrics(recs, 2.0), recs, expect_spec=False)
+    assert status == "mode_mismatch"
+    assert reason is not None
+    parts = reason.split("; ")
+    assert parts[0].startswith("baseline server")
+    assert "1 of 2 requests failed: HTTP 500" in parts
+    assert "1 request returned 255 tokens, expected 256" in parts
+
+
+def test_judge_all_failed() -> None:
+    recs = [
+        RequestRecord(index=i, prompt_len=8, max_new_tokens=4, error="stalled: no event for 1 s")
+        for i in range(3)
+    ]
+    assert judge(compute_metrics(recs, 1.0), recs, expect_spec=True) == (
+        "failed",
+        "all 3 requests failed: stalled",
+    )
