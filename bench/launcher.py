@@ -244,7 +244,9 @@ def launch(
         return attach_external(spec, config, version=version)
     # The config carries the args/env (they are part of its identity); `expand` copies them from the spec.
     # A spec whose own args/env the config lacks would have them silently dropped.
-    if (spec.args and dict(config.args) != spec.args) or (spec.env and dict(config.env) != spec.env):
+    # Lists in the spec are tuples in the (hashable) config.
+    spec_args = {k: tuple(v) if isinstance(v, list) else v for k, v in spec.args.items()}
+    if (spec.args and dict(config.args) != spec_args) or (spec.env and dict(config.env) != spec.env):
         raise LaunchError(
             "server.args/env differ from the config's args/env; build configs with bench.sweep.expand "
             f"(spec: {spec.args!r} {spec.env!r}; config: {dict(config.args)!r} {dict(config.env)!r})"

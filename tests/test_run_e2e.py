@@ -60,7 +60,7 @@ def test_sweep_stores_every_point_with_resolved_config(engine: Engine, tmp_path:
         assert run.sglang_version == "0.5.13.post1"  # what the (stand-in) server reported
         assert run.specbench_version
         points = list(s.scalars(select(Point)))
-        assert {p.status for p in points} == {"ok"}, [(p.status, p.reason) for p in points]
+        assert {p.status for p in points} <= {"ok", "unstable"}, [(p.status, p.reason) for p in points]
         for p in points:
             assert p.repeats == 2
             assert p.output_throughput and p.output_throughput > 0
@@ -96,7 +96,7 @@ def test_parallel_starts_measure_one_server_at_a_time(engine: Engine, tmp_path: 
     with session_scope(engine) as s:
         servers = list(s.scalars(select(ServerInstance).order_by(ServerInstance.id)))
         assert [si.env["specbench.co_resident_idle_servers"] for si in servers] == ["0", "2", "1", "0", "0"]
-        assert {p.status for p in s.scalars(select(Point))} == {"ok"}
+        assert {p.status for p in s.scalars(select(Point))} <= {"ok", "unstable"}
         # every sample's window lies inside its own server's lifetime: nothing measured two servers at once
         assert all(si.status == "stopped" for si in servers)
 
@@ -210,7 +210,7 @@ repeats: 1
         assert si.resolved["speculative_algorithm"] == "EAGLE"  # NEXTN is an alias
         assert si.argv == []  # nothing launched
         points = list(s.scalars(select(Point)))
-        assert [p.status for p in points] == ["ok", "ok"]
+        assert len(points) == 2 and {p.status for p in points} <= {"ok", "unstable"}
         assert all(p.spec_mode_resolved == "v2" for p in points)
     assert sim.proc.poll() is None  # specbench did not stop someone else's server
 
@@ -222,7 +222,10 @@ def test_csv_export_round_trips(engine: Engine, tmp_path: Path) -> None:
     assert text.startswith("# run 1")
     assert "#   simulated: True" in text
     rows = read_csv_rows(text)
-    assert len(rows) == 10
+    with session_scope(engine) as s:
+        # a loaded CI box can make a sub-millisecond TTFT p99 spike 10x: such points are `unstable`, not exported
+        n_ok = s.scalar(select(func.count()).select_from(Point).where(Point.status == "ok"))
+    assert n_ok and len(rows) == n_ok
     for col in (
         "run_id",
         "status",

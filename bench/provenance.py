@@ -1,0 +1,273 @@
+"""Where a run's numbers came from: software versions, GPU, host, specbench checkout and model identity.
+
+Every probe is cheap and cannot fail the run: package versions come from installed metadata (nothing imports
+sglang or its CUDA kernels), external commands run with argv lists and a timeout, and torch is imported lazily
+and only for `torch.version.cuda` (plus the GPU fallback when nvidia-smi is missing). A CPU-only box reports
+GPU "none" and count 0.
+
+Keys with a column on `runs` (runners/store.py): sglang_version, sglang_commit, sgl_kernel_version,
+flashinfer_version, flash_mla_source, torch_version, cuda_version, driver_version, gpu_name, gpu_count, host,
+model_identity, specbench_version, git_commit; plus `simulated`. The rest lands in runs.provenance (JSON).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import platform
+import shutil
+import socket
+import subprocess
+from collections.abc import Mapping
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+NONE = "none"  # an absent package or GPU; versions stay strings so columns never mix types
+SPECBENCH_FALLBACK_VERSION = "0.1.0"
+COMMIT_ENV = "SPECBENCH_GIT_COMMIT"  # for checkouts copied without .git (e.g. the lent GPU machine)
+
+_SGL_KERNEL_DISTS = ("sglang-kernel", "sgl-kernel")  # renamed upstream; either may be installed
+_FLASH_MLA_DIST = "sgl-flash-mla"  # later sglang releases ship FlashMLA separately
+_CMD_TIMEOUT_S = 10.0
+
+Provenance = dict[str, str | int | None]
+
+
+def _dist(name: str) -> metadata.Distribution | None:
+    try:
+        return metadata.distribution(name)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def package_version(*names: str) -> str:
+    """Version of the first installed distribution among `names`, else "none"."""
+    for name in names:
+        d = _dist(name)
+        if d is not None:
+            return str(d.version)
+    return NONE
+
+
+def vcs_commit(name: str) -> str | None:
+    """The commit a distribution was installed from (pip writes it for VCS and local git installs)."""
+    d = _dist(name)
+    raw = d.read_text("direct_url.json") if d is not None else None
+    if not raw:
+        return None
+    try:
+        commit = json.loads(raw).get("vcs_info", {}).get("commit_id")
+    except (ValueError, AttributeError):
+        return None
+    return str(commit) if commit else None
+
+
+def flash_mla_source() -> str:
+    """Which package provides the FlashMLA kernels sglang's flashmla backend calls.
+
+    sglang 0.5.13.x imports them from `sgl_kernel.flash_mla` inside sglang-kernel; later releases depend on
+    the separate sgl-flash-mla package. Decided from installed file lists, without importing CUDA code.
+    """
+    version = package_version(_FLASH_MLA_DIST)
+    if version != NONE:
+        return f"{_FLASH_MLA_DIST} {version}"
+    for name in _SGL_KERNEL_DISTS:
+        d = _dist(name)
+        if d is None:
+            continue
+        files = d.files
+        if files is None or any("flash_mla" in str(f) for f in files):  # no RECORD: trust the package
+            return f"{name} {d.version}"
+        return NONE
+    return NONE
+
+
+def _run(argv: list[str], cwd: Path | None = None) -> str | None:
+    """stdout of a command, or None when it is missing, fails or hangs."""
+    if shutil.which(argv[0]) is None:
+        return None
+    try:
+        proc = subprocess.run(
+            argv, cwd=cwd, capture_output=True, text=True, timeout=_CMD_TIMEOUT_S, check=False
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return proc.stdout if proc.returncode == 0 else None
+
+
+def _visible_indices() -> set[int] | None:
+    """CUDA_VISIBLE_DEVICES as GPU indices, or None when unset or given as UUIDs."""
+    raw = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if raw is None:
+        return None
+    parts = [p.strip() for p in raw.split(",") if p.strip()]
+    if not all(p.isdigit() for p in parts):
+        return None
+    return {int(p) for p in parts}
+
+
+def _torch_cuda_version() -> str:
+    try:
+        import torch
+    except Exception:  # torch absent or broken: provenance must not fail the run
+        return NONE
+    return str(torch.version.cuda) if torch.version.cuda else NONE
+
+
+def gpu_info() -> tuple[str, int, str]:
+    """(GPU name(s), count, driver version); ("none", 0, "none") on a machine without a visible GPU."""
+    out = _run(["nvidia-smi", "--query-gpu=index,name,driver_version", "--format=csv,noheader"])
+    if out is not None:
+        rows = [[c.strip() for c in line.split(",")] for line in out.splitlines() if line.strip()]
+        rows = [r for r in rows if len(r) == 3]
+        visible = _visible_indices()
+        if visible is not None:
+            rows = [r for r in rows if r[0].isdigit() and int(r[0]) in visible]
+        if rows:
+            names = list(dict.fromkeys(r[1] for r in rows))  # distinct, in order
+            return " + ".join(names), len(rows), rows[0][2]
+        if visible is None:
+            return NONE, 0, NONE
+    return _torch_gpu_info()
+
+
+def _torch_gpu_info() -> tuple[str, int, str]:
+    try:
+        import torch
+
+        count = int(torch.cuda.device_count()) if torch.cuda.is_available() else 0
+        if count == 0:
+            return NONE, 0, NONE
+        names = list(dict.fromkeys(torch.cuda.get_device_name(i) for i in range(count)))
+    except Exception:  # no torch, or a CUDA init error: report no GPU rather than fail
+        return NONE, 0, NONE
+    return " + ".join(names), count, "unknown"  # torch does not expose the driver version
+
+
+def _specbench_root() -> Path:
+    return Path(__file__).resolve().parent.parent
+
+
+def git_commit() -> tuple[str | None, int | None]:
+    """(HEAD of the specbench checkout, 1 if it has uncommitted changes to tracked files), or env/None."""
+    root = _specbench_root()
+    if (root / ".git").exists():  # an installed copy must not report some enclosing repository's HEAD
+        head = _run(["git", "-C", str(root), "rev-parse", "HEAD"])
+        if head and head.strip():
+            status = _run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"])
+            return head.strip(), (None if status is None else int(bool(status.strip())))
+    env = os.environ.get(COMMIT_ENV, "").strip()
+    return (env or None), None
+
+
+def _short_hash(parts: list[bytes]) -> str:
+    h = hashlib.sha256()
+    for p in parts:
+        h.update(len(p).to_bytes(8, "little"))
+        h.update(p)
+    return h.hexdigest()[:16]
+
+
+_MODEL_KEYS = ("model_identity", "model_path", "model_architectures", "model_hash", "model_synth")
+
+
+def _specbench_version() -> str:
+    version = package_version("specbench")
+    return version if version != NONE else SPECBENCH_FALLBACK_VERSION
+
+
+def model_info(model_path: str) -> Provenance:
+    """Identity of a model: a local directory gets architectures + a content hash; anything else is an id.
+
+    The hash covers config.json, the safetensors index and the weight files' names and sizes (cheap, no full
+    read of the weights); a specbench synthetic checkpoint adds its recorded weight hash, since two seeds give
+    the same config and sizes.
+    """
+    path = Path(model_path).expanduser()
+    config_file = path / "config.json"
+    if not (path.is_dir() and config_file.is_file()):
+        return {**dict.fromkeys(_MODEL_KEYS), "model_identity": model_path[:200], "model_path": model_path}
+    config_bytes = config_file.read_bytes()
+    try:
+        archs = json.loads(config_bytes).get("architectures") or []
+    except (ValueError, AttributeError):
+        archs = []
+    arch = ",".join(str(a) for a in archs) or "unknown"
+    parts = [config_bytes]
+    for index in sorted(path.glob("*.safetensors.index.json")):
+        parts.append(index.read_bytes())
+    for weights in sorted(path.glob("*.safetensors")):
+        parts.append(f"{weights.name}:{weights.stat().st_size}".encode())
+    synth = _synth_summary(path)
+    if synth is not None:
+        parts.append(synth[1].encode())
+    digest = _short_hash(parts)
+    return {
+        "model_identity": f"{arch}@{digest}"[:200],
+        "model_path": str(path),
+        "model_architectures": arch,
+        "model_hash": digest,
+        "model_synth": synth[0] if synth is not None else None,
+    }
+
+
+def _synth_summary(path: Path) -> tuple[str, str] | None:
+    """(human summary, weights sha256) from a specbench synthetic checkpoint's manifest, if any."""
+    manifest_file = path / "specbench_synth.json"
+    if not manifest_file.is_file():
+        return None
+    try:
+        m = json.loads(manifest_file.read_text())
+        sizes = m.get("sizes", {})
+        summary = (
+            f"{m['mode']} seed={m['seed']} hidden={sizes.get('hidden')} layers={sizes.get('layers')} "
+            f"vocab={sizes.get('vocab')}"
+        )
+        return summary, str(m.get("sha256", {}).get("model.safetensors", ""))
+    except (ValueError, KeyError, TypeError, AttributeError):
+        return None
+
+
+def collect_provenance(
+    model_path: str | None = None, server_info: Mapping[str, Any] | None = None
+) -> Provenance:
+    """Everything a run records about where it ran. Never raises on a missing GPU, tool or package.
+
+    With `server_info` (the server's /server_info body), the server's own `version` wins over the locally
+    installed sglang (the server may run elsewhere), and a `specbench_sim` key marks the run as simulated.
+    """
+    gpu_name, gpu_count, driver = gpu_info()
+    commit, dirty = git_commit()
+    local_sglang = package_version("sglang")
+    prov: Provenance = {
+        "sglang_version": local_sglang,
+        "sglang_version_source": "package" if local_sglang != NONE else NONE,
+        "sglang_local_version": local_sglang,
+        "sglang_commit": vcs_commit("sglang"),
+        "sgl_kernel_version": package_version(*_SGL_KERNEL_DISTS),
+        "flashinfer_version": package_version("flashinfer-python", "flashinfer"),
+        "flash_mla_source": flash_mla_source(),
+        "transformers_version": package_version("transformers"),
+        "torch_version": package_version("torch"),
+        "cuda_version": _torch_cuda_version(),
+        "driver_version": driver,
+        "gpu_name": gpu_name,
+        "gpu_count": gpu_count,
+        "host": socket.gethostname(),
+        "python_version": platform.python_version(),
+        "specbench_version": _specbench_version(),
+        "git_commit": commit,
+        "git_dirty": dirty,
+        "simulated": False,
+    }
+    prov.update(model_info(model_path) if model_path is not None else dict.fromkeys(_MODEL_KEYS))
+    if server_info:
+        version = server_info.get("version")
+        if isinstance(version, str) and version.strip():
+            prov["sglang_version"] = version.strip()
+            prov["sglang_version_source"] = "server_info"
+        if "specbench_sim" in server_info:
+            prov["simulated"] = True
+    return prov

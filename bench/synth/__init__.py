@@ -1,0 +1,51 @@
+"""Synthetic DeepSeek-V3 + MTP checkpoints for GPU smoke runs of sglang with FlashMLA.
+
+`build_checkpoint` writes one; `bench.synth.reference` (imports torch eagerly) checks what it computes.
+Importing this package needs neither torch nor safetensors; building does.
+"""
+
+from bench.synth.build import (
+    MANIFEST_FILE,
+    OWNED_FILES,
+    PERM_FILE,
+    WEIGHTS_FILE,
+    OutputDirError,
+    build_checkpoint,
+    check_output_dir,
+    expected_continuation,
+    make_perm,
+    make_tensors,
+    read_manifest,
+    read_perm,
+)
+from bench.synth.layout import (
+    MODES,
+    Mode,
+    SynthConfigError,
+    SynthSizes,
+    TensorSpec,
+    hf_config,
+    tensor_layout,
+)
+
+__all__ = [
+    "MANIFEST_FILE",
+    "MODES",
+    "OWNED_FILES",
+    "PERM_FILE",
+    "WEIGHTS_FILE",
+    "Mode",
+    "OutputDirError",
+    "SynthConfigError",
+    "SynthSizes",
+    "TensorSpec",
+    "build_checkpoint",
+    "check_output_dir",
+    "expected_continuation",
+    "hf_config",
+    "make_perm",
+    "make_tensors",
+    "read_manifest",
+    "read_perm",
+    "tensor_layout",
+]
