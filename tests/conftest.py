@@ -1,1 +1,1 @@
-pytest_plugins = ["tests.fixtures.db"]
+pytest_plugins = ["tests.fixtures.db", "tests.fixtures.sim"]

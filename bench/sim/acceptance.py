@@ -1,0 +1,79 @@
+"""How many drafted tokens one verify step accepts: the analytic ground truth the harness is tested against.
+
+With topk 1 each of the `steps` drafted tokens is accepted in order with independent probability
+p until the first rejection, so P(accepted >= k) = p**k for k <= steps, and a verify step commits
+accepted + 1 tokens (the bonus token). Hence
+
+    E[tokens per verify step] = (1 - p**(steps + 1)) / (1 - p)
+
+With topk > 1 (a tree draft, reachable only off FlashMLA) each depth offers `topk` candidates, so
+the per-depth acceptance becomes 1 - (1 - p)**topk; the same chain formula then applies.
+
+`SGLANG_SIMULATE_ACC_LEN=L` overrides all of that as SGLang does: every step commits floor(L) or
+ceil(L) tokens (chosen so the mean is L, clamped to [1, steps + 1]), or with
+`SGLANG_SIMULATE_ACC_METHOD=multinomial` a rounded normal draw around L.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Callable
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class AcceptanceModel:
+    steps: int
+    topk: int
+    rate: float
+    simulate_len: float | None = None
+    simulate_method: str = "match-expected"
+
+    @property
+    def per_depth_rate(self) -> float:
+        return 1.0 - (1.0 - self.rate) ** max(1, self.topk)
+
+    def expected_tokens_per_step(self) -> float:
+        if self.simulate_len is not None:
+            return self._clamped_len()
+        p = self.per_depth_rate
+        if p >= 1.0:
+            return float(self.steps + 1)
+        return (1.0 - p ** (self.steps + 1)) / (1.0 - p)
+
+    def sample(self, rng: random.Random) -> int:
+        """Accepted drafts (bonus token excluded) for one verify step."""
+        return self.sampler()(rng)
+
+    def sampler(self) -> Callable[[random.Random], int]:
+        """`sample` as a closure with its constants precomputed: the scheduler calls it per request-step."""
+        if self.simulate_len is not None:
+            return lambda rng: self._sample_simulated(rng) - 1
+        p, steps = self.per_depth_rate, self.steps
+        if p <= 0.0:
+            return lambda rng: 0
+        if p >= 1.0:
+            return lambda rng: steps
+        inv_log_p = 1.0 / math.log(p)
+        log = math.log
+
+        def draw(rng: random.Random) -> int:
+            # Inverse CDF of the truncated geometric: one draw instead of a loop over the steps.
+            accepted = int(log(1.0 - rng.random()) * inv_log_p)
+            return accepted if accepted < steps else steps
+
+        return draw
+
+    def _clamped_len(self) -> float:
+        assert self.simulate_len is not None
+        return min(max(self.simulate_len, 1.0), float(self.steps + 1))
+
+    def _sample_simulated(self, rng: random.Random) -> int:
+        length = self._clamped_len()
+        if self.simulate_method == "multinomial":
+            drawn = round(rng.gauss(length, 0.5))
+        else:
+            low = math.floor(length)
+            drawn = low + (1 if rng.random() < length - low else 0)
+        return min(max(drawn, 1), self.steps + 1)
