@@ -1,0 +1,1 @@
+"""Reusable UI pieces: URL-backed state, filters, export buttons, triage."""

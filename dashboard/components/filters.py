@@ -1,0 +1,90 @@
+"""Pickers shared by pages: cascading series filters, run pickers, metric and threshold controls."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+import streamlit as st
+
+from dashboard.analysis import FACETS, facet_options
+from dashboard.components.state import Param, ensure_choice
+from dashboard.metrics import METRIC_LABELS, metric_label
+
+# With no URL state, open on a speculative series in the middle of a typical grid rather than on the first
+# option (the no-spec baseline at batch 1).
+PREFERRED: dict[str, str] = {"mode_s": "v2", "steps_s": "3", "bs_s": "16"}
+
+FACET_PARAMS: tuple[Param, ...] = tuple(
+    Param(name=col.removesuffix("_s"), key=f"f_{col}", default=None) for col, _ in FACETS
+)
+
+
+def adopt_series(catalog: pd.DataFrame, fingerprint: str | None) -> None:
+    """A link named a series (`?fp=`): set every facet to that series' values before the widgets draw."""
+    if not fingerprint:
+        return
+    hit = catalog[catalog["fingerprint"] == fingerprint]
+    if hit.empty:
+        return
+    row = hit.iloc[0]
+    for col, _ in FACETS:
+        st.session_state[f"f_{col}"] = row[col]
+    st.session_state["f_series"] = row["fingerprint"]
+
+
+def series_filters(catalog: pd.DataFrame, container: Any = None) -> pd.Series | None:
+    """Cascading selectboxes over the annotated catalog; returns the chosen series' row.
+
+    Each facet offers only values that exist given the facets above it, so every combination shown has data.
+    Facets that still leave several series (other tp, draft or topk) end in a final series picker.
+    """
+    box = container or st.sidebar
+    rows = catalog
+    for col, label in FACETS:
+        options = facet_options(rows[col])
+        key = f"f_{col}"
+        ensure_choice(key, options, PREFERRED.get(col))
+        if not options:
+            return None
+        value = box.selectbox(label, options, key=key)
+        rows = rows[rows[col] == value]
+    if rows.empty:
+        return None
+    if len(rows) == 1:
+        st.session_state["f_series"] = rows.iloc[0]["fingerprint"]
+        return rows.iloc[0]
+    fps = rows["fingerprint"].tolist()
+    labels = dict(zip(rows["fingerprint"], rows["label"], strict=True))
+    ensure_choice("f_series", fps)
+    fp = box.selectbox("Series", fps, key="f_series", format_func=lambda f: labels.get(f, f))
+    return rows[rows["fingerprint"] == fp].iloc[0]
+
+
+def metric_picker(key: str, container: Any = None, label: str = "Metric") -> str:
+    options = list(METRIC_LABELS)
+    ensure_choice(key, options, "output_throughput")
+    box = container or st.sidebar
+    return str(box.selectbox(label, options, key=key, format_func=metric_label))
+
+
+def run_label(row: pd.Series | dict[str, Any]) -> str:
+    started = pd.Timestamp(row["started_at"]).strftime("%Y-%m-%d %H:%M")
+    gpu = str(row.get("gpu_name") or "").replace("NVIDIA ", "").split(" ")[0]
+    version = row.get("sglang_version") or "?"
+    commit = str(row.get("sglang_commit") or "")[:7]
+    tag = " ⚠ synthetic" if row.get("trigger") == "synthetic" else ""
+    return f"#{row['id']} · {started} · {row['sweep_name']} · {version}{'@' + commit if commit else ''} · {gpu}{tag}"
+
+
+def run_picker(
+    runs: pd.DataFrame, key: str, label: str, default_index: int = 0, container: Any = None
+) -> int | None:
+    """A selectbox of runs (newest first) storing the run id."""
+    if runs.empty:
+        return None
+    ids = [int(i) for i in runs["id"]]
+    labels = {int(r["id"]): run_label(r) for r in runs.to_dict("records")}
+    ensure_choice(key, ids, ids[min(default_index, len(ids) - 1)])
+    box = container or st
+    return int(box.selectbox(label, ids, key=key, format_func=lambda i: labels.get(i, f"#{i}")))

@@ -1,0 +1,180 @@
+"""Jobs: the queue, the workers with their last heartbeat, and failed jobs with their errors."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+import streamlit as st
+from sqlalchemy import inspect
+
+from dashboard.services import data
+from db import queue_queries as qq
+
+url = data.db_url()
+st.title("Jobs")
+st.caption("Sweeps queued with `specbench submit` or a schedule, and the workers that run them.")
+
+try:
+    engine = data.engine(url)
+    ready = "jobs" in inspect(engine).get_table_names()
+except Exception as e:  # an unreachable server or a bad URL: say so on the page instead of a traceback
+    st.error(f"Cannot read the database {data.shown_url(url)}: {type(e).__name__}: {e}")
+    st.stop()
+if not ready:
+    st.info(f"{data.shown_url(url)} has no job tables yet: run `specbench db upgrade --db URL`.")
+    st.stop()
+
+st.button("Refresh", icon=":material/refresh:", key="jobs_refresh")
+now = qq.database_now(engine)
+counts = qq.status_counts(engine)
+workers = qq.workers(engine, now=now)
+jobs = qq.queue_jobs(engine, limit=200)
+failed = qq.failed_jobs(engine, limit=50)
+
+
+def _age(seconds: float | None) -> str:
+    if seconds is None:
+        return "never"
+    if seconds < 120:
+        return f"{seconds:.0f} s ago"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f} min ago"
+    return f"{seconds / 3600:.1f} h ago"
+
+
+def _requires(req: dict[str, Any] | None) -> str:
+    return (
+        ", ".join(f"{k}={'+'.join(v) if isinstance(v, list) else v}" for k, v in (req or {}).items()) or "any"
+    )
+
+
+def _frame(rows: list[dict[str, Any]], columns: dict[str, str]) -> pd.DataFrame:
+    return pd.DataFrame(
+        [{label: r.get(key) for key, label in columns.items()} for r in rows], columns=list(columns.values())
+    )
+
+
+c1, c2, c3, c4, c5 = st.columns(5)
+c1.metric("Queued", counts.get("queued", 0))
+c2.metric("Running", counts.get("claimed", 0) + counts.get("running", 0))
+c3.metric("Done", counts.get("done", 0))
+c4.metric("Failed", counts.get("failed", 0))
+c5.metric("Workers alive", sum(1 for w in workers if w["state"] in ("idle", "busy")))
+
+st.subheader("Queue", anchor="queue")
+waiting = [j for j in jobs if j["status"] in ("queued", "claimed", "running")]
+if waiting:
+    for j in waiting:
+        j["requires_text"] = _requires(j["requires"])
+        j["attempts_text"] = f"{j['attempts']}/{j['max_attempts']}"
+        nb = j["not_before"]
+        j["waiting"] = f"retry in {(nb - now).total_seconds():.0f} s" if nb is not None and nb > now else ""
+    st.dataframe(
+        _frame(
+            waiting,
+            {
+                "id": "job",
+                "status": "status",
+                "sweep_name": "sweep",
+                "label": "label",
+                "priority": "priority",
+                "requires_text": "requires",
+                "attempts_text": "attempts",
+                "worker_id": "worker",
+                "run_id": "run",
+                "waiting": "backoff",
+                "created_at": "submitted",
+            },
+        ),
+        hide_index=True,
+        width="stretch",
+        key="jobs_queue",
+    )
+else:
+    st.info(
+        "Nothing queued or running. Queue a sweep with `specbench submit SWEEP.yaml`.",
+        icon=":material/inbox:",
+    )
+
+st.subheader("Workers", anchor="workers")
+if workers:
+    for w in workers:
+        w["heartbeat"] = _age(w["heartbeat_age_s"])
+        w["gpus"] = f"{w['gpu_count']} x {w['gpu_name']}" if w["gpu_count"] else "none"
+    st.dataframe(
+        _frame(
+            workers,
+            {
+                "id": "worker",
+                "host": "host",
+                "state": "state",
+                "gpus": "gpus",
+                "current_job_id": "job",
+                "current_sweep": "sweep",
+                "heartbeat": "last heartbeat",
+                "last_heartbeat": "heartbeat at",
+            },
+        ),
+        hide_index=True,
+        width="stretch",
+        key="jobs_workers",
+    )
+    lost = [w["id"] for w in workers if w["state"] == "lost"]
+    if lost:
+        st.warning(
+            f"No heartbeat for a while from {', '.join(lost)}: killed or cut off. Their jobs go back to the "
+            "queue when their leases expire.",
+            icon=":material/heart_broken:",
+        )
+else:
+    st.info("No worker has registered. Start one on a GPU host: `specbench worker --db URL`.")
+
+st.subheader("Failed jobs", anchor="failed")
+if failed:
+    st.dataframe(
+        _frame(
+            failed,
+            {
+                "id": "job",
+                "status": "status",
+                "sweep_name": "sweep",
+                "label": "label",
+                "attempts": "attempts",
+                "run_id": "run",
+                "finished_at": "finished",
+                "last_error": "last error",
+            },
+        ),
+        hide_index=True,
+        width="stretch",
+        key="jobs_failed",
+    )
+    for j in failed[:20]:
+        title = f"job {j['id']} · {j['sweep_name']} · {j['status']} after {j['attempts']} attempt(s)"
+        with st.expander(title):
+            st.code(j["last_error"] or "(no error recorded)", language=None)
+else:
+    st.success("No failed jobs.", icon=":material/check_circle:")
+
+finished = [j for j in jobs if j["status"] in ("done", "canceled")][:20]
+if finished:
+    st.subheader("Recently finished", anchor="finished")
+    st.dataframe(
+        _frame(
+            finished,
+            {
+                "id": "job",
+                "status": "status",
+                "sweep_name": "sweep",
+                "label": "label",
+                "trigger": "trigger",
+                "attempts": "attempts",
+                "run_id": "run",
+                "finished_at": "finished",
+            },
+        ),
+        hide_index=True,
+        width="stretch",
+        key="jobs_finished",
+    )

@@ -1,0 +1,146 @@
+"""Trends: one metric of one series over SGLang version, commit or time, with repeat bands and change points."""
+
+from __future__ import annotations
+
+from typing import cast
+
+import streamlit as st
+
+from bench.stats.changepoint import ChangePointParams
+from dashboard import charts
+from dashboard.analysis import annotate_catalog
+from dashboard.components import layout, state, triage
+from dashboard.components.filters import FACET_PARAMS, adopt_series, metric_picker, series_filters
+from dashboard.metrics import better_direction, metric_label
+from dashboard.services import data
+
+PARAMS = (
+    *FACET_PARAMS,
+    state.Param("fp", "f_series", None),
+    state.Param("metric", "tr_metric", "output_throughput"),
+    state.Param("x", "tr_x", "time"),
+    state.Param("window", "tr_window", 50, int),
+    state.Param("p", "tr_p", 0.001, float),
+    state.Param("floor", "tr_floor", 5.0, float),
+)
+
+url = data.db_url()
+st.title("Trends")
+if not layout.database_ready(url):
+    st.stop()
+layout.synthetic_banner(url)
+
+cat = annotate_catalog(data.catalog(url))
+first_visit = "trends" not in st.session_state.get("_url_state_restored", set())
+state.restore(PARAMS, "trends")
+if first_visit:
+    adopt_series(cat, st.query_params.get("fp"))
+
+st.sidebar.header("Series")
+row = series_filters(cat)
+st.sidebar.header("View")
+metric = metric_picker("tr_metric")
+state.ensure_choice("tr_x", list(charts.X_MODES), "time")
+x_mode = cast(
+    charts.XMode,
+    st.sidebar.radio(
+        "X axis", list(charts.X_MODES), key="tr_x", format_func=charts.X_MODES.get, horizontal=True
+    ),
+)
+with st.sidebar.expander("Change-point detection"):
+    st.number_input("Window (points)", min_value=6, max_value=500, step=2, key="tr_window")
+    st.select_slider("Significance (p ≤)", options=[0.0001, 0.0005, 0.001, 0.005, 0.01, 0.05], key="tr_p")
+    st.number_input("Magnitude floor (%)", min_value=0.0, max_value=50.0, step=0.5, key="tr_floor")
+state.publish(PARAMS)
+
+if row is None:
+    st.info("No series matches these filters.")
+    st.stop()
+
+fp = str(row["fingerprint"])
+st.subheader(str(row["label"]))
+st.caption(
+    f"{metric_label(metric)} · {better_direction(metric)} · {int(row['n_points']):,} points · series `{fp}` · "
+    "share this view by copying the address bar"
+)
+
+series = data.series_points(url, fp, metric)
+if series.empty or series[metric].isna().all():
+    st.info(f"This series has no ok points with {metric_label(metric)}.")
+    st.stop()
+
+params = ChangePointParams(
+    window=int(st.session_state["tr_window"]),
+    max_pvalue=float(st.session_state["tr_p"]),
+    min_magnitude=float(st.session_state["tr_floor"]) / 100.0,
+)
+changes = data.series_changes(url, fp, metric, params)
+band = None
+if metric != "output_throughput":  # only throughput has a stored interval; others show the repeats' range
+    band = data.sample_band(url, tuple(int(i) for i in series["point_id"]), metric)
+frame = charts.trend_frame(series, metric, x_mode, band)
+st.altair_chart(charts.trend_chart(frame, metric, x_mode, changes), width="stretch")
+band_note = "stored repeat interval" if metric == "output_throughput" else "range of the repeats"
+st.caption(
+    f"Line: median of each point's repeats; band: {band_note}; rules: change points "
+    "(red regression, green improvement, orange acknowledged, dashed grey dismissed)."
+)
+
+st.subheader("Change points")
+if changes.empty:
+    st.success(
+        f"No change point at p ≤ {params.max_pvalue:g} with |Δ| ≥ {params.min_magnitude:.0%} "
+        f"(window {params.window}).",
+        icon=":material/check_circle:",
+    )
+else:
+    view = changes.assign(
+        change=changes["rel_change"] * 100,
+        before=changes["mean_before"],
+        after=changes["mean_after"],
+        commit=changes["sglang_commit"].fillna("").str[:10],
+        note=changes["note"].fillna(""),
+    )[
+        [
+            "direction",
+            "change",
+            "why",
+            "sglang_version",
+            "commit",
+            "started_at",
+            "before",
+            "after",
+            "pvalue",
+            "n_after",
+            "state",
+            "note",
+        ]
+    ]
+    st.dataframe(
+        view,
+        hide_index=True,
+        column_config={
+            "direction": "change",
+            "sglang_version": "SGLang",
+            "why": "why (attribution)",
+            "change": st.column_config.NumberColumn("Δ", format="%+.1f%%"),
+            "started_at": st.column_config.DatetimeColumn("first run after", format="YYYY-MM-DD HH:mm"),
+            "pvalue": st.column_config.NumberColumn("p-value", format="%.1e"),
+            "before": st.column_config.NumberColumn(format="%.4g"),
+            "after": st.column_config.NumberColumn(format="%.4g"),
+            "n_after": st.column_config.NumberColumn("runs after"),
+            "state": "triage",
+        },
+    )
+    triage.triage_form(url, changes, fp, metric, key="tr_triage")
+
+with st.expander("Points of this series"):
+    st.dataframe(series, hide_index=True)
+    st.download_button(
+        "Download series CSV",
+        series.to_csv(index=False),
+        file_name=f"series-{fp}-{metric}.csv",
+        mime="text/csv",
+        on_click="ignore",
+        key="tr_csv",
+    )

@@ -1,0 +1,148 @@
+"""Cached reads. Every function takes the database URL first, so caches are per database and hashable.
+
+TTLs are short for what changes while a sweep runs (runs, points) and longer for what is expensive and
+slow-moving (the series catalog). Triage writes clear the caches that show triage state.
+"""
+
+from __future__ import annotations
+
+import os
+from datetime import datetime, timedelta
+from typing import Any
+
+import pandas as pd
+import streamlit as st
+from sqlalchemy import Engine, inspect
+
+from bench.stats.changepoint import ChangePointParams
+from dashboard import analysis
+from db import queries as q
+from db.engine import make_engine, redact, resolve_url
+
+DB_ENV = "SPECBENCH_DB_URL"
+
+
+def db_url() -> str:
+    """The database the dashboard reads: $SPECBENCH_DB_URL (set by `specbench dashboard --db`), else
+    $DATABASE_URL, else the default SQLite file."""
+    return resolve_url(os.environ.get(DB_ENV) or None)
+
+
+def shown_url(url: str) -> str:
+    return redact(url)
+
+
+@st.cache_resource(show_spinner=False)
+def engine(url: str) -> Engine:
+    return make_engine(url)
+
+
+@st.cache_data(ttl=30, show_spinner=False)
+def has_schema(url: str) -> bool:
+    return "points" in inspect(engine(url)).get_table_names()
+
+
+@st.cache_data(ttl=30, show_spinner=False)
+def totals(url: str) -> q.Totals:
+    return q.totals(engine(url))
+
+
+@st.cache_data(ttl=300, show_spinner="Reading the series catalog…")
+def catalog(url: str) -> pd.DataFrame:
+    return q.series_catalog(engine(url))
+
+
+@st.cache_data(ttl=30, show_spinner=False)
+def latest_runs(url: str, limit: int = 25) -> pd.DataFrame:
+    return q.latest_runs(engine(url), limit)
+
+
+@st.cache_data(ttl=30, show_spinner=False)
+def problem_points(url: str, run_ids: tuple[int, ...]) -> pd.DataFrame:
+    return q.problem_points(engine(url), list(run_ids))
+
+
+@st.cache_data(ttl=60, show_spinner=False)
+def run_axes(url: str) -> pd.DataFrame:
+    return q.run_axes(engine(url))
+
+
+@st.cache_data(ttl=60, show_spinner=False)
+def series_points(url: str, fingerprint: str, metric: str) -> pd.DataFrame:
+    """One series with its x-axes: the points read alone (no join), the runs' fields from a cached table."""
+    metrics = list(dict.fromkeys([metric, *q.FACTOR_METRICS]))
+    values = q.series_values(engine(url), fingerprint, metrics)
+    axes = run_axes(url)
+    if not set(values["run_id"]) <= set(axes["run_id"]):  # a run newer than the cached table
+        run_axes.clear()
+        axes = run_axes(url)
+    return q.with_run_axes(values, axes)
+
+
+@st.cache_data(ttl=60, show_spinner=False)
+def sample_band(url: str, point_ids: tuple[int, ...], metric: str) -> pd.DataFrame:
+    return q.sample_ranges(engine(url), list(point_ids), metric)
+
+
+@st.cache_data(ttl=60, show_spinner=False)
+def run_choices(url: str) -> pd.DataFrame:
+    return q.run_choices(engine(url))
+
+
+@st.cache_data(ttl=60, show_spinner=False)
+def run_info(url: str, run_id: int) -> dict[str, Any]:
+    return q.run_info(engine(url), run_id)
+
+
+@st.cache_data(ttl=60, show_spinner=False)
+def run_points(url: str, run_id: int) -> pd.DataFrame:
+    return q.run_points(engine(url), run_id)
+
+
+@st.cache_data(ttl=60, show_spinner=False)
+def run_samples(url: str, run_id: int, metric: str) -> pd.DataFrame:
+    return q.run_samples(engine(url), run_id, [metric])
+
+
+@st.cache_data(ttl=30, show_spinner=False)
+def triage(url: str, fingerprints: tuple[str, ...] | None, metric: str | None) -> pd.DataFrame:
+    return q.triage_for(engine(url), None if fingerprints is None else list(fingerprints), metric)
+
+
+@st.cache_data(ttl=120, show_spinner=False)
+def series_changes(url: str, fingerprint: str, metric: str, params: ChangePointParams) -> pd.DataFrame:
+    frame = series_points(url, fingerprint, metric).assign(fingerprint=fingerprint)
+    changes = analysis.change_points(frame, metric, params)
+    return analysis.attach_triage(changes, triage(url, (fingerprint,), metric))
+
+
+@st.cache_data(ttl=120, show_spinner="Scanning recent runs for change points…")
+def recent_changes(
+    url: str, metric: str, params: ChangePointParams, lookback_days: int = 30, recent_days: int = 14
+) -> pd.DataFrame:
+    """Change points in the series of the latest runs that happened in the last `recent_days` of history."""
+    runs = latest_runs(url, 25)
+    if runs.empty:
+        return pd.DataFrame(columns=[*analysis.CHANGE_COLUMNS, "state", "note", "series"])
+    newest: datetime = pd.Timestamp(runs["started_at"].max()).to_pydatetime()
+    eng = engine(url)
+    fps = q.fingerprints_of_runs(eng, runs["id"].tolist())
+    history = q.series_history(eng, since=newest - timedelta(days=lookback_days), fingerprints=fps)
+    changes = analysis.scan_changes(history, metric, params)
+    if changes.empty:
+        return changes.assign(
+            state=pd.Series(dtype=str), note=pd.Series(dtype=str), series=pd.Series(dtype=str)
+        )
+    changes = changes[pd.to_datetime(changes["started_at"], utc=True) >= newest - timedelta(days=recent_days)]
+    changes = analysis.attach_triage(changes, triage(url, tuple(changes["fingerprint"].unique()), metric))
+    labels = q.series_describe(eng, changes["fingerprint"].unique().tolist())
+    names = {r["fingerprint"]: analysis.series_label(r) for r in labels.to_dict("records")}
+    return changes.assign(series=changes["fingerprint"].map(names)).reset_index(drop=True)
+
+
+def save_triage(url: str, **kwargs: Any) -> int:
+    """Store a verdict and drop the cached views that display triage state."""
+    row_id = q.set_triage(engine(url), **kwargs)
+    for fn in (triage, series_changes, recent_changes):
+        fn.clear()
+    return row_id

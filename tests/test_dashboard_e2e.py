@@ -1,0 +1,139 @@
+"""The real app in a real browser: `specbench dashboard` on a seeded database, driven by headless Chromium.
+
+Debian's `chromium` through Playwright (`executable_path`), so no browser download is needed; `.ci/run`
+installs the package. Skips when /usr/bin/chromium is missing, unless SPECBENCH_REQUIRE_BROWSER=1.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from db import queries as q
+from db.migrate import open_database
+from db.synthetic_history import SMALL_SHAPE, seed_history
+
+pytestmark = [pytest.mark.browser, pytest.mark.timeout(120)]
+
+CHROMIUM = "/usr/bin/chromium"
+ROOT = Path(__file__).resolve().parents[1]
+CHART = "[data-testid='stVegaLiteChart'] canvas, [data-testid='stVegaLiteChart'] svg"
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+
+
+def _require_browser() -> None:
+    if Path(CHROMIUM).exists():
+        return
+    if os.environ.get("SPECBENCH_REQUIRE_BROWSER") == "1":
+        pytest.fail(f"SPECBENCH_REQUIRE_BROWSER=1 but {CHROMIUM} is missing (apt-get install chromium)")
+    pytest.skip(f"no {CHROMIUM}; install Debian's chromium package")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _wait_healthy(port: int, proc: subprocess.Popen[bytes], timeout: float = 40.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"specbench dashboard exited with {proc.returncode}")
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/_stcore/health", timeout=1) as r:
+                if r.status == 200:
+                    return
+        except OSError:
+            time.sleep(0.3)
+    raise TimeoutError("the dashboard did not become healthy")
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]]:
+    _require_browser()
+    url = f"sqlite:///{tmp_path_factory.mktemp('e2e') / 'demo.db'}"
+    eng = open_database(url)
+    seed_history(eng, 40 * 20, shape=SMALL_SHAPE, end=datetime.now(UTC), seed=4)
+    eng.dispose()
+    port = _free_port()
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    cmd = [sys.executable, "-m", "runners.cli", "dashboard", "--db", url, "--port", str(port), "--headless"]
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        _wait_healthy(port, proc)
+        yield f"http://127.0.0.1:{port}", url
+    finally:
+        proc.terminate()  # `specbench dashboard` exec'd Streamlit: this pid is the server itself
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def test_dashboard_in_a_browser(server: tuple[str, str], tmp_path: Path) -> None:
+    from playwright.sync_api import expect, sync_playwright
+
+    base, db_url = server
+    shots = tmp_path / "screenshots"
+    shots.mkdir()
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1500, "height": 1300}, accept_downloads=True)
+            page.set_default_timeout(30_000)
+
+            # Trends: the chart renders, a filter change re-renders it and lands in the URL.
+            page.goto(f"{base}/trends")
+            page.wait_for_selector(CHART)
+            expect(page.get_by_role("heading", name="Change points")).to_be_visible()
+            page.get_by_test_id("stSelectbox").filter(has_text="Spec mode").click()
+            page.get_by_role("option", name="v1", exact=True).click()
+            page.wait_for_url("**mode=v1**")
+            page.wait_for_selector(CHART)
+            expect(page.get_by_role("heading", name=re.compile(r" s\d+ v1 · bs"))).to_be_visible()
+            page.screenshot(path=str(shots / "trends.png"))
+
+            # Compare: download the CSV and check its header.
+            eng = open_database(db_url)
+            runs = q.run_choices(eng).sort_values("started_at")
+            eng.dispose()
+            h200 = runs[runs["gpu_name"] == "NVIDIA H200"]
+            page.goto(f"{base}/compare?a={h200['id'].iloc[0]}&b={h200['id'].iloc[-1]}")
+            page.wait_for_selector(CHART)
+            with page.expect_download() as info:
+                page.get_by_role("button", name="Download CSV").click()
+            csv_path = tmp_path / "compare.csv"
+            info.value.save_as(csv_path)
+            header = csv_path.read_text().splitlines()[0].split(",")
+            assert header[:3] == ["config", "model", "workload"] and "verdict" in header
+            page.screenshot(path=str(shots / "compare.png"))
+
+            # Overview and Sweep render too.
+            page.goto(base)
+            expect(page.get_by_role("heading", name="Latest runs")).to_be_visible()
+            page.goto(f"{base}/sweep")
+            page.wait_for_selector(CHART)
+            page.screenshot(path=str(shots / "sweep.png"))
+        finally:
+            browser.close()
+    for name in ("trends", "compare", "sweep"):
+        assert (shots / f"{name}.png").stat().st_size > 10_000

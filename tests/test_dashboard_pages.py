@@ -1,0 +1,194 @@
+"""Every dashboard page under `streamlit.testing.v1.AppTest`, against a small seeded database and an empty one."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sqlalchemy import Engine
+from streamlit.testing.v1 import AppTest
+
+from db import queries as q
+from db.migrate import open_database
+from db.synthetic_history import SMALL_SHAPE, seed_history
+from runners.commands.dashboard import streamlit_argv, streamlit_env
+
+APP = str(Path(__file__).resolve().parents[1] / "dashboard" / "app.py")
+PAGES = ["pages/overview.py", "pages/trends.py", "pages/sweep.py", "pages/compare.py", "pages/jobs.py"]
+TIMEOUT = 60
+
+
+@pytest.fixture(scope="module")
+def seeded_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    url = f"sqlite:///{tmp_path_factory.mktemp('dash') / 'dash.db'}"
+    eng = open_database(url)
+    seed_history(eng, 40 * 20, shape=SMALL_SHAPE, seed=11)  # 40 rounds ending now: recent changes exist
+    eng.dispose()
+    yield url
+
+
+@pytest.fixture
+def engine_of(seeded_url: str) -> Iterator[Engine]:
+    eng = open_database(seeded_url)
+    yield eng
+    eng.dispose()
+
+
+def open_page(url: str, page: str, monkeypatch: pytest.MonkeyPatch, **params: str) -> AppTest:
+    monkeypatch.setenv("SPECBENCH_DB_URL", url)
+    at = AppTest.from_file(APP, default_timeout=TIMEOUT)
+    for k, v in params.items():
+        at.query_params[k] = v
+    at.run()
+    if page != "pages/overview.py":
+        at.switch_page(page).run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def charts(at: AppTest) -> list[dict[str, Any]]:
+    return [json.loads(c.proto.spec) for c in at.get("vega_lite_chart")]
+
+
+def test_overview(seeded_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    at = open_page(seeded_url, "pages/overview.py", monkeypatch)
+    assert at.title[0].value == "specbench"
+    labels = {m.label: m.value for m in at.metric}
+    assert labels["Runs"] == "80" and labels["Series"] == str(SMALL_SHAPE.points_per_run * 2)
+    assert any("Synthetic history" in w.value for w in at.warning)
+    assert [s.value for s in at.subheader] == [
+        "Newest flagged changes",
+        "Latest runs",
+        "Failed, invalid and mode-mismatch points",
+    ]
+    assert len(at.dataframe) >= 1
+    # The recent changes of this history are improvements; the toggle shows them.
+    at.toggle(key="ov_all").set_value(True).run()
+    assert not at.exception
+    frames = [d.value for d in at.dataframe]
+    flagged = next(f for f in frames if "Change" in f.columns)
+    assert set(flagged["Change"]) <= {"▼ regression", "▲ improvement"} and len(flagged) > 0
+    assert flagged["Open"].str.startswith("trends?fp=").all()
+    assert any(m.value.startswith("**Run #") for m in at.markdown)  # the per-run summary line
+
+
+def test_trends_restores_the_view_from_the_url(
+    seeded_url: str, engine_of: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cat = q.series_catalog(engine_of)
+    row = cat[(cat["gpu_name"] == "NVIDIA H200") & (cat["spec_mode"] == "v2") & (cat["steps"] == 3)]
+    fp = str(row.sort_values("batch_size")["fingerprint"].iloc[-1])
+    at = open_page(seeded_url, "pages/trends.py", monkeypatch, fp=fp, metric="output_throughput", x="commit")
+    assert at.query_params["fp"] == fp and at.query_params["x"] == "commit"
+    assert at.selectbox(key="f_mode_s").value == "v2"
+    assert at.selectbox(key="f_gpu_s").value == "H200×8"
+    (spec,) = charts(at)
+    marks = [
+        layer["mark"]["type"] if isinstance(layer["mark"], dict) else layer["mark"] for layer in spec["layer"]
+    ]
+    assert marks[:3] == ["area", "line", "circle"]
+    assert "rule" in marks  # change points drawn as rules
+    assert at.subheader[-1].value == "Change points"
+
+
+def test_trends_filter_change_updates_chart_and_url(seeded_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    at = open_page(seeded_url, "pages/trends.py", monkeypatch)
+    assert at.query_params["mode"] == "v2"  # the preferred default: a speculative series
+    at.selectbox(key="f_mode_s").set_value("v1").run()
+    assert not at.exception
+    assert at.query_params["mode"] == "v1"
+    at.selectbox(key="tr_metric").set_value("accept_length").run()
+    assert not at.exception and at.query_params["metric"] == "accept_length"
+    at.radio(key="tr_x").set_value("version").run()
+    assert not at.exception
+    (spec,) = charts(at)
+    assert spec["layer"][0]["encoding"]["x"]["type"] == "ordinal"
+
+
+def test_trends_triage_is_stored_and_shown(
+    seeded_url: str, engine_of: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cat = q.series_catalog(engine_of)
+    row = cat[(cat["gpu_name"] == "NVIDIA H200") & (cat["spec_mode"] == "v2") & (cat["steps"] == 3)]
+    fp = str(row.sort_values("batch_size")["fingerprint"].iloc[-1])
+    at = open_page(seeded_url, "pages/trends.py", monkeypatch, fp=fp)
+    base = f"tr_triage_{fp}_output_throughput"
+    which = at.selectbox(key=f"{base}_which").value
+    at.radio(key=f"{base}_{which}_state").set_value("acknowledged")
+    at.text_area(key=f"{base}_{which}_note").input("expected: stale KV fix")
+    at.button[0].click().run()
+    assert not at.exception
+    stored = q.triage_for(engine_of, [fp], "output_throughput")
+    assert stored[["state", "note"]].to_dict("records") == [
+        {"state": "acknowledged", "note": "expected: stale KV fix"}
+    ]
+    frames = [d.value for d in at.dataframe]
+    table = next(f for f in frames if "state" in f.columns)
+    assert "acknowledged" in set(table["state"])
+
+
+def test_sweep(seeded_url: str, engine_of: Engine, monkeypatch: pytest.MonkeyPatch) -> None:
+    run = int(q.run_choices(engine_of)["id"].iloc[3])
+    at = open_page(seeded_url, "pages/sweep.py", monkeypatch, run=str(run))
+    assert at.selectbox(key="sw_run").value == run
+    specs = charts(at)
+    assert len(specs) == 5  # throughput, acceptance, spec/baseline, v2/v1 heatmaps + throughput lines
+    assert sum("facet" in s for s in specs) == 3
+    assert at.query_params["run"] == str(run)
+
+
+def test_compare(seeded_url: str, engine_of: Engine, monkeypatch: pytest.MonkeyPatch) -> None:
+    runs = q.run_choices(engine_of).sort_values("started_at")
+    h200 = runs[runs["gpu_name"] == "NVIDIA H200"]
+    a, b = str(h200["id"].iloc[0]), str(h200["id"].iloc[-1])
+    at = open_page(seeded_url, "pages/compare.py", monkeypatch, a=a, b=b, threshold="3")
+    assert (at.selectbox(key="cmp_a").value, at.selectbox(key="cmp_b").value) == (int(a), int(b))
+    counts = {m.label: int(m.value) for m in at.metric}
+    assert sum(counts.values()) == SMALL_SHAPE.points_per_run
+    assert len(charts(at)) == 2  # the Δ grid and the forest
+    downloads = at.get("download_button")
+    assert len(downloads) == 2
+    assert any("Baseline | Candidate" in m.value for m in at.markdown)  # the PR comment preview
+
+
+def test_compare_with_bad_url_values_falls_back(seeded_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    at = open_page(
+        seeded_url, "pages/compare.py", monkeypatch, a="nope", b="999999", metric="drop table", confidence="x"
+    )
+    assert at.selectbox(key="cmp_metric").value == "output_throughput"
+    assert at.selectbox(key="cmp_confidence").value == 0.95
+
+
+def test_jobs_page_renders(seeded_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    at = open_page(seeded_url, "pages/jobs.py", monkeypatch)
+    assert at.title[0].value.startswith("Jobs")
+
+
+@pytest.mark.parametrize("page", PAGES[:4])
+def test_empty_database_shows_the_empty_state(
+    page: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    url = f"sqlite:///{tmp_path / 'empty.db'}"
+    open_database(url).dispose()
+    at = open_page(url, page, monkeypatch)
+    assert any("No runs in" in i.value for i in at.info)
+    assert not charts(at)
+
+
+def test_dashboard_command_line() -> None:
+    argv = streamlit_argv(8600, "127.0.0.1", headless=True)
+    assert argv[1:5] == ["-m", "dashboard.serve", "run", APP]
+    assert argv[argv.index("--server.port") + 1] == "8600"
+    assert argv[argv.index("--server.headless") + 1] == "true"
+    env = streamlit_env("sqlite:////tmp/x.db")
+    assert env["SPECBENCH_DB_URL"] == "sqlite:////tmp/x.db"
+    assert env["PYTHONPATH"].split(":")[0] == str(Path(APP).parents[1])
+
+
+def test_seed_end_is_now_by_default(engine_of: Engine) -> None:
+    last = q.totals(engine_of).last_run_at
+    assert last is not None and (datetime.now(UTC) - last).total_seconds() < 24 * 3600
