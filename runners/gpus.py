@@ -6,8 +6,10 @@ otherwise reports no GPU: a host without one can still run jobs on the stand-in 
 
 from __future__ import annotations
 
+import glob
 import shutil
 import subprocess
+import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -41,6 +43,8 @@ def parse_nvidia_smi(output: str) -> list[Gpu]:
 
 
 def _torch_gpus() -> list[Gpu]:
+    if sys.platform == "linux" and not glob.glob("/dev/nvidia[0-9]*"):
+        return []  # no NVIDIA device nodes: torch would find nothing, after seconds of importing
     try:
         import torch  # optional, and slow to import: only when nvidia-smi is absent
     except ImportError:

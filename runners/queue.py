@@ -397,7 +397,7 @@ def requeue_expired(
             ).where(Job.status.in_(ACTIVE), Job.lease_expires_at < now)
         ).all()
         for job_id, status, worker, attempts, max_attempts, lease in expired:
-            error = f"lease expired at {lease.isoformat()} (worker {worker} stopped heartbeating)"
+            error = f"lease expired at {lease:%Y-%m-%d %H:%M:%S} UTC (worker {worker} stopped heartbeating)"
             cond = (
                 (Job.id == job_id)
                 & (Job.status == status)

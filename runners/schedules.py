@@ -208,6 +208,7 @@ def run_scheduler(
     """Tick until stopped. It also returns expired leases to the queue, so a job whose worker died is retried
     even while no other worker polls."""
     stop = stop or threading.Event()
+    log.info("scheduler started (tick every %.1f s)", interval_s)
     while True:
         tick(engine)
         for job_id in queue.requeue_expired(engine, backoff=backoff or queue.Backoff()):

@@ -1,0 +1,45 @@
+# specbench images. Two targets:
+#   app  the CLI, scheduler, dashboard and stand-in (`worker-sim`) workers: no GPU, small.
+#   gpu  a worker that launches real SGLang servers: CUDA base image plus `pip install .[gpu]`.
+# docker-compose.yml builds both; see docs/team-setup.md.
+
+ARG PYTHON_IMAGE=python:3.11-slim
+# CUDA 13 matches the torch/sglang-kernel wheels of the pinned SGLang release; devel (not runtime) because
+# flashinfer compiles some kernels just in time with nvcc.
+ARG CUDA_IMAGE=nvidia/cuda:13.0.0-devel-ubuntu24.04
+
+FROM ${PYTHON_IMAGE} AS app
+ENV PYTHONUNBUFFERED=1 PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1
+RUN useradd --create-home --uid 10001 specbench
+WORKDIR /app
+COPY pyproject.toml README.md ./
+COPY bench ./bench
+COPY db ./db
+COPY runners ./runners
+COPY dashboard ./dashboard
+COPY sweeps ./sweeps
+# Editable: the dashboard's page scripts (dashboard/pages) are files Streamlit runs, not a package that a
+# regular install would copy; an editable install serves them from /app.
+RUN pip install -e . && mkdir -p /var/log/specbench && chown specbench /var/log/specbench
+USER specbench
+CMD ["specbench", "--help"]
+
+FROM ${CUDA_IMAGE} AS gpu
+ENV PYTHONUNBUFFERED=1 PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1 DEBIAN_FRONTEND=noninteractive
+# Ubuntu 24.04's Python 3.12, in a venv so pip never touches the system's packages. libnuma1: sgl_kernel.
+RUN apt-get update \
+    && apt-get install -y --no-install-recommends python3 python3-venv python3-dev libnuma1 git \
+    && rm -rf /var/lib/apt/lists/* \
+    && python3 -m venv /opt/venv \
+    && useradd --create-home --uid 10001 specbench
+ENV PATH=/opt/venv/bin:$PATH
+WORKDIR /app
+COPY pyproject.toml README.md ./
+COPY bench ./bench
+COPY db ./db
+COPY runners ./runners
+COPY dashboard ./dashboard
+COPY sweeps ./sweeps
+RUN pip install -e '.[gpu]' && mkdir -p /var/log/specbench && chown specbench /var/log/specbench
+USER specbench
+CMD ["specbench", "worker", "--log-dir", "/var/log/specbench"]

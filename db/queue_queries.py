@@ -1,0 +1,121 @@
+"""Read queries over the job queue for `specbench jobs` and the dashboard's Jobs page.
+
+Plain dicts out, so the CLI can print JSON and the page can build DataFrames. Heartbeat ages are measured
+against the database's clock on PostgreSQL, the clock the heartbeats were written with.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from sqlalchemy import Engine, case, func, select
+
+from db.models import Job, Worker
+
+ACTIVE = ("claimed", "running")
+_JOB_COLUMNS = (
+    Job.id,
+    Job.status,
+    Job.sweep_name,
+    Job.label,
+    Job.trigger,
+    Job.priority,
+    Job.requires,
+    Job.attempts,
+    Job.max_attempts,
+    Job.worker_id,
+    Job.run_id,
+    Job.schedule_id,
+    Job.fire_time,
+    Job.created_at,
+    Job.started_at,
+    Job.finished_at,
+    Job.lease_expires_at,
+    Job.not_before,
+    Job.last_error,
+)
+
+
+def database_now(engine: Engine) -> datetime:
+    if engine.dialect.name == "postgresql":
+        with engine.connect() as conn:
+            value = conn.execute(select(func.now())).scalar_one()
+        assert isinstance(value, datetime)
+        return value.astimezone(UTC)
+    return datetime.now(UTC)
+
+
+def status_counts(engine: Engine) -> dict[str, int]:
+    with engine.connect() as conn:
+        rows = conn.execute(select(Job.status, func.count()).group_by(Job.status)).all()
+    return {status: int(n) for status, n in rows}
+
+
+def queue_jobs(
+    engine: Engine, *, limit: int = 200, statuses: list[str] | None = None
+) -> list[dict[str, Any]]:
+    """Jobs in the order a person reads a queue: running, then waiting (in claim order), then finished."""
+    rank = case((Job.status.in_(ACTIVE), 0), (Job.status == "queued", 1), else_=2)
+    # Waiting jobs in claim order (priority, then age); finished ones newest first.
+    waiting_priority = case((Job.status == "queued", -Job.priority), else_=0)
+    newest = case((Job.status.in_(("done", "failed", "canceled")), -Job.id), else_=Job.id)
+    stmt = select(*_JOB_COLUMNS).order_by(rank, waiting_priority, newest).limit(limit)
+    if statuses:
+        stmt = stmt.where(Job.status.in_(statuses))
+    with engine.connect() as conn:
+        return [dict(r) for r in conn.execute(stmt).mappings()]
+
+
+def failed_jobs(engine: Engine, *, limit: int = 50) -> list[dict[str, Any]]:
+    """Jobs failed for good, and jobs waiting to retry after a failed attempt, with their last error."""
+    retrying = (Job.status == "queued") & (Job.attempts > 0) & Job.last_error.is_not(None)
+    stmt = (
+        select(*_JOB_COLUMNS)
+        .where((Job.status == "failed") | retrying)
+        .order_by(func.coalesce(Job.finished_at, Job.created_at).desc(), Job.id.desc())
+        .limit(limit)
+    )
+    with engine.connect() as conn:
+        return [dict(r) for r in conn.execute(stmt).mappings()]
+
+
+def workers(
+    engine: Engine,
+    *,
+    now: datetime | None = None,
+    stale_after_s: float = 60.0,
+    stopped_within: timedelta = timedelta(hours=24),
+) -> list[dict[str, Any]]:
+    """Workers with the age of their last heartbeat; stopped ones only while recent. `state` is `lost` for a
+    worker that stopped heartbeating without saying goodbye (killed, host down)."""
+    now = now or database_now(engine)
+    cutoff = now - stopped_within
+    stmt = (
+        select(
+            Worker.id,
+            Worker.host,
+            Worker.pid,
+            Worker.gpu_name,
+            Worker.gpu_count,
+            Worker.labels,
+            Worker.status,
+            Worker.current_job_id,
+            Worker.started_at,
+            Worker.last_heartbeat,
+            Job.sweep_name.label("current_sweep"),
+            Job.run_id.label("current_run_id"),
+        )
+        .outerjoin(Job, Job.id == Worker.current_job_id)
+        .where((Worker.status != "stopped") | (Worker.last_heartbeat >= cutoff))
+        .order_by(Worker.host, Worker.id)
+    )
+    with engine.connect() as conn:
+        rows = [dict(r) for r in conn.execute(stmt).mappings()]
+    for r in rows:
+        beat = r["last_heartbeat"]
+        age = (now - beat).total_seconds() if beat is not None else None
+        r["heartbeat_age_s"] = age
+        lost = r["status"] != "stopped" and (age is None or age > stale_after_s)
+        r["state"] = "lost" if lost else r["status"]
+    return rows

@@ -1,0 +1,153 @@
+"""Helpers for the queue, worker and scheduler tests: tiny sweeps and the real `specbench` CLI as processes."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def sim_sweep(
+    name: str = "tiny",
+    *,
+    batch_sizes: tuple[int, ...] = (1,),
+    repeats: int = 1,
+    num_prompts: int = 2,
+    output_len: int = 4,
+    time_scale: float | None = None,
+) -> str:
+    """A sweep of a few hundred milliseconds on the stand-in: baseline only, small prompts."""
+    sim = (
+        "{instant: true, startup_s: 0}"
+        if time_scale is None
+        else f"{{time_scale: {time_scale}, startup_s: 0}}"
+    )
+    return (
+        f"name: {name}\n"
+        "model: sim-tiny\n"
+        f"server: {{backend: sim, sim: {sim}}}\n"
+        f"grid: {{batch_sizes: {list(batch_sizes)}, spec_modes: [], baseline: true}}\n"
+        f"workload: {{dataset: random, input_len: 8, output_len: {output_len}, num_prompts: {num_prompts}}}\n"
+        f"repeats: {repeats}\n"
+        "warmup: {waves: 1}\n"
+    )
+
+
+def cli_argv(*args: str) -> list[str]:
+    """`specbench ARGS` as the installed entry point runs it, without needing the venv's script."""
+    return [sys.executable, "-m", "runners.cli", *args]
+
+
+def cli_env(**extra: str) -> dict[str, str]:
+    env = dict(os.environ)
+    env.pop("DATABASE_URL", None)
+    env["PYTHONUNBUFFERED"] = "1"
+    env["COLUMNS"] = "200"  # rich wraps at 80 otherwise, and log lines are parsed
+    env.update(extra)
+    return env
+
+
+def run_cli(
+    *args: str, timeout: float = 120, cwd: Path | None = None, **kw: Any
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        cli_argv(*args),
+        cwd=cwd or REPO,
+        env=cli_env(),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+        **kw,
+    )
+
+
+def spawn_cli(*args: str, log: Path, cwd: Path | None = None) -> subprocess.Popen[bytes]:
+    with open(log, "wb") as out:
+        return subprocess.Popen(
+            cli_argv(*args), cwd=cwd or REPO, env=cli_env(), stdout=out, stderr=subprocess.STDOUT
+        )
+
+
+def children_of(pid: int) -> list[int]:
+    """Every live descendant of `pid` (from /proc), so a test can clean up what a killed worker left."""
+    parents: dict[int, int] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        # The command name is in parentheses and may contain spaces; fields after it are fixed.
+        ppid = int(stat.rsplit(")", 1)[1].split()[1])
+        parents[int(entry.name)] = ppid
+    out: list[int] = []
+    frontier = [pid]
+    while frontier:
+        p = frontier.pop()
+        kids = [c for c, pp in parents.items() if pp == p]
+        out.extend(kids)
+        frontier.extend(kids)
+    return out
+
+
+def external_sweep(name: str, base_url: str) -> str:
+    """A sweep against an already running stand-in: no launch, so a job costs tens of milliseconds."""
+    return (
+        f"name: {name}\n"
+        "model: sim-tiny\n"
+        f'server: {{backend: external, base_url: "{base_url}"}}\n'
+        "grid: {batch_sizes: [1], spec_modes: [], baseline: true}\n"
+        "workload: {dataset: random, input_len: 8, output_len: 4, num_prompts: 2}\n"
+        "repeats: 1\n"
+        "warmup: {waves: 1}\n"
+    )
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@contextmanager
+def standin_server(log: Path) -> Iterator[str]:
+    """`python -m bench.sim` on a free port, instant mode; yields its base URL."""
+    port = free_port()
+    env = cli_env(SPECBENCH_SIM_INSTANT="1", SPECBENCH_SIM_STARTUP_S="0")
+    argv = [sys.executable, "-m", "bench.sim", "--model-path", "sim-tiny", "--host", "127.0.0.1"]
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(
+            [*argv, "--port", str(port)], cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT
+        )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                with urllib.request.urlopen(f"{base}/health", timeout=2) as r:
+                    if r.status == 200:
+                        break
+            except OSError:
+                pass
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"stand-in server did not come up:\n{log.read_text()}")
+            time.sleep(0.05)
+        yield base
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()

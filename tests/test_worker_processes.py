@@ -1,0 +1,273 @@
+"""Real `specbench worker` processes on the stand-in server, real signals, real PostgreSQL and SQLite.
+
+Every claim a worker makes is logged ("job N claimed by W (attempt A/M)"); the tests parse those logs to
+prove that no job was claimed twice, and count samples per (run, point, repeat) to prove that nothing was
+measured twice or lost.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import signal
+import subprocess
+import time
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from sqlalchemy import Engine, func, select
+from typer.testing import CliRunner
+
+from db.migrate import open_database
+from db.models import Job, Point, Run, Sample
+from runners import queue
+from runners.cli import app
+from tests.queue_support import children_of, external_sweep, run_cli, sim_sweep, spawn_cli, standin_server
+
+pytestmark = pytest.mark.slow
+CLAIM = re.compile(r"job (\d+) claimed by (\S+) \(attempt (\d+)/(\d+)\)")
+FAST = ["--poll-interval", "0.05", "--lease-s", "10", "--retry-backoff-s", "0"]
+
+
+@pytest.fixture
+def procs() -> Iterator[list[subprocess.Popen[bytes]]]:
+    """Processes a test started; whatever is still alive at the end (and what they spawned) is killed."""
+    started: list[subprocess.Popen[bytes]] = []
+    yield started
+    for p in started:
+        kids = children_of(p.pid)
+        if p.poll() is None:
+            p.kill()
+            p.wait(timeout=30)
+        _kill_pids(kids)
+
+
+def _kill_pids(pids: list[int]) -> None:
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+
+
+def claims(logs: list[Path]) -> list[tuple[int, str, int]]:
+    out = []
+    for log in logs:
+        for m in CLAIM.finditer(log.read_text(errors="replace")):
+            out.append((int(m[1]), m[2], int(m[3])))
+    return out
+
+
+def wait_all(ps: list[subprocess.Popen[bytes]], timeout: float, logs: list[Path]) -> None:
+    deadline = time.monotonic() + timeout
+    for p in ps:
+        try:
+            code = p.wait(timeout=max(deadline - time.monotonic(), 0.1))
+        except subprocess.TimeoutExpired:
+            tails = "\n".join(log.read_text(errors="replace")[-2000:] for log in logs)
+            pytest.fail(f"worker {p.pid} still running after {timeout} s:\n{tails}")
+        assert code == 0, "\n".join(log.read_text(errors="replace")[-3000:] for log in logs)
+
+
+def samples_per_repeat(engine: Engine, run_id: int) -> Counter[tuple[str, int]]:
+    with engine.connect() as conn:
+        rows = conn.execute(
+            select(Point.point_key, Sample.repeat)
+            .join(Sample, Sample.point_id == Point.id)
+            .where(Point.run_id == run_id)
+        ).all()
+    return Counter((key, repeat) for key, repeat in rows)
+
+
+def runs_of(engine: Engine, job_id: int) -> list[tuple[int, str]]:
+    with engine.connect() as conn:
+        return [(int(i), s) for i, s in conn.execute(select(Run.id, Run.status).where(Run.job_id == job_id))]
+
+
+def job_row(engine: Engine, job_id: int) -> dict[str, object]:
+    with engine.connect() as conn:
+        return dict(conn.execute(select(Job.__table__).where(Job.id == job_id)).mappings().one())
+
+
+def sample_count(engine: Engine, run_id: int | None = None) -> int:
+    stmt = select(func.count()).select_from(Sample).join(Point, Point.id == Sample.point_id)
+    if run_id is not None:
+        stmt = stmt.where(Point.run_id == run_id)
+    with engine.connect() as conn:
+        return int(conn.execute(stmt).scalar_one())
+
+
+def wait_for(predicate: object, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():  # type: ignore[operator]
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out after {timeout} s waiting for {what}")
+        time.sleep(0.02)
+
+
+def test_eight_workers_two_hundred_jobs(
+    pg_url: str, tmp_path: Path, procs: list[subprocess.Popen[bytes]]
+) -> None:
+    """Jobs measure one shared stand-in server (backend: external), so the queue, not server start-up, is
+    what this exercises: each job is a few tens of milliseconds of real measuring and storing."""
+    engine = open_database(pg_url)
+    logs = [tmp_path / f"w{i}.log" for i in range(8)]
+    with standin_server(tmp_path / "sim.log") as base_url:
+        ids = [queue.submit(engine, external_sweep(f"j{i:03d}", base_url)) for i in range(200)]
+        for log in logs:
+            procs.append(
+                spawn_cli("worker", "--db", pg_url, "--once", *FAST, "--log-dir", str(tmp_path), log=log)
+            )
+        wait_all(procs, 170, logs)
+
+    seen = claims(logs)
+    per_job = Counter(job_id for job_id, _, _ in seen)
+    assert sorted(per_job) == ids
+    assert max(per_job.values()) == 1, "a job was claimed twice"
+    assert len({w for _, w, _ in seen}) > 1, "one worker did everything; the race was not exercised"
+    with engine.connect() as conn:
+        rows = conn.execute(select(Job.id, Job.status, Job.attempts, Job.run_id)).all()
+        run_rows = conn.execute(select(Run.id, Run.job_id, Run.status)).all()
+    assert {(s, a) for _, s, a, _ in rows} == {("done", 1)}
+    runs_per_job = Counter(job_id for _, job_id, _ in run_rows)
+    assert set(runs_per_job.values()) == {1} and len(runs_per_job) == 200
+    assert {s for _, _, s in run_rows} == {"done"}
+    assert {r for _, _, _, r in rows} == {i for i, _, _ in run_rows}
+    assert sample_count(engine) == 200  # one point, one repeat each
+    engine.dispose()
+
+
+def test_kill_9_mid_job_five_times(pg_url: str, tmp_path: Path, procs: list[subprocess.Popen[bytes]]) -> None:
+    """Each worker is SIGKILLed once it has stored a new repeat; the next resumes the same run."""
+    engine = open_database(pg_url)
+    sweep = sim_sweep(
+        "killme", batch_sizes=(1, 2, 3, 4), repeats=3, num_prompts=4, output_len=32, time_scale=2.0
+    )
+    job_id = queue.submit(engine, sweep, max_attempts=10)
+    expected_repeats = 4 * 3
+    args = ["worker", "--db", pg_url, "--poll-interval", "0.05", "--lease-s", "1", "--retry-backoff-s", "0"]
+    logs: list[Path] = []
+    stored = 0
+    for attempt in range(1, 6):
+        logs.append(tmp_path / f"w{attempt}.log")
+        worker = spawn_cli(*args, "--log-dir", str(tmp_path), log=logs[-1])
+        procs.append(worker)
+        run_ids = runs_of(engine, job_id)
+
+        def progressed(before: int = stored) -> bool:
+            return bool(runs_of(engine, job_id)) and sample_count(engine) > before
+
+        wait_for(progressed, 60, f"attempt {attempt} to store a repeat")
+        kids = children_of(worker.pid)
+        worker.kill()
+        worker.wait(timeout=10)
+        _kill_pids(kids)  # the host "died" with it: its stand-in server goes too
+        stored = sample_count(engine)
+        assert stored < expected_repeats, "the job finished before it could be killed; slow the sweep down"
+        assert len(runs_of(engine, job_id)) == 1, run_ids
+        assert job_row(engine, job_id)["status"] == "running"  # still leased by the dead worker
+
+    logs.append(tmp_path / "final.log")
+    procs.append(spawn_cli(*args, "--once", "--log-dir", str(tmp_path), log=logs[-1]))
+    wait_all(procs[-1:], 90, logs)
+
+    job = job_row(engine, job_id)
+    ((run_id, run_status),) = runs_of(engine, job_id)
+    assert (job["status"], job["attempts"], job["run_id"], run_status) == ("done", 6, run_id, "done")
+    assert "stopped heartbeating" in str(job["last_error"])
+    per_repeat = samples_per_repeat(engine, run_id)
+    assert len(per_repeat) == expected_repeats and set(per_repeat.values()) == {1}
+    assert [a for _, _, a in claims(logs)] == [1, 2, 3, 4, 5, 6]
+    with engine.connect() as conn:
+        points = conn.execute(
+            select(Point.repeats, Point.repeats_planned).where(Point.run_id == run_id)
+        ).all()
+    assert points == [(3, 3)] * 4
+    engine.dispose()
+
+
+def test_sigterm_finishes_the_point_stops_the_server_and_releases(
+    pg_url: str, tmp_path: Path, procs: list[subprocess.Popen[bytes]]
+) -> None:
+    engine = open_database(pg_url)
+    # Each point is one repeat of ~0.5 s, so SIGTERM lands mid-point.
+    sweep = sim_sweep("term", batch_sizes=(1, 2, 3, 4, 5, 6), num_prompts=4, output_len=32, time_scale=4.0)
+    job_id = queue.submit(engine, sweep)
+    log = tmp_path / "w.log"
+    worker = spawn_cli("worker", "--db", pg_url, *FAST, "--log-dir", str(tmp_path), log=log)
+    procs.append(worker)
+    wait_for(lambda: sample_count(engine) >= 1, 60, "the first point")
+    server = children_of(worker.pid)
+    assert server, "no stand-in server under the worker"
+    at_signal = sample_count(engine)
+    worker.send_signal(signal.SIGTERM)
+    assert worker.wait(timeout=30) == 0, log.read_text()
+    text = log.read_text()
+    assert "SIGTERM received" in text and f"job {job_id} released" in text
+    assert all(not Path(f"/proc/{pid}").exists() for pid in server), "the server outlived the worker"
+    job = job_row(engine, job_id)
+    assert (job["status"], job["attempts"], job["worker_id"]) == ("queued", 0, None)
+    ((run_id, run_status),) = runs_of(engine, job_id)
+    assert run_status == "partial"
+    kept = sample_count(engine, run_id)
+    assert at_signal <= kept < 6  # the point in flight was stored, not dropped
+    with engine.connect() as conn:
+        assert (
+            conn.execute(select(func.count()).select_from(Point).where(Point.repeats == 0)).scalar_one() == 0
+        )
+
+    # Another worker picks it up at once (no attempt used, no backoff) and completes the same run.
+    log2 = tmp_path / "w2.log"
+    procs.append(spawn_cli("worker", "--db", pg_url, "--once", *FAST, "--log-dir", str(tmp_path), log=log2))
+    wait_all(procs[-1:], 60, [log2])
+    assert f"resuming run {run_id}" in log2.read_text()
+    job = job_row(engine, job_id)
+    assert (job["status"], job["attempts"]) == ("done", 1)
+    per_repeat = samples_per_repeat(engine, run_id)
+    assert len(per_repeat) == 6 and set(per_repeat.values()) == {1}
+    engine.dispose()
+
+
+def test_sqlite_two_workers_on_one_host(
+    sqlite_url: str, tmp_path: Path, procs: list[subprocess.Popen[bytes]]
+) -> None:
+    engine = open_database(sqlite_url)
+    # Launching servers: two workers start stand-ins side by side on one host.
+    ids = [queue.submit(engine, sim_sweep(f"s{i}")) for i in range(6)]
+    logs = [tmp_path / f"w{i}.log" for i in range(2)]
+    for log in logs:
+        procs.append(
+            spawn_cli("worker", "--db", sqlite_url, "--once", *FAST, "--log-dir", str(tmp_path), log=log)
+        )
+    wait_all(procs, 120, logs)
+    per_job = Counter(job_id for job_id, _, _ in claims(logs))
+    assert sorted(per_job) == ids and set(per_job.values()) == {1}
+    with engine.connect() as conn:
+        assert {tuple(r) for r in conn.execute(select(Job.status, Job.attempts))} == {("done", 1)}
+    assert sample_count(engine) == 6
+    engine.dispose()
+
+
+def test_a_worker_without_the_gpu_leaves_the_job(sqlite_url: str, tmp_path: Path) -> None:
+    engine = open_database(sqlite_url)
+    sweep = tmp_path / "s.yaml"
+    sweep.write_text(sim_sweep("needs-h100"))
+    cli = CliRunner()
+    submitted = cli.invoke(app, ["submit", str(sweep), "--db", sqlite_url, "--requires", "gpu=H100,count=8"])
+    assert submitted.exit_code == 0, submitted.output
+    sim_job = queue.submit(engine, sim_sweep("anywhere"))
+    # This host has no GPU (and --gpus 0 names one that detection cannot identify as an H100).
+    ran = run_cli("worker", "--db", sqlite_url, "--once", "--gpus", "0", *FAST, "--log-dir", str(tmp_path))
+    assert ran.returncode == 0, ran.stderr
+    with engine.connect() as conn:
+        rows = dict(conn.execute(select(Job.sweep_name, Job.status)).all())
+        h100 = conn.execute(
+            select(Job.attempts, Job.worker_id, Job.requires).where(Job.sweep_name == "needs-h100")
+        ).one()
+    assert rows == {"needs-h100": "queued", "anywhere": "done"}
+    assert h100 == (0, None, {"gpu": "H100", "count": 8})
+    assert f"job {sim_job} claimed" in ran.stderr and "needs-h100" not in ran.stderr
+    listed = cli.invoke(app, ["jobs", "--db", sqlite_url, "--format", "json"])
+    assert listed.exit_code == 0 and '"needs-h100"' in listed.stdout
+    engine.dispose()
