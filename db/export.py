@@ -147,6 +147,54 @@ def to_json(export: Export) -> str:
     )
 
 
+_MD_COLUMNS: tuple[tuple[str, str, str], ...] = (
+    # (header, key, format)
+    ("bs", "batch_size", "d"),
+    ("out tok/s", "output_throughput", ",.0f"),
+    ("95% CI", "", ""),
+    ("accept len", "accept_length", ".2f"),
+    ("TTFT p50 ms", "ttft_p50_ms", ".1f"),
+    ("TTFT p99 ms", "ttft_p99_ms", ".1f"),
+    ("TPOT p50 ms", "tpot_p50_ms", ".2f"),
+    ("ITL p50 ms", "itl_p50_ms", ".2f"),
+    ("E2E p50 ms", "e2e_p50_ms", ".0f"),
+)
+
+
+def to_markdown(export: Export) -> str:
+    """A PR-ready table per run: provenance first, then one row per point grouped by server config."""
+    out: list[str] = []
+    for run in export.runs:
+        sim = " (stand-in server, simulated numbers)" if run.get("simulated") else ""
+        out.append(
+            f"**Run {run['id']}** `{run['sweep_name']}`{sim}, {run['status']}, started {run['started_at']}"
+        )
+        out.append("")
+        out.append(
+            f"GPU {run['gpu_name']} x{run['gpu_count']} (driver {run['driver_version']}, CUDA {run['cuda_version']}), "
+            f"sglang {run['sglang_version']}, sgl-kernel {run['sgl_kernel_version']}, flashinfer "
+            f"{run['flashinfer_version']}, FlashMLA from {run['flash_mla_source']}, torch {run['torch_version']}, "
+            f"model `{run['model']}`, specbench {run['specbench_version']} @ {str(run['git_commit'])[:10]}"
+        )
+        out.append("")
+        header = ["config", "status", *(h for h, _, _ in _MD_COLUMNS)]
+        out.append("| " + " | ".join(header) + " |")
+        out.append("|" + "|".join(["---", "---", *("---:" for _ in _MD_COLUMNS)]) + "|")
+        for row in (r for r in export.rows if r["run_id"] == run["id"]):
+            cfg = "baseline" if row["algorithm"] is None else f"{row['spec_mode']} steps={row['steps']}"
+            cells = [cfg, str(row["status"])]
+            for _, key, fmt in _MD_COLUMNS:
+                if not key:
+                    lo, hi = row["output_throughput_ci_low"], row["output_throughput_ci_high"]
+                    cells.append("-" if lo is None else f"{max(lo, 0):,.0f}-{hi:,.0f}")
+                else:
+                    v = row[key]
+                    cells.append("-" if v is None else format(v, fmt))
+            out.append("| " + " | ".join(cells) + " |")
+        out.append("")
+    return "\n".join(out)
+
+
 def read_csv_rows(text: str) -> list[dict[str, str]]:
     """Parse an export back, skipping the `#` header (used by tests and by anyone scripting on exports)."""
     body = "\n".join(line for line in text.splitlines() if not line.startswith("#"))

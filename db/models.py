@@ -18,7 +18,11 @@ from db.types import UTCDateTime, uuid7
 
 
 class Base(DeclarativeBase):
-    type_annotation_map: ClassVar[dict[Any, Any]] = {dict[str, Any]: JSON, list[Any]: JSON, datetime: UTCDateTime}
+    type_annotation_map: ClassVar[dict[Any, Any]] = {
+        dict[str, Any]: JSON,
+        list[Any]: JSON,
+        datetime: UTCDateTime,
+    }
 
 
 def _created() -> Mapped[datetime]:
@@ -69,6 +73,8 @@ METRIC_FIELDS: tuple[str, ...] = tuple(
 
 class Run(Base):
     __tablename__ = "runs"
+    # Newest-first listings (dashboard overview, run pickers, `latest~N`) walk this instead of every run.
+    __table_args__ = (Index("ix_runs_started_at", "started_at"),)
 
     id: Mapped[int] = mapped_column(primary_key=True)
     uid: Mapped[str] = mapped_column(String(36), unique=True, default=uuid7)
@@ -153,9 +159,9 @@ class Point(MetricColumns, Base):
     point_key: Mapped[str] = mapped_column(String(300))
     # Series identity: model, draft, backend, server config, batch size, workload, GPU type and count.
     fingerprint: Mapped[str] = mapped_column(String(64), index=True)
-    status: Mapped[str] = mapped_column(
-        String(16), index=True
-    )  # ok | invalid | failed | mode_mismatch | unstable
+    # ok | invalid | failed | mode_mismatch | unstable. Not indexed: without ANALYZE, SQLite's planner walks a
+    # status index over nearly the whole table instead of using the fingerprint/run indexes.
+    status: Mapped[str] = mapped_column(String(16))
     reason: Mapped[str | None] = mapped_column(Text)
     model: Mapped[str] = mapped_column(String(500))
     draft_model: Mapped[str | None] = mapped_column(String(500))

@@ -18,6 +18,7 @@ app = typer.Typer(
 COMMAND_MODULES = [
     "run",
     "export",
+    "import_runs",
     "dashboard",
     "compare",
     "regressions",

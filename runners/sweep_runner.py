@@ -11,7 +11,7 @@ import asyncio
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -47,7 +47,6 @@ class RunOutcome:
     launches: int = 0
     error: str | None = None
     overhead_s_per_point: float | None = None
-    rows: list[dict[str, Any]] = field(default_factory=list)
 
 
 def launch_batches(groups: list[ServerGroup], max_parallel: int) -> list[list[ServerGroup]]:

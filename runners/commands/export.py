@@ -8,7 +8,7 @@ from typing import Annotated, Literal
 import typer
 
 from db.engine import session_scope
-from db.export import ExportError, collect, to_csv, to_json
+from db.export import ExportError, collect, to_csv, to_json, to_markdown
 from runners.common import DbOption, fail, open_db
 
 
@@ -21,7 +21,9 @@ def export(
     run: Annotated[
         list[int] | None, typer.Option("--run", help="Run id (repeatable). Default: the latest run.")
     ] = None,
-    format: Annotated[Literal["csv", "json"], typer.Option("--format", help="csv or json")] = "csv",
+    format: Annotated[
+        Literal["csv", "json", "md"], typer.Option("--format", help="csv, json or md (a PR-ready table)")
+    ] = "csv",
     all_status: Annotated[
         bool, typer.Option("--all-status", help="Include failed, invalid, unstable and mode_mismatch points.")
     ] = False,
@@ -36,7 +38,7 @@ def export(
             data = collect(s, run, all_status=all_status)
     except ExportError as e:
         fail(str(e))
-    text = to_csv(data) if format == "csv" else to_json(data)
+    text = {"csv": to_csv, "json": to_json, "md": to_markdown}[format](data)
     if output is None:
         typer.echo(text, nl=False)
     else:

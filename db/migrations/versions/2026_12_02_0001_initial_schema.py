@@ -139,6 +139,7 @@ def upgrade() -> None:
     with op.batch_alter_table("runs", schema=None) as batch_op:
         batch_op.create_index(batch_op.f("ix_runs_job_id"), ["job_id"], unique=False)
         batch_op.create_index(batch_op.f("ix_runs_sglang_version"), ["sglang_version"], unique=False)
+        batch_op.create_index("ix_runs_started_at", ["started_at"], unique=False)
         batch_op.create_index(batch_op.f("ix_runs_status"), ["status"], unique=False)
         batch_op.create_index(batch_op.f("ix_runs_sweep_name"), ["sweep_name"], unique=False)
 
@@ -280,7 +281,6 @@ def upgrade() -> None:
         batch_op.create_index(
             batch_op.f("ix_points_server_instance_id"), ["server_instance_id"], unique=False
         )
-        batch_op.create_index(batch_op.f("ix_points_status"), ["status"], unique=False)
 
     op.create_table(
         "samples",
@@ -375,7 +375,6 @@ def downgrade() -> None:
 
     op.drop_table("samples")
     with op.batch_alter_table("points", schema=None) as batch_op:
-        batch_op.drop_index(batch_op.f("ix_points_status"))
         batch_op.drop_index(batch_op.f("ix_points_server_instance_id"))
         batch_op.drop_index(batch_op.f("ix_points_run_id"))
         batch_op.drop_index("ix_points_fingerprint_created")
@@ -393,6 +392,7 @@ def downgrade() -> None:
     with op.batch_alter_table("runs", schema=None) as batch_op:
         batch_op.drop_index(batch_op.f("ix_runs_sweep_name"))
         batch_op.drop_index(batch_op.f("ix_runs_status"))
+        batch_op.drop_index("ix_runs_started_at")
         batch_op.drop_index(batch_op.f("ix_runs_sglang_version"))
         batch_op.drop_index(batch_op.f("ix_runs_job_id"))
 

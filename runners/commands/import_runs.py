@@ -1,0 +1,39 @@
+"""`specbench import SOURCE`: merge the runs of another specbench database into this one (by run uid)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from db.engine import session_scope
+from db.merge import merge_runs
+from db.migrate import open_database
+from runners.common import DbOption, console, fail, open_db
+
+
+def register(app: typer.Typer) -> None:
+    app.command("import")(import_runs)
+
+
+def import_runs(
+    source: Annotated[str, typer.Argument(help="Database to read: a SQLite file path or a URL.")],
+    db: DbOption = None,
+    sweep: Annotated[str | None, typer.Option(help="Only runs of this sweep.")] = None,
+) -> None:
+    """Merge runs from another database (e.g. a GPU host's SQLite file); runs already here are skipped."""
+    url = source if "://" in source else f"sqlite:///{source}"
+    if url.startswith("sqlite:///") and not __import__("os").path.exists(url.removeprefix("sqlite:///")):
+        fail(f"no database file at {source}")
+    try:
+        src = open_database(url)  # brings an older file up to this schema first
+    except Exception as e:
+        fail(f"cannot open {source}: {type(e).__name__}: {e}")
+    engine = open_db(db)
+    with session_scope(engine) as s:
+        report = merge_runs(src, s, sweep=sweep)
+    src.dispose()
+    console.print(
+        f"imported {len(report.runs_added)} run(s) ({report.points} points, {report.samples} repeats, "
+        f"{report.requests} requests); {len(report.runs_skipped)} already present"
+    )

@@ -1,0 +1,66 @@
+"""Merging databases from several hosts: runs are matched by uid, ids are remapped, nothing is duplicated."""
+
+from __future__ import annotations
+
+import shutil
+import sqlite3
+from pathlib import Path
+
+from sqlalchemy import func, select
+
+from db.engine import session_scope
+from db.merge import merge_runs
+from db.migrate import open_database
+from db.models import Point, RequestRow, Run, Sample, ServerInstance
+
+EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "h200-sglang-0.5.13.post1.db"
+
+
+def _counts(engine) -> tuple[int, ...]:  # type: ignore[no-untyped-def]
+    with session_scope(engine) as s:
+        return tuple(
+            int(s.scalar(select(func.count()).select_from(m)) or 0)
+            for m in (Run, ServerInstance, Point, Sample, RequestRow)
+        )
+
+
+def test_merge_the_h200_example_twice(tmp_path: Path, db_url: str) -> None:
+    src_file = tmp_path / "src.db"
+    shutil.copy(EXAMPLE, src_file)  # never write to the committed example
+    src = open_database(f"sqlite:///{src_file}")
+    dest = open_database(db_url)
+    with session_scope(dest) as s:
+        first = merge_runs(src, s)
+    with session_scope(dest) as s:
+        second = merge_runs(src, s)
+    assert len(first.runs_added) == 4 and not first.runs_skipped
+    assert not second.runs_added and len(second.runs_skipped) == 4
+    assert _counts(dest) == _counts(src)
+    with session_scope(dest) as s:
+        run = s.scalars(select(Run).where(Run.sweep_name == "h200-smoke")).one()
+        assert run.gpu_name == "NVIDIA H200" and run.sglang_version == "0.5.13.post1"
+        points = list(s.scalars(select(Point).where(Point.run_id == run.id)))
+        assert len(points) == 28
+        # every point still points at a server of its own run, and its samples came along
+        for p in points:
+            si = s.get(ServerInstance, p.server_instance_id)
+            assert si is not None and si.run_id == run.id
+            assert len(p.samples) == p.repeats
+    src.dispose()
+    dest.dispose()
+
+
+def test_h200_example_holds_the_ground_truth() -> None:
+    """The committed GPU run: with the agreeing-draft checkpoint, acceptance is steps+1 (per request it
+    includes the prefill token: 128 tokens over ceil(127/steps+1) verify steps)."""
+    con = sqlite3.connect(f"file:{EXAMPLE}?mode=ro", uri=True)
+    rows = con.execute(
+        "SELECT p.steps, p.server_accept_length, p.accept_length_weighted, p.status FROM points p "
+        "JOIN runs r ON r.id = p.run_id WHERE r.sweep_name IN ('h200-smoke', 'h200-solo') AND p.steps IS NOT NULL"
+    ).fetchall()
+    con.close()
+    assert len(rows) == 28
+    for steps, server_al, weighted, status in rows:
+        assert status == "ok"
+        assert abs(server_al - (steps + 1)) / (steps + 1) < 0.01
+        assert abs(weighted - 128 / -(-127 // (steps + 1))) < 1e-6
