@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import shutil
+import tempfile
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -22,17 +25,23 @@ def import_runs(
     sweep: Annotated[str | None, typer.Option(help="Only runs of this sweep.")] = None,
 ) -> None:
     """Merge runs from another database (e.g. a GPU host's SQLite file); runs already here are skipped."""
-    url = source if "://" in source else f"sqlite:///{source}"
-    if url.startswith("sqlite:///") and not __import__("os").path.exists(url.removeprefix("sqlite:///")):
-        fail(f"no database file at {source}")
-    try:
-        src = open_database(url)  # brings an older file up to this schema first
-    except Exception as e:
-        fail(f"cannot open {source}: {type(e).__name__}: {e}")
-    engine = open_db(db)
-    with session_scope(engine) as s:
-        report = merge_runs(src, s, sweep=sweep)
-    src.dispose()
+    with tempfile.TemporaryDirectory() as tmp:
+        url = source
+        if "://" not in source:
+            path = Path(source)
+            if not path.is_file():
+                fail(f"no database file at {source}")
+            # Work on a copy: migrating or WAL-switching the source would change a file we only read.
+            url = f"sqlite:///{Path(tmp) / path.name}"
+            shutil.copy(path, Path(tmp) / path.name)
+        try:
+            src = open_database(url)  # brings an older file up to this schema first
+        except Exception as e:
+            fail(f"cannot open {source}: {type(e).__name__}: {e}")
+        engine = open_db(db)
+        with session_scope(engine) as s:
+            report = merge_runs(src, s, sweep=sweep)
+        src.dispose()
     console.print(
         f"imported {len(report.runs_added)} run(s) ({report.points} points, {report.samples} repeats, "
         f"{report.requests} requests); {len(report.runs_skipped)} already present"
