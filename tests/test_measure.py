@@ -191,3 +191,24 @@ def test_judge_all_failed() -> None:
         "failed",
         "all 3 requests failed: stalled",
     )
+
+
+def test_no_gc_pause_inside_the_window() -> None:
+    """A gen-2 collection in the middle of a window delays every request in flight (tens to hundreds of ms
+    in a big runner process), which reads as a server stall; the collector must be off inside the window
+    and back on afterwards."""
+    import gc
+
+    from bench.measure import gc_paused
+
+    assert gc.isenabled()
+    with gc_paused():
+        assert not gc.isenabled()
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        with gc_paused():
+            pass
+        assert not gc.isenabled()  # a caller that turned it off keeps it off
+    finally:
+        gc.enable()
