@@ -103,7 +103,7 @@ class ServerSpec(_Strict):
 
 class GridSpec(_Strict):
     batch_sizes: list[int] = Field(min_length=1)
-    spec_modes: list[SpecMode] = Field(default_factory=lambda: ["v1", "v2"])
+    spec_modes: list[SpecMode] = Field(default_factory=lambda: list[SpecMode](["v1", "v2"]))
     algorithm: Algorithm = "EAGLE"
     steps: list[int] = Field(default_factory=lambda: [3])
     topk: list[int] = Field(default_factory=lambda: [1])
