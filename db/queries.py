@@ -20,25 +20,14 @@ import pandas as pd
 from sqlalchemy import Engine, Executable, and_, case, func, select
 from sqlalchemy.orm import InstrumentedAttribute, Session
 
+from db.fingerprint import FINGERPRINT_FIELDS
 from db.models import METRIC_FIELDS, Point, Run, Sample, Triage
 from db.types import utcnow
 
 # What identifies a point's configuration inside a run (and across runs on other GPUs): the fingerprint minus
 # the GPU. Compare pairs points of two runs on these.
-CONFIG_COLUMNS: tuple[str, ...] = (
-    "model",
-    "draft_model",
-    "attention_backend",
-    "tp",
-    "algorithm",
-    "steps",
-    "topk",
-    "draft_tokens",
-    "spec_mode",
-    "batch_size",
-    "workload_key",
-)
-SERIES_COLUMNS: tuple[str, ...] = (*CONFIG_COLUMNS, "gpu_name", "gpu_count")
+SERIES_COLUMNS: tuple[str, ...] = FINGERPRINT_FIELDS
+CONFIG_COLUMNS: tuple[str, ...] = tuple(c for c in FINGERPRINT_FIELDS if c not in ("gpu_name", "gpu_count"))
 RUN_COLUMNS: tuple[str, ...] = (
     "id",
     "uid",
