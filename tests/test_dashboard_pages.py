@@ -137,7 +137,7 @@ def test_sweep(seeded_url: str, engine_of: Engine, monkeypatch: pytest.MonkeyPat
     assert at.selectbox(key="sw_run").value == run
     specs = charts(at)
     assert len(specs) == 5  # throughput, acceptance, spec/baseline, v2/v1 heatmaps + throughput lines
-    assert sum("facet" in s for s in specs) == 3
+    assert sum("facet" in s for s in specs) == 4  # every heatmap is faceted by spec mode (v2/v1 has one panel)
     assert at.query_params["run"] == str(run)
 
 
