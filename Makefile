@@ -20,10 +20,10 @@ $(VENV)/.installed: pyproject.toml
 demo: setup
 	$(BIN)/specbench run sweeps/demo-sim.yaml --db $(DB) --resume
 	$(BIN)/specbench import examples/h200-sglang-0.5.13.post1.db --db $(DB)
-	$(BIN)/specbench dashboard --db $(DB) --port $(PORT)
+	$(BIN)/specbench dashboard --db $(DB) --port $(PORT) --open-browser
 
 dashboard: setup
-	$(BIN)/specbench dashboard --db $(DB) --port $(PORT)
+	$(BIN)/specbench dashboard --db $(DB) --port $(PORT) --open-browser
 
 test: setup
 	bash scripts/test.sh

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 from pathlib import Path
 from typing import Annotated
@@ -14,6 +15,17 @@ from runners.common import DbOption, err_console, open_db
 
 APP = Path(__file__).resolve().parents[2] / "dashboard" / "app.py"
 DB_ENV = "SPECBENCH_DB_URL"  # read by dashboard.services.data
+_OPEN_WHEN_READY = """
+import sys, time, urllib.request, webbrowser
+url = sys.argv[1]
+for _ in range(120):
+    try:
+        urllib.request.urlopen(url + "/_stcore/health", timeout=1)
+        webbrowser.open(url)
+        break
+    except Exception:
+        time.sleep(0.5)
+"""
 
 
 def register(app: typer.Typer) -> None:
@@ -63,13 +75,28 @@ def dashboard(
         str, typer.Option("--address", help="Interface to bind; 0.0.0.0 to share.")
     ] = "127.0.0.1",
     headless: Annotated[
-        bool, typer.Option("--headless", help="Do not open a browser window (servers, CI, containers).")
-    ] = False,
+        bool,
+        typer.Option(
+            "--headless/--open-browser",
+            help="Serve only (default), or also open the page in the local browser once it answers.",
+        ),
+    ] = True,
 ) -> None:
     """Serve the dashboard: trends, sweeps, run comparisons and regressions of the database."""
     url = resolve_url(db)
     open_db(url).dispose()  # migrate first: an empty database shows the empty state, not an error
-    argv = streamlit_argv(port, address, headless)
+    # Streamlit itself always runs headless: otherwise its first run on a machine stops at an interactive
+    # e-mail prompt (and exits when stdin is not a terminal). Opening the browser is ours to do.
+    argv = streamlit_argv(port, address, headless=True)
+    if not headless:
+        page = f"http://{'127.0.0.1' if address == '0.0.0.0' else address}:{port}"
+        subprocess.Popen(  # detached: it outlives the exec below, waits for the server, opens the page
+            [sys.executable, "-c", _OPEN_WHEN_READY, page],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
     err_console.print(f"dashboard on http://{address}:{port} reading {redact(url)}")
     sys.stdout.flush()
     # Replace this process: Ctrl-C and the caller's SIGTERM reach Streamlit directly, with no orphan left.
