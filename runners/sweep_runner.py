@@ -127,18 +127,15 @@ def execute_sweep(
         status, error = "partial", str(e)
     except KeyboardInterrupt:
         status, error = "partial", "interrupted (Ctrl-C)"
-    except Exception as e:  # the run row must say why it ended, then the caller sees the error too
+    except Exception as e:  # the run row says why it ended (below), then the caller sees the error too
         status, error = "failed", f"{type(e).__name__}: {e}"
-        with session_scope(engine) as s:
-            store.finish_run(s, s.get(Run, run_id), status, error)  # type: ignore[arg-type]
         raise
     finally:
-        if status != "failed":
-            with session_scope(engine) as s:
-                run = s.get(Run, run_id)
-                assert run is not None
-                run.overhead_s = executor.overhead_total
-                store.finish_run(s, run, status, error)
+        with session_scope(engine) as s:
+            run = s.get(Run, run_id)
+            assert run is not None
+            run.overhead_s = executor.overhead_total
+            store.finish_run(s, run, status, error)
     stored = executor.points_stored
     return RunOutcome(
         run_id=run_id,

@@ -328,3 +328,20 @@ def test_ctrl_c_leaves_the_database_consistent(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stdout.decode() + done.stderr.decode()
     assert _count(eng, Sample) == 20 > stored
     eng.dispose()
+
+
+def test_an_unexpected_error_marks_the_run_failed_and_propagates(
+    engine: Engine, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import runners.sweep_runner as sr
+
+    def boom(self: Any, groups: Any) -> None:
+        raise RuntimeError("disk full")
+
+    monkeypatch.setattr(sr._Executor, "run_batch", boom)
+    with pytest.raises(RuntimeError, match="disk full"):
+        _run(TINY, engine, tmp_path)
+    with session_scope(engine) as s:
+        run = s.scalars(select(Run)).one()
+        assert run.status == "failed" and run.error == "RuntimeError: disk full"
+        assert run.finished_at is not None
