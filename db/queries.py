@@ -21,7 +21,7 @@ from sqlalchemy import Engine, Executable, and_, case, func, select
 from sqlalchemy.orm import InstrumentedAttribute, Session
 
 from db.fingerprint import FINGERPRINT_FIELDS
-from db.models import METRIC_FIELDS, Point, Run, Sample, Triage
+from db.models import METRIC_FIELDS, Point, Run, Sample, ServerInstance, Triage
 from db.types import utcnow
 
 # What identifies a point's configuration inside a run (and across runs on other GPUs): the fingerprint minus
@@ -387,6 +387,28 @@ def run_info(engine: Engine, run_id: int) -> dict[str, Any]:
     if row is None:
         raise QueryError(f"no run with id {run_id}")
     return dict(row)
+
+
+def run_servers(engine: Engine, run_id: int) -> pd.DataFrame:
+    """The launches of a run: config label, resolved mode, start time, status, and how many idle servers shared
+    the GPU while it was measured (`max_parallel_starts` > 1 leaves some; they can bias high-batch numbers)."""
+    stmt = (
+        select(
+            ServerInstance.id,
+            ServerInstance.label,
+            ServerInstance.spec_mode_resolved,
+            ServerInstance.startup_s,
+            ServerInstance.status,
+            ServerInstance.env,
+        )
+        .where(ServerInstance.run_id == run_id)
+        .order_by(ServerInstance.id)
+    )
+    frame = _frame(engine, stmt)
+    frame["idle_neighbours"] = [
+        int((env or {}).get("specbench.co_resident_idle_servers", 0)) for env in frame["env"]
+    ]
+    return frame.drop(columns=["env"])
 
 
 def resolve_run(engine: Engine, ref: str) -> int:

@@ -137,7 +137,9 @@ def test_sweep(seeded_url: str, engine_of: Engine, monkeypatch: pytest.MonkeyPat
     assert at.selectbox(key="sw_run").value == run
     specs = charts(at)
     assert len(specs) == 5  # throughput, acceptance, spec/baseline, v2/v1 heatmaps + throughput lines
-    assert sum("facet" in s for s in specs) == 4  # every heatmap is faceted by spec mode (v2/v1 has one panel)
+    assert (
+        sum("facet" in s for s in specs) == 4
+    )  # every heatmap is faceted by spec mode (v2/v1 has one panel)
     assert at.query_params["run"] == str(run)
 
 
@@ -192,3 +194,23 @@ def test_dashboard_command_line() -> None:
 def test_seed_end_is_now_by_default(engine_of: Engine) -> None:
     last = q.totals(engine_of).last_run_at
     assert last is not None and (datetime.now(UTC) - last).total_seconds() < 24 * 3600
+
+
+def test_sweep_warns_when_servers_shared_the_gpu(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The real H200 sweep started six servers together: its page must say that the idle neighbours can bias
+    comparisons, and the solo control run must not."""
+    import shutil
+
+    db_file = tmp_path / "h200.db"
+    shutil.copy(Path(__file__).resolve().parents[1] / "examples" / "h200-sglang-0.5.13.post1.db", db_file)
+    url = f"sqlite:///{db_file}"
+    eng = open_database(url)
+    runs = q.run_choices(eng)
+    smoke = int(runs.loc[runs["sweep_name"] == "h200-smoke", "id"].iloc[0])
+    solo = int(runs.loc[runs["sweep_name"] == "h200-solo", "id"].iloc[0])
+    assert q.run_servers(eng, smoke)["idle_neighbours"].tolist() == [0, 5, 4, 3, 2, 1, 0]
+    eng.dispose()
+    at = open_page(url, "pages/sweep.py", monkeypatch, run=str(smoke))
+    assert any("sharing the GPU" in w.value for w in at.warning)
+    at = open_page(url, "pages/sweep.py", monkeypatch, run=str(solo))
+    assert not any("sharing the GPU" in w.value for w in at.warning)

@@ -64,3 +64,25 @@ def test_h200_example_holds_the_ground_truth() -> None:
         assert status == "ok"
         assert abs(server_al - (steps + 1)) / (steps + 1) < 0.01
         assert abs(weighted - 128 / -(-127 // (steps + 1))) < 1e-6
+
+
+def test_markdown_export_of_the_h200_run_renders_as_a_table(tmp_path: Path) -> None:
+    from markdown_it import MarkdownIt
+
+    from db.export import collect, to_markdown
+
+    src_file = tmp_path / "src.db"
+    shutil.copy(EXAMPLE, src_file)
+    eng = open_database(f"sqlite:///{src_file}")
+    with session_scope(eng) as s:
+        run_id = s.scalars(select(Run.id).where(Run.sweep_name == "h200-smoke")).one()
+        text = to_markdown(collect(s, [run_id], all_status=True))
+    eng.dispose()
+    tokens = MarkdownIt().enable("table").parse(text)
+    assert sum(t.type == "table_open" for t in tokens) == 1
+    assert sum(t.type == "tr_open" for t in tokens) == 1 + 28  # header + every point
+    assert (
+        "NVIDIA H200" in text
+        and "sglang 0.5.13.post1" in text
+        and "FlashMLA from sglang-kernel 0.4.3" in text
+    )

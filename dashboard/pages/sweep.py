@@ -53,6 +53,16 @@ m[3].metric("Points ok", f"{int((points['status'] == 'ok').sum())} / {len(points
 m[4].metric(
     "Started", f"{info['started_at']:%m-%d %H:%M}", help=f"{info['started_at']:%Y-%m-%d %H:%M:%S} UTC"
 )
+servers = data.run_servers(url, run_id)
+shared = servers[servers["idle_neighbours"] > 0]
+if len(shared):
+    st.warning(
+        f"{len(shared)} of {len(servers)} servers were measured with idle servers of this run sharing the GPU "
+        f"(parallel starts; up to {int(shared['idle_neighbours'].max())} at once). Idle SGLang servers keep CPU "
+        "cores busy, so comparisons between servers with different neighbour counts, especially at high batch "
+        "size, can be biased. Rerun with `max_parallel_starts: 1` for a clean comparison.",
+        icon=":material/warning:",
+    )
 commit = f" @ `{str(info['sglang_commit'])[:10]}`" if info["sglang_commit"] else ""
 st.caption(
     f"{info['sweep_name']} · {info['model']}{commit} · sgl-kernel {info['sgl_kernel_version'] or '?'} · "
@@ -85,7 +95,12 @@ with left:
     if v2["speedup_v2_over_v1"].notna().any():
         chart = charts.heatmap(
             # Faceted like its neighbours: Streamlit squashes a bare layered chart's height in a column.
-            v2, "speedup_v2_over_v1", "×", fmt=".2f", diverging=True, width=330
+            v2,
+            "speedup_v2_over_v1",
+            "×",
+            fmt=".2f",
+            diverging=True,
+            width=330,
         )
         st.altair_chart(chart, width="content")
     else:

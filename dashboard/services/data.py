@@ -95,6 +95,11 @@ def run_info(url: str, run_id: int) -> dict[str, Any]:
 
 
 @st.cache_data(ttl=60, show_spinner=False)
+def run_servers(url: str, run_id: int) -> pd.DataFrame:
+    return q.run_servers(engine(url), run_id)
+
+
+@st.cache_data(ttl=60, show_spinner=False)
 def run_points(url: str, run_id: int) -> pd.DataFrame:
     return q.run_points(engine(url), run_id)
 
