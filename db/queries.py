@@ -211,9 +211,8 @@ def series_values(
 ) -> pd.DataFrame:
     """One series' points in time order, points columns only (no join): the Trends page's hot query.
 
-    The status filter is applied after the read, on purpose: with `status IN (...)` in the WHERE clause
-    SQLite, lacking ANALYZE statistics, may walk ix_points_status (most of the table) instead of the series
-    index. Non-ok points are few, so reading them costs nothing.
+    The status filter is applied after the read: the query then stays a plain walk of the series index
+    (points.status is deliberately unindexed, see db/models.py), and non-ok points are few.
     """
     cols = _metrics(metrics)
     stmt = (

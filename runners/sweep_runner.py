@@ -80,9 +80,7 @@ def execute_sweep(
 ) -> RunOutcome:
     console = console or Console(stderr=True)
     groups = expand(spec)
-    provenance = collect_provenance(model_path=spec.model)
-    if spec.server.backend == "sim":
-        provenance["simulated"] = True
+    provenance = _provenance(spec)
     with session_scope(engine) as s:
         if resume_run_id is not None:
             run = s.get(Run, resume_run_id)
@@ -257,12 +255,10 @@ class _Executor:
         with session_scope(self.engine) as s:
             run = s.get(Run, self.run_id)
             assert run is not None
-            if not run.servers or run.provenance.get("server_version") is None:
+            if run.provenance.get("server_version") is None:
                 # The server may run another sglang than the local one (external, or another interpreter).
-                prov = collect_provenance(model_path=self.spec.model, server_info=server.server_info)
+                prov = _provenance(self.spec, server.server_info)
                 prov["server_version"] = server.version
-                if self.spec.server.backend == "sim":
-                    prov["simulated"] = True
                 store.apply_provenance(run, prov)
             si = store.record_server(
                 s,
@@ -319,6 +315,13 @@ class _Executor:
                 self.overhead_total += max(time.perf_counter() - t_point - window, 0.0)
                 self.points_stored += 1
                 self._advance()
+
+
+def _provenance(spec: SweepSpec, server_info: dict[str, Any] | None = None) -> dict[str, Any]:
+    prov = collect_provenance(model_path=spec.model, server_info=server_info)
+    if spec.server.backend == "sim":
+        prov["simulated"] = True
+    return prov
 
 
 def _str_or_none(v: object) -> str | None:
