@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import http.client
 import json
 import os
 import random
@@ -198,19 +199,50 @@ def detect_sglang_version(python: str | None = None, timeout_s: float = 120.0) -
 
 
 # SGLang derives other ports from --port: gRPC at port+10000 (0.5.13 refuses to start if that exceeds 65535),
-# ZMQ at port+233.. with DP attention. The kernel's ephemeral range (often 32768-60999) overshoots, so the
-# launcher picks from a range that leaves that headroom.
-PORT_RANGE = (20000, 45000)
+# ZMQ at port+233.. with DP attention. And the port must lie below the kernel's ephemeral range (often
+# 32768-60999): a health probe sent before the server listens gets a source port from that range, and when
+# it happens to equal the destination, TCP connects the probe to itself. The probe then reads its own
+# "GET /health" back as the answer, and the server cannot bind its port while that socket lives. Two workers
+# starting servers on one host hit this (CI saw `BadStatusLine: GET /health HTTP/1.1`).
+PORT_FLOOR = 20000
+_EPHEMERAL_FILE = Path("/proc/sys/net/ipv4/ip_local_port_range")
 
 
-def free_port(host: str = "127.0.0.1", port_range: tuple[int, int] = PORT_RANGE, attempts: int = 200) -> int:
-    """A port that is free now and whose SGLang-derived ports stay valid."""
+def ephemeral_port_range(path: Path = _EPHEMERAL_FILE) -> tuple[int, int]:
+    """The kernel's range for outgoing source ports (Linux's default where it cannot be read)."""
+    try:
+        low, high = (int(v) for v in path.read_text().split())
+    except (OSError, ValueError):
+        return 32768, 60999
+    return low, high
+
+
+def server_port_range(ephemeral: tuple[int, int] | None = None) -> tuple[int, int]:
+    """[low, high) for server ports: above the well-known and registered crowd, below the ephemeral range,
+    with room for SGLang's port+10000."""
+    low, high = ephemeral or ephemeral_port_range()
+    if low - PORT_FLOOR >= 1000:  # the usual case: 20000-32767
+        return PORT_FLOOR, low
+    # A kernel whose ephemeral range starts low: take what lies above it, keeping port+10000 valid.
+    top = 65535 - 10000
+    if top - (high + 1) >= 1000:
+        return high + 1, top + 1
+    raise LaunchError(
+        f"no room for server ports outside the ephemeral range {low}-{high} "
+        "(/proc/sys/net/ipv4/ip_local_port_range); pass an explicit port"
+    )
+
+
+def free_port(host: str = "127.0.0.1", port_range: tuple[int, int] | None = None, attempts: int = 200) -> int:
+    """A port that is free now, cannot be taken by an outgoing connection, and whose SGLang-derived ports
+    stay valid."""
+    lo, hi = port_range or server_port_range()
     rng = random.Random()
     for _ in range(attempts):
-        port = rng.randrange(*port_range)
+        port = rng.randrange(lo, hi)
         if _port_is_free(port, host):
             return port
-    raise LaunchError(f"no free port in {port_range[0]}-{port_range[1]} on {host} after {attempts} tries")
+    raise LaunchError(f"no free port in {lo}-{hi - 1} on {host} after {attempts} tries")
 
 
 def _port_is_free(port: int, host: str = "127.0.0.1") -> bool:
@@ -434,7 +466,7 @@ def _wait_healthy(proc: subprocess.Popen[bytes], base_url: str, log_path: Path, 
             )
         try:
             status, _ = _http_get(f"{base_url}/health", timeout_s=max(0.5, min(remaining, 30.0)))
-        except OSError:  # not listening yet
+        except (OSError, http.client.HTTPException):  # not listening yet, or not speaking HTTP yet
             status = None
         if status == 200:
             return

@@ -26,7 +26,6 @@ import asyncio
 import itertools
 import json
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -38,6 +37,7 @@ from typing import Any
 import aiohttp
 
 from bench.client import LoadClient
+from bench.launcher import free_port
 from bench.sweep import WorkloadSpec
 from bench.workload import Prompt, build_prompts
 
@@ -153,12 +153,6 @@ def measure(reader: Reader, url: str, prompts: Sequence[Prompt], concurrency: in
     return Run(events, tokens, wall, time.process_time() - c0, _cpu_s(server_pid) - s0)
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def _wait_ready(url: str, proc: subprocess.Popen[bytes], timeout_s: float = 60.0) -> None:
     async def poll() -> None:
         deadline = time.monotonic() + timeout_s
@@ -194,7 +188,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     pin = not args.no_pin and len(os.sched_getaffinity(0)) >= 2
     cores = sorted(os.sched_getaffinity(0))
 
-    port = _free_port()
+    port = free_port()
     url = f"http://127.0.0.1:{port}"
     env = {**os.environ, "SPECBENCH_SIM_INSTANT": "1", "SPECBENCH_SIM_STARTUP_S": "0"}
     cmd = [sys.executable, "-m", "bench.sim", "--model-path", "sim-tiny", "--port", str(port), *SIM_FLAGS]

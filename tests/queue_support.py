@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -12,6 +11,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+
+from bench.launcher import free_port as launcher_free_port
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -115,9 +116,8 @@ def external_sweep(name: str, base_url: str) -> str:
 
 
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    # Not bind(0): that hands out a port from the ephemeral range, where a probe can connect to itself.
+    return launcher_free_port()
 
 
 @contextmanager

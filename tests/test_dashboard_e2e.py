@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 import re
-import socket
 import subprocess
 import sys
 import time
@@ -19,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from bench.launcher import free_port
 from db import queries as q
 from db.migrate import open_database
 from db.synthetic_history import SMALL_SHAPE, seed_history
@@ -46,12 +46,6 @@ def _require_browser() -> None:
     pytest.skip(f"no {CHROMIUM}; install Debian's chromium package")
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def _wait_healthy(port: int, proc: subprocess.Popen[bytes], timeout: float = 40.0) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -73,7 +67,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]
     eng = open_database(url)
     seed_history(eng, 40 * 20, shape=SMALL_SHAPE, end=datetime.now(UTC), seed=4)
     eng.dispose()
-    port = _free_port()
+    port = free_port()
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     cmd = [sys.executable, "-m", "runners.cli", "dashboard", "--db", url, "--port", str(port), "--headless"]
     proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

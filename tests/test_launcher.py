@@ -8,6 +8,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -18,11 +19,14 @@ from bench.launcher import (
     LaunchedServer,
     LaunchError,
     _terminate_group,
+    _wait_healthy,
     attach_external,
     detect_sglang_version,
+    ephemeral_port_range,
     fetch_server_info,
     free_port,
     launch,
+    server_port_range,
 )
 from bench.sweep import ServerConfig, ServerSpec, SimSettings
 from tests.fixtures.sim import DEFAULT_MODEL as SIM_MODEL
@@ -282,7 +286,47 @@ def test_spec_args_missing_from_the_config_are_refused(tmp_path: Path) -> None:
         launch(spec, SPEC_CONFIG, log_dir=tmp_path)
 
 
-def test_free_port_leaves_room_for_sglang_derived_ports() -> None:
-    # 0.5.13 refuses to start when --port + 10000 (its gRPC port) exceeds 65535.
+def test_free_port_leaves_room_for_sglang_derived_ports_and_avoids_the_ephemeral_range() -> None:
+    # 0.5.13 refuses to start when --port + 10000 (its gRPC port) exceeds 65535, and a port inside the
+    # ephemeral range can be taken by a health probe that TCP connects to itself.
+    low, high = ephemeral_port_range()
     for _ in range(50):
-        assert 20000 <= free_port() < 45000
+        port = free_port()
+        assert port + 10000 <= 65535
+        assert not low <= port <= high
+
+
+def test_server_ports_avoid_any_ephemeral_range(tmp_path: Path) -> None:
+    assert server_port_range((32768, 60999)) == (20000, 32768)
+    assert server_port_range((1024, 40000)) == (40001, 55536)  # ports above the range, gRPC port still valid
+    with pytest.raises(LaunchError, match="ephemeral range"):
+        server_port_range((1024, 65535))
+    proc = tmp_path / "ip_local_port_range"
+    proc.write_text("15000\t30000\n")
+    assert ephemeral_port_range(proc) == (15000, 30000)
+    assert ephemeral_port_range(tmp_path / "missing") == (32768, 60999)
+
+
+def test_a_probe_that_reads_garbage_keeps_waiting(tmp_path: Path) -> None:
+    # What a self-connected probe sees: its own request line instead of a status line. Not ready, not fatal.
+    port = free_port()
+    with socket.socket() as srv:
+        srv.bind(("127.0.0.1", port))
+        srv.listen()
+
+        def answer_garbage_then_close() -> None:
+            conn, _ = srv.accept()
+            with conn:
+                conn.recv(1024)
+                conn.sendall(b"GET /health HTTP/1.1\r\n\r\n")
+
+        t = threading.Thread(target=answer_garbage_then_close, daemon=True)
+        t.start()
+        proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+        try:
+            with pytest.raises(LaunchError, match="not healthy within"):
+                _wait_healthy(proc, f"http://127.0.0.1:{port}", tmp_path / "log", timeout_s=1.0)
+        finally:
+            proc.kill()
+            proc.wait()
+        t.join(timeout=5)

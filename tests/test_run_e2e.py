@@ -6,6 +6,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -108,10 +109,32 @@ def test_resume_skips_stored_repeats(engine: Engine, tmp_path: Path) -> None:
     assert _count(engine, Sample) == 20
 
 
-def test_deadline_leaves_a_partial_run_that_resumes_without_duplicates(
+def test_a_passed_deadline_launches_nothing_and_leaves_the_run_partial(
     engine: Engine, tmp_path: Path
 ) -> None:
-    partial = _run(TINY, engine, tmp_path, deadline=time.monotonic() + 3.0)
+    out = _run(TINY, engine, tmp_path, deadline=time.monotonic())
+    assert out.status == "partial" and "deadline" in (out.error or "")
+    assert out.launches == 0 and _count(engine, Sample) == 0
+
+
+def test_stop_mid_sweep_leaves_a_partial_run_that_resumes_without_duplicates(
+    engine: Engine, tmp_path: Path
+) -> None:
+    # Stop as soon as the first repeat is stored: the runner finishes the point in hand and ends there.
+    # Tied to the store, not to the clock, so a fast or a slow machine gives the same shape.
+    stop = threading.Event()
+
+    def stop_after_first_sample() -> None:
+        while not stop.is_set():
+            if _count(engine, Sample) >= 1:
+                stop.set()
+            time.sleep(0.005)
+
+    watcher = threading.Thread(target=stop_after_first_sample, daemon=True)
+    watcher.start()
+    partial = _run(TINY, engine, tmp_path, stop=stop)
+    stop.set()
+    watcher.join()
     assert partial.status == "partial"
     stored = _count(engine, Sample)
     assert 0 < stored < 20
@@ -120,6 +143,10 @@ def test_deadline_leaves_a_partial_run_that_resumes_without_duplicates(
     assert _count(engine, Sample) == 20
     with session_scope(engine) as s:
         assert s.get(Run, partial.run_id).status == "done"  # type: ignore[union-attr]
+        # one sample per (point, repeat): the resumed run measured only what was missing
+        keys = [(smp.point_id, smp.repeat) for smp in s.scalars(select(Sample))]
+        assert len(keys) == len(set(keys)) == 20
+    assert _count(engine, Point) == 10
 
 
 def test_mode_mismatch_is_never_reported_as_requested_mode(engine: Engine, tmp_path: Path) -> None:
