@@ -45,7 +45,8 @@ else:
     st.session_state["sw_topk"] = topks[0] if topks else None
 state.publish(PARAMS)
 
-m = st.columns(5)
+# Versions such as 0.5.13.post1 are the widest value here; equal columns cut them off.
+m = st.columns([1.6, 1.1, 0.8, 0.9, 1.1])
 m[0].metric("SGLang", f"{info['sglang_version'] or '?'}")
 m[1].metric("GPU", short_gpu(info["gpu_name"], info["gpu_count"]))
 m[2].metric("Status", info["status"])
@@ -77,6 +78,11 @@ if grid.empty:
     st.info("This run has no ok points for this selection.")
     st.stop()
 spec = grid[grid["spec_mode"] != "baseline"]
+not_ok = points[points["status"] != "ok"]["status"].value_counts()
+if len(not_ok):
+    # A missing cell is a point that did not measure cleanly, not a hole in the sweep: say which.
+    kinds = ", ".join(f"{n} {status}" for status, n in not_ok.items())
+    st.caption(f"Charts show ok points only. Left out: {kinds} (all points are listed at the bottom).")
 
 st.markdown("##### Output throughput (tok/s)")
 st.altair_chart(charts.heatmap(spec, "output_throughput", "tok/s", width=330), width="content")
