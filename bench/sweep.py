@@ -390,13 +390,33 @@ def load_sweep(path: str | Path) -> SweepSpec:
     return parse_sweep(p.read_text(), str(p))
 
 
+# pydantic names the branch of a union in an error's location. `workload` is one mapping or a list of
+# them; a user who wrote one mapping wants to hear what is wrong with it, not that it is not a list.
+_UNION_BRANCHES = {"WorkloadSpec": "one workload", "list[WorkloadSpec]": "a list of workloads"}
+_WRONG_SHAPE = {"list_type", "model_type", "dict_type", "model_attributes_type"}
+
+
 def _format_validation(e: ValidationError) -> list[str]:
     out: list[str] = []
+    union_shape_only: dict[str, int] = {}  # union location -> how many branch errors were about shape alone
+    union_seen: dict[str, int] = {}
     for err in e.errors():
-        loc = ".".join(str(x) for x in err["loc"])
+        parts = [str(x) for x in err["loc"]]
+        branch = next((i for i, part in enumerate(parts) if part in _UNION_BRANCHES), None)
+        if branch is not None:
+            where = ".".join(parts[:branch])
+            union_seen[where] = union_seen.get(where, 0) + 1
+            if err["type"] in _WRONG_SHAPE and len(parts) == branch + 1:
+                union_shape_only[where] = union_shape_only.get(where, 0) + 1
+                continue
+            del parts[branch]
+        loc = ".".join(parts)
         msg = err["msg"].removeprefix("Value error, ")
         if not loc:  # the cross-field check joins its problems with "; "
             out.extend(msg.split("\n"))
         else:
             out.append(f"{loc}: {msg}")
+    for where, n in union_shape_only.items():
+        if n == union_seen[where]:  # neither branch fits at all
+            out.append(f"{where}: must be {' or '.join(_UNION_BRANCHES.values())} (mappings)")
     return out

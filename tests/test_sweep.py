@@ -112,6 +112,21 @@ def test_unknown_keys_and_yaml_errors() -> None:
         load_sweep("/nonexistent/sweep.yaml")
 
 
+def test_a_bad_workload_is_explained_for_the_shape_that_was_written() -> None:
+    # `workload` is one mapping or a list of them; a mapping's error must not read "should be a valid list".
+    one = BASE.replace("{input_len: 32, output_len: 16}", "{input_len: 0, output_len: 16}")
+    with pytest.raises(SweepError) as e:
+        parse_sweep(one)
+    assert e.value.problems == ["workload.input_len: Input should be greater than or equal to 1"]
+    many = BASE.replace("{input_len: 32, output_len: 16}", "[{input_len: 8}, {output_len: 0}]")
+    with pytest.raises(SweepError) as e:
+        parse_sweep(many)
+    assert e.value.problems == ["workload.1.output_len: Input should be greater than or equal to 1"]
+    with pytest.raises(SweepError) as e:
+        parse_sweep(BASE.replace("{input_len: 32, output_len: 16}", "5"))
+    assert e.value.problems == ["workload: must be one workload or a list of workloads (mappings)"]
+
+
 def test_env_values_become_strings() -> None:
     spec = parse_sweep(
         BASE.replace(
