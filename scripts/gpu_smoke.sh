@@ -16,7 +16,7 @@
 # provenance), h200.db (a consistent SQLite backup; .xz when over 15 MiB), logs-phaseN.tar.xz (server and
 # runner logs), summary-phaseN.txt (runs, server starts, points as CSV), specbench_synth.json.
 #
-# ---- Budget (device seconds; README = shared/gpu/README.md's timings on this toy model, ~ = estimate) ----
+# ---- Budget (device seconds; README = the device recipe's timings on this toy model, ~ = estimate) ----
 # Session: 1800 s. Machine start + tree transfer ~90, call 1 <= 600, gap <= 30 (machine still warm), call 2 <= 600,
 # idle until given back 30  =>  ~1350 s. The ~450 s left allow ONE optional call 3 (`gpu_smoke.sh 2` again) on
 # the same warm machine, never a fresh machine (90 s start + ~250 s cold server start).
@@ -134,7 +134,7 @@ print(" ".join(f"{s}={n}" for s, n in rows if s not in ("ok", "unstable")) if ro
     fi
   else
     echo "FAIL .whl/ has no bundle: SKIP_EXTRA=\"typing-extensions markupsafe python-dateutil six\" \\"
-    echo "       bash /work/shared/gpu/build_bundle.sh sqlalchemy==2.1.9 alembic==1.20.1 croniter==7.0.0"
+    echo "       bash scripts/device/build_bundle.sh sqlalchemy==2.1.9 alembic==1.20.1 croniter==7.0.0"
     ok=0
   fi
   git check-ignore -q .whl/ || echo "note .whl/ is not git-ignored: it would travel twice"
