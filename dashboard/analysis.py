@@ -182,8 +182,11 @@ def compare_runs(
         return table
     table["_v"] = table["verdict"].map({v: i for i, v in enumerate(VERDICT_ORDER)})
     table["_m"] = table["spec_mode"].map({"baseline": 0, "v1": 1, "v2": 2})
-    table = table.sort_values(["_v", "model", "workload", "_m", "steps", "batch_size"], na_position="first")
-    return table.drop(columns=["_v", "_m"]).reset_index(drop=True)
+    # Runs of different grids share few points: the one-sided rows go last, so they do not bury the pairs.
+    table["_p"] = table["point_baseline"].isna() | table["point_candidate"].isna()
+    order = ["_v", "_p", "model", "workload", "_m", "steps", "batch_size"]
+    table = table.sort_values(order, na_position="first")
+    return table.drop(columns=["_v", "_m", "_p"]).reset_index(drop=True)
 
 
 def _keyed(points: pd.DataFrame, keys: list[str]) -> pd.DataFrame:

@@ -137,6 +137,16 @@ def test_unmatched_points_are_listed() -> None:
     assert (t.loc[t["note"].str.startswith("only"), "verdict"] == "insufficient data").all()
 
 
+def test_pairs_with_too_few_repeats_come_before_one_sided_rows() -> None:
+    # In config order the one-sided rows (steps 1 only in A, steps 3 bs16 only in B) would come first.
+    a = _points(1, {("v2", 1, 4): 900.0, ("v2", 3, 64): 3000.0, ("v2", 4, 4): 1200.0})
+    b = _points(9, {("v2", 3, 16): 1000.0, ("v2", 3, 64): 3000.0, ("v2", 4, 4): 1200.0})
+    t = compare_runs(a, _samples(a, n=2), b, _samples(b, n=2))  # 2 repeats: every row is insufficient data
+    assert set(t["verdict"]) == {"insufficient data"}
+    one_sided = t["note"].str.startswith("only in the").tolist()
+    assert one_sided == [False, False, True, True]
+
+
 def _tables(md: str) -> list[tuple[list[str], list[list[str]]]]:
     """Every table markdown-it renders: (header cells, body rows)."""
     tokens = MarkdownIt("commonmark").enable("table").parse(md)
