@@ -81,6 +81,12 @@ RUN_METADATA: tuple[str, ...] = (
 )
 
 
+_SPECIAL = {"point_id": Point.id, "server_instance": ServerInstance.id}
+_EXPORT_SELECT = tuple(
+    _SPECIAL[c].label(c) if c in _SPECIAL else getattr(Point, c).label(c) for c in EXPORT_COLUMNS
+)
+
+
 class ExportError(LookupError):
     pass
 
@@ -107,20 +113,17 @@ def collect(session: Session, run_ids: list[int] | None = None, *, all_status: b
     missing = sorted(set(run_ids) - {r.id for r in runs})
     if missing:
         raise ExportError(f"no run with id {', '.join(map(str, missing))}")
+    # Plain columns, not ORM objects: an export of many runs reaches 100k points, and building an identity-mapped
+    # Point (63 columns) per row took ~80 us against ~5 us for a row tuple.
     q = (
-        select(Point, ServerInstance.id)
+        select(*_EXPORT_SELECT)
         .outerjoin(ServerInstance, ServerInstance.id == Point.server_instance_id)
         .where(Point.run_id.in_(run_ids))
         .order_by(Point.run_id, Point.id)
     )
     if not all_status:
         q = q.where(Point.status == "ok")
-    rows = []
-    for point, si_id in session.execute(q):
-        row = {c: getattr(point, c, None) for c in EXPORT_COLUMNS}
-        row["point_id"] = point.id
-        row["server_instance"] = si_id
-        rows.append(row)
+    rows = [dict(zip(EXPORT_COLUMNS, values, strict=True)) for values in session.connection().execute(q)]
     run_meta = [{k: _plain(getattr(r, k)) for k in RUN_METADATA} for r in runs]
     return Export(runs=run_meta, rows=rows, all_status=all_status)
 
@@ -134,10 +137,9 @@ def to_csv(export: Export) -> str:
     buf.write(
         f"# points: {'all statuses' if export.all_status else 'status ok only (--all-status for all)'}\n"
     )
-    writer = csv.DictWriter(buf, fieldnames=list(EXPORT_COLUMNS), lineterminator="\n")
-    writer.writeheader()
-    for row in export.rows:
-        writer.writerow({k: _csv_value(v) for k, v in row.items()})
+    writer = csv.writer(buf, lineterminator="\n")
+    writer.writerow(EXPORT_COLUMNS)
+    writer.writerows([_csv_value(row.get(k)) for k in EXPORT_COLUMNS] for row in export.rows)
     return buf.getvalue()
 
 

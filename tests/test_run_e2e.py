@@ -275,6 +275,18 @@ def test_csv_export_round_trips(engine: Engine, tmp_path: Path) -> None:
     ):
         assert col in rows[0]
     assert {r["status"] for r in rows} == {"ok"}
+    # Every cell is the stored value of the point it names (floats at 6 significant digits).
+    with session_scope(engine) as s:
+        for r in rows:
+            point = s.get(Point, int(r["point_id"]))
+            assert point is not None and point.status == "ok"
+            assert int(r["server_instance"]) == point.server_instance_id
+            assert int(r["batch_size"]) == point.batch_size
+            for col in ("spec_mode", "steps"):  # NULL (a baseline point) is an empty cell
+                stored = getattr(point, col)
+                assert r[col] == ("" if stored is None else str(stored))
+            assert float(r["output_throughput"]) == pytest.approx(point.output_throughput, rel=1e-5)
+            assert float(r["ttft_p50_ms"]) == pytest.approx(point.ttft_p50_ms, rel=1e-5)
 
 
 def _identity(engine: Engine) -> list[tuple[Any, ...]]:
