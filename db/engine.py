@@ -44,7 +44,8 @@ def make_engine(url: str | None = None, **kwargs: Any) -> Engine:
     if parsed.get_backend_name() == "sqlite":
         if parsed.database and parsed.database != ":memory:":
             os.makedirs(os.path.dirname(os.path.abspath(parsed.database)), exist_ok=True)
-        # Autocommit at the driver level: SQLAlchemy issues BEGIN itself, so BEGIN IMMEDIATE can be used to claim.
+        # pysqlite opens a transaction lazily, before the first INSERT/UPDATE/DELETE only, so a claim can take
+        # the write lock up front with its own BEGIN IMMEDIATE (runners/queue.py) before it reads.
         engine = create_engine(resolved, connect_args={"timeout": 30}, **kwargs)
         event.listen(engine, "connect", _sqlite_pragmas)
         return engine
