@@ -12,7 +12,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from bench.launcher import free_port as launcher_free_port
+from bench.launcher import free_port
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -113,11 +113,6 @@ def external_sweep(name: str, base_url: str) -> str:
         "repeats: 1\n"
         "warmup: {waves: 1}\n"
     )
-
-
-def free_port() -> int:
-    # Not bind(0): that hands out a port from the ephemeral range, where a probe can connect to itself.
-    return launcher_free_port()
 
 
 @contextmanager

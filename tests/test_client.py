@@ -12,11 +12,12 @@ import numpy as np
 import pytest
 
 from bench.client import FlushError, LoadClient, ServerUnavailableError, _read_stream
+from bench.launcher import free_port
 from bench.metrics import compute_metrics
 from bench.results import RequestRecord
 from bench.sweep import WorkloadSpec
 from bench.workload import Prompt, build_prompts
-from tests.fixtures.sim import SimFactory, SimHandle, free_port, request
+from tests.fixtures.sim import SimFactory, SimHandle, request
 
 T = TypeVar("T")
 MTP = ("--attention-backend", "flashmla", "--speculative-algorithm", "NEXTN", "--speculative-eagle-topk", "1")

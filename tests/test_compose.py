@@ -21,10 +21,11 @@ import pytest
 import yaml
 from sqlalchemy import select, update
 
+from bench.launcher import free_port
 from db.migrate import open_database
 from db.models import Job, Schedule
 from runners import queue, schedules
-from tests.queue_support import REPO, cli_env, free_port, sim_sweep
+from tests.queue_support import REPO, cli_env, sim_sweep
 
 COMPOSE = REPO / "docker-compose.yml"
 DOCKERFILE = REPO / "Dockerfile"
