@@ -398,17 +398,17 @@ _WRONG_SHAPE = {"list_type", "model_type", "dict_type", "model_attributes_type"}
 
 def _format_validation(e: ValidationError) -> list[str]:
     out: list[str] = []
-    union_shape_only: dict[str, int] = {}  # union location -> how many branch errors were about shape alone
-    union_seen: dict[str, int] = {}
+    wrong_shape: set[str] = set()  # unions where a branch did not fit the shape at all
+    explained: set[str] = set()  # unions where a branch fit and said what is wrong inside it
     for err in e.errors():
         parts = [str(x) for x in err["loc"]]
         branch = next((i for i, part in enumerate(parts) if part in _UNION_BRANCHES), None)
         if branch is not None:
             where = ".".join(parts[:branch])
-            union_seen[where] = union_seen.get(where, 0) + 1
             if err["type"] in _WRONG_SHAPE and len(parts) == branch + 1:
-                union_shape_only[where] = union_shape_only.get(where, 0) + 1
+                wrong_shape.add(where)
                 continue
+            explained.add(where)
             del parts[branch]
         loc = ".".join(parts)
         msg = err["msg"].removeprefix("Value error, ")
@@ -416,7 +416,6 @@ def _format_validation(e: ValidationError) -> list[str]:
             out.extend(msg.split("\n"))
         else:
             out.append(f"{loc}: {msg}")
-    for where, n in union_shape_only.items():
-        if n == union_seen[where]:  # neither branch fits at all
-            out.append(f"{where}: must be {' or '.join(_UNION_BRANCHES.values())} (mappings)")
+    for where in sorted(wrong_shape - explained):  # neither branch fits at all
+        out.append(f"{where}: must be {' or '.join(_UNION_BRANCHES.values())} (mappings)")
     return out

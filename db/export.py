@@ -139,7 +139,7 @@ def to_csv(export: Export) -> str:
     )
     writer = csv.writer(buf, lineterminator="\n")
     writer.writerow(EXPORT_COLUMNS)
-    writer.writerows([_csv_value(row.get(k)) for k in EXPORT_COLUMNS] for row in export.rows)
+    writer.writerows([_csv_value(row[k]) for k in EXPORT_COLUMNS] for row in export.rows)
     return buf.getvalue()
 
 

@@ -78,7 +78,8 @@ if grid.empty:
     st.info("This run has no ok points for this selection.")
     st.stop()
 spec = grid[grid["spec_mode"] != "baseline"]
-not_ok = points[points["status"] != "ok"]["status"].value_counts()
+# Counted in the selection the charts show, not the whole run.
+not_ok = sel[sel["status"] != "ok"]["status"].value_counts()
 if len(not_ok):
     # A missing cell is a point that did not measure cleanly, not a hole in the sweep: say which.
     kinds = ", ".join(f"{n} {status}" for status, n in not_ok.items())
