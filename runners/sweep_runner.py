@@ -281,7 +281,6 @@ class _Executor:
     async def _measure_group(
         self, todo: list[PointPlan], server: LaunchedServer, si_id: int, label: str
     ) -> None:
-        mismatch = "; ".join(server.mismatches) if server.mismatches else None
         async with LoadClient(server.base_url) as client:
             for plan in todo:
                 self._check_stop()
@@ -299,12 +298,10 @@ class _Executor:
                     request_timeout_s=self.spec.request_timeout_s,
                     expect_spec=not plan.server.is_baseline,
                     temperature=plan.workload.temperature,
+                    launch_mismatches=server.mismatches,
                 ):
                     if sample.metrics is not None:
                         window += sample.metrics.duration_s
-                    if mismatch and sample.status != "failed":
-                        sample.status = "mode_mismatch"
-                        sample.reason = f"server ran something else: {mismatch}"
                     with session_scope(self.engine) as s:
                         run = s.get(Run, self.run_id)
                         assert run is not None
