@@ -80,7 +80,7 @@ def execute_sweep(
 ) -> RunOutcome:
     console = console or Console(stderr=True)
     groups = expand(spec)
-    provenance = _provenance(spec)
+    provenance = _provenance(spec, gpus=gpus)
     with session_scope(engine) as s:
         if resume_run_id is not None:
             run = s.get(Run, resume_run_id)
@@ -257,7 +257,7 @@ class _Executor:
             assert run is not None
             if run.provenance.get("server_version") is None:
                 # The server may run another sglang than the local one (external, or another interpreter).
-                prov = _provenance(self.spec, server.server_info)
+                prov = _provenance(self.spec, server.server_info, self.gpus)
                 prov["server_version"] = server.version
                 store.apply_provenance(run, prov)
             si = store.record_server(
@@ -314,8 +314,10 @@ class _Executor:
                 self._advance()
 
 
-def _provenance(spec: SweepSpec, server_info: dict[str, Any] | None = None) -> dict[str, Any]:
-    prov = collect_provenance(model_path=spec.model, server_info=server_info)
+def _provenance(
+    spec: SweepSpec, server_info: dict[str, Any] | None = None, gpus: list[int] | None = None
+) -> dict[str, Any]:
+    prov = collect_provenance(model_path=spec.model, server_info=server_info, gpus=gpus)
     if spec.server.backend == "sim":
         prov["simulated"] = True
     return prov
