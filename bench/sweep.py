@@ -316,6 +316,25 @@ class PointPlan:
         """Identity of the point inside a run; with the repeat index it makes writes idempotent."""
         return f"{self.server.key()}/bs{self.batch_size}/{self.workload.key()}/n{self.num_prompts}"
 
+    def series(self, gpu_name: str, gpu_count: int) -> dict[str, Any]:
+        """The series identity of this point on these GPUs: the fields of its fingerprint and its columns."""
+        cfg = self.server
+        return {
+            "model": cfg.model,
+            "draft_model": cfg.draft_model,
+            "attention_backend": cfg.attention_backend,
+            "tp": cfg.tp,
+            "algorithm": cfg.algorithm,
+            "steps": cfg.steps,
+            "topk": cfg.topk,
+            "draft_tokens": cfg.draft_tokens,
+            "spec_mode": cfg.spec_mode,
+            "batch_size": self.batch_size,
+            "workload_key": self.workload.key(),
+            "gpu_name": gpu_name,
+            "gpu_count": gpu_count,
+        }
+
 
 @dataclass(frozen=True)
 class ServerGroup:
