@@ -26,8 +26,9 @@ from pydantic import (
 
 from bench.server_env import ServerEnvError, as_env_value, check_sweep_env
 from bench.sglang_flags import check_passthrough_flag
+from bench.sim.versions import DEFAULT_VERSION, EMULATED_VERSIONS
+from bench.spec_modes import SpecMode
 
-SpecMode = Literal["v1", "v2"]
 Backend = Literal["sglang", "sim", "external"]
 Algorithm = Literal["EAGLE", "NEXTN", "EAGLE3", "STANDALONE"]
 
@@ -53,7 +54,7 @@ class _Strict(BaseModel):
 class SimSettings(_Strict):
     """Knobs of the stand-in server (`backend: sim`); the launcher passes them as SPECBENCH_SIM_* variables."""
 
-    version: str = "0.5.13.post1"
+    version: str = DEFAULT_VERSION
     acceptance_rate: float = Field(0.7, ge=0.0, le=1.0)
     seed: int = 0
     time_scale: float = Field(1.0, gt=0.0)
@@ -64,9 +65,8 @@ class SimSettings(_Strict):
     @field_validator("version")
     @classmethod
     def _known_version(cls, v: str) -> str:
-        known = {"0.5.12", "0.5.13", "0.5.13.post1", "0.5.14", "0.5.15", "0.5.23"}
-        if v not in known:
-            raise ValueError(f"sim version {v!r} is not emulated; choose one of {sorted(known)}")
+        if v not in EMULATED_VERSIONS:
+            raise ValueError(f"sim version {v!r} is not emulated; choose one of {list(EMULATED_VERSIONS)}")
         return v
 
     @field_validator("fault")

@@ -59,7 +59,7 @@ def bench_pages(url: str) -> dict[str, float]:
     import streamlit as st
     from streamlit.testing.v1 import AppTest
 
-    os.environ["SPECBENCH_DB_URL"] = url
+    os.environ["DATABASE_URL"] = url
     out = {}
     for page in PAGES:
         st.cache_data.clear()  # cold: every query and scan runs

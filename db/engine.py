@@ -12,11 +12,12 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.orm import Session, sessionmaker
 
 DEFAULT_URL = "sqlite:///specbench.db"
+URL_ENV = "DATABASE_URL"  # the one setting that names the database, for every command and the dashboard
 
 
 def resolve_url(url: str | None = None) -> str:
     """The URL to use, with `postgresql://` mapped to the psycopg 3 driver we ship."""
-    raw = url or os.environ.get("DATABASE_URL") or DEFAULT_URL
+    raw = url or os.environ.get(URL_ENV) or DEFAULT_URL
     parsed = make_url(raw)
     if parsed.drivername in ("postgresql", "postgres"):
         parsed = parsed.set(drivername="postgresql+psycopg")
