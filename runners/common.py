@@ -6,6 +6,7 @@ from typing import Annotated, NoReturn
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from sqlalchemy import Engine
 
 from db.engine import DEFAULT_URL, redact, resolve_url
@@ -34,5 +35,6 @@ def open_db(url: str | None) -> Engine:
 
 
 def fail(message: str, code: int = 2) -> NoReturn:
-    err_console.print(f"[bold red]error:[/] {message}")
+    # The message quotes user input (sweep values, URLs): printed as text, never as rich markup.
+    err_console.print(f"[bold red]error:[/] {escape(message)}")
     raise typer.Exit(code)

@@ -9,7 +9,7 @@ from typing import Annotated, Any, Literal
 import typer
 from rich.table import Table
 
-from bench.sweep import SweepError
+from bench.sweep import SweepError, read_sweep_text
 from runners import schedules
 from runners.common import DbOption, console, fail, open_db
 from runners.gpus import parse_requires
@@ -47,7 +47,7 @@ def add(
         sid = schedules.add_schedule(
             engine,
             expr,
-            sweep.read_text(),
+            read_sweep_text(sweep),
             sweep_path=str(sweep),
             label=label,
             requires=need,

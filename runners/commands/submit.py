@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from bench.sweep import SweepError
+from bench.sweep import SweepError, read_sweep_text
 from runners import queue
 from runners.common import DbOption, console, fail, open_db
 from runners.gpus import parse_requires
@@ -44,7 +44,7 @@ def submit(
     try:
         job_id = queue.submit(
             engine,
-            sweep.read_text(),
+            read_sweep_text(sweep),
             source=str(sweep),
             label=label,
             requires=need,
