@@ -153,3 +153,26 @@ def test_load_trace_reads_gzip_and_rejects_garbage(tmp_path: Path) -> None:
     (tmp_path / "nolist.json").write_text('{"a": 1}')
     with pytest.raises(TraceError, match="traceEvents"):
         load_trace(tmp_path / "nolist.json")
+
+
+def test_cli_summarize_json_and_table(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from runners.cli import app
+
+    p = tmp_path / "t.trace.json.gz"
+    p.write_bytes(gzip.compress(json.dumps(hand_trace()).encode()))
+    r = CliRunner().invoke(app, ["profile", "summarize", str(p), "--format", "json"])
+    assert r.exit_code == 0, r.output
+    s = json.loads(r.output)
+    assert {"cycles", "cycle_ms", "gpu_busy_fraction", "gpu_idle_ms_per_cycle", "phases"} <= s.keys()
+    assert s["gpu_idle_ms_per_cycle"]["median"] == pytest.approx(1.425)
+    r = CliRunner().invoke(
+        app,
+        ["profile", "summarize", str(p), "--tpot-ms", "1", "--accept-length", "2.5"],
+        env={"COLUMNS": "200"},
+    )
+    assert r.exit_code == 0 and "x1.40" in r.output and "warning" in r.output
+    (tmp_path / "bad.json").write_text("[]]")
+    r = CliRunner().invoke(app, ["profile", "summarize", str(tmp_path / "bad.json")])
+    assert r.exit_code == 2 and "not a" in r.output
