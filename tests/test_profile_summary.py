@@ -176,3 +176,33 @@ def test_cli_summarize_json_and_table(tmp_path: Path) -> None:
     (tmp_path / "bad.json").write_text("[]]")
     r = CliRunner().invoke(app, ["profile", "summarize", str(tmp_path / "bad.json")])
     assert r.exit_code == 2 and "not a" in r.output
+
+
+def test_kernels_in_the_timeline_carry_their_phase() -> None:
+    rows = spans_for_cycles(hand_trace(), first=0, count=1)
+    kernels = [(r["start_ms"], r["phase"]) for r in rows if r["kind"] == "kernel"]
+    # 0-600 and 650-1000 under the verify, 1100-1500 under the extend, the rest draft
+    assert kernels == [
+        (0.0, "target_verify"),
+        (0.65, "target_verify"),
+        (1.1, "draft_extend"),
+        (2.0, "draft"),
+        (2.7, "draft"),
+    ]
+
+
+def test_overlap_figures_and_verdict() -> None:
+    from bench.profile.overlap import overlap_figures, verdict
+
+    v1 = summarize(hand_trace())  # idle 1.425, cycle 3.5
+    t = hand_trace()
+    t["traceEvents"].append(_kernel(1500, 2000))  # fills cycle 0's largest gap: idle 0.75 -> 0.25
+    v2 = summarize(t)
+    f = overlap_figures(v1, v2)
+    assert f["gpu_idle_ms_v2"] == pytest.approx((0.25 + 2.1) / 2)
+    assert f["cpu_hidden_ms"] == pytest.approx(0.25)
+    assert verdict(v1, v2) == (
+        "v2 hides 0.25 ms of CPU per cycle; GPU idle per cycle 1.43 → 1.18 ms; cycle 3.50 → 3.50 ms (+0.0%)"
+    )
+    assert verdict(v2, v1).startswith("v2 hides no CPU work (GPU idle per cycle 0.25 ms longer")
+    assert "cannot tell" in verdict({"gpu_idle_ms_per_cycle": None}, v2)

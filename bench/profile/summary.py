@@ -245,24 +245,31 @@ def spans_for_cycles(trace: dict[str, Any], first: int = 0, count: int = 3) -> l
     hi = (shown[-1].start_ms + shown[-1].wall_ms) * 1000.0
     rows: list[dict[str, Any]] = []
 
-    def add(row: str, kind: str, name: str, a: float, b: float) -> None:
+    def add(row: str, kind: str, name: str, phase: str, a: float, b: float) -> None:
         if b > lo and a < hi:
             rows.append(
                 {
                     "row": row,
                     "kind": kind,
                     "name": name,
+                    "phase": phase,
                     "start_ms": (max(a, lo) - lo) / 1000.0,
                     "end_ms": (min(b, hi) - lo) / 1000.0,
                 }
             )
 
+    def phase_of(s: Step) -> str:
+        return PHASE_OF_MODE.get(s.mode, s.mode.lower())
+
     for s in ev.gpu_steps:
-        add("GPU steps", "phase", PHASE_OF_MODE.get(s.mode, s.mode.lower()), s.start, s.end)
+        add("GPU steps", "phase", f"step[{s.mode} bs={s.batch_size}]", phase_of(s), s.start, s.end)
     for s in ev.cpu_steps:
-        add("CPU steps", "phase", PHASE_OF_MODE.get(s.mode, s.mode.lower()), s.start, s.end)
+        add("CPU steps", "phase", f"step[{s.mode} bs={s.batch_size}]", phase_of(s), s.start, s.end)
+    steps = ev.gpu_steps or ev.cpu_steps
     for k in ev.kernels:
-        add("GPU kernels", "kernel", k.name, k.start, k.end)
+        # A kernel under no step annotation belongs to the (unannotated) draft.
+        under = next((s for s in steps if s.start <= k.start < s.end), None)
+        add("GPU kernels", "kernel", k.name, phase_of(under) if under else "draft", k.start, k.end)
     return rows
 
 
