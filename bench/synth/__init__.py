@@ -18,6 +18,7 @@ from bench.synth.build import (
     read_manifest,
     read_perm,
 )
+from bench.synth.presets import PRESETS, approx_params, build_preset, preset_config
 from bench.synth.layout import (
     MODES,
     Mode,
@@ -29,6 +30,10 @@ from bench.synth.layout import (
 )
 
 __all__ = [
+    "PRESETS",
+    "approx_params",
+    "build_preset",
+    "preset_config",
     "MANIFEST_FILE",
     "MODES",
     "OWNED_FILES",
