@@ -18,7 +18,6 @@ from bench.synth.build import (
     read_manifest,
     read_perm,
 )
-from bench.synth.presets import PRESETS, approx_params, build_preset, preset_config
 from bench.synth.layout import (
     MODES,
     Mode,
@@ -28,28 +27,29 @@ from bench.synth.layout import (
     hf_config,
     tensor_layout,
 )
+from bench.synth.presets import PRESETS, approx_params, build_preset, preset_config
 
 __all__ = [
-    "PRESETS",
-    "approx_params",
-    "build_preset",
-    "preset_config",
     "MANIFEST_FILE",
     "MODES",
     "OWNED_FILES",
     "PERM_FILE",
+    "PRESETS",
     "WEIGHTS_FILE",
     "Mode",
     "OutputDirError",
     "SynthConfigError",
     "SynthSizes",
     "TensorSpec",
+    "approx_params",
     "build_checkpoint",
+    "build_preset",
     "check_output_dir",
     "expected_continuation",
     "hf_config",
     "make_perm",
     "make_tensors",
+    "preset_config",
     "read_manifest",
     "read_perm",
     "tensor_layout",
