@@ -6,12 +6,14 @@ from __future__ import annotations
 import hashlib
 import statistics
 from collections import defaultdict
+from datetime import UTC, datetime
 from typing import Any
 
 from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
+from bench.measure import Window
 from bench.results import STATUS_SEVERITY, SampleResult
 from bench.stats.intervals import median_ci
 from bench.sweep import PointPlan, ServerConfig, SweepSpec
@@ -157,7 +159,8 @@ def get_or_create_point(session: Session, run: Run, plan: PointPlan, server_inst
         run_id=run.id,
         server_instance_id=server_instance_id,
         point_key=plan.key(),
-        fingerprint=point_fingerprint(**series),
+        fingerprint=point_fingerprint(**series, accept_length=cfg.accept_length),
+        accept_length_pinned=cfg.accept_length,
         status="failed",
         reason="no repeat stored yet",
         dataset=w.dataset,
@@ -174,7 +177,13 @@ def get_or_create_point(session: Session, run: Run, plan: PointPlan, server_inst
 
 
 def store_sample(
-    session: Session, point: Point, result: SampleResult, *, spec_mode_resolved: str | None
+    session: Session,
+    point: Point,
+    result: SampleResult,
+    *,
+    spec_mode_resolved: str | None,
+    window: Window | None = None,
+    order_index: int | None = None,
 ) -> bool:
     """Insert one repeat with its requests; False if that repeat was already stored (a resumed job)."""
     exists = session.scalars(
@@ -188,7 +197,12 @@ def store_sample(
         status=result.status,
         reason=result.reason,
         overhead_s=result.overhead_s,
+        order_index=order_index,
     )
+    if window is not None:
+        sample.telemetry = window.telemetry
+        if window.started_at is not None:
+            sample.window_started_at = datetime.fromtimestamp(window.started_at, tz=UTC)
     if result.metrics is not None:
         for name, value in result.metrics.to_dict().items():
             if name in METRIC_FIELDS:

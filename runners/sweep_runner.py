@@ -28,14 +28,16 @@ from sqlalchemy import Engine
 
 from bench.client import LoadClient
 from bench.launcher import LaunchedServer, LaunchError, launch
-from bench.measure import measure_point
+from bench.measure import measure_windows
+from bench.pairing import Pair
 from bench.provenance import collect_provenance
 from bench.sweep import PointPlan, ServerConfig, ServerGroup, SweepSpec, expand
+from bench.telemetry import TelemetrySource
 from bench.workload import build_prompts
 from db.engine import session_scope
 from db.models import Run, ServerInstance
 from db.types import utcnow
-from runners import store
+from runners import pair_runner, run_checks, store
 
 
 @dataclass
@@ -47,6 +49,7 @@ class RunOutcome:
     launches: int = 0
     error: str | None = None
     overhead_s_per_point: float | None = None
+    drift: dict[str, Any] | None = None
 
 
 def launch_batches(groups: list[ServerGroup], max_parallel: int) -> list[list[ServerGroup]]:
@@ -119,8 +122,13 @@ def execute_sweep(
         with progress:
             task = progress.add_task("starting", total=total_points)
             executor.progress, executor.task = progress, task
-            for batch in launch_batches(groups, spec.server.max_parallel_starts):
-                executor.run_batch(batch)
+            for step in pair_runner.schedule(groups, spec):
+                if isinstance(step, Pair):
+                    pair_runner.run_pair(executor, step)
+                else:
+                    executor.run_batch(step)
+            if spec.measure.drift_check:
+                run_checks.drift_check(executor)
     except _Stopped as e:
         status, error = "partial", str(e)
     except KeyboardInterrupt:
@@ -134,6 +142,7 @@ def execute_sweep(
             assert run is not None
             run.overhead_s = executor.overhead_total
             store.finish_run(s, run, status, error)
+        run_checks.flag_throttled(engine, run_id, spec.measure.throttle_fraction)
     stored = executor.points_stored
     return RunOutcome(
         run_id=run_id,
@@ -145,6 +154,7 @@ def execute_sweep(
         overhead_s_per_point=(executor.overhead_total / executor.points_measured)
         if executor.points_measured
         else None,
+        drift=executor.drift,
     )
 
 
@@ -168,6 +178,12 @@ class _Executor:
         self.points_stored = 0
         self.points_measured = 0
         self.overhead_total = 0.0
+        # Measurement order across the run (stored per repeat); continues after a resume.
+        self.order_index = sum(len(v) for v in done.values())
+        # The first point measured in this invocation: re-measured at the end (drift check).
+        self.reference: PointPlan | None = None
+        self.drift: dict[str, Any] | None = None
+        self.telemetry = TelemetrySource(gpus, enabled=spec.server.backend != "external")
 
     def _check_stop(self) -> None:
         if self.stop is not None and self.stop.is_set():
@@ -281,40 +297,72 @@ class _Executor:
     async def _measure_group(
         self, todo: list[PointPlan], server: LaunchedServer, si_id: int, label: str
     ) -> None:
-        mismatch = "; ".join(server.mismatches) if server.mismatches else None
         async with LoadClient(server.base_url) as client:
             for plan in todo:
                 self._check_stop()
                 if self.progress is not None:
                     self.progress.update(self.task, description=f"{label} bs={plan.batch_size}")
-                prompts = build_prompts(plan.workload, plan.num_prompts)
-                t_point = time.perf_counter()
-                window = 0.0
-                async for sample in measure_point(
-                    client,
-                    prompts=prompts,
-                    batch_size=plan.batch_size,
-                    repeats=self._pending(plan),
-                    warmup_waves=self.spec.warmup.waves,
-                    request_timeout_s=self.spec.request_timeout_s,
-                    expect_spec=not plan.server.is_baseline,
-                    temperature=plan.workload.temperature,
-                ):
-                    if sample.metrics is not None:
-                        window += sample.metrics.duration_s
-                    if mismatch and sample.status != "failed":
-                        sample.status = "mode_mismatch"
-                        sample.reason = f"server ran something else: {mismatch}"
-                    with session_scope(self.engine) as s:
-                        run = s.get(Run, self.run_id)
-                        assert run is not None
-                        point = store.get_or_create_point(s, run, plan, si_id)
-                        if store.store_sample(s, point, sample, spec_mode_resolved=server.spec_mode_resolved):
-                            self.done.setdefault(plan.key(), set()).add(sample.repeat)
-                self.points_measured += 1
-                self.overhead_total += max(time.perf_counter() - t_point - window, 0.0)
+                await self.measure_plan(client, plan, server, si_id, self._pending(plan), warmup=True)
                 self.points_stored += 1
                 self._advance()
+
+    async def measure_plan(
+        self,
+        client: LoadClient,
+        plan: PointPlan,
+        server: LaunchedServer,
+        si_id: int,
+        repeats: list[int],
+        *,
+        warmup: bool,
+    ) -> None:
+        """Measure `repeats` of `plan` on `server` (warming up first if asked), storing each as it ends."""
+        if not repeats:
+            return
+        mismatch = "; ".join(server.mismatches) if server.mismatches else None
+        prompts = build_prompts(plan.workload, plan.num_prompts)
+        t_point = time.perf_counter()
+        window = 0.0
+        async for sample, win in measure_windows(
+            client,
+            prompts=prompts,
+            batch_size=plan.batch_size,
+            repeats=repeats,
+            warmup_waves=self.spec.warmup.waves if warmup else 0,
+            request_timeout_s=self.spec.request_timeout_s,
+            expect_spec=not plan.server.is_baseline,
+            temperature=plan.workload.temperature,
+            min_window_s=self.spec.min_window_s,
+            expected_accept_length=plan.server.expected_accept_length(),
+            accept_tolerance=self.spec.measure.accept_length_tolerance,
+            telemetry=self.telemetry.window,
+        ):
+            if sample.metrics is not None:
+                window += sample.metrics.duration_s
+            if mismatch and sample.status != "failed":
+                sample.status = "mode_mismatch"
+                sample.reason = f"server ran something else: {mismatch}"
+            order = self.order_index
+            self.order_index += 1
+            with session_scope(self.engine) as s:
+                run = s.get(Run, self.run_id)
+                assert run is not None
+                point = store.get_or_create_point(s, run, plan, si_id)
+                stored = store.store_sample(
+                    s,
+                    point,
+                    sample,
+                    spec_mode_resolved=server.spec_mode_resolved,
+                    window=win,
+                    order_index=order,
+                )
+                if stored:
+                    self.done.setdefault(plan.key(), set()).add(sample.repeat)
+            if stored and self.reference is None and sample.metrics is not None:
+                self.reference = plan
+        if warmup:
+            self.points_measured += 1
+        self.overhead_total += max(time.perf_counter() - t_point - window, 0.0)
 
 
 def _provenance(spec: SweepSpec, server_info: dict[str, Any] | None = None) -> dict[str, Any]:
