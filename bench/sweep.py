@@ -163,6 +163,9 @@ class MeasureSpec(_Strict):
     # A window runs until at least this long has passed AND the prompt budget is sent (closed loop keeps
     # sending fresh requests until then, and drains). None = by backend (DEFAULT_MIN_WINDOW_S).
     min_window_s: float | None = Field(None, ge=0.0, le=3600.0)
+    # Measure each v1/v2 pair interleaved (ABBA) when the grid has both modes; false = one server at a time
+    # in launch order (then `server.max_parallel_starts` applies to every config).
+    paired: bool = True
     # Re-measure the first point at the end of the run and store the drift (docs/paired-measurement.md).
     drift_check: bool = True
     # |reported - pinned| accept length above this marks the repeat invalid (grid.accept_lengths).
@@ -195,8 +198,8 @@ class SweepSpec(_Strict):
 
     @property
     def paired(self) -> bool:
-        """Both spec modes present: the sweep measures v1/v2 pairs."""
-        return {"v1", "v2"} <= set(self.grid.spec_modes)
+        """Both spec modes present (and pairing not switched off): the sweep measures v1/v2 pairs."""
+        return self.measure.paired and {"v1", "v2"} <= set(self.grid.spec_modes)
 
     @model_validator(mode="before")
     @classmethod

@@ -21,14 +21,13 @@ from sqlalchemy import Engine, select
 
 from bench.client import LoadClient
 from bench.launcher import LaunchError
-from bench.measure import measure_windows
+from bench.measure import Window, measure_windows
 from bench.results import SampleResult
 from bench.telemetry import throttle_reason
 from bench.workload import build_prompts
 from db.engine import session_scope
 from db.models import Point, Run, Sample
 from runners import store
-from runners.pair_runner import mark_stopped
 
 if TYPE_CHECKING:
     from runners.sweep_runner import _Executor
@@ -42,7 +41,7 @@ def drift_check(ex: _Executor) -> dict[str, Any] | None:
     if ex.progress is not None:
         ex.progress.update(ex.task, description=f"drift check: {plan.server.label()} bs={plan.batch_size}")
     started = time.perf_counter()
-    ex.launches += 1
+    # Not counted in `launches` (one per server config and restart block); the drift record says it restarted.
     server = ex._start(plan.server)
     drift: dict[str, Any] = {
         "point_key": plan.key(),
@@ -55,21 +54,15 @@ def drift_check(ex: _Executor) -> dict[str, Any] | None:
         drift["error"] = f"server failed to start: {str(server).strip()[:500]}"
         _save(ex, drift)
         return drift
+    # No server row: the run's servers are the sweep's configs; this restart is described here instead.
+    drift["startup_s"] = server.startup_s
+    drift["log_path"] = str(server.log_path) if server.log_path else None
     window = 0.0
     try:
-        si_id = ex._record_server(plan.server, server, 0)
-        with session_scope(ex.engine) as s:
-            run = s.get(Run, ex.run_id)
-            assert run is not None
-            for si in run.servers:
-                if si.id == si_id:
-                    si.env = {**si.env, "specbench.role": "drift-check"}
-        try:
-            result = asyncio.run(_measure_once(ex, server.base_url, plan))
-        finally:
-            mark_stopped(ex, si_id)
+        result, win = asyncio.run(_measure_once(ex, server.base_url, plan))
         if result is not None and result.metrics is not None:
             window = result.metrics.duration_s
+        drift["telemetry"] = win.telemetry if win is not None else None
     finally:
         server.stop()
     ex.overhead_total += max(time.perf_counter() - started - window, 0.0)
@@ -92,9 +85,9 @@ def drift_check(ex: _Executor) -> dict[str, Any] | None:
     return drift
 
 
-async def _measure_once(ex: _Executor, base_url: str, plan: Any) -> SampleResult | None:
+async def _measure_once(ex: _Executor, base_url: str, plan: Any) -> tuple[SampleResult | None, Window | None]:
     async with LoadClient(base_url) as client:
-        async for result, _ in measure_windows(
+        async for result, window in measure_windows(
             client,
             prompts=build_prompts(plan.workload, plan.num_prompts),
             batch_size=plan.batch_size,
@@ -108,8 +101,8 @@ async def _measure_once(ex: _Executor, base_url: str, plan: Any) -> SampleResult
             accept_tolerance=ex.spec.measure.accept_length_tolerance,
             telemetry=ex.telemetry.window,
         ):
-            return result
-    return None
+            return result, window
+    return None, None
 
 
 def _first_window(ex: _Executor, point_key: str) -> dict[str, Any] | None:
