@@ -77,18 +77,19 @@ def run_pair(ex: _Executor, pair: Pair) -> None:
         ex._record_launch_failure(pair.side(first), todo[first], a)
         _alternate(ex, pair, {first: [], other: todo[other]}, None)
         return
-    if not ex.spec.server.pair_colocate or not todo[other]:
+    if not ex.spec.server.pair_colocate or ex.colocate_failed or not todo[other]:
         _alternate(ex, pair, todo, (first, a))
         return
     b = _launch(ex, pair.side(other))
     if isinstance(b, LaunchError):
+        ex.colocate_failed = True  # the next pairs have the same footprint: go straight to restarts
         head = str(b).strip().splitlines()[0] if str(b).strip() else type(b).__name__
         record_note(
             ex,
             pair.side(other),
             "failed",
             "could not start next to the other server of its v1/v2 pair (GPU memory?); measured with "
-            f"alternating restarts instead. Launch error: {head}",
+            f"alternating restarts instead (and for the run's later pairs). Launch error: {head}",
         )
         _alternate(ex, pair, todo, (first, a))
         return

@@ -183,6 +183,8 @@ class _Executor:
         # The first point measured in this invocation: re-measured at the end (drift check).
         self.reference: PointPlan | None = None
         self.drift: dict[str, Any] | None = None
+        # A pair's second server could not start next to the first: later pairs use alternating restarts.
+        self.colocate_failed = False
         self.telemetry = TelemetrySource(gpus, enabled=spec.server.backend != "external")
 
     def _check_stop(self) -> None:
