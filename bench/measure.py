@@ -92,8 +92,13 @@ async def measure_point(
     expected_accept_length: float | None = None,
     accept_tolerance: float = 0.15,
     telemetry: Callable[[], WindowTelemetry] | None = None,
+    launch_mismatches: Sequence[str] = (),
 ) -> AsyncIterator[SampleResult]:
-    """Yield one `SampleResult` per repeat number in `repeats` (e.g. `range(3)`, or the ones still missing)."""
+    """Yield one `SampleResult` per repeat number in `repeats` (e.g. `range(3)`, or the ones still missing).
+
+    `launch_mismatches`: how the server's resolved config differs from the requested one (from the launch);
+    each repeat's verdict includes them.
+    """
     async for result, _ in measure_windows(
         client,
         prompts=prompts,
@@ -109,6 +114,7 @@ async def measure_point(
         expected_accept_length=expected_accept_length,
         accept_tolerance=accept_tolerance,
         telemetry=telemetry,
+        launch_mismatches=launch_mismatches,
     ):
         yield result
 
@@ -129,6 +135,7 @@ async def measure_windows(
     expected_accept_length: float | None = None,
     accept_tolerance: float = 0.15,
     telemetry: Callable[[], WindowTelemetry] | None = None,
+    launch_mismatches: Sequence[str] = (),
 ) -> AsyncIterator[tuple[SampleResult, Window]]:
     """`measure_point`, with each repeat's `Window` (start time, GPU telemetry) alongside.
 
@@ -204,7 +211,9 @@ async def measure_windows(
             except (RuntimeError, ValueError):
                 pass  # an odd /server_info answer costs the server-side figure, not the repeat
         metrics = compute_metrics(records, duration, server_accept)
-        status, reason = judge(metrics, records, expect_spec=expect_spec, server_died=died)
+        status, reason = judge(
+            metrics, records, expect_spec=expect_spec, server_died=died, launch_mismatches=launch_mismatches
+        )
         status, reason = _check_pinned_accept(
             status, reason, server_accept, expected_accept_length, accept_tolerance
         )
@@ -236,12 +245,23 @@ def _check_pinned_accept(
 
 
 def judge(
-    m: SampleMetrics, records: Sequence[RequestRecord], *, expect_spec: bool, server_died: bool = False
+    m: SampleMetrics,
+    records: Sequence[RequestRecord],
+    *,
+    expect_spec: bool,
+    server_died: bool = False,
+    launch_mismatches: Sequence[str] = (),
 ) -> tuple[PointStatus, str | None]:
-    """The verdict on one repeat and the reason for it (every problem found, worst first)."""
+    """The verdict on one repeat and the reason for it (every problem found, worst first).
+
+    `launch_mismatches` are the differences between the requested and the resolved server config found at
+    launch: the repeat measured something else, so it is a `mode_mismatch` (unless something worse happened).
+    """
     n = len(records)
     problems: list[tuple[PointStatus, str]] = []
     errors = [r.error for r in records if r.error is not None]
+    if launch_mismatches:
+        problems.append(("mode_mismatch", f"server ran something else: {'; '.join(launch_mismatches)}"))
     if server_died:
         problems.append(("failed", f"server died: {m.completed} of {n} requests completed"))
     if m.completed == 0:

@@ -37,7 +37,7 @@ from bench.workload import build_prompts
 from db.engine import session_scope
 from db.models import Run, ServerInstance
 from db.types import utcnow
-from runners import pair_runner, run_checks, store
+from runners import pair_runner, profiling, run_checks, store
 
 
 @dataclass
@@ -83,7 +83,7 @@ def execute_sweep(
 ) -> RunOutcome:
     console = console or Console(stderr=True)
     groups = expand(spec)
-    provenance = _provenance(spec)
+    provenance = _provenance(spec, gpus=gpus)
     with session_scope(engine) as s:
         if resume_run_id is not None:
             run = s.get(Run, resume_run_id)
@@ -275,7 +275,7 @@ class _Executor:
             assert run is not None
             if run.provenance.get("server_version") is None:
                 # The server may run another sglang than the local one (external, or another interpreter).
-                prov = _provenance(self.spec, server.server_info)
+                prov = _provenance(self.spec, server.server_info, self.gpus)
                 prov["server_version"] = server.version
                 store.apply_provenance(run, prov)
             si = store.record_server(
@@ -305,6 +305,7 @@ class _Executor:
                 if self.progress is not None:
                     self.progress.update(self.task, description=f"{label} bs={plan.batch_size}")
                 await self.measure_plan(client, plan, server, si_id, self._pending(plan), warmup=True)
+                await profiling.profile_point(self.engine, self.spec, plan, client, self.run_id, si_id)
                 self.points_stored += 1
                 self._advance()
 
@@ -321,7 +322,6 @@ class _Executor:
         """Measure `repeats` of `plan` on `server` (warming up first if asked), storing each as it ends."""
         if not repeats:
             return
-        mismatch = "; ".join(server.mismatches) if server.mismatches else None
         prompts = build_prompts(plan.workload, plan.num_prompts)
         t_point = time.perf_counter()
         window = 0.0
@@ -338,12 +338,10 @@ class _Executor:
             expected_accept_length=plan.server.expected_accept_length(),
             accept_tolerance=self.spec.measure.accept_length_tolerance,
             telemetry=self.telemetry.window,
+            launch_mismatches=server.mismatches,
         ):
             if sample.metrics is not None:
                 window += sample.metrics.duration_s
-            if mismatch and sample.status != "failed":
-                sample.status = "mode_mismatch"
-                sample.reason = f"server ran something else: {mismatch}"
             order = self.order_index
             self.order_index += 1
             with session_scope(self.engine) as s:
@@ -367,8 +365,10 @@ class _Executor:
         self.overhead_total += max(time.perf_counter() - t_point - window, 0.0)
 
 
-def _provenance(spec: SweepSpec, server_info: dict[str, Any] | None = None) -> dict[str, Any]:
-    prov = collect_provenance(model_path=spec.model, server_info=server_info)
+def _provenance(
+    spec: SweepSpec, server_info: dict[str, Any] | None = None, gpus: list[int] | None = None
+) -> dict[str, Any]:
+    prov = collect_provenance(model_path=spec.model, server_info=server_info, gpus=gpus)
     if spec.server.backend == "sim":
         prov["simulated"] = True
     return prov

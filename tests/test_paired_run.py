@@ -49,7 +49,7 @@ def test_paired_run_interleaves_abba_on_two_live_servers(engine: Engine, tmp_pat
             .join(Point, Sample.point_id == Point.id)
             .order_by(Sample.order_index)
         ).all()
-        assert [r.order_index for r in rows] == list(range(16))
+        assert [r.order_index for r in rows] == list(range(16)), (rows, out, list(s.scalars(select(Point))))
         for bs in (1, 4):
             seq = [(r.repeat, r.spec_mode) for r in rows if r.batch_size == bs]
             assert "".join("A" if m == "v1" else "B" for _, m in seq) == "ABBAABBA"
