@@ -308,6 +308,10 @@ def launch(
         raise LaunchError(str(e)) from None
 
     env_delta = _env_delta(spec, config, built.mode_env, gpus)
+    if spec.backend == "sim" and spec.sim.shared_gpu:
+        # The run's stand-in servers share one emulated GPU (bench/sim/gpu_ledger.py), as on a real host.
+        device = env_delta.get("CUDA_VISIBLE_DEVICES", "all").replace(",", "_")
+        env_delta["SPECBENCH_SIM_GPU_LEDGER"] = str(Path(log_dir).resolve() / f"sim-gpu-{device}.json")
     # Built from nothing (bench.server_env): the worker's own environment holds the database URL.
     try:
         env = build_server_env(os.environ, dict(config.env), env_delta)

@@ -204,6 +204,9 @@ class SimSettings(_Strict):
     instant: bool = False
     startup_s: float = Field(0.2, ge=0.0, le=3600.0)
     fault: str | None = Field(None, max_length=256)
+    # Emulate one GPU shared by the run's servers: a server whose mem-fraction-static does not fit next to the
+    # live ones fails to start, as SGLang's does (tests the paired runner's fallback).
+    shared_gpu: bool = False
 
     @field_validator("version")
     @classmethod

@@ -52,12 +52,14 @@ def mark_stopped(ex: _Executor, si_id: int) -> None:
             si.status, si.stopped_at = "stopped", utcnow()
 
 
-def record_note(ex: _Executor, group: ServerGroup, status: str, error: str) -> None:
+def record_note(
+    ex: _Executor, group: ServerGroup, status: str, error: str, log_path: str | None = None
+) -> None:
     """A server row that says what happened to a pair (e.g. the second server could not start next to it)."""
     with session_scope(ex.engine) as s:
         run = s.get(Run, ex.run_id)
         assert run is not None
-        store.record_server(s, run, group.server, status=status, error=error)
+        store.record_server(s, run, group.server, status=status, error=error, log_path=log_path)
 
 
 def run_pair(ex: _Executor, pair: Pair) -> None:
@@ -83,13 +85,13 @@ def run_pair(ex: _Executor, pair: Pair) -> None:
     b = _launch(ex, pair.side(other))
     if isinstance(b, LaunchError):
         ex.colocate_failed = True  # the next pairs have the same footprint: go straight to restarts
-        head = str(b).strip().splitlines()[0] if str(b).strip() else type(b).__name__
         record_note(
             ex,
             pair.side(other),
             "failed",
             "could not start next to the other server of its v1/v2 pair (GPU memory?); measured with "
-            f"alternating restarts instead (and for the run's later pairs). Launch error: {head}",
+            f"alternating restarts instead (and for the run's later pairs). Launch error: {str(b).strip()[-2000:]}",
+            log_path=str(b.log_path) if b.log_path else None,
         )
         _alternate(ex, pair, todo, (first, a))
         return

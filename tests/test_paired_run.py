@@ -109,3 +109,53 @@ def test_pinned_check_keeps_worse_verdicts() -> None:
     assert status == "invalid" and reason is not None and reason.endswith("; p99")
     status, reason = _check_pinned_accept("failed", "dead", 2.0, 2.5, 0.15)
     assert status == "failed" and reason is not None and reason.startswith("dead; pinned")
+
+
+SHARED_GPU = """
+name: paired-fallback
+model: sim-tiny
+server:
+  backend: sim
+  attention_backend: flashmla
+  args: {mem-fraction-static: 0.6}
+  sim: {time_scale: 0.05, seed: 7, startup_s: 0.0, shared_gpu: true}
+grid: {batch_sizes: [1, 4], spec_modes: [v1, v2], steps: [2], accept_lengths: [2.0, 2.5], baseline: false}
+workload: {input_len: 32, output_len: 16, num_prompts: 8}
+measure: {drift_check: false}
+repeats: 2
+"""
+
+
+def test_pair_that_cannot_share_the_gpu_falls_back_to_alternating_restarts(
+    engine: Engine, tmp_path: Path
+) -> None:
+    # Two servers of 0.6 of the emulated GPU each cannot both be up: the second start fails like SGLang's.
+    out = _run(SHARED_GPU, engine, tmp_path)
+    assert out.status == "done"
+    with session_scope(engine) as s:
+        servers = list(s.scalars(select(ServerInstance).order_by(ServerInstance.id)))
+        failed = [si for si in servers if si.status == "failed"]
+        assert len(failed) == 1  # tried once; the run's second pair went straight to restarts
+        assert "alternating restarts" in (failed[0].error or "")
+        assert "Not enough memory" in (failed[0].error or "")
+        measured = [si for si in servers if si.status == "stopped"]
+        # per pair, blocks A[0] | B[0, 1] | A[1]: three starts, each measuring both batch sizes
+        assert len(measured) == 6
+        assert all(si.env["specbench.co_resident_idle_servers"] == "0" for si in measured)
+        rows = s.execute(
+            select(
+                Sample.order_index,
+                Sample.status,
+                Point.spec_mode,
+                Point.batch_size,
+                Point.accept_length_pinned,
+            )
+            .join(Point, Sample.point_id == Point.id)
+            .order_by(Sample.order_index)
+        ).all()
+    assert len(rows) == 2 * 2 * 2 * 2 and all(r.status in ("ok", "unstable") for r in rows)
+    for acc in (2.0, 2.5):
+        for bs in (1, 4):
+            seq = [r.spec_mode for r in rows if r.batch_size == bs and r.accept_length_pinned == acc]
+            assert "".join("A" if m == "v1" else "B" for m in seq) == "ABBA"
+    assert out.launches == 1 + 1 + 3 + 3 - 1  # A, failed B, then B and A; second pair: A, B, A
