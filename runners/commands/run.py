@@ -11,10 +11,11 @@ import typer
 from rich.table import Table
 from sqlalchemy import Engine, select
 
+from bench.gpus import parse_gpu_list
 from bench.sweep import SweepError, expand, load_sweep
 from db.engine import session_scope
 from db.models import Point, Run
-from runners.common import DbOption, console, err_console, fail, open_db
+from runners.common import MAX_ID, DbOption, console, err_console, fail, open_db
 from runners.sweep_runner import RunOutcome, execute_sweep
 
 EXIT_PARTIAL = 3
@@ -30,7 +31,9 @@ def run(
     resume: Annotated[
         bool, typer.Option("--resume", help="Continue the latest run of this sweep, skipping stored repeats.")
     ] = False,
-    resume_run: Annotated[int | None, typer.Option("--resume-run", help="Continue this run id.")] = None,
+    resume_run: Annotated[
+        int | None, typer.Option("--resume-run", min=1, max=MAX_ID, help="Continue this run id.")
+    ] = None,
     deadline_s: Annotated[
         float | None,
         typer.Option(
@@ -102,12 +105,10 @@ def _interrupt(signum: int, _frame: object) -> None:
 
 
 def _parse_gpus(gpus: str | None) -> list[int] | None:
-    if gpus is None:
-        return None
     try:
-        return [int(x) for x in gpus.split(",") if x.strip()]
-    except ValueError:
-        fail(f"--gpus must be comma-separated integers, not {gpus!r}")
+        return parse_gpu_list(gpus)
+    except ValueError as e:
+        fail(str(e))
 
 
 def _latest_run_of(engine: Engine, sweep_name: str) -> int | None:
