@@ -141,3 +141,31 @@ def test_profiles_page_in_chromium(profiled_url: str, tmp_path: Path) -> None:
             proc.kill()
             proc.wait()
     assert (tmp_path / "profiles.png").stat().st_size > 10_000
+
+
+def test_overlap_columns_for_the_v2_v1_export(profiled_url: str) -> None:
+    import pandas as pd
+
+    from analysis.profiles import join_overlap, overlap_cells, overlap_table
+
+    eng = open_database(profiled_url)
+    run_id = pq.runs_with_profiles(eng)[0]["id"]
+    table = overlap_table(eng, [run_id])
+    eng.dispose()
+    assert len(table) == 1
+    row = table.iloc[0]
+    assert (row["batch_size"], row["steps"], row["profile_activities"]) == (8, 3, "CPU+GPU")
+    # Stand-in cost model at bs 8 with CPU profiling (bench/sim/profiler.py): v1 idles for the CPU work,
+    # 0.72 ms x 1.5; v2 only for the 0.1 ms sync.
+    assert row["gpu_idle_ms_v1"] == pytest.approx(0.72 * 1.5)
+    assert row["gpu_idle_ms_v2"] == pytest.approx(0.1)
+    assert row["cpu_hidden_ms"] == pytest.approx(0.72 * 1.5 - 0.1)
+    v2v1 = pd.DataFrame({"batch_size": [8, 16], "steps": [3, 3], "speedup": [1.2, 1.1]})
+    joined = join_overlap(v2v1, table)
+    assert joined.loc[0, "cpu_hidden_ms"] == pytest.approx(0.98)
+    assert pd.isna(joined.loc[1, "cpu_hidden_ms"])
+    cells = overlap_cells(joined.iloc[0])
+    assert cells["GPU idle/cycle v1→v2"].startswith("1.08 → 0.10 ms")
+    assert overlap_cells(joined.iloc[1]) == {"GPU idle/cycle v1→v2": "–", "CPU hidden/cycle": "–"}
+    with pytest.raises(ValueError, match="batch_size and steps"):
+        join_overlap(pd.DataFrame({"batch_size": [8]}), table)
