@@ -33,6 +33,7 @@ from types import TracebackType
 from typing import Any
 
 from bench.server_argv import ArgvError, build_argv, resolve_python, sim_env
+from bench.server_env import ServerEnvError, build_server_env
 from bench.spec_modes import ENV_SPEC_V2, ResolvedMode, VersionError, known_fallback, resolve_mode
 from bench.sweep import ServerConfig, ServerSpec
 
@@ -301,10 +302,13 @@ def launch(
         raise LaunchError(str(e)) from None
 
     env_delta = _env_delta(spec, config, built.mode_env, gpus)
+    # Built from nothing (bench.server_env): the worker's own environment holds the database URL.
+    try:
+        env = build_server_env(os.environ, dict(config.env), env_delta)
+    except ServerEnvError as e:
+        raise LaunchError(f"cannot launch server: {e}") from None
     # Sim knobs come from the sweep alone: one exported by a developer would silently change the stand-in.
-    inherited = {k: v for k, v in os.environ.items() if not k.startswith(_OWNED_ENV_PREFIXES)}
-    dropped = sorted(set(os.environ) - set(inherited) - set(env_delta))
-    env = {**inherited, **env_delta}
+    dropped = sorted(k for k in os.environ if k.startswith(_OWNED_ENV_PREFIXES) and k not in env_delta)
     log_dir = Path(log_dir)
     log_dir.mkdir(parents=True, exist_ok=True)
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S%fZ")
