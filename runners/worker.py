@@ -28,6 +28,7 @@ from typing import Any, Protocol
 
 from sqlalchemy import Engine
 
+from bench import reaper
 from bench.sweep import SweepError, SweepSpec, parse_sweep
 from runners import dbretry, queue
 from runners.gpus import Gpu
@@ -112,6 +113,9 @@ class QueueWorker:
 
     def run(self) -> int:
         opts = self.options
+        # Servers a killed predecessor on this host left behind (its watchdogs normally took them down).
+        for pgid in reaper.reap_orphans():
+            log.warning("worker %s: stopped server process group %d left by a dead launcher", self.id, pgid)
         try:
             self._db(
                 lambda: queue.register_worker(

@@ -11,6 +11,7 @@ import typer
 from rich.table import Table
 from sqlalchemy import Engine, select
 
+from bench import reaper
 from bench.sweep import SweepError, expand, load_sweep
 from db.engine import session_scope
 from db.models import Point, Run
@@ -81,6 +82,8 @@ def run(
             console.print(f"  {g.server.label()}: batch sizes {[p.batch_size for p in g.points]}")
         return
     engine = open_db(db)
+    for pgid in reaper.reap_orphans():  # servers of a run or worker that was killed on this host
+        err_console.print(f"[yellow]stopped server process group {pgid} left by a dead launcher[/]")
     resume_id = resume_run
     if resume and resume_id is None:
         resume_id = _latest_run_of(engine, spec.name)
