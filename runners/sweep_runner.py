@@ -103,7 +103,7 @@ def execute_sweep(
     console = console or Console(stderr=True)
     outage = outage or OutagePolicy.from_env()
     groups = expand(spec)
-    provenance = _provenance(spec)
+    provenance = _provenance(spec, gpus=gpus)
     uid = uuid7()  # names the run before it exists, so a create retried after a lost commit finds it
 
     def open_run(s: Any) -> tuple[int, dict[str, set[int]]]:
@@ -325,7 +325,7 @@ class _Executor:
             assert run is not None
             if run.provenance.get("server_version") is None:
                 # The server may run another sglang than the local one (external, or another interpreter).
-                prov = _provenance(self.spec, server.server_info)
+                prov = _provenance(self.spec, server.server_info, self.gpus)
                 prov["server_version"] = server.version
                 store.apply_provenance(run, prov)
             si = store.record_server(
@@ -351,7 +351,6 @@ class _Executor:
     async def _measure_group(
         self, todo: list[PointPlan], server: LaunchedServer, si_id: int, label: str
     ) -> None:
-        mismatch = "; ".join(server.mismatches) if server.mismatches else None
         async with LoadClient(server.base_url) as client:
             for plan in todo:
                 self._check_stop()
@@ -369,12 +368,10 @@ class _Executor:
                     request_timeout_s=self.spec.request_timeout_s,
                     expect_spec=not plan.server.is_baseline,
                     temperature=plan.workload.temperature,
+                    launch_mismatches=server.mismatches,
                 ):
                     if sample.metrics is not None:
                         window += sample.metrics.duration_s
-                    if mismatch and sample.status != "failed":
-                        sample.status = "mode_mismatch"
-                        sample.reason = f"server ran something else: {mismatch}"
                     self._store(plan, sample, si_id, server.spec_mode_resolved)
                 self.points_measured += 1
                 self.overhead_total += max(time.perf_counter() - t_point - window, 0.0)
@@ -396,8 +393,10 @@ class _Executor:
             self.done.setdefault(plan.key(), set()).add(sample.repeat)
 
 
-def _provenance(spec: SweepSpec, server_info: dict[str, Any] | None = None) -> dict[str, Any]:
-    prov = collect_provenance(model_path=spec.model, server_info=server_info)
+def _provenance(
+    spec: SweepSpec, server_info: dict[str, Any] | None = None, gpus: list[int] | None = None
+) -> dict[str, Any]:
+    prov = collect_provenance(model_path=spec.model, server_info=server_info, gpus=gpus)
     if spec.server.backend == "sim":
         prov["simulated"] = True
     return prov

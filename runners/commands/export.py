@@ -7,8 +7,8 @@ from typing import Annotated, Literal
 
 import typer
 
+from analysis.export import ExportError, collect, to_csv, to_json, to_markdown
 from db.engine import session_scope
-from db.export import ExportError, collect, to_csv, to_json, to_markdown
 from runners.common import DbOption, fail, open_db
 
 

@@ -12,6 +12,7 @@ from rich.table import Table
 from sqlalchemy import Engine, select
 
 from bench import reaper
+from bench.gpus import parse_gpu_list
 from bench.sweep import SweepError, expand, load_sweep
 from db.engine import session_scope
 from db.models import Point, Run
@@ -138,12 +139,10 @@ def _interrupt(signum: int, _frame: object) -> None:
 
 
 def _parse_gpus(gpus: str | None) -> list[int] | None:
-    if gpus is None:
-        return None
     try:
-        return [int(x) for x in gpus.split(",") if x.strip()]
-    except ValueError:
-        fail(f"--gpus must be comma-separated integers, not {gpus!r}")
+        return parse_gpu_list(gpus)
+    except ValueError as e:
+        fail(str(e))
 
 
 def _latest_run_of(engine: Engine, sweep_name: str) -> int | None:

@@ -9,8 +9,8 @@ from typing import Annotated
 
 import typer
 
+from bench.gpus import detect_gpus, parse_gpu_list, select_gpus
 from runners.common import DbOption, OutageOption, fail, open_db
-from runners.gpus import detect_gpus, parse_gpu_list, select_gpus
 from runners.recovery import Backoff, OutagePolicy, RecoveryPolicy
 from runners.worker import QueueWorker, WorkerOptions, install_signal_handlers
 
