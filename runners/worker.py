@@ -175,7 +175,10 @@ class QueueWorker:
         return queue.claim(self.engine, self.id, opts.gpus, labels=opts.labels, lease_s=opts.lease_s)
 
     def _run_job(self, job: queue.ClaimedJob) -> None:
-        log.info("job %d claimed by %s (attempt %d/%d)", job.id, self.id, job.attempts, job.max_attempts)
+        expiries = f"; {job.lease_expiries} earlier lease expiries" if job.lease_expiries else ""
+        log.info(
+            "job %d claimed by %s (attempt %d/%d)%s", job.id, self.id, job.attempts, job.max_attempts, expiries
+        )
         stop = threading.Event()
         with self._lock:
             self._job, self._job_stop, self._lost = job, stop, None

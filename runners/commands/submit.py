@@ -30,7 +30,7 @@ def submit(
     ] = None,
     priority: Annotated[int, typer.Option(help="Higher runs first; ties run oldest first.")] = 0,
     max_attempts: Annotated[
-        int, typer.Option(min=1, help="Give up after this many attempts (a crashed worker counts).")
+        int, typer.Option(min=1, help="Give up after this many failed attempts (a killed worker does not count).")
     ] = 3,
 ) -> None:
     """Queue a sweep as a job."""
