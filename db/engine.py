@@ -7,26 +7,72 @@ import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
+from urllib.parse import quote, quote_plus
 
 from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.engine import make_url
+from sqlalchemy.exc import ArgumentError
 from sqlalchemy.orm import Session, sessionmaker
 
 DEFAULT_URL = "sqlite:///specbench.db"
 
 
+class DatabaseURLError(ValueError):
+    """`--db` (or DATABASE_URL) is not a URL we can use; the message never contains the password."""
+
+
+ENV_PREFIX = "env:"
+
+
 def resolve_url(url: str | None = None) -> str:
-    """The URL to use, with `postgresql://` mapped to the psycopg 3 driver we ship."""
-    raw = url or os.environ.get("DATABASE_URL") or DEFAULT_URL
-    parsed = make_url(raw)
+    """The URL to use, with `postgresql://` mapped to the psycopg 3 driver we ship.
+
+    `env:NAME` reads the URL from the environment variable NAME, so a password never has to appear in argv
+    (where `ps` shows it to every user of the host).
+    """
+    if url and url.startswith(ENV_PREFIX):
+        name = url.removeprefix(ENV_PREFIX)
+        raw = os.environ.get(name)
+        if not raw:
+            raise DatabaseURLError(f"--db {url}: the environment variable {name!r} is not set or empty")
+    else:
+        raw = url or os.environ.get("DATABASE_URL") or DEFAULT_URL
+    try:
+        parsed = make_url(raw)
+    except (ArgumentError, ValueError):
+        # Not echoed: an almost-URL may still hold a password.
+        raise DatabaseURLError(
+            "the database URL cannot be parsed; expected sqlite:///PATH or postgresql://USER@HOST[:PORT]/DB "
+            "(or env:NAME for a variable holding one)"
+        ) from None
     if parsed.drivername in ("postgresql", "postgres"):
         parsed = parsed.set(drivername="postgresql+psycopg")
     return parsed.render_as_string(hide_password=False)
 
 
 def redact(url: str) -> str:
-    """The URL for logs and provenance, never with its password."""
-    return make_url(url).render_as_string(hide_password=True)
+    """The URL for logs, messages and provenance, never with its password."""
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except (ArgumentError, ValueError):
+        return "<unparseable database URL>"
+
+
+def scrub(text: str, url: str | None) -> str:
+    """`text` (say, a driver's error message) with `url`'s password masked wherever it appears."""
+    if not url:
+        return text
+    try:
+        password = make_url(url).password
+    except (ArgumentError, ValueError):
+        return text
+    if not password:
+        return text
+    password = str(password)
+    for form in {password, quote(password, safe=""), quote_plus(password)}:
+        if form:
+            text = text.replace(form, "***")
+    return text
 
 
 def _sqlite_pragmas(dbapi_conn: Any, _record: Any, *, busy_ms: int = 30000) -> None:

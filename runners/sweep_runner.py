@@ -34,7 +34,7 @@ from bench.sweep import PointPlan, ServerConfig, ServerGroup, SweepSpec, expand
 from bench.workload import build_prompts
 from db.models import Point, Run, ServerInstance
 from db.types import utcnow, uuid7
-from runners import dbretry, store
+from runners import dbretry, profiling, store
 from runners.recovery import OutagePolicy
 
 
@@ -375,6 +375,7 @@ class _Executor:
                     self._store(plan, sample, si_id, server.spec_mode_resolved)
                 self.points_measured += 1
                 self.overhead_total += max(time.perf_counter() - t_point - window, 0.0)
+                await profiling.profile_point(self.engine, self.spec, plan, client, self.run_id, si_id)
                 self.points_stored += 1
                 self._advance()
 

@@ -177,7 +177,12 @@ class QueueWorker:
     def _run_job(self, job: queue.ClaimedJob) -> None:
         expiries = f"; {job.lease_expiries} earlier lease expiries" if job.lease_expiries else ""
         log.info(
-            "job %d claimed by %s (attempt %d/%d)%s", job.id, self.id, job.attempts, job.max_attempts, expiries
+            "job %d claimed by %s (attempt %d/%d)%s",
+            job.id,
+            self.id,
+            job.attempts,
+            job.max_attempts,
+            expiries,
         )
         stop = threading.Event()
         with self._lock:

@@ -10,8 +10,8 @@ from typing import Annotated
 
 import typer
 
-from db.engine import redact, resolve_url
-from runners.common import DbOption, err_console, open_db
+from db.engine import redact
+from runners.common import DbOption, db_url, err_console, open_db
 
 APP = Path(__file__).resolve().parents[2] / "dashboard" / "app.py"
 DB_ENV = "SPECBENCH_DB_URL"  # read by dashboard.services.data
@@ -83,8 +83,8 @@ def dashboard(
     ] = True,
 ) -> None:
     """Serve the dashboard: trends, sweeps, run comparisons and regressions of the database."""
-    url = resolve_url(db)
-    open_db(url).dispose()  # migrate first: an empty database shows the empty state, not an error
+    url = db_url(db)
+    open_db(db).dispose()  # migrate first: an empty database shows the empty state, not an error
     # Streamlit itself always runs headless: otherwise its first run on a machine stops at an interactive
     # e-mail prompt (and exits when stdin is not a terminal). Opening the browser is ours to do.
     argv = streamlit_argv(port, address, headless=True)

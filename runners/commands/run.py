@@ -16,7 +16,7 @@ from bench.gpus import parse_gpu_list
 from bench.sweep import SweepError, expand, load_sweep
 from db.engine import session_scope
 from db.models import Point, Run
-from runners.common import DbOption, OutageOption, console, err_console, fail, open_db
+from runners.common import MAX_ID, DbOption, OutageOption, console, err_console, fail, open_db
 from runners.dbretry import DatabaseUnavailable
 from runners.recovery import OutagePolicy
 from runners.sweep_runner import RunOutcome, execute_sweep
@@ -37,7 +37,9 @@ def run(
     resume: Annotated[
         bool, typer.Option("--resume", help="Continue the latest run of this sweep, skipping stored repeats.")
     ] = False,
-    resume_run: Annotated[int | None, typer.Option("--resume-run", help="Continue this run id.")] = None,
+    resume_run: Annotated[
+        int | None, typer.Option("--resume-run", min=1, max=MAX_ID, help="Continue this run id.")
+    ] = None,
     deadline_s: Annotated[
         float | None,
         typer.Option(
