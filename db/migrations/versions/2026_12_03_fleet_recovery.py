@@ -1,7 +1,7 @@
 """fleet recovery: lease expiries counted apart from attempts; a server's exit code and log tail in the database
 
 Revision ID: 2026_12_03_fleet
-Revises: 0001
+Revises: 2026_12_03_prof
 Create Date: 2026-12-03 18:20:00
 """
 
@@ -11,7 +11,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "2026_12_03_fleet"
-down_revision = "0001"
+down_revision = "2026_12_03_prof"
 branch_labels = None
 depends_on = None
 
