@@ -10,15 +10,13 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from bench.client import LoadClient
 from bench.launcher import LaunchedServer, LaunchError
 from bench.pairing import Pair, Side, abba_order, pair_units, restart_blocks
 from bench.sweep import PointPlan, ServerGroup, SweepSpec
-from db.engine import session_scope
-from db.models import Run, ServerInstance
-from db.types import utcnow
+from db.models import Run
 from runners import store
 
 if TYPE_CHECKING:
@@ -45,21 +43,17 @@ def schedule(groups: Sequence[ServerGroup], spec: SweepSpec) -> list[Step]:
     return out
 
 
-def mark_stopped(ex: _Executor, si_id: int) -> None:
-    with session_scope(ex.engine) as s:
-        si = s.get(ServerInstance, si_id)
-        if si is not None and si.status == "ok":
-            si.status, si.stopped_at = "stopped", utcnow()
-
-
 def record_note(
     ex: _Executor, group: ServerGroup, status: str, error: str, log_path: str | None = None
 ) -> None:
     """A server row that says what happened to a pair (e.g. the second server could not start next to it)."""
-    with session_scope(ex.engine) as s:
+
+    def write(s: Any) -> None:
         run = s.get(Run, ex.run_id)
         assert run is not None
         store.record_server(s, run, group.server, status=status, error=error, log_path=log_path)
+
+    ex._write(write, "recording the pair's fallback")
 
 
 def run_pair(ex: _Executor, pair: Pair) -> None:
@@ -102,7 +96,7 @@ def run_pair(ex: _Executor, pair: Pair) -> None:
             asyncio.run(_interleave(ex, pair, servers, si))
         finally:
             for side in SIDES:
-                mark_stopped(ex, si[side])
+                ex.server_ended(si[side], servers[side])
     finally:
         for srv in servers.values():
             srv.stop()
@@ -180,7 +174,7 @@ def _alternate(
                 try:
                     asyncio.run(_block(ex, plans, server, si_id, reps))
                 finally:
-                    mark_stopped(ex, si_id)
+                    ex.server_ended(si_id, server)
             finally:
                 server.stop()
             for plan in plans:

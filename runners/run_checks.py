@@ -17,7 +17,7 @@ import asyncio
 import time
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import Engine, select
+from sqlalchemy import select
 
 from bench.client import LoadClient
 from bench.launcher import LaunchError
@@ -25,9 +25,8 @@ from bench.measure import Window, measure_windows
 from bench.results import SampleResult
 from bench.telemetry import throttle_reason
 from bench.workload import build_prompts
-from db.engine import session_scope
 from db.models import Point, Run, Sample
-from runners import store
+from runners import dbretry, store
 
 if TYPE_CHECKING:
     from runners.sweep_runner import _Executor
@@ -106,7 +105,7 @@ async def _measure_once(ex: _Executor, base_url: str, plan: Any) -> tuple[Sample
 
 
 def _first_window(ex: _Executor, point_key: str) -> dict[str, Any] | None:
-    with session_scope(ex.engine) as s:
+    def read(s: Any) -> dict[str, Any] | None:
         point = s.scalars(
             select(Point).where(Point.run_id == ex.run_id, Point.point_key == point_key)
         ).first()
@@ -126,20 +125,32 @@ def _first_window(ex: _Executor, point_key: str) -> dict[str, Any] | None:
             "tpot_mean_ms": sample.tpot_mean_ms,
         }
 
+    result: dict[str, Any] | None = ex._write(read, "reading the reference point")
+    return result
+
 
 def _save(ex: _Executor, drift: dict[str, Any]) -> None:
     ex.drift = drift
-    with session_scope(ex.engine) as s:
+
+    def write(s: Any) -> None:
         run = s.get(Run, ex.run_id)
         assert run is not None
         run.drift = drift
 
+    ex._write(write, "storing the drift check")
 
-def flag_throttled(engine: Engine, run_id: int, fraction: float) -> int:
-    """Flag windows whose SM clock dropped below `fraction` of the run's max; returns how many."""
-    with session_scope(engine) as s:
+
+def flag_throttled(ex: _Executor, fraction: float) -> int:
+    """Flag windows whose SM clock dropped below `fraction` of the run's max; returns how many.
+
+    Best effort: it runs after the run row is final, so a database that went away only costs the flags.
+    """
+
+    def write(s: Any) -> int:
         samples = list(
-            s.scalars(select(Sample).join(Point, Sample.point_id == Point.id).where(Point.run_id == run_id))
+            s.scalars(
+                select(Sample).join(Point, Sample.point_id == Point.id).where(Point.run_id == ex.run_id)
+            )
         )
         clocks = [
             float(x.telemetry["sm_clock_max_mhz"])
@@ -167,3 +178,8 @@ def flag_throttled(engine: Engine, run_id: int, fraction: float) -> int:
             if point is not None:
                 store.refresh_point(s, point)
         return flagged
+
+    try:
+        return int(ex._write(write, "flagging throttled windows"))
+    except dbretry.DatabaseUnavailable:
+        return 0
