@@ -1,7 +1,7 @@
 """paired measurement: pinned acceptance per point; window order, start and telemetry per repeat; run drift
 
 Revision ID: 2026_12_03_gpu
-Revises: 2026_12_03_prof
+Revises: 2026_12_03_fleet
 Create Date: 2026-12-03 18:10:00
 """
 
@@ -13,7 +13,7 @@ from alembic import op
 import db.types
 
 revision = "2026_12_03_gpu"
-down_revision = "2026_12_03_prof"
+down_revision = "2026_12_03_fleet"
 branch_labels = None
 depends_on = None
 
