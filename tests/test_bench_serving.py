@@ -1,7 +1,8 @@
 """SGLang's own `bench_serving` against the stand-in, and `specbench crosscheck` around it.
 
-Needs an interpreter that can `import sglang.bench_serving`: SPECBENCH_BENCH_SERVING_PYTHON (CI builds one
-with scripts/bench_serving_client.sh), else this interpreter when sglang is installed. Skips otherwise,
+Needs an interpreter that can `import sglang.bench_serving`: SPECBENCH_BENCH_SERVING_PYTHON, else this
+interpreter when sglang is installed, else .venv-bench-serving (scripts/bench_serving_client.sh, as CI
+builds it). Skips otherwise,
 unless SPECBENCH_REQUIRE_BENCH_SERVING=1 (set by CI) turns the skip into a failure.
 """
 
@@ -32,6 +33,9 @@ def _bench_serving_python() -> str:
         return explicit
     if importlib.util.find_spec("sglang") is not None:
         return sys.executable
+    local = Path(__file__).resolve().parents[1] / ".venv-bench-serving" / "bin" / "python"
+    if local.exists():
+        return str(local)
     if os.environ.get("SPECBENCH_REQUIRE_BENCH_SERVING") == "1":
         pytest.fail(
             "SPECBENCH_REQUIRE_BENCH_SERVING=1 but no interpreter has sglang (scripts/bench_serving_client.sh)"
