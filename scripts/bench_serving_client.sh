@@ -24,7 +24,7 @@ pip=("$VENV/bin/python" -m pip install -q --disable-pip-version-check)
 # sglang itself without its dependency list, then what `import sglang.bench_serving` needs, at sglang's pins.
 "${pip[@]}" --no-deps "sglang==$SGLANG_VERSION"
 "${pip[@]}" "torch==2.11.0" "torchvision==0.26.0" "transformers==5.8.1" "openai==2.6.1" \
-  aiohttp numpy requests tqdm orjson packaging pillow psutil pybase64 pyzmq starlette \
+  aiohttp numpy requests tqdm orjson packaging pillow psutil pybase64 pyzmq starlette ipython \
   partial_json_parser sentencepiece datasets
 "$VENV/bin/python" -c "import sglang.bench_serving" >/dev/null 2>&1 || {
   echo "error: $VENV/bin/python cannot import sglang.bench_serving" >&2
