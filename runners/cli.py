@@ -30,6 +30,7 @@ COMMAND_MODULES = [
     "scheduler",
     "synth_model",
     "crosscheck",
+    "profile",
     "db",
 ]
 

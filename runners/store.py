@@ -4,7 +4,6 @@ retried jobs neither duplicate nor lose a measurement."""
 from __future__ import annotations
 
 import hashlib
-import statistics
 from collections import defaultdict
 from typing import Any
 
@@ -12,8 +11,8 @@ from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from bench.results import STATUS_SEVERITY, SampleResult
-from bench.stats.intervals import median_ci
+from bench.results import SampleResult
+from bench.stats.summary import Repeat, summarize_repeats
 from bench.sweep import PointPlan, ServerConfig, SweepSpec
 from db.fingerprint import point_fingerprint
 from db.models import METRIC_FIELDS, Point, RequestRow, Run, Sample, ServerInstance
@@ -36,8 +35,6 @@ _PROVENANCE_COLUMNS = (
     "specbench_version",
     "git_commit",
 )
-# Statuses whose metrics describe what the server did; failed repeats have nothing to summarise.
-_MEASURED = {"ok", "unstable", "mode_mismatch", "invalid"}
 
 
 def create_run(
@@ -49,8 +46,10 @@ def create_run(
     trigger: str,
     label: str | None,
     job_id: int | None,
+    uid: str | None = None,
 ) -> Run:
     run = Run(
+        **({"uid": uid} if uid else {}),
         sweep_name=spec.name,
         sweep_yaml=sweep_yaml,
         sweep_hash=hashlib.sha256(sweep_yaml.encode()).hexdigest(),
@@ -117,11 +116,12 @@ def record_server(
 
 
 def stored_repeats(session: Session, run_id: int) -> dict[str, set[int]]:
-    """point_key -> repeat indices already stored, for resuming a run."""
+    """point_key -> repeat indices already measured, for resuming a run. A `failed` repeat holds no
+    measurement (its server died, every request failed), so a resumed run or a retried job measures it again."""
     rows = session.execute(
         select(Point.point_key, Sample.repeat)
         .join(Sample, Sample.point_id == Point.id)
-        .where(Point.run_id == run_id)
+        .where(Point.run_id == run_id, Sample.status != "failed")
     )
     done: dict[str, set[int]] = defaultdict(set)
     for key, repeat in rows:
@@ -137,22 +137,8 @@ def get_or_create_point(session: Session, run: Run, plan: PointPlan, server_inst
         if server_instance_id is not None:
             point.server_instance_id = server_instance_id
         return point
-    cfg, w = plan.server, plan.workload
-    series: dict[str, Any] = {  # the series key: identity columns of the point and its fingerprint
-        "model": cfg.model,
-        "draft_model": cfg.draft_model,
-        "attention_backend": cfg.attention_backend,
-        "tp": cfg.tp,
-        "algorithm": cfg.algorithm,
-        "steps": cfg.steps,
-        "topk": cfg.topk,
-        "draft_tokens": cfg.draft_tokens,
-        "spec_mode": cfg.spec_mode,
-        "batch_size": plan.batch_size,
-        "workload_key": w.key(),
-        "gpu_name": run.gpu_name,
-        "gpu_count": run.gpu_count,
-    }
+    series = plan.series(run.gpu_name, run.gpu_count)  # the series key: identity columns and fingerprint
+    w = plan.workload
     point = Point(
         run_id=run.id,
         server_instance_id=server_instance_id,
@@ -176,12 +162,19 @@ def get_or_create_point(session: Session, run: Run, plan: PointPlan, server_inst
 def store_sample(
     session: Session, point: Point, result: SampleResult, *, spec_mode_resolved: str | None
 ) -> bool:
-    """Insert one repeat with its requests; False if that repeat was already stored (a resumed job)."""
-    exists = session.scalars(
-        select(Sample.id).where(Sample.point_id == point.id, Sample.repeat == result.repeat)
+    """Insert one repeat with its requests; False if that repeat was already stored (a resumed job).
+
+    The caller's session is one transaction: the sample, its requests and the point refresh commit together
+    (on SQLite too, see db/engine.py), so a point never counts a repeat it does not hold, or the reverse.
+    A stored `failed` repeat is replaced by a new measurement of it."""
+    existing = session.scalars(
+        select(Sample).where(Sample.point_id == point.id, Sample.repeat == result.repeat)
     ).first()
-    if exists is not None:
-        return False
+    if existing is not None:
+        if existing.status != "failed" or result.status == "failed":
+            return False
+        session.delete(existing)
+        session.flush()
     sample = Sample(
         point_id=point.id,
         repeat=result.repeat,
@@ -225,30 +218,22 @@ def store_sample(
 
 
 def refresh_point(session: Session, point: Point) -> None:
-    """Point metrics = median over measured repeats; status = the worst repeat's, with its reason."""
+    """Rewrite the point from its stored repeats (`bench.stats.summary.summarize_repeats`)."""
     samples = list(session.scalars(select(Sample).where(Sample.point_id == point.id).order_by(Sample.repeat)))
     point.repeats = len(samples)
     if not samples:
         return
-    worst = max(samples, key=lambda s: STATUS_SEVERITY.get(s.status, 99))
-    point.status = worst.status
-    reasons = [f"repeat {s.repeat}: {s.reason}" for s in samples if s.reason]
-    point.reason = "; ".join(reasons) if reasons else None
-    measured = [s for s in samples if s.status in _MEASURED and s.output_throughput is not None]
-    for name in METRIC_FIELDS:
-        values = [getattr(s, name) for s in measured if getattr(s, name) is not None]
-        if not values:
-            setattr(point, name, None)
-        elif all(isinstance(v, int) for v in values):  # counts stay integers (median_low)
-            setattr(point, name, statistics.median_low(values))
-        else:
-            setattr(point, name, statistics.median(values))
-    throughputs = [s.output_throughput for s in measured if s.output_throughput is not None]
-    low = high = None
-    if throughputs:
-        _, low, high = median_ci(throughputs)
-    point.output_throughput_ci_low = low
-    point.output_throughput_ci_high = high
+    summary = summarize_repeats(
+        [
+            Repeat(s.repeat, s.status, s.reason, {name: getattr(s, name) for name in METRIC_FIELDS})
+            for s in samples
+        ]
+    )
+    point.status, point.reason = summary.status, summary.reason
+    for name, value in summary.metrics.items():
+        setattr(point, name, value)
+    point.output_throughput_ci_low = summary.output_throughput_ci_low
+    point.output_throughput_ci_high = summary.output_throughput_ci_high
     point.overhead_s = sum(s.overhead_s or 0.0 for s in samples)
 
 

@@ -12,10 +12,11 @@ import pytest
 from sqlalchemy import Engine
 from streamlit.testing.v1 import AppTest
 
+from bench.synthetic_history import SMALL_SHAPE
 from db import queries as q
 from db.migrate import open_database
-from db.synthetic_history import SMALL_SHAPE, seed_history
 from runners.commands.dashboard import streamlit_argv, streamlit_env
+from runners.seed_history import seed_history
 
 APP = str(Path(__file__).resolve().parents[1] / "dashboard" / "app.py")
 PAGES = ["pages/overview.py", "pages/trends.py", "pages/sweep.py", "pages/compare.py", "pages/jobs.py"]
@@ -39,7 +40,7 @@ def engine_of(seeded_url: str) -> Iterator[Engine]:
 
 
 def open_page(url: str, page: str, monkeypatch: pytest.MonkeyPatch, **params: str) -> AppTest:
-    monkeypatch.setenv("SPECBENCH_DB_URL", url)
+    monkeypatch.setenv("DATABASE_URL", url)
     at = AppTest.from_file(APP, default_timeout=TIMEOUT)
     for k, v in params.items():
         at.query_params[k] = v
@@ -187,7 +188,7 @@ def test_dashboard_command_line() -> None:
     assert argv[argv.index("--server.port") + 1] == "8600"
     assert argv[argv.index("--server.headless") + 1] == "true"
     env = streamlit_env("sqlite:////tmp/x.db")
-    assert env["SPECBENCH_DB_URL"] == "sqlite:////tmp/x.db"
+    assert env["DATABASE_URL"] == "sqlite:////tmp/x.db"
     assert env["PYTHONPATH"].split(":")[0] == str(Path(APP).parents[1])
 
 
@@ -217,3 +218,34 @@ def test_sweep_warns_when_servers_shared_the_gpu(tmp_path: Path, monkeypatch: py
     at = open_page(url, "pages/sweep.py", monkeypatch, run=str(solo))
     assert not any("sharing the GPU" in w.value for w in at.warning)
     assert not any("Left out" in c.value for c in at.caption)
+
+
+def test_overview_lists_what_the_regressions_command_prints(
+    seeded_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One pipeline (`analysis.regressions`): the Overview table and `specbench regressions` agree."""
+    from typer.testing import CliRunner
+
+    from runners.cli import app
+
+    at = open_page(seeded_url, "pages/overview.py", monkeypatch)
+    at.toggle(key="ov_all").set_value(True).run()
+    table = next(d.value for d in at.dataframe if "Change" in d.value.columns)
+    res = CliRunner().invoke(
+        app,
+        [
+            "regressions",
+            "--db",
+            seeded_url,
+            "--format",
+            "json",
+            "--include-improvements",
+            "--include-dismissed",
+        ],
+    )
+    assert res.exit_code == 0, res.output
+    rows = json.loads(res.stdout)
+    assert len(rows) > 0
+    shown = sorted(zip(table["Series"], (round(float(d), 6) for d in table["Δ"]), strict=True))
+    printed = sorted((r["series"], round(r["rel_change"] * 100, 6)) for r in rows)
+    assert shown == printed

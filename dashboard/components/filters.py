@@ -7,9 +7,10 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-from dashboard.analysis import FACETS, facet_options
+from analysis.facets import FACETS, facet_options
+from analysis.labels import short_gpu
+from bench import catalog
 from dashboard.components.state import Param, ensure_choice
-from dashboard.metrics import METRIC_LABELS, metric_label
 
 # With no URL state, open on a speculative series in the middle of a typical grid rather than on the first
 # option (the no-spec baseline at batch 1).
@@ -62,15 +63,15 @@ def series_filters(catalog: pd.DataFrame, container: Any = None) -> pd.Series | 
 
 
 def metric_picker(key: str, container: Any = None, label: str = "Metric") -> str:
-    options = list(METRIC_LABELS)
-    ensure_choice(key, options, "output_throughput")
+    options = list(catalog.MENU)
+    ensure_choice(key, options, catalog.DEFAULT_METRIC)
     box = container or st.sidebar
-    return str(box.selectbox(label, options, key=key, format_func=metric_label))
+    return str(box.selectbox(label, options, key=key, format_func=catalog.label))
 
 
 def run_label(row: pd.Series | dict[str, Any]) -> str:
     started = pd.Timestamp(row["started_at"]).strftime("%Y-%m-%d %H:%M")
-    gpu = str(row.get("gpu_name") or "").replace("NVIDIA ", "").split(" ")[0]
+    gpu = short_gpu(row.get("gpu_name"))
     version = row.get("sglang_version") or "?"
     commit = str(row.get("sglang_commit") or "")[:7]
     tag = " ⚠ synthetic" if row.get("trigger") == "synthetic" else ""

@@ -7,9 +7,9 @@ from typing import Annotated, Literal
 
 import typer
 
+from analysis.export import ExportError, collect, to_csv, to_json, to_markdown
 from db.engine import session_scope
-from db.export import ExportError, collect, to_csv, to_json, to_markdown
-from runners.common import DbOption, fail, open_db
+from runners.common import MAX_ID, DbOption, fail, open_db
 
 
 def register(app: typer.Typer) -> None:
@@ -19,7 +19,8 @@ def register(app: typer.Typer) -> None:
 def export(
     db: DbOption = None,
     run: Annotated[
-        list[int] | None, typer.Option("--run", help="Run id (repeatable). Default: the latest run.")
+        list[int] | None,
+        typer.Option("--run", min=1, max=MAX_ID, help="Run id (repeatable). Default: the latest run."),
     ] = None,
     format: Annotated[
         Literal["csv", "json", "md"], typer.Option("--format", help="csv, json or md (a PR-ready table)")
