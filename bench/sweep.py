@@ -33,6 +33,7 @@ from bench.server_env import ServerEnvError, as_env_value, sweep_name_problem
 from bench.sglang_flags import check_passthrough_flag
 
 SpecMode = Literal["v1", "v2"]
+Activity = Literal["CPU", "GPU"]
 Backend = Literal["sglang", "sim", "external"]
 Algorithm = Literal["EAGLE", "NEXTN", "EAGLE3", "STANDALONE"]
 
@@ -277,6 +278,19 @@ class WarmupSpec(_Strict):
     waves: int = Field(1, ge=1, le=100)
 
 
+class ProfileSpec(_Strict):
+    """Capture an SGLang profiler trace of chosen points after their measured windows (docs/profiles.md)."""
+
+    steps: int = Field(12, ge=2, le=1000)  # `num_steps` of /start_profile
+    activities: list[Activity] = Field(default_factory=lambda: list[Activity](["GPU"]), min_length=1)
+    at: list[int] | None = None  # batch sizes to profile; None = every batch size of the grid
+    with_stack: bool = False  # SGLang defaults both to true, which slows the CPU side a lot
+    record_shapes: bool = False
+    settle_s: float = Field(2.0, ge=0.0, le=600.0)  # load runs this long before /start_profile
+    timeout_s: float = Field(300.0, gt=0.0, le=3600.0)  # wait at most this long for the trace files
+    distortion_threshold: float = Field(1.2, gt=1.0)
+
+
 class SweepSpec(_Strict):
     name: Slug
     model: PathText
@@ -289,6 +303,7 @@ class SweepSpec(_Strict):
     repeats: int = Field(3, ge=1, le=100)
     warmup: WarmupSpec = Field(default_factory=WarmupSpec)
     request_timeout_s: Seconds = 600.0
+    profile: ProfileSpec | None = None
 
     @property
     def workloads(self) -> list[WorkloadSpec]:
@@ -357,6 +372,10 @@ def find_problems(spec: SweepSpec) -> list[str]:
             p.append("backend external: server.args/env cannot apply to a server specbench does not launch")
     elif s.base_url:
         p.append(f"server.base_url is only for backend: external (backend is {s.backend!r})")
+    if spec.profile is not None and spec.profile.at is not None:
+        for b in spec.profile.at:
+            if b not in g.batch_sizes:
+                p.append(f"profile.at: batch size {b} is not in grid.batch_sizes {g.batch_sizes}")
     for i, w in enumerate(spec.workloads):
         where = f"workload[{i}]" if isinstance(spec.workload, list) else "workload"
         if w.dataset == "jsonl" and not w.path:

@@ -321,3 +321,30 @@ class Schedule(Base):
     enabled: Mapped[bool] = mapped_column(Boolean, default=True)
     last_fire_time: Mapped[datetime | None] = mapped_column(UTCDateTime)
     created_at: Mapped[datetime] = _created()
+
+
+class Profile(Base):
+    """One SGLang profiler trace of a point (one row per TP rank's file), captured after its measured windows.
+
+    `path` is where the compressed trace lies on `host` (see docs/profiles.md); `summary` holds the figures of
+    `bench.profile.summary.summarize` plus the distortion against the point's unprofiled figures.
+    """
+
+    __tablename__ = "profiles"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    run_id: Mapped[int] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"), index=True)
+    point_id: Mapped[int] = mapped_column(ForeignKey("points.id", ondelete="CASCADE"), index=True)
+    spec_mode: Mapped[str | None] = mapped_column(String(8))
+    batch_size: Mapped[int] = mapped_column(Integer)
+    activities: Mapped[list[Any]] = mapped_column(JSON, default=list)
+    num_steps: Mapped[int] = mapped_column(Integer)
+    tp_rank: Mapped[int] = mapped_column(Integer, default=0)
+    status: Mapped[str] = mapped_column(String(16))  # ok | failed
+    error: Mapped[str | None] = mapped_column(Text)
+    host: Mapped[str] = mapped_column(String(200))
+    path: Mapped[str | None] = mapped_column(String(1000))
+    sha256: Mapped[str | None] = mapped_column(String(64))
+    size_bytes: Mapped[int | None] = mapped_column(Integer)
+    summary: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    created_at: Mapped[datetime] = _created()

@@ -35,7 +35,7 @@ from bench.workload import build_prompts
 from db.engine import session_scope
 from db.models import Run, ServerInstance
 from db.types import utcnow
-from runners import store
+from runners import profiling, store
 
 
 @dataclass
@@ -310,6 +310,7 @@ class _Executor:
                             self.done.setdefault(plan.key(), set()).add(sample.repeat)
                 self.points_measured += 1
                 self.overhead_total += max(time.perf_counter() - t_point - window, 0.0)
+                await profiling.profile_point(self.engine, self.spec, plan, client, self.run_id, si_id)
                 self.points_stored += 1
                 self._advance()
 
