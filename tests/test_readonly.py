@@ -91,3 +91,17 @@ def test_browsing_the_dashboard_leaves_the_file_byte_identical(
         at.switch_page(page).run()
         assert not at.exception, [e.value for e in at.exception]
     assert_untouched(example, before)
+
+
+def test_postgres_reads_run_in_read_only_transactions(pg_url: str) -> None:
+    from sqlalchemy import text
+    from sqlalchemy.exc import InternalError
+
+    from db.migrate import open_database, open_database_readonly
+
+    open_database(pg_url).dispose()
+    engine, note = open_database_readonly(pg_url)
+    assert note is None
+    with engine.connect() as c, pytest.raises(InternalError, match="read-only transaction"):
+        c.execute(text("DELETE FROM runs"))
+    engine.dispose()
