@@ -134,8 +134,13 @@ class ServerInstance(Base):
     sglang_version: Mapped[str | None] = mapped_column(String(64))
     log_path: Mapped[str | None] = mapped_column(String(500))
     startup_s: Mapped[float | None] = mapped_column(Float)
-    status: Mapped[str] = mapped_column(String(16), default="starting")  # starting | ok | failed | stopped
+    # starting | ok | failed (never came up) | crashed (died while measured) | stopped
+    status: Mapped[str] = mapped_column(String(16), default="starting")
     error: Mapped[str | None] = mapped_column(Text)
+    # A server that died: its exit code (negative: killed by that signal) and the last lines of its log, kept
+    # here because the log file lives on the worker host only.
+    exit_code: Mapped[int | None] = mapped_column(Integer)
+    log_tail: Mapped[str | None] = mapped_column(Text)
     started_at: Mapped[datetime] = _created()
     stopped_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
 
@@ -279,6 +284,8 @@ class Job(Base):
     status: Mapped[str] = mapped_column(String(16), default="queued")
     attempts: Mapped[int] = mapped_column(Integer, default=0)
     max_attempts: Mapped[int] = mapped_column(Integer, default=3)
+    # Leases that expired (worker killed, host lost): counted apart from attempts, which count failures.
+    lease_expiries: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
     worker_id: Mapped[str | None] = mapped_column(String(200))
     lease_expires_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     not_before: Mapped[datetime | None] = mapped_column(UTCDateTime)

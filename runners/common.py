@@ -56,6 +56,18 @@ def db_url(url: str | None) -> str:
     return resolved
 
 
+OutageOption = Annotated[
+    float | None,
+    typer.Option(
+        "--db-outage-limit-s",
+        min=0.0,
+        help="How long to wait out an unreachable (or, on SQLite, locked) database before giving up. "
+        "Default: $SPECBENCH_DB_OUTAGE_LIMIT_S, else 900.",
+        show_default=False,
+    ),
+]
+
+
 def open_db(url: str | None) -> Engine:
     """The migrated database, or a clear message and exit 2 when it cannot be reached."""
     resolved = db_url(url)
