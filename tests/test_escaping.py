@@ -116,7 +116,8 @@ def test_dashboard_renders_the_report_without_raw_html(
     sqlite_url: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     from db.migrate import open_database
-    from db.synthetic_history import SMALL_SHAPE, seed_history
+    from bench.synthetic_history import SMALL_SHAPE
+    from runners.seed_history import seed_history
 
     eng = open_database(sqlite_url)
     seed_history(eng, 80, shape=SMALL_SHAPE, end=datetime(2026, 11, 30, tzinfo=UTC), seed=3)
