@@ -115,8 +115,8 @@ def test_export_markdown_with_hostile_names_stays_inert() -> None:
 def test_dashboard_renders_the_report_without_raw_html(
     sqlite_url: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    from db.migrate import open_database
     from bench.synthetic_history import SMALL_SHAPE
+    from db.migrate import open_database
     from runners.seed_history import seed_history
 
     eng = open_database(sqlite_url)
@@ -126,7 +126,7 @@ def test_dashboard_renders_the_report_without_raw_html(
     with eng.begin() as c:  # a hostile model name and sweep, as a stored run would carry them
         c.execute(text("UPDATE runs SET model = :m, sweep_yaml = :y"), {"m": HOSTILE, "y": HOSTILE_YAML})
     eng.dispose()
-    monkeypatch.setenv("SPECBENCH_DB_URL", sqlite_url)
+    monkeypatch.setenv("DATABASE_URL", sqlite_url)
     at = AppTest.from_file(
         str(Path(__file__).resolve().parents[1] / "dashboard" / "app.py"), default_timeout=60
     )

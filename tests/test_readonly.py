@@ -84,7 +84,10 @@ def test_browsing_the_dashboard_leaves_the_file_byte_identical(
     example: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     before = digest(example)
-    monkeypatch.setenv("SPECBENCH_DB_URL", f"sqlite:///{example}")
+    monkeypatch.setenv("DATABASE_URL", f"sqlite:///{example}")
+    from dashboard.services import data
+
+    assert data.db_url() == f"sqlite:///{example}"  # the app reads this copy, not some other database
     at = AppTest.from_file(APP, default_timeout=60)
     at.run()
     for page in ["pages/trends.py", "pages/sweep.py", "pages/compare.py", "pages/jobs.py"]:
