@@ -31,8 +31,9 @@ from pydantic import (
 from bench import safe_yaml
 from bench.server_env import ServerEnvError, as_env_value, sweep_name_problem
 from bench.sglang_flags import check_passthrough_flag
+from bench.sim.versions import DEFAULT_VERSION, EMULATED_VERSIONS
+from bench.spec_modes import SpecMode
 
-SpecMode = Literal["v1", "v2"]
 Activity = Literal["CPU", "GPU"]
 Backend = Literal["sglang", "sim", "external"]
 Algorithm = Literal["EAGLE", "NEXTN", "EAGLE3", "STANDALONE"]
@@ -188,7 +189,7 @@ class _Strict(BaseModel):
 class SimSettings(_Strict):
     """Knobs of the stand-in server (`backend: sim`); the launcher passes them as SPECBENCH_SIM_* variables."""
 
-    version: str = "0.5.13.post1"
+    version: str = DEFAULT_VERSION
     acceptance_rate: float = Field(0.7, ge=0.0, le=1.0)
     seed: Seed = 0
     time_scale: float = Field(1.0, gt=0.0, le=1000.0)
@@ -199,9 +200,8 @@ class SimSettings(_Strict):
     @field_validator("version")
     @classmethod
     def _known_version(cls, v: str) -> str:
-        known = {"0.5.12", "0.5.13", "0.5.13.post1", "0.5.14", "0.5.15", "0.5.23"}
-        if v not in known:
-            raise ValueError(f"sim version {v!r} is not emulated; choose one of {sorted(known)}")
+        if v not in EMULATED_VERSIONS:
+            raise ValueError(f"sim version {v!r} is not emulated; choose one of {list(EMULATED_VERSIONS)}")
         return v
 
     @field_validator("fault")
@@ -452,6 +452,25 @@ class PointPlan:
     def key(self) -> str:
         """Identity of the point inside a run; with the repeat index it makes writes idempotent."""
         return f"{self.server.key()}/bs{self.batch_size}/{self.workload.key()}/n{self.num_prompts}"
+
+    def series(self, gpu_name: str, gpu_count: int) -> dict[str, Any]:
+        """The series identity of this point on these GPUs: the fields of its fingerprint and its columns."""
+        cfg = self.server
+        return {
+            "model": cfg.model,
+            "draft_model": cfg.draft_model,
+            "attention_backend": cfg.attention_backend,
+            "tp": cfg.tp,
+            "algorithm": cfg.algorithm,
+            "steps": cfg.steps,
+            "topk": cfg.topk,
+            "draft_tokens": cfg.draft_tokens,
+            "spec_mode": cfg.spec_mode,
+            "batch_size": self.batch_size,
+            "workload_key": self.workload.key(),
+            "gpu_name": gpu_name,
+            "gpu_count": gpu_count,
+        }
 
 
 @dataclass(frozen=True)

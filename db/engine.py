@@ -15,6 +15,7 @@ from sqlalchemy.exc import ArgumentError
 from sqlalchemy.orm import Session, sessionmaker
 
 DEFAULT_URL = "sqlite:///specbench.db"
+URL_ENV = "DATABASE_URL"  # the one setting that names the database, for every command and the dashboard
 
 
 class DatabaseURLError(ValueError):
@@ -36,7 +37,7 @@ def resolve_url(url: str | None = None) -> str:
         if not raw:
             raise DatabaseURLError(f"--db {url}: the environment variable {name!r} is not set or empty")
     else:
-        raw = url or os.environ.get("DATABASE_URL") or DEFAULT_URL
+        raw = url or os.environ.get(URL_ENV) or DEFAULT_URL
     try:
         parsed = make_url(raw)
     except (ArgumentError, ValueError):

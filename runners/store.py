@@ -137,22 +137,8 @@ def get_or_create_point(session: Session, run: Run, plan: PointPlan, server_inst
         if server_instance_id is not None:
             point.server_instance_id = server_instance_id
         return point
-    cfg, w = plan.server, plan.workload
-    series: dict[str, Any] = {  # the series key: identity columns of the point and its fingerprint
-        "model": cfg.model,
-        "draft_model": cfg.draft_model,
-        "attention_backend": cfg.attention_backend,
-        "tp": cfg.tp,
-        "algorithm": cfg.algorithm,
-        "steps": cfg.steps,
-        "topk": cfg.topk,
-        "draft_tokens": cfg.draft_tokens,
-        "spec_mode": cfg.spec_mode,
-        "batch_size": plan.batch_size,
-        "workload_key": w.key(),
-        "gpu_name": run.gpu_name,
-        "gpu_count": run.gpu_count,
-    }
+    series = plan.series(run.gpu_name, run.gpu_count)  # the series key: identity columns and fingerprint
+    w = plan.workload
     point = Point(
         run_id=run.id,
         server_instance_id=server_instance_id,
