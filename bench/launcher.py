@@ -30,11 +30,12 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+from bench import reaper
 from bench.processes import PortError, free_port, port_is_free, terminate_group
 from bench.server_argv import ArgvError, build_argv, resolve_python, sim_env
 from bench.server_env import ServerEnvError, build_server_env
 from bench.spec_modes import ENV_SPEC_V2, ResolvedMode, VersionError, compare_requested, resolve_mode
-from bench.sweep import ServerConfig, ServerSpec
+from bench.sweep import SIMULATE_ACC_ENV, ServerConfig, ServerSpec
 
 LOG_TAIL_LINES = 40
 # The directory that holds the `bench` package: the sim's working directory, so `-m bench.sim` imports it
@@ -97,6 +98,7 @@ class LaunchedServer:
     notes: list[str] = field(default_factory=list)
     _proc: subprocess.Popen[bytes] | None = field(default=None, repr=False)
     _stop_timeout_s: float = field(default=15.0, repr=False)
+    _guard: reaper.Guard | None = field(default=None, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _stopped: bool = field(default=False, repr=False)
 
@@ -155,6 +157,8 @@ class LaunchedServer:
             if self._stopped:
                 return
             terminate_group(proc, self._stop_timeout_s if timeout_s is None else timeout_s)
+            if self._guard is not None:
+                self._guard.release()
             self._stopped = True
             _LIVE.pop(id(self), None)
 
@@ -222,7 +226,13 @@ def launch(
     # A spec whose own args/env the config lacks would have them silently dropped.
     # Lists in the spec are tuples in the (hashable) config.
     spec_args = {k: tuple(v) if isinstance(v, list) else v for k, v in spec.args.items()}
-    if (spec.args and dict(config.args) != spec_args) or (spec.env and dict(config.env) != spec.env):
+    # Fields the sweep turns into args/env of their own (server.load_format, grid.accept_lengths) are not
+    # in the spec's args/env; leave them out of the comparison.
+    cfg_args = {k: v for k, v in config.args if not (k == "load-format" and spec.load_format != "auto")}
+    cfg_env = {
+        k: v for k, v in config.env if not (k == SIMULATE_ACC_ENV and config.accept_length is not None)
+    }
+    if (spec.args and cfg_args != spec_args) or (spec.env and cfg_env != spec.env):
         raise LaunchError(
             "server.args/env differ from the config's args/env; build configs with bench.sweep.expand "
             f"(spec: {spec.args!r} {spec.env!r}; config: {dict(config.args)!r} {dict(config.env)!r})"
@@ -248,6 +258,10 @@ def launch(
         raise LaunchError(str(e)) from None
 
     env_delta = _env_delta(spec, config, built.mode_env, gpus)
+    if spec.backend == "sim" and spec.sim.shared_gpu:
+        # The run's stand-in servers share one emulated GPU (bench/sim/gpu_ledger.py), as on a real host.
+        device = env_delta.get("CUDA_VISIBLE_DEVICES", "all").replace(",", "_")
+        env_delta["SPECBENCH_SIM_GPU_LEDGER"] = str(Path(log_dir).resolve() / f"sim-gpu-{device}.json")
     # Built from nothing (bench.server_env): the worker's own environment holds the database URL.
     try:
         env = build_server_env(os.environ, dict(config.env), env_delta)
@@ -276,6 +290,8 @@ def launch(
             )
         except OSError as e:
             raise LaunchError(f"cannot start {built.argv[0]}: {e}") from None
+    # The server dies with us, even on SIGKILL (bench/reaper.py).
+    guard = reaper.guard(proc.pid, grace_s=stop_timeout_s, label=config.label())
     server: LaunchedServer | None = None
     try:
         base_url = f"http://{host}:{port}"
@@ -295,6 +311,7 @@ def launch(
             notes=[*built.notes, *(f"inherited {k} not passed on (set by server.sim only)" for k in dropped)],
             _proc=proc,
             _stop_timeout_s=stop_timeout_s,
+            _guard=guard,
         )
         _LIVE[id(server)] = server
         _wait_healthy(proc, base_url, log_path, timeout)
@@ -315,6 +332,7 @@ def launch(
             server.stop()
         else:
             terminate_group(proc, stop_timeout_s)
+            guard.release()
         if isinstance(e, LaunchError):
             e.pid, e.log_path = proc.pid, log_path
         raise

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -75,26 +76,49 @@ def scrub(text: str, url: str | None) -> str:
     return text
 
 
-def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
+def _sqlite_pragmas(dbapi_conn: Any, _record: Any, *, busy_ms: int = 30000) -> None:
     # WAL + busy_timeout let workers and the dashboard share one file; NORMAL is durable enough under WAL.
     cur = dbapi_conn.cursor()
     cur.execute("PRAGMA journal_mode=WAL")
-    cur.execute("PRAGMA busy_timeout=30000")
+    cur.execute(f"PRAGMA busy_timeout={int(busy_ms)}")  # an int we computed, not input
     cur.execute("PRAGMA synchronous=NORMAL")
     cur.execute("PRAGMA foreign_keys=ON")
     cur.close()
 
 
-def make_engine(url: str | None = None, **kwargs: Any) -> Engine:
+# Execution option that makes SQLite's BEGIN an IMMEDIATE one: the write lock is taken before the first read,
+# so a claim's read-then-update cannot interleave with another writer (runners/queue.py).
+SQLITE_IMMEDIATE = "specbench_sqlite_immediate"
+
+
+def _sqlite_autocommit_driver(dbapi_conn: Any, _record: Any) -> None:
+    # SQLAlchemy's documented pysqlite recipe ("Serializable isolation / Savepoints / Transactional DDL"):
+    # pysqlite's own BEGIN comes late (before the first INSERT/UPDATE/DELETE) and its SAVEPOINT handling
+    # commits what `begin_nested` should keep pending. Switch the driver's transaction handling off here and
+    # emit BEGIN ourselves when SQLAlchemy begins (`_sqlite_begin`): a session is then one real transaction,
+    # savepoints included, so a repeat, its requests and its point refresh commit together or not at all.
+    dbapi_conn.isolation_level = None
+
+
+def _sqlite_begin(conn: Any) -> None:
+    immediate = conn.get_execution_options().get(SQLITE_IMMEDIATE, False)
+    conn.exec_driver_sql("BEGIN IMMEDIATE" if immediate else "BEGIN")
+
+
+def make_engine(url: str | None = None, *, busy_timeout_s: float = 30.0, **kwargs: Any) -> Engine:
+    """`busy_timeout_s` (SQLite): how long one statement waits for another writer's lock before it fails
+    with "database is locked" (callers that must ride out longer waits retry: runners/dbretry.py)."""
     resolved = resolve_url(url)
     parsed = make_url(resolved)
     if parsed.get_backend_name() == "sqlite":
         if parsed.database and parsed.database != ":memory:":
             os.makedirs(os.path.dirname(os.path.abspath(parsed.database)), exist_ok=True)
-        # pysqlite opens a transaction lazily, before the first INSERT/UPDATE/DELETE only, so a claim can take
-        # the write lock up front with its own BEGIN IMMEDIATE (runners/queue.py) before it reads.
-        engine = create_engine(resolved, connect_args={"timeout": 30}, **kwargs)
-        event.listen(engine, "connect", _sqlite_pragmas)
+        engine = create_engine(resolved, connect_args={"timeout": busy_timeout_s}, **kwargs)
+        event.listen(engine, "connect", _sqlite_autocommit_driver)
+        event.listen(
+            engine, "connect", functools.partial(_sqlite_pragmas, busy_ms=int(busy_timeout_s * 1000))
+        )
+        event.listen(engine, "begin", _sqlite_begin)
         return engine
     return create_engine(resolved, pool_pre_ping=True, **kwargs)
 
@@ -113,3 +137,39 @@ def session_scope(engine: Engine) -> Iterator[Session]:
         except BaseException:
             session.rollback()
             raise
+
+
+# ---- Read-only access: export, compare, regressions, runs and the dashboard read; they never change a file.
+
+
+def _sqlite_readonly_pragmas(dbapi_conn: Any, _record: Any) -> None:
+    # No journal_mode switch (that rewrites the header of a file we only read) and query_only as a second
+    # lock on the door; busy_timeout so a reader waits out a writer's commit instead of failing.
+    cur = dbapi_conn.cursor()
+    cur.execute("PRAGMA busy_timeout=30000")
+    cur.execute("PRAGMA query_only=ON")
+    cur.close()
+
+
+class DatabaseMissingError(FileNotFoundError):
+    """A read-only open of a SQLite file that does not exist (a read never creates one)."""
+
+
+def make_readonly_engine(url: str | None = None, **kwargs: Any) -> Engine:
+    """An engine that cannot write: SQLite opened with `mode=ro`, PostgreSQL sessions `READ ONLY`."""
+    resolved = resolve_url(url)
+    parsed = make_url(resolved)
+    if parsed.get_backend_name() == "sqlite":
+        database = parsed.database or ""
+        if database in ("", ":memory:") or database.startswith("file:"):
+            raise DatabaseURLError("a read-only open needs a SQLite file path (sqlite:///PATH)")
+        path = os.path.abspath(database)
+        if not os.path.isfile(path):
+            raise DatabaseMissingError(f"no database file at {path}")
+        ro = parsed.set(database=f"file:{quote(path)}", query={"mode": "ro", "uri": "true"})
+        engine = create_engine(ro, connect_args={"timeout": 30}, **kwargs)
+        event.listen(engine, "connect", _sqlite_readonly_pragmas)
+        return engine
+    return create_engine(
+        resolved, pool_pre_ping=True, execution_options={"postgresql_readonly": True}, **kwargs
+    )

@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import hashlib
 from collections import defaultdict
+from datetime import UTC, datetime
 from typing import Any
 
 from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
+from bench.measure import Window
 from bench.results import SampleResult
 from bench.stats.summary import Repeat, summarize_repeats
 from bench.sweep import PointPlan, ServerConfig, SweepSpec
@@ -28,8 +30,10 @@ def create_run(
     trigger: str,
     label: str | None,
     job_id: int | None,
+    uid: str | None = None,
 ) -> Run:
     run = Run(
+        **({"uid": uid} if uid else {}),
         sweep_name=spec.name,
         sweep_yaml=sweep_yaml,
         sweep_hash=hashlib.sha256(sweep_yaml.encode()).hexdigest(),
@@ -96,11 +100,12 @@ def record_server(
 
 
 def stored_repeats(session: Session, run_id: int) -> dict[str, set[int]]:
-    """point_key -> repeat indices already stored, for resuming a run."""
+    """point_key -> repeat indices already measured, for resuming a run. A `failed` repeat holds no
+    measurement (its server died, every request failed), so a resumed run or a retried job measures it again."""
     rows = session.execute(
         select(Point.point_key, Sample.repeat)
         .join(Sample, Sample.point_id == Point.id)
-        .where(Point.run_id == run_id)
+        .where(Point.run_id == run_id, Sample.status != "failed")
     )
     done: dict[str, set[int]] = defaultdict(set)
     for key, repeat in rows:
@@ -122,7 +127,8 @@ def get_or_create_point(session: Session, run: Run, plan: PointPlan, server_inst
         run_id=run.id,
         server_instance_id=server_instance_id,
         point_key=plan.key(),
-        fingerprint=point_fingerprint(**series),
+        fingerprint=point_fingerprint(**series, accept_length=plan.server.accept_length),
+        accept_length_pinned=plan.server.accept_length,
         status="failed",
         reason="no repeat stored yet",
         dataset=w.dataset,
@@ -139,21 +145,39 @@ def get_or_create_point(session: Session, run: Run, plan: PointPlan, server_inst
 
 
 def store_sample(
-    session: Session, point: Point, result: SampleResult, *, spec_mode_resolved: str | None
+    session: Session,
+    point: Point,
+    result: SampleResult,
+    *,
+    spec_mode_resolved: str | None,
+    window: Window | None = None,
+    order_index: int | None = None,
 ) -> bool:
-    """Insert one repeat with its requests; False if that repeat was already stored (a resumed job)."""
-    exists = session.scalars(
-        select(Sample.id).where(Sample.point_id == point.id, Sample.repeat == result.repeat)
+    """Insert one repeat with its requests; False if that repeat was already stored (a resumed job).
+
+    The caller's session is one transaction: the sample, its requests and the point refresh commit together
+    (on SQLite too, see db/engine.py), so a point never counts a repeat it does not hold, or the reverse.
+    A stored `failed` repeat is replaced by a new measurement of it."""
+    existing = session.scalars(
+        select(Sample).where(Sample.point_id == point.id, Sample.repeat == result.repeat)
     ).first()
-    if exists is not None:
-        return False
+    if existing is not None:
+        if existing.status != "failed" or result.status == "failed":
+            return False
+        session.delete(existing)
+        session.flush()
     sample = Sample(
         point_id=point.id,
         repeat=result.repeat,
         status=result.status,
         reason=result.reason,
         overhead_s=result.overhead_s,
+        order_index=order_index,
     )
+    if window is not None:
+        sample.telemetry = window.telemetry
+        if window.started_at is not None:
+            sample.window_started_at = datetime.fromtimestamp(window.started_at, tz=UTC)
     if result.metrics is not None:
         for name, value in result.metrics.to_dict().items():
             if name in METRIC_FIELDS:

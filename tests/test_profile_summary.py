@@ -206,3 +206,28 @@ def test_overlap_figures_and_verdict() -> None:
     )
     assert verdict(v2, v1).startswith("v2 hides no CPU work (GPU idle per cycle 0.25 ms longer")
     assert "cannot tell" in verdict({"gpu_idle_ms_per_cycle": None}, v2)
+
+
+def test_gpu_only_trace_cut_at_the_largest_graph_replays() -> None:
+    def k(a: float, b: float, corr: int) -> dict[str, Any]:
+        return _x("kernel", "k", a, b, stream=7, correlation=corr)
+
+    ev = [
+        # verify = the 3-kernel graph (corr 1, 4, 7); the 2-kernel draft graph and eager extend are not.
+        *(k(a, a + 100, 1) for a in (0, 100, 200)),
+        k(350, 400, 2),
+        *(k(a, a + 100, 3) for a in (600, 700)),
+        *(k(a, a + 100, 4) for a in (1000, 1100, 1200)),
+        k(1300, 1400, 5),
+        *(k(a, a + 100, 6) for a in (1800, 1900)),
+        *(k(a, a + 100, 7) for a in (2000, 2100, 2200)),
+        _x("kernel", "no correlation", 2500, 2600),
+    ]
+    s = summarize({"traceEvents": ev})
+    assert (s["track"], s["cycles"], s["cycles_timed"]) == ("graph", 3, 2)
+    # cycle 0 [0, 1000): busy 300 + 50 + 200; cycle 1 [1000, 2000): busy 300 + 100 + 200
+    assert [c["gpu_idle_ms"] for c in s["per_cycle"]] == pytest.approx([0.45, 0.4])
+    assert s["phases"]["target_verify"]["gpu_ms"]["median"] == pytest.approx(0.3)
+    assert s["phases"]["draft"]["gpu_ms"]["median"] == pytest.approx((0.25 + 0.3) / 2)
+    rows = spans_for_cycles({"traceEvents": ev}, first=0, count=1)
+    assert [r["end_ms"] for r in rows if r["row"] == "GPU steps"] == pytest.approx([0.3])

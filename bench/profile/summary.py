@@ -7,7 +7,11 @@ extend, the scheduler's gap and the draft of step i+1. `cycles` counts the verif
 come from the `cycles - 1` complete verify-to-verify intervals (`cycles_timed`).
 
 The GPU track (`gpu_user_annotation`) is used when present; otherwise the CPU annotations (`user_annotation`)
-cut the cycles, which is the only choice for a CPU-only trace. GPU busy time is the union of kernel
+cut the cycles, which is the only choice for a CPU-only trace. A GPU-only trace has no annotations at all
+(see `bench.profile.trace`); then the `graph` track stands in: the target verify is a CUDA-graph replay,
+the largest launch of the trace (most kernels under one correlation id), so every launch with at least
+GRAPH_SIZE_SHARE of that many kernels marks a verify. On that track the draft extend cannot be told from
+the draft: `draft` holds all kernel time outside the verify, and batch sizes are unknown (0). GPU busy time is the union of kernel
 intervals (memcpy/memset are not counted: they mostly run on copy engines).
 """
 
@@ -32,6 +36,7 @@ PHASE_OF_MODE = {
 }
 PHASES = ("target_verify", "draft", "draft_extend")
 DEFAULT_DISTORTION_THRESHOLD = 1.2
+GRAPH_SIZE_SHARE = 0.9
 
 
 @dataclass
@@ -93,8 +98,12 @@ def _largest_gap(busy: list[tuple[float, float]], lo: float, hi: float) -> float
 
 def find_cycles(ev: TraceEvents) -> tuple[list[Cycle], str, int]:
     """Complete cycles, the track that cut them, and the number of verify steps found."""
-    steps = ev.gpu_steps if any(s.mode == "TARGET_VERIFY" for s in ev.gpu_steps) else ev.cpu_steps
-    track = "gpu" if steps is ev.gpu_steps else "cpu"
+    if any(s.mode == "TARGET_VERIFY" for s in ev.gpu_steps):
+        steps, track = ev.gpu_steps, "gpu"
+    elif any(s.mode == "TARGET_VERIFY" for s in ev.cpu_steps):
+        steps, track = ev.cpu_steps, "cpu"
+    else:
+        steps, track = graph_verify_steps(ev.kernels), "graph"
     verifies = [s for s in steps if s.mode == "TARGET_VERIFY"]
     merged = union([(k.start, k.end) for k in ev.kernels])
     cpu_cycles = _cpu_phases(ev) if ev.cpu_recorded else []
@@ -125,6 +134,23 @@ def find_cycles(ev: TraceEvents) -> tuple[list[Cycle], str, int]:
             c.cpu_phase_ms = cpu_cycles[i]
         cycles.append(c)
     return cycles, track, len(verifies)
+
+
+def graph_verify_steps(kernels: list[Span]) -> list[Step]:
+    """Verify steps of an annotation-less trace: the replays of the largest CUDA graph (see module doc)."""
+    groups: dict[int, list[Span]] = {}
+    for k in kernels:
+        if k.correlation is not None:
+            groups.setdefault(k.correlation, []).append(k)
+    largest = max((len(g) for g in groups.values()), default=0)
+    if largest < 2:  # no graph replays: nothing tells a verify apart
+        return []
+    out = [
+        Step("TARGET_VERIFY", 0, min(k.start for k in g), max(k.end for k in g), "graph")
+        for g in groups.values()
+        if len(g) >= GRAPH_SIZE_SHARE * largest
+    ]
+    return sorted(out, key=lambda s: s.start)
 
 
 def _gpu_phases(
@@ -167,6 +193,8 @@ def summarize(trace: dict[str, Any]) -> dict[str, Any]:
     modes: dict[str, int] = {}
     for s in ev.gpu_steps if track == "gpu" else ev.cpu_steps:
         modes[s.mode] = modes.get(s.mode, 0) + 1
+    if track == "graph":
+        modes = {"TARGET_VERIFY (largest CUDA graph)": n_verify}
     phase_names = sorted({p for c in clean for p in c.gpu_phase_ms} | set(PHASES))
     cpu_names = sorted({p for c in clean for p in c.cpu_phase_ms})
     phases: dict[str, dict[str, Any]] = {}
@@ -261,11 +289,12 @@ def spans_for_cycles(trace: dict[str, Any], first: int = 0, count: int = 3) -> l
     def phase_of(s: Step) -> str:
         return PHASE_OF_MODE.get(s.mode, s.mode.lower())
 
-    for s in ev.gpu_steps:
+    gpu_steps = ev.gpu_steps or (graph_verify_steps(ev.kernels) if not ev.cpu_steps else [])
+    for s in gpu_steps:
         add("GPU steps", "phase", f"step[{s.mode} bs={s.batch_size}]", phase_of(s), s.start, s.end)
     for s in ev.cpu_steps:
         add("CPU steps", "phase", f"step[{s.mode} bs={s.batch_size}]", phase_of(s), s.start, s.end)
-    steps = ev.gpu_steps or ev.cpu_steps
+    steps = gpu_steps or ev.cpu_steps
     for k in ev.kernels:
         # A kernel under no step annotation belongs to the (unannotated) draft.
         under = next((s for s in steps if s.start <= k.start < s.end), None)

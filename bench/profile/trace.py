@@ -4,6 +4,10 @@ Only three event categories matter here (all complete events, `ph: "X"`, times i
 - `kernel`: one GPU kernel, with `args.stream`;
 - `user_annotation`: a `torch.profiler.record_function` range on the CPU thread that opened it;
 - `gpu_user_annotation`: the same range projected onto the GPU (first to last kernel it launched).
+A GPU-only trace (`activities: ["GPU"]`) has neither annotation: torch registers its record_function
+callbacks only when CPU activity is on (`enableProfiler` in torch/csrc/autograd/profiler_kineto.cpp), and
+Kineto derives `gpu_user_annotation` from those callbacks' correlation ids. Kernels keep `args.correlation`,
+the id of the launch they came from; all kernels of one CUDA-graph replay share it.
 SGLang 0.5.13 names each forward pass `step[<ForwardMode> bs=<n>]` (`step[EXTEND bs=<n> toks=<t>]` for
 prefill), see `_build_step_span_name` in sglang/srt/model_executor/model_runner.py.
 """
@@ -33,6 +37,7 @@ class Span:
     end: float
     track: str  # "gpu" or "cpu"
     stream: int | None = None
+    correlation: int | None = None  # the launch (cudaLaunchKernel / cudaGraphLaunch) the kernel came from
 
     @property
     def dur(self) -> float:
@@ -84,7 +89,7 @@ def as_trace(data: Any, source: str = "<trace>") -> dict[str, Any]:
 
 def extract(trace: dict[str, Any]) -> TraceEvents:
     """Kernels and step annotations, on a time axis that starts at the earliest of them."""
-    kernels: list[tuple[str, float, float, int | None]] = []
+    kernels: list[tuple[str, float, float, int | None, int | None]] = []
     gpu_steps: list[tuple[str, int, float, float]] = []
     cpu_steps: list[tuple[str, int, float, float]] = []
     cpu_recorded = False
@@ -98,10 +103,17 @@ def extract(trace: dict[str, Any]) -> TraceEvents:
         except (KeyError, TypeError, ValueError):
             continue
         if cat == "kernel":
-            args = ev.get("args") or {}
-            stream = args.get("stream") if isinstance(args, dict) else None
+            args = ev.get("args")
+            args = args if isinstance(args, dict) else {}
+            stream, corr = args.get("stream"), args.get("correlation")
             kernels.append(
-                (str(ev.get("name", "")), ts, ts + dur, stream if isinstance(stream, int) else None)
+                (
+                    str(ev.get("name", "")),
+                    ts,
+                    ts + dur,
+                    stream if isinstance(stream, int) else None,
+                    corr if isinstance(corr, int) else None,
+                )
             )
         elif cat in ("user_annotation", "gpu_user_annotation"):
             if cat == "user_annotation":
@@ -117,7 +129,8 @@ def extract(trace: dict[str, Any]) -> TraceEvents:
     origin = min(starts) if starts else 0.0
     return TraceEvents(
         kernels=sorted(
-            (Span(n, a - origin, b - origin, "gpu", st) for n, a, b, st in kernels), key=lambda s: s.start
+            (Span(n, a - origin, b - origin, "gpu", st, co) for n, a, b, st, co in kernels),
+            key=lambda s: s.start,
         ),
         gpu_steps=_merge_steps(gpu_steps, origin, "gpu"),
         cpu_steps=_merge_steps(cpu_steps, origin, "cpu"),

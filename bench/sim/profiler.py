@@ -9,8 +9,9 @@ routes in sglang/srt/entrypoints/http_server.py), same stop rule and file names 
 - one file per TP rank: `[<profile_prefix>-]<profile_id>-TP-<rank>.trace.json.gz`, where profile_id is the
   tokenizer's `str(time.time())`; the directory defaults to $SGLANG_TORCH_PROFILER_DIR, else /tmp.
 
-The trace has the categories SGLang's traces have: `kernel` (GPU, with stream), `gpu_user_annotation` and,
-when CPU activity is on, `user_annotation` and `cpu_op`; steps are named `step[TARGET_VERIFY bs=n]`,
+The trace has the categories SGLang's traces have: `kernel` (GPU, with stream and correlation id; one id per
+CUDA-graph replay) and, when CPU activity is on, `user_annotation`, `gpu_user_annotation` and `cpu_op` (a
+GPU-only torch trace has no annotations, see bench/profile/trace.py); steps are named `step[TARGET_VERIFY bs=n]`,
 `step[DRAFT_EXTEND_V2 bs=n]` and `step[EXTEND bs=n toks=t]` (the multi-step draft is not annotated in
 0.5.13). Timing follows `bench.sim.perf`: without overlap a step's CPU work and GPU work run one after the
 other; with overlap the CPU prepares step k+1 while the GPU runs step k. Recording CPU activity slows the
@@ -20,6 +21,7 @@ CPU work by CPU_PROFILING_SLOWDOWN, the way torch.profiler's CPU tracing slows t
 from __future__ import annotations
 
 import gzip
+import itertools
 import json
 import os
 import time
@@ -46,6 +48,8 @@ KERNELS = {
     "draft_extend": [("flash_fwd_splitkv_mla_kernel", 0.5), ("sm90_xmma_gemm_bf16bf16_bf16f32", 0.5)],
     "prefill": [("flash_fwd_mla_prefill_kernel", 0.6), ("fused_moe_kernel", 0.4)],
 }
+# Kernels per graph replay: the target model's layers, the draft's steps (see _kernels).
+GRAPH_REPEAT = {"target_verify": 8, "draft": 3}
 # Where a step's CPU time goes: scheduling, then the annotated forwards, then result processing.
 CPU_SHARES = (("Scheduler.get_next_batch_to_run", 0.45), ("forward", 0.45), ("process_batch_result", 0.1))
 
@@ -132,6 +136,9 @@ def build_trace(server: SimServer, sess: _Session) -> dict[str, Any]:
     origin = sess.started_wall_us
     cpu_free = gpu_free = origin
     prev_gpu_start = origin
+    corr = itertools.count(1)
+    # Verify and the multi-step draft replay CUDA graphs; 0.5.12-0.5.15 have no FlashMLA draft-extend graph.
+    graphed = {"target_verify", "draft"} | (set() if perf.draft_extend_without_graph else {"draft_extend"})
     for kind, batch, tokens in sess.steps:
         gpu_phases: list[tuple[str, str | None, float]]
         if kind == "decode":
@@ -163,8 +170,10 @@ def build_trace(server: SimServer, sess: _Session) -> dict[str, Any]:
         for phase, name, ms in gpu_phases:
             dur = ms * scale * 1000.0
             if gpu_on:
-                events += _kernels(phase, t, dur)
-                if name:
+                graph = phase in graphed
+                events += _kernels(phase, t, dur, corr, graph, GRAPH_REPEAT.get(phase, 1) if graph else 1)
+                # Kineto projects a record_function range onto the GPU only when CPU activity is on.
+                if name and cpu_on:
                     events.append(_x("gpu_user_annotation", name, t, dur, GPU_PID, KERNEL_STREAM))
             t += dur
         prev_gpu_start, gpu_free, cpu_free = gpu_start, gpu_start + gpu_us, cpu_end
@@ -182,12 +191,31 @@ def _x(cat: str, name: str, ts: float, dur: float, pid: int, tid: int, **args: A
     return {"ph": "X", "cat": cat, "name": name, "pid": pid, "tid": tid, "ts": ts, "dur": dur, "args": args}
 
 
-def _kernels(phase: str, start: float, dur: float) -> list[dict[str, Any]]:
+def _kernels(
+    phase: str, start: float, dur: float, corr: itertools.count[int], graph: bool, repeat: int = 1
+) -> list[dict[str, Any]]:
+    """The phase's kernels back to back. A CUDA-graph replay gives all its kernels one correlation id (one
+    cudaGraphLaunch); eager kernels get one each (one cudaLaunchKernel each)."""
     out, t = [], start
-    for name, share in KERNELS[phase]:
-        d = dur * share
-        out.append(_x("kernel", name, t, d, GPU_PID, KERNEL_STREAM, stream=KERNEL_STREAM, device=0))
-        t += d
+    graph_id = next(corr) if graph else None
+    for _ in range(repeat):
+        for name, share in KERNELS[phase]:
+            d = dur * share / repeat
+            c = graph_id if graph_id is not None else next(corr)
+            out.append(
+                _x(
+                    "kernel",
+                    name,
+                    t,
+                    d,
+                    GPU_PID,
+                    KERNEL_STREAM,
+                    stream=KERNEL_STREAM,
+                    device=0,
+                    correlation=c,
+                )
+            )
+            t += d
     return out
 
 

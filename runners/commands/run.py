@@ -5,20 +5,28 @@ from __future__ import annotations
 import signal
 import time
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.table import Table
 from sqlalchemy import Engine, select
 
+from bench import reaper
 from bench.gpus import parse_gpu_list
 from bench.sweep import SweepError, expand, load_sweep
 from db.engine import session_scope
 from db.models import Point, Run
-from runners.common import MAX_ID, DbOption, console, err_console, fail, open_db
+from runners.common import MAX_ID, DbOption, OutageOption, console, err_console, fail, open_db
+from runners.dbretry import DatabaseUnavailable
+from runners.recovery import OutagePolicy
 from runners.sweep_runner import RunOutcome, execute_sweep
 
-EXIT_PARTIAL = 3
+EXIT_FAILED = (
+    1  # no point measured (none ok or unstable), or the run could not go on (the database stayed away)
+)
+EXIT_PARTIAL = 3  # any other status named in --fail-on: partial (stopped, or some points not ok), unstable
+RUN_STATUSES = ("done", "unstable", "partial", "failed")
+DEFAULT_FAIL_ON = "failed,partial"
 
 
 def register(app: typer.Typer) -> None:
@@ -48,8 +56,19 @@ def run(
         bool, typer.Option("--dry-run", help="Validate and list the launches, run nothing.")
     ] = False,
     progress: Annotated[bool, typer.Option("--progress/--no-progress")] = True,
+    fail_on: Annotated[
+        str,
+        typer.Option(
+            "--fail-on",
+            help="Run statuses that exit non-zero (comma-separated, of done, unstable, partial, failed): "
+            f"failed exits {EXIT_FAILED}, the others {EXIT_PARTIAL}. CI that also rejects noisy points: "
+            "--fail-on failed,partial,unstable.",
+        ),
+    ] = DEFAULT_FAIL_ON,
+    db_outage_limit_s: OutageOption = None,
 ) -> None:
     """Run a sweep against a live SGLang server (or the stand-in) and store every point."""
+    failing = _parse_fail_on(fail_on)
     try:
         spec = load_sweep(sweep)
     except SweepError as e:
@@ -68,6 +87,8 @@ def run(
             console.print(f"  {g.server.label()}: batch sizes {[p.batch_size for p in g.points]}")
         return
     engine = open_db(db)
+    for pgid in reaper.reap_orphans():  # servers of a run or worker that was killed on this host
+        err_console.print(f"[yellow]stopped server process group {pgid} left by a dead launcher[/]")
     resume_id = resume_run
     if resume and resume_id is None:
         resume_id = _latest_run_of(engine, spec.name)
@@ -78,26 +99,43 @@ def run(
     # servers are torn down, the run is marked partial. Python's default would skip all cleanup.
     signal.signal(signal.SIGTERM, _interrupt)
     started = time.monotonic()
-    outcome = execute_sweep(
-        spec,
-        sweep.read_text(),
-        engine,
-        trigger=trigger,
-        label=label,
-        resume_run_id=resume_id,
-        gpus=gpu_list,
-        deadline=deadline,
-        log_dir=log_dir,
-        show_progress=progress,
-        console=err_console,
-    )
-    _summary(engine, outcome, time.monotonic() - started)
-    if outcome.status == "partial":
-        err_console.print(
-            f"[yellow]run {outcome.run_id} is partial ({outcome.error}); "
-            f"continue with: specbench run {sweep} --resume-run {outcome.run_id}[/]"
+    try:
+        outcome = execute_sweep(
+            spec,
+            sweep.read_text(),
+            engine,
+            trigger=trigger,
+            label=label,
+            resume_run_id=resume_id,
+            gpus=gpu_list,
+            deadline=deadline,
+            log_dir=log_dir,
+            show_progress=progress,
+            console=err_console,
+            outage=OutagePolicy.from_env(db_outage_limit_s),
         )
-        raise typer.Exit(EXIT_PARTIAL)
+    except DatabaseUnavailable as e:
+        fail(
+            f"{e}; every repeat measured before it is stored; continue with: specbench run {sweep} --resume",
+            1,
+        )
+    _summary(engine, outcome, time.monotonic() - started)
+    if outcome.status in ("partial", "failed") and outcome.error:
+        colour = "red" if outcome.status == "failed" else "yellow"
+        err_console.print(
+            f"[{colour}]run {outcome.run_id} is {outcome.status} ({outcome.error}); "
+            f"measure what is missing with: specbench run {sweep} --resume-run {outcome.run_id}[/]"
+        )
+    if outcome.status in failing:
+        raise typer.Exit(EXIT_FAILED if outcome.status == "failed" else EXIT_PARTIAL)
+
+
+def _parse_fail_on(text: str) -> set[str]:
+    chosen = {x.strip() for x in text.split(",") if x.strip()}
+    unknown = sorted(chosen - set(RUN_STATUSES))
+    if unknown:
+        fail(f"--fail-on: unknown status(es) {', '.join(unknown)}; choose from {', '.join(RUN_STATUSES)}")
+    return chosen
 
 
 def _interrupt(signum: int, _frame: object) -> None:
@@ -142,7 +180,9 @@ def _summary(engine: Engine, outcome: RunOutcome, elapsed_s: float) -> None:
         cfg = (
             "baseline"
             if p.algorithm is None
-            else f"{p.algorithm} s{p.steps} k{p.topk} d{p.draft_tokens} {p.spec_mode}"
+            else f"{p.algorithm} s{p.steps} k{p.topk} d{p.draft_tokens}"
+            + (f" acc{p.accept_length_pinned:g}" if p.accept_length_pinned is not None else "")
+            + f" {p.spec_mode}"
         )
         style = {"ok": "green", "unstable": "yellow"}.get(p.status, "red")
         ci = (
@@ -172,4 +212,25 @@ def _summary(engine: Engine, outcome: RunOutcome, elapsed_s: float) -> None:
     console.print(
         f"{outcome.points_stored}/{outcome.points_total} points measured this session, "
         f"{outcome.launches} launch(es), {elapsed_s:.1f} s, per-point overhead outside the window {overhead}"
+    )
+    _print_drift(outcome.drift)
+
+
+def _print_drift(drift: dict[str, Any] | None) -> None:
+    if drift is None:
+        return
+    where = f"{drift.get('label')} bs={drift.get('batch_size')}"
+    if drift.get("error"):
+        console.print(f"[yellow]drift check ({where}): {drift['error']}[/]")
+        return
+    tput, tpot = drift.get("output_throughput_change"), drift.get("tpot_change")
+    first, last = drift.get("first") or {}, drift.get("last") or {}
+
+    def pct(x: float | None) -> str:
+        return "-" if x is None else f"{x:+.1%}"
+
+    console.print(
+        f"drift check ({where}, re-measured at the end; {drift.get('note')}): output throughput "
+        f"{_fmt(first.get('output_throughput'))} -> {_fmt(last.get('output_throughput'))} tok/s ({pct(tput)}), "
+        f"TPOT {_fmt(first.get('tpot_mean_ms'), 2)} -> {_fmt(last.get('tpot_mean_ms'), 2)} ms ({pct(tpot)})"
     )

@@ -33,7 +33,10 @@ def submit(
         typer.Option(min=-MAX_PRIORITY, max=MAX_PRIORITY, help="Higher runs first; ties run oldest first."),
     ] = 0,
     max_attempts: Annotated[
-        int, typer.Option(min=1, max=100, help="Give up after this many attempts (a crashed worker counts).")
+        int,
+        typer.Option(
+            min=1, max=100, help="Give up after this many failed attempts (a killed worker does not count)."
+        ),
     ] = 3,
 ) -> None:
     """Queue a sweep as a job."""
