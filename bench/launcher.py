@@ -8,21 +8,18 @@ The server runs in its own process group with its output in a per-server log fil
 returning 200 (polled only during startup: contract §6.9 says never during a run). Afterwards `/server_info`
 says what the server actually runs, and the spec mode is resolved from it and the launch log (§1.5).
 Teardown is SIGTERM to the whole group, then SIGKILL; it runs on every exit path, KeyboardInterrupt included.
+Ports and teardown live in bench/processes.py, the HTTP probes in bench/server_http.py, and the check of
+requested against resolved config beside the mode rules (`bench.spec_modes.compare_requested`).
 """
 
 from __future__ import annotations
 
 import atexit
 import contextlib
-import http.client
-import json
 import os
-import signal
 import subprocess
 import threading
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -31,13 +28,21 @@ from types import TracebackType
 from typing import Any
 
 from bench import reaper
-from bench.processes import PortError, free_port, port_is_free, terminate_group
+from bench.processes import (
+    LOG_TAIL_LINES,
+    PortError,
+    free_port,
+    log_tail_of,
+    port_is_free,
+    read_log,
+    terminate_group,
+)
 from bench.server_argv import ArgvError, build_argv, resolve_python, sim_env
 from bench.server_env import ServerEnvError, build_server_env
+from bench.server_http import LaunchError, fetch_server_info, wait_healthy
 from bench.spec_modes import ENV_SPEC_V2, ResolvedMode, VersionError, compare_requested, resolve_mode
 from bench.sweep import SIMULATE_ACC_ENV, ServerConfig, ServerSpec
 
-LOG_TAIL_LINES = 40
 # The directory that holds the `bench` package: the sim's working directory, so `-m bench.sim` imports it
 # whether or not specbench is installed.
 _PROJECT_ROOT = Path(__file__).resolve().parents[1]
@@ -54,26 +59,6 @@ except m.PackageNotFoundError:
     from sglang.version import __version__
     print(__version__)
 """
-
-
-class LaunchError(RuntimeError):
-    """The server could not be started or reached; the message carries the exit code and the log tail."""
-
-    def __init__(
-        self,
-        message: str,
-        *,
-        exit_code: int | None = None,
-        log_tail: str = "",
-        pid: int | None = None,
-        log_path: Path | None = None,
-    ):
-        self.exit_code = exit_code
-        self.log_tail = log_tail
-        self.pid = pid
-        self.log_path = log_path
-        full = message if not log_tail else f"{message}\n--- last lines of the server log ---\n{log_tail}"
-        super().__init__(full)
 
 
 @dataclass(eq=False)
@@ -126,7 +111,7 @@ class LaunchedServer:
         return self._proc is not None and self._proc.poll() is None
 
     def log_tail(self, lines: int = LOG_TAIL_LINES) -> str:
-        return _tail(self.log_path, lines)
+        return log_tail_of(self.log_path, lines)
 
     def to_record(self) -> dict[str, Any]:
         """JSON-able provenance of the launch, for the run's record."""
@@ -314,17 +299,17 @@ def launch(
             _guard=guard,
         )
         _LIVE[id(server)] = server
-        _wait_healthy(proc, base_url, log_path, timeout)
+        wait_healthy(proc, base_url, log_path, timeout)
         server.startup_s = time.monotonic() - t0
         info = fetch_server_info(base_url)
         if proc.poll() is not None:
             raise LaunchError(
                 f"server exited with code {proc.returncode} right after becoming healthy",
                 exit_code=proc.returncode,
-                log_tail=_tail(log_path),
+                log_tail=log_tail_of(log_path),
             )
         server.server_info = info
-        server.resolved = resolve_mode(version, info, _read_text(log_path))
+        server.resolved = resolve_mode(version, info, read_log(log_path))
         server.mismatches = compare_requested(config, info, server.resolved, version)
     except BaseException as e:
         # Every way out of a failed launch (KeyboardInterrupt included) takes the process group down first.
@@ -401,97 +386,6 @@ def _env_delta(
     return delta
 
 
-def _http_get(url: str, timeout_s: float) -> tuple[int, bytes]:
-    """GET without proxies (a loopback server must not go through http_proxy). HTTP errors are returned."""
-    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
-    try:
-        with opener.open(url, timeout=timeout_s) as r:
-            return int(r.status), r.read()
-    except urllib.error.HTTPError as e:
-        body = e.read()
-        e.close()
-        return int(e.code), body
-
-
-def _wait_healthy(proc: subprocess.Popen[bytes], base_url: str, log_path: Path, timeout_s: float) -> None:
-    deadline = time.monotonic() + timeout_s
-    delay = 0.05
-    while True:
-        rc = proc.poll()
-        if rc is not None:
-            raise LaunchError(
-                f"server exited with code {rc} before it was ready ({_describe_exit(rc)})",
-                exit_code=rc,
-                log_tail=_tail(log_path),
-            )
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            # Kill first so the tail includes whatever the server printed while dying.
-            terminate_group(proc, 5.0)
-            raise LaunchError(
-                f"server not healthy within {timeout_s:g} s at {base_url}/health (killed)",
-                log_tail=_tail(log_path),
-            )
-        try:
-            status, _ = _http_get(f"{base_url}/health", timeout_s=max(0.5, min(remaining, 30.0)))
-        except (OSError, http.client.HTTPException):  # not listening yet, or not speaking HTTP yet
-            status = None
-        if status == 200:
-            return
-        time.sleep(max(0.0, min(delay, deadline - time.monotonic())))
-        delay = min(delay * 1.5, 1.0)
-
-
-def fetch_server_info(base_url: str, timeout_s: float = 30.0) -> dict[str, Any]:
-    """`/server_info`, or the deprecated `/get_server_info` where the first is missing."""
-    last = ""
-    for path in ("/server_info", "/get_server_info"):
-        url = f"{base_url}{path}"
-        try:
-            status, body = _http_get(url, timeout_s)
-        except OSError as e:
-            raise LaunchError(f"cannot reach the server at {base_url}: {e}") from None
-        if status == 404:
-            last = f"{url}: 404"
-            continue
-        if status != 200:
-            raise LaunchError(f"{url} answered HTTP {status}: {body[:200]!r}")
-        try:
-            info = json.loads(body)
-        except ValueError:
-            raise LaunchError(f"{url} did not return JSON: {body[:200]!r}") from None
-        if not isinstance(info, dict):
-            raise LaunchError(f"{url} returned {type(info).__name__}, expected an object")
-        return info
-    raise LaunchError(f"{base_url} has neither /server_info nor /get_server_info ({last})")
-
-
-# ---- logs -------------------------------------------------------------------------------------------------
-
-
-def _read_text(path: Path | None) -> str:
-    if path is None:
-        return ""
-    try:
-        return path.read_bytes().decode("utf-8", errors="replace")
-    except OSError:
-        return ""
-
-
-def _tail(path: Path | None, lines: int = LOG_TAIL_LINES) -> str:
-    text = _read_text(path)
-    return "\n".join(text.splitlines()[-lines:]) if text else "(empty log)"
-
-
-def _describe_exit(rc: int) -> str:
-    if rc < 0:
-        try:
-            return f"killed by {signal.Signals(-rc).name}"
-        except ValueError:
-            return f"killed by signal {-rc}"
-    return "see the log tail"
-
-
 __all__ = [
     "LaunchError",
     "LaunchedServer",
@@ -499,6 +393,5 @@ __all__ = [
     "compare_requested",
     "detect_sglang_version",
     "fetch_server_info",
-    "free_port",
     "launch",
 ]

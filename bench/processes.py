@@ -133,3 +133,31 @@ def terminate_group(proc: subprocess.Popen[bytes], grace_s: float) -> None:
             end = time.monotonic() + 5.0
             while group_alive(pgid) and time.monotonic() < end:
                 time.sleep(0.05)
+
+
+# ---- a server's log and exit ------------------------------------------------------------------------------
+
+LOG_TAIL_LINES = 40
+
+
+def read_log(path: Path | None) -> str:
+    if path is None:
+        return ""
+    try:
+        return path.read_bytes().decode("utf-8", errors="replace")
+    except OSError:
+        return ""
+
+
+def log_tail_of(path: Path | None, lines: int = LOG_TAIL_LINES) -> str:
+    text = read_log(path)
+    return "\n".join(text.splitlines()[-lines:]) if text else "(empty log)"
+
+
+def describe_exit(rc: int) -> str:
+    if rc < 0:
+        try:
+            return f"killed by {signal.Signals(-rc).name}"
+        except ValueError:
+            return f"killed by signal {-rc}"
+    return "see the log tail"

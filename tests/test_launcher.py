@@ -18,13 +18,13 @@ import pytest
 from bench.launcher import (
     LaunchedServer,
     LaunchError,
-    _wait_healthy,
     attach_external,
     detect_sglang_version,
     fetch_server_info,
     launch,
 )
 from bench.processes import PortError, ephemeral_port_range, free_port, server_port_range, terminate_group
+from bench.server_http import wait_healthy
 from bench.sweep import ServerConfig, ServerSpec, SimSettings
 from tests.fixtures.sim import DEFAULT_MODEL as SIM_MODEL
 from tests.fixtures.sim import SimFactory
@@ -322,7 +322,7 @@ def test_a_probe_that_reads_garbage_keeps_waiting(tmp_path: Path) -> None:
         proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
         try:
             with pytest.raises(LaunchError, match="not healthy within"):
-                _wait_healthy(proc, f"http://127.0.0.1:{port}", tmp_path / "log", timeout_s=1.0)
+                wait_healthy(proc, f"http://127.0.0.1:{port}", tmp_path / "log", timeout_s=1.0)
         finally:
             proc.kill()
             proc.wait()

@@ -13,7 +13,7 @@ import pyarrow as pa
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from bench.launcher import free_port
+from bench.processes import free_port
 from bench.profile.overlap import verdict
 from bench.sweep import parse_sweep
 from db import profile_queries as pq
