@@ -17,7 +17,7 @@ from bench.launcher import LaunchedServer, LaunchError
 from bench.pairing import Pair, Side, abba_order, pair_units, restart_blocks
 from bench.sweep import PointPlan, ServerGroup, SweepSpec
 from db.models import Run
-from runners import store
+from runners import profiling, run_checks, store
 
 if TYPE_CHECKING:
     from runners.sweep_runner import _Executor
@@ -94,6 +94,11 @@ def run_pair(ex: _Executor, pair: Pair) -> None:
         si = {side: ex._record_server(pair.side(side).server, servers[side], 1) for side in SIDES}
         try:
             asyncio.run(_interleave(ex, pair, servers, si))
+            ref = ex.reference
+            if ex.drift_due_here and ref is not None:
+                holder = [side for side in SIDES if pair.side(side).server == ref.server]
+                if holder and servers[holder[0]].exit_code is None:  # still up (or attached)
+                    run_checks.drift_check(ex, live=servers[holder[0]])
         finally:
             for side in SIDES:
                 ex.server_ended(si[side], servers[side])
@@ -133,6 +138,11 @@ async def _interleave(
                 warmed.add(side)
                 if clients[side].server_down:
                     dead.add(side)
+            for side in SIDES:  # after both sides' windows, never between them
+                if pending[side] and side not in dead:
+                    await profiling.profile_point(
+                        ex.engine, ex.spec, plans[side], clients[side], ex.run_id, si[side]
+                    )
             for side in SIDES:
                 if pending[side]:
                     ex.points_stored += 1
@@ -198,3 +208,5 @@ async def _block(
             await ex.measure_plan(client, plan, server, si_id, [r for r in reps if r in pending], warmup=True)
             if client.server_down:
                 return
+            if not ex._pending(plan):  # the point's last block: profile it once
+                await profiling.profile_point(ex.engine, ex.spec, plan, client, ex.run_id, si_id)
