@@ -15,6 +15,7 @@ from analysis import md
 from analysis.labels import config_label
 from bench import catalog
 from db.models import Point, Run, ServerInstance
+from db.queries import RUN_COLUMNS
 
 # The columns of one exported point, in order: what identifies the point, then the catalogue's exported metrics
 # (the throughput with its interval), then the repeat count and the series.
@@ -46,32 +47,8 @@ EXPORT_COLUMNS: tuple[str, ...] = (
     "repeats",
     "fingerprint",
 )
-RUN_METADATA: tuple[str, ...] = (
-    "id",
-    "uid",
-    "sweep_name",
-    "status",
-    "trigger",
-    "label",
-    "backend",
-    "simulated",
-    "started_at",
-    "finished_at",
-    "model",
-    "model_identity",
-    "gpu_name",
-    "gpu_count",
-    "driver_version",
-    "cuda_version",
-    "torch_version",
-    "sglang_version",
-    "sgl_kernel_version",
-    "flashinfer_version",
-    "flash_mla_source",
-    "specbench_version",
-    "git_commit",
-    "host",
-)
+# A run as the export header describes it: what `db.queries` reads of a run, less the error text.
+RUN_METADATA: tuple[str, ...] = tuple(c for c in RUN_COLUMNS if c != "error")
 
 
 _SPECIAL = {"point_id": Point.id, "server_instance": ServerInstance.id}

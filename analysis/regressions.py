@@ -16,6 +16,7 @@ from analysis.changes import CHANGE_COLUMNS, attach_triage, scan_changes
 from analysis.labels import series_label
 from bench.stats.changepoint import ChangePointParams
 from db import queries as q
+from db import triage
 from db.types import utcnow
 
 DEFAULT_SINCE = timedelta(days=30)
@@ -46,7 +47,7 @@ def recent_changes(
     if changes.empty:
         return pd.DataFrame({c: pd.Series(dtype=object) for c in RESULT_COLUMNS})
     fingerprints = changes["fingerprint"].unique().tolist()
-    changes = attach_triage(changes, q.triage_for(engine, fingerprints, metric))
+    changes = attach_triage(changes, triage.triage_for(engine, fingerprints, metric))
     names = {
         r["fingerprint"]: series_label(r) for r in q.series_describe(engine, fingerprints).to_dict("records")
     }

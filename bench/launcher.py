@@ -8,23 +8,18 @@ The server runs in its own process group with its output in a per-server log fil
 returning 200 (polled only during startup: contract §6.9 says never during a run). Afterwards `/server_info`
 says what the server actually runs, and the spec mode is resolved from it and the launch log (§1.5).
 Teardown is SIGTERM to the whole group, then SIGKILL; it runs on every exit path, KeyboardInterrupt included.
+Ports and teardown live in bench/processes.py, the HTTP probes in bench/server_http.py, and the check of
+requested against resolved config beside the mode rules (`bench.spec_modes.compare_requested`).
 """
 
 from __future__ import annotations
 
 import atexit
 import contextlib
-import http.client
-import json
 import os
-import random
-import signal
-import socket
 import subprocess
 import threading
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -33,12 +28,21 @@ from types import TracebackType
 from typing import Any
 
 from bench import reaper
+from bench.processes import (
+    LOG_TAIL_LINES,
+    PortError,
+    free_port,
+    log_tail_of,
+    port_is_free,
+    read_log,
+    terminate_group,
+)
 from bench.server_argv import ArgvError, build_argv, resolve_python, sim_env
 from bench.server_env import ServerEnvError, build_server_env
-from bench.spec_modes import ENV_SPEC_V2, ResolvedMode, VersionError, known_fallback, resolve_mode
+from bench.server_http import LaunchError, fetch_server_info, wait_healthy
+from bench.spec_modes import ENV_SPEC_V2, ResolvedMode, VersionError, compare_requested, resolve_mode
 from bench.sweep import SIMULATE_ACC_ENV, ServerConfig, ServerSpec
 
-LOG_TAIL_LINES = 40
 # The directory that holds the `bench` package: the sim's working directory, so `-m bench.sim` imports it
 # whether or not specbench is installed.
 _PROJECT_ROOT = Path(__file__).resolve().parents[1]
@@ -55,26 +59,6 @@ except m.PackageNotFoundError:
     from sglang.version import __version__
     print(__version__)
 """
-
-
-class LaunchError(RuntimeError):
-    """The server could not be started or reached; the message carries the exit code and the log tail."""
-
-    def __init__(
-        self,
-        message: str,
-        *,
-        exit_code: int | None = None,
-        log_tail: str = "",
-        pid: int | None = None,
-        log_path: Path | None = None,
-    ):
-        self.exit_code = exit_code
-        self.log_tail = log_tail
-        self.pid = pid
-        self.log_path = log_path
-        full = message if not log_tail else f"{message}\n--- last lines of the server log ---\n{log_tail}"
-        super().__init__(full)
 
 
 @dataclass(eq=False)
@@ -127,7 +111,7 @@ class LaunchedServer:
         return self._proc is not None and self._proc.poll() is None
 
     def log_tail(self, lines: int = LOG_TAIL_LINES) -> str:
-        return _tail(self.log_path, lines)
+        return log_tail_of(self.log_path, lines)
 
     def to_record(self) -> dict[str, Any]:
         """JSON-able provenance of the launch, for the run's record."""
@@ -157,7 +141,7 @@ class LaunchedServer:
             # Once the group is gone its id may be reused by an unrelated process: never signal it again.
             if self._stopped:
                 return
-            _terminate_group(proc, self._stop_timeout_s if timeout_s is None else timeout_s)
+            terminate_group(proc, self._stop_timeout_s if timeout_s is None else timeout_s)
             if self._guard is not None:
                 self._guard.release()
             self._stopped = True
@@ -203,62 +187,6 @@ def detect_sglang_version(python: str | None = None, timeout_s: float = 120.0) -
     return version
 
 
-# SGLang derives other ports from --port: gRPC at port+10000 (0.5.13 refuses to start if that exceeds 65535),
-# ZMQ at port+233.. with DP attention. And the port must lie below the kernel's ephemeral range (often
-# 32768-60999): a health probe sent before the server listens gets a source port from that range, and when
-# it happens to equal the destination, TCP connects the probe to itself. The probe then reads its own
-# "GET /health" back as the answer, and the server cannot bind its port while that socket lives. Two workers
-# starting servers on one host hit this (CI saw `BadStatusLine: GET /health HTTP/1.1`).
-PORT_FLOOR = 20000
-_EPHEMERAL_FILE = Path("/proc/sys/net/ipv4/ip_local_port_range")
-
-
-def ephemeral_port_range(path: Path = _EPHEMERAL_FILE) -> tuple[int, int]:
-    """The kernel's range for outgoing source ports (Linux's default where it cannot be read)."""
-    try:
-        low, high = (int(v) for v in path.read_text().split())
-    except (OSError, ValueError):
-        return 32768, 60999
-    return low, high
-
-
-def server_port_range(ephemeral: tuple[int, int] | None = None) -> tuple[int, int]:
-    """[low, high) for server ports: above the well-known and registered crowd, below the ephemeral range,
-    with room for SGLang's port+10000."""
-    low, high = ephemeral or ephemeral_port_range()
-    if low - PORT_FLOOR >= 1000:  # the usual case: 20000-32767
-        return PORT_FLOOR, low
-    # A kernel whose ephemeral range starts low: take what lies above it, keeping port+10000 valid.
-    top = 65535 - 10000
-    if top - (high + 1) >= 1000:
-        return high + 1, top + 1
-    raise LaunchError(
-        f"no room for server ports outside the ephemeral range {low}-{high} "
-        "(/proc/sys/net/ipv4/ip_local_port_range); pass an explicit port"
-    )
-
-
-def free_port(host: str = "127.0.0.1", port_range: tuple[int, int] | None = None, attempts: int = 200) -> int:
-    """A port that is free now, cannot be taken by an outgoing connection, and whose SGLang-derived ports
-    stay valid."""
-    lo, hi = port_range or server_port_range()
-    rng = random.Random()
-    for _ in range(attempts):
-        port = rng.randrange(lo, hi)
-        if _port_is_free(port, host):
-            return port
-    raise LaunchError(f"no free port in {lo}-{hi - 1} on {host} after {attempts} tries")
-
-
-def _port_is_free(port: int, host: str = "127.0.0.1") -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        try:
-            s.bind((host, port))
-        except OSError:
-            return False
-        return True
-
-
 def launch(
     spec: ServerSpec,
     config: ServerConfig,
@@ -301,8 +229,11 @@ def launch(
         version = detect_sglang_version(spec.python)
     host = "127.0.0.1"
     if port is None:
-        port = free_port(host)
-    elif not _port_is_free(port, host):
+        try:
+            port = free_port(host)
+        except PortError as e:
+            raise LaunchError(str(e)) from None
+    elif not port_is_free(port, host):
         # Another server on that port would answer our health checks for a process that never binds.
         raise LaunchError(f"port {port} on {host} is already in use")
 
@@ -368,24 +299,24 @@ def launch(
             _guard=guard,
         )
         _LIVE[id(server)] = server
-        _wait_healthy(proc, base_url, log_path, timeout)
+        wait_healthy(proc, base_url, log_path, timeout)
         server.startup_s = time.monotonic() - t0
         info = fetch_server_info(base_url)
         if proc.poll() is not None:
             raise LaunchError(
                 f"server exited with code {proc.returncode} right after becoming healthy",
                 exit_code=proc.returncode,
-                log_tail=_tail(log_path),
+                log_tail=log_tail_of(log_path),
             )
         server.server_info = info
-        server.resolved = resolve_mode(version, info, _read_text(log_path))
+        server.resolved = resolve_mode(version, info, read_log(log_path))
         server.mismatches = compare_requested(config, info, server.resolved, version)
     except BaseException as e:
         # Every way out of a failed launch (KeyboardInterrupt included) takes the process group down first.
         if server is not None:
             server.stop()
         else:
-            _terminate_group(proc, stop_timeout_s)
+            terminate_group(proc, stop_timeout_s)
             guard.release()
         if isinstance(e, LaunchError):
             e.pid, e.log_path = proc.pid, log_path
@@ -455,216 +386,6 @@ def _env_delta(
     return delta
 
 
-def _http_get(url: str, timeout_s: float) -> tuple[int, bytes]:
-    """GET without proxies (a loopback server must not go through http_proxy). HTTP errors are returned."""
-    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
-    try:
-        with opener.open(url, timeout=timeout_s) as r:
-            return int(r.status), r.read()
-    except urllib.error.HTTPError as e:
-        body = e.read()
-        e.close()
-        return int(e.code), body
-
-
-def _wait_healthy(proc: subprocess.Popen[bytes], base_url: str, log_path: Path, timeout_s: float) -> None:
-    deadline = time.monotonic() + timeout_s
-    delay = 0.05
-    while True:
-        rc = proc.poll()
-        if rc is not None:
-            raise LaunchError(
-                f"server exited with code {rc} before it was ready ({_describe_exit(rc)})",
-                exit_code=rc,
-                log_tail=_tail(log_path),
-            )
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            # Kill first so the tail includes whatever the server printed while dying.
-            _terminate_group(proc, 5.0)
-            raise LaunchError(
-                f"server not healthy within {timeout_s:g} s at {base_url}/health (killed)",
-                log_tail=_tail(log_path),
-            )
-        try:
-            status, _ = _http_get(f"{base_url}/health", timeout_s=max(0.5, min(remaining, 30.0)))
-        except (OSError, http.client.HTTPException):  # not listening yet, or not speaking HTTP yet
-            status = None
-        if status == 200:
-            return
-        time.sleep(max(0.0, min(delay, deadline - time.monotonic())))
-        delay = min(delay * 1.5, 1.0)
-
-
-def fetch_server_info(base_url: str, timeout_s: float = 30.0) -> dict[str, Any]:
-    """`/server_info`, or the deprecated `/get_server_info` where the first is missing."""
-    last = ""
-    for path in ("/server_info", "/get_server_info"):
-        url = f"{base_url}{path}"
-        try:
-            status, body = _http_get(url, timeout_s)
-        except OSError as e:
-            raise LaunchError(f"cannot reach the server at {base_url}: {e}") from None
-        if status == 404:
-            last = f"{url}: 404"
-            continue
-        if status != 200:
-            raise LaunchError(f"{url} answered HTTP {status}: {body[:200]!r}")
-        try:
-            info = json.loads(body)
-        except ValueError:
-            raise LaunchError(f"{url} did not return JSON: {body[:200]!r}") from None
-        if not isinstance(info, dict):
-            raise LaunchError(f"{url} returned {type(info).__name__}, expected an object")
-        return info
-    raise LaunchError(f"{base_url} has neither /server_info nor /get_server_info ({last})")
-
-
-def _norm_algorithm(name: Any) -> str | None:
-    if not name or str(name).upper() == "NONE":
-        return None
-    upper = str(name).upper()
-    return "EAGLE" if upper == "NEXTN" else upper  # SGLang resolves the NEXTN alias to EAGLE
-
-
-def compare_requested(
-    config: ServerConfig, info: dict[str, Any], resolved: ResolvedMode, version: str
-) -> list[str]:
-    """What differs between the config asked for and what `/server_info` says runs; [] when nothing does.
-
-    Not mismatches: NEXTN showing as EAGLE, and draft tokens = steps+1 with topk 1 (SGLang's overwrite).
-    """
-    out: list[str] = []
-    reported = info.get("version")
-    if reported and str(reported) != version:
-        out.append(f"version: expected SGLang {version}, the server reports {reported}")
-    if resolved.contradiction:
-        out.append(f"spec mode evidence disagrees: {resolved.contradiction}")
-    if config.spec_mode != resolved.mode:
-        line = (
-            f"spec mode: requested {config.spec_mode or 'none (baseline)'}, "
-            f"server runs {resolved.mode or 'none'} ({resolved.detail})"
-        )
-        why = known_fallback(resolved.version, config.spec_mode, config.algorithm, config.topk)
-        out.append(f"{line}; {why}" if why else line)
-
-    def check(key: str, expected: Any, what: str) -> None:
-        if key not in info:
-            out.append(f"{what}: cannot verify, /server_info has no {key!r}")
-        elif info[key] != expected:
-            out.append(f"{what}: requested {expected!r}, server runs {info[key]!r}")
-
-    expected_alg = _norm_algorithm(config.algorithm)
-    actual_alg = _norm_algorithm(info.get("speculative_algorithm"))
-    if "speculative_algorithm" not in info and expected_alg is not None:
-        out.append("speculative algorithm: cannot verify, /server_info has no 'speculative_algorithm'")
-    elif actual_alg != expected_alg:
-        out.append(
-            f"speculative algorithm: requested {expected_alg or 'none'}, server runs {actual_alg or 'none'}"
-        )
-    check("model_path", config.model, "model")
-    check("attention_backend", config.attention_backend, "attention backend")
-    check("tp_size", config.tp, "tp size")
-    if expected_alg is None:
-        return out
-    check("speculative_num_steps", config.steps, "speculative steps")
-    check("speculative_eagle_topk", config.topk, "eagle topk")
-    # With topk 1 SGLang overwrites draft tokens with steps+1 (contract §1.2).
-    drafts = config.steps + 1 if config.topk == 1 and config.steps is not None else config.draft_tokens
-    check("speculative_num_draft_tokens", drafts, "draft tokens")
-    if config.draft_model and info.get("speculative_draft_model_path") not in (None, config.draft_model):
-        out.append(
-            f"draft model: requested {config.draft_model!r}, "
-            f"server runs {info['speculative_draft_model_path']!r}"
-        )
-    return out
-
-
-# ---- process-group teardown -------------------------------------------------------------------------------
-
-
-def _group_alive(pgid: int) -> bool:
-    """Whether any non-zombie process is left in the group.
-
-    kill(0) also succeeds for zombies, which linger in containers whose PID 1 does not reap; /proc tells.
-    """
-    proc_dir = Path("/proc")
-    if not proc_dir.is_dir():
-        try:
-            os.killpg(pgid, 0)
-        except ProcessLookupError:
-            return False
-        except PermissionError:
-            return True
-        return True
-    for entry in proc_dir.iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue
-        # Fields after the parenthesised command: state ppid pgrp ...
-        fields = stat[stat.rfind(")") + 2 :].split()
-        if len(fields) >= 3 and int(fields[2]) == pgid and fields[0] not in ("Z", "X"):
-            return True
-    return False
-
-
-def _signal_group(pgid: int, sig: signal.Signals) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pgid, sig)
-
-
-def _terminate_group(proc: subprocess.Popen[bytes], grace_s: float) -> None:
-    # start_new_session made the server a group leader, so its pid is the group id.
-    pgid = proc.pid
-    if proc.poll() is not None and not _group_alive(pgid):
-        return
-    try:
-        _signal_group(pgid, signal.SIGTERM)
-        deadline = time.monotonic() + grace_s
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            proc.wait(timeout=max(0.0, deadline - time.monotonic()))
-        while _group_alive(pgid) and time.monotonic() < deadline:
-            time.sleep(0.05)
-    finally:
-        # Also reached on KeyboardInterrupt mid-wait: nothing of the group may outlive the launcher.
-        if proc.poll() is None or _group_alive(pgid):
-            _signal_group(pgid, signal.SIGKILL)
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                proc.wait(timeout=5.0)
-            end = time.monotonic() + 5.0
-            while _group_alive(pgid) and time.monotonic() < end:
-                time.sleep(0.05)
-
-
-# ---- logs -------------------------------------------------------------------------------------------------
-
-
-def _read_text(path: Path | None) -> str:
-    if path is None:
-        return ""
-    try:
-        return path.read_bytes().decode("utf-8", errors="replace")
-    except OSError:
-        return ""
-
-
-def _tail(path: Path | None, lines: int = LOG_TAIL_LINES) -> str:
-    text = _read_text(path)
-    return "\n".join(text.splitlines()[-lines:]) if text else "(empty log)"
-
-
-def _describe_exit(rc: int) -> str:
-    if rc < 0:
-        try:
-            return f"killed by {signal.Signals(-rc).name}"
-        except ValueError:
-            return f"killed by signal {-rc}"
-    return "see the log tail"
-
-
 __all__ = [
     "LaunchError",
     "LaunchedServer",
@@ -672,6 +393,5 @@ __all__ = [
     "compare_requested",
     "detect_sglang_version",
     "fetch_server_info",
-    "free_port",
     "launch",
 ]

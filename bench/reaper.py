@@ -25,6 +25,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from bench.processes import group_alive
+
 RECORDS_ENV = "SPECBENCH_SERVER_RECORDS"
 WATCHDOG_MARK = "specbench-server-watchdog"
 _RELEASED = b"released"
@@ -122,31 +124,6 @@ def _write_record(pgid: int, watchdog: subprocess.Popen[bytes] | None, label: st
         return path
     except OSError:
         return None
-
-
-def group_alive(pgid: int) -> bool:
-    """Whether a live process is left in the group. Zombies do not count: they linger in containers whose
-    PID 1 does not reap, and kill(0) would still find them."""
-    proc = Path("/proc")
-    if not proc.is_dir():
-        try:
-            os.killpg(pgid, 0)
-        except ProcessLookupError:
-            return False
-        except PermissionError:
-            return True
-        return True
-    for entry in proc.iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue
-        fields = stat[stat.rfind(")") + 2 :].split()  # state ppid pgrp ...
-        if len(fields) > 2 and int(fields[2]) == pgid and fields[0] not in ("Z", "X"):
-            return True
-    return False
 
 
 def _kill_group(pgid: int, grace_s: float) -> None:

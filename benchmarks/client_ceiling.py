@@ -37,7 +37,7 @@ from typing import Any
 import aiohttp
 
 from bench.client import LoadClient
-from bench.launcher import free_port
+from bench.processes import free_port
 from bench.sweep import WorkloadSpec
 from bench.workload import Prompt, build_prompts
 

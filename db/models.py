@@ -75,6 +75,24 @@ class MetricColumns:
 METRIC_FIELDS: tuple[str, ...] = tuple(
     name for name in MetricColumns.__annotations__ if not name.startswith("_")
 )
+# Run columns that say where the numbers came from (filled from bench.provenance; the full dict is kept in
+# runs.provenance too).
+PROVENANCE_COLUMNS: tuple[str, ...] = (
+    "model_identity",
+    "sglang_version",
+    "sglang_commit",
+    "sgl_kernel_version",
+    "flashinfer_version",
+    "flash_mla_source",
+    "torch_version",
+    "cuda_version",
+    "driver_version",
+    "gpu_name",
+    "gpu_count",
+    "host",
+    "specbench_version",
+    "git_commit",
+)
 
 
 class Run(Base):

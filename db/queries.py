@@ -18,47 +18,23 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pandas as pd
-from sqlalchemy import Engine, Executable, and_, case, func, select
-from sqlalchemy.orm import InstrumentedAttribute, Session
+from sqlalchemy import Engine, Executable, case, func, select
+from sqlalchemy.orm import InstrumentedAttribute
 
 from db.fingerprint import FINGERPRINT_FIELDS
-from db.models import METRIC_FIELDS, Point, Run, Sample, ServerInstance, Triage
-from db.types import utcnow
+from db.models import METRIC_FIELDS, PROVENANCE_COLUMNS, Point, Run, Sample, ServerInstance
 
 # What identifies a point's configuration inside a run (and across runs on other GPUs): the fingerprint minus
 # the GPU. Compare pairs points of two runs on these.
 SERIES_COLUMNS: tuple[str, ...] = FINGERPRINT_FIELDS
 CONFIG_COLUMNS: tuple[str, ...] = tuple(c for c in FINGERPRINT_FIELDS if c not in ("gpu_name", "gpu_count"))
 RUN_COLUMNS: tuple[str, ...] = (
-    "id",
-    "uid",
-    "sweep_name",
-    "status",
-    "trigger",
-    "label",
-    "backend",
-    "simulated",
-    "started_at",
-    "finished_at",
-    "model",
-    "sglang_version",
-    "sglang_commit",
-    "sgl_kernel_version",
-    "flashinfer_version",
-    "torch_version",
-    "cuda_version",
-    "driver_version",
-    "gpu_name",
-    "gpu_count",
-    "host",
-    "git_commit",
-    "specbench_version",
-    "error",
+    *("id", "uid", "sweep_name", "status", "trigger", "label", "backend", "simulated", "started_at"),
+    *("finished_at", "model", *PROVENANCE_COLUMNS, "error"),
 )
 PROBLEM_STATUSES: tuple[str, ...] = ("failed", "invalid", "mode_mismatch", "unstable")
 # The factors attribution needs travel with every series and run read.
 FACTOR_METRICS: tuple[str, ...] = ("output_throughput", "accept_length", "tpot_mean_ms")
-TRIAGE_STATES: tuple[str, ...] = ("open", "acknowledged", "dismissed")
 
 
 class QueryError(LookupError):
@@ -72,7 +48,7 @@ def metric_column(name: str) -> InstrumentedAttribute[Any]:
     return col
 
 
-def _frame(engine: Engine, stmt: Executable) -> pd.DataFrame:
+def read_frame(engine: Engine, stmt: Executable) -> pd.DataFrame:
     with engine.connect() as conn:
         result = conn.execute(stmt)
         # Plain tuples: handing pandas Row objects costs a failed attribute probe per row (2x slower).
@@ -120,10 +96,10 @@ def latest_runs(engine: Engine, limit: int = 25, *, include_synthetic: bool = Tr
     runs = select(*(getattr(Run, c) for c in RUN_COLUMNS)).order_by(Run.started_at.desc(), Run.id.desc())
     if not include_synthetic:
         runs = runs.where(Run.trigger != "synthetic")
-    frame = _frame(engine, runs.limit(limit))
+    frame = read_frame(engine, runs.limit(limit))
     if frame.empty:
         return frame.assign(points_ok=pd.Series(dtype=int), points_problem=pd.Series(dtype=int))
-    counts = _frame(
+    counts = read_frame(
         engine,
         select(
             Point.run_id,
@@ -159,7 +135,7 @@ def problem_points(engine: Engine, run_ids: Sequence[int], limit: int = 500) -> 
         .order_by(Point.run_id.desc(), Point.id)
         .limit(limit)
     )
-    return _frame(engine, stmt)
+    return read_frame(engine, stmt)
 
 
 # ---------------------------------------------------------------------------------------------- series
@@ -190,7 +166,7 @@ def series_catalog(engine: Engine) -> pd.DataFrame:
         .join(Point, Point.id == newest.c.newest_id)
         .order_by(Point.model, Point.gpu_name, Point.batch_size)
     )
-    return _frame(engine, stmt)
+    return read_frame(engine, stmt)
 
 
 # What the x-axes need from a run; joined to series values in pandas (see `series_values`).
@@ -199,7 +175,7 @@ RUN_AXIS_COLUMNS: tuple[str, ...] = ("started_at", "sglang_version", "sglang_com
 
 def run_axes(engine: Engine) -> pd.DataFrame:
     """Every run's x-axis fields (id, start, version, commits, trigger): small, and cacheable as a whole."""
-    return _frame(engine, select(Run.id.label("run_id"), *(getattr(Run, c) for c in RUN_AXIS_COLUMNS)))
+    return read_frame(engine, select(Run.id.label("run_id"), *(getattr(Run, c) for c in RUN_AXIS_COLUMNS)))
 
 
 def series_values(
@@ -231,7 +207,7 @@ def series_values(
     )
     if since is not None:
         stmt = stmt.where(Point.created_at >= since)
-    frame = _frame(engine, stmt)
+    frame = read_frame(engine, stmt)
     return frame[frame["status"].isin(list(statuses))].reset_index(drop=True)
 
 
@@ -249,7 +225,7 @@ def sample_ranges(engine: Engine, point_ids: Sequence[int], metric: str) -> pd.D
     ids = list(point_ids)
     for i in range(0, len(ids), 5000):  # stay under every driver's bound-parameter limit
         frames.append(
-            _frame(
+            read_frame(
                 engine,
                 select(
                     Sample.point_id,
@@ -294,23 +270,12 @@ def series_history(
         .join(Point, Point.run_id == Run.id)
         .where(Run.started_at >= since)
     )
-    frame = _frame(engine, stmt)
+    frame = read_frame(engine, stmt)
     keep = frame["status"] == "ok"
     if fingerprints is not None:
         keep &= frame["fingerprint"].isin(set(fingerprints))
     frame = frame[keep].drop(columns=["status"])
     return frame.sort_values(["fingerprint", "created_at", "point_id"], ignore_index=True)
-
-
-def fingerprints_of_runs(engine: Engine, run_ids: Sequence[int]) -> list[str]:
-    """Series with an ok point in the given runs."""
-    if not run_ids:
-        return []
-    # Status is filtered here, not in SQL: with `status = 'ok'` in the WHERE clause SQLite (without ANALYZE
-    # statistics) walks ix_points_status, i.e. nearly the whole table, instead of ix_points_run_id.
-    stmt = select(Point.fingerprint, Point.status).where(Point.run_id.in_(list(run_ids)))
-    with engine.connect() as c:
-        return list(dict.fromkeys(fp for fp, status in c.execute(stmt) if status == "ok"))
 
 
 def series_describe(engine: Engine, fingerprints: Sequence[str]) -> pd.DataFrame:
@@ -326,7 +291,7 @@ def series_describe(engine: Engine, fingerprints: Sequence[str]) -> pd.DataFrame
     stmt = select(Point.fingerprint, *(getattr(Point, c) for c in SERIES_COLUMNS)).join(
         newest, newest.c.pid == Point.id
     )
-    return _frame(engine, stmt)
+    return read_frame(engine, stmt)
 
 
 # ---------------------------------------------------------------------------------------------- runs
@@ -351,7 +316,7 @@ def run_choices(engine: Engine, limit: int = 500) -> pd.DataFrame:
         .order_by(Run.started_at.desc(), Run.id.desc())
         .limit(limit)
     )
-    return _frame(engine, stmt)
+    return read_frame(engine, stmt)
 
 
 def run_info(engine: Engine, run_id: int) -> dict[str, Any]:
@@ -378,7 +343,7 @@ def run_servers(engine: Engine, run_id: int) -> pd.DataFrame:
         .where(ServerInstance.run_id == run_id)
         .order_by(ServerInstance.id)
     )
-    frame = _frame(engine, stmt)
+    frame = read_frame(engine, stmt)
     frame["idle_neighbours"] = [
         int((env or {}).get("specbench.co_resident_idle_servers", 0)) for env in frame["env"]
     ]
@@ -445,7 +410,7 @@ def run_points(engine: Engine, run_id: int, metrics: Sequence[str] | None = None
         .where(Point.run_id == run_id)
         .order_by(Point.id)
     )
-    return _frame(engine, stmt)
+    return read_frame(engine, stmt)
 
 
 def run_samples(engine: Engine, run_id: int, metrics: Sequence[str]) -> pd.DataFrame:
@@ -462,70 +427,4 @@ def run_samples(engine: Engine, run_id: int, metrics: Sequence[str]) -> pd.DataF
         .where(Point.run_id == run_id)
         .order_by(Sample.point_id, Sample.repeat)
     )
-    return _frame(engine, stmt)
-
-
-# ---------------------------------------------------------------------------------------------- triage
-
-
-def triage_for(
-    engine: Engine, fingerprints: Sequence[str] | None = None, metric: str | None = None
-) -> pd.DataFrame:
-    stmt = select(
-        Triage.id,
-        Triage.fingerprint,
-        Triage.metric,
-        Triage.run_id,
-        Triage.kind,
-        Triage.state,
-        Triage.note,
-        Triage.magnitude,
-        Triage.created_at,
-        Triage.updated_at,
-    ).order_by(Triage.id)
-    if fingerprints is not None:
-        fps = list(fingerprints)
-        if not fps:
-            return _frame(engine, stmt.where(Triage.id < 0))
-        stmt = stmt.where(Triage.fingerprint.in_(fps))
-    if metric is not None:
-        stmt = stmt.where(Triage.metric == metric)
-    return _frame(engine, stmt)
-
-
-def set_triage(
-    engine: Engine,
-    *,
-    fingerprint: str,
-    metric: str,
-    run_id: int | None,
-    state: str,
-    note: str | None = None,
-    magnitude: float | None = None,
-    kind: str = "change_point",
-) -> int:
-    """Record a human verdict on a flagged change (one row per series, metric and run; later verdicts win)."""
-    if state not in TRIAGE_STATES:
-        raise QueryError(f"triage state must be one of {', '.join(TRIAGE_STATES)}, not {state!r}")
-    metric_column(metric)
-    with Session(engine, expire_on_commit=False) as s, s.begin():
-        row = s.scalars(
-            select(Triage).where(
-                and_(
-                    Triage.fingerprint == fingerprint,
-                    Triage.metric == metric,
-                    Triage.run_id.is_(None) if run_id is None else Triage.run_id == run_id,
-                )
-            )
-        ).first()
-        if row is None:
-            row = Triage(fingerprint=fingerprint, metric=metric, run_id=run_id, kind=kind)
-            s.add(row)
-        row.state = state
-        row.note = (note or "").strip() or None
-        row.kind = kind
-        if magnitude is not None:
-            row.magnitude = magnitude
-        row.updated_at = utcnow()
-        s.flush()
-        return int(row.id)
+    return read_frame(engine, stmt)

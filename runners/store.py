@@ -17,26 +17,8 @@ from bench.results import SampleResult
 from bench.stats.summary import Repeat, summarize_repeats
 from bench.sweep import PointPlan, ServerConfig, SweepSpec
 from db.fingerprint import point_fingerprint
-from db.models import METRIC_FIELDS, Point, RequestRow, Run, Sample, ServerInstance
+from db.models import METRIC_FIELDS, PROVENANCE_COLUMNS, Point, RequestRow, Run, Sample, ServerInstance
 from db.types import utcnow
-
-# Provenance keys that have their own column on `runs` (the full dict is kept in runs.provenance too).
-_PROVENANCE_COLUMNS = (
-    "sglang_version",
-    "sglang_commit",
-    "sgl_kernel_version",
-    "flashinfer_version",
-    "flash_mla_source",
-    "torch_version",
-    "cuda_version",
-    "driver_version",
-    "gpu_name",
-    "gpu_count",
-    "host",
-    "model_identity",
-    "specbench_version",
-    "git_commit",
-)
 
 
 def create_run(
@@ -70,7 +52,7 @@ def create_run(
 
 
 def apply_provenance(run: Run, provenance: dict[str, Any]) -> None:
-    for key in _PROVENANCE_COLUMNS:
+    for key in PROVENANCE_COLUMNS:
         if key in provenance and provenance[key] is not None:
             setattr(run, key, provenance[key])
     run.simulated = bool(provenance.get("simulated", run.simulated))

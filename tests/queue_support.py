@@ -12,7 +12,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from bench.launcher import free_port
+from bench.processes import free_port
 
 REPO = Path(__file__).resolve().parents[1]
 

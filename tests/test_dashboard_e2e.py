@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.launcher import free_port
+from bench.processes import free_port
 from bench.synthetic_history import SMALL_SHAPE
 from db import queries as q
 from db.migrate import open_database

@@ -14,6 +14,7 @@ from streamlit.testing.v1 import AppTest
 
 from bench.synthetic_history import SMALL_SHAPE
 from db import queries as q
+from db import triage
 from db.migrate import open_database
 from runners.commands.dashboard import streamlit_argv, streamlit_env
 from runners.seed_history import seed_history
@@ -123,7 +124,7 @@ def test_trends_triage_is_stored_and_shown(
     at.text_area(key=f"{base}_{which}_note").input("expected: stale KV fix")
     at.button[0].click().run()
     assert not at.exception
-    stored = q.triage_for(engine_of, [fp], "output_throughput")
+    stored = triage.triage_for(engine_of, [fp], "output_throughput")
     assert stored[["state", "note"]].to_dict("records") == [
         {"state": "acknowledged", "note": "expected: stale KV fix"}
     ]

@@ -18,16 +18,13 @@ import pytest
 from bench.launcher import (
     LaunchedServer,
     LaunchError,
-    _terminate_group,
-    _wait_healthy,
     attach_external,
     detect_sglang_version,
-    ephemeral_port_range,
     fetch_server_info,
-    free_port,
     launch,
-    server_port_range,
 )
+from bench.processes import PortError, ephemeral_port_range, free_port, server_port_range, terminate_group
+from bench.server_http import wait_healthy
 from bench.sweep import ServerConfig, ServerSpec, SimSettings
 from tests.fixtures.sim import DEFAULT_MODEL as SIM_MODEL
 from tests.fixtures.sim import SimFactory
@@ -189,7 +186,7 @@ def test_sigterm_ignored_escalates_to_sigkill() -> None:
     proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, start_new_session=True)
     assert proc.stdout is not None and proc.stdout.readline() == b"up\n"
     t0 = time.monotonic()
-    _terminate_group(proc, 0.3)
+    terminate_group(proc, 0.3)
     assert time.monotonic() - t0 < 5
     assert proc.returncode == -signal.SIGKILL
     proc.stdout.close()
@@ -299,7 +296,7 @@ def test_free_port_leaves_room_for_sglang_derived_ports_and_avoids_the_ephemeral
 def test_server_ports_avoid_any_ephemeral_range(tmp_path: Path) -> None:
     assert server_port_range((32768, 60999)) == (20000, 32768)
     assert server_port_range((1024, 40000)) == (40001, 55536)  # ports above the range, gRPC port still valid
-    with pytest.raises(LaunchError, match="ephemeral range"):
+    with pytest.raises(PortError, match="ephemeral range"):
         server_port_range((1024, 65535))
     proc = tmp_path / "ip_local_port_range"
     proc.write_text("15000\t30000\n")
@@ -325,7 +322,7 @@ def test_a_probe_that_reads_garbage_keeps_waiting(tmp_path: Path) -> None:
         proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
         try:
             with pytest.raises(LaunchError, match="not healthy within"):
-                _wait_healthy(proc, f"http://127.0.0.1:{port}", tmp_path / "log", timeout_s=1.0)
+                wait_healthy(proc, f"http://127.0.0.1:{port}", tmp_path / "log", timeout_s=1.0)
         finally:
             proc.kill()
             proc.wait()

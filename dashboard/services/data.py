@@ -16,6 +16,7 @@ from analysis import regressions
 from analysis.changes import attach_triage, change_points
 from bench.stats.changepoint import ChangePointParams
 from db import queries as q
+from db import triage as stored_triage
 from db.engine import DatabaseMissingError, make_engine, make_readonly_engine, redact, resolve_url
 
 
@@ -118,7 +119,7 @@ def run_samples(url: str, run_id: int, metric: str) -> pd.DataFrame:
 
 @st.cache_data(ttl=30, show_spinner=False)
 def triage(url: str, fingerprints: tuple[str, ...] | None, metric: str | None) -> pd.DataFrame:
-    return q.triage_for(engine(url), None if fingerprints is None else list(fingerprints), metric)
+    return stored_triage.triage_for(engine(url), None if fingerprints is None else list(fingerprints), metric)
 
 
 @st.cache_data(ttl=120, show_spinner=False)
@@ -136,7 +137,7 @@ def recent_changes(url: str, metric: str, params: ChangePointParams) -> pd.DataF
 
 def save_triage(url: str, **kwargs: Any) -> int:
     """Store a verdict and drop the cached views that display triage state."""
-    row_id = q.set_triage(writer(url), **kwargs)
+    row_id = stored_triage.set_triage(writer(url), **kwargs)
     for fn in (triage, series_changes, recent_changes):
         fn.clear()
     return row_id

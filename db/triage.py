@@ -1,0 +1,78 @@
+"""Humans' verdicts on flagged changes: read them beside detected changes, store one per series, metric and run."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import pandas as pd
+from sqlalchemy import Engine, and_, select
+from sqlalchemy.orm import Session
+
+from db.models import Triage
+from db.queries import QueryError, metric_column, read_frame
+from db.types import utcnow
+
+TRIAGE_STATES: tuple[str, ...] = ("open", "acknowledged", "dismissed")
+
+
+def triage_for(
+    engine: Engine, fingerprints: Sequence[str] | None = None, metric: str | None = None
+) -> pd.DataFrame:
+    stmt = select(
+        Triage.id,
+        Triage.fingerprint,
+        Triage.metric,
+        Triage.run_id,
+        Triage.kind,
+        Triage.state,
+        Triage.note,
+        Triage.magnitude,
+        Triage.created_at,
+        Triage.updated_at,
+    ).order_by(Triage.id)
+    if fingerprints is not None:
+        fps = list(fingerprints)
+        if not fps:
+            return read_frame(engine, stmt.where(Triage.id < 0))
+        stmt = stmt.where(Triage.fingerprint.in_(fps))
+    if metric is not None:
+        stmt = stmt.where(Triage.metric == metric)
+    return read_frame(engine, stmt)
+
+
+def set_triage(
+    engine: Engine,
+    *,
+    fingerprint: str,
+    metric: str,
+    run_id: int | None,
+    state: str,
+    note: str | None = None,
+    magnitude: float | None = None,
+    kind: str = "change_point",
+) -> int:
+    """Record a human verdict on a flagged change (one row per series, metric and run; later verdicts win)."""
+    if state not in TRIAGE_STATES:
+        raise QueryError(f"triage state must be one of {', '.join(TRIAGE_STATES)}, not {state!r}")
+    metric_column(metric)
+    with Session(engine, expire_on_commit=False) as s, s.begin():
+        row = s.scalars(
+            select(Triage).where(
+                and_(
+                    Triage.fingerprint == fingerprint,
+                    Triage.metric == metric,
+                    Triage.run_id.is_(None) if run_id is None else Triage.run_id == run_id,
+                )
+            )
+        ).first()
+        if row is None:
+            row = Triage(fingerprint=fingerprint, metric=metric, run_id=run_id, kind=kind)
+            s.add(row)
+        row.state = state
+        row.note = (note or "").strip() or None
+        row.kind = kind
+        if magnitude is not None:
+            row.magnitude = magnitude
+        row.updated_at = utcnow()
+        s.flush()
+        return int(row.id)
