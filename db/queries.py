@@ -441,6 +441,7 @@ def run_points(engine: Engine, run_id: int, metrics: Sequence[str] | None = None
             *(metric_column(m) for m in cols),
             Point.output_throughput_ci_low,
             Point.output_throughput_ci_high,
+            Point.accept_length_pinned,
         )
         .where(Point.run_id == run_id)
         .order_by(Point.id)
@@ -456,6 +457,7 @@ def run_samples(engine: Engine, run_id: int, metrics: Sequence[str]) -> pd.DataF
             Sample.point_id,
             Sample.repeat,
             Sample.status,
+            Sample.order_index,  # set when the run interleaved its windows (paired v1/v2)
             *(getattr(Sample, m) for m in cols),
         )
         .join(Point, Point.id == Sample.point_id)
