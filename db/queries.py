@@ -382,6 +382,8 @@ def run_servers(engine: Engine, run_id: int) -> pd.DataFrame:
     frame["idle_neighbours"] = [
         int((env or {}).get("specbench.co_resident_idle_servers", 0)) for env in frame["env"]
     ]
+    # Idle because its v1/v2 partner was up for interleaved windows (paired measurement), not parallel starts.
+    frame["pair_colocated"] = [(env or {}).get("specbench.pair") == "colocated" for env in frame["env"]]
     return frame.drop(columns=["env"])
 
 

@@ -7,6 +7,7 @@ import math
 from pathlib import Path
 
 import pandas as pd
+import pyarrow as pa
 import pytest
 from sqlalchemy import Engine
 from typer.testing import CliRunner
@@ -16,8 +17,10 @@ from bench.sim.config import PerfParams
 from bench.sim.perf import PerfModel
 from bench.stats.ratio import paired_ratio, t_quantile, unpaired_ratio, verdict
 from bench.sweep import parse_sweep
+from dashboard.charts import GREY_CELL, ratio_heatmap
 from runners.cli import app
 from runners.sweep_runner import execute_sweep
+from tests.test_dashboard_pages import open_page
 
 T_975 = {2: 4.302652729911275, 4: 2.776445105197793, 5: 2.570581835636314, 10: 2.228138851986274}
 
@@ -174,3 +177,60 @@ def test_export_of_a_paired_sim_run_has_an_interval_for_every_cell(engine: Engin
     assert md.exit_code == 0 and "| batch | steps | accept len |" in md.output
     two = CliRunner().invoke(app, ["export", "--db", url, "--view", "v2-vs-v1", "--run", "1", "--run", "2"])
     assert two.exit_code == 2
+
+    # The Sweep page draws the same cells with their intervals (real Streamlit app under AppTest).
+    at = open_page(url, "pages/sweep.py", pytest.MonkeyPatch(), run=str(out.run_id))
+    ratio_charts = [c for c in at.get("vega_lite_chart") if '"v2/v1"' in c.proto.spec]
+    assert len(ratio_charts) == 1
+    (ds,) = ratio_charts[0].proto.datasets  # Streamlit ships the chart's rows as Arrow next to the spec
+    values = pa.ipc.open_stream(ds.data.data).read_pandas()
+    assert set(values["batch_size"]) == {1, 4}
+    assert all(v.startswith("[") for v in values["interval"])
+    assert not any("sharing the GPU" in w.value for w in at.warning)  # a colocated pair is by design
+    assert any("interleaved" in c.value for c in at.caption)
+
+
+def test_ratio_heatmap_greys_out_cells_whose_interval_spans_one() -> None:
+    frame = pd.DataFrame(
+        [
+            {
+                "batch_size": 1,
+                "steps": 2,
+                "accept_length": 2.5,
+                "ratio": 1.12,
+                "ci_low": 1.05,
+                "ci_high": 1.2,
+                "verdict": "faster",
+                "n": 5,
+                "method": "paired",
+            },
+            {
+                "batch_size": 8,
+                "steps": 2,
+                "accept_length": 2.5,
+                "ratio": 1.02,
+                "ci_low": 0.97,
+                "ci_high": 1.07,
+                "verdict": "no clear difference",
+                "n": 5,
+                "method": "paired",
+            },
+            {
+                "batch_size": 32,
+                "steps": 2,
+                "accept_length": 2.5,
+                "ratio": 0.9,
+                "ci_low": None,
+                "ci_high": None,
+                "verdict": "insufficient data",
+                "n": 1,
+                "method": "paired",
+            },
+        ]
+    )
+    spec = ratio_heatmap(frame).to_dict()
+    values = {v["batch_size"]: v for v in next(iter(spec["datasets"].values()))}
+    assert values[1]["clear"] is True and values[8]["clear"] is False and values[32]["clear"] is False
+    assert values[1]["interval"] == "[1.05, 1.20]" and values[32]["interval"] == "no interval"
+    rect = spec["spec"]["layer"][0]["encoding"]["color"]
+    assert rect["condition"]["test"] == "datum.clear" and rect["value"] == GREY_CELL
