@@ -319,13 +319,16 @@ class ProfileSpec(_Strict):
     """Capture an SGLang profiler trace of chosen points after their measured windows (docs/profiles.md)."""
 
     steps: int = Field(12, ge=2, le=1000)  # `num_steps` of /start_profile
-    activities: list[Activity] = Field(default_factory=lambda: list[Activity](["GPU"]), min_length=1)
-    at: list[int] | None = None  # batch sizes to profile; None = every batch size of the grid
+    activities: list[Activity] = Field(
+        default_factory=lambda: list[Activity](["GPU"]), min_length=1, max_length=4
+    )
+    # Batch sizes to profile; None = every batch size of the grid ([] would silently profile nothing).
+    at: _list_of(BatchSize, 1024) | None = None  # type: ignore[valid-type]
     with_stack: bool = False  # SGLang defaults both to true, which slows the CPU side a lot
     record_shapes: bool = False
     settle_s: float = Field(2.0, ge=0.0, le=600.0)  # load runs this long before /start_profile
     timeout_s: float = Field(300.0, gt=0.0, le=3600.0)  # wait at most this long for the trace files
-    distortion_threshold: float = Field(1.2, gt=1.0)
+    distortion_threshold: float = Field(1.2, gt=1.0, le=100.0)
 
 
 class SweepSpec(_Strict):

@@ -64,6 +64,12 @@ class MetricColumns:
     wrong_length: Mapped[int | None] = mapped_column(Integer)
     total_input_tokens: Mapped[int | None] = mapped_column(Integer)
     total_output_tokens: Mapped[int | None] = mapped_column(Integer)
+    ttft_std_ms: Mapped[float | None] = mapped_column(Float)
+    tpot_std_ms: Mapped[float | None] = mapped_column(Float)
+    itl_std_ms: Mapped[float | None] = mapped_column(Float)
+    e2e_std_ms: Mapped[float | None] = mapped_column(Float)
+    itl_p95_ms: Mapped[float | None] = mapped_column(Float)
+    itl_max_ms: Mapped[float | None] = mapped_column(Float)
 
 
 METRIC_FIELDS: tuple[str, ...] = tuple(

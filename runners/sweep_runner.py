@@ -67,20 +67,21 @@ class _Stopped(Exception):
 
 def final_status(point_statuses: list[str], points_total: int) -> tuple[str, str | None]:
     """The truth about a run that went through every point: `done` when every point is ok, `unstable` when the
-    rest are only unstable, `failed` when no point is ok, else `partial`; with the error that says why."""
-    ok = point_statuses.count("ok")
+    others are only unstable (measured, but noisy), `failed` when no point was measured (none ok or
+    unstable), else `partial`; with the error that says why."""
+    measured = sum(1 for s in point_statuses if s in ("ok", "unstable"))
     missing = points_total - len(point_statuses)
     bad = {s: point_statuses.count(s) for s in sorted(set(point_statuses)) if s != "ok"}
     if missing > 0:
         bad["not measured"] = missing
     summary = ", ".join(f"{n} {s}" for s, n in bad.items())
-    if ok == 0:
-        return "failed", f"no point measured ok ({summary or 'no points'})"
+    if measured == 0:
+        return "failed", f"no point measured ({summary or 'no points'})"
     if not bad:
         return "done", None
     if set(bad) == {"unstable"}:
-        return "unstable", f"{ok}/{points_total} points ok ({summary})"
-    return "partial", f"{ok}/{points_total} points ok ({summary})"
+        return "unstable", f"{points_total - bad['unstable']}/{points_total} points ok ({summary})"
+    return "partial", f"{measured}/{points_total} points measured ({summary})"
 
 
 def execute_sweep(

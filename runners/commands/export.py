@@ -12,7 +12,7 @@ from analysis import v2_vs_v1
 from analysis.export import ExportError, collect, latest_run_id, to_csv, to_json, to_markdown
 from db.engine import session_scope
 from db.models import Run
-from runners.common import MAX_ID, DbOption, fail, open_db
+from runners.common import MAX_ID, DbOption, fail, open_db_readonly
 
 
 def register(app: typer.Typer) -> None:
@@ -44,7 +44,7 @@ def export(
     ] = "points",
 ) -> None:
     """Export points for PR discussions and spreadsheets."""
-    engine = open_db(db)
+    engine = open_db_readonly(db)
     if view == "v2-vs-v1":
         _export_v2_vs_v1(engine, run, format, output)
         return

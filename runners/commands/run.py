@@ -21,7 +21,9 @@ from runners.dbretry import DatabaseUnavailable
 from runners.recovery import OutagePolicy
 from runners.sweep_runner import RunOutcome, execute_sweep
 
-EXIT_FAILED = 1  # no point measured ok, or the run could not go on (the database stayed away)
+EXIT_FAILED = (
+    1  # no point measured (none ok or unstable), or the run could not go on (the database stayed away)
+)
 EXIT_PARTIAL = 3  # any other status named in --fail-on: partial (stopped, or some points not ok), unstable
 RUN_STATUSES = ("done", "unstable", "partial", "failed")
 DEFAULT_FAIL_ON = "failed,partial"
