@@ -76,6 +76,8 @@ def v2_vs_v1(points: pd.DataFrame, samples: pd.DataFrame, confidence: float = 0.
     """One row per v1/v2 pair of points in `points` (a run's, from db.queries.run_points), using `samples`
     (db.queries.run_samples with output_throughput and tpot_mean_ms, plus order_index)."""
     spec = points[points["spec_mode"].isin(["v1", "v2"])]
+    if "accept_length_pinned" not in spec:  # a database of an older schema: nothing was pinned
+        spec = spec.assign(accept_length_pinned=None)
     if spec.empty or samples.empty:
         return pd.DataFrame(columns=list(COLUMNS))
     joined = samples.merge(spec[["point_id", "spec_mode", *PAIR_KEYS]], on="point_id")

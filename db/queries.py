@@ -18,7 +18,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pandas as pd
-from sqlalchemy import Engine, Executable, and_, case, func, select
+from sqlalchemy import Engine, Executable, and_, case, func, inspect, select
 from sqlalchemy.orm import InstrumentedAttribute, Session
 
 from db.fingerprint import FINGERPRINT_FIELDS
@@ -425,6 +425,14 @@ def resolve_run(engine: Engine, ref: str) -> int:
     return int(found[0])
 
 
+def _if_present(engine: Engine, column: InstrumentedAttribute[Any]) -> list[InstrumentedAttribute[Any]]:
+    """`[column]`, or `[]` on a database file of an older schema that the dashboard reads without migrating
+    (the read-only engine never upgrades it); the frame then lacks that column."""
+    table = column.class_.__tablename__
+    names = {c["name"] for c in inspect(engine).get_columns(table)}
+    return [column] if column.key in names else []
+
+
 def run_points(engine: Engine, run_id: int, metrics: Sequence[str] | None = None) -> pd.DataFrame:
     """All points of a run (every status) with their configuration and the requested metrics."""
     cols = _metrics(metrics or (*FACTOR_METRICS, "accept_length_weighted", "ttft_p50_ms", "e2e_p50_ms"))
@@ -443,7 +451,7 @@ def run_points(engine: Engine, run_id: int, metrics: Sequence[str] | None = None
             *(metric_column(m) for m in cols),
             Point.output_throughput_ci_low,
             Point.output_throughput_ci_high,
-            Point.accept_length_pinned,
+            *_if_present(engine, Point.accept_length_pinned),
         )
         .where(Point.run_id == run_id)
         .order_by(Point.id)
@@ -459,7 +467,7 @@ def run_samples(engine: Engine, run_id: int, metrics: Sequence[str]) -> pd.DataF
             Sample.point_id,
             Sample.repeat,
             Sample.status,
-            Sample.order_index,  # set when the run interleaved its windows (paired v1/v2)
+            *_if_present(engine, Sample.order_index),  # set when the run interleaved v1/v2 windows
             *(getattr(Sample, m) for m in cols),
         )
         .join(Point, Point.id == Sample.point_id)
