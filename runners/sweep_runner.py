@@ -193,7 +193,7 @@ def execute_sweep(
             if outage.limit_s > 0:
                 raise
             # Still away: the run row stays `running` until a resume or the job's retry takes it over.
-    run_checks.flag_throttled(executor, spec.measure.throttle_fraction)
+    run_checks.flag_throttled(executor._write, run_id, spec.measure.throttle_fraction)
     stored = executor.points_stored
     return RunOutcome(
         run_id=run_id,
