@@ -157,9 +157,7 @@ def flag_throttled(write_fn: Callable[[Callable[[Any], Any], str], Any], run_id:
 
     def write(s: Any) -> int:
         samples = list(
-            s.scalars(
-                select(Sample).join(Point, Sample.point_id == Point.id).where(Point.run_id == run_id)
-            )
+            s.scalars(select(Sample).join(Point, Sample.point_id == Point.id).where(Point.run_id == run_id))
         )
         clocks = [
             float(x.telemetry["sm_clock_max_mhz"])
