@@ -57,6 +57,9 @@ def compare_runs(
     H200 run too). A point present on one side only is listed as `insufficient data`.
     """
     keys = list(CONFIG_COLUMNS)
+    if "accept_length_pinned" in points_a and "accept_length_pinned" in points_b:
+        # Pinned acceptance (grid.accept_lengths) splits a config into one point per value.
+        keys.append("accept_length_pinned")
     a = _keyed(points_a, keys)
     b = _keyed(points_b, keys)
     merged = a.merge(b, on="_key", how="outer", suffixes=("_a", "_b"), indicator=True)

@@ -74,6 +74,7 @@ class Window:
 
     started_at: float | None = None  # wall clock (epoch s) of the first send
     telemetry: dict[str, Any] | None = None
+    warmup_s: float = 0.0  # warmup before this window (the first repeat of a visit only)
 
 
 async def measure_point(
@@ -154,8 +155,11 @@ async def measure_windows(
     overhead_start = time.perf_counter()
 
     warm = [prompts[i % len(prompts)] for i in range(max(warmup_waves, 0) * batch_size)]
+    warmup_s = 0.0
     if warm:
+        t_warm = time.perf_counter()
         wrecs, _ = await client.run_closed_loop(warm, batch_size, request_timeout_s, temperature=temperature)
+        warmup_s = time.perf_counter() - t_warm
         errors = [r.error for r in wrecs if r.error]
         died = client.server_down or (bool(errors) and not await _alive(client))
         if died or not any(r.ok for r in wrecs):
@@ -181,7 +185,8 @@ async def measure_windows(
         overhead = time.perf_counter() - overhead_start
 
         sampler = telemetry() if telemetry is not None else None
-        window = Window(started_at=time.time())
+        window = Window(started_at=time.time(), warmup_s=warmup_s)
+        warmup_s = 0.0
         with gc_paused():
             if sampler is not None:
                 sampler.start()

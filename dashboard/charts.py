@@ -200,6 +200,8 @@ def change_rules(frame: pd.DataFrame, changes: pd.DataFrame | None, x_mode: XMod
 
 # ---------------------------------------------------------------------------------------------- sweep
 
+GREY_CELL = "#d9d9d9"  # a v2/v1 cell whose interval spans 1
+
 
 def heatmap(
     frame: pd.DataFrame,
@@ -247,6 +249,64 @@ def heatmap(
     if facet and facet in f and f[facet].nunique() > 0:
         return layered.facet(column=alt.Column(f"{facet}:N", title=None, header=alt.Header(labelFontSize=13)))
     return layered
+
+
+def ratio_heatmap(frame: pd.DataFrame, *, width: int = 330) -> AnyChart:
+    """v2/v1 per batch size (x) and spec steps (y) from `analysis.v2_vs_v1`, each cell labelled with the ratio
+    and its 95 % interval. Cells whose interval spans 1 (or has none) are grey: no clear difference there.
+    One panel per pinned accept length when the run has several.
+    """
+    f = frame.dropna(subset=["ratio"]).copy()
+    f["steps_label"] = f["steps"].map(lambda s: "-" if pd.isna(s) else f"{int(s)}")
+    has_ci = f["ci_low"].notna() & f["ci_high"].notna()
+    f["clear"] = has_ci & ((f["ci_low"] > 1.0) | (f["ci_high"] < 1.0))
+    f["interval"] = [
+        f"[{lo:.2f}, {hi:.2f}]" if ok else "no interval"
+        for lo, hi, ok in zip(f["ci_low"].fillna(0), f["ci_high"].fillna(0), has_ci, strict=True)
+    ]
+    f["accept"] = ["not pinned" if pd.isna(a) else f"accept {a:g}" for a in f["accept_length"]]
+    m = float(np.nanmax(np.abs(f["ratio"].to_numpy(dtype=float) - 1.0))) if len(f) else 0.1
+    m = max(m, 0.02)
+    scale = alt.Scale(scheme="redblue", domain=[1 - m, 1 + m], domainMid=1.0)
+    base = alt.Chart().encode(
+        x=alt.X("batch_size:O", title="Batch size", axis=alt.Axis(labelAngle=0)),
+        y=alt.Y("steps_label:O", title="Spec steps", sort="descending"),
+    )
+    tooltip = [
+        alt.Tooltip("batch_size:O", title="batch"),
+        alt.Tooltip("steps_label:O", title="steps"),
+        alt.Tooltip("accept:N", title="acceptance"),
+        alt.Tooltip("ratio:Q", title="v2/v1", format=".3f"),
+        alt.Tooltip("interval:N", title="95% CI"),
+        alt.Tooltip("verdict:N", title="verdict"),
+        alt.Tooltip("n:Q", title="repeats"),
+        alt.Tooltip("method:N", title="interval"),
+    ]
+    rect = base.mark_rect(stroke="white", strokeWidth=1).encode(
+        color=alt.condition(
+            "datum.clear",
+            alt.Color("ratio:Q", scale=scale, title="v2/v1", legend=alt.Legend(orient="right")),
+            alt.value(GREY_CELL),
+        ),
+        tooltip=tooltip,
+    )
+    ratio_text = base.mark_text(fontSize=12, dy=-7).encode(
+        text=alt.Text("ratio:Q", format=".2f"),
+        color=alt.condition(
+            f"datum.clear && abs(datum.ratio - 1) > {0.6 * m}", alt.value("white"), alt.value("black")
+        ),
+    )
+    ci_text = base.mark_text(fontSize=9, dy=8).encode(
+        text="interval:N",
+        color=alt.condition(
+            f"datum.clear && abs(datum.ratio - 1) > {0.6 * m}", alt.value("white"), alt.value("#333")
+        ),
+    )
+    layered = alt.layer(rect, ratio_text, ci_text, data=f).properties(
+        width=width, height=44 * max(1, f["steps_label"].nunique())
+    )
+    # Faceted even with one panel: Streamlit squashes a bare layered chart's height in a column.
+    return layered.facet(column=alt.Column("accept:N", title=None, header=alt.Header(labelFontSize=13)))
 
 
 def throughput_lines(frame: pd.DataFrame, metric: str = "output_throughput") -> alt.Chart:

@@ -18,7 +18,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pandas as pd
-from sqlalchemy import Engine, Executable, case, func, select
+from sqlalchemy import Engine, Executable, case, func, inspect, select
 from sqlalchemy.orm import InstrumentedAttribute
 
 from db.fingerprint import FINGERPRINT_FIELDS
@@ -347,6 +347,8 @@ def run_servers(engine: Engine, run_id: int) -> pd.DataFrame:
     frame["idle_neighbours"] = [
         int((env or {}).get("specbench.co_resident_idle_servers", 0)) for env in frame["env"]
     ]
+    # Idle because its v1/v2 partner was up for interleaved windows (paired measurement), not parallel starts.
+    frame["pair_colocated"] = [(env or {}).get("specbench.pair") == "colocated" for env in frame["env"]]
     return frame.drop(columns=["env"])
 
 
@@ -388,6 +390,14 @@ def resolve_run(engine: Engine, ref: str) -> int:
     return int(found[0])
 
 
+def _if_present(engine: Engine, column: InstrumentedAttribute[Any]) -> list[InstrumentedAttribute[Any]]:
+    """`[column]`, or `[]` on a database file of an older schema that the dashboard reads without migrating
+    (the read-only engine never upgrades it); the frame then lacks that column."""
+    table = column.class_.__tablename__
+    names = {c["name"] for c in inspect(engine).get_columns(table)}
+    return [column] if column.key in names else []
+
+
 def run_points(engine: Engine, run_id: int, metrics: Sequence[str] | None = None) -> pd.DataFrame:
     """All points of a run (every status) with their configuration and the requested metrics."""
     cols = _metrics(metrics or (*FACTOR_METRICS, "accept_length_weighted", "ttft_p50_ms", "e2e_p50_ms"))
@@ -406,6 +416,7 @@ def run_points(engine: Engine, run_id: int, metrics: Sequence[str] | None = None
             *(metric_column(m) for m in cols),
             Point.output_throughput_ci_low,
             Point.output_throughput_ci_high,
+            *_if_present(engine, Point.accept_length_pinned),
         )
         .where(Point.run_id == run_id)
         .order_by(Point.id)
@@ -421,6 +432,7 @@ def run_samples(engine: Engine, run_id: int, metrics: Sequence[str]) -> pd.DataF
             Sample.point_id,
             Sample.repeat,
             Sample.status,
+            *_if_present(engine, Sample.order_index),  # set when the run interleaved v1/v2 windows
             *(getattr(Sample, m) for m in cols),
         )
         .join(Point, Point.id == Sample.point_id)

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
 
 Step = Pair | list[ServerGroup]
 SIDES: tuple[Side, Side] = ("A", "B")
+PAIR_ENV = "specbench.pair"  # on a server row: "colocated" when it shared the GPU with its v1/v2 partner
 
 
 def schedule(groups: Sequence[ServerGroup], spec: SweepSpec) -> list[Step]:
@@ -91,7 +92,11 @@ def run_pair(ex: _Executor, pair: Pair) -> None:
         return
     servers: dict[Side, LaunchedServer] = {first: a, other: b}
     try:
-        si = {side: ex._record_server(pair.side(side).server, servers[side], 1) for side in SIDES}
+        # The idle neighbour is the pair's other server, by design (the Sweep page says so, not warns).
+        si = {
+            side: ex._record_server(pair.side(side).server, servers[side], 1, {PAIR_ENV: "colocated"})
+            for side in SIDES
+        }
         try:
             asyncio.run(_interleave(ex, pair, servers, si))
             ref = ex.reference

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import select
@@ -148,7 +149,7 @@ def _save(ex: _Executor, drift: dict[str, Any]) -> None:
     ex._write(write, "storing the drift check")
 
 
-def flag_throttled(ex: _Executor, fraction: float) -> int:
+def flag_throttled(write_fn: Callable[[Callable[[Any], Any], str], Any], run_id: int, fraction: float) -> int:
     """Flag windows whose SM clock dropped below `fraction` of the run's max; returns how many.
 
     Best effort: it runs after the run row is final, so a database that went away only costs the flags.
@@ -156,9 +157,7 @@ def flag_throttled(ex: _Executor, fraction: float) -> int:
 
     def write(s: Any) -> int:
         samples = list(
-            s.scalars(
-                select(Sample).join(Point, Sample.point_id == Point.id).where(Point.run_id == ex.run_id)
-            )
+            s.scalars(select(Sample).join(Point, Sample.point_id == Point.id).where(Point.run_id == run_id))
         )
         clocks = [
             float(x.telemetry["sm_clock_max_mhz"])
@@ -188,6 +187,6 @@ def flag_throttled(ex: _Executor, fraction: float) -> int:
         return flagged
 
     try:
-        return int(ex._write(write, "flagging throttled windows"))
+        return int(write_fn(write, "flagging throttled windows"))
     except dbretry.DatabaseUnavailable:
         return 0

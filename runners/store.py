@@ -175,7 +175,12 @@ def store_sample(
         order_index=order_index,
     )
     if window is not None:
-        sample.telemetry = window.telemetry
+        # The window's context: GPU telemetry, plus the warmup that preceded it (run cost accounting).
+        sample.telemetry = (
+            {**(window.telemetry or {}), "warmup_s": round(window.warmup_s, 4)}
+            if window.telemetry is not None or window.warmup_s
+            else None
+        )
         if window.started_at is not None:
             sample.window_started_at = datetime.fromtimestamp(window.started_at, tz=UTC)
     if result.metrics is not None:

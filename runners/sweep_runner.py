@@ -193,7 +193,7 @@ def execute_sweep(
             if outage.limit_s > 0:
                 raise
             # Still away: the run row stays `running` until a resume or the job's retry takes it over.
-    run_checks.flag_throttled(executor, spec.measure.throttle_fraction)
+    run_checks.flag_throttled(executor._write, run_id, spec.measure.throttle_fraction)
     stored = executor.points_stored
     return RunOutcome(
         run_id=run_id,
@@ -346,7 +346,13 @@ class _Executor:
 
         self._write(close, "recording the server's end")
 
-    def _record_server(self, cfg: ServerConfig, server: LaunchedServer, co_resident: int) -> int:
+    def _record_server(
+        self,
+        cfg: ServerConfig,
+        server: LaunchedServer,
+        co_resident: int,
+        extra_env: dict[str, str] | None = None,
+    ) -> int:
         def write(s: Any) -> int:
             run = s.get(Run, self.run_id)
             assert run is not None
@@ -370,7 +376,7 @@ class _Executor:
                 startup_s=server.startup_s,
             )
             # Idle servers sharing the GPU while this one was measured (max_parallel_starts > 1).
-            si.env = {**si.env, "specbench.co_resident_idle_servers": str(co_resident)}
+            si.env = {**si.env, "specbench.co_resident_idle_servers": str(co_resident), **(extra_env or {})}
             return int(si.id)
 
         return int(self._write(write, "recording the server"))

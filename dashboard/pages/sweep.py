@@ -56,7 +56,12 @@ m[4].metric(
     "Started", f"{info['started_at']:%m-%d %H:%M}", help=f"{info['started_at']:%Y-%m-%d %H:%M:%S} UTC"
 )
 servers = data.run_servers(url, run_id)
-shared = servers[servers["idle_neighbours"] > 0]
+shared = servers[(servers["idle_neighbours"] > 0) & ~servers["pair_colocated"]]
+if servers["pair_colocated"].any():
+    st.caption(
+        "v1/v2 pairs were measured interleaved (A B B A ...) with both servers of a pair up; each idled while "
+        "its partner was measured (docs/paired-measurement.md)."
+    )
 if len(shared):
     st.warning(
         f"{len(shared)} of {len(servers)} servers were measured with idle servers of this run sharing the GPU "
@@ -99,18 +104,17 @@ else:
 left, right = st.columns([2, 3])
 with left:
     st.markdown("##### v2 (overlap) over v1 (non-overlap)")
-    v2 = spec[spec["spec_mode"] == "v2"]
-    if v2["speedup_v2_over_v1"].notna().any():
-        chart = charts.heatmap(
-            # Faceted like its neighbours: Streamlit squashes a bare layered chart's height in a column.
-            v2,
-            "speedup_v2_over_v1",
-            "×",
-            fmt=".2f",
-            diverging=True,
-            width=330,
+    ratios = data.run_v2_vs_v1(url, run_id)
+    ratios = ratios[ratios["workload_key"] == st.session_state["sw_workload"]]
+    if st.session_state.get("sw_topk") is not None:
+        ratios = ratios[ratios["topk"].isna() | (ratios["topk"] == st.session_state["sw_topk"])]
+    if ratios["ratio"].notna().any():
+        st.altair_chart(charts.ratio_heatmap(ratios), width="content")
+        st.caption(
+            "Output throughput ratio with its 95 % interval (paired by repeat when the run interleaved v1 and "
+            "v2). Grey: the interval spans 1, no clear difference. `specbench export --view v2-vs-v1` gives "
+            "the table."
         )
-        st.altair_chart(chart, width="content")
     else:
         st.caption("Needs both v1 and v2 points.")
 with right:

@@ -12,7 +12,7 @@ import pandas as pd
 import streamlit as st
 from sqlalchemy import Engine, inspect
 
-from analysis import regressions
+from analysis import regressions, v2_vs_v1
 from analysis.changes import attach_triage, change_points
 from bench.stats.changepoint import ChangePointParams
 from db import queries as q
@@ -105,6 +105,12 @@ def run_info(url: str, run_id: int) -> dict[str, Any]:
 @st.cache_data(ttl=60, show_spinner=False)
 def run_servers(url: str, run_id: int) -> pd.DataFrame:
     return q.run_servers(engine(url), run_id)
+
+
+@st.cache_data(ttl=60, show_spinner=False)
+def run_v2_vs_v1(url: str, run_id: int) -> pd.DataFrame:
+    """v2/v1 ratios with 95 % intervals per cell of a run (`analysis.v2_vs_v1`)."""
+    return v2_vs_v1.load(engine(url), run_id)
 
 
 @st.cache_data(ttl=60, show_spinner=False)

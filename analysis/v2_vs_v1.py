@@ -1,0 +1,183 @@
+"""v2 over v1 for every (batch size, steps, accept length) of a run, with 95 % intervals and a verdict.
+
+The answer a PR thread needs: does overlap scheduling (v2) beat non-overlap (v1) here, by how much, and how
+sure are we. Output throughput and TPOT ratios both come with an interval (bench.stats.ratio): paired by
+repeat when the run interleaved its v1/v2 windows (every sample has an `order_index`), else unpaired (Welch on
+logs). Only `ok` repeats count. The verdict reads the throughput interval: `faster` when all of it lies
+above 1, `slower` when all of it lies below, else `no clear difference`; `tpot_verdict` reads the TPOT interval
+the other way round (a lower TPOT is faster).
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+import statistics
+from typing import Any
+
+import pandas as pd
+from sqlalchemy import Engine
+
+from bench.stats.ratio import RatioInterval, paired_ratio, unpaired_ratio, verdict
+from db import queries
+
+# Everything a v1 point and its v2 partner share besides the mode.
+PAIR_KEYS: tuple[str, ...] = (
+    "workload_key",
+    "algorithm",
+    "topk",
+    "draft_tokens",
+    "accept_length_pinned",
+    "steps",
+    "batch_size",
+)
+COLUMNS: tuple[str, ...] = (
+    "batch_size",
+    "steps",
+    "accept_length",
+    "v1_output_throughput",
+    "v2_output_throughput",
+    "ratio",
+    "ci_low",
+    "ci_high",
+    "verdict",
+    "v1_tpot_ms",
+    "v2_tpot_ms",
+    "tpot_ratio",
+    "tpot_ci_low",
+    "tpot_ci_high",
+    "tpot_verdict",
+    "n",
+    "method",
+    "topk",
+    "workload_key",
+)
+SAMPLE_METRICS = ("output_throughput", "tpot_mean_ms")
+
+
+def _interval(
+    a: dict[int, float], b: dict[int, float], paired: bool, confidence: float
+) -> RatioInterval | None:
+    if not a or not b:
+        return None
+    common = sorted(set(a) & set(b))
+    if paired and len(common) >= 2:
+        return paired_ratio([a[r] for r in common], [b[r] for r in common], confidence)
+    return unpaired_ratio(list(a.values()), list(b.values()), confidence)
+
+
+def _by_repeat(rows: pd.DataFrame, metric: str) -> dict[int, float]:
+    ok = rows[(rows["status"] == "ok") & rows[metric].notna()]
+    return {int(r): float(v) for r, v in zip(ok["repeat"], ok[metric], strict=True) if float(v) > 0}
+
+
+def v2_vs_v1(points: pd.DataFrame, samples: pd.DataFrame, confidence: float = 0.95) -> pd.DataFrame:
+    """One row per v1/v2 pair of points in `points` (a run's, from db.queries.run_points), using `samples`
+    (db.queries.run_samples with output_throughput and tpot_mean_ms, plus order_index)."""
+    spec = points[points["spec_mode"].isin(["v1", "v2"])]
+    if "accept_length_pinned" not in spec:  # a database of an older schema: nothing was pinned
+        spec = spec.assign(accept_length_pinned=None)
+    if spec.empty or samples.empty:
+        return pd.DataFrame(columns=list(COLUMNS))
+    joined = samples.merge(spec[["point_id", "spec_mode", *PAIR_KEYS]], on="point_id")
+    out: list[dict[str, Any]] = []
+    for key, group in joined.groupby(list(PAIR_KEYS), dropna=False, sort=False):
+        k = dict(zip(PAIR_KEYS, key, strict=True))
+        v1, v2 = group[group["spec_mode"] == "v1"], group[group["spec_mode"] == "v2"]
+        if v1.empty or v2.empty:
+            continue
+        paired = bool(group["order_index"].notna().all()) if "order_index" in group else False
+        row: dict[str, Any] = {
+            "batch_size": int(k["batch_size"]),
+            "steps": None if _missing(k["steps"]) else int(k["steps"]),
+            "accept_length": None
+            if _missing(k["accept_length_pinned"])
+            else float(k["accept_length_pinned"]),
+            "topk": None if _missing(k["topk"]) else int(k["topk"]),
+            "workload_key": k["workload_key"],
+        }
+        for metric, prefix, higher in (("output_throughput", "", True), ("tpot_mean_ms", "tpot_", False)):
+            a, b = _by_repeat(v1, metric), _by_repeat(v2, metric)
+            name = "output_throughput" if metric == "output_throughput" else "tpot_ms"
+            row[f"v1_{name}"] = statistics.median(a.values()) if a else None
+            row[f"v2_{name}"] = statistics.median(b.values()) if b else None
+            iv = _interval(a, b, paired, confidence)
+            row[f"{prefix}ratio"] = iv.ratio if iv else None
+            row[f"{prefix}ci_low"] = iv.low if iv else None
+            row[f"{prefix}ci_high"] = iv.high if iv else None
+            row[f"{prefix}verdict"] = verdict(
+                iv.low if iv else None, iv.high if iv else None, higher_is_better=higher
+            )
+            if metric == "output_throughput":
+                row["n"] = iv.n if iv else 0
+                row["method"] = iv.method if iv else None
+        out.append(row)
+    frame = pd.DataFrame(out, columns=list(COLUMNS))
+    return frame.sort_values(
+        ["workload_key", "topk", "accept_length", "steps", "batch_size"], na_position="first"
+    ).reset_index(drop=True)
+
+
+def _missing(v: Any) -> bool:
+    return v is None or (isinstance(v, float) and math.isnan(v))
+
+
+# ------------------------------------------------------------------------------------------- formats
+
+
+def _clean(v: Any) -> Any:
+    if isinstance(v, float) and math.isnan(v):
+        return None
+    return v
+
+
+def to_csv(frame: pd.DataFrame) -> str:
+    buf = io.StringIO()
+    frame.to_csv(buf, index=False, float_format="%.6g")
+    return buf.getvalue()
+
+
+def to_json(frame: pd.DataFrame, meta: dict[str, Any] | None = None) -> str:
+    rows = [{c: _clean(v) for c, v in rec.items()} for rec in frame.to_dict(orient="records")]
+    return json.dumps({"view": "v2-vs-v1", **(meta or {}), "rows": rows}, indent=2, default=str) + "\n"
+
+
+def _fmt(v: Any, spec: str) -> str:
+    return "–" if _missing(v) else format(v, spec)
+
+
+def _ci(low: Any, high: Any) -> str:
+    return "–" if _missing(low) or _missing(high) else f"[{low:.3f}, {high:.3f}]"
+
+
+def to_markdown(frame: pd.DataFrame, title: str | None = None) -> str:
+    """The table a PR comment needs: one row per cell, the ratio with its interval and the verdict."""
+    lines = [f"**{title}**", ""] if title else []
+    lines += [
+        "| batch | steps | accept len | v1 tok/s | v2 tok/s | v2/v1 | 95% CI | verdict | TPOT v2/v1 | TPOT 95% CI | n |",
+        "|---:|---:|---:|---:|---:|---:|---|---|---:|---|---:|",
+    ]
+    for r in frame.to_dict(orient="records"):
+        lines.append(
+            f"| {r['batch_size']} | {_fmt(r['steps'], 'd')} | {_fmt(r['accept_length'], 'g')} "
+            f"| {_fmt(r['v1_output_throughput'], ',.0f')} | {_fmt(r['v2_output_throughput'], ',.0f')} "
+            f"| {_fmt(r['ratio'], '.3f')} | {_ci(r['ci_low'], r['ci_high'])} | {r['verdict']} "
+            f"| {_fmt(r['tpot_ratio'], '.3f')} | {_ci(r['tpot_ci_low'], r['tpot_ci_high'])} "
+            f"| {r['n']} ({r['method'] or '–'}) |"
+        )
+    if frame.empty:
+        lines.append("| – | – | – | – | – | – | – | no v1/v2 pairs in this run | – | – | – |")
+    lines += [
+        "",
+        "v2/v1 > 1: v2 (overlap) has the higher output throughput. Intervals: 95 %, on log ratios, paired by "
+        "repeat when the run interleaved v1 and v2 (ABBA); a TPOT ratio < 1 means v2 is faster per token.",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def load(engine: Engine, run_id: int, confidence: float = 0.95) -> pd.DataFrame:
+    """`v2_vs_v1` of a stored run."""
+    points = queries.run_points(engine, run_id)
+    samples = queries.run_samples(engine, run_id, list(SAMPLE_METRICS))
+    return v2_vs_v1(points, samples, confidence)

@@ -1,0 +1,107 @@
+"""A ratio of two configurations' metric (v2 over v1) with a confidence interval, on the log scale.
+
+Throughput and TPOT are positive and their run-to-run spread is multiplicative (a clock step scales every
+figure), so the comparison works on logs and the interval is exponentiated back: it is a ratio interval,
+never negative, and the same whichever side is the denominator.
+
+* Paired (repeats interleaved A B B A ..., repeat r of both sides measured next to each other): the log
+  ratios d_r = ln(b_r / a_r) of the n common repeats; ratio = exp(mean d), interval
+  exp(mean d ± t_{0.975, n-1} · s_d / √n). Drift common to a pair's neighbours cancels in d_r.
+* Unpaired (no interleaving record, or no common repeats): Welch on the logs, the delta method's answer for
+  a ratio of geometric means: ratio = exp(mean ln b - mean ln a), standard error
+  √(s²_ln a / n_a + s²_ln b / n_b), Welch-Satterthwaite degrees of freedom (fractional).
+
+The centre is the geometric mean ratio, which the interval surrounds; for a handful of near-symmetric repeats
+it sits next to the ratio of the medians shown beside it.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from bench.stats.tdist import t_two_sided_p
+
+Method = Literal["paired", "unpaired"]
+Verdict = Literal["faster", "slower", "no clear difference", "insufficient data"]
+
+
+@dataclass(frozen=True, slots=True)
+class RatioInterval:
+    ratio: float
+    low: float | None
+    high: float | None
+    n: int  # paired: common repeats; unpaired: the smaller side
+    method: Method
+
+
+def t_quantile(confidence: float, df: float) -> float:
+    """t with P(|T| <= t) = confidence for Student's T with `df` > 0 (fractional allowed) degrees of freedom."""
+    if not 0.0 < confidence < 1.0:
+        raise ValueError(f"confidence must lie in (0, 1), got {confidence}")
+    if df <= 0:
+        raise ValueError(f"df must be positive, got {df}")
+    alpha = 1.0 - confidence
+    lo, hi = 0.0, 1.0
+    while t_two_sided_p(hi, df) > alpha:
+        hi *= 2.0
+    for _ in range(200):
+        mid = 0.5 * (lo + hi)
+        if mid in (lo, hi):
+            break
+        if t_two_sided_p(mid, df) > alpha:
+            lo = mid
+        else:
+            hi = mid
+    return 0.5 * (lo + hi)
+
+
+def _logs(values: Sequence[float]) -> list[float]:
+    if any(not (v > 0 and math.isfinite(v)) for v in values):
+        raise ValueError("a log-ratio interval needs positive, finite values")
+    return [math.log(v) for v in values]
+
+
+def paired_ratio(a: Sequence[float], b: Sequence[float], confidence: float = 0.95) -> RatioInterval:
+    """b over a, repeat by repeat (a[i] and b[i] measured next to each other)."""
+    if len(a) != len(b) or not a:
+        raise ValueError("paired values need the same, non-zero length")
+    d = [lb - la for la, lb in zip(_logs(a), _logs(b), strict=True)]
+    n = len(d)
+    mean = statistics.fmean(d)
+    if n < 2:
+        return RatioInterval(math.exp(mean), None, None, n, "paired")
+    half = t_quantile(confidence, n - 1) * statistics.stdev(d) / math.sqrt(n)
+    return RatioInterval(math.exp(mean), math.exp(mean - half), math.exp(mean + half), n, "paired")
+
+
+def unpaired_ratio(a: Sequence[float], b: Sequence[float], confidence: float = 0.95) -> RatioInterval:
+    """b over a from two independent sets of repeats (Welch on the logs)."""
+    if not a or not b:
+        raise ValueError("both sides need at least one value")
+    la, lb = _logs(a), _logs(b)
+    diff = statistics.fmean(lb) - statistics.fmean(la)
+    n = min(len(la), len(lb))
+    if n < 2:
+        return RatioInterval(math.exp(diff), None, None, n, "unpaired")
+    sa, sb = statistics.variance(la) / len(la), statistics.variance(lb) / len(lb)
+    se = math.sqrt(sa + sb)
+    if se == 0.0:
+        return RatioInterval(math.exp(diff), math.exp(diff), math.exp(diff), n, "unpaired")
+    df = (sa + sb) ** 2 / (sa * sa / (len(la) - 1) + sb * sb / (len(lb) - 1))
+    half = t_quantile(confidence, df) * se
+    return RatioInterval(math.exp(diff), math.exp(diff - half), math.exp(diff + half), n, "unpaired")
+
+
+def verdict(low: float | None, high: float | None, *, higher_is_better: bool = True) -> Verdict:
+    """faster / slower when the whole interval lies on one side of 1, else no clear difference."""
+    if low is None or high is None:
+        return "insufficient data"
+    if low > 1.0:
+        return "faster" if higher_is_better else "slower"
+    if high < 1.0:
+        return "slower" if higher_is_better else "faster"
+    return "no clear difference"
