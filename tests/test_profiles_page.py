@@ -49,7 +49,7 @@ def profiled_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 
 def _open(url: str, monkeypatch: pytest.MonkeyPatch) -> AppTest:
-    monkeypatch.setenv("SPECBENCH_DB_URL", url)
+    monkeypatch.setenv("DATABASE_URL", url)
     at = AppTest.from_file(APP, default_timeout=60)
     at.run()
     at.switch_page("pages/profiles.py").run()
@@ -88,7 +88,8 @@ def test_side_by_side_view(profiled_url: str, monkeypatch: pytest.MonkeyPatch) -
 def test_empty_state_without_profiles(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from datetime import UTC, datetime
 
-    from db.synthetic_history import SMALL_SHAPE, seed_history
+    from bench.synthetic_history import SMALL_SHAPE
+    from runners.seed_history import seed_history
 
     url = f"sqlite:///{tmp_path / 'e.db'}"
     eng = open_database(url)
