@@ -17,7 +17,7 @@ from bench.launcher import LaunchedServer, LaunchError
 from bench.pairing import Pair, Side, abba_order, pair_units, restart_blocks
 from bench.sweep import PointPlan, ServerGroup, SweepSpec
 from db.models import Run
-from runners import store
+from runners import profiling, store
 
 if TYPE_CHECKING:
     from runners.sweep_runner import _Executor
@@ -135,6 +135,10 @@ async def _interleave(
                     dead.add(side)
             for side in SIDES:
                 if pending[side]:
+                    if side not in dead:  # after both sides' windows, never between them
+                        await profiling.profile_point(
+                            ex.engine, ex.spec, plans[side], clients[side], ex.run_id, si[side]
+                        )
                     ex.points_stored += 1
                     ex._advance()
 
@@ -198,3 +202,5 @@ async def _block(
             await ex.measure_plan(client, plan, server, si_id, [r for r in reps if r in pending], warmup=True)
             if client.server_down:
                 return
+            if pending and not ex._pending(plan):  # its last repeat was in this block
+                await profiling.profile_point(ex.engine, ex.spec, plan, client, ex.run_id, si_id)
