@@ -133,12 +133,13 @@ async def _interleave(
                 warmed.add(side)
                 if clients[side].server_down:
                     dead.add(side)
+            for side in SIDES:  # after both sides' windows, never between them
+                if pending[side] and side not in dead:
+                    await profiling.profile_point(
+                        ex.engine, ex.spec, plans[side], clients[side], ex.run_id, si[side]
+                    )
             for side in SIDES:
                 if pending[side]:
-                    if side not in dead:  # after both sides' windows, never between them
-                        await profiling.profile_point(
-                            ex.engine, ex.spec, plans[side], clients[side], ex.run_id, si[side]
-                        )
                     ex.points_stored += 1
                     ex._advance()
 
@@ -202,5 +203,5 @@ async def _block(
             await ex.measure_plan(client, plan, server, si_id, [r for r in reps if r in pending], warmup=True)
             if client.server_down:
                 return
-            if pending and not ex._pending(plan):  # its last repeat was in this block
+            if not ex._pending(plan):  # the point's last block: profile it once
                 await profiling.profile_point(ex.engine, ex.spec, plan, client, ex.run_id, si_id)
