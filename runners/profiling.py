@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from sqlalchemy import Engine
+from sqlalchemy.orm import Session
 
 from bench.client import LoadClient
 from bench.profile.capture import CaptureResult, capture_profile, start_profile_body
@@ -25,9 +26,8 @@ from bench.profile.summary import distortion, summarize
 from bench.profile.trace import TraceError, load_trace
 from bench.sweep import PointPlan, SweepSpec
 from bench.workload import build_prompts
-from db.engine import session_scope
 from db.models import Profile, Run
-from runners import store
+from runners import dbretry, store
 
 ARTIFACTS_ENV = "SPECBENCH_ARTIFACTS_DIR"
 _RANK = re.compile(r"-TP-(\d+)")
@@ -62,11 +62,14 @@ async def profile_point(
         return []
     prof = spec.profile
     assert prof is not None
-    with session_scope(engine) as s:
+
+    def read_point(s: Session) -> tuple[int, float | None, float | None]:
         run = s.get(Run, run_id)
         assert run is not None
         point = store.get_or_create_point(s, run, plan, si_id)
-        point_id, tpot, accept = point.id, point.tpot_mean_ms, point.accept_length
+        return point.id, point.tpot_mean_ms, point.accept_length
+
+    point_id, tpot, accept = dbretry.in_session(engine, read_point, what=f"reading {plan.key()}")
     out_dir = artifacts_root(engine) / f"run-{run_id}" / f"point-{point_id}-{time.strftime('%Y%m%dT%H%M%S')}"
     body = start_profile_body(
         out_dir, prof.steps, prof.activities, with_stack=prof.with_stack, record_shapes=prof.record_shapes
@@ -85,8 +88,9 @@ async def profile_point(
         temperature=plan.workload.temperature,
     )
     rows = _rows(result, prof.steps, tpot, accept, prof.distortion_threshold)
-    ids = []
-    with session_scope(engine) as s:
+
+    def write(s: Session) -> list[int]:
+        ids = []
         for row in rows:
             p = Profile(
                 run_id=run_id,
@@ -101,7 +105,10 @@ async def profile_point(
             s.add(p)
             s.flush()
             ids.append(p.id)
-    return ids
+        return ids
+
+    # One transaction, retried as a whole through a database outage like every other write of a run.
+    return dbretry.in_session(engine, write, what=f"storing the profile of {plan.key()}")
 
 
 def _rows(

@@ -43,9 +43,34 @@ profile: {steps: 12, activities: [GPU], at: [8], settle_s: 0.25, timeout_s: 30}
 
 
 def test_sweep_profiles_the_chosen_points(engine: Engine, tmp_path: Path, monkeypatch: Any) -> None:
+    _sweep_profiles_the_chosen_points(SWEEP, engine, tmp_path, monkeypatch)
+
+
+# The paired runner's other schedule (one server at a time, ABBA restarts) and the unpaired runner.
+@pytest.mark.parametrize(
+    "change",
+    [
+        ("attention_backend: flashmla", "attention_backend: flashmla\n  pair_colocate: false"),
+        ("repeats: 1", "repeats: 1\nmeasure: {paired: false}"),
+    ],
+    ids=["alternating", "unpaired"],
+)
+def test_every_schedule_profiles_after_the_windows(
+    change: tuple[str, str], sqlite_url: str, tmp_path: Path, monkeypatch: Any
+) -> None:
+    from db.migrate import open_database
+
+    eng = open_database(sqlite_url)
+    try:
+        _sweep_profiles_the_chosen_points(SWEEP.replace(*change), eng, tmp_path, monkeypatch)
+    finally:
+        eng.dispose()
+
+
+def _sweep_profiles_the_chosen_points(text: str, engine: Engine, tmp_path: Path, monkeypatch: Any) -> None:
     monkeypatch.setenv("SPECBENCH_ARTIFACTS_DIR", str(tmp_path / "artifacts"))
-    spec = parse_sweep(SWEEP)
-    out = execute_sweep(spec, SWEEP, engine, log_dir=tmp_path / "logs", show_progress=False)
+    spec = parse_sweep(text)
+    out = execute_sweep(spec, text, engine, log_dir=tmp_path / "logs", show_progress=False)
     assert out.status == "done"
     with session_scope(engine) as s:
         rows = s.scalars(select(Profile).order_by(Profile.spec_mode)).all()
