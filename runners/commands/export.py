@@ -9,7 +9,7 @@ import typer
 
 from analysis.export import ExportError, collect, to_csv, to_json, to_markdown
 from db.engine import session_scope
-from runners.common import MAX_ID, DbOption, fail, open_db_readonly
+from runners.common import MAX_ID, DbOption, fail, open_db_readonly, write_output
 
 
 def register(app: typer.Typer) -> None:
@@ -43,5 +43,5 @@ def export(
     if output is None:
         typer.echo(text, nl=False)
     else:
-        output.write_text(text)
+        write_output(output, text)
         typer.echo(f"wrote {len(data.rows)} points to {output}", err=True)
