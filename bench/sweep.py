@@ -369,7 +369,8 @@ class SweepSpec(_Strict):
         if isinstance(data, dict) and "repeats" not in data:
             grid = data.get("grid")
             modes = grid.get("spec_modes", ["v1", "v2"]) if isinstance(grid, dict) else []
-            paired = isinstance(modes, list) and {"v1", "v2"} <= set(modes)
+            # Raw input: the modes may be anything (a list of lists is refused later, not crashed on here).
+            paired = isinstance(modes, list) and {"v1", "v2"} <= {m for m in modes if isinstance(m, str)}
             data = {**data, "repeats": DEFAULT_PAIRED_REPEATS if paired else DEFAULT_REPEATS}
         return data
 

@@ -139,6 +139,11 @@ def test_a_sweep_too_large_to_run_is_refused() -> None:
         (BASE.replace("repeats: 2", "repeats: " + "9" * 5000), "integer with 5000 digits"),
         (BASE.replace("name: t", "name: 2026-13-45"), "not valid YAML"),
         (BASE + "x: !!python/object/apply:os.system ['id']\n", "not valid YAML"),
+        # Found by the fuzz (seed 113): a pre-validation default crashed on a list of lists.
+        (
+            BASE.replace("repeats: 2\n", "").replace("spec_modes: [v1, v2]", "spec_modes: [[null]]"),
+            "spec_modes",
+        ),
         ("- 1\n- 2\n", "top level must be a mapping"),
     ],
 )
