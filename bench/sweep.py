@@ -103,6 +103,7 @@ Steps = Annotated[int, Field(ge=1, le=64)]
 TopK = Annotated[int, Field(ge=1, le=64)]
 DraftTokens = Annotated[int, Field(ge=2, le=4096)]
 Tokens = Annotated[int, Field(ge=1, le=1_000_000)]
+AcceptLength = Annotated[float, Field(ge=1.0, le=64.0)]  # tokens committed per verify step
 MAX_PROMPTS = 1_000_000
 
 
@@ -266,7 +267,7 @@ class GridSpec(_Strict):
     draft_tokens: Annotated[Literal["auto"] | list[int], PlainValidator(_draft_tokens)] = "auto"
     baseline: bool = True
     # Pinned acceptance lengths (SGLANG_SIMULATE_ACC_LEN), one server config per value; [] = not pinned.
-    accept_lengths: list[float] = Field(default_factory=list)
+    accept_lengths: Annotated[list[AcceptLength], Field(max_length=64)] = Field(default_factory=list)
 
     @field_validator("algorithm", mode="before")
     @classmethod
@@ -310,7 +311,7 @@ class MeasureSpec(_Strict):
     # Re-measure the first point at the end of the run and store the drift (docs/paired-measurement.md).
     drift_check: bool = True
     # |reported - pinned| accept length above this marks the repeat invalid (grid.accept_lengths).
-    accept_length_tolerance: float = Field(0.15, gt=0.0)
+    accept_length_tolerance: float = Field(0.15, gt=0.0, le=64.0)
     # A window whose median SM clock is below this fraction of the run's highest is flagged `throttled`.
     throttle_fraction: float = Field(0.9, gt=0.0, le=1.0)
 
@@ -368,7 +369,8 @@ class SweepSpec(_Strict):
         if isinstance(data, dict) and "repeats" not in data:
             grid = data.get("grid")
             modes = grid.get("spec_modes", ["v1", "v2"]) if isinstance(grid, dict) else []
-            paired = isinstance(modes, list) and {"v1", "v2"} <= set(modes)
+            # Raw input: the modes may be anything (a list of lists is refused later, not crashed on here).
+            paired = isinstance(modes, list) and {"v1", "v2"} <= {m for m in modes if isinstance(m, str)}
             data = {**data, "repeats": DEFAULT_PAIRED_REPEATS if paired else DEFAULT_REPEATS}
         return data
 
@@ -406,9 +408,6 @@ def find_problems(spec: SweepSpec) -> list[str]:
                             f"grid: steps={st} topk=1 draft_tokens={d}: with topk 1 SGLang overwrites "
                             f"draft_tokens to steps+1 = {st + 1}; use `draft_tokens: auto`"
                         )
-    for a in g.accept_lengths:
-        if not 1.0 <= a <= 64.0:
-            p.append(f"grid.accept_lengths: {a} must be in [1, 64] (tokens committed per verify step)")
     if len(set(g.accept_lengths)) != len(g.accept_lengths):
         p.append("grid.accept_lengths: duplicate values")
     if g.accept_lengths and SIMULATE_ACC_ENV in s.env:
@@ -464,7 +463,8 @@ def find_problems(spec: SweepSpec) -> list[str]:
         if w.dataset == "random" and w.path:
             p.append(f"{where}.path: only for dataset: jsonl")
     drafts = len(g.draft_tokens) if isinstance(g.draft_tokens, list) else 1
-    servers = int(g.baseline) + len(g.spec_modes) * len(g.steps) * len(g.topk) * drafts
+    accepts = max(len(g.accept_lengths), 1)
+    servers = int(g.baseline) + len(g.spec_modes) * len(g.steps) * len(g.topk) * drafts * accepts
     points = servers * len(g.batch_sizes) * len(spec.workloads)
     if servers > MAX_SERVER_CONFIGS or points > MAX_POINTS:
         p.append(

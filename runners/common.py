@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated, NoReturn
 
 import typer
@@ -92,6 +93,21 @@ def open_db_readonly(url: str | None) -> Engine:
     if note:
         err_console.print(f"note: {escape(note)}")
     return engine
+
+
+def write_output(path: Path, text: str) -> None:
+    """Write a verb's `--output` file, or a clear message and exit 2 (missing directory, permissions)."""
+    try:
+        path.write_text(text)
+    except OSError as e:
+        fail(f"cannot write {path}: {e.strerror or e}")
+
+
+def check_label(label: str | None) -> str | None:
+    """A run or job label: one printable line of at most 200 characters (it is shown in tables and PR text)."""
+    if label is not None and (not label.strip() or not label.isprintable() or len(label) > 200):
+        fail(f"--label {label[:40]!r}: one line of printable text, at most 200 characters")
+    return label
 
 
 def fail(message: str, code: int = 2) -> NoReturn:

@@ -140,3 +140,18 @@ def test_docs_and_compose_keep_passwords_out_of_argv() -> None:
         assert "--db" not in command, name  # the URL reaches containers through DATABASE_URL
     docs = (root / "docs" / "team-setup.md").read_text()
     assert "--db postgresql" not in docs and "--db $" not in docs
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["jobs", "--limit", "99999999999999999999"],
+        ["export", "--output", "/nonexistent/dir/x.csv"],
+        ["compare", "latest~1", "latest", "--output", "/nonexistent/dir/x.md"],
+        ["submit", "sweeps/demo-sim.yaml", "--label", "a\nb"],
+        ["run", "sweeps/demo-sim.yaml", "--dry-run", "--label", "x" * 300],
+    ],
+)
+def test_other_arguments_fail_cleanly(example_url: str, argv: list[str]) -> None:
+    code, out = invoke(*argv, "--db", example_url)
+    assert code == 2, out

@@ -139,6 +139,11 @@ def test_a_sweep_too_large_to_run_is_refused() -> None:
         (BASE.replace("repeats: 2", "repeats: " + "9" * 5000), "integer with 5000 digits"),
         (BASE.replace("name: t", "name: 2026-13-45"), "not valid YAML"),
         (BASE + "x: !!python/object/apply:os.system ['id']\n", "not valid YAML"),
+        # Found by the fuzz (seed 113): a pre-validation default crashed on a list of lists.
+        (
+            BASE.replace("repeats: 2\n", "").replace("spec_modes: [v1, v2]", "spec_modes: [[null]]"),
+            "spec_modes",
+        ),
         ("- 1\n- 2\n", "top level must be a mapping"),
     ],
 )
@@ -230,4 +235,29 @@ def test_cli_reports_bad_sweeps_with_exit_2_and_no_traceback(tmp_path: Path, raw
 )
 def test_profile_block_is_bounded(profile: str, needle: str) -> None:
     problems = problems_of(BASE + f"profile: {profile}\n")
+    assert any(needle in p for p in problems), problems
+
+
+@pytest.mark.parametrize(
+    ("patch", "needle"),
+    [
+        (("topk: [1]", "topk: [1], accept_lengths: [0.5, 2.0]"), "grid.accept_lengths[0]: must be >= 1"),
+        (
+            ("topk: [1]", "topk: [1], accept_lengths: [.inf]"),
+            "grid.accept_lengths[0]: must be a finite number",
+        ),
+        (("topk: [1]", "topk: [1], accept_lengths: ['2']"), "grid.accept_lengths[0]: must be a number"),
+        (
+            ("repeats: 2", "repeats: 2\nmeasure: {min_window_s: .inf}"),
+            "measure.min_window_s: must be a finite",
+        ),
+        (("repeats: 2", "repeats: 2\nmeasure: {accept_length_tolerance: 1.0e+9}"), "must be <= 64"),
+        (("repeats: 2", "repeats: 2\nmeasure: {pairde: true}"), "did you mean 'paired'?"),
+        (("backend: sim,", "backend: sim, load_format: 'x',"), "server.load_format"),
+    ],
+)
+def test_measurement_fields_are_bounded(patch: tuple[str, str], needle: str) -> None:
+    text = BASE.replace(*patch)
+    assert text != BASE
+    problems = problems_of(text)
     assert any(needle in p for p in problems), problems

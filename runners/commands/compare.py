@@ -11,7 +11,7 @@ from analysis import report
 from analysis.compare import compare_runs, verdict_counts
 from bench.stats.compare import DEFAULT_CONFIDENCE, DEFAULT_THRESHOLD
 from db import queries as q
-from runners.common import DbOption, err_console, fail, open_db_readonly
+from runners.common import DbOption, err_console, fail, open_db_readonly, write_output
 
 EXIT_REGRESSION = 1
 
@@ -73,7 +73,7 @@ def compare(
     if output is None:
         typer.echo(text, nl=False)
     else:
-        output.write_text(text)
+        write_output(output, text)
     counts = verdict_counts(table)
     err_console.print(
         f"run {b} vs baseline {a}: " + ", ".join(f"{n} {v}" for v, n in counts.items() if n) + f" ({metric})"

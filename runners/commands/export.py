@@ -12,7 +12,7 @@ from analysis import v2_vs_v1
 from analysis.export import ExportError, collect, latest_run_id, to_csv, to_json, to_markdown
 from db.engine import session_scope
 from db.models import Run
-from runners.common import MAX_ID, DbOption, fail, open_db_readonly
+from runners.common import MAX_ID, DbOption, fail, open_db_readonly, write_output
 
 
 def register(app: typer.Typer) -> None:
@@ -57,7 +57,7 @@ def export(
     if output is None:
         typer.echo(text, nl=False)
     else:
-        output.write_text(text)
+        write_output(output, text)
         typer.echo(f"wrote {len(data.rows)} points to {output}", err=True)
 
 
@@ -93,5 +93,5 @@ def _export_v2_vs_v1(engine: Engine, run: list[int] | None, fmt: str, output: Pa
     if output is None:
         typer.echo(text, nl=False)
     else:
-        output.write_text(text)
+        write_output(output, text)
         typer.echo(f"wrote {len(frame)} v2/v1 cells to {output}", err=True)

@@ -25,7 +25,7 @@ def jobs(
     status: Annotated[
         list[str] | None, typer.Option("--status", help="Only jobs in this state (repeatable).")
     ] = None,
-    limit: Annotated[int, typer.Option(min=1, help="At most this many jobs.")] = 50,
+    limit: Annotated[int, typer.Option(min=1, max=100_000, help="At most this many jobs.")] = 50,
     cancel: Annotated[
         int | None,
         typer.Option(

@@ -16,7 +16,7 @@ from bench.gpus import parse_gpu_list
 from bench.sweep import SweepError, expand, load_sweep
 from db.engine import session_scope
 from db.models import Point, Run
-from runners.common import MAX_ID, DbOption, OutageOption, console, err_console, fail, open_db
+from runners.common import MAX_ID, DbOption, OutageOption, check_label, console, err_console, fail, open_db
 from runners.dbretry import DatabaseUnavailable
 from runners.recovery import OutagePolicy
 from runners.sweep_runner import RunOutcome, execute_sweep
@@ -73,6 +73,7 @@ def run(
         spec = load_sweep(sweep)
     except SweepError as e:
         fail(str(e))
+    check_label(label)
     if trigger not in {"manual", "schedule", "pr"}:
         fail(f"--trigger must be manual, schedule or pr, not {trigger!r}")
     gpu_list = _parse_gpus(gpus)

@@ -11,7 +11,7 @@ from rich.table import Table
 
 from bench.sweep import SweepError, read_sweep_text
 from runners import schedules
-from runners.common import MAX_ID, MAX_PRIORITY, DbOption, console, fail, open_db
+from runners.common import MAX_ID, MAX_PRIORITY, DbOption, check_label, console, fail, open_db
 from runners.gpus import parse_requires
 
 schedule_app = typer.Typer(
@@ -51,7 +51,7 @@ def add(
             expr,
             read_sweep_text(sweep),
             sweep_path=str(sweep),
-            label=label,
+            label=check_label(label),
             requires=need,
             priority=priority,
         )

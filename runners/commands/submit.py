@@ -9,7 +9,7 @@ import typer
 
 from bench.sweep import SweepError, read_sweep_text
 from runners import queue
-from runners.common import MAX_PRIORITY, DbOption, console, fail, open_db
+from runners.common import MAX_PRIORITY, DbOption, check_label, console, fail, open_db
 from runners.gpus import parse_requires
 
 
@@ -52,7 +52,7 @@ def submit(
             engine,
             read_sweep_text(sweep),
             source=str(sweep),
-            label=label,
+            label=check_label(label),
             requires=need,
             priority=priority,
             max_attempts=max_attempts,
