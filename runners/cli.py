@@ -29,6 +29,7 @@ COMMAND_MODULES = [
     "schedule",
     "scheduler",
     "synth_model",
+    "crosscheck",
     "profile",
     "db",
 ]

@@ -94,6 +94,7 @@ def test_parallel_starts_measure_one_server_at_a_time(engine: Engine, tmp_path: 
     text = TINY.replace(
         "attention_backend: flashmla", "attention_backend: flashmla\n  max_parallel_starts: 3"
     )
+    text += "measure: {paired: false}\n"  # paired v1/v2 servers start one after the other by design
     out = _run(text, engine, tmp_path)
     assert out.status in FINISHED and out.launches == 5
     with session_scope(engine) as s:
