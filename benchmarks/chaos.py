@@ -283,7 +283,7 @@ def phase_flood(url: str, workdir: Path, n: int, seed: int) -> dict[str, int]:
     return dict(counts)
 
 
-def audit(engine: Engine, job_ids: list[int]) -> dict[str, int]:
+def audit(engine: Engine, job_ids: list[int]) -> dict[str, Any]:
     with engine.connect() as conn:
         runs_per_job = Counter(conn.execute(select(Run.job_id).where(Run.job_id.in_(job_ids))).scalars())
         point_keys = Counter(
@@ -294,10 +294,11 @@ def audit(engine: Engine, job_ids: list[int]) -> dict[str, int]:
                 .where(Run.job_id.in_(job_ids))
             )
         )
+        # Keyed by job, not run: a repeat stored under two runs of one job is a duplicate too.
         repeats = Counter(
-            (r, k, n)
-            for r, k, n in conn.execute(
-                select(Point.run_id, Point.point_key, Sample.repeat)
+            (j, k, n)
+            for j, k, n in conn.execute(
+                select(Run.job_id, Point.point_key, Sample.repeat)
                 .join(Sample, Sample.point_id == Point.id)
                 .join(Run, Run.id == Point.run_id)
                 .where(Run.job_id.in_(job_ids), Sample.status != "failed")

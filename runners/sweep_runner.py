@@ -24,7 +24,7 @@ from rich.progress import (
     TimeElapsedColumn,
     TimeRemainingColumn,
 )
-from sqlalchemy import Engine, select
+from sqlalchemy import Engine, func, select
 
 from bench.client import LoadClient
 from bench.launcher import LaunchedServer, LaunchError, launch
@@ -111,14 +111,17 @@ def execute_sweep(
     uid = uuid7()  # names the run before it exists, so a create retried after a lost commit finds it
 
     def open_run(s: Any) -> tuple[int, dict[str, set[int]]]:
-        if resume_run_id is not None:
-            run = s.get(Run, resume_run_id)
+        resume = resume_run_id
+        if resume is None and job_id is not None:
+            # A job has one run. Another worker that took the job over (our lease lapsed while we started,
+            # or the reverse) may have created it since the worker looked: continue that one.
+            resume = s.scalars(select(func.max(Run.id)).where(Run.job_id == job_id)).one_or_none()
+        if resume is not None:
+            run = s.get(Run, resume)
             if run is None:
-                raise ValueError(f"run {resume_run_id} does not exist")
+                raise ValueError(f"run {resume} does not exist")
             if run.sweep_name != spec.name:
-                raise ValueError(
-                    f"run {resume_run_id} belongs to sweep {run.sweep_name!r}, not {spec.name!r}"
-                )
+                raise ValueError(f"run {resume} belongs to sweep {run.sweep_name!r}, not {spec.name!r}")
             run.status = "running"
             run.finished_at = None
         else:

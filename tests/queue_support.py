@@ -120,7 +120,10 @@ def standin_server(log: Path) -> Iterator[str]:
     """`python -m bench.sim` on a free port, instant mode; yields its base URL."""
     port = free_port()
     env = cli_env(SPECBENCH_SIM_INSTANT="1", SPECBENCH_SIM_STARTUP_S="0")
-    argv = [sys.executable, "-m", "bench.sim", "--model-path", "sim-tiny", "--host", "127.0.0.1"]
+    # The backend the sweeps ask for (the default, flashmla): anything else is a mode mismatch, and a run
+    # whose points all mismatch is `failed`.
+    argv = [sys.executable, "-m", "bench.sim", "--model-path", "sim-tiny", "--host", "127.0.0.1",
+            "--attention-backend", "flashmla"]  # fmt: skip
     with open(log, "wb") as out:
         proc = subprocess.Popen(
             [*argv, "--port", str(port)], cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT
