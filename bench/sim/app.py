@@ -87,7 +87,7 @@ class Routes:
         if self.s.traits.launch_info_keys:
             info.update(
                 served_model_name=args.served_model_name,
-                load_format="auto",
+                load_format=args.load_format,
                 reasoning_parser=None,
                 tool_call_parser=None,
                 disaggregation_mode="null",

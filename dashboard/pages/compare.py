@@ -110,5 +110,5 @@ run_a, run_b = data.run_info(url, a), data.run_info(url, b)
 markdown = report.to_markdown(table, run_a, run_b, metric=metric, threshold=threshold, confidence=confidence)
 download_buttons(report.to_csv(table), markdown, f"compare-{a}-vs-{b}-{metric}", key="cmp_dl")
 with st.expander("PR comment preview"):
-    st.markdown(markdown)
+    st.markdown(markdown, unsafe_allow_html=False)  # stored names are escaped text, never HTML
     st.code(markdown, language="markdown")

@@ -16,7 +16,7 @@ from analysis import regressions
 from analysis.changes import attach_triage, change_points
 from bench.stats.changepoint import ChangePointParams
 from db import queries as q
-from db.engine import make_engine, redact, resolve_url
+from db.engine import DatabaseMissingError, make_engine, make_readonly_engine, redact, resolve_url
 
 
 def db_url() -> str:
@@ -31,6 +31,16 @@ def shown_url(url: str) -> str:
 
 @st.cache_resource(show_spinner=False)
 def engine(url: str) -> Engine:
+    """Reads go through an engine that cannot write: browsing never changes the database file."""
+    try:
+        return make_readonly_engine(url)
+    except DatabaseMissingError:  # nothing to protect; the pages show their empty state
+        return make_engine(url)
+
+
+@st.cache_resource(show_spinner=False)
+def writer(url: str) -> Engine:
+    """The one write the dashboard makes: a triage verdict a user saves."""
     return make_engine(url)
 
 
@@ -126,7 +136,7 @@ def recent_changes(url: str, metric: str, params: ChangePointParams) -> pd.DataF
 
 def save_triage(url: str, **kwargs: Any) -> int:
     """Store a verdict and drop the cached views that display triage state."""
-    row_id = q.set_triage(engine(url), **kwargs)
+    row_id = q.set_triage(writer(url), **kwargs)
     for fn in (triage, series_changes, recent_changes):
         fn.clear()
     return row_id

@@ -11,7 +11,7 @@ from analysis import report
 from analysis.compare import compare_runs, verdict_counts
 from bench.stats.compare import DEFAULT_CONFIDENCE, DEFAULT_THRESHOLD
 from db import queries as q
-from runners.common import DbOption, err_console, fail, open_db
+from runners.common import DbOption, err_console, fail, open_db_readonly
 
 EXIT_REGRESSION = 1
 
@@ -44,7 +44,7 @@ def compare(
     ] = False,
 ) -> None:
     """Compare two runs point by point: Δ with an interval and a verdict for every configuration."""
-    engine = open_db(db)
+    engine = open_db_readonly(db)
     try:
         a = q.resolve_run(engine, baseline)
         b = q.resolve_run(engine, candidate)

@@ -10,7 +10,7 @@ import typer
 from analysis.bench_serving_export import bench_serving_lines
 from analysis.export import ExportError, collect, to_csv, to_json, to_markdown
 from db.engine import session_scope
-from runners.common import MAX_ID, DbOption, fail, open_db
+from runners.common import MAX_ID, DbOption, fail, open_db_readonly
 
 
 def register(app: typer.Typer) -> None:
@@ -38,7 +38,7 @@ def export(
     ] = None,
 ) -> None:
     """Export points for PR discussions and spreadsheets."""
-    engine = open_db(db)
+    engine = open_db_readonly(db)
     try:
         with session_scope(engine) as s:
             data = collect(s, run, all_status=all_status)

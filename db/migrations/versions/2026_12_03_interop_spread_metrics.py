@@ -1,7 +1,7 @@
 """points/samples: bench_serving's std of TTFT/TPOT/ITL/E2E, ITL p95 and ITL max
 
 Revision ID: 2026_12_03_interop
-Revises: 2026_12_03_fleet
+Revises: 2026_12_03_gpu
 Create Date: 2026-12-03 18:45:00
 """
 
@@ -11,7 +11,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "2026_12_03_interop"
-down_revision = "2026_12_03_fleet"
+down_revision = "2026_12_03_gpu"
 branch_labels = None
 depends_on = None
 
