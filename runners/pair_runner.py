@@ -17,7 +17,7 @@ from bench.launcher import LaunchedServer, LaunchError
 from bench.pairing import Pair, Side, abba_order, pair_units, restart_blocks
 from bench.sweep import PointPlan, ServerGroup, SweepSpec
 from db.models import Run
-from runners import store
+from runners import profiling, store
 
 if TYPE_CHECKING:
     from runners.sweep_runner import _Executor
@@ -133,6 +133,11 @@ async def _interleave(
                 warmed.add(side)
                 if clients[side].server_down:
                     dead.add(side)
+            for side in SIDES:  # after both sides' windows, never between them
+                if pending[side] and side not in dead:
+                    await profiling.profile_point(
+                        ex.engine, ex.spec, plans[side], clients[side], ex.run_id, si[side]
+                    )
             for side in SIDES:
                 if pending[side]:
                     ex.points_stored += 1
@@ -198,3 +203,5 @@ async def _block(
             await ex.measure_plan(client, plan, server, si_id, [r for r in reps if r in pending], warmup=True)
             if client.server_down:
                 return
+            if not ex._pending(plan):  # the point's last block: profile it once
+                await profiling.profile_point(ex.engine, ex.spec, plan, client, ex.run_id, si_id)
