@@ -19,6 +19,7 @@ COMMAND_MODULES = [
     "run",
     "export",
     "import_runs",
+    "import_results",
     "dashboard",
     "compare",
     "regressions",

@@ -81,3 +81,16 @@ def test_synth_model_writes_tokenizer_sized_from_config(tmp_path: Path) -> None:
     )
     assert result.exit_code == 0, result.output
     assert not (bare / "tokenizer.json").exists() and not (bare / "tokenizer_config.json").exists()
+
+
+def test_preset_checkpoint_gets_a_tokenizer_of_its_vocab(tmp_path: Path) -> None:
+    d = tmp_path / "v3"
+    result = CliRunner().invoke(
+        _cli_app(), ["synth-model", str(d), "--preset", "deepseek-v3-slice", "--layers", "5"]
+    )
+    assert result.exit_code == 0, result.output
+    config = json.loads((d / "config.json").read_text())
+    tok = transformers.AutoTokenizer.from_pretrained(str(d))
+    assert tok.vocab_size == config["vocab_size"] == 129280
+    ids = [0, 5, 129279, 77777]
+    assert tok.encode(tok.decode(ids)) == ids

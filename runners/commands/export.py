@@ -9,6 +9,7 @@ import typer
 from sqlalchemy import Engine
 
 from analysis import v2_vs_v1
+from analysis.bench_serving_export import bench_serving_lines
 from analysis.export import ExportError, collect, latest_run_id, to_csv, to_json, to_markdown
 from db.engine import session_scope
 from db.models import Run
@@ -26,7 +27,11 @@ def export(
         typer.Option("--run", min=1, max=MAX_ID, help="Run id (repeatable). Default: the latest run."),
     ] = None,
     format: Annotated[
-        Literal["csv", "json", "md"], typer.Option("--format", help="csv, json or md (a PR-ready table)")
+        Literal["csv", "json", "md", "bench-serving-json"],
+        typer.Option(
+            "--format",
+            help="csv, json, md (a PR-ready table) or bench-serving-json (bench_serving --output-file lines)",
+        ),
     ] = "csv",
     all_status: Annotated[
         bool, typer.Option("--all-status", help="Include failed, invalid, unstable and mode_mismatch points.")
@@ -51,9 +56,14 @@ def export(
     try:
         with session_scope(engine) as s:
             data = collect(s, run, all_status=all_status)
+            if format == "bench-serving-json":
+                lines = bench_serving_lines(s, [r["id"] for r in data.runs], all_status=all_status)
     except ExportError as e:
         fail(str(e))
-    text = {"csv": to_csv, "json": to_json, "md": to_markdown}[format](data)
+    if format == "bench-serving-json":
+        text = "".join(line + "\n" for line in lines)
+    else:
+        text = {"csv": to_csv, "json": to_json, "md": to_markdown}[format](data)
     if output is None:
         typer.echo(text, nl=False)
     else:

@@ -75,6 +75,11 @@ def synth_model(
     console = Console()
     if preset is not None:
         _write_preset(console, out_dir, preset.value, layers, force)
+        if tokenizer:
+            names = ", ".join(f.name for f in write_synthetic_tokenizer(out_dir))
+            console.print(
+                f"  tokenizer: {names} (word-level, the config's vocab; loads offline)", markup=False
+            )
         return
     started = time.perf_counter()
     try:
