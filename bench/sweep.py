@@ -309,7 +309,9 @@ class MeasureSpec(_Strict):
     # in launch order (then `server.max_parallel_starts` applies to every config).
     paired: bool = True
     # Re-measure the first point at the end of the run and store the drift (docs/paired-measurement.md).
-    drift_check: bool = True
+    # None = on for GPU servers and for v1/v2 pairs; off for unpaired stand-in sweeps, where it would only
+    # restart a stand-in (seconds per job on a busy queue) to measure a performance model.
+    drift_check: bool | None = None
     # |reported - pinned| accept length above this marks the repeat invalid (grid.accept_lengths).
     accept_length_tolerance: float = Field(0.15, gt=0.0, le=64.0)
     # A window whose median SM clock is below this fraction of the run's highest is flagged `throttled`.
@@ -356,6 +358,12 @@ class SweepSpec(_Strict):
         if self.measure.min_window_s is not None:
             return self.measure.min_window_s
         return DEFAULT_MIN_WINDOW_S[self.server.backend]
+
+    @property
+    def drift_check(self) -> bool:
+        if self.measure.drift_check is not None:
+            return self.measure.drift_check
+        return self.paired or self.server.backend != "sim"
 
     @property
     def paired(self) -> bool:

@@ -155,12 +155,12 @@ def execute_sweep(
             steps = pair_runner.schedule(groups, spec)
             for i, step in enumerate(steps):
                 # The last pair re-measures the reference point on its still-running server when it holds it.
-                executor.drift_due_here = spec.measure.drift_check and i == len(steps) - 1
+                executor.drift_due_here = spec.drift_check and i == len(steps) - 1
                 if isinstance(step, Pair):
                     pair_runner.run_pair(executor, step)
                 else:
                     executor.run_batch(step)
-            if spec.measure.drift_check and executor.drift is None:
+            if spec.drift_check and executor.drift is None:
                 run_checks.drift_check(executor)
         status, error = dbretry.in_session(
             engine,

@@ -92,6 +92,9 @@ def test_paired_run_interleaves_abba_on_two_live_servers(engine: Engine, tmp_pat
     assert 0 < windows / cost["wall_s"] < 1
     assert "inside measurement windows" in report(cost, show_points=True)
     assert drift["batch_size"] == 1 and drift["first"]["order_index"] == 0
+    # The run's last step is the pair that holds the reference point: re-measured on its live server,
+    # no extra launch (a warm restart costs about a minute on a GPU host).
+    assert drift["same_server"] is True and "startup_s" not in drift
     assert drift["last"]["output_throughput"] > 0
     assert (
         drift["output_throughput_change"]

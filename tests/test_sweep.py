@@ -135,3 +135,11 @@ def test_env_values_become_strings() -> None:
         )
     )
     assert spec.server.env == {"SGLANG_SIMULATE_ACC_LEN": "2.5"}
+
+
+def test_drift_check_defaults_on_for_gpu_servers_and_pairs_off_for_unpaired_stand_in() -> None:
+    base = "name: d\nmodel: m\ngrid: {batch_sizes: [1], spec_modes: [%s]}\nserver: {backend: %s}\n"
+    assert parse_sweep(base % ("v1, v2", "sim")).drift_check  # a pair: drift is what interleaving cancels
+    assert not parse_sweep(base % ("v2", "sim")).drift_check  # would only restart a stand-in
+    assert parse_sweep(base % ("v2", "sglang")).drift_check
+    assert parse_sweep(base % ("v2", "sim") + "measure: {drift_check: true}\n").drift_check
