@@ -106,6 +106,8 @@ def test_cli_writes_config_only(tmp_path: Path) -> None:
         "config.json",
         "generation_config.json",
         "specbench_synth.json",
+        "tokenizer.json",  # the offline tokenizer text-mode clients need (--no-tokenizer skips it)
+        "tokenizer_config.json",
     ]
     cfg = json.loads((out / "config.json").read_text())
     assert cfg["num_hidden_layers"] == 5 and cfg["first_k_dense_replace"] == 3
