@@ -112,6 +112,9 @@ def external_sweep(name: str, base_url: str) -> str:
         "workload: {dataset: random, input_len: 8, output_len: 4, num_prompts: 2}\n"
         "repeats: 1\n"
         "warmup: {waves: 1}\n"
+        # The server behind the URL is a stand-in: GPU-sized windows (10 s for external) and a drift
+        # re-measurement would only slow every job down.
+        "measure: {min_window_s: 0, drift_check: false}\n"
     )
 
 
