@@ -32,7 +32,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from bench.server_argv import ArgvError, build_argv, resolve_python, sim_env
+from bench.server_argv import ArgvError, ServerArgv, build_argv, resolve_python, sim_env
 from bench.spec_modes import ENV_SPEC_V2, ResolvedMode, VersionError, known_fallback, resolve_mode
 from bench.sweep import ServerConfig, ServerSpec
 
@@ -295,12 +295,7 @@ def launch(
         # Another server on that port would answer our health checks for a process that never binds.
         raise LaunchError(f"port {port} on {host} is already in use")
 
-    try:
-        built = build_argv(config, backend=spec.backend, version=version, port=port, python=spec.python)
-    except (ArgvError, VersionError) as e:
-        raise LaunchError(str(e)) from None
-
-    env_delta = _env_delta(spec, config, built.mode_env, gpus)
+    built, env_delta = plan_launch(spec, config, version=version, port=port, gpus=gpus)
     # Sim knobs come from the sweep alone: one exported by a developer would silently change the stand-in.
     inherited = {k: v for k, v in os.environ.items() if not k.startswith(_OWNED_ENV_PREFIXES)}
     dropped = sorted(set(os.environ) - set(inherited) - set(env_delta))
@@ -369,6 +364,25 @@ def launch(
             e.pid, e.log_path = proc.pid, log_path
         raise
     return server
+
+
+def plan_launch(
+    spec: ServerSpec,
+    config: ServerConfig,
+    *,
+    version: str,
+    port: int,
+    gpus: Sequence[int] | None = None,
+) -> tuple[ServerArgv, dict[str, str]]:
+    """The argv and the environment variables specbench sets for one launch: what `launch` starts, and what
+    `specbench run --dry-run` prints. Raises LaunchError listing every problem."""
+    if spec.backend == "external":
+        raise LaunchError("backend external launches nothing")
+    try:
+        built = build_argv(config, backend=spec.backend, version=version, port=port, python=spec.python)
+    except (ArgvError, VersionError) as e:
+        raise LaunchError(str(e)) from None
+    return built, _env_delta(spec, config, built.mode_env, gpus)
 
 
 def attach_external(spec: ServerSpec, config: ServerConfig, *, version: str | None = None) -> LaunchedServer:

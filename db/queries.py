@@ -379,6 +379,72 @@ def run_choices(engine: Engine, limit: int = 500) -> pd.DataFrame:
     return _frame(engine, stmt)
 
 
+def list_runs(
+    engine: Engine,
+    *,
+    name: str | None = None,
+    gpu: str | None = None,
+    status: str | None = None,
+    simulated: bool | None = None,
+    limit: int | None = None,
+) -> pd.DataFrame:
+    """Runs newest first, filtered, with their point counts: what `specbench runs` lists.
+
+    `name` and `gpu` match case-insensitively anywhere in the sweep name / GPU name (bound LIKE patterns,
+    escaped, so `%` or `_` in the filter match themselves).
+    """
+    stmt = select(
+        Run.id,
+        Run.uid,
+        Run.sweep_name,
+        Run.label,
+        Run.status,
+        Run.trigger,
+        Run.backend,
+        Run.simulated,
+        Run.model,
+        Run.gpu_name,
+        Run.gpu_count,
+        Run.sglang_version,
+        Run.started_at,
+        Run.finished_at,
+    ).order_by(Run.started_at.desc(), Run.id.desc())
+    if name:
+        stmt = stmt.where(func.lower(Run.sweep_name).contains(name.lower(), autoescape=True))
+    if gpu:
+        stmt = stmt.where(func.lower(Run.gpu_name).contains(gpu.lower(), autoescape=True))
+    if status:
+        stmt = stmt.where(Run.status == status)
+    if simulated is not None:
+        stmt = stmt.where(Run.simulated.is_(simulated))
+    if limit is not None:
+        stmt = stmt.limit(limit)
+    frame = _frame(engine, stmt)
+    counts = pd.DataFrame(columns=["run_id", "points", "points_ok"])
+    ids = [int(i) for i in frame["id"]]
+    if ids:
+        counts = pd.concat(
+            [
+                _frame(
+                    engine,
+                    select(
+                        Point.run_id,
+                        func.count(Point.id).label("points"),
+                        func.sum(case((Point.status == "ok", 1), else_=0)).label("points_ok"),
+                    )
+                    .where(Point.run_id.in_(ids[i : i + 5000]))
+                    .group_by(Point.run_id),
+                )
+                for i in range(0, len(ids), 5000)
+            ],
+            ignore_index=True,
+        )
+    frame = frame.merge(counts, how="left", left_on="id", right_on="run_id").drop(columns=["run_id"])
+    return frame.fillna({"points": 0, "points_ok": 0}).astype(
+        {"points": int, "points_ok": int, "simulated": bool}
+    )
+
+
 def run_info(engine: Engine, run_id: int) -> dict[str, Any]:
     stmt = select(*(getattr(Run, c) for c in RUN_COLUMNS), Run.sweep_yaml).where(Run.id == run_id)
     with engine.connect() as c:
@@ -415,7 +481,10 @@ def resolve_run(engine: Engine, ref: str) -> int:
     ref = ref.strip()
     with engine.connect() as c:
         if ref == "latest" or ref.startswith("latest~"):
-            back = int(ref.partition("~")[2] or 0)
+            tail = ref.partition("~")[2]
+            if ref != "latest" and not tail.isdigit():
+                raise QueryError(f"{ref!r}: write `latest` or `latest~N` with N a whole number (latest~1)")
+            back = int(tail or 0)
             rid = c.execute(
                 select(Run.id).order_by(Run.started_at.desc(), Run.id.desc()).offset(back).limit(1)
             ).scalar()

@@ -17,6 +17,7 @@ app = typer.Typer(
 # Each module exposes `register(app)`; the order here is the order of `specbench --help`.
 COMMAND_MODULES = [
     "run",
+    "runs",
     "export",
     "import_runs",
     "dashboard",

@@ -7,9 +7,10 @@ from typing import Annotated, Literal
 
 import typer
 
+from db import queries as q
 from db.engine import session_scope
 from db.export import ExportError, collect, to_csv, to_json, to_markdown
-from runners.common import DbOption, fail, open_db
+from runners.common import RUN_REF_HELP, DbOption, err_console, fail, open_db, resolve_run_ref
 
 
 def register(app: typer.Typer) -> None:
@@ -19,8 +20,12 @@ def register(app: typer.Typer) -> None:
 def export(
     db: DbOption = None,
     run: Annotated[
-        list[int] | None, typer.Option("--run", help="Run id (repeatable). Default: the latest run.")
+        list[str] | None,
+        typer.Option("--run", help=f"Run (repeatable): {RUN_REF_HELP}. Default: latest.", show_default=False),
     ] = None,
+    all_runs: Annotated[
+        bool, typer.Option("--all-runs", help="Every run in the database (oldest first).")
+    ] = False,
     format: Annotated[
         Literal["csv", "json", "md"], typer.Option("--format", help="csv, json or md (a PR-ready table)")
     ] = "csv",
@@ -32,10 +37,20 @@ def export(
     ] = None,
 ) -> None:
     """Export points for PR discussions and spreadsheets."""
+    if all_runs and run:
+        fail("give either --run or --all-runs, not both")
     engine = open_db(db)
+    if all_runs:
+        run_ids = sorted(int(i) for i in q.list_runs(engine)["id"])
+        if not run_ids:
+            fail("the database holds no runs yet; run `specbench run SWEEP.yaml` first")
+    else:
+        run_ids = list(dict.fromkeys(resolve_run_ref(engine, ref) for ref in (run or ["latest"])))
+        if not run:
+            err_console.print(f"exporting run {run_ids[0]} (the latest); --run picks another, --all-runs all")
     try:
         with session_scope(engine) as s:
-            data = collect(s, run, all_status=all_status)
+            data = collect(s, run_ids, all_status=all_status)
     except ExportError as e:
         fail(str(e))
     text = {"csv": to_csv, "json": to_json, "md": to_markdown}[format](data)
