@@ -95,23 +95,28 @@ class Totals:
     runs: int
     synthetic_runs: int
     last_run_at: datetime | None
+    # Measured on the stand-in server (bench.sim): simulated, but not synthetic history.
+    stand_in_runs: int = 0
 
 
 def totals(engine: Engine) -> Totals:
     """Run counts and the newest start. (Point and series counts come with `series_catalog`.)"""
     with engine.connect() as c:
-        runs, synthetic, last = c.execute(
+        runs, synthetic, last, stand_in = c.execute(
             select(
                 func.count(Run.id),
                 func.coalesce(func.sum(case((Run.trigger == "synthetic", 1), else_=0)), 0),
                 func.max(Run.started_at),
+                func.coalesce(
+                    func.sum(case((and_(Run.simulated.is_(True), Run.trigger != "synthetic"), 1), else_=0)), 0
+                ),
             )
         ).one()
     if isinstance(last, str):  # aggregates bypass the column type on SQLite
         last = datetime.fromisoformat(last)
     if last is not None and last.tzinfo is None:
         last = last.replace(tzinfo=UTC)
-    return Totals(int(runs), int(synthetic), last)
+    return Totals(int(runs), int(synthetic), last, int(stand_in))
 
 
 def latest_runs(engine: Engine, limit: int = 25, *, include_synthetic: bool = True) -> pd.DataFrame:
@@ -358,7 +363,7 @@ def series_describe(engine: Engine, fingerprints: Sequence[str]) -> pd.DataFrame
 
 
 def run_choices(engine: Engine, limit: int = 500) -> pd.DataFrame:
-    """Runs for pickers, newest first: id, started_at, sweep, version, GPU, status, trigger."""
+    """Runs for pickers, newest first: id, started_at, sweep, version, GPU, status, trigger, simulated, model."""
     stmt = (
         select(
             Run.id,
@@ -372,6 +377,8 @@ def run_choices(engine: Engine, limit: int = 500) -> pd.DataFrame:
             Run.gpu_count,
             Run.status,
             Run.trigger,
+            Run.simulated,
+            Run.model,
         )
         .order_by(Run.started_at.desc(), Run.id.desc())
         .limit(limit)

@@ -8,8 +8,10 @@ import pandas as pd
 import streamlit as st
 
 from dashboard.analysis import FACETS, facet_options
+from dashboard.components.layout import missing_link_target
 from dashboard.components.state import Param, ensure_choice
 from dashboard.metrics import METRIC_LABELS, metric_label
+from db.run_kind import run_tag
 
 # With no URL state, open on a speculative series in the middle of a typical grid rather than on the first
 # option (the no-spec baseline at batch 1).
@@ -26,6 +28,7 @@ def adopt_series(catalog: pd.DataFrame, fingerprint: str | None) -> None:
         return
     hit = catalog[catalog["fingerprint"] == fingerprint]
     if hit.empty:
+        missing_link_target("series", f"`{fingerprint}`", "the default series")
         return
     row = hit.iloc[0]
     for col, _ in FACETS:
@@ -73,8 +76,14 @@ def run_label(row: pd.Series | dict[str, Any]) -> str:
     gpu = str(row.get("gpu_name") or "").replace("NVIDIA ", "").split(" ")[0]
     version = row.get("sglang_version") or "?"
     commit = str(row.get("sglang_commit") or "")[:7]
-    tag = " ⚠ synthetic" if row.get("trigger") == "synthetic" else ""
-    return f"#{row['id']} · {started} · {row['sweep_name']} · {version}{'@' + commit if commit else ''} · {gpu}{tag}"
+    kind = run_tag(row.get("simulated"), row.get("trigger"))
+    tag = f" · ⚠ {kind}" if kind else ""
+    count = int(row.get("gpu_count") or 0)
+    gpu_text = "no GPU" if not gpu or gpu == "none" or count == 0 else f"{count}x {gpu}"
+    return (
+        f"#{row['id']} · {started} · {row['sweep_name']} · {version}{'@' + commit if commit else ''} · "
+        f"{gpu_text}{tag}"
+    )
 
 
 def run_picker(
@@ -85,6 +94,11 @@ def run_picker(
         return None
     ids = [int(i) for i in runs["id"]]
     labels = {int(r["id"]): run_label(r) for r in runs.to_dict("records")}
-    ensure_choice(key, ids, ids[min(default_index, len(ids) - 1)])
+    default = ids[min(default_index, len(ids) - 1)]
+    asked = st.session_state.get(key)
+    if asked is not None and asked not in ids:
+        # Only a link (or a run deleted since) puts an unknown id here; never swap in another run silently.
+        missing_link_target("run", f"#{asked}", f"#{default}")
+    ensure_choice(key, ids, default)
     box = container or st
     return int(box.selectbox(label, ids, key=key, format_func=lambda i: labels.get(i, f"#{i}")))

@@ -11,6 +11,7 @@ from bench.stats.changepoint import ChangePointParams
 from dashboard.analysis import short_gpu, summarize_by_run
 from dashboard.components import layout
 from dashboard.services import data
+from db.run_kind import run_tag
 
 url = data.db_url()
 st.title("specbench")
@@ -101,6 +102,9 @@ runs_view = pd.DataFrame(
         "SGLang": runs["sglang_version"],
         "Commit": runs["sglang_commit"].fillna("").str[:10],
         "GPU": [short_gpu(n, k) for n, k in zip(runs["gpu_name"], runs["gpu_count"], strict=True)],
+        "Kind": [
+            run_tag(m, t) or "measured" for m, t in zip(runs["simulated"], runs["trigger"], strict=True)
+        ],
         "kernel / flashinfer": runs["sgl_kernel_version"].fillna("?")
         + " / "
         + runs["flashinfer_version"].fillna("?"),

@@ -11,6 +11,7 @@ import pandas as pd
 import typer
 
 from db import queries as q
+from db.run_kind import run_tag
 from runners.common import DbOption, console, open_db
 from runners.tables import Column, print_table
 
@@ -23,6 +24,7 @@ JSON_FIELDS = (
     "trigger",
     "backend",
     "simulated",
+    "kind",
     "model",
     "gpu",
     "gpu_count",
@@ -94,6 +96,7 @@ def _record(row: dict[str, Any]) -> dict[str, Any]:
         "trigger": row["trigger"],
         "backend": row["backend"],
         "simulated": bool(row["simulated"]),
+        "kind": run_tag(row["simulated"], row["trigger"]) or "measured",
         "model": row["model"],
         "gpu": row["gpu_name"],
         "gpu_count": int(row["gpu_count"]),
@@ -106,9 +109,7 @@ def _record(row: dict[str, Any]) -> dict[str, Any]:
 
 
 def simulated_tag(record: dict[str, Any]) -> str:
-    if not record["simulated"]:
-        return ""
-    return "synthetic" if record["trigger"] == "synthetic" else "simulated (stand-in)"
+    return run_tag(record["simulated"], record["trigger"]) or ""
 
 
 def _table(records: list[dict[str, Any]]) -> None:
