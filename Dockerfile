@@ -15,6 +15,7 @@ WORKDIR /app
 COPY pyproject.toml README.md ./
 COPY bench ./bench
 COPY db ./db
+COPY analysis ./analysis
 COPY runners ./runners
 COPY dashboard ./dashboard
 COPY sweeps ./sweeps
@@ -37,6 +38,7 @@ WORKDIR /app
 COPY pyproject.toml README.md ./
 COPY bench ./bench
 COPY db ./db
+COPY analysis ./analysis
 COPY runners ./runners
 COPY dashboard ./dashboard
 COPY sweeps ./sweeps

@@ -31,7 +31,7 @@ test: setup
 lint: setup
 	$(BIN)/ruff format --check .
 	$(BIN)/ruff check .
-	$(BIN)/mypy bench db runners dashboard
+	$(BIN)/mypy bench db analysis runners dashboard
 
 bench: setup
 	$(BIN)/python benchmarks/client_ceiling.py

@@ -33,6 +33,7 @@ from types import TracebackType
 from typing import Any
 
 from bench.server_argv import ArgvError, ServerArgv, build_argv, resolve_python, sim_env
+from bench.server_env import ServerEnvError, build_server_env
 from bench.spec_modes import ENV_SPEC_V2, ResolvedMode, VersionError, known_fallback, resolve_mode
 from bench.sweep import ServerConfig, ServerSpec
 
@@ -295,11 +296,10 @@ def launch(
         # Another server on that port would answer our health checks for a process that never binds.
         raise LaunchError(f"port {port} on {host} is already in use")
 
-    built, env_delta = plan_launch(spec, config, version=version, port=port, gpus=gpus)
+    plan = plan_launch(spec, config, version=version, port=port, gpus=gpus)
+    built, env_delta, env = plan.argv, plan.env_delta, plan.env
     # Sim knobs come from the sweep alone: one exported by a developer would silently change the stand-in.
-    inherited = {k: v for k, v in os.environ.items() if not k.startswith(_OWNED_ENV_PREFIXES)}
-    dropped = sorted(set(os.environ) - set(inherited) - set(env_delta))
-    env = {**inherited, **env_delta}
+    dropped = sorted(k for k in os.environ if k.startswith(_OWNED_ENV_PREFIXES) and k not in env_delta)
     log_dir = Path(log_dir)
     log_dir.mkdir(parents=True, exist_ok=True)
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S%fZ")
@@ -366,6 +366,13 @@ def launch(
     return server
 
 
+@dataclass(frozen=True)
+class LaunchPlan:
+    argv: ServerArgv
+    env_delta: dict[str, str]  # what specbench and the sweep set
+    env: dict[str, str]  # the server's whole environment: env_delta over the host's small base
+
+
 def plan_launch(
     spec: ServerSpec,
     config: ServerConfig,
@@ -373,16 +380,22 @@ def plan_launch(
     version: str,
     port: int,
     gpus: Sequence[int] | None = None,
-) -> tuple[ServerArgv, dict[str, str]]:
-    """The argv and the environment variables specbench sets for one launch: what `launch` starts, and what
-    `specbench run --dry-run` prints. Raises LaunchError listing every problem."""
+) -> LaunchPlan:
+    """The argv and environment of one launch: what `launch` starts, and what `specbench run --dry-run`
+    prints. Raises LaunchError listing every problem."""
     if spec.backend == "external":
         raise LaunchError("backend external launches nothing")
     try:
         built = build_argv(config, backend=spec.backend, version=version, port=port, python=spec.python)
     except (ArgvError, VersionError) as e:
         raise LaunchError(str(e)) from None
-    return built, _env_delta(spec, config, built.mode_env, gpus)
+    env_delta = _env_delta(spec, config, built.mode_env, gpus)
+    # Built from nothing (bench.server_env): the worker's own environment holds the database URL.
+    try:
+        env = build_server_env(os.environ, dict(config.env), env_delta)
+    except ServerEnvError as e:
+        raise LaunchError(f"cannot launch server: {e}") from None
+    return LaunchPlan(built, env_delta, env)
 
 
 def attach_external(spec: ServerSpec, config: ServerConfig, *, version: str | None = None) -> LaunchedServer:

@@ -77,8 +77,13 @@ async def measure_point(
     temperature: float = 0.0,
     flush_timeout_s: float = 60.0,
     flush_retries: int = 5,
+    launch_mismatches: Sequence[str] = (),
 ) -> AsyncIterator[SampleResult]:
-    """Yield one `SampleResult` per repeat number in `repeats` (e.g. `range(3)`, or the ones still missing)."""
+    """Yield one `SampleResult` per repeat number in `repeats` (e.g. `range(3)`, or the ones still missing).
+
+    `launch_mismatches`: how the server's resolved config differs from the requested one (from the launch);
+    each repeat's verdict includes them.
+    """
     if not prompts:
         raise ValueError("measure_point needs at least one prompt")
     pending = iter(repeats)
@@ -124,7 +129,9 @@ async def measure_point(
             except (RuntimeError, ValueError):
                 pass  # an odd /server_info answer costs the server-side figure, not the repeat
         metrics = compute_metrics(records, duration, server_accept)
-        status, reason = judge(metrics, records, expect_spec=expect_spec, server_died=died)
+        status, reason = judge(
+            metrics, records, expect_spec=expect_spec, server_died=died, launch_mismatches=launch_mismatches
+        )
         overhead += time.perf_counter() - after
         yield SampleResult(repeat, status, reason, metrics, records, overhead_s=overhead)
         if died:
@@ -134,11 +141,22 @@ async def measure_point(
 
 
 def judge(
-    m: SampleMetrics, records: Sequence[RequestRecord], *, expect_spec: bool, server_died: bool = False
+    m: SampleMetrics,
+    records: Sequence[RequestRecord],
+    *,
+    expect_spec: bool,
+    server_died: bool = False,
+    launch_mismatches: Sequence[str] = (),
 ) -> tuple[PointStatus, str | None]:
-    """The verdict on one repeat and the reason for it (every problem found, worst first)."""
+    """The verdict on one repeat and the reason for it (every problem found, worst first).
+
+    `launch_mismatches` are the differences between the requested and the resolved server config found at
+    launch: the repeat measured something else, so it is a `mode_mismatch` (unless something worse happened).
+    """
     n = len(records)
     problems: list[tuple[PointStatus, str]] = []
+    if launch_mismatches:
+        problems.append(("mode_mismatch", f"server ran something else: {'; '.join(launch_mismatches)}"))
     errors = [r.error for r in records if r.error is not None]
     if server_died:
         problems.append(("failed", f"server died: {m.completed} of {n} requests completed"))

@@ -19,10 +19,12 @@ import platform
 import shutil
 import socket
 import subprocess
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from importlib import metadata
 from pathlib import Path
 from typing import Any
+
+from bench.gpus import assigned_gpus, describe
 
 NONE = "none"  # an absent package or GPU; versions stay strings so columns never mix types
 SPECBENCH_FALLBACK_VERSION = "0.1.0"
@@ -97,17 +99,6 @@ def _run(argv: list[str], cwd: Path | None = None) -> str | None:
     return proc.stdout if proc.returncode == 0 else None
 
 
-def _visible_indices() -> set[int] | None:
-    """CUDA_VISIBLE_DEVICES as GPU indices, or None when unset or given as UUIDs."""
-    raw = os.environ.get("CUDA_VISIBLE_DEVICES")
-    if raw is None:
-        return None
-    parts = [p.strip() for p in raw.split(",") if p.strip()]
-    if not all(p.isdigit() for p in parts):
-        return None
-    return {int(p) for p in parts}
-
-
 def _torch_cuda_version() -> str:
     try:
         import torch
@@ -116,34 +107,10 @@ def _torch_cuda_version() -> str:
     return str(torch.version.cuda) if torch.version.cuda else NONE
 
 
-def gpu_info() -> tuple[str, int, str]:
-    """(GPU name(s), count, driver version); ("none", 0, "none") on a machine without a visible GPU."""
-    out = _run(["nvidia-smi", "--query-gpu=index,name,driver_version", "--format=csv,noheader"])
-    if out is not None:
-        rows = [[c.strip() for c in line.split(",")] for line in out.splitlines() if line.strip()]
-        rows = [r for r in rows if len(r) == 3]
-        visible = _visible_indices()
-        if visible is not None:
-            rows = [r for r in rows if r[0].isdigit() and int(r[0]) in visible]
-        if rows:
-            names = list(dict.fromkeys(r[1] for r in rows))  # distinct, in order
-            return " + ".join(names), len(rows), rows[0][2]
-        if visible is None:
-            return NONE, 0, NONE
-    return _torch_gpu_info()
-
-
-def _torch_gpu_info() -> tuple[str, int, str]:
-    try:
-        import torch
-
-        count = int(torch.cuda.device_count()) if torch.cuda.is_available() else 0
-        if count == 0:
-            return NONE, 0, NONE
-        names = list(dict.fromkeys(torch.cuda.get_device_name(i) for i in range(count)))
-    except Exception:  # no torch, or a CUDA init error: report no GPU rather than fail
-        return NONE, 0, NONE
-    return " + ".join(names), count, "unknown"  # torch does not expose the driver version
+def gpu_info(indices: Sequence[int] | None = None) -> tuple[str, int, str]:
+    """(GPU name(s), count, driver version) of the GPUs a run's servers use (`bench.gpus.assigned_gpus`);
+    ("none", 0, "none") on a machine without a visible GPU."""
+    return describe(assigned_gpus(indices))
 
 
 def _specbench_root() -> Path:
@@ -231,14 +198,19 @@ def _synth_summary(path: Path) -> tuple[str, str] | None:
 
 
 def collect_provenance(
-    model_path: str | None = None, server_info: Mapping[str, Any] | None = None
+    model_path: str | None = None,
+    server_info: Mapping[str, Any] | None = None,
+    gpus: Sequence[int] | None = None,
 ) -> Provenance:
     """Everything a run records about where it ran. Never raises on a missing GPU, tool or package.
+
+    `gpus`: the GPU indices the run's servers were given (`--gpus`); the GPU name and count describe those,
+    not the whole host, since they are part of a series' identity.
 
     With `server_info` (the server's /server_info body), the server's own `version` wins over the locally
     installed sglang (the server may run elsewhere), and a `specbench_sim` key marks the run as simulated.
     """
-    gpu_name, gpu_count, driver = gpu_info()
+    gpu_name, gpu_count, driver = gpu_info(gpus)
     commit, dirty = git_commit()
     local_sglang = package_version("sglang")
     prov: Provenance = {

@@ -11,11 +11,20 @@ import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
+from bench.server_env import ServerEnvError, as_env_value, check_sweep_env
 from bench.sglang_flags import check_passthrough_flag
 
 SpecMode = Literal["v1", "v2"]
@@ -24,7 +33,6 @@ Algorithm = Literal["EAGLE", "NEXTN", "EAGLE3", "STANDALONE"]
 
 # FlashMLA's multi-step draft backend raises for topk > 1, and its page size of 64 rules out tree drafts.
 TOPK1_ONLY_BACKENDS = frozenset({"flashmla"})
-_ENV_NAME = re.compile(r"^[A-Z_][A-Z0-9_]*$")
 _SLUG = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
 
 
@@ -78,27 +86,31 @@ class SimSettings(_Strict):
 ArgValue = str | int | float | bool | list[int] | list[str]
 
 
+def _env_scalar(v: Any) -> str:
+    # YAML turns `SGLANG_SIMULATE_ACC_LEN: 2.5` into a float; the environment holds strings. `null` or a
+    # mapping is a mistake, not the string "None".
+    try:
+        return as_env_value(v)
+    except ServerEnvError as e:
+        raise ValueError(str(e)) from None
+
+
+EnvValue = Annotated[str, BeforeValidator(_env_scalar)]
+
+
 class ServerSpec(_Strict):
     backend: Backend = "sglang"
     base_url: str | None = None
     attention_backend: str = "flashmla"
     tp: int = Field(1, ge=1, le=64)
     args: dict[str, ArgValue] = Field(default_factory=dict)
-    env: dict[str, str] = Field(default_factory=dict)
+    env: dict[str, EnvValue] = Field(default_factory=dict)
     sim: SimSettings = Field(default_factory=SimSettings)
     startup_timeout_s: float = Field(900.0, gt=0)
     # Start up to this many of the sweep's servers together, then measure them one at a time (see README).
     max_parallel_starts: int = Field(1, ge=1, le=16)
     # Interpreter that runs `-m sglang.launch_server`; None = the one running specbench.
     python: str | None = None
-
-    @field_validator("env", mode="before")
-    @classmethod
-    def _env_as_strings(cls, v: Any) -> Any:
-        # YAML turns `SGLANG_SIMULATE_ACC_LEN: 2.5` into a float; the environment only holds strings.
-        if isinstance(v, dict):
-            return {k: ("1" if x is True else "0" if x is False else str(x)) for k, x in v.items()}
-        return v
 
 
 class GridSpec(_Strict):
@@ -211,9 +223,7 @@ def find_problems(spec: SweepSpec) -> list[str]:
             p.append(f"server.args: {msg}")
         if isinstance(value, str) and any(c in value for c in "\n\0"):
             p.append(f"server.args.{name}: value contains a newline or NUL")
-    for name in s.env:
-        if not _ENV_NAME.match(name):
-            p.append(f"server.env: {name!r} is not an environment variable name (A-Z, 0-9, _)")
+    p.extend(check_sweep_env(s.env))
     if s.backend == "external":
         if not s.base_url:
             p.append("server.base_url: required with backend: external (the server someone else launched)")

@@ -77,8 +77,8 @@ def bench_pages(url: str) -> dict[str, float]:
 
 
 def bench_csv(url: str) -> tuple[float, float, float, int]:
-    from dashboard import report
-    from dashboard.analysis import compare_runs
+    from analysis import report
+    from analysis.compare import compare_runs
 
     eng = open_database(url)
     runs = q.run_choices(eng)
@@ -97,8 +97,8 @@ def bench_csv(url: str) -> tuple[float, float, float, int]:
     # until they hold 100k points, then the same collect + CSV the command runs.
     from sqlalchemy import func, select
 
+    from analysis.export import collect, to_csv
     from db.engine import session_scope
-    from db.export import collect, to_csv
     from db.models import Point
 
     per_run = select(Point.run_id, func.count()).group_by(Point.run_id).order_by(Point.run_id.desc())

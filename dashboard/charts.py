@@ -1,6 +1,6 @@
 """Altair chart builders: pure functions from DataFrames to charts, testable without a browser.
 
-Frames come from `db.queries` (via the services) and `dashboard.analysis`; nothing here reads a database or
+Frames come from `db.queries` (via the services) and `analysis`; nothing here reads a database or
 touches Streamlit. Colours carry meaning consistently: red = regression, green = improvement, orange =
 acknowledged, grey = dismissed or no change.
 """
@@ -14,7 +14,7 @@ import altair as alt
 import numpy as np
 import pandas as pd
 
-from dashboard.metrics import metric_label
+from bench.catalog import label as metric_label
 
 XMode = Literal["time", "commit", "version"]
 AnyChart = alt.Chart | alt.LayerChart | alt.FacetChart

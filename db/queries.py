@@ -244,32 +244,6 @@ def with_run_axes(values: pd.DataFrame, axes: pd.DataFrame) -> pd.DataFrame:
     return values.merge(axes, on="run_id", how="left", validate="many_to_one")
 
 
-def series_points(
-    engine: Engine,
-    fingerprint: str,
-    metrics: Sequence[str] = FACTOR_METRICS,
-    *,
-    since: datetime | None = None,
-    statuses: Sequence[str] = ("ok",),
-) -> pd.DataFrame:
-    """The history of one series in time order with its runs' provenance (the x-axes): values + axes.
-
-    `output_throughput_ci_low/high` come along: the stored repeat interval of the headline metric.
-    """
-    values = series_values(engine, fingerprint, metrics, since=since, statuses=statuses)
-    run_ids = sorted(set(values["run_id"].tolist()))
-    axes = [
-        _frame(
-            engine,
-            select(Run.id.label("run_id"), *(getattr(Run, c) for c in RUN_AXIS_COLUMNS)).where(
-                Run.id.in_(run_ids[i : i + 5000])
-            ),
-        )
-        for i in range(0, max(1, len(run_ids)), 5000)
-    ]
-    return with_run_axes(values, pd.concat(axes, ignore_index=True))
-
-
 def sample_ranges(engine: Engine, point_ids: Sequence[int], metric: str) -> pd.DataFrame:
     """Per point: min, max and count of one metric over its repeats (the band for metrics without a stored CI)."""
     col = getattr(Sample, metric_column(metric).key)
@@ -305,7 +279,7 @@ def series_history(
 
     Driven by the runs (ix_runs_started_at, then ix_points_run_id): a run's points are stored together, so
     this reads a few pages per run instead of one page per point as a per-series walk would. Status and
-    series are filtered after the read, for the reason given in `series_points`.
+    series are filtered after the read, for the reason given in `series_values`.
     """
     cols = _metrics(metrics)
     stmt = (

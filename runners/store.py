@@ -4,7 +4,6 @@ retried jobs neither duplicate nor lose a measurement."""
 from __future__ import annotations
 
 import hashlib
-import statistics
 from collections import defaultdict
 from typing import Any
 
@@ -12,8 +11,8 @@ from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from bench.results import STATUS_SEVERITY, SampleResult
-from bench.stats.intervals import median_ci
+from bench.results import SampleResult
+from bench.stats.summary import Repeat, summarize_repeats
 from bench.sweep import PointPlan, ServerConfig, SweepSpec
 from db.fingerprint import point_fingerprint
 from db.models import METRIC_FIELDS, Point, RequestRow, Run, Sample, ServerInstance
@@ -36,8 +35,6 @@ _PROVENANCE_COLUMNS = (
     "specbench_version",
     "git_commit",
 )
-# Statuses whose metrics describe what the server did; failed repeats have nothing to summarise.
-_MEASURED = {"ok", "unstable", "mode_mismatch", "invalid"}
 
 
 def create_run(
@@ -225,30 +222,22 @@ def store_sample(
 
 
 def refresh_point(session: Session, point: Point) -> None:
-    """Point metrics = median over measured repeats; status = the worst repeat's, with its reason."""
+    """Rewrite the point from its stored repeats (`bench.stats.summary.summarize_repeats`)."""
     samples = list(session.scalars(select(Sample).where(Sample.point_id == point.id).order_by(Sample.repeat)))
     point.repeats = len(samples)
     if not samples:
         return
-    worst = max(samples, key=lambda s: STATUS_SEVERITY.get(s.status, 99))
-    point.status = worst.status
-    reasons = [f"repeat {s.repeat}: {s.reason}" for s in samples if s.reason]
-    point.reason = "; ".join(reasons) if reasons else None
-    measured = [s for s in samples if s.status in _MEASURED and s.output_throughput is not None]
-    for name in METRIC_FIELDS:
-        values = [getattr(s, name) for s in measured if getattr(s, name) is not None]
-        if not values:
-            setattr(point, name, None)
-        elif all(isinstance(v, int) for v in values):  # counts stay integers (median_low)
-            setattr(point, name, statistics.median_low(values))
-        else:
-            setattr(point, name, statistics.median(values))
-    throughputs = [s.output_throughput for s in measured if s.output_throughput is not None]
-    low = high = None
-    if throughputs:
-        _, low, high = median_ci(throughputs)
-    point.output_throughput_ci_low = low
-    point.output_throughput_ci_high = high
+    summary = summarize_repeats(
+        [
+            Repeat(s.repeat, s.status, s.reason, {name: getattr(s, name) for name in METRIC_FIELDS})
+            for s in samples
+        ]
+    )
+    point.status, point.reason = summary.status, summary.reason
+    for name, value in summary.metrics.items():
+        setattr(point, name, value)
+    point.output_throughput_ci_low = summary.output_throughput_ci_low
+    point.output_throughput_ci_high = summary.output_throughput_ci_high
     point.overhead_s = sum(s.overhead_s or 0.0 for s in samples)
 
 

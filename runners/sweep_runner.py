@@ -80,7 +80,7 @@ def execute_sweep(
 ) -> RunOutcome:
     console = console or Console(stderr=True)
     groups = expand(spec)
-    provenance = _provenance(spec)
+    provenance = _provenance(spec, gpus=gpus)
     with session_scope(engine) as s:
         if resume_run_id is not None:
             run = s.get(Run, resume_run_id)
@@ -257,7 +257,7 @@ class _Executor:
             assert run is not None
             if run.provenance.get("server_version") is None:
                 # The server may run another sglang than the local one (external, or another interpreter).
-                prov = _provenance(self.spec, server.server_info)
+                prov = _provenance(self.spec, server.server_info, self.gpus)
                 prov["server_version"] = server.version
                 store.apply_provenance(run, prov)
             si = store.record_server(
@@ -281,7 +281,6 @@ class _Executor:
     async def _measure_group(
         self, todo: list[PointPlan], server: LaunchedServer, si_id: int, label: str
     ) -> None:
-        mismatch = "; ".join(server.mismatches) if server.mismatches else None
         async with LoadClient(server.base_url) as client:
             for plan in todo:
                 self._check_stop()
@@ -299,12 +298,10 @@ class _Executor:
                     request_timeout_s=self.spec.request_timeout_s,
                     expect_spec=not plan.server.is_baseline,
                     temperature=plan.workload.temperature,
+                    launch_mismatches=server.mismatches,
                 ):
                     if sample.metrics is not None:
                         window += sample.metrics.duration_s
-                    if mismatch and sample.status != "failed":
-                        sample.status = "mode_mismatch"
-                        sample.reason = f"server ran something else: {mismatch}"
                     with session_scope(self.engine) as s:
                         run = s.get(Run, self.run_id)
                         assert run is not None
@@ -317,8 +314,10 @@ class _Executor:
                 self._advance()
 
 
-def _provenance(spec: SweepSpec, server_info: dict[str, Any] | None = None) -> dict[str, Any]:
-    prov = collect_provenance(model_path=spec.model, server_info=server_info)
+def _provenance(
+    spec: SweepSpec, server_info: dict[str, Any] | None = None, gpus: list[int] | None = None
+) -> dict[str, Any]:
+    prov = collect_provenance(model_path=spec.model, server_info=server_info, gpus=gpus)
     if spec.server.backend == "sim":
         prov["simulated"] = True
     return prov

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from analysis.labels import STAND_IN_TAG
 from bench.sweep import parse_sweep
 from db.migrate import open_database
-from db.run_kind import STAND_IN_TAG
 from runners.sweep_runner import execute_sweep
 
 APP = str(Path(__file__).resolve().parents[1] / "dashboard" / "app.py")

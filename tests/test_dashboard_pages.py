@@ -217,3 +217,34 @@ def test_sweep_warns_when_servers_shared_the_gpu(tmp_path: Path, monkeypatch: py
     at = open_page(url, "pages/sweep.py", monkeypatch, run=str(solo))
     assert not any("sharing the GPU" in w.value for w in at.warning)
     assert not any("Left out" in c.value for c in at.caption)
+
+
+def test_overview_lists_what_the_regressions_command_prints(
+    seeded_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One pipeline (`analysis.regressions`): the Overview table and `specbench regressions` agree."""
+    from typer.testing import CliRunner
+
+    from runners.cli import app
+
+    at = open_page(seeded_url, "pages/overview.py", monkeypatch)
+    at.toggle(key="ov_all").set_value(True).run()
+    table = next(d.value for d in at.dataframe if "Change" in d.value.columns)
+    res = CliRunner().invoke(
+        app,
+        [
+            "regressions",
+            "--db",
+            seeded_url,
+            "--format",
+            "json",
+            "--include-improvements",
+            "--include-dismissed",
+        ],
+    )
+    assert res.exit_code == 0, res.output
+    rows = json.loads(res.stdout)
+    assert len(rows) > 0
+    shown = sorted(zip(table["Series"], (round(float(d), 6) for d in table["Δ"]), strict=True))
+    printed = sorted((r["series"], round(r["rel_change"] * 100, 6)) for r in rows)
+    assert shown == printed

@@ -4,8 +4,8 @@ import math
 
 import pytest
 
-from bench.results import SampleMetrics
-from bench.stats.intervals import median_ci, summarize_samples, t_quantile
+from bench.stats.intervals import median_ci, t_quantile
+from bench.stats.summary import Repeat, summarize_repeats
 
 
 @pytest.mark.parametrize(
@@ -44,27 +44,37 @@ def test_median_ci_rejects_nonsense() -> None:
         median_ci([1.0, 2.0], confidence=1.0)
 
 
-def _sample(tput: float, ttft: float | None) -> SampleMetrics:
-    return SampleMetrics(
-        duration_s=1.0,
-        completed=8,
-        failed=0,
-        incomplete=0,
-        total_input_tokens=80,
-        total_output_tokens=int(tput),
-        request_throughput=8.0,
-        input_throughput=80.0,
-        output_throughput=tput,
-        total_throughput=tput + 80.0,
-        ttft_p50_ms=ttft,
-    )
+def _repeat(
+    i: int, tput: float | None, ttft: float | None, status: str = "ok", reason: str | None = None
+) -> Repeat:
+    metrics: dict[str, float | int | None] = {
+        "output_throughput": tput,
+        "ttft_p50_ms": ttft,
+        "completed": 8 + i,
+    }
+    return Repeat(i, status, reason, metrics)
 
 
-def test_summarize_samples_takes_medians_and_skips_missing() -> None:
-    s = summarize_samples([_sample(100.0, 5.0), _sample(120.0, None), _sample(110.0, 7.0)])
-    assert s["output_throughput"] == 110.0
-    assert s["ttft_p50_ms"] == 6.0  # median of the two repeats that have it
-    assert s["accept_length"] is None
-    assert s["n_samples"] == 3.0
-    low, high = s["output_throughput_ci_low"], s["output_throughput_ci_high"]
+def test_summarize_repeats_takes_medians_and_skips_missing() -> None:
+    s = summarize_repeats([_repeat(0, 100.0, 5.0), _repeat(1, 120.0, None), _repeat(2, 110.0, 7.0)])
+    assert (s.status, s.reason, s.repeats) == ("ok", None, 3)
+    assert s.metrics["output_throughput"] == 110.0
+    assert s.metrics["ttft_p50_ms"] == 6.0  # median of the two repeats that have it
+    assert s.metrics["accept_length"] is None
+    assert s.metrics["completed"] == 9 and isinstance(s.metrics["completed"], int)
+    low, high = s.output_throughput_ci_low, s.output_throughput_ci_high
     assert low is not None and high is not None and low < 110.0 < high
+
+
+def test_summarize_repeats_worst_status_every_reason_and_no_failed_metrics() -> None:
+    s = summarize_repeats(
+        [
+            _repeat(2, 90.0, 5.0, "unstable", "p99 TTFT high"),
+            _repeat(0, 100.0, 5.0),
+            _repeat(1, None, None, "failed", "server died"),
+        ]
+    )
+    assert s.status == "failed"
+    assert s.reason == "repeat 1: server died; repeat 2: p99 TTFT high"
+    assert s.metrics["output_throughput"] == 95.0  # the failed repeat carries no numbers
+    assert summarize_repeats([]).status == "failed"

@@ -182,6 +182,26 @@ def test_judge_puts_the_worst_problem_first() -> None:
     assert "1 request returned 255 tokens, expected 256" in parts
 
 
+def test_judge_keeps_other_reasons_beside_a_launch_mismatch() -> None:
+    """A server that resolved to another mode is one more problem: the repeat's own reasons stay."""
+    recs = [_done(0, 256), RequestRecord(index=1, prompt_len=8, max_new_tokens=256, error="HTTP 500: boom")]
+    status, reason = judge(
+        compute_metrics(recs, 2.0),
+        recs,
+        expect_spec=True,
+        launch_mismatches=["spec mode v2 requested, v1 ran"],
+    )
+    assert status == "mode_mismatch"
+    assert reason is not None
+    parts = reason.split("; ")
+    assert parts[0] == "server ran something else: spec mode v2 requested, v1 ran"
+    assert "1 of 2 requests failed: HTTP 500" in parts
+    died = judge(
+        compute_metrics(recs, 2.0), recs, expect_spec=True, server_died=True, launch_mismatches=["x"]
+    )
+    assert died[0] == "failed" and died[1] is not None and "server ran something else: x" in died[1]
+
+
 def test_judge_all_failed() -> None:
     recs = [
         RequestRecord(index=i, prompt_len=8, max_new_tokens=4, error="stalled: no event for 1 s")

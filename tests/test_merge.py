@@ -69,7 +69,7 @@ def test_h200_example_holds_the_ground_truth() -> None:
 def test_markdown_export_of_the_h200_run_renders_as_a_table(tmp_path: Path) -> None:
     from markdown_it import MarkdownIt
 
-    from db.export import collect, to_markdown
+    from analysis.export import collect, to_markdown
 
     src_file = tmp_path / "src.db"
     shutil.copy(EXAMPLE, src_file)

@@ -91,6 +91,24 @@ def test_nvidia_smi_is_parsed(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -
     assert provenance.gpu_info() == ("NVIDIA H200", 1, "580.159.04")
 
 
+def test_provenance_describes_the_assigned_gpus_not_the_host(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A worker started with `--gpus 0` on an 8-GPU host runs x1 servers: its points belong to an x1 series."""
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    smi = bindir / "nvidia-smi"
+    rows = "".join(f"{i}, NVIDIA H200, 580.159.04\\n" for i in range(8))
+    smi.write_text(f"#!/bin/sh\nprintf '{rows}'\n")
+    smi.chmod(smi.stat().st_mode | stat.S_IXUSR)
+    monkeypatch.setenv("PATH", str(bindir))
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    assert collect_provenance()["gpu_count"] == 8
+    prov = collect_provenance(gpus=[0])
+    assert (prov["gpu_name"], prov["gpu_count"], prov["driver_version"]) == ("NVIDIA H200", 1, "580.159.04")
+    assert collect_provenance(gpus=[2, 5])["gpu_count"] == 2
+
+
 def test_server_info_version_wins_and_sim_marks_simulated() -> None:
     prov = collect_provenance(server_info={"version": "0.5.13.post1", "attention_backend": "flashmla"})
     assert prov["sglang_version"] == "0.5.13.post1"

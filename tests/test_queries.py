@@ -11,8 +11,8 @@ import pytest
 from sqlalchemy import Engine, func, select
 from typer.testing import CliRunner
 
+from analysis.changes import change_points
 from bench.stats.changepoint import ChangePointParams
-from dashboard.analysis import change_points
 from db import queries as q
 from db.engine import session_scope
 from db.fingerprint import point_fingerprint
@@ -92,7 +92,7 @@ def test_delete_synthetic_keeps_real_runs(seeded: Engine) -> None:
         assert s.scalar(select(func.count(Point.id))) == 0
 
 
-def test_catalog_and_series_points(seeded: Engine) -> None:
+def test_catalog_and_series_values_with_run_axes(seeded: Engine) -> None:
     cat = q.series_catalog(seeded)
     per_run = SMALL_SHAPE.points_per_run
     assert len(cat) == per_run * len(SMALL_SHAPE.lanes)
@@ -100,14 +100,17 @@ def test_catalog_and_series_points(seeded: Engine) -> None:
     assert {"model", "gpu_name", "batch_size", "spec_mode", "n_points", "last_at"} <= set(cat.columns)
     spec = cat[cat["spec_mode"] == "v2"].sort_values(["n_points", "fingerprint"])
     fp = spec.iloc[-1]["fingerprint"]
-    series = q.series_points(seeded, fp, ["output_throughput", "accept_length", "tpot_p50_ms"])
+    axes = q.run_axes(seeded)  # the Trends page's path: the series alone, then the (cached) run axes
+    series = q.with_run_axes(
+        q.series_values(seeded, fp, ["output_throughput", "accept_length", "tpot_p50_ms"]), axes
+    )
     assert set(series["status"]) == {"ok"}
     assert series["started_at"].is_monotonic_increasing
     assert {"sglang_version", "sglang_commit", "output_throughput_ci_low", "tpot_p50_ms"} <= set(
         series.columns
     )
     assert (series["output_throughput_ci_low"] <= series["output_throughput"]).all()
-    everything = q.series_points(
+    everything = q.series_values(
         seeded, fp, statuses=("ok", "failed", "invalid", "mode_mismatch", "unstable")
     )
     assert len(everything) >= len(series)
@@ -118,11 +121,11 @@ def test_catalog_and_series_points(seeded: Engine) -> None:
 
 def test_metric_names_are_validated_never_interpolated(seeded: Engine) -> None:
     with pytest.raises(q.QueryError, match="unknown metric"):
-        q.series_points(seeded, "x", ["output_throughput FROM points; --"])
+        q.series_values(seeded, "x", ["output_throughput FROM points; --"])
     with pytest.raises(q.QueryError):
         q.run_samples(seeded, 1, ["id"])
     # A hostile fingerprint is just a value that matches nothing.
-    assert q.series_points(seeded, "' OR 1=1 --").empty
+    assert q.series_values(seeded, "' OR 1=1 --").empty
 
 
 def test_runs_newest_first_with_counts_and_problems(seeded: Engine) -> None:
@@ -196,7 +199,7 @@ def test_injected_acceptance_drop_is_found_where_it_was_put(seeded: Engine) -> N
     cat = q.series_catalog(seeded)
     pick = cat[(cat["gpu_name"] == step.gpu) & (cat["spec_mode"] == "v2") & (cat["steps"] == 3)]
     fp = str(pick.sort_values("batch_size")["fingerprint"].iloc[-1])
-    series = q.series_points(seeded, fp).assign(fingerprint=fp)
+    series = q.with_run_axes(q.series_values(seeded, fp), q.run_axes(seeded)).assign(fingerprint=fp)
     changes = change_points(series, "output_throughput", ChangePointParams(window=30))
     drops = changes[changes["direction"] == "regression"]
     assert len(drops) >= 1

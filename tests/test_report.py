@@ -14,8 +14,8 @@ from markdown_it import MarkdownIt
 from sqlalchemy import Engine
 from typer.testing import CliRunner
 
-from dashboard import report
-from dashboard.analysis import COMPARE_COLUMNS, compare_runs, verdict_counts
+from analysis import report
+from analysis.compare import COMPARE_COLUMNS, compare_runs, verdict_counts
 from db import queries as q
 from db.migrate import open_database
 from db.synthetic_history import SMALL_SHAPE, seed_history

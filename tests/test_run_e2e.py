@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 from sqlalchemy import Engine, func, select
 
+from analysis.export import collect, read_csv_rows, to_csv
 from bench.sweep import expand, parse_sweep
 from db.engine import session_scope
-from db.export import collect, read_csv_rows, to_csv
 from db.migrate import open_database
 from db.models import Point, RequestRow, Run, Sample, ServerInstance
 from runners.sweep_runner import execute_sweep, launch_batches

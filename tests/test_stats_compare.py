@@ -7,7 +7,8 @@ import math
 
 import pytest
 
-from bench.stats.compare import compare_samples, higher_is_better, verdict_for
+from bench.catalog import higher_is_better
+from bench.stats.compare import compare_samples, verdict_for
 
 BASE = [1480.2, 1492.7, 1471.9]
 

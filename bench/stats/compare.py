@@ -23,6 +23,7 @@ from typing import Any, Literal
 
 import numpy as np
 
+from bench.catalog import higher_is_better
 from bench.stats.intervals import t_quantile
 from bench.stats.tdist import welch_ttest
 
@@ -33,14 +34,6 @@ Method = Literal["t", "bootstrap"]
 DEFAULT_THRESHOLD = 0.05
 DEFAULT_CONFIDENCE = 0.95
 MIN_REPEATS = 3
-
-# Metrics where smaller is better; everything else (throughputs, acceptance length, completed) is "higher".
-_LOWER_SUFFIXES = ("_ms", "_s")
-_LOWER_NAMES = frozenset({"failed", "incomplete", "wrong_length"})
-
-
-def higher_is_better(metric: str) -> bool:
-    return not (metric in _LOWER_NAMES or metric.endswith(_LOWER_SUFFIXES))
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,7 +73,10 @@ def compare_samples(
     n_boot: int = 4000,
     seed: int = 0,
 ) -> Comparison:
-    """Compare the repeats of one point in two runs. None and NaN samples are ignored."""
+    """Compare the repeats of one point in two runs. None and NaN samples are ignored.
+
+    Which way is better comes from the metric catalogue unless `higher` says otherwise.
+    """
     if not 0.0 < confidence < 1.0:
         raise ValueError(f"confidence must lie in (0, 1), got {confidence}")
     if threshold < 0:

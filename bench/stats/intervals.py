@@ -18,9 +18,6 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Sequence
-from dataclasses import fields
-
-from bench.results import SampleMetrics
 
 
 def median_ci(values: Sequence[float], confidence: float = 0.95) -> tuple[float, float | None, float | None]:
@@ -39,24 +36,6 @@ def median_ci(values: Sequence[float], confidence: float = 0.95) -> tuple[float,
     mean = statistics.fmean(values)
     half = t_quantile(confidence, n - 1) * statistics.stdev(values) / math.sqrt(n)
     return med, mean - half, mean + half
-
-
-def summarize_samples(samples: list[SampleMetrics]) -> dict[str, float | None]:
-    """Median over repeats of every metric (None where no repeat has it), plus the throughput interval.
-
-    Keys are the `SampleMetrics` field names, `output_throughput_ci_low`/`_high` and `n_samples`.
-    """
-    out: dict[str, float | None] = {}
-    for f in fields(SampleMetrics):
-        vals = [v for s in samples if (v := getattr(s, f.name)) is not None]
-        out[f.name] = float(statistics.median(vals)) if vals else None
-    low = high = None
-    if samples:
-        _, low, high = median_ci([s.output_throughput for s in samples])
-    out["output_throughput_ci_low"] = low
-    out["output_throughput_ci_high"] = high
-    out["n_samples"] = float(len(samples))
-    return out
 
 
 def t_quantile(confidence: float, df: int) -> float:

@@ -7,11 +7,11 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-from dashboard.analysis import FACETS, facet_options
+from analysis.facets import FACETS, facet_options
+from analysis.labels import run_tag, short_gpu
+from bench import catalog
 from dashboard.components.layout import missing_link_target
 from dashboard.components.state import Param, ensure_choice
-from dashboard.metrics import METRIC_LABELS, metric_label
-from db.run_kind import run_tag
 
 # With no URL state, open on a speculative series in the middle of a typical grid rather than on the first
 # option (the no-spec baseline at batch 1).
@@ -65,25 +65,22 @@ def series_filters(catalog: pd.DataFrame, container: Any = None) -> pd.Series | 
 
 
 def metric_picker(key: str, container: Any = None, label: str = "Metric") -> str:
-    options = list(METRIC_LABELS)
-    ensure_choice(key, options, "output_throughput")
+    options = list(catalog.MENU)
+    ensure_choice(key, options, catalog.DEFAULT_METRIC)
     box = container or st.sidebar
-    return str(box.selectbox(label, options, key=key, format_func=metric_label))
+    return str(box.selectbox(label, options, key=key, format_func=catalog.label))
 
 
 def run_label(row: pd.Series | dict[str, Any]) -> str:
+    """`#12 · 2026-11-30 09:00 · sweep · 0.5.13@abcdef0 · H200×8 · ⚠ simulated (stand-in)`."""
     started = pd.Timestamp(row["started_at"]).strftime("%Y-%m-%d %H:%M")
-    gpu = str(row.get("gpu_name") or "").replace("NVIDIA ", "").split(" ")[0]
+    gpu = short_gpu(row.get("gpu_name"), row.get("gpu_count"))
     version = row.get("sglang_version") or "?"
     commit = str(row.get("sglang_commit") or "")[:7]
     kind = run_tag(row.get("simulated"), row.get("trigger"))
     tag = f" · ⚠ {kind}" if kind else ""
-    count = int(row.get("gpu_count") or 0)
-    gpu_text = "no GPU" if not gpu or gpu == "none" or count == 0 else f"{count}x {gpu}"
-    return (
-        f"#{row['id']} · {started} · {row['sweep_name']} · {version}{'@' + commit if commit else ''} · "
-        f"{gpu_text}{tag}"
-    )
+    gpu_text = "no GPU" if gpu == "none" else gpu
+    return f"#{row['id']} · {started} · {row['sweep_name']} · {version}{'@' + commit if commit else ''} · {gpu_text}{tag}"
 
 
 def run_picker(

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import streamlit as st
 
+from analysis.labels import STAND_IN_TAG
 from dashboard.services import data
-from db.run_kind import STAND_IN_TAG
 
 
 def database_ready(url: str) -> bool:

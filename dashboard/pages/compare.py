@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import streamlit as st
 
-from bench.stats.compare import higher_is_better
-from dashboard import charts, report
-from dashboard.analysis import compare_runs, verdict_counts
+from analysis import report
+from analysis.compare import compare_runs, verdict_counts
+from bench.catalog import higher_is_better
+from dashboard import charts
 from dashboard.components import layout, state
 from dashboard.components.export import download_buttons
 from dashboard.components.filters import metric_picker, run_picker

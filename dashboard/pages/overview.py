@@ -7,11 +7,12 @@ from urllib.parse import urlencode
 import pandas as pd
 import streamlit as st
 
+from analysis.changes import summarize_by_run
+from analysis.labels import run_tag, short_gpu
+from analysis.regressions import DEFAULT_LOOKBACK, DEFAULT_SINCE, flagged
 from bench.stats.changepoint import ChangePointParams
-from dashboard.analysis import short_gpu, summarize_by_run
 from dashboard.components import layout
 from dashboard.services import data
-from db.run_kind import run_tag
 
 url = data.db_url()
 st.title("specbench")
@@ -40,15 +41,12 @@ params = ChangePointParams()
 changes = data.recent_changes(url, "output_throughput", params)
 left, right = st.columns([3, 1])
 left.caption(
-    f"Output throughput of the series in the latest runs, E-divisive means over the last 30 days "
-    f"(p ≤ {params.max_pvalue:g}, |Δ| ≥ {params.min_magnitude:.0%}); changes of the last 14 days."
+    f"Output throughput of every series measured in the last {DEFAULT_SINCE.days} days, E-divisive means "
+    f"with {DEFAULT_LOOKBACK.days} days of history before as context (p ≤ {params.max_pvalue:g}, "
+    f"|Δ| ≥ {params.min_magnitude:.0%}); the same list as `specbench regressions`."
 )
 show_all = right.toggle("Show improvements, dismissed", value=False, key="ov_all")
-shown = (
-    changes
-    if show_all
-    else changes[(changes["direction"] == "regression") & (changes["state"] != "dismissed")]
-)
+shown = flagged(changes, include_improvements=show_all, include_dismissed=show_all)
 if shown.empty:
     st.success("No flagged regressions in the latest runs.", icon=":material/check_circle:")
 else:

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import streamlit as st
 
+from analysis.labels import STAND_IN_TAG, run_tag, short_gpu, short_workload
+from analysis.sweep import sweep_grid
 from dashboard import charts
-from dashboard.analysis import short_gpu, short_workload, sweep_grid
 from dashboard.components import layout, state
 from dashboard.components.filters import run_picker
 from dashboard.services import data
-from db.run_kind import STAND_IN_TAG, run_tag
 
 PARAMS = (
     state.Param("run", "sw_run", None, int),

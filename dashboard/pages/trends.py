@@ -6,12 +6,12 @@ from typing import cast
 
 import streamlit as st
 
+from analysis.facets import annotate_catalog
+from bench.catalog import direction_text, label
 from bench.stats.changepoint import ChangePointParams
 from dashboard import charts
-from dashboard.analysis import annotate_catalog
 from dashboard.components import layout, state, triage
 from dashboard.components.filters import FACET_PARAMS, adopt_series, metric_picker, series_filters
-from dashboard.metrics import better_direction, metric_label
 from dashboard.services import data
 
 PARAMS = (
@@ -60,13 +60,13 @@ if row is None:
 fp = str(row["fingerprint"])
 st.subheader(str(row["label"]))
 st.caption(
-    f"{metric_label(metric)} · {better_direction(metric)} · {int(row['n_points']):,} points · series `{fp}` · "
+    f"{label(metric)} · {direction_text(metric)} · {int(row['n_points']):,} points · series `{fp}` · "
     "share this view by copying the address bar"
 )
 
 series = data.series_points(url, fp, metric)
 if series.empty or series[metric].isna().all():
-    st.info(f"This series has no ok points with {metric_label(metric)}.")
+    st.info(f"This series has no ok points with {label(metric)}.")
     st.stop()
 
 params = ChangePointParams(

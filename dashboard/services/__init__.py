@@ -1,1 +1,1 @@
-"""Cached data access for the pages: `st.cache_data` around `db.queries` and `dashboard.analysis`."""
+"""Cached data access for the pages: `st.cache_data` around `db.queries` and `analysis`."""

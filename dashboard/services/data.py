@@ -7,15 +7,15 @@ slow-moving (the series catalog). Triage writes clear the caches that show triag
 from __future__ import annotations
 
 import os
-from datetime import datetime, timedelta
 from typing import Any
 
 import pandas as pd
 import streamlit as st
 from sqlalchemy import Engine, inspect
 
+from analysis import regressions
+from analysis.changes import attach_triage, change_points
 from bench.stats.changepoint import ChangePointParams
-from dashboard import analysis
 from db import queries as q
 from db.engine import make_engine, redact, resolve_url
 
@@ -117,32 +117,14 @@ def triage(url: str, fingerprints: tuple[str, ...] | None, metric: str | None) -
 @st.cache_data(ttl=120, show_spinner=False)
 def series_changes(url: str, fingerprint: str, metric: str, params: ChangePointParams) -> pd.DataFrame:
     frame = series_points(url, fingerprint, metric).assign(fingerprint=fingerprint)
-    changes = analysis.change_points(frame, metric, params)
-    return analysis.attach_triage(changes, triage(url, (fingerprint,), metric))
+    changes = change_points(frame, metric, params)
+    return attach_triage(changes, triage(url, (fingerprint,), metric))
 
 
 @st.cache_data(ttl=120, show_spinner="Scanning recent runs for change points…")
-def recent_changes(
-    url: str, metric: str, params: ChangePointParams, lookback_days: int = 30, recent_days: int = 14
-) -> pd.DataFrame:
-    """Change points in the series of the latest runs that happened in the last `recent_days` of history."""
-    runs = latest_runs(url, 25)
-    if runs.empty:
-        return pd.DataFrame(columns=[*analysis.CHANGE_COLUMNS, "state", "note", "series"])
-    newest: datetime = pd.Timestamp(runs["started_at"].max()).to_pydatetime()
-    eng = engine(url)
-    fps = q.fingerprints_of_runs(eng, runs["id"].tolist())
-    history = q.series_history(eng, since=newest - timedelta(days=lookback_days), fingerprints=fps)
-    changes = analysis.scan_changes(history, metric, params)
-    if changes.empty:
-        return changes.assign(
-            state=pd.Series(dtype=str), note=pd.Series(dtype=str), series=pd.Series(dtype=str)
-        )
-    changes = changes[pd.to_datetime(changes["started_at"], utc=True) >= newest - timedelta(days=recent_days)]
-    changes = analysis.attach_triage(changes, triage(url, tuple(changes["fingerprint"].unique()), metric))
-    labels = q.series_describe(eng, changes["fingerprint"].unique().tolist())
-    names = {r["fingerprint"]: analysis.series_label(r) for r in labels.to_dict("records")}
-    return changes.assign(series=changes["fingerprint"].map(names)).reset_index(drop=True)
+def recent_changes(url: str, metric: str, params: ChangePointParams) -> pd.DataFrame:
+    """`analysis.regressions.recent_changes` (what `specbench regressions` prints), cached."""
+    return regressions.recent_changes(engine(url), metric, params)
 
 
 def save_triage(url: str, **kwargs: Any) -> int:

@@ -7,9 +7,9 @@ from typing import Annotated, Literal
 
 import typer
 
+from analysis import report
+from analysis.compare import compare_runs, verdict_counts
 from bench.stats.compare import DEFAULT_CONFIDENCE, DEFAULT_THRESHOLD
-from dashboard import report
-from dashboard.analysis import compare_runs, verdict_counts
 from db import queries as q
 from runners.common import DbOption, err_console, fail, open_db
 

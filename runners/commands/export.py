@@ -7,9 +7,9 @@ from typing import Annotated, Literal
 
 import typer
 
+from analysis.export import ExportError, collect, to_csv, to_json, to_markdown
 from db import queries as q
 from db.engine import session_scope
-from db.export import ExportError, collect, to_csv, to_json, to_markdown
 from runners.common import RUN_REF_HELP, DbOption, err_console, fail, open_db, resolve_run_ref
 
 

@@ -11,10 +11,9 @@ import pandas as pd
 import typer
 from rich.table import Table
 
+from analysis.regressions import flagged, recent_changes
 from bench.stats.changepoint import ChangePointParams
-from dashboard.analysis import attach_triage, scan_changes, series_label
 from db import queries as q
-from db.types import utcnow
 from runners.common import DbOption, console, fail, open_db
 
 _SPAN = re.compile(r"^(\d+)\s*([hdw])$")
@@ -57,23 +56,8 @@ def regressions(
     except (ValueError, q.QueryError) as e:
         fail(str(e))
     engine = open_db(db)
-    cutoff = utcnow() - recent
-    metrics = list(dict.fromkeys([metric, *q.FACTOR_METRICS]))
-    history = q.series_history(engine, since=cutoff - context, metrics=metrics)
-    active = history.loc[pd.to_datetime(history["created_at"], utc=True) >= cutoff, "fingerprint"].unique()
-    changes = scan_changes(history[history["fingerprint"].isin(set(active))], metric, params)
-    if not changes.empty:
-        changes = changes[pd.to_datetime(changes["started_at"], utc=True) >= cutoff]
-    changes = attach_triage(changes, q.triage_for(engine, changes["fingerprint"].unique().tolist(), metric))
-    if not include_improvements:
-        changes = changes[changes["direction"] == "regression"]
-    if not include_dismissed:
-        changes = changes[changes["state"] != "dismissed"]
-    names = {
-        r["fingerprint"]: series_label(r)
-        for r in q.series_describe(engine, changes["fingerprint"].unique().tolist()).to_dict("records")
-    }
-    changes = changes.assign(series=changes["fingerprint"].map(names))
+    changes = recent_changes(engine, metric, params, since=recent, lookback=context)
+    changes = flagged(changes, include_improvements=include_improvements, include_dismissed=include_dismissed)
     if format == "json":
         typer.echo(json.dumps(_records(changes), indent=2))
         return

@@ -11,6 +11,7 @@ from typing import Annotated
 import typer
 from sqlalchemy import Engine, select
 
+from bench.gpus import parse_gpu_list
 from bench.launcher import LaunchError, detect_sglang_version, plan_launch
 from bench.spec_modes import KNOWN_RELEASES
 from bench.sweep import ServerGroup, SweepError, SweepSpec, expand, load_sweep
@@ -114,7 +115,7 @@ def _dry_run(spec: SweepSpec, groups: list[ServerGroup], gpus: list[int] | None,
     else:
         console.print(
             f"SGLang {version}{version_note}; --port {DRY_RUN_PORT} stands for the free port picked at launch; "
-            "env lists only what specbench sets (the rest is inherited)"
+            "env lists what specbench and the sweep set (the server also gets the host's PATH, HOME, caches)"
         )
     for i, g in enumerate(groups, 1):
         console.print(
@@ -125,9 +126,10 @@ def _dry_run(spec: SweepSpec, groups: list[ServerGroup], gpus: list[int] | None,
         if spec.server.backend == "external":
             continue
         try:
-            built, env = plan_launch(spec.server, g.server, version=version, port=DRY_RUN_PORT, gpus=gpus)
+            plan = plan_launch(spec.server, g.server, version=version, port=DRY_RUN_PORT, gpus=gpus)
         except LaunchError as e:
             fail(str(e))
+        built, env = plan.argv, plan.env_delta
         console.print(f"  argv: {shlex.join(built.argv)}", markup=False, highlight=False, soft_wrap=True)
         for k, v in sorted(env.items()):
             console.print(f"  env:  {k}={v}", markup=False, highlight=False, soft_wrap=True)
@@ -172,12 +174,10 @@ def _interrupt(signum: int, _frame: object) -> None:
 
 
 def _parse_gpus(gpus: str | None) -> list[int] | None:
-    if gpus is None:
-        return None
     try:
-        return [int(x) for x in gpus.split(",") if x.strip()]
-    except ValueError:
-        fail(f"--gpus must be comma-separated integers, not {gpus!r}")
+        return parse_gpu_list(gpus)
+    except ValueError as e:
+        fail(str(e))
 
 
 def _latest_run_of(engine: Engine, sweep_name: str) -> int | None:

@@ -10,8 +10,8 @@ from typing import Annotated, Any, Literal
 import pandas as pd
 import typer
 
+from analysis.labels import run_tag
 from db import queries as q
-from db.run_kind import run_tag
 from runners.common import DbOption, console, open_db
 from runners.tables import Column, print_table
 

@@ -9,8 +9,8 @@ from typing import Annotated
 
 import typer
 
+from bench.gpus import detect_gpus, parse_gpu_list, select_gpus
 from runners.common import DbOption, fail, open_db
-from runners.gpus import detect_gpus, parse_gpu_list, select_gpus
 from runners.queue import Backoff
 from runners.worker import QueueWorker, WorkerOptions, install_signal_handlers
 

@@ -11,10 +11,13 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from analysis.labels import config_label
+from bench import catalog
 from db.models import Point, Run, ServerInstance
 
-# The columns of one exported point, in order. The first group identifies the point, the rest are metrics.
-EXPORT_COLUMNS: tuple[str, ...] = (
+# The columns of one exported point, in order: what identifies the point, then the catalogue's exported metrics
+# (the throughput with its interval), then the repeat count and the series.
+_IDENTITY: tuple[str, ...] = (
     "run_id",
     "point_id",
     "status",
@@ -32,24 +35,13 @@ EXPORT_COLUMNS: tuple[str, ...] = (
     "input_len",
     "output_len",
     "num_prompts",
-    "output_throughput",
-    "output_throughput_ci_low",
-    "output_throughput_ci_high",
-    "input_throughput",
-    "request_throughput",
-    "accept_length",
-    "accept_length_weighted",
-    "server_accept_length",
-    "ttft_p50_ms",
-    "ttft_p99_ms",
-    "tpot_p50_ms",
-    "tpot_p99_ms",
-    "itl_p50_ms",
-    "itl_p99_ms",
-    "e2e_p50_ms",
-    "e2e_p99_ms",
-    "completed",
-    "failed",
+)
+_INTERVAL: dict[str, tuple[str, ...]] = {
+    "output_throughput": ("output_throughput_ci_low", "output_throughput_ci_high")
+}
+EXPORT_COLUMNS: tuple[str, ...] = (
+    *_IDENTITY,
+    *(col for name in catalog.EXPORTED for col in (name, *_INTERVAL.get(name, ()))),
     "repeats",
     "fingerprint",
 )
@@ -183,8 +175,7 @@ def to_markdown(export: Export) -> str:
         out.append("| " + " | ".join(header) + " |")
         out.append("|" + "|".join(["---", "---", *("---:" for _ in _MD_COLUMNS)]) + "|")
         for row in (r for r in export.rows if r["run_id"] == run["id"]):
-            cfg = "baseline" if row["algorithm"] is None else f"{row['spec_mode']} steps={row['steps']}"
-            cells = [cfg, str(row["status"])]
+            cells = [config_label(row, with_batch=False), str(row["status"])]
             for _, key, fmt in _MD_COLUMNS:
                 if not key:
                     lo, hi = row["output_throughput_ci_low"], row["output_throughput_ci_high"]

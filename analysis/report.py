@@ -2,7 +2,7 @@
 
 The Markdown is self-contained: a verdict summary, the provenance of both runs side by side, the point
 table (flagged rows first), and the commands that reproduce each run. Pure functions of the compare table
-(`dashboard.analysis.compare_runs`) and the two runs' metadata (`db.queries.run_info`).
+(`analysis.compare.compare_runs`) and the two runs' metadata (`db.queries.run_info`).
 """
 
 from __future__ import annotations
@@ -15,8 +15,9 @@ from typing import Any
 
 import pandas as pd
 
-from dashboard.analysis import COMPARE_COLUMNS, short_gpu, verdict_counts
-from dashboard.metrics import better_direction, metric_label
+from analysis.compare import COMPARE_COLUMNS, verdict_counts
+from analysis.labels import short_gpu
+from bench.catalog import direction_text, label
 
 VERDICT_BADGE = {
     "regression": "🔴 regression",
@@ -66,7 +67,7 @@ def to_markdown(
 ) -> str:
     counts = verdict_counts(table)
     lines = [
-        f"### specbench: run {run_b.get('id')} vs baseline run {run_a.get('id')} — {metric_label(metric)}",
+        f"### specbench: run {run_b.get('id')} vs baseline run {run_a.get('id')} — {label(metric)}",
         "",
         "**"
         + " · ".join(
@@ -75,7 +76,7 @@ def to_markdown(
         )
         + "**",
         "",
-        f"Δ = candidate / baseline − 1 ({better_direction(metric)}), {confidence:.0%} interval from the per-repeat "
+        f"Δ = candidate / baseline − 1 ({direction_text(metric)}), {confidence:.0%} interval from the per-repeat "
         f"samples; flagged when the interval excludes 0 and |Δ| ≥ {threshold:.0%}.",
         "",
         *_provenance_table(run_a, run_b),

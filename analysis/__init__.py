@@ -1,0 +1,14 @@
+"""Shared analysis below `runners` and `dashboard`: labels, compare verdicts, change scans, sweep grids, reports.
+
+Pure pandas on top of `bench` (statistics, the metric catalogue) and `db` (queries); no Streamlit, so the CLI
+and the dashboard produce the very same tables. Modules:
+
+- labels: how a point, series, GPU or workload reads in tables
+- facets: the Trends page's filter facets over the series catalog
+- compare: run-vs-run verdicts point by point (with throughput attribution)
+- changes: change-point scans of series, with attribution and triage state
+- regressions: the one "recent regressions" pipeline (Overview and `specbench regressions`)
+- sweep: one run's grid with speedups
+- report: a compare table as Markdown PR comment, CSV or JSON
+- export: a run's points as CSV / JSON / Markdown
+"""

@@ -1,0 +1,164 @@
+"""Change points of series (E-divisive means), with the throughput attribution and stored triage state."""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from bench.catalog import higher_is_better
+from bench.stats.attribution import ThroughputFactors, attribute
+from bench.stats.changepoint import ChangePointParams, detect_change_points
+
+CHANGE_COLUMNS: tuple[str, ...] = (
+    "fingerprint",
+    "metric",
+    "index",
+    "run_id",
+    "point_id",
+    "started_at",
+    "sglang_version",
+    "sglang_commit",
+    "prev_run_id",
+    "prev_version",
+    "prev_commit",
+    "mean_before",
+    "mean_after",
+    "rel_change",
+    "magnitude",
+    "pvalue",
+    "n_before",
+    "n_after",
+    "direction",
+    "why",
+)
+
+
+def change_points(series: pd.DataFrame, metric: str, params: ChangePointParams | None = None) -> pd.DataFrame:
+    """Change points of one series (rows in time order: `db.queries.series_values` with its run axes)."""
+    frame = series.dropna(subset=[metric]).reset_index(drop=True)
+    rows = _change_rows(frame, frame[metric].to_numpy(dtype=np.float64), metric, params)
+    return pd.DataFrame(rows, columns=list(CHANGE_COLUMNS))
+
+
+def _change_rows(
+    frame: pd.DataFrame, values: np.ndarray, metric: str, params: ChangePointParams | None
+) -> list[dict[str, Any]]:
+    """Detect on `values` (the metric column of `frame`, already without NaN) and describe each change."""
+    found = detect_change_points(values, params) if len(values) else []
+    if not found:
+        return []
+    hib = higher_is_better(metric)
+    fp = frame["fingerprint"].iloc[0] if "fingerprint" in frame else None
+    out = []
+    for cp in found:
+        at, prev = frame.iloc[cp.index], frame.iloc[cp.index - 1]
+        better = cp.rel_change > 0 if hib else cp.rel_change < 0
+        out.append(
+            {
+                "fingerprint": fp,
+                "metric": metric,
+                "index": cp.index,
+                "run_id": int(at["run_id"]),
+                "point_id": int(at["point_id"]),
+                "started_at": at["started_at"],
+                "sglang_version": at.get("sglang_version"),
+                "sglang_commit": at.get("sglang_commit"),
+                "prev_run_id": int(prev["run_id"]),
+                "prev_version": prev.get("sglang_version"),
+                "prev_commit": prev.get("sglang_commit"),
+                "mean_before": cp.mean_before,
+                "mean_after": cp.mean_after,
+                "rel_change": cp.rel_change,
+                "magnitude": cp.magnitude,
+                "pvalue": cp.pvalue,
+                "n_before": cp.n_before,
+                "n_after": cp.n_after,
+                "direction": "improvement" if better else "regression",
+                "why": _segment_why(frame, cp.index, cp.n_before, cp.n_after)
+                if metric == "output_throughput"
+                else "",
+            }
+        )
+    return out
+
+
+def _segment_why(frame: pd.DataFrame, index: int, n_before: int, n_after: int) -> str:
+    before = frame.iloc[index - n_before : index]
+    after = frame.iloc[index : index + n_after]
+
+    def factors(seg: pd.DataFrame) -> ThroughputFactors:
+        def mean(col: str) -> float | None:
+            if col not in seg or seg[col].isna().all():
+                return None
+            return float(seg[col].mean())
+
+        return ThroughputFactors(
+            float(seg["output_throughput"].mean()), mean("accept_length"), mean("tpot_mean_ms")
+        )
+
+    try:
+        return attribute(factors(before), factors(after)).summary.split(": ", 1)[-1]
+    except ValueError:
+        return ""
+
+
+def scan_changes(history: pd.DataFrame, metric: str, params: ChangePointParams | None = None) -> pd.DataFrame:
+    """Change points of every series in `history` (rows of many fingerprints, as `series_history` returns).
+
+    Hundreds of series per call (the Overview, `specbench regressions`): the frame is cleaned and split once,
+    each series is handed to the detector as a NumPy slice, and rows are built only where something changed.
+    """
+    if history.empty:
+        return pd.DataFrame(columns=list(CHANGE_COLUMNS))
+    frame = history.dropna(subset=[metric]).sort_values(
+        ["fingerprint", "created_at", "point_id"], kind="stable"
+    )
+    frame = frame.reset_index(drop=True)
+    values = frame[metric].to_numpy(dtype=np.float64)
+    keys = frame["fingerprint"].to_numpy()
+    bounds = [0, *np.flatnonzero(keys[1:] != keys[:-1]) + 1, len(frame)]
+    rows: list[dict[str, Any]] = []
+    for a, b in itertools.pairwise(bounds):
+        if b - a >= 3:
+            rows.extend(_change_rows(frame.iloc[a:b].reset_index(drop=True), values[a:b], metric, params))
+    if not rows:
+        return pd.DataFrame(columns=list(CHANGE_COLUMNS))
+    out = pd.DataFrame(rows, columns=list(CHANGE_COLUMNS))
+    return out.sort_values("started_at", ascending=False, ignore_index=True)
+
+
+def summarize_by_run(changes: pd.DataFrame) -> list[str]:
+    """One Markdown line per run where changes start, busiest first: how many series, typical Δ, main cause."""
+    lines = []
+    groups = sorted(changes.groupby("run_id"), key=lambda g: (-len(g[1]), -int(g[0])))
+    for run_id, g in groups:
+        first = g.iloc[0]
+        commit = str(first.get("sglang_commit") or "")[:7]
+        causes = g["why"].fillna("").str.split(",").str[0].str.replace(r"\s?[+-]?[\d.]+%", "", regex=True)
+        cause = causes[causes != ""].mode()
+        kinds = g["direction"].value_counts()
+        what = " and ".join(f"{n} {k}{'s' if n != 1 else ''}" for k, n in kinds.items())
+        lines.append(
+            f"**Run #{int(run_id)}** ({first.get('sglang_version') or '?'}@{commit}): {what} across "
+            f"{g['fingerprint'].nunique()} series, median {g['rel_change'].median() * 100:+.1f}%"
+            + (f", mostly *{cause.iloc[0]}*" if len(cause) else "")
+        )
+    return lines
+
+
+def attach_triage(changes: pd.DataFrame, triage: pd.DataFrame) -> pd.DataFrame:
+    """Add `state` (open / acknowledged / dismissed) and `note` from stored triage to detected changes."""
+    out = changes.copy()
+    if triage.empty or out.empty:
+        out["state"] = "open"
+        out["note"] = None
+        return out
+    t = triage[["fingerprint", "metric", "run_id", "state", "note"]].drop_duplicates(
+        ["fingerprint", "metric", "run_id"], keep="last"
+    )
+    out = out.merge(t, on=["fingerprint", "metric", "run_id"], how="left")
+    out["state"] = out["state"].fillna("open")
+    return out

@@ -1,0 +1,152 @@
+"""Run vs run: a verdict for every configuration the two runs share, with the throughput attribution."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import pandas as pd
+
+from analysis.labels import config_label, key_part, none_if_nan, short_model, short_workload, spec_mode_key
+from bench.stats.attribution import ThroughputFactors, attribute
+from bench.stats.compare import DEFAULT_CONFIDENCE, DEFAULT_THRESHOLD, Method, compare_samples
+from db.queries import CONFIG_COLUMNS
+
+VERDICT_ORDER = ("regression", "improvement", "insufficient data", "no change")
+
+
+COMPARE_COLUMNS: tuple[str, ...] = (
+    "config",
+    "model",
+    "workload",
+    "spec_mode",
+    "steps",
+    "batch_size",
+    "metric",
+    "baseline",
+    "candidate",
+    "delta",
+    "ci_low",
+    "ci_high",
+    "pvalue",
+    "verdict",
+    "n_baseline",
+    "n_candidate",
+    "why",
+    "note",
+    "point_baseline",
+    "point_candidate",
+    "fingerprint",
+)
+
+
+def compare_runs(
+    points_a: pd.DataFrame,
+    samples_a: pd.DataFrame,
+    points_b: pd.DataFrame,
+    samples_b: pd.DataFrame,
+    *,
+    metric: str = "output_throughput",
+    threshold: float = DEFAULT_THRESHOLD,
+    confidence: float = DEFAULT_CONFIDENCE,
+    method: Method = "t",
+) -> pd.DataFrame:
+    """Point-by-point comparison of run B (candidate) against run A (baseline).
+
+    Points pair on their configuration (the series key without the GPU, so an H100 run compares against an
+    H200 run too). A point present on one side only is listed as `insufficient data`.
+    """
+    keys = list(CONFIG_COLUMNS)
+    a = _keyed(points_a, keys)
+    b = _keyed(points_b, keys)
+    merged = a.merge(b, on="_key", how="outer", suffixes=("_a", "_b"), indicator=True)
+    by_point_a = _sample_lists(samples_a, metric)
+    by_point_b = _sample_lists(samples_b, metric)
+    rows = []
+    for rec in merged.to_dict("records"):
+        side = "_b" if rec["_merge"] != "left_only" else "_a"
+        ident = {k: rec.get(f"{k}{side}") for k in keys}
+        pa, pb = none_if_nan(rec.get("point_id_a")), none_if_nan(rec.get("point_id_b"))
+        sa = by_point_a.get(int(pa), []) if pa is not None else []
+        sb = by_point_b.get(int(pb), []) if pb is not None else []
+        c = compare_samples(sa, sb, metric=metric, threshold=threshold, confidence=confidence, method=method)
+        note = c.note
+        if rec["_merge"] == "left_only":
+            note = "only in the baseline run"
+        elif rec["_merge"] == "right_only":
+            note = "only in the candidate run"
+        elif c.verdict == "insufficient data" and (
+            rec.get("status_a") != "ok" or rec.get("status_b") != "ok"
+        ):
+            note = f"status {rec.get('status_a')} → {rec.get('status_b')}; " + note
+        rows.append(
+            {
+                "config": config_label(ident),
+                "model": short_model(ident["model"]),
+                "workload": short_workload(ident["workload_key"]),
+                "spec_mode": spec_mode_key(ident["spec_mode"]),
+                "steps": none_if_nan(ident["steps"]),
+                "batch_size": int(ident["batch_size"]),
+                "metric": metric,
+                "baseline": c.baseline,
+                "candidate": c.candidate,
+                "delta": c.delta,
+                "ci_low": c.ci_low,
+                "ci_high": c.ci_high,
+                "pvalue": c.pvalue,
+                "verdict": c.verdict,
+                "n_baseline": c.n_baseline,
+                "n_candidate": c.n_candidate,
+                "why": _why(rec, c.verdict) if metric == "output_throughput" else "",
+                "note": note,
+                "point_baseline": pa,
+                "point_candidate": pb,
+                "fingerprint": none_if_nan(rec.get("fingerprint_b")) or none_if_nan(rec.get("fingerprint_a")),
+            }
+        )
+    table = pd.DataFrame(rows, columns=list(COMPARE_COLUMNS))
+    if table.empty:
+        return table
+    table["_v"] = table["verdict"].map({v: i for i, v in enumerate(VERDICT_ORDER)})
+    table["_m"] = table["spec_mode"].map({"baseline": 0, "v1": 1, "v2": 2})
+    # Runs of different grids share few points: the one-sided rows go last, so they do not bury the pairs.
+    table["_p"] = table["point_baseline"].isna() | table["point_candidate"].isna()
+    order = ["_v", "_p", "model", "workload", "_m", "steps", "batch_size"]
+    table = table.sort_values(order, na_position="first")
+    return table.drop(columns=["_v", "_m", "_p"]).reset_index(drop=True)
+
+
+def _keyed(points: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
+    cols = [*keys, "point_id", "status", "fingerprint", "output_throughput", "accept_length", "tpot_mean_ms"]
+    frame = points.reindex(columns=cols).copy()
+    # One string key: NULL-safe (baseline points have NULL steps) and blind to int-vs-float columns.
+    frame["_key"] = ["|".join(key_part(v) for v in row) for row in frame[keys].itertuples(index=False)]
+    return frame
+
+
+def _sample_lists(samples: pd.DataFrame, metric: str) -> dict[int, list[float]]:
+    if samples.empty or metric not in samples:
+        return {}
+    ok = samples[samples["status"] != "failed"] if "status" in samples else samples
+    ok = ok.dropna(subset=[metric])
+    return {int(pid): grp[metric].astype(float).tolist() for pid, grp in ok.groupby("point_id")}
+
+
+def _why(rec: Mapping[str, Any], verdict: str) -> str:
+    if verdict not in ("regression", "improvement"):
+        return ""
+    ta, tb = none_if_nan(rec.get("output_throughput_a")), none_if_nan(rec.get("output_throughput_b"))
+    if not ta or not tb:
+        return ""
+    fa = ThroughputFactors(
+        float(ta), none_if_nan(rec.get("accept_length_a")), none_if_nan(rec.get("tpot_mean_ms_a"))
+    )
+    fb = ThroughputFactors(
+        float(tb), none_if_nan(rec.get("accept_length_b")), none_if_nan(rec.get("tpot_mean_ms_b"))
+    )
+    return attribute(fa, fb).summary.split(": ", 1)[-1]
+
+
+def verdict_counts(table: pd.DataFrame) -> dict[str, int]:
+    counts = table["verdict"].value_counts().to_dict() if not table.empty else {}
+    return {v: int(counts.get(v, 0)) for v in VERDICT_ORDER}

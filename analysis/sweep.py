@@ -1,0 +1,41 @@
+"""One run's grid: spec mode as `baseline`/`v1`/`v2`, with v2-over-v1 and over-baseline speedups."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from analysis.labels import spec_mode_key
+
+SWEEP_COLUMNS: tuple[str, ...] = (
+    "batch_size",
+    "steps",
+    "spec_mode",
+    "output_throughput",
+    "accept_length",
+    "speedup_v2_over_v1",
+    "speedup_over_baseline",
+)
+
+
+def sweep_grid(points: pd.DataFrame) -> pd.DataFrame:
+    """The ok points of one run (one workload, one topk), spec mode as `baseline`/`v1`/`v2`, with speedups.
+
+    speedup_v2_over_v1 (v2 rows only): throughput over the v1 point at the same batch size and steps.
+    speedup_over_baseline (spec rows): throughput over the no-spec point at the same batch size.
+    """
+    f = points[points["status"] == "ok"].copy()
+    if f.empty:
+        return pd.DataFrame(columns=list(SWEEP_COLUMNS))
+    f["spec_mode"] = f["spec_mode"].map(spec_mode_key)
+    base = f[f["spec_mode"] == "baseline"].set_index("batch_size")["output_throughput"]
+    spec = f[f["spec_mode"] != "baseline"].copy()
+    spec["speedup_over_baseline"] = spec["output_throughput"] / spec["batch_size"].map(base)
+    v1 = spec[spec["spec_mode"] == "v1"].set_index(["batch_size", "steps"])["output_throughput"]
+    keys = list(zip(spec["batch_size"], spec["steps"], strict=True))
+    spec["speedup_v2_over_v1"] = [
+        (t / v1.get(k, np.nan)) if m == "v2" else np.nan
+        for t, k, m in zip(spec["output_throughput"], keys, spec["spec_mode"], strict=True)
+    ]
+    out = pd.concat([f[f["spec_mode"] == "baseline"], spec], ignore_index=True)
+    return out.reindex(columns=list(SWEEP_COLUMNS))

@@ -1,0 +1,122 @@
+"""Which GPUs this host has: the one detector, used by workers (job matching) and provenance (what a run used).
+
+Detection asks `nvidia-smi` first (it needs no CUDA context and names the exact board), then torch, and
+otherwise reports no GPU: a host without one can still run jobs on the stand-in server.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+NVIDIA_SMI_ARGV = ["nvidia-smi", "--query-gpu=index,name,driver_version", "--format=csv,noheader"]
+NONE = "none"
+
+
+@dataclass(frozen=True)
+class Gpu:
+    index: int
+    name: str
+    driver: str = field(default="unknown", compare=False)  # torch does not expose it
+
+
+Runner = Callable[[list[str]], str]
+
+
+def _run_nvidia_smi(argv: list[str]) -> str:
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=30, check=True)
+    return done.stdout
+
+
+def parse_nvidia_smi(output: str) -> list[Gpu]:
+    gpus = []
+    for line in output.splitlines():
+        if not line.strip():
+            continue
+        index, name, *driver = (c.strip() for c in line.split(","))
+        gpus.append(Gpu(int(index), name, driver[0] if driver else "unknown"))
+    return gpus
+
+
+def _torch_gpus() -> list[Gpu]:
+    if sys.platform == "linux" and not glob.glob("/dev/nvidia[0-9]*"):
+        return []  # no NVIDIA device nodes: torch would find nothing, after seconds of importing
+    try:
+        import torch  # optional, and slow to import: only when nvidia-smi is absent
+    except ImportError:
+        return []
+    try:
+        if not torch.cuda.is_available():
+            return []
+        return [Gpu(i, torch.cuda.get_device_name(i)) for i in range(torch.cuda.device_count())]
+    except RuntimeError:  # a driver that is present but broken counts as no GPU, not a crash
+        return []
+
+
+def detect_gpus(run: Runner | None = None) -> list[Gpu]:
+    """The host's GPUs, in nvidia-smi's index order; [] when there are none."""
+    if run is not None or shutil.which(NVIDIA_SMI_ARGV[0]):
+        try:
+            return parse_nvidia_smi((run or _run_nvidia_smi)(list(NVIDIA_SMI_ARGV)))
+        except (OSError, subprocess.SubprocessError, ValueError, IndexError):
+            pass
+    return _torch_gpus()
+
+
+def parse_gpu_list(text: str | None) -> list[int] | None:
+    """`--gpus 0,1,3` as indices; None means every GPU detected."""
+    if text is None or not text.strip():
+        return None
+    out = []
+    for part in text.split(","):
+        part = part.strip()
+        if not part.isdigit():
+            raise ValueError(f"--gpus: {part!r} is not a GPU index (expected e.g. 0,1,2)")
+        out.append(int(part))
+    if len(set(out)) != len(out):
+        raise ValueError("--gpus: duplicate index")
+    return out
+
+
+def select_gpus(detected: Sequence[Gpu], indices: Sequence[int] | None) -> list[Gpu]:
+    """The GPUs this worker may use. Indices that were not detected keep an unknown name, so a host where
+    detection fails can still hand its GPUs to the server, but cannot match a job that names a GPU type."""
+    if indices is None:
+        return list(detected)
+    by_index = {g.index: g for g in detected}
+    return [by_index.get(i, Gpu(i, "unknown")) for i in indices]
+
+
+def assigned_gpus(indices: Sequence[int] | None = None, run: Runner | None = None) -> list[Gpu]:
+    """The GPUs a run's servers use: `indices` (a worker's `--gpus`) when given, else CUDA_VISIBLE_DEVICES
+    when it lists indices, else every GPU detected. None detected at all: no GPU (a stand-in run)."""
+    detected = detect_gpus(run)
+    if not detected:
+        return []
+    if indices is None:
+        indices = visible_indices()
+    return select_gpus(detected, indices)
+
+
+def visible_indices() -> list[int] | None:
+    """CUDA_VISIBLE_DEVICES as GPU indices, or None when unset or given as UUIDs."""
+    raw = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if raw is None:
+        return None
+    parts = [p.strip() for p in raw.split(",") if p.strip()]
+    if not all(p.isdigit() for p in parts):
+        return None
+    return [int(p) for p in parts]
+
+
+def describe(gpus: Sequence[Gpu]) -> tuple[str, int, str]:
+    """(distinct names joined by " + ", count, driver) as provenance records them; ("none", 0, "none")."""
+    if not gpus:
+        return NONE, 0, NONE
+    names = list(dict.fromkeys(g.name for g in gpus))
+    return " + ".join(names), len(gpus), gpus[0].driver

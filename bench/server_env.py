@@ -1,0 +1,201 @@
+"""The environment a launched server gets: built from nothing, never inherited whole.
+
+A job's sweep is written by whoever may submit jobs; the worker that runs it holds the team's database URL.
+So the server's environment is
+  * a small base taken from the host: what any process needs (PATH, HOME, locale, temp dir), where the
+    host keeps its CUDA/NCCL/Python/model caches, and nothing else;
+  * the sweep's `server.env`, limited to an allow-list of names that tune SGLang and the GPU stack;
+  * what specbench sets itself (spec mode, stand-in knobs, GPU pinning).
+Never DATABASE_URL, never a SPECBENCH_* setting of the worker, never a variable that makes a program load
+or run another one (LD_PRELOAD, PYTHONPATH, BROWSER, PYTHONWARNINGS, ...): those turned a sweep into a shell
+command on every worker host (issue 10).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping
+
+# Names a sweep may set: the families that tune SGLang and the GPU stack under it.
+SWEEP_ENV_PREFIXES = ("SGLANG_", "SGL_", "CUDA_", "NCCL_", "TORCH_", "TRITON_", "FLASHINFER_")
+# A few single names that tune the same stack, each without a way to load code:
+SWEEP_ENV_NAMES = frozenset(
+    {
+        "PYTORCH_CUDA_ALLOC_CONF",  # allocator tuning SGLang's docs suggest against fragmentation OOMs
+        "OMP_NUM_THREADS",  # CPU threads per rank; SGLang warns when unset
+        "TOKENIZERS_PARALLELISM",  # silences HF tokenizers' fork warning
+        "HF_HUB_OFFLINE",  # offline GPU hosts: never try the network for the model
+        "TRANSFORMERS_OFFLINE",  # same, for transformers' own lookups
+        "NVIDIA_TF32_OVERRIDE",  # numerics switch read by cuBLAS/cuDNN
+    }
+)
+# Inside the allowed families, names that point a library at a file, directory or program to load, run or
+# write (TRITON_PTXAS_PATH runs a binary, NCCL_NET_PLUGIN loads a shared object, CUDA_HOME picks the toolkit,
+# NCCL_DEBUG_FILE writes anywhere). Where those live is the host's business: its own values pass through the
+# base below. Matched on whole words of the name, plus the few that appear glued to another word.
+_PATHLIKE_WORDS = frozenset(
+    [
+        "PATH",
+        "PATHS",
+        "DIR",
+        "DIRS",
+        "HOME",
+        "ROOT",
+        "BASE",
+        "FILE",
+        "FILES",
+        "PLUGIN",
+        "PRELOAD",
+        "LIB",
+        "LIBS",
+        "LIBRARY",
+        "BIN",
+        "CMD",
+        "COMMAND",
+        "EXEC",
+        "EXECUTABLE",
+        "SCRIPT",
+        "MODULE",
+        "SO",
+    ]
+)
+_PATHLIKE_GLUED = ("PATH", "PLUGIN", "PRELOAD", "EXEC")
+_NAME = re.compile(r"^[A-Z_][A-Z0-9_]*$")
+MAX_VALUE_LEN = 4096
+MAX_NAME_LEN = 128
+
+# Host variables every launched server gets (when the host defines them).
+HOST_BASE_NAMES = frozenset(
+    {
+        "PATH",
+        "HOME",
+        "USER",
+        "LOGNAME",
+        "SHELL",
+        "LANG",
+        "LANGUAGE",
+        "TZ",
+        "TMPDIR",
+        "TERM",
+        # Where the host keeps its libraries, interpreter tree and caches. Set by whoever set up the host;
+        # a sweep cannot set any of them.
+        "LD_LIBRARY_PATH",
+        "PYTHONPATH",
+        "VIRTUAL_ENV",
+        "CONDA_PREFIX",
+        "XDG_CACHE_HOME",
+        "HF_HOME",
+        "HF_HUB_CACHE",
+        "HF_TOKEN",
+        "HF_ENDPOINT",
+        "HF_HUB_OFFLINE",
+        "TRANSFORMERS_OFFLINE",
+        "TORCHINDUCTOR_CACHE_DIR",
+        "PYTORCH_CUDA_ALLOC_CONF",
+        "OMP_NUM_THREADS",
+        "NVIDIA_VISIBLE_DEVICES",
+        "NVIDIA_DRIVER_CAPABILITIES",
+    }
+)
+HOST_BASE_PREFIXES = ("LC_", "CUDA_", "NCCL_", "TORCH_", "TRITON_", "FLASHINFER_", "SGLANG_", "SGL_")
+# The operator may name more host variables to pass (comma-separated), e.g. a proxy for model downloads.
+# It is the worker's own setting: a job cannot reach it.
+PASS_SETTING = "SPECBENCH_SERVER_ENV_PASS"
+# Never passed, whatever the host or the operator says.
+_NEVER = re.compile(r"^(SPECBENCH_|DATABASE_URL$|PG[A-Z]*$|POSTGRES)")
+
+
+class ServerEnvError(ValueError):
+    """A variable a sweep may not set, or a value that cannot go into an environment."""
+
+
+def sweep_name_problem(name: str) -> str | None:
+    """Why a sweep may not set `name`, or None when it may."""
+    if not isinstance(name, str) or not _NAME.match(name) or len(name) > MAX_NAME_LEN:
+        return f"{name!r} is not an environment variable name (A-Z, 0-9, _; at most {MAX_NAME_LEN})"
+    if name.startswith("SPECBENCH_"):
+        return f"{name}: specbench settings are the worker's, not the job's (server.sim sets the stand-in)"
+    if not (name.startswith(SWEEP_ENV_PREFIXES) or name in SWEEP_ENV_NAMES):
+        return (
+            f"{name}: not an allowed server variable; a sweep may set {', '.join(p + '*' for p in SWEEP_ENV_PREFIXES)} "
+            f"and {', '.join(sorted(SWEEP_ENV_NAMES))} (others, such as LD_PRELOAD, PYTHONPATH, BROWSER or "
+            "PYTHONWARNINGS, can make the server run code the job chose)"
+        )
+    if set(name.split("_")) & _PATHLIKE_WORDS or any(w in name for w in _PATHLIKE_GLUED):
+        return f"{name}: names a file, directory or program to load, run or write; only the host sets those"
+    return None
+
+
+def value_problem(value: object) -> str | None:
+    """Why `value` cannot be an environment value (scalars only, printable, bounded), or None."""
+    if value is None:
+        return 'null is not a value (write an empty string "" if that is what you mean)'
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return None if len(str(abs(value))) <= 64 else "integer too long"
+    if isinstance(value, float):
+        return None if math.isfinite(value) else f"{value} is not a finite number"
+    if not isinstance(value, str):
+        return f"must be a string, number or boolean, not {type(value).__name__}"
+    if len(value) > MAX_VALUE_LEN:
+        return f"longer than {MAX_VALUE_LEN} characters"
+    if not value.isprintable():
+        return "contains a newline, NUL or other control character"
+    return None
+
+
+def as_env_value(value: object) -> str:
+    """A checked scalar as the environment holds it: booleans as 1/0 (what SGLang's env parsing reads)."""
+    problem = value_problem(value)
+    if problem:
+        raise ServerEnvError(problem)
+    if value is True:
+        return "1"
+    if value is False:
+        return "0"
+    return str(value)
+
+
+def check_sweep_env(env: Mapping[str, str]) -> list[str]:
+    """Every problem with a sweep's `server.env`, each prefixed with where it is."""
+    out = []
+    for name, value in env.items():
+        problem = sweep_name_problem(name)
+        if problem:
+            out.append(f"server.env: {problem}")
+        problem = value_problem(value)
+        if problem:
+            out.append(f"server.env.{name}: {problem}")
+    return out
+
+
+def host_base(host: Mapping[str, str]) -> dict[str, str]:
+    """The host's variables every server gets: the basics, GPU-stack settings, and what the operator names."""
+    extra = {n.strip() for n in host.get(PASS_SETTING, "").split(",") if n.strip()}
+    return {
+        k: v
+        for k, v in host.items()
+        if (k in HOST_BASE_NAMES or k.startswith(HOST_BASE_PREFIXES) or k in extra) and not _NEVER.match(k)
+    }
+
+
+def build_server_env(
+    host: Mapping[str, str], sweep_env: Mapping[str, str], specbench_env: Mapping[str, str]
+) -> dict[str, str]:
+    """The whole environment of a launched server.
+
+    `sweep_env` is checked again here (a job stored by an older version skipped today's validation);
+    `specbench_env` is what the launcher itself sets (spec mode, SPECBENCH_SIM_* knobs, GPU pinning).
+    """
+    problems = check_sweep_env(sweep_env)
+    if problems:
+        raise ServerEnvError("; ".join(problems))
+    env = {**host_base(host), **sweep_env, **specbench_env}
+    leaked = sorted(
+        k for k in env if _NEVER.match(k) and not (k in specbench_env and k.startswith("SPECBENCH_SIM_"))
+    )
+    if leaked:  # only reachable through a bug in this module: fail closed
+        raise ServerEnvError(f"refusing to pass {', '.join(leaked)} to a server")
+    return env

@@ -1,0 +1,73 @@
+"""A point from its repeats: the worst repeat's status with every reason, the median of every metric, and the
+throughput interval (bench/stats/intervals.py says why a t-interval).
+
+The one aggregation rule; `runners.store.refresh_point` writes its result onto the stored point.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from bench import catalog
+from bench.results import STATUS_SEVERITY
+from bench.stats.intervals import median_ci
+
+# Statuses whose metrics describe what the server did; failed repeats have nothing to summarise.
+MEASURED_STATUSES = frozenset({"ok", "unstable", "mode_mismatch", "invalid"})
+
+
+@dataclass(frozen=True, slots=True)
+class Repeat:
+    repeat: int
+    status: str
+    reason: str | None
+    metrics: Mapping[str, float | int | None]  # catalogue names; missing = not measured
+
+
+@dataclass(frozen=True, slots=True)
+class PointSummary:
+    status: str
+    reason: str | None
+    repeats: int
+    metrics: dict[str, float | int | None] = field(default_factory=dict)
+    output_throughput_ci_low: float | None = None
+    output_throughput_ci_high: float | None = None
+
+
+def summarize_repeats(repeats: Sequence[Repeat]) -> PointSummary:
+    """Status: the worst repeat's (severity order of `STATUS_SEVERITY`); reason: every repeat's, by repeat.
+
+    Metrics: median over the measured repeats (status in MEASURED_STATUSES and a throughput), counts as
+    `median_low` so they stay integers; None where no measured repeat has the metric.
+    """
+    if not repeats:
+        return PointSummary(status="failed", reason="no repeat stored yet", repeats=0)
+    ordered = sorted(repeats, key=lambda r: r.repeat)
+    worst = max(ordered, key=lambda r: STATUS_SEVERITY.get(r.status, 99))
+    reasons = [f"repeat {r.repeat}: {r.reason}" for r in ordered if r.reason]
+    measured = [
+        r for r in ordered if r.status in MEASURED_STATUSES and r.metrics.get("output_throughput") is not None
+    ]
+    metrics: dict[str, float | int | None] = {}
+    for m in catalog.METRICS:
+        values = [v for r in measured if (v := r.metrics.get(m.name)) is not None]
+        if not values:
+            metrics[m.name] = None
+        elif all(isinstance(v, int) for v in values):
+            metrics[m.name] = statistics.median_low(values)
+        else:
+            metrics[m.name] = float(statistics.median(values))
+    low = high = None
+    throughputs = [float(v) for r in measured if (v := r.metrics.get("output_throughput")) is not None]
+    if throughputs:
+        _, low, high = median_ci(throughputs)
+    return PointSummary(
+        status=worst.status,
+        reason="; ".join(reasons) if reasons else None,
+        repeats=len(ordered),
+        metrics=metrics,
+        output_throughput_ci_low=low,
+        output_throughput_ci_high=high,
+    )

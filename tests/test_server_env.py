@@ -1,0 +1,174 @@
+"""A launched server's environment is built explicitly: a job cannot run code on the worker's host or read
+its database URL (issue 10 §1)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from bench.launcher import launch
+from bench.server_env import ServerEnvError, build_server_env, sweep_name_problem
+from bench.sweep import ServerConfig, ServerSpec, SimSettings, SweepError, expand, parse_sweep
+
+SWEEP = """
+name: t
+model: sim-tiny
+server:
+  backend: sim
+  env: {ENV}
+grid: {batch_sizes: [1], spec_modes: [v1], steps: [3]}
+workload: {input_len: 8, output_len: 4}
+repeats: 1
+"""
+
+
+def with_env(env: str) -> str:
+    return SWEEP.replace("{ENV}", env)
+
+
+@pytest.mark.parametrize(
+    "env",
+    [
+        # The exploits of issue 10: each made the worker run a shell command as its own user.
+        "{BROWSER: 'sh -c id', PYTHONWARNINGS: 'ignore::antigravity.x'}",
+        "{LD_PRELOAD: /tmp/evil.so}",
+        "{PYTHONPATH: /tmp/evil}",
+        "{PYTHONSTARTUP: /tmp/x.py}",
+        "{DATABASE_URL: 'sqlite:///x'}",
+        "{SPECBENCH_SIM_FAULT: crash_after=0}",
+        # Allowed families, but names that load or run a file of the job's choosing.
+        "{TRITON_PTXAS_PATH: /bin/sh}",
+        "{NCCL_NET_PLUGIN: /tmp/x.so}",
+        "{CUDA_HOME: /tmp}",
+        "{TORCH_EXTENSIONS_DIR: /tmp}",
+    ],
+)
+def test_disallowed_env_names_are_refused_with_the_reason(env: str) -> None:
+    with pytest.raises(SweepError) as e:
+        parse_sweep(with_env(env))
+    assert all(p.startswith("server.env") for p in e.value.problems), e.value.problems
+    names = [n.split(":")[0].strip("{ ") for n in env.strip("{}").split(", ")]
+    for name in names:
+        assert any(name in p for p in e.value.problems), (name, e.value.problems)
+
+
+def test_browser_exploit_reports_every_name_at_once() -> None:
+    with pytest.raises(SweepError) as e:
+        parse_sweep(with_env("{BROWSER: x, PYTHONWARNINGS: y, LD_PRELOAD: z, PYTHONPATH: w}"))
+    assert len(e.value.problems) == 4
+    assert "can make the server run code the job chose" in e.value.problems[0]
+
+
+@pytest.mark.parametrize(
+    ("value", "needle"),
+    [
+        ("null", "null is not a value"),
+        ("~", "null is not a value"),
+        ("[1, 2]", "must be a string, number or boolean"),
+        ("{a: 1}", "must be a string, number or boolean"),
+        ('"a\\nb"', "control character"),
+        ('"a\\u0000b"', "control character"),
+        ("'" + "x" * 5000 + "'", "longer than 4096"),
+        (".inf", "not a finite number"),
+    ],
+)
+def test_env_values_are_scalars_printable_and_bounded(value: str, needle: str) -> None:
+    with pytest.raises(SweepError) as e:
+        parse_sweep(with_env("{SGLANG_X: " + value + "}"))
+    assert any(p.startswith("server.env.SGLANG_X") and needle in p for p in e.value.problems), (
+        e.value.problems
+    )
+
+
+def test_allowed_env_passes_and_scalars_become_strings() -> None:
+    spec = parse_sweep(
+        with_env(
+            "{SGLANG_SIMULATE_ACC_LEN: 2.5, NCCL_DEBUG: INFO, SGLANG_RECORD_STEP_TIME: true, OMP_NUM_THREADS: 8}"
+        )
+    )
+    assert spec.server.env == {
+        "SGLANG_SIMULATE_ACC_LEN": "2.5",
+        "NCCL_DEBUG": "INFO",
+        "SGLANG_RECORD_STEP_TIME": "1",
+        "OMP_NUM_THREADS": "8",
+    }
+
+
+def test_name_rules() -> None:
+    assert sweep_name_problem("SGLANG_ENABLE_JIT_DEEPGEMM") is None
+    assert sweep_name_problem("PYTORCH_CUDA_ALLOC_CONF") is None
+    assert sweep_name_problem("SGLANG_TORCH_PROFILER_DIR")  # writes wherever the job says
+    assert sweep_name_problem("lower")
+
+
+def test_builder_keeps_only_the_base_and_never_the_worker_settings() -> None:
+    host = {
+        "PATH": "/usr/bin",
+        "HOME": "/home/w",
+        "LANG": "C.UTF-8",
+        "CUDA_VISIBLE_DEVICES": "0,1",
+        "NCCL_IB_DISABLE": "1",
+        "LD_LIBRARY_PATH": "/usr/local/cuda/lib64",
+        "DATABASE_URL": "postgresql://u:pw@db/x",
+        "SPECBENCH_DB": "postgresql://u:pw@db/x",
+        "PGPASSWORD": "pw",
+        "AWS_SECRET_ACCESS_KEY": "k",
+        "BROWSER": "sh -c id",
+        "LD_PRELOAD": "/tmp/x.so",
+        "HTTPS_PROXY": "http://proxy:3128",
+        "SPECBENCH_SERVER_ENV_PASS": "HTTPS_PROXY, DATABASE_URL",
+    }
+    env = build_server_env(host, {"SGLANG_X": "1"}, {"SPECBENCH_SIM_SEED": "0", "PYTHONUNBUFFERED": "1"})
+    assert env == {
+        "PATH": "/usr/bin",
+        "HOME": "/home/w",
+        "LANG": "C.UTF-8",
+        "CUDA_VISIBLE_DEVICES": "0,1",
+        "NCCL_IB_DISABLE": "1",
+        "LD_LIBRARY_PATH": "/usr/local/cuda/lib64",
+        "HTTPS_PROXY": "http://proxy:3128",  # the operator named it; DATABASE_URL is never passed
+        "SGLANG_X": "1",
+        "SPECBENCH_SIM_SEED": "0",
+        "PYTHONUNBUFFERED": "1",
+    }
+
+
+def test_builder_refuses_a_bad_sweep_env_that_skipped_validation() -> None:
+    with pytest.raises(ServerEnvError, match="LD_PRELOAD"):
+        build_server_env({}, {"LD_PRELOAD": "/tmp/x.so"}, {})
+
+
+def _environ(pid: int) -> dict[str, str]:
+    raw = Path(f"/proc/{pid}/environ").read_bytes()
+    return dict(item.split("=", 1) for item in raw.decode().split("\0") if "=" in item)
+
+
+def test_launched_server_does_not_see_the_database_url(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("DATABASE_URL", "postgresql://specbench:s3cret@db.example/specbench")
+    monkeypatch.setenv("SPECBENCH_DB", "postgresql://specbench:s3cret@db.example/specbench")
+    monkeypatch.setenv("BROWSER", "sh -c 'touch /tmp/pwned'")
+    monkeypatch.setenv("PYTHONWARNINGS", "ignore")
+    spec = ServerSpec(
+        backend="sim",
+        sim=SimSettings(startup_s=0.02, instant=True),
+        startup_timeout_s=20,
+        env={"SGLANG_RECORD_STEP_TIME": "1"},
+    )
+    config: ServerConfig = expand(
+        parse_sweep(
+            with_env("{SGLANG_RECORD_STEP_TIME: '1'}").replace(
+                "backend: sim", "backend: sim\n  sim: {startup_s: 0.02, instant: true}"
+            )
+        )
+    )[1].server
+    with launch(spec, config, log_dir=tmp_path) as server:
+        assert server.pid is not None
+        env = _environ(server.pid)
+    assert "s3cret" not in "".join(env.values())
+    assert not {"DATABASE_URL", "SPECBENCH_DB", "BROWSER", "PYTHONWARNINGS"} & set(env)
+    assert env["SGLANG_RECORD_STEP_TIME"] == "1"
+    assert env["SPECBENCH_SIM_INSTANT"] == "1"
+    assert env["PATH"]
