@@ -14,10 +14,10 @@ from rich.console import Console
 from sqlalchemy import Engine, select
 from typer.testing import CliRunner
 
+from analysis.export import read_csv_rows
 from bench.sweep import expand, parse_sweep
 from db import queries as q
 from db.engine import session_scope
-from db.export import read_csv_rows
 from db.migrate import open_database
 from db.models import Run, ServerInstance
 from db.synthetic_history import SMALL_SHAPE, seed_history
