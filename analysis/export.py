@@ -11,7 +11,7 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from analysis.labels import config_label
+from analysis.labels import STAND_IN_TAG, SYNTHETIC_TAG, config_label, run_tag
 from bench import catalog
 from db.models import Point, Run, ServerInstance
 
@@ -116,7 +116,13 @@ def collect(session: Session, run_ids: list[int] | None = None, *, all_status: b
     if not all_status:
         q = q.where(Point.status == "ok")
     rows = [dict(zip(EXPORT_COLUMNS, values, strict=True)) for values in session.connection().execute(q)]
-    run_meta = [{k: _plain(getattr(r, k)) for k in RUN_METADATA} for r in runs]
+    run_meta = [
+        {
+            **{k: _plain(getattr(r, k)) for k in RUN_METADATA},
+            "kind": run_tag(r.simulated, r.trigger) or "measured",
+        }
+        for r in runs
+    ]
     return Export(runs=run_meta, rows=rows, all_status=all_status)
 
 
@@ -159,7 +165,11 @@ def to_markdown(export: Export) -> str:
     """A PR-ready table per run: provenance first, then one row per point grouped by server config."""
     out: list[str] = []
     for run in export.runs:
-        sim = " (stand-in server, simulated numbers)" if run.get("simulated") else ""
+        kind = run["kind"]
+        sim = (
+            f" ({kind}: numbers from the stand-in server's model, not a GPU)" if kind == STAND_IN_TAG else ""
+        )
+        sim = " (synthetic load-test history, not a measurement)" if kind == SYNTHETIC_TAG else sim
         out.append(
             f"**Run {run['id']}** `{run['sweep_name']}`{sim}, {run['status']}, started {run['started_at']}"
         )

@@ -15,8 +15,8 @@ from typing import Any
 
 import pandas as pd
 
-from analysis.compare import COMPARE_COLUMNS, verdict_counts
-from analysis.labels import short_gpu
+from analysis.compare import COMPARE_COLUMNS, center_text, one_sided, verdict_counts
+from analysis.labels import STAND_IN_TAG, run_tag, short_gpu
 from bench.catalog import direction_text, label
 
 VERDICT_BADGE = {
@@ -46,13 +46,19 @@ def to_json(table: pd.DataFrame, run_a: Mapping[str, Any], run_b: Mapping[str, A
     rows = [{k: _plain(v) for k, v in r.items()} for r in table.to_dict("records")]
     return json.dumps(
         {
-            "baseline": {k: _plain(v) for k, v in run_a.items() if k != "sweep_yaml"},
-            "candidate": {k: _plain(v) for k, v in run_b.items() if k != "sweep_yaml"},
+            "baseline": _run_json(run_a),
+            "candidate": _run_json(run_b),
             "counts": verdict_counts(table),
             "points": rows,
         },
         indent=2,
     )
+
+
+def _run_json(r: Mapping[str, Any]) -> dict[str, Any]:
+    out = {k: _plain(v) for k, v in r.items() if k != "sweep_yaml"}
+    out["kind"] = run_tag(r.get("simulated"), r.get("trigger")) or "measured"
+    return out
 
 
 def to_markdown(
@@ -64,8 +70,16 @@ def to_markdown(
     threshold: float = 0.05,
     confidence: float = 0.95,
     max_rows: int = MAX_MARKDOWN_ROWS,
+    short: bool = False,
 ) -> str:
+    """The comparison as a Markdown PR comment.
+
+    `short` is the comment for a PR thread: only changed rows in the table (unchanged, too-few-repeat and
+    one-sided rows as counts), provenance rows that differ, and the sweep files folded away. The full form
+    lists every row up to `max_rows`.
+    """
     counts = verdict_counts(table)
+    center = center_text(table)
     lines = [
         f"### specbench: run {run_b.get('id')} vs baseline run {run_a.get('id')} — {label(metric)}",
         "",
@@ -76,21 +90,36 @@ def to_markdown(
         )
         + "**",
         "",
-        f"Δ = candidate / baseline − 1 ({direction_text(metric)}), {confidence:.0%} interval from the per-repeat "
-        f"samples; flagged when the interval excludes 0 and |Δ| ≥ {threshold:.0%}.",
+        f"Δ = candidate / baseline − 1 of the repeats' {center}s, shown in the Baseline and Candidate columns "
+        f"({direction_text(metric)}); {confidence:.0%} interval from the per-repeat samples; flagged when the "
+        f"interval excludes 0 and |Δ| ≥ {threshold:.0%}.",
         "",
-        *_provenance_table(run_a, run_b),
+        *_provenance_table(run_a, run_b, only_differences=short),
         "",
-        *_points_table(table, max_rows),
+        *(_short_points(table) if short else _points_table(table, max_rows)),
         "",
         *_reproduce(run_a, run_b),
     ]
-    if _is_synthetic(run_a) or _is_synthetic(run_b):
-        lines.insert(2, "> ⚠️ SYNTHETIC data (load-test history), not a measurement.\n")
+    notices = []
+    for role, r in (("Baseline", run_a), ("Candidate", run_b)):
+        tag = run_tag(r.get("simulated"), r.get("trigger"))
+        if tag == STAND_IN_TAG:
+            notices.append(
+                f"> ⚠️ {role} run #{r.get('id')} is **{STAND_IN_TAG}**: measured on the stand-in server, numbers "
+                "from its performance model, not a GPU."
+            )
+        elif tag:
+            notices.append(
+                f"> ⚠️ {role} run #{r.get('id')} is SYNTHETIC data (load-test history), not a measurement."
+            )
+    if notices:
+        lines[2:2] = [*notices, ""]
     return "\n".join(lines).rstrip() + "\n"
 
 
-def _provenance_table(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[str]:
+def _provenance_table(
+    a: Mapping[str, Any], b: Mapping[str, Any], *, only_differences: bool = False
+) -> list[str]:
     def version(r: Mapping[str, Any]) -> str:
         v = r.get("sglang_version") or "?"
         commit = r.get("sglang_commit")
@@ -117,10 +146,16 @@ def _provenance_table(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[str]:
         ),
         ("GPU", lambda r: f"{short_gpu(r.get('gpu_name'), r.get('gpu_count'))} on {r.get('host') or '?'}"),
         ("Model", lambda r: str(r.get("model") or "?")),
+        ("Kind", lambda r: run_tag(r.get("simulated"), r.get("trigger")) or "measured"),
     ]
     out = ["| | Baseline | Candidate |", "|---|---|---|"]
+    # The short form keeps what identifies the runs and what differs between them.
+    always = {"Run", "SGLang", "GPU"}
     for name, fn in rows:
-        out.append(f"| {name} | {_cell(fn(a))} | {_cell(fn(b))} |")
+        va, vb = fn(a), fn(b)
+        if only_differences and name not in always and va == vb:
+            continue
+        out.append(f"| {name} | {_cell(va)} | {_cell(vb)} |")
     return out
 
 
@@ -138,7 +173,7 @@ def _points_table(table: pd.DataFrame, max_rows: int) -> list[str]:
         "Config",
         *(["Model"] if multi_model else []),
         "Workload",
-        "Baseline",
+        f"Baseline ({center_text(table)})",
         "Candidate",
         "Δ",
         "Interval",
@@ -164,6 +199,28 @@ def _points_table(table: pd.DataFrame, max_rows: int) -> list[str]:
     return out
 
 
+def _short_points(table: pd.DataFrame) -> list[str]:
+    """Changed rows in a table; everything else as counts."""
+    if table.empty or one_sided(table).all():
+        return ["_No points to compare: the runs share no configuration._"]
+    sided = one_sided(table)
+    changed = table[table["verdict"].isin(["regression", "improvement"]) & ~sided]
+    rest = table[~table.index.isin(changed.index)]
+    parts = []
+    for what, n in (
+        ("unchanged", int((rest["verdict"] == "no change").sum())),
+        ("with too few repeats", int(((rest["verdict"] == "insufficient data") & ~one_sided(rest)).sum())),
+        ("only in the baseline run", int(rest["point_candidate"].isna().sum())),
+        ("only in the candidate run", int(rest["point_baseline"].isna().sum())),
+    ):
+        if n:
+            parts.append(f"{n} {what}")
+    out = _points_table(changed, len(changed)) if len(changed) else ["_No point changed._"]
+    if parts:
+        out += ["", "Not shown: " + ", ".join(parts) + " (every row: `--format csv`)."]
+    return out
+
+
 def _reproduce(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[str]:
     out = ["<details><summary>Reproduce both runs</summary>", ""]
     same_sweep = (a.get("sweep_yaml") or "") == (b.get("sweep_yaml") or "")
@@ -184,13 +241,34 @@ def _reproduce(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[str]:
     for prefix, r in yamls:
         text = (r.get("sweep_yaml") or "").strip()
         if text:
-            out += [f"`{prefix}{r.get('sweep_name')}.yaml`:", "", "```yaml", text, "```", ""]
+            # Folded: the sweep file is for whoever reruns it, not for every reader of the thread.
+            out += [
+                f"<details><summary><code>{prefix}{r.get('sweep_name')}.yaml</code></summary>",
+                "",
+                "```yaml",
+                text,
+                "```",
+                "",
+                "</details>",
+                "",
+            ]
     out.append("</details>")
     return out
 
 
+# Values provenance records for "not known" or "not installed"; a pin on them would not install.
+_UNKNOWN_VERSIONS = frozenset({"", "none", "unknown", "?", "n/a", "null"})
+
+
+def _known(v: Any) -> str | None:
+    text = str(v).strip() if v is not None else ""
+    return None if text.lower() in _UNKNOWN_VERSIONS else text
+
+
 def _install_lines(r: Mapping[str, Any]) -> list[str]:
-    version, commit = r.get("sglang_version"), r.get("sglang_commit")
+    if run_tag(r.get("simulated"), r.get("trigger")) == STAND_IN_TAG:
+        return ["# stand-in server (bench.sim): nothing to install besides specbench"]
+    version, commit = _known(r.get("sglang_version")), _known(r.get("sglang_commit"))
     lines = []
     if commit:
         lines.append(
@@ -199,9 +277,9 @@ def _install_lines(r: Mapping[str, Any]) -> list[str]:
     elif version:
         lines.append(f'pip install "sglang=={version}"')
     pins = [
-        f'"{pkg}=={r.get(col)}"'
+        f'"{pkg}=={_known(r.get(col))}"'
         for pkg, col in (("sglang-kernel", "sgl_kernel_version"), ("flashinfer-python", "flashinfer_version"))
-        if r.get(col)
+        if _known(r.get(col))
     ]
     if pins:
         lines.append("pip install " + " ".join(pins))

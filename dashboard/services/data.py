@@ -90,6 +90,12 @@ def run_choices(url: str) -> pd.DataFrame:
 
 
 @st.cache_data(ttl=60, show_spinner=False)
+def run_series(url: str, run_id: int) -> set[str]:
+    """Series with an ok point in this run (what Compare's default pairing checks)."""
+    return set(q.fingerprints_of_runs(engine(url), [run_id]))
+
+
+@st.cache_data(ttl=60, show_spinner=False)
 def run_info(url: str, run_id: int) -> dict[str, Any]:
     return q.run_info(engine(url), run_id)
 
