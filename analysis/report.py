@@ -7,6 +7,7 @@ table (flagged rows first), and the commands that reproduce each run. Pure funct
 
 from __future__ import annotations
 
+import difflib
 import json
 import math
 from collections.abc import Mapping
@@ -27,6 +28,9 @@ VERDICT_BADGE = {
 }
 # Past this many rows the no-change rows are left to the CSV, so a comment stays readable.
 MAX_MARKDOWN_ROWS = 40
+# The short PR comment lists at most this many changed rows (largest first), so it stays near 3 KB.
+SHORT_ROWS = 6
+_VERDICT_RANK = {"regression": 1, "improvement": 0}
 
 
 def to_csv(table: pd.DataFrame) -> str:
@@ -98,20 +102,21 @@ def to_markdown(
         "",
         *(_short_points(table) if short else _points_table(table, max_rows)),
         "",
-        *_reproduce(run_a, run_b),
+        *(_reproduce_short(run_a, run_b) if short else _reproduce(run_a, run_b)),
     ]
     notices = []
-    for role, r in (("Baseline", run_a), ("Candidate", run_b)):
-        tag = run_tag(r.get("simulated"), r.get("trigger"))
-        if tag == STAND_IN_TAG:
-            notices.append(
-                f"> ⚠️ {role} run #{r.get('id')} is **{STAND_IN_TAG}**: measured on the stand-in server, numbers "
-                "from its performance model, not a GPU."
-            )
-        elif tag:
-            notices.append(
-                f"> ⚠️ {role} run #{r.get('id')} is SYNTHETIC data (load-test history), not a measurement."
-            )
+    tags = [run_tag(r.get("simulated"), r.get("trigger")) for r in (run_a, run_b)]
+    what = {
+        STAND_IN_TAG: f"**{STAND_IN_TAG}**: measured on the stand-in server, numbers from its performance "
+        "model, not a GPU.",
+        "synthetic": "SYNTHETIC data (load-test history), not a measurement.",
+    }
+    if tags[0] and tags[0] == tags[1]:
+        notices.append(f"> ⚠️ Both runs are {what[tags[0]]}")
+    else:
+        for role, r, tag in (("Baseline", run_a, tags[0]), ("Candidate", run_b, tags[1])):
+            if tag:
+                notices.append(f"> ⚠️ {role} run #{r.get('id')} is {what[tag]}")
     if notices:
         lines[2:2] = [*notices, ""]
     return "\n".join(lines).rstrip() + "\n"
@@ -159,7 +164,7 @@ def _provenance_table(
     return out
 
 
-def _points_table(table: pd.DataFrame, max_rows: int) -> list[str]:
+def _points_table(table: pd.DataFrame, max_rows: int, *, workload: bool = True) -> list[str]:
     if table.empty:
         return ["_No points to compare: the runs share no configuration._"]
     shown = table
@@ -172,20 +177,30 @@ def _points_table(table: pd.DataFrame, max_rows: int) -> list[str]:
     head = [
         "Config",
         *(["Model"] if multi_model else []),
-        "Workload",
+        *(["Workload"] if workload else []),
         f"Baseline ({center_text(table)})",
         "Candidate",
         "Δ",
         "Interval",
     ]
     head += ["Verdict", "Why"]
-    align = ["---", *(["---"] if multi_model else []), "---", "---:", "---:", "---:", "---", "---", "---"]
+    align = [
+        "---",
+        *(["---"] if multi_model else []),
+        *(["---"] if workload else []),
+        "---:",
+        "---:",
+        "---:",
+        "---",
+        "---",
+        "---",
+    ]
     out = ["| " + " | ".join(head) + " |", "| " + " | ".join(align) + " |"]
     for r in shown.to_dict("records"):
         cells = [
             r["config"],
             *([r["model"]] if multi_model else []),
-            r["workload"],
+            *([r["workload"]] if workload else []),
             _num(r["baseline"]),
             _num(r["candidate"]),
             _pct(r["delta"]),
@@ -215,7 +230,23 @@ def _short_points(table: pd.DataFrame) -> list[str]:
     ):
         if n:
             parts.append(f"{n} {what}")
-    out = _points_table(changed, len(changed)) if len(changed) else ["_No point changed._"]
+    # Largest changes first within each verdict, and at most SHORT_ROWS of them: a comment stays a comment.
+    changed = changed.assign(_size=changed["delta"].abs()).sort_values(
+        ["verdict", "_size"],
+        ascending=[False, False],
+        key=lambda c: c.map(_VERDICT_RANK) if c.name == "verdict" else c,
+    )
+    shown = changed.head(SHORT_ROWS).drop(columns=["_size"])
+    # The largest factor only (the attribution lists them largest first); the full form has them all.
+    shown = shown.assign(why=[str(w or "").split(", ")[0] for w in shown["why"]])
+    hidden = changed.iloc[SHORT_ROWS:]
+    for verdict, n in hidden["verdict"].value_counts().items():
+        parts.insert(0, f"{n} smaller {verdict}{'s' if n != 1 else ''}")
+    out = (
+        _points_table(shown, len(shown), workload=table["workload"].nunique() > 1)
+        if len(shown)
+        else ["_No point changed._"]
+    )
     if parts:
         out += ["", "Not shown: " + ", ".join(parts) + " (every row: `--format csv`)."]
     return out
@@ -263,6 +294,58 @@ _UNKNOWN_VERSIONS = frozenset({"", "none", "unknown", "?", "n/a", "null"})
 def _known(v: Any) -> str | None:
     text = str(v).strip() if v is not None else ""
     return None if text.lower() in _UNKNOWN_VERSIONS else text
+
+
+def _reproduce_short(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[str]:
+    """One command block for both runs, the baseline's sweep file folded, and the candidate's as a diff."""
+    out = ["<details><summary>Reproduce</summary>", "", "```bash"]
+    same_sweep = (a.get("sweep_yaml") or "") == (b.get("sweep_yaml") or "")
+    for role, r in (("baseline", a), ("candidate", b)):
+        fname = "sweep.yaml" if same_sweep else f"{role}.yaml"
+        out += [
+            f"# {role}: run {r.get('id')} ({r.get('sweep_name')}, {short_gpu(r.get('gpu_name'), r.get('gpu_count'))})",
+            *_install_lines(r),
+            f"specbench run {fname} --label {role}",
+        ]
+    out += ["specbench compare <baseline run> <candidate run> --format comment", "```", ""]
+    base_yaml = (a.get("sweep_yaml") or "").strip()
+    cand_yaml = (b.get("sweep_yaml") or "").strip()
+    if base_yaml:
+        out += [
+            f"<details><summary><code>{'sweep' if same_sweep else 'baseline'}.yaml</code></summary>",
+            "",
+            "```yaml",
+            base_yaml,
+            "```",
+            "",
+            "</details>",
+            "",
+        ]
+    if cand_yaml and not same_sweep:
+        diff = difflib.unified_diff(
+            _uncommented(base_yaml),
+            _uncommented(cand_yaml),
+            "baseline.yaml",
+            "candidate.yaml",
+            n=0,
+            lineterm="",
+        )
+        out += [
+            "<details><summary><code>candidate.yaml</code> (diff, comments left out)</summary>",
+            "",
+            "```diff",
+            *diff,
+            "```",
+            "",
+            "</details>",
+            "",
+        ]
+    out.append("</details>")
+    return out
+
+
+def _uncommented(text: str) -> list[str]:
+    return [line for line in text.splitlines() if not line.lstrip().startswith("#")]
 
 
 def _install_lines(r: Mapping[str, Any]) -> list[str]:

@@ -112,9 +112,25 @@ def test_short_pr_comment_for_a_28_point_run() -> None:
     yaml_at = md.index("```yaml")
     assert md.rfind("<details>", 0, yaml_at) > md.rfind("</details>", 0, yaml_at)
     # Stand-in runs: said at the top and in the provenance, nothing to pip install, no unknown pins.
-    assert md.count(f"**{STAND_IN_TAG}**") == 2
+    assert md.count(f"Both runs are **{STAND_IN_TAG}**") == 1
     assert "==none" not in md and "pip install" not in md
-    assert head[2] == "Baseline (geometric mean)"
+    assert head[1] == "Baseline (geometric mean)"  # one workload: no Workload column
+
+
+def test_short_comment_stays_short_when_most_points_change() -> None:
+    # A lower acceptance rate moves every speculative point (24 of 28), and the two sweep files differ.
+    table = _pair({k: 0.8 - 0.01 * i for i, k in enumerate(GRID) if k[0] is not None})
+    cand_yaml = DEMO_YAML.replace("acceptance_rate: 0.7", "acceptance_rate: 0.6").replace(
+        "name: demo-sim", "name: demo-sim-candidate"
+    )
+    cand = {**STAND_IN, "id": 2, "sweep_name": "demo-sim-candidate", "sweep_yaml": cand_yaml}
+    md = report.to_markdown(table, STAND_IN, cand, short=True)
+    assert len(md.encode()) < 3.5 * 1024, len(md.encode())
+    assert len(_tables(md)[1][1]) == report.SHORT_ROWS
+    assert f"Not shown: {24 - report.SHORT_ROWS} smaller regressions, 4 unchanged" in md
+    # The candidate's sweep file as a diff against the baseline's.
+    assert '-  sim: {version: "0.5.13.post1", acceptance_rate: 0.7' in md
+    assert '+  sim: {version: "0.5.13.post1", acceptance_rate: 0.6' in md
 
 
 def test_one_sided_rows_collapse_to_counts() -> None:
