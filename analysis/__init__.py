@@ -11,4 +11,5 @@ and the dashboard produce the very same tables. Modules:
 - sweep: one run's grid with speedups
 - report: a compare table as Markdown PR comment, CSV or JSON
 - export: a run's points as CSV / JSON / Markdown
+- profiles: overlap columns (GPU idle per cycle v1→v2, CPU hidden) from stored profiles, joinable to v2-vs-v1
 """

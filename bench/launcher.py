@@ -32,7 +32,12 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+<<<<<<< HEAD
 from bench.server_argv import ArgvError, ServerArgv, build_argv, resolve_python, sim_env
+=======
+from bench import reaper
+from bench.server_argv import ArgvError, build_argv, resolve_python, sim_env
+>>>>>>> main
 from bench.server_env import ServerEnvError, build_server_env
 from bench.spec_modes import ENV_SPEC_V2, ResolvedMode, VersionError, known_fallback, resolve_mode
 from bench.sweep import ServerConfig, ServerSpec
@@ -98,6 +103,7 @@ class LaunchedServer:
     notes: list[str] = field(default_factory=list)
     _proc: subprocess.Popen[bytes] | None = field(default=None, repr=False)
     _stop_timeout_s: float = field(default=15.0, repr=False)
+    _guard: reaper.Guard | None = field(default=None, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _stopped: bool = field(default=False, repr=False)
 
@@ -156,6 +162,8 @@ class LaunchedServer:
             if self._stopped:
                 return
             _terminate_group(proc, self._stop_timeout_s if timeout_s is None else timeout_s)
+            if self._guard is not None:
+                self._guard.release()
             self._stopped = True
             _LIVE.pop(id(self), None)
 
@@ -321,6 +329,8 @@ def launch(
             )
         except OSError as e:
             raise LaunchError(f"cannot start {built.argv[0]}: {e}") from None
+    # The server dies with us, even on SIGKILL (bench/reaper.py).
+    guard = reaper.guard(proc.pid, grace_s=stop_timeout_s, label=config.label())
     server: LaunchedServer | None = None
     try:
         base_url = f"http://{host}:{port}"
@@ -340,6 +350,7 @@ def launch(
             notes=[*built.notes, *(f"inherited {k} not passed on (set by server.sim only)" for k in dropped)],
             _proc=proc,
             _stop_timeout_s=stop_timeout_s,
+            _guard=guard,
         )
         _LIVE[id(server)] = server
         _wait_healthy(proc, base_url, log_path, timeout)
@@ -360,6 +371,7 @@ def launch(
             server.stop()
         else:
             _terminate_group(proc, stop_timeout_s)
+            guard.release()
         if isinstance(e, LaunchError):
             e.pid, e.log_path = proc.pid, log_path
         raise

@@ -6,34 +6,44 @@ on that server (batch size x workload). Launches therefore equal the number of d
 
 from __future__ import annotations
 
+import copy
+import difflib
 import hashlib
 import json
+import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_args
 
-import yaml
 from pydantic import (
+    AfterValidator,
     BaseModel,
     BeforeValidator,
     ConfigDict,
     Field,
+    PlainValidator,
     ValidationError,
     field_validator,
     model_validator,
 )
 
-from bench.server_env import ServerEnvError, as_env_value, check_sweep_env
+from bench import safe_yaml
+from bench.server_env import ServerEnvError, as_env_value, sweep_name_problem
 from bench.sglang_flags import check_passthrough_flag
+from bench.sim.versions import DEFAULT_VERSION, EMULATED_VERSIONS
+from bench.spec_modes import SpecMode
 
-SpecMode = Literal["v1", "v2"]
+Activity = Literal["CPU", "GPU"]
 Backend = Literal["sglang", "sim", "external"]
 Algorithm = Literal["EAGLE", "NEXTN", "EAGLE3", "STANDALONE"]
 
 # FlashMLA's multi-step draft backend raises for topk > 1, and its page size of 64 rules out tree drafts.
 TOPK1_ONLY_BACKENDS = frozenset({"flashmla"})
 _SLUG = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
+# A sweep larger than this is a typo (or an attack on the queue), not a night of benchmarks.
+MAX_SERVER_CONFIGS = 1000
+MAX_POINTS = 100_000
 
 
 class SweepError(ValueError):
@@ -46,44 +56,109 @@ class SweepError(ValueError):
         super().__init__(f"{source}: invalid sweep ({len(problems)} problem(s)):\n{lines}")
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+# ---- Field types. Every value a user writes goes through one of these: strict (a string is not a number),
+# finite, and bounded, so a new field picks its bounds by picking its type.
 
 
-class SimSettings(_Strict):
-    """Knobs of the stand-in server (`backend: sim`); the launcher passes them as SPECBENCH_SIM_* variables."""
+def _text(v: str) -> str:
+    if not v.strip():
+        raise ValueError("must not be empty")
+    if not v.isprintable():
+        raise ValueError("contains a newline, tab or other control character")
+    return v
 
-    version: str = "0.5.13.post1"
-    acceptance_rate: float = Field(0.7, ge=0.0, le=1.0)
-    seed: int = 0
-    time_scale: float = Field(1.0, gt=0.0)
-    instant: bool = False
-    startup_s: float = Field(0.2, ge=0.0)
-    fault: str | None = None
 
-    @field_validator("version")
-    @classmethod
-    def _known_version(cls, v: str) -> str:
-        known = {"0.5.12", "0.5.13", "0.5.13.post1", "0.5.14", "0.5.15", "0.5.23"}
-        if v not in known:
-            raise ValueError(f"sim version {v!r} is not emulated; choose one of {sorted(known)}")
-        return v
+def _slug(v: str) -> str:
+    if not _SLUG.match(v):
+        raise ValueError(
+            "use letters, digits, '.', '_' or '-' (at most 100, starting with a letter or digit)"
+        )
+    return v
 
-    @field_validator("fault")
-    @classmethod
-    def _fault_syntax(cls, v: str | None) -> str | None:
-        if v is None:
-            return v
-        for part in v.split(","):
-            kind, _, n = part.partition("=")
-            if kind not in {"crash_after", "stall_after", "malformed_after"} or not n.isdigit():
-                raise ValueError(
-                    f"fault {part!r}: expected crash_after=N, stall_after=N or malformed_after=N"
-                )
-        return v
+
+def _not_a_flag(v: str) -> str:
+    if v.startswith("-"):  # argparse would read it as a flag; no SGLang path or name starts with '-'
+        raise ValueError("must not start with '-'")
+    return v
+
+
+# One line of printable text: model paths, names, URLs.
+Text = Annotated[str, Field(min_length=1, max_length=1024), AfterValidator(_text)]
+# A model or file path handed to the server's argv.
+PathText = Annotated[Text, AfterValidator(_not_a_flag)]
+Slug = Annotated[str, AfterValidator(_slug)]
+Seconds = Annotated[float, Field(gt=0, le=7 * 24 * 3600)]  # a week: longer is a typo
+Seed = Annotated[int, Field(ge=0, le=2**63 - 1)]
+BatchSize = Annotated[int, Field(ge=1, le=65_536)]
+Steps = Annotated[int, Field(ge=1, le=64)]
+TopK = Annotated[int, Field(ge=1, le=64)]
+DraftTokens = Annotated[int, Field(ge=2, le=4096)]
+Tokens = Annotated[int, Field(ge=1, le=1_000_000)]
+MAX_PROMPTS = 1_000_000
+
+
+def _list_of(item: Any, n: int = 64) -> Any:
+    """A non-empty list: an empty one would silently drop every config it multiplies."""
+    return Annotated[list[item], Field(min_length=1, max_length=n)]  # type: ignore[valid-type]
+
+
+def _num_prompts(v: Any) -> int | Literal["auto"]:
+    if v == "auto":
+        return "auto"
+    if isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= MAX_PROMPTS:
+        raise ValueError(f"must be an integer from 1 to {MAX_PROMPTS:,} or 'auto'")
+    return v
+
+
+def _draft_tokens(v: Any) -> Literal["auto"] | list[int]:
+    if v == "auto":
+        return "auto"
+    if not isinstance(v, list) or not v:
+        raise ValueError("must be 'auto' or a non-empty list of integers")
+    lo, hi = 2, 4096
+    bad = [x for x in v if isinstance(x, bool) or not isinstance(x, int) or not lo <= x <= hi]
+    if bad or len(v) > 64:
+        raise ValueError(
+            f"must be 'auto' or a list of up to 64 integers from {lo} to {hi} (got {bad[0]!r})"
+            if bad
+            else "at most 64 values"
+        )
+    return list(v)
 
 
 ArgValue = str | int | float | bool | list[int] | list[str]
+
+
+def _arg_value(v: Any) -> ArgValue:
+    """A flag's value: one scalar or a short list of ints or strings; finite, printable, bounded."""
+
+    def scalar_problem(x: Any) -> str | None:
+        if isinstance(x, bool):
+            return None
+        if isinstance(x, int):
+            return None if abs(x) < 2**53 else "integer out of range"
+        if isinstance(x, float):
+            return None if math.isfinite(x) and abs(x) < 1e15 else f"{x} is not a finite, bounded number"
+        if isinstance(x, str):
+            if len(x) > 4096:
+                return "longer than 4096 characters"
+            return None if x.isprintable() else "contains a newline, NUL or other control character"
+        return f"must be a string, number, boolean or list of them, not {type(x).__name__}"
+
+    if isinstance(v, list):
+        if not v or len(v) > 256:
+            raise ValueError("a list value needs 1 to 256 items")
+        if not (
+            all(isinstance(x, int) and not isinstance(x, bool) for x in v)
+            or all(isinstance(x, str) for x in v)
+        ):
+            raise ValueError("a list value holds integers only or strings only")
+        problems = [p for p in map(scalar_problem, v) if p]
+    else:
+        problems = [p for p in [scalar_problem(v)] if p]
+    if problems:
+        raise ValueError(problems[0])
+    return v  # type: ignore[no-any-return]
 
 
 def _env_scalar(v: Any) -> str:
@@ -95,31 +170,82 @@ def _env_scalar(v: Any) -> str:
         raise ValueError(str(e)) from None
 
 
+def _env_name(v: str) -> str:
+    problem = sweep_name_problem(v)
+    if problem:
+        raise ValueError(problem)
+    return v
+
+
+EnvName = Annotated[str, AfterValidator(_env_name)]
 EnvValue = Annotated[str, BeforeValidator(_env_scalar)]
+
+
+class _Strict(BaseModel):
+    # strict: `steps: "3"` is a mistake to report, not to coerce. No inf/nan anywhere.
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True, allow_inf_nan=False)
+
+
+class SimSettings(_Strict):
+    """Knobs of the stand-in server (`backend: sim`); the launcher passes them as SPECBENCH_SIM_* variables."""
+
+    version: str = DEFAULT_VERSION
+    acceptance_rate: float = Field(0.7, ge=0.0, le=1.0)
+    seed: Seed = 0
+    time_scale: float = Field(1.0, gt=0.0, le=1000.0)
+    instant: bool = False
+    startup_s: float = Field(0.2, ge=0.0, le=3600.0)
+    fault: str | None = Field(None, max_length=256)
+
+    @field_validator("version")
+    @classmethod
+    def _known_version(cls, v: str) -> str:
+        if v not in EMULATED_VERSIONS:
+            raise ValueError(f"sim version {v!r} is not emulated; choose one of {list(EMULATED_VERSIONS)}")
+        return v
+
+    @field_validator("fault")
+    @classmethod
+    def _fault_syntax(cls, v: str | None) -> str | None:
+        if v is None:
+            return v
+        for part in v.split(","):
+            kind, _, n = part.partition("=")
+            if kind not in {"crash_after", "stall_after", "malformed_after"} or not (
+                n.isdigit() and len(n) < 10
+            ):
+                raise ValueError(
+                    f"fault {part!r}: expected crash_after=N, stall_after=N or malformed_after=N"
+                )
+        return v
 
 
 class ServerSpec(_Strict):
     backend: Backend = "sglang"
-    base_url: str | None = None
-    attention_backend: str = "flashmla"
+    base_url: Text | None = None
+    attention_backend: Slug = "flashmla"
     tp: int = Field(1, ge=1, le=64)
-    args: dict[str, ArgValue] = Field(default_factory=dict)
-    env: dict[str, EnvValue] = Field(default_factory=dict)
+    args: Annotated[dict[str, Annotated[ArgValue, PlainValidator(_arg_value)]], Field(max_length=256)] = (
+        Field(default_factory=dict)
+    )
+    env: Annotated[dict[EnvName, EnvValue], Field(max_length=256)] = Field(default_factory=dict)
     sim: SimSettings = Field(default_factory=SimSettings)
-    startup_timeout_s: float = Field(900.0, gt=0)
+    startup_timeout_s: Seconds = 900.0
     # Start up to this many of the sweep's servers together, then measure them one at a time (see README).
     max_parallel_starts: int = Field(1, ge=1, le=16)
     # Interpreter that runs `-m sglang.launch_server`; None = the one running specbench.
-    python: str | None = None
+    python: PathText | None = None
 
 
 class GridSpec(_Strict):
-    batch_sizes: list[int] = Field(min_length=1)
-    spec_modes: list[SpecMode] = Field(default_factory=lambda: list[SpecMode](["v1", "v2"]))
+    batch_sizes: _list_of(BatchSize, 1024)  # type: ignore[valid-type]
+    spec_modes: Annotated[list[SpecMode], Field(max_length=2)] = Field(
+        default_factory=lambda: list[SpecMode](["v1", "v2"])
+    )
     algorithm: Algorithm = "EAGLE"
-    steps: list[int] = Field(default_factory=lambda: [3])
-    topk: list[int] = Field(default_factory=lambda: [1])
-    draft_tokens: Literal["auto"] | list[int] = "auto"
+    steps: _list_of(Steps) = Field(default_factory=lambda: [3])  # type: ignore[valid-type]
+    topk: _list_of(TopK) = Field(default_factory=lambda: [1])  # type: ignore[valid-type]
+    draft_tokens: Annotated[Literal["auto"] | list[int], PlainValidator(_draft_tokens)] = "auto"
     baseline: bool = True
 
     @field_validator("algorithm", mode="before")
@@ -130,12 +256,12 @@ class GridSpec(_Strict):
 
 class WorkloadSpec(_Strict):
     dataset: Literal["random", "jsonl"] = "random"
-    path: str | None = None
-    input_len: int = Field(1024, ge=1, le=1_000_000)
-    output_len: int = Field(512, ge=1, le=1_000_000)
-    num_prompts: int | Literal["auto"] = "auto"
-    seed: int = 1
-    temperature: float = Field(0.0, ge=0.0)
+    path: PathText | None = None
+    input_len: Tokens = 1024
+    output_len: Tokens = 512
+    num_prompts: Annotated[int | Literal["auto"], PlainValidator(_num_prompts)] = "auto"
+    seed: Seed = 1
+    temperature: float = Field(0.0, ge=0.0, le=10.0)
 
     def prompts_for(self, batch_size: int) -> int:
         """`auto` sends four full waves so the closed loop reaches steady state, and at least 8 requests."""
@@ -152,16 +278,32 @@ class WarmupSpec(_Strict):
     waves: int = Field(1, ge=1, le=100)
 
 
+class ProfileSpec(_Strict):
+    """Capture an SGLang profiler trace of chosen points after their measured windows (docs/profiles.md)."""
+
+    steps: int = Field(12, ge=2, le=1000)  # `num_steps` of /start_profile
+    activities: list[Activity] = Field(default_factory=lambda: list[Activity](["GPU"]), min_length=1)
+    at: list[int] | None = None  # batch sizes to profile; None = every batch size of the grid
+    with_stack: bool = False  # SGLang defaults both to true, which slows the CPU side a lot
+    record_shapes: bool = False
+    settle_s: float = Field(2.0, ge=0.0, le=600.0)  # load runs this long before /start_profile
+    timeout_s: float = Field(300.0, gt=0.0, le=3600.0)  # wait at most this long for the trace files
+    distortion_threshold: float = Field(1.2, gt=1.0)
+
+
 class SweepSpec(_Strict):
-    name: str
-    model: str
-    draft_model: str | None = None
+    name: Slug
+    model: PathText
+    draft_model: PathText | None = None
     server: ServerSpec = Field(default_factory=ServerSpec)
     grid: GridSpec
-    workload: WorkloadSpec | list[WorkloadSpec] = Field(default_factory=WorkloadSpec)
+    workload: WorkloadSpec | Annotated[list[WorkloadSpec], Field(min_length=1, max_length=64)] = Field(
+        default_factory=WorkloadSpec
+    )
     repeats: int = Field(3, ge=1, le=100)
     warmup: WarmupSpec = Field(default_factory=WarmupSpec)
-    request_timeout_s: float = Field(600.0, gt=0)
+    request_timeout_s: Seconds = 600.0
+    profile: ProfileSpec | None = None
 
     @property
     def workloads(self) -> list[WorkloadSpec]:
@@ -176,22 +318,12 @@ class SweepSpec(_Strict):
 
 
 def find_problems(spec: SweepSpec) -> list[str]:
-    """Every reason the sweep cannot run, so the user fixes them in one go."""
+    """Every reason a well-typed sweep cannot run (the cross-field checks), so the user fixes them in one go."""
     p: list[str] = []
     g, s = spec.grid, spec.server
-    if not _SLUG.match(spec.name):
-        p.append(f"name {spec.name!r}: use letters, digits, '.', '_' or '-' (at most 100)")
-    for b in g.batch_sizes:
-        if b < 1:
-            p.append(f"grid.batch_sizes: {b} is not a positive concurrency")
     if len(set(g.batch_sizes)) != len(g.batch_sizes):
         p.append("grid.batch_sizes: duplicate values")
-    for st in g.steps:
-        if st < 1:
-            p.append(f"grid.steps: {st} must be >= 1")
     for k in g.topk:
-        if k < 1:
-            p.append(f"grid.topk: {k} must be >= 1")
         if k > 1 and s.attention_backend in TOPK1_ONLY_BACKENDS:
             p.append(
                 f"grid.topk: {k} is not supported by attention backend {s.attention_backend!r} "
@@ -201,9 +333,7 @@ def find_problems(spec: SweepSpec) -> list[str]:
         for st in g.steps:
             for k in g.topk:
                 for d in g.draft_tokens:
-                    if d < 2:
-                        p.append(f"grid.draft_tokens: {d} must be >= 2")
-                    elif st * k + 1 < d:
+                    if st * k + 1 < d:
                         p.append(
                             f"grid: steps={st} topk={k} draft_tokens={d}: steps*topk+1 = {st * k + 1} < "
                             "draft_tokens (the draft tree cannot hold that many tokens)"
@@ -217,13 +347,10 @@ def find_problems(spec: SweepSpec) -> list[str]:
         p.append("grid: no spec_modes and no baseline, nothing to measure")
     if len(set(g.spec_modes)) != len(g.spec_modes):
         p.append("grid.spec_modes: duplicate values")
-    for name, value in s.args.items():
+    for name in s.args:
         msg = check_passthrough_flag(name)
         if msg:
             p.append(f"server.args: {msg}")
-        if isinstance(value, str) and any(c in value for c in "\n\0"):
-            p.append(f"server.args.{name}: value contains a newline or NUL")
-    p.extend(check_sweep_env(s.env))
     if s.backend == "external":
         if not s.base_url:
             p.append("server.base_url: required with backend: external (the server someone else launched)")
@@ -245,14 +372,24 @@ def find_problems(spec: SweepSpec) -> list[str]:
             p.append("backend external: server.args/env cannot apply to a server specbench does not launch")
     elif s.base_url:
         p.append(f"server.base_url is only for backend: external (backend is {s.backend!r})")
+    if spec.profile is not None and spec.profile.at is not None:
+        for b in spec.profile.at:
+            if b not in g.batch_sizes:
+                p.append(f"profile.at: batch size {b} is not in grid.batch_sizes {g.batch_sizes}")
     for i, w in enumerate(spec.workloads):
         where = f"workload[{i}]" if isinstance(spec.workload, list) else "workload"
         if w.dataset == "jsonl" and not w.path:
             p.append(f"{where}.path: required for dataset: jsonl")
         if w.dataset == "random" and w.path:
             p.append(f"{where}.path: only for dataset: jsonl")
-        if isinstance(w.num_prompts, int) and w.num_prompts < 1:
-            p.append(f"{where}.num_prompts: must be >= 1 or auto")
+    drafts = len(g.draft_tokens) if isinstance(g.draft_tokens, list) else 1
+    servers = int(g.baseline) + len(g.spec_modes) * len(g.steps) * len(g.topk) * drafts
+    points = servers * len(g.batch_sizes) * len(spec.workloads)
+    if servers > MAX_SERVER_CONFIGS or points > MAX_POINTS:
+        p.append(
+            f"grid: {servers:,} server configs and {points:,} points; at most {MAX_SERVER_CONFIGS:,} and "
+            f"{MAX_POINTS:,} (split the sweep)"
+        )
     return p
 
 
@@ -315,6 +452,25 @@ class PointPlan:
     def key(self) -> str:
         """Identity of the point inside a run; with the repeat index it makes writes idempotent."""
         return f"{self.server.key()}/bs{self.batch_size}/{self.workload.key()}/n{self.num_prompts}"
+
+    def series(self, gpu_name: str, gpu_count: int) -> dict[str, Any]:
+        """The series identity of this point on these GPUs: the fields of its fingerprint and its columns."""
+        cfg = self.server
+        return {
+            "model": cfg.model,
+            "draft_model": cfg.draft_model,
+            "attention_backend": cfg.attention_backend,
+            "tp": cfg.tp,
+            "algorithm": cfg.algorithm,
+            "steps": cfg.steps,
+            "topk": cfg.topk,
+            "draft_tokens": cfg.draft_tokens,
+            "spec_mode": cfg.spec_mode,
+            "batch_size": self.batch_size,
+            "workload_key": self.workload.key(),
+            "gpu_name": gpu_name,
+            "gpu_count": gpu_count,
+        }
 
 
 @dataclass(frozen=True)
@@ -379,25 +535,135 @@ def expand(spec: SweepSpec) -> list[ServerGroup]:
 
 
 def parse_sweep(text: str, source: str = "<sweep>") -> SweepSpec:
+    """Validate a sweep's YAML; SweepError lists every problem (YAML, types, ranges, combinations) at once."""
     try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as e:
-        raise SweepError(source, [f"not valid YAML: {e}"]) from None
+        data = safe_yaml.load(text)
+    except safe_yaml.YAMLLimitError as e:
+        raise SweepError(source, [str(e)]) from None
     if not isinstance(data, dict):
         raise SweepError(
             source, ["the top level must be a mapping (name, model, server, grid, workload, ...)"]
         )
+    return validate_sweep(data, source)
+
+
+def read_sweep_text(path: str | Path) -> str:
+    """A sweep file's text, or SweepError (missing, unreadable, too large, not UTF-8)."""
+    p = Path(path)
     try:
-        return SweepSpec.model_validate(data)
-    except ValidationError as e:
-        raise SweepError(source, _format_validation(e)) from None
+        if not p.is_file():
+            raise SweepError(str(p), ["file not found"])
+        return safe_yaml.decode(p.read_bytes())
+    except safe_yaml.YAMLLimitError as e:
+        raise SweepError(str(p), [str(e)]) from None
+    except OSError as e:
+        raise SweepError(str(p), [f"cannot read: {e.strerror or e}"]) from None
 
 
 def load_sweep(path: str | Path) -> SweepSpec:
-    p = Path(path)
-    if not p.is_file():
-        raise SweepError(str(p), ["file not found"])
-    return parse_sweep(p.read_text(), str(p))
+    return parse_sweep(read_sweep_text(path), str(path))
+
+
+def validate_sweep(data: dict[str, Any], source: str = "<sweep>") -> SweepSpec:
+    """The sweep, or SweepError with the field errors and the cross-field problems of the same file.
+
+    pydantic reports every field error at once but runs the cross-field checks only on a well-typed model.
+    So after the first round the broken values are taken out (their defaults, or a placeholder for a
+    required field, stand in) and validation runs again, to collect the cross-field problems too; those
+    that involve a broken field are left out, since they would only repeat it.
+    """
+    try:
+        return SweepSpec.model_validate(data)
+    except ValidationError as e:
+        problems = _format_validation(e)
+        broken = {_dotted(_strip_branches(err["loc"])) for err in e.errors() if err["loc"]}
+    work = copy.deepcopy(data)
+    for _ in range(6):  # each round removes at least one value; a handful is plenty
+        try:
+            SweepSpec.model_validate(work)
+            break
+        except ValidationError as e:
+            errors = e.errors()
+            cross = [err for err in errors if not err["loc"]]
+            if cross:
+                for line in _format_validation_errors(cross):
+                    where = re.sub(r"\[\d+\]", "", re.split(r"[: ]", line, maxsplit=1)[0])
+                    if not any(
+                        b == where or b.startswith(where + ".") or where.startswith(b + ".") for b in broken
+                    ):
+                        problems.append(line)
+                break
+            if not _repair(work, errors):
+                break
+    raise SweepError(source, problems)
+
+
+def _strip_branches(loc: tuple[Any, ...]) -> list[Any]:
+    return [part for part in loc if part not in _UNION_BRANCHES and part != "[key]"]
+
+
+def _dotted(parts: list[Any]) -> str:
+    return ".".join(str(p) for p in parts if not isinstance(p, int))
+
+
+# Stand-ins for required values that were broken, so the cross-field checks can still run.
+_PLACEHOLDERS: dict[str, Any] = {
+    "name": "placeholder",
+    "model": "placeholder",
+    "grid": {"batch_sizes": [1]},
+    "grid.batch_sizes": [1],
+}
+
+
+def _repair(data: dict[str, Any], errors: list[Any]) -> bool:
+    """Take the values the errors point at out of `data` (in place); False when nothing could be done."""
+    changed = False
+    paths = [_strip_branches(err["loc"]) for err in errors if err["type"] != "missing"]
+    # Deepest and highest list index first, so removing one item does not shift another still to remove.
+    for path in sorted(
+        paths,
+        key=lambda p: [(isinstance(x, str), x if isinstance(x, int) else 0, str(x)) for x in p],
+        reverse=True,
+    ):
+        changed |= _remove(data, path)
+    for err in errors:
+        if err["type"] == "missing":
+            where = _dotted(_strip_branches(err["loc"]))
+            if where not in _PLACEHOLDERS:
+                return False
+            parent = _walk(data, _strip_branches(err["loc"])[:-1])
+            if isinstance(parent, dict):
+                parent[err["loc"][-1]] = copy.deepcopy(_PLACEHOLDERS[where])
+                changed = True
+    return changed
+
+
+def _walk(data: Any, path: list[Any]) -> Any:
+    for part in path:
+        if (isinstance(data, dict) and part in data) or (
+            isinstance(data, list) and isinstance(part, int) and 0 <= part < len(data)
+        ):
+            data = data[part]
+        else:
+            return None
+    return data
+
+
+def _remove(data: dict[str, Any], path: list[Any]) -> bool:
+    if not path:
+        return False
+    for depth in range(len(path), 0, -1):  # the value itself, or the nearest container that exists
+        parent = _walk(data, path[: depth - 1])
+        key = path[depth - 1]
+        if isinstance(parent, dict) and key in parent:
+            del parent[key]
+            return True
+        if isinstance(parent, list) and isinstance(key, int) and 0 <= key < len(parent):
+            del parent[key]
+            return True
+        if parent is not None and depth < len(path):
+            return False  # already removed with its parent
+    return False
 
 
 # pydantic names the branch of a union in an error's location. `workload` is one mapping or a list of
@@ -407,10 +673,14 @@ _WRONG_SHAPE = {"list_type", "model_type", "dict_type", "model_attributes_type"}
 
 
 def _format_validation(e: ValidationError) -> list[str]:
+    return _format_validation_errors(e.errors())
+
+
+def _format_validation_errors(errors: list[Any]) -> list[str]:
     out: list[str] = []
     wrong_shape: set[str] = set()  # unions where a branch did not fit the shape at all
     explained: set[str] = set()  # unions where a branch fit and said what is wrong inside it
-    for err in e.errors():
+    for err in errors:
         parts = [str(x) for x in err["loc"]]
         branch = next((i for i, part in enumerate(parts) if part in _UNION_BRANCHES), None)
         if branch is not None:
@@ -420,12 +690,95 @@ def _format_validation(e: ValidationError) -> list[str]:
                 continue
             explained.add(where)
             del parts[branch]
-        loc = ".".join(parts)
-        msg = err["msg"].removeprefix("Value error, ")
-        if not loc:  # the cross-field check joins its problems with "; "
+        if err["type"] == "extra_forbidden":
+            out.append(_unknown_key(err["loc"]))
+            continue
+        key_error = "[key]" in parts
+        loc = _loc_text([x for x in err["loc"] if x not in _UNION_BRANCHES and x != "[key]"])
+        msg = _message(err)
+        if not loc:  # the cross-field check joins its problems with newlines
             out.extend(msg.split("\n"))
+        elif err["type"] == "missing":
+            out.append(f"{loc}: required")
         else:
-            out.append(f"{loc}: {msg}")
+            got = err.get("input")
+            shown = "" if key_error or isinstance(got, dict | list) else f" (got {_short(got)})"
+            out.append(f"{loc}: {msg}{shown}")
     for where in sorted(wrong_shape - explained):  # neither branch fits at all
         out.append(f"{where}: must be {' or '.join(_UNION_BRANCHES.values())} (mappings)")
     return out
+
+
+def _loc_text(parts: list[Any]) -> str:
+    out = ""
+    for part in parts:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out
+
+
+def _message(err: Any) -> str:
+    """pydantic's message in the words of the rest of this module ("must be >= 1")."""
+    ctx = err.get("ctx") or {}
+    kind = err["type"]
+    bounds = {
+        "greater_than_equal": ">= {ge}",
+        "greater_than": "> {gt}",
+        "less_than_equal": "<= {le}",
+        "less_than": "< {lt}",
+    }
+    if kind in bounds:
+        return "must be " + bounds[kind].format(**ctx)
+    if kind in {"too_short", "string_too_short"} and ctx.get("min_length") == 1:
+        return "must not be empty"
+    if kind in {"too_long", "string_too_long"}:
+        return f"at most {ctx.get('max_length')} {'characters' if kind == 'string_too_long' else 'items'}"
+    if kind == "finite_number":
+        return "must be a finite number"
+    msg = str(err["msg"]).removeprefix("Value error, ")
+    msg = re.sub(r"^Input should be a valid ", "must be a ", msg).replace("be a integer", "be an integer")
+    return re.sub(r"^Input should be ", "must be ", msg)
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _unknown_key(loc: tuple[Any, ...]) -> str:
+    parts = _strip_branches(loc)
+    where = ".".join(str(p) for p in parts[:-1])
+    key = parts[-1]
+    fields = _fields_at(parts[:-1])
+    label = f"{where}: unknown key {_short(key)}" if where else f"unknown key {_short(key)}"
+    if fields is None:
+        return label
+    close = difflib.get_close_matches(str(key), fields, n=1, cutoff=0.6)
+    if close:
+        return f"{label} (did you mean {close[0]!r}?)"
+    return f"{label} (expected one of: {', '.join(fields)})"
+
+
+def _fields_at(path: list[Any]) -> list[str] | None:
+    """The keys the model at `path` accepts, following nested models through lists and unions."""
+    model: type[BaseModel] = SweepSpec
+    for part in path:
+        if isinstance(part, int):
+            continue
+        info = model.model_fields.get(str(part))
+        if info is None:
+            return None
+        nested = _model_in(info.annotation)
+        if nested is None:
+            return None
+        model = nested
+    return list(model.model_fields)
+
+
+def _model_in(annotation: Any) -> type[BaseModel] | None:
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    for arg in get_args(annotation):
+        found = _model_in(arg)
+        if found is not None:
+            return found
+    return None

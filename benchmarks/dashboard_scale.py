@@ -27,7 +27,7 @@ import pandas as pd  # noqa: E402
 
 from db import queries as q  # noqa: E402
 from db.migrate import open_database  # noqa: E402
-from db.synthetic_history import seed_history  # noqa: E402
+from runners.seed_history import seed_history  # noqa: E402
 
 PAGES = ("pages/overview.py", "pages/trends.py", "pages/sweep.py", "pages/compare.py")
 
@@ -59,7 +59,7 @@ def bench_pages(url: str) -> dict[str, float]:
     import streamlit as st
     from streamlit.testing.v1 import AppTest
 
-    os.environ["SPECBENCH_DB_URL"] = url
+    os.environ["DATABASE_URL"] = url
     out = {}
     for page in PAGES:
         st.cache_data.clear()  # cold: every query and scan runs

@@ -8,6 +8,7 @@ pages = [
     st.Page("pages/overview.py", title="Overview", icon=":material/dashboard:", default=True),
     st.Page("pages/trends.py", title="Trends", icon=":material/show_chart:", url_path="trends"),
     st.Page("pages/sweep.py", title="Sweep", icon=":material/grid_on:", url_path="sweep"),
+    st.Page("pages/profiles.py", title="Profiles", icon=":material/timeline:", url_path="profiles"),
     st.Page("pages/compare.py", title="Compare", icon=":material/compare_arrows:", url_path="compare"),
     st.Page("pages/jobs.py", title="Jobs", icon=":material/work:", url_path="jobs"),
 ]

@@ -2,52 +2,123 @@
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
+from urllib.parse import quote, quote_plus
 
 from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.engine import make_url
+from sqlalchemy.exc import ArgumentError
 from sqlalchemy.orm import Session, sessionmaker
 
 DEFAULT_URL = "sqlite:///specbench.db"
+URL_ENV = "DATABASE_URL"  # the one setting that names the database, for every command and the dashboard
+
+
+class DatabaseURLError(ValueError):
+    """`--db` (or DATABASE_URL) is not a URL we can use; the message never contains the password."""
+
+
+ENV_PREFIX = "env:"
 
 
 def resolve_url(url: str | None = None) -> str:
-    """The URL to use, with `postgresql://` mapped to the psycopg 3 driver we ship."""
-    raw = url or os.environ.get("DATABASE_URL") or DEFAULT_URL
-    parsed = make_url(raw)
+    """The URL to use, with `postgresql://` mapped to the psycopg 3 driver we ship.
+
+    `env:NAME` reads the URL from the environment variable NAME, so a password never has to appear in argv
+    (where `ps` shows it to every user of the host).
+    """
+    if url and url.startswith(ENV_PREFIX):
+        name = url.removeprefix(ENV_PREFIX)
+        raw = os.environ.get(name)
+        if not raw:
+            raise DatabaseURLError(f"--db {url}: the environment variable {name!r} is not set or empty")
+    else:
+        raw = url or os.environ.get(URL_ENV) or DEFAULT_URL
+    try:
+        parsed = make_url(raw)
+    except (ArgumentError, ValueError):
+        # Not echoed: an almost-URL may still hold a password.
+        raise DatabaseURLError(
+            "the database URL cannot be parsed; expected sqlite:///PATH or postgresql://USER@HOST[:PORT]/DB "
+            "(or env:NAME for a variable holding one)"
+        ) from None
     if parsed.drivername in ("postgresql", "postgres"):
         parsed = parsed.set(drivername="postgresql+psycopg")
     return parsed.render_as_string(hide_password=False)
 
 
 def redact(url: str) -> str:
-    """The URL for logs and provenance, never with its password."""
-    return make_url(url).render_as_string(hide_password=True)
+    """The URL for logs, messages and provenance, never with its password."""
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except (ArgumentError, ValueError):
+        return "<unparseable database URL>"
 
 
-def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
+def scrub(text: str, url: str | None) -> str:
+    """`text` (say, a driver's error message) with `url`'s password masked wherever it appears."""
+    if not url:
+        return text
+    try:
+        password = make_url(url).password
+    except (ArgumentError, ValueError):
+        return text
+    if not password:
+        return text
+    password = str(password)
+    for form in {password, quote(password, safe=""), quote_plus(password)}:
+        if form:
+            text = text.replace(form, "***")
+    return text
+
+
+def _sqlite_pragmas(dbapi_conn: Any, _record: Any, *, busy_ms: int = 30000) -> None:
     # WAL + busy_timeout let workers and the dashboard share one file; NORMAL is durable enough under WAL.
     cur = dbapi_conn.cursor()
     cur.execute("PRAGMA journal_mode=WAL")
-    cur.execute("PRAGMA busy_timeout=30000")
+    cur.execute(f"PRAGMA busy_timeout={int(busy_ms)}")  # an int we computed, not input
     cur.execute("PRAGMA synchronous=NORMAL")
     cur.execute("PRAGMA foreign_keys=ON")
     cur.close()
 
 
-def make_engine(url: str | None = None, **kwargs: Any) -> Engine:
+# Execution option that makes SQLite's BEGIN an IMMEDIATE one: the write lock is taken before the first read,
+# so a claim's read-then-update cannot interleave with another writer (runners/queue.py).
+SQLITE_IMMEDIATE = "specbench_sqlite_immediate"
+
+
+def _sqlite_autocommit_driver(dbapi_conn: Any, _record: Any) -> None:
+    # SQLAlchemy's documented pysqlite recipe ("Serializable isolation / Savepoints / Transactional DDL"):
+    # pysqlite's own BEGIN comes late (before the first INSERT/UPDATE/DELETE) and its SAVEPOINT handling
+    # commits what `begin_nested` should keep pending. Switch the driver's transaction handling off here and
+    # emit BEGIN ourselves when SQLAlchemy begins (`_sqlite_begin`): a session is then one real transaction,
+    # savepoints included, so a repeat, its requests and its point refresh commit together or not at all.
+    dbapi_conn.isolation_level = None
+
+
+def _sqlite_begin(conn: Any) -> None:
+    immediate = conn.get_execution_options().get(SQLITE_IMMEDIATE, False)
+    conn.exec_driver_sql("BEGIN IMMEDIATE" if immediate else "BEGIN")
+
+
+def make_engine(url: str | None = None, *, busy_timeout_s: float = 30.0, **kwargs: Any) -> Engine:
+    """`busy_timeout_s` (SQLite): how long one statement waits for another writer's lock before it fails
+    with "database is locked" (callers that must ride out longer waits retry: runners/dbretry.py)."""
     resolved = resolve_url(url)
     parsed = make_url(resolved)
     if parsed.get_backend_name() == "sqlite":
         if parsed.database and parsed.database != ":memory:":
             os.makedirs(os.path.dirname(os.path.abspath(parsed.database)), exist_ok=True)
-        # pysqlite opens a transaction lazily, before the first INSERT/UPDATE/DELETE only, so a claim can take
-        # the write lock up front with its own BEGIN IMMEDIATE (runners/queue.py) before it reads.
-        engine = create_engine(resolved, connect_args={"timeout": 30}, **kwargs)
-        event.listen(engine, "connect", _sqlite_pragmas)
+        engine = create_engine(resolved, connect_args={"timeout": busy_timeout_s}, **kwargs)
+        event.listen(engine, "connect", _sqlite_autocommit_driver)
+        event.listen(
+            engine, "connect", functools.partial(_sqlite_pragmas, busy_ms=int(busy_timeout_s * 1000))
+        )
+        event.listen(engine, "begin", _sqlite_begin)
         return engine
     return create_engine(resolved, pool_pre_ping=True, **kwargs)
 

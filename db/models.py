@@ -134,8 +134,13 @@ class ServerInstance(Base):
     sglang_version: Mapped[str | None] = mapped_column(String(64))
     log_path: Mapped[str | None] = mapped_column(String(500))
     startup_s: Mapped[float | None] = mapped_column(Float)
-    status: Mapped[str] = mapped_column(String(16), default="starting")  # starting | ok | failed | stopped
+    # starting | ok | failed (never came up) | crashed (died while measured) | stopped
+    status: Mapped[str] = mapped_column(String(16), default="starting")
     error: Mapped[str | None] = mapped_column(Text)
+    # A server that died: its exit code (negative: killed by that signal) and the last lines of its log, kept
+    # here because the log file lives on the worker host only.
+    exit_code: Mapped[int | None] = mapped_column(Integer)
+    log_tail: Mapped[str | None] = mapped_column(Text)
     started_at: Mapped[datetime] = _created()
     stopped_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
 
@@ -279,6 +284,8 @@ class Job(Base):
     status: Mapped[str] = mapped_column(String(16), default="queued")
     attempts: Mapped[int] = mapped_column(Integer, default=0)
     max_attempts: Mapped[int] = mapped_column(Integer, default=3)
+    # Leases that expired (worker killed, host lost): counted apart from attempts, which count failures.
+    lease_expiries: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
     worker_id: Mapped[str | None] = mapped_column(String(200))
     lease_expires_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     not_before: Mapped[datetime | None] = mapped_column(UTCDateTime)
@@ -320,4 +327,31 @@ class Schedule(Base):
     priority: Mapped[int] = mapped_column(Integer, default=0)
     enabled: Mapped[bool] = mapped_column(Boolean, default=True)
     last_fire_time: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    created_at: Mapped[datetime] = _created()
+
+
+class Profile(Base):
+    """One SGLang profiler trace of a point (one row per TP rank's file), captured after its measured windows.
+
+    `path` is where the compressed trace lies on `host` (see docs/profiles.md); `summary` holds the figures of
+    `bench.profile.summary.summarize` plus the distortion against the point's unprofiled figures.
+    """
+
+    __tablename__ = "profiles"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    run_id: Mapped[int] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"), index=True)
+    point_id: Mapped[int] = mapped_column(ForeignKey("points.id", ondelete="CASCADE"), index=True)
+    spec_mode: Mapped[str | None] = mapped_column(String(8))
+    batch_size: Mapped[int] = mapped_column(Integer)
+    activities: Mapped[list[Any]] = mapped_column(JSON, default=list)
+    num_steps: Mapped[int] = mapped_column(Integer)
+    tp_rank: Mapped[int] = mapped_column(Integer, default=0)
+    status: Mapped[str] = mapped_column(String(16))  # ok | failed
+    error: Mapped[str | None] = mapped_column(Text)
+    host: Mapped[str] = mapped_column(String(200))
+    path: Mapped[str | None] = mapped_column(String(1000))
+    sha256: Mapped[str | None] = mapped_column(String(64))
+    size_bytes: Mapped[int | None] = mapped_column(Integer)
+    summary: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
     created_at: Mapped[datetime] = _created()

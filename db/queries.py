@@ -11,6 +11,7 @@ Results are pandas DataFrames (UTC-aware timestamps), so the dashboard can cache
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -460,12 +461,24 @@ def run_servers(engine: Engine, run_id: int) -> pd.DataFrame:
 def resolve_run(engine: Engine, ref: str) -> int:
     """A run id from what a user types: an id, a uid (or its unique prefix), `latest` or `latest~N`."""
     ref = ref.strip()
+    latest = re.fullmatch(r"latest(?:~(\d{1,9}))?", ref)
+    if ref.startswith("latest") and not latest:
+        raise QueryError(
+            f"{ref[:40]!r}: write `latest` or `latest~N` with N a whole number (latest~1 = the one before)"
+        )
+    if ref.isdigit() and (len(ref) > 19 or int(ref) > 2**63 - 1):  # beyond any 64-bit id column
+        raise QueryError(f"no run with id {ref[:40]}")
     with engine.connect() as c:
+<<<<<<< HEAD
         if ref == "latest" or ref.startswith("latest~"):
             tail = ref.partition("~")[2]
             if ref != "latest" and not tail.isdigit():
                 raise QueryError(f"{ref!r}: write `latest` or `latest~N` with N a whole number (latest~1)")
             back = int(tail or 0)
+=======
+        if latest:
+            back = int(latest.group(1) or 0)
+>>>>>>> main
             rid = c.execute(
                 select(Run.id).order_by(Run.started_at.desc(), Run.id.desc()).offset(back).limit(1)
             ).scalar()

@@ -30,6 +30,7 @@ COMMAND_MODULES = [
     "schedule",
     "scheduler",
     "synth_model",
+    "profile",
     "db",
 ]
 

@@ -6,10 +6,12 @@ from typing import Annotated, NoReturn
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from sqlalchemy import Engine
+from sqlalchemy.engine import make_url
 
 from db import queries as q
-from db.engine import DEFAULT_URL, redact, resolve_url
+from db.engine import DEFAULT_URL, ENV_PREFIX, DatabaseURLError, redact, resolve_url, scrub
 from db.migrate import open_database
 
 console = Console()
@@ -22,7 +24,41 @@ DbOption = Annotated[
     str | None,
     typer.Option(
         "--db",
-        help=f"Database URL (SQLite file or postgresql://...). Default: $DATABASE_URL, else {DEFAULT_URL}",
+        help=(
+            "Database: a SQLite URL/file (sqlite:///PATH), or env:NAME to read a URL from the environment "
+            f"variable NAME (keeps passwords out of argv). Default: $DATABASE_URL, else {DEFAULT_URL}"
+        ),
+        show_default=False,
+    ),
+]
+# Ids are 64-bit integers in both databases; a larger one is a typo, not a lookup.
+MAX_ID = 2**63 - 1
+# Job priorities are stored as 32-bit integers; a million levels is more than any queue needs.
+MAX_PRIORITY = 1_000_000
+
+
+def db_url(url: str | None) -> str:
+    """The resolved URL of `--db`, or a clear message and exit 2 (bad URL, unset env:NAME, a password in argv)."""
+    try:
+        resolved = resolve_url(url)
+    except DatabaseURLError as e:
+        fail(str(e))
+    if url and not url.startswith(ENV_PREFIX) and make_url(resolved).password:
+        fail(
+            f"--db {redact(resolved)}: a password on the command line is visible to every user of this host "
+            "(ps, shell history); put the URL in an environment variable and pass --db env:NAME, or set "
+            "DATABASE_URL"
+        )
+    return resolved
+
+
+OutageOption = Annotated[
+    float | None,
+    typer.Option(
+        "--db-outage-limit-s",
+        min=0.0,
+        help="How long to wait out an unreachable (or, on SQLite, locked) database before giving up. "
+        "Default: $SPECBENCH_DB_OUTAGE_LIMIT_S, else 900.",
         show_default=False,
     ),
 ]
@@ -30,15 +66,16 @@ DbOption = Annotated[
 
 def open_db(url: str | None) -> Engine:
     """The migrated database, or a clear message and exit 2 when it cannot be reached."""
-    resolved = resolve_url(url)
+    resolved = db_url(url)
     try:
         return open_database(resolved)
     except Exception as e:  # driver errors vary by backend; the user needs the URL and the cause
-        fail(f"cannot open database {redact(resolved)}: {type(e).__name__}: {e}")
+        fail(f"cannot open database {redact(resolved)}: {type(e).__name__}: {scrub(str(e), resolved)}")
 
 
 def fail(message: str, code: int = 2) -> NoReturn:
-    err_console.print(f"[bold red]error:[/] {message}")
+    # The message quotes user input (sweep values, URLs): printed as text, never as rich markup.
+    err_console.print(f"[bold red]error:[/] {escape(message)}")
     raise typer.Exit(code)
 
 

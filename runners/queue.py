@@ -24,9 +24,13 @@ from typing import Any
 from sqlalchemy import Connection, Engine, func, insert, or_, select, update
 
 from bench.sweep import parse_sweep
+from db.engine import SQLITE_IMMEDIATE
 from db.models import Job, Run, Worker
 from db.types import utcnow
 from runners.gpus import Gpu, matches, requirements_for
+from runners.recovery import Backoff, RecoveryPolicy
+
+__all__ = ["Backoff", "RecoveryPolicy"]  # re-exported: callers configure the queue through this module
 
 QUEUED, CLAIMED, RUNNING, DONE, FAILED, CANCELED = (
     "queued",
@@ -45,17 +49,6 @@ SCAN_PAGE = 200
 
 
 @dataclass(frozen=True)
-class Backoff:
-    """Delay before a failed attempt is retried: base * 2^(attempt-1), capped."""
-
-    base_s: float = 30.0
-    cap_s: float = 3600.0
-
-    def delay(self, attempts: int) -> timedelta:
-        return timedelta(seconds=min(self.cap_s, self.base_s * 2 ** max(attempts - 1, 0)))
-
-
-@dataclass(frozen=True)
 class ClaimedJob:
     id: int
     sweep_name: str
@@ -66,6 +59,7 @@ class ClaimedJob:
     attempts: int
     max_attempts: int
     run_id: int | None
+    lease_expiries: int
     lease_expires_at: datetime
 
 
@@ -149,10 +143,9 @@ def claim(
     lease_s: float = 60.0,
 ) -> ClaimedJob | None:
     """Take the best queued job this worker can run (highest priority, then oldest), or None."""
-    with engine.connect() as conn:
-        if conn.dialect.name == "sqlite":
-            # Take the write lock before reading: no other process can claim between our read and update.
-            conn.exec_driver_sql("BEGIN IMMEDIATE")
+    # On SQLite the transaction begins IMMEDIATE: it takes the write lock before reading, so no other process
+    # can claim between our read and update (PostgreSQL ignores the option; it locks rows below).
+    with engine.connect().execution_options(**{SQLITE_IMMEDIATE: True}) as conn:
         now = db_now(conn)
         ready = (Job.status == QUEUED) & or_(Job.not_before.is_(None), Job.not_before <= now)
         order = (Job.priority.desc(), Job.id)
@@ -207,6 +200,7 @@ def claim(
         attempts=row["attempts"],
         max_attempts=row["max_attempts"],
         run_id=row["run_id"],
+        lease_expiries=row["lease_expiries"],
         lease_expires_at=lease,
     )
 
@@ -311,7 +305,7 @@ def fail(
     error: str,
     *,
     retry: bool = True,
-    backoff: Backoff = Backoff(),
+    backoff: Backoff | None = None,
 ) -> str | None:
     """An attempt failed: back to queued after a backoff while attempts remain, else failed for good.
     Returns the new status, or None if the job was no longer ours."""
@@ -335,7 +329,7 @@ def fail(
                 worker_id=None,
                 lease_expires_at=None,
                 last_error=error,
-                not_before=now + backoff.delay(attempts),
+                not_before=now + (backoff or RecoveryPolicy().retry).delay(attempts),
             )
             return QUEUED if ok else None
         ok = _transition(
@@ -384,19 +378,28 @@ def cancel(engine: Engine, job_id: int) -> bool:
 
 
 def requeue_expired(
-    engine: Engine, *, backoff: Backoff = Backoff(), now: datetime | None = None
+    engine: Engine,
+    *,
+    backoff: Backoff | None = None,
+    now: datetime | None = None,
+    policy: RecoveryPolicy | None = None,
 ) -> list[int]:
-    """Jobs whose worker stopped heartbeating (killed, host lost) go back to the queue after a backoff, or
-    fail once out of attempts. Any worker or scheduler may call this; the guard makes it safe to race."""
+    """Jobs whose worker stopped heartbeating (killed, host lost) go back to the queue after a short backoff
+    (`backoff`, else the policy's `requeue`). The lost attempt is not counted: a kill is not the job's
+    failure, so kills never use up max_attempts. Expiries are counted on their own, and a job whose workers
+    keep dying fails after `policy.max_lease_expiries`. Any worker or scheduler may call this; the guard
+    makes it safe to race."""
+    policy = policy or RecoveryPolicy()
+    delay = backoff or policy.requeue
     moved: list[int] = []
     with engine.begin() as conn:
         now = now or db_now(conn)
         expired = conn.execute(
-            select(
-                Job.id, Job.status, Job.worker_id, Job.attempts, Job.max_attempts, Job.lease_expires_at
-            ).where(Job.status.in_(ACTIVE), Job.lease_expires_at < now)
+            select(Job.id, Job.status, Job.worker_id, Job.lease_expiries, Job.lease_expires_at).where(
+                Job.status.in_(ACTIVE), Job.lease_expires_at < now
+            )
         ).all()
-        for job_id, status, worker, attempts, max_attempts, lease in expired:
+        for job_id, status, worker, expiries, lease in expired:
             error = f"lease expired at {lease:%Y-%m-%d %H:%M:%S} UTC (worker {worker} stopped heartbeating)"
             cond = (
                 (Job.id == job_id)
@@ -404,20 +407,24 @@ def requeue_expired(
                 & (Job.worker_id == worker)
                 & (Job.lease_expires_at < now)  # not renewed since we looked
             )
-            if attempts < max_attempts:
+            expiries += 1
+            if expiries <= policy.max_lease_expiries:
                 values: dict[str, Any] = {
                     "status": QUEUED,
                     "worker_id": None,
+                    "attempts": Job.attempts - 1,  # >= 1 while claimed
+                    "lease_expiries": expiries,
                     "lease_expires_at": None,
-                    "not_before": now + backoff.delay(attempts),
+                    "not_before": now + delay.delay(expiries),
                     "last_error": error,
                 }
             else:
                 values = {
                     "status": FAILED,
+                    "lease_expiries": expiries,
                     "lease_expires_at": None,
                     "finished_at": now,
-                    "last_error": f"{error}; gave up after {attempts} attempt(s)",
+                    "last_error": f"{error}; gave up after {expiries} lease expiries",
                 }
             if conn.execute(update(Job).where(cond).values(**values)).rowcount == 1:
                 moved.append(job_id)

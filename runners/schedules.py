@@ -24,7 +24,7 @@ from sqlalchemy.exc import IntegrityError
 
 from bench.sweep import SweepError, parse_sweep
 from db.models import Schedule
-from runners import queue
+from runners import dbretry, queue
 
 log = logging.getLogger("specbench.scheduler")
 
@@ -204,16 +204,24 @@ def run_scheduler(
     once: bool = False,
     stop: threading.Event | None = None,
     backoff: queue.Backoff | None = None,
+    policy: queue.RecoveryPolicy | None = None,
 ) -> None:
     """Tick until stopped. It also returns expired leases to the queue, so a job whose worker died is retried
     even while no other worker polls."""
     stop = stop or threading.Event()
+    policy = policy or queue.RecoveryPolicy()
     log.info("scheduler started (tick every %.1f s)", interval_s)
     while True:
-        tick(engine)
-        for job_id in queue.requeue_expired(engine, backoff=backoff or queue.Backoff()):
-            log.warning(
-                "job %d: its worker stopped heartbeating; requeued (or failed, out of attempts)", job_id
-            )
+        # A database outage is waited out (up to the policy's limit): a missed fire time is enqueued on the
+        # first tick after it, as after any downtime.
+        dbretry.retry(lambda: tick(engine), what="scheduler tick", policy=policy.outage, stop=stop)
+        requeued = dbretry.retry(
+            lambda: queue.requeue_expired(engine, backoff=backoff, policy=policy),
+            what="requeueing expired leases",
+            policy=policy.outage,
+            stop=stop,
+        )
+        for job_id in requeued:
+            log.warning("job %d: its worker stopped heartbeating; requeued (or failed for good)", job_id)
         if once or stop.wait(interval_s):
             return

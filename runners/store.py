@@ -46,8 +46,10 @@ def create_run(
     trigger: str,
     label: str | None,
     job_id: int | None,
+    uid: str | None = None,
 ) -> Run:
     run = Run(
+        **({"uid": uid} if uid else {}),
         sweep_name=spec.name,
         sweep_yaml=sweep_yaml,
         sweep_hash=hashlib.sha256(sweep_yaml.encode()).hexdigest(),
@@ -114,11 +116,12 @@ def record_server(
 
 
 def stored_repeats(session: Session, run_id: int) -> dict[str, set[int]]:
-    """point_key -> repeat indices already stored, for resuming a run."""
+    """point_key -> repeat indices already measured, for resuming a run. A `failed` repeat holds no
+    measurement (its server died, every request failed), so a resumed run or a retried job measures it again."""
     rows = session.execute(
         select(Point.point_key, Sample.repeat)
         .join(Sample, Sample.point_id == Point.id)
-        .where(Point.run_id == run_id)
+        .where(Point.run_id == run_id, Sample.status != "failed")
     )
     done: dict[str, set[int]] = defaultdict(set)
     for key, repeat in rows:
@@ -134,22 +137,8 @@ def get_or_create_point(session: Session, run: Run, plan: PointPlan, server_inst
         if server_instance_id is not None:
             point.server_instance_id = server_instance_id
         return point
-    cfg, w = plan.server, plan.workload
-    series: dict[str, Any] = {  # the series key: identity columns of the point and its fingerprint
-        "model": cfg.model,
-        "draft_model": cfg.draft_model,
-        "attention_backend": cfg.attention_backend,
-        "tp": cfg.tp,
-        "algorithm": cfg.algorithm,
-        "steps": cfg.steps,
-        "topk": cfg.topk,
-        "draft_tokens": cfg.draft_tokens,
-        "spec_mode": cfg.spec_mode,
-        "batch_size": plan.batch_size,
-        "workload_key": w.key(),
-        "gpu_name": run.gpu_name,
-        "gpu_count": run.gpu_count,
-    }
+    series = plan.series(run.gpu_name, run.gpu_count)  # the series key: identity columns and fingerprint
+    w = plan.workload
     point = Point(
         run_id=run.id,
         server_instance_id=server_instance_id,
@@ -173,12 +162,19 @@ def get_or_create_point(session: Session, run: Run, plan: PointPlan, server_inst
 def store_sample(
     session: Session, point: Point, result: SampleResult, *, spec_mode_resolved: str | None
 ) -> bool:
-    """Insert one repeat with its requests; False if that repeat was already stored (a resumed job)."""
-    exists = session.scalars(
-        select(Sample.id).where(Sample.point_id == point.id, Sample.repeat == result.repeat)
+    """Insert one repeat with its requests; False if that repeat was already stored (a resumed job).
+
+    The caller's session is one transaction: the sample, its requests and the point refresh commit together
+    (on SQLite too, see db/engine.py), so a point never counts a repeat it does not hold, or the reverse.
+    A stored `failed` repeat is replaced by a new measurement of it."""
+    existing = session.scalars(
+        select(Sample).where(Sample.point_id == point.id, Sample.repeat == result.repeat)
     ).first()
-    if exists is not None:
-        return False
+    if existing is not None:
+        if existing.status != "failed" or result.status == "failed":
+            return False
+        session.delete(existing)
+        session.flush()
     sample = Sample(
         point_id=point.id,
         repeat=result.repeat,

@@ -24,7 +24,7 @@ from rich.progress import (
     TimeElapsedColumn,
     TimeRemainingColumn,
 )
-from sqlalchemy import Engine
+from sqlalchemy import Engine, select
 
 from bench.client import LoadClient
 from bench.launcher import LaunchedServer, LaunchError, launch
@@ -32,16 +32,16 @@ from bench.measure import measure_point
 from bench.provenance import collect_provenance
 from bench.sweep import PointPlan, ServerConfig, ServerGroup, SweepSpec, expand
 from bench.workload import build_prompts
-from db.engine import session_scope
-from db.models import Run, ServerInstance
-from db.types import utcnow
-from runners import store
+from db.models import Point, Run, ServerInstance
+from db.types import utcnow, uuid7
+from runners import dbretry, profiling, store
+from runners.recovery import OutagePolicy
 
 
 @dataclass
 class RunOutcome:
     run_id: int
-    status: str  # done | partial | failed
+    status: str  # done | unstable | partial | failed (see final_status)
     points_total: int
     points_stored: int
     launches: int = 0
@@ -62,6 +62,24 @@ class _Stopped(Exception):
     """The deadline passed or a stop was requested; finish cleanly."""
 
 
+def final_status(point_statuses: list[str], points_total: int) -> tuple[str, str | None]:
+    """The truth about a run that went through every point: `done` when every point is ok, `unstable` when the
+    rest are only unstable, `failed` when no point is ok, else `partial`; with the error that says why."""
+    ok = point_statuses.count("ok")
+    missing = points_total - len(point_statuses)
+    bad = {s: point_statuses.count(s) for s in sorted(set(point_statuses)) if s != "ok"}
+    if missing > 0:
+        bad["not measured"] = missing
+    summary = ", ".join(f"{n} {s}" for s, n in bad.items())
+    if ok == 0:
+        return "failed", f"no point measured ok ({summary or 'no points'})"
+    if not bad:
+        return "done", None
+    if set(bad) == {"unstable"}:
+        return "unstable", f"{ok}/{points_total} points ok ({summary})"
+    return "partial", f"{ok}/{points_total} points ok ({summary})"
+
+
 def execute_sweep(
     spec: SweepSpec,
     sweep_yaml: str,
@@ -77,11 +95,18 @@ def execute_sweep(
     log_dir: Path | None = None,
     show_progress: bool = True,
     console: Console | None = None,
+    outage: OutagePolicy | None = None,
 ) -> RunOutcome:
+    """Run `spec`, storing every repeat as measured. Database outages shorter than `outage.limit_s` are waited
+    out (each measured repeat is held until it is written); a longer one ends the run with
+    dbretry.DatabaseUnavailable."""
     console = console or Console(stderr=True)
+    outage = outage or OutagePolicy.from_env()
     groups = expand(spec)
     provenance = _provenance(spec, gpus=gpus)
-    with session_scope(engine) as s:
+    uid = uuid7()  # names the run before it exists, so a create retried after a lost commit finds it
+
+    def open_run(s: Any) -> tuple[int, dict[str, set[int]]]:
         if resume_run_id is not None:
             run = s.get(Run, resume_run_id)
             if run is None:
@@ -93,14 +118,15 @@ def execute_sweep(
             run.status = "running"
             run.finished_at = None
         else:
-            run = store.create_run(
-                s, spec, sweep_yaml, provenance, trigger=trigger, label=label, job_id=job_id
+            run = s.scalars(select(Run).where(Run.uid == uid)).one_or_none() or store.create_run(
+                s, spec, sweep_yaml, provenance, trigger=trigger, label=label, job_id=job_id, uid=uid
             )
-        run_id = run.id
-        done = store.stored_repeats(s, run_id)
+        return run.id, store.stored_repeats(s, run.id)
+
+    run_id, done = dbretry.in_session(engine, open_run, what="opening the run", policy=outage)
     logs = (log_dir or Path("logs")) / f"run-{run_id}"
     logs.mkdir(parents=True, exist_ok=True)
-    executor = _Executor(spec, engine, run_id, done, gpus, deadline, stop, logs)
+    executor = _Executor(spec, engine, run_id, done, gpus, deadline, stop, logs, outage)
     total_points = sum(len(g.points) for g in groups)
     status, error = "done", None
     progress = Progress(
@@ -121,19 +147,40 @@ def execute_sweep(
             executor.progress, executor.task = progress, task
             for batch in launch_batches(groups, spec.server.max_parallel_starts):
                 executor.run_batch(batch)
+        status, error = dbretry.in_session(
+            engine,
+            lambda s: final_status(
+                list(s.scalars(select(Point.status).where(Point.run_id == run_id))), total_points
+            ),
+            what="summing up the run",
+            policy=outage,
+        )
     except _Stopped as e:
         status, error = "partial", str(e)
     except KeyboardInterrupt:
         status, error = "partial", "interrupted (Ctrl-C)"
+    except dbretry.DatabaseUnavailable as e:
+        # Nothing measured is lost: stored repeats stay, the rest is measured again by --resume (or the
+        # job's retry). One last try to say so on the run row; the database is most likely still away.
+        status, error, outage = "failed", f"DatabaseUnavailable: {e}", OutagePolicy(limit_s=0)
+        raise
     except Exception as e:  # the run row says why it ended (below), then the caller sees the error too
         status, error = "failed", f"{type(e).__name__}: {e}"
         raise
     finally:
-        with session_scope(engine) as s:
+
+        def finish(s: Any) -> None:
             run = s.get(Run, run_id)
             assert run is not None
             run.overhead_s = executor.overhead_total
             store.finish_run(s, run, status, error)
+
+        try:
+            dbretry.in_session(engine, finish, what="finishing the run", policy=outage)
+        except dbretry.DatabaseUnavailable:
+            if outage.limit_s > 0:
+                raise
+            # Still away: the run row stays `running` until a resume or the job's retry takes it over.
     stored = executor.points_stored
     return RunOutcome(
         run_id=run_id,
@@ -159,8 +206,10 @@ class _Executor:
         deadline: float | None,
         stop: threading.Event | None,
         log_dir: Path,
+        outage: OutagePolicy,
     ) -> None:
         self.spec, self.engine, self.run_id, self.done = spec, engine, run_id, done
+        self.outage = outage
         self.gpus, self.deadline, self.stop, self.log_dir = gpus, deadline, stop, log_dir
         self.progress: Progress | None = None
         self.task: Any = None
@@ -227,15 +276,22 @@ class _Executor:
         except LaunchError as e:
             return e
 
+    def _write(self, fn: Any, what: str) -> Any:
+        """One transaction, retried through a database outage (a measured repeat waits in memory meanwhile)."""
+        return dbretry.in_session(self.engine, fn, what=what, policy=self.outage)
+
     def _record_launch_failure(self, group: ServerGroup, todo: list[PointPlan], err: LaunchError) -> None:
-        with session_scope(self.engine) as s:
+        def write(s: Any) -> None:
             run = s.get(Run, self.run_id)
             assert run is not None
             si = store.record_server(
                 s, run, group.server, status="failed", error=str(err), log_path=_str_or_none(err.log_path)
             )
+            si.exit_code, si.log_tail = err.exit_code, err.log_tail or None
             for plan in todo:
                 store.fail_point(s, run, plan, si.id, f"server failed to start: {_first_line(str(err))}")
+
+        self._write(write, "recording a failed launch")
         for _ in todo:
             self._advance()
 
@@ -246,13 +302,25 @@ class _Executor:
         try:
             asyncio.run(self._measure_group(todo, server, si_id, group.server.label()))
         finally:
-            with session_scope(self.engine) as s:
+            # Read before stop(): an exit code now means the server died under us, not by our teardown.
+            exit_code = server.exit_code
+
+            def close(s: Any) -> None:
                 si = s.get(ServerInstance, si_id)
-                if si is not None and si.status == "ok":
-                    si.status, si.stopped_at = "stopped", utcnow()
+                if si is None or si.status != "ok":
+                    return
+                si.stopped_at = utcnow()
+                if exit_code is None:
+                    si.status = "stopped"
+                    return
+                # The log file stays on this host; the database keeps what a reader elsewhere needs.
+                si.status, si.exit_code, si.log_tail = "crashed", exit_code, server.log_tail()
+                si.error = f"server exited with code {exit_code} while it was measured"
+
+            self._write(close, "recording the server's end")
 
     def _record_server(self, cfg: ServerConfig, server: LaunchedServer, co_resident: int) -> int:
-        with session_scope(self.engine) as s:
+        def write(s: Any) -> int:
             run = s.get(Run, self.run_id)
             assert run is not None
             if run.provenance.get("server_version") is None:
@@ -276,7 +344,9 @@ class _Executor:
             )
             # Idle servers sharing the GPU while this one was measured (max_parallel_starts > 1).
             si.env = {**si.env, "specbench.co_resident_idle_servers": str(co_resident)}
-            return si.id
+            return int(si.id)
+
+        return int(self._write(write, "recording the server"))
 
     async def _measure_group(
         self, todo: list[PointPlan], server: LaunchedServer, si_id: int, label: str
@@ -302,16 +372,26 @@ class _Executor:
                 ):
                     if sample.metrics is not None:
                         window += sample.metrics.duration_s
-                    with session_scope(self.engine) as s:
-                        run = s.get(Run, self.run_id)
-                        assert run is not None
-                        point = store.get_or_create_point(s, run, plan, si_id)
-                        if store.store_sample(s, point, sample, spec_mode_resolved=server.spec_mode_resolved):
-                            self.done.setdefault(plan.key(), set()).add(sample.repeat)
+                    self._store(plan, sample, si_id, server.spec_mode_resolved)
                 self.points_measured += 1
                 self.overhead_total += max(time.perf_counter() - t_point - window, 0.0)
+                await profiling.profile_point(self.engine, self.spec, plan, client, self.run_id, si_id)
                 self.points_stored += 1
                 self._advance()
+
+    def _store(self, plan: PointPlan, sample: Any, si_id: int, spec_mode_resolved: str | None) -> None:
+        """One repeat as one transaction (sample, requests, point refresh), idempotent on (point, repeat): a
+        retry after a connection lost mid-commit finds the repeat stored and adds nothing."""
+
+        def write(s: Any) -> None:
+            run = s.get(Run, self.run_id)
+            assert run is not None
+            point = store.get_or_create_point(s, run, plan, si_id)
+            store.store_sample(s, point, sample, spec_mode_resolved=spec_mode_resolved)
+
+        self._write(write, f"storing {plan.key()} repeat {sample.repeat}")
+        if sample.status != "failed":
+            self.done.setdefault(plan.key(), set()).add(sample.repeat)
 
 
 def _provenance(

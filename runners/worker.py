@@ -6,10 +6,16 @@ the current point. SIGTERM/SIGINT set the same stop: the executor finishes and s
 stops its server, then the job is released to the queue (or marked done if that was the last point).
 
 A retried job resumes the run its first attempt created, so repeats already stored are skipped.
+
+Database outages are waited out (runners/dbretry.py, limit in runners/recovery.py): every queue call is
+retried with backoff, the executor holds a measured repeat until it is written, and the heartbeat keeps
+trying; once the database is back the lease renewal says whether the job is still ours. Only an outage
+longer than the limit ends the worker (exit 1), for its supervisor to restart.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import secrets
@@ -22,16 +28,22 @@ from typing import Any, Protocol
 
 from sqlalchemy import Engine
 
+from bench import reaper
 from bench.sweep import SweepError, SweepSpec, parse_sweep
-from runners import queue
+from runners import dbretry, queue
 from runners.gpus import Gpu
+from runners.recovery import OutagePolicy, RecoveryPolicy
 
 log = logging.getLogger("specbench.worker")
 
 
+# Run statuses that finish a job; any other one fails the attempt (retried while attempts remain).
+SUCCESS = ("done", "unstable")
+
+
 class Outcome(Protocol):
     run_id: int
-    status: str  # done | partial | failed
+    status: str  # done | unstable | partial | failed
     points_total: int
     points_stored: int
     error: str | None
@@ -53,7 +65,8 @@ class WorkerOptions:
     lease_s: float = 60.0
     poll_s: float = 5.0
     once: bool = False
-    backoff: queue.Backoff = field(default_factory=queue.Backoff)
+    backoff: queue.Backoff = field(default_factory=queue.Backoff)  # before a failed attempt is retried
+    recovery: RecoveryPolicy = field(default_factory=RecoveryPolicy)  # requeue of dead workers' jobs, outages
     log_dir: Path | None = None
     show_progress: bool = False
 
@@ -90,27 +103,53 @@ class QueueWorker:
             if self._job_stop is not None:
                 self._job_stop.set()
 
+    # --- database calls -----------------------------------------------------------------------------------
+
+    def _db(self, fn: Callable[[], Any], what: str, *, stop: threading.Event | None = None) -> Any:
+        """A queue call, retried through a database outage up to the configured limit."""
+        return dbretry.retry(fn, what=what, policy=self.options.recovery.outage, stop=stop)
+
     # --- main loop --------------------------------------------------------------------------------------
 
     def run(self) -> int:
         opts = self.options
-        queue.register_worker(self.engine, self.id, pid=os.getpid(), gpus=opts.gpus, labels=opts.labels)
+        # Servers a killed predecessor on this host left behind (its watchdogs normally took them down).
+        for pgid in reaper.reap_orphans():
+            log.warning("worker %s: stopped server process group %d left by a dead launcher", self.id, pgid)
+        try:
+            self._db(
+                lambda: queue.register_worker(
+                    self.engine, self.id, pid=os.getpid(), gpus=opts.gpus, labels=opts.labels
+                ),
+                "registering the worker",
+                stop=self.shutdown,
+            )
+        except dbretry.DatabaseUnavailable as e:
+            log.error("worker %s: %s; exiting", self.id, e)
+            return 1
         gpu_text = ", ".join(f"{g.index}:{g.name}" for g in opts.gpus) or "none"
         log.info(
             "worker %s registered (gpus: %s; labels: %s)", self.id, gpu_text, ",".join(opts.labels) or "-"
         )
         self._beat_thread = threading.Thread(target=self._heartbeat_loop, name="heartbeat", daemon=True)
         self._beat_thread.start()
+        code = 0
         try:
             while not self.shutdown.is_set():
-                queue.requeue_expired(self.engine, backoff=opts.backoff)
-                job = queue.claim(self.engine, self.id, opts.gpus, labels=opts.labels, lease_s=opts.lease_s)
+                try:
+                    job = self._db(self._next_job, "claiming a job", stop=self.shutdown)
+                except dbretry.DatabaseUnavailable as e:
+                    if not self.shutdown.is_set():
+                        log.error("worker %s: %s; exiting", self.id, e)
+                        code = 1
+                    break
                 if job is None:
-                    if opts.once:
-                        next_at = queue.has_claimable(self.engine, opts.gpus, opts.labels)
-                        if next_at is None:
-                            log.info("worker %s: queue empty, exiting (--once)", self.id)
-                            break
+                    if opts.once and self._db(
+                        lambda: queue.has_claimable(self.engine, opts.gpus, opts.labels) is None,
+                        "looking at the queue",
+                    ):
+                        log.info("worker %s: queue empty, exiting (--once)", self.id)
+                        break
                     self.shutdown.wait(opts.poll_s)
                     continue
                 self._run_job(job)
@@ -119,12 +158,32 @@ class QueueWorker:
             self._beat_stop.set()
             if self._beat_thread is not None:
                 self._beat_thread.join(timeout=5)
-            queue.deregister_worker(self.engine, self.id)
+            try:  # a short wait only: the row goes stale by itself (heartbeat age) if the database is away
+                dbretry.retry(
+                    lambda: queue.deregister_worker(self.engine, self.id),
+                    what="deregistering",
+                    policy=OutagePolicy(limit_s=min(10.0, opts.recovery.outage.limit_s)),
+                )
+            except dbretry.DatabaseUnavailable as e:
+                log.warning("worker %s: not deregistered: %s", self.id, e)
             log.info("worker %s stopped after %d job(s)", self.id, self.jobs_done)
-        return 0
+        return code
+
+    def _next_job(self) -> queue.ClaimedJob | None:
+        opts = self.options
+        queue.requeue_expired(self.engine, policy=opts.recovery)
+        return queue.claim(self.engine, self.id, opts.gpus, labels=opts.labels, lease_s=opts.lease_s)
 
     def _run_job(self, job: queue.ClaimedJob) -> None:
-        log.info("job %d claimed by %s (attempt %d/%d)", job.id, self.id, job.attempts, job.max_attempts)
+        expiries = f"; {job.lease_expiries} earlier lease expiries" if job.lease_expiries else ""
+        log.info(
+            "job %d claimed by %s (attempt %d/%d)%s",
+            job.id,
+            self.id,
+            job.attempts,
+            job.max_attempts,
+            expiries,
+        )
         stop = threading.Event()
         with self._lock:
             self._job, self._job_stop, self._lost = job, stop, None
@@ -133,26 +192,42 @@ class QueueWorker:
             stop.set()
         try:
             self._execute(job, stop)
+        except dbretry.DatabaseUnavailable as e:
+            # The database stayed away past the limit mid-job: what was measured is stored; the lease lapses
+            # and the job is requeued (not counted as a failure) once the database is back.
+            log.error("job %d: %s; leaving it to its lease", job.id, e)
         finally:
             with self._lock:
                 self._job, self._job_stop = None, None
-            queue.worker_heartbeat(self.engine, self.id, status="idle", job_id=None)
+            # If the database stays away, the heartbeat thread reports the worker's state once it is back.
+            with contextlib.suppress(dbretry.DatabaseUnavailable):
+                self._db(
+                    lambda: queue.worker_heartbeat(self.engine, self.id, status="idle", job_id=None),
+                    "heartbeat",
+                    stop=self.shutdown,
+                )
 
     def _execute(self, job: queue.ClaimedJob, stop: threading.Event) -> None:
         opts = self.options
         try:
             spec = parse_sweep(job.sweep_yaml, f"job {job.id}")
         except SweepError as e:  # validated at submit; a schema change since then cannot be fixed by retrying
-            queue.fail(self.engine, job.id, self.id, str(e), retry=False)
+            why = str(e)
+            self._db(lambda: queue.fail(self.engine, job.id, self.id, why, retry=False), "failing a job")
             log.error("job %d failed: payload is not a valid sweep", job.id)
             return
-        if not queue.start(self.engine, job.id, self.id, lease_s=opts.lease_s):
+        if not self._db(lambda: queue.start(self.engine, job.id, self.id, lease_s=opts.lease_s), "starting"):
             log.warning("job %d: no longer ours before it started", job.id)
             return
-        queue.worker_heartbeat(self.engine, self.id, status="busy", job_id=job.id)
-        resume = queue.run_for_job(self.engine, job.id)
+        self._db(
+            lambda: queue.worker_heartbeat(self.engine, self.id, status="busy", job_id=job.id), "heartbeat"
+        )
+        resume = self._db(lambda: queue.run_for_job(self.engine, job.id), "finding the job's run")
         if stop.is_set():
-            queue.release(self.engine, job.id, self.id, "worker shut down before starting")
+            self._db(
+                lambda: queue.release(self.engine, job.id, self.id, "worker shut down before starting"),
+                "releasing a job",
+            )
             log.info("job %d released before starting", job.id)
             return
         log.info(
@@ -160,10 +235,12 @@ class QueueWorker:
         )
         try:
             outcome = self._call_executor(spec, job, resume, stop)
+        except dbretry.DatabaseUnavailable:
+            raise
         except Exception as e:  # the executor marked its run failed; the job decides about retrying
             self._after_failure(job, f"{type(e).__name__}: {e}")
             return
-        queue.set_run(self.engine, job.id, outcome.run_id)
+        self._db(lambda: queue.set_run(self.engine, job.id, outcome.run_id), "recording the job's run")
         self._report(job, outcome, stop)
 
     def _call_executor(
@@ -181,6 +258,7 @@ class QueueWorker:
             "stop": stop,
             "log_dir": opts.log_dir,
             "show_progress": opts.show_progress,
+            "outage": opts.recovery.outage,
         }
         return executor(spec, job.sweep_yaml, self.engine, **kwargs)
 
@@ -192,14 +270,16 @@ class QueueWorker:
         if lost is not None:
             log.warning("job %d: %s; left as is (%s)", job.id, lost, summary)
             return
-        if outcome.status == "done":
-            if queue.finish(self.engine, job.id, self.id, run_id=outcome.run_id):
+        if outcome.status in SUCCESS:
+            if self._db(
+                lambda: queue.finish(self.engine, job.id, self.id, run_id=outcome.run_id), "finishing a job"
+            ):
                 self.jobs_done += 1
                 log.info("job %d done (%s)", job.id, summary)
             else:
                 log.warning("job %d finished but was no longer ours (%s)", job.id, summary)
         elif stop.is_set() and self.shutdown.is_set():
-            if queue.release(self.engine, job.id, self.id):
+            if self._db(lambda: queue.release(self.engine, job.id, self.id), "releasing a job"):
                 log.info("job %d released to the queue (%s)", job.id, summary)
         else:
             self._after_failure(job, outcome.error or f"run ended {outcome.status}")
@@ -210,10 +290,16 @@ class QueueWorker:
             return
         if self.shutdown.is_set():
             # A point interrupted by our own shutdown is not the job's fault.
-            queue.release(self.engine, job.id, self.id, f"worker shut down ({error})")
+            self._db(
+                lambda: queue.release(self.engine, job.id, self.id, f"worker shut down ({error})"),
+                "releasing a job",
+            )
             log.info("job %d released after: %s", job.id, error)
             return
-        status = queue.fail(self.engine, job.id, self.id, error, backoff=self.options.backoff)
+        status = self._db(
+            lambda: queue.fail(self.engine, job.id, self.id, error, backoff=self.options.backoff),
+            "failing a job",
+        )
         if status == queue.QUEUED:
             log.warning("job %d attempt %d failed, will retry: %s", job.id, job.attempts, error)
         else:
@@ -241,10 +327,15 @@ class QueueWorker:
                 self._last_renewal = time.monotonic()
                 return
             self._lose(job, stop, "job is no longer ours (canceled, or its lease was taken over)")
-        except Exception as e:  # the database may come back; the lease tells us when it is too late
-            log.warning("heartbeat failed: %s: %s", type(e).__name__, e)
-            if job is not None and time.monotonic() - self._last_renewal > opts.lease_s:
-                self._lose(job, stop, "lease could not be renewed in time")
+        except Exception as e:
+            # The database may come back: keep working, and keep what we measure (the executor waits to
+            # write it). The first renewal after the outage says whether the job is still ours; if another
+            # worker took it over meanwhile, writes are idempotent per repeat, so nothing is doubled.
+            if dbretry.is_transient(e):
+                away = time.monotonic() - self._last_renewal
+                log.warning("heartbeat: database unavailable for %.0f s: %s", away, type(e).__name__)
+            else:
+                log.warning("heartbeat failed: %s: %s", type(e).__name__, e)
 
     def _lose(self, job: queue.ClaimedJob, stop: threading.Event | None, why: str) -> None:
         with self._lock:

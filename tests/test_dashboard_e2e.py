@@ -19,9 +19,10 @@ from pathlib import Path
 import pytest
 
 from bench.launcher import free_port
+from bench.synthetic_history import SMALL_SHAPE
 from db import queries as q
 from db.migrate import open_database
-from db.synthetic_history import SMALL_SHAPE, seed_history
+from runners.seed_history import seed_history
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(120)]
 

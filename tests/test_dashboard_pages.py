@@ -12,10 +12,11 @@ import pytest
 from sqlalchemy import Engine
 from streamlit.testing.v1 import AppTest
 
+from bench.synthetic_history import SMALL_SHAPE
 from db import queries as q
 from db.migrate import open_database
-from db.synthetic_history import SMALL_SHAPE, seed_history
 from runners.commands.dashboard import streamlit_argv, streamlit_env
+from runners.seed_history import seed_history
 
 APP = str(Path(__file__).resolve().parents[1] / "dashboard" / "app.py")
 PAGES = ["pages/overview.py", "pages/trends.py", "pages/sweep.py", "pages/compare.py", "pages/jobs.py"]
@@ -39,7 +40,7 @@ def engine_of(seeded_url: str) -> Iterator[Engine]:
 
 
 def open_page(url: str, page: str, monkeypatch: pytest.MonkeyPatch, **params: str) -> AppTest:
-    monkeypatch.setenv("SPECBENCH_DB_URL", url)
+    monkeypatch.setenv("DATABASE_URL", url)
     at = AppTest.from_file(APP, default_timeout=TIMEOUT)
     for k, v in params.items():
         at.query_params[k] = v
@@ -187,7 +188,7 @@ def test_dashboard_command_line() -> None:
     assert argv[argv.index("--server.port") + 1] == "8600"
     assert argv[argv.index("--server.headless") + 1] == "true"
     env = streamlit_env("sqlite:////tmp/x.db")
-    assert env["SPECBENCH_DB_URL"] == "sqlite:////tmp/x.db"
+    assert env["DATABASE_URL"] == "sqlite:////tmp/x.db"
     assert env["PYTHONPATH"].split(":")[0] == str(Path(APP).parents[1])
 
 

@@ -51,7 +51,7 @@ def populate(engine: Engine) -> dict[str, int]:
 
 
 def open_page(url: str, monkeypatch: pytest.MonkeyPatch) -> AppTest:
-    monkeypatch.setenv("SPECBENCH_DB_URL", url)
+    monkeypatch.setenv("DATABASE_URL", url)
     at = AppTest.from_file(PAGE, default_timeout=60)
     at.run()
     assert not at.exception, [e.value for e in at.exception]

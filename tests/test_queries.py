@@ -13,21 +13,20 @@ from typer.testing import CliRunner
 
 from analysis.changes import change_points
 from bench.stats.changepoint import ChangePointParams
-from db import queries as q
-from db.engine import session_scope
-from db.fingerprint import point_fingerprint
-from db.migrate import open_database
-from db.models import Point, Run, Sample, ServerInstance, Triage
-from db.synthetic_history import (
+from bench.synthetic_history import (
     INJECTED_STEPS,
     SMALL_SHAPE,
     SYNTHETIC_LABEL,
     SYNTHETIC_PREFIX,
     SYNTHETIC_TRIGGER,
-    delete_synthetic,
-    seed_history,
 )
+from db import queries as q
+from db.engine import session_scope
+from db.fingerprint import point_fingerprint
+from db.migrate import open_database
+from db.models import Point, Run, Sample, ServerInstance, Triage
 from runners.cli import app
+from runners.seed_history import delete_synthetic, seed_history
 
 END = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 ROUNDS = 30

@@ -185,7 +185,7 @@ def test_release_does_not_use_up_an_attempt(engine: Engine) -> None:
     assert queue.claim(engine, "w2", []) is not None  # at once, no backoff
 
 
-def test_expired_lease_is_requeued_then_failed(engine: Engine) -> None:
+def test_expired_lease_is_requeued_without_using_an_attempt(engine: Engine) -> None:
     job_id = queue.submit(engine, sweep(), max_attempts=2)
     assert queue.claim(engine, "dead", [], lease_s=30) is not None
     assert queue.requeue_expired(engine, backoff=NO_BACKOFF) == []  # lease still valid
@@ -193,17 +193,48 @@ def test_expired_lease_is_requeued_then_failed(engine: Engine) -> None:
     assert queue.requeue_expired(engine, backoff=NO_BACKOFF, now=later) == [job_id]
     j = job(engine, job_id)
     assert j.status == "queued" and "stopped heartbeating" in (j.last_error or "")
+    # A kill is not the job's failure: the attempt is given back and the expiry counted on its own.
+    assert (j.attempts, j.lease_expiries) == (0, 1)
     # The dead worker cannot come back and finish what is no longer its job.
     assert not queue.renew_lease(engine, job_id, "dead", lease_s=30)
     assert queue.fail(engine, job_id, "dead", "late") is None
     with engine.begin() as conn:  # the backoff counts from the simulated `later`; skip ahead to it
         conn.execute(update(Job).where(Job.id == job_id).values(not_before=None))
     got = queue.claim(engine, "alive", [], lease_s=30)
-    assert got is not None and got.attempts == 2
-    later = utcnow() + timedelta(seconds=31)
-    assert queue.requeue_expired(engine, backoff=NO_BACKOFF, now=later) == [job_id]
+    assert got is not None and got.attempts == 1 and got.lease_expiries == 1
+
+
+def test_kills_never_exhaust_attempts_but_a_job_that_always_kills_its_worker_ends(engine: Engine) -> None:
+    policy = queue.RecoveryPolicy(requeue=NO_BACKOFF, max_lease_expiries=4)
+    job_id = queue.submit(engine, sweep(), max_attempts=1)
+    for n in range(1, 5):
+        assert queue.claim(engine, f"dead{n}", [], lease_s=1) is not None
+        later = utcnow() + timedelta(seconds=2)
+        assert queue.requeue_expired(engine, policy=policy, now=later) == [job_id]
+        j = job(engine, job_id)
+        assert (j.status, j.attempts, j.lease_expiries) == ("queued", 0, n)
+        with engine.begin() as conn:
+            conn.execute(update(Job).where(Job.id == job_id).values(not_before=None))
+    assert queue.claim(engine, "dead5", [], lease_s=1) is not None
+    assert queue.requeue_expired(engine, policy=policy, now=utcnow() + timedelta(seconds=2)) == [job_id]
     j = job(engine, job_id)
-    assert j.status == "failed" and "gave up after 2 attempt(s)" in (j.last_error or "")
+    assert j.status == "failed" and "gave up after 5 lease expiries" in (j.last_error or "")
+
+
+def test_requeue_backoff_grows_with_expiries_and_is_capped(engine: Engine) -> None:
+    policy = queue.RecoveryPolicy(requeue=queue.Backoff(base_s=2.0, cap_s=5.0))
+    job_id = queue.submit(engine, sweep())
+    waits = []
+    for n in range(3):
+        assert queue.claim(engine, f"w{n}", [], lease_s=1) is not None
+        later = utcnow() + timedelta(seconds=2)
+        assert queue.requeue_expired(engine, policy=policy, now=later) == [job_id]
+        j = job(engine, job_id)
+        assert j.not_before is not None
+        waits.append(round((j.not_before - later).total_seconds(), 3))
+        with engine.begin() as conn:
+            conn.execute(update(Job).where(Job.id == job_id).values(not_before=None))
+    assert waits == [2.0, 4.0, 5.0]
 
 
 def test_renewed_lease_is_not_requeued(engine: Engine) -> None:

@@ -180,6 +180,7 @@ repeats: 2
 """
     out = _run(crash, engine, tmp_path)
     assert out.launches == 2  # the crash of the first server did not stop the sweep
+    assert out.status == "failed" and "no point measured ok" in (out.error or "")
     with session_scope(engine) as s:
         points = list(s.scalars(select(Point)))
         assert len(points) == 2
@@ -206,7 +207,7 @@ workload: {input_len: 8, output_len: 8}
 repeats: 1
 """
     out = _run(text, engine, tmp_path)
-    assert out.status == "done"
+    assert out.status == "failed"  # its only point has no measurement
     with session_scope(engine) as s:
         si = s.scalars(select(ServerInstance)).one()
         assert si.status == "failed" and si.error

@@ -23,6 +23,7 @@ from bench.sim.args import MODEL_ARCHITECTURE, Resolved, ServerArgsError, parse_
 from bench.sim.config import SimConfig, SimConfigError
 from bench.sim.generate import warmup
 from bench.sim.server import SimServer
+from bench.sim.text import TokenizerLoadError
 from bench.sim.versions import VersionTraits, traits_for
 
 SHUTDOWN_GRACE_S = 0.3
@@ -60,7 +61,13 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 async def _serve(resolved: Resolved, cfg: SimConfig, traits: VersionTraits, flags: list[str]) -> int:
-    server = SimServer(resolved, cfg, traits, flags)
+    try:
+        server = SimServer(resolved, cfg, traits, flags)
+    except TokenizerLoadError as exc:
+        logs.plain("Traceback (most recent call last):")
+        logs.plain('  File "sglang/srt/utils/hf_transformers_utils.py", in get_tokenizer')
+        logs.plain(str(exc))
+        return 1
     runner = web.AppRunner(
         build_app(server), access_log=None, handler_cancellation=True, shutdown_timeout=SHUTDOWN_GRACE_S
     )

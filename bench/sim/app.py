@@ -8,7 +8,7 @@ from typing import Any
 import orjson
 from aiohttp import web
 
-from bench.sim import logs
+from bench.sim import logs, profiler
 from bench.sim.args import MODEL_ARCHITECTURE, MODEL_TYPE
 from bench.sim.generate import handle_generate, health_generation
 from bench.sim.server import SimServer
@@ -40,6 +40,7 @@ def build_app(server: SimServer) -> web.Application:
     generate: Handler = routes.generate
     app.router.add_post("/generate", generate)
     app.router.add_put("/generate", generate)
+    profiler.register(app, server)
     return app
 
 

@@ -12,8 +12,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-SUPPORTED_VERSIONS = ("0.5.12", "0.5.13", "0.5.13.post1", "0.5.14", "0.5.15", "0.5.23")
-DEFAULT_VERSION = "0.5.13.post1"
+from bench.sim.versions import DEFAULT_VERSION, EMULATED_VERSIONS
 
 
 class SimConfigError(ValueError):
@@ -117,9 +116,9 @@ class SimConfig:
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> SimConfig:
         version = env.get("SPECBENCH_SIM_VERSION", DEFAULT_VERSION).strip()
-        if version not in SUPPORTED_VERSIONS:
+        if version not in EMULATED_VERSIONS:
             raise SimConfigError(
-                f"SPECBENCH_SIM_VERSION={version!r} is not emulated; choose one of {', '.join(SUPPORTED_VERSIONS)}"
+                f"SPECBENCH_SIM_VERSION={version!r} is not emulated; choose one of {', '.join(EMULATED_VERSIONS)}"
             )
         acceptance = _float(env, "SPECBENCH_SIM_ACCEPTANCE_RATE", 0.7)
         if not 0.0 <= acceptance <= 1.0:

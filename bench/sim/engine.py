@@ -18,6 +18,7 @@ import asyncio
 import contextlib
 import time
 from collections import deque
+from collections.abc import Callable
 
 from bench.sim import logs
 from bench.sim.acceptance import AcceptanceModel
@@ -105,6 +106,8 @@ class Engine:
         self._clock = time.perf_counter()
         self._iters_since_yield = 0
         self._sample = acceptance.sampler() if acceptance is not None else None
+        # Called at the top of each scheduler step (kind, batch size, uncached tokens): the profiler's clock.
+        self.step_observer: Callable[[str, int, int], None] | None = None
 
     # -- interface for the HTTP side -------------------------------------------------------------
     def submit(self, req: Req) -> None:
@@ -180,6 +183,8 @@ class Engine:
             req.cached_tokens = cached
             batch.append(req)
             uncached += need
+        if self.step_observer is not None:
+            self.step_observer("prefill", len(batch), uncached)
         await self._advance(self.perf.prefill_ms(len(batch), uncached))
         now = time.perf_counter()
         metrics = self.metrics
@@ -204,6 +209,8 @@ class Engine:
         running = self.running
         batch = len(running)
         self.last_batch_graph = batch <= self.perf.graph_max_bs
+        if self.step_observer is not None:
+            self.step_observer("decode", batch, 0)
         cost = self.perf.decode_ms(batch)
         await self._advance(cost)
         now = time.perf_counter()

@@ -27,7 +27,6 @@ from bench.sim.protocol import (
 )
 from bench.sim.request import Req, Sink
 from bench.sim.server import SimServer
-from bench.sim.tokens import tokenize
 
 DONE = b"data: [DONE]\n\n"
 MALFORMED_EVENT = b'data: {"text":" t1","output_ids":[1,2,\n\n'
@@ -46,7 +45,7 @@ async def handle_generate(server: SimServer, request: web.Request) -> web.Stream
             body,
             args=args,
             traits=server.traits,
-            vocab_size=server.cfg.vocab_size,
+            encode=server.encode,
             context_len=server.resolved.context_len,
         )
     except RequestError as exc:
@@ -158,11 +157,7 @@ async def health_generation(server: SimServer) -> bool:
 
 async def warmup(server: SimServer) -> None:
     """The request SGLang sends itself before declaring readiness (contract §1.1)."""
-    ids = (
-        [10, 11, 12]
-        if server.args.skip_tokenizer_init
-        else tokenize("The capital city of France is", server.cfg.vocab_size)
-    )
+    ids = [10, 11, 12] if server.args.skip_tokenizer_init else server.encode("The capital city of France is")
     sink = Sink()
     spec = PromptSpec(
         ids=ids, rid=None, max_new_tokens=8, min_new_tokens=0, ignore_eos=False, stream_interval=None

@@ -7,10 +7,10 @@ Only the EAGLE family (EAGLE, EAGLE3, STANDALONE; NEXTN is already aliased to EA
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
 
 from bench.sim.config import env_flag
 from bench.sim.versions import VersionTraits
+from bench.spec_modes import SpecMode
 
 SPEC_V2_REMOVED = (
     "SGLANG_ENABLE_SPEC_V2 has been removed: speculative decoding always runs the V2 worker. "
@@ -23,7 +23,7 @@ NON_OVERLAP_V2 = "Non-overlap (synchronous) spec v2 is used for eagle/eagle3/sta
 class ModeDecision:
     disable_overlap_schedule: bool
     # Which worker generation runs: "v1" exists only in 0.5.12; None without speculative decoding.
-    worker: Literal["v1", "v2"] | None
+    worker: SpecMode | None
     warnings: tuple[str, ...]
 
     @property

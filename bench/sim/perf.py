@@ -36,6 +36,18 @@ from bench.sim.config import PerfParams
 
 
 @dataclass(frozen=True)
+class DecodeSplit:
+    target_ms: float
+    draft_ms: float
+    draft_extend_ms: float
+    cpu_ms: float
+
+    @property
+    def gpu_ms(self) -> float:
+        return self.target_ms + self.draft_ms + self.draft_extend_ms
+
+
+@dataclass(frozen=True)
 class PerfModel:
     params: PerfParams
     overlap: bool
@@ -48,19 +60,28 @@ class PerfModel:
     scale: float
 
     def decode_ms(self, batch: int) -> float:
+        split = self.decode_split(batch)
+        return self._combine(split.gpu_ms, split.cpu_ms)
+
+    def decode_split(self, batch: int) -> DecodeSplit:
+        """The unscaled pieces of one decode iteration; the profiler stand-in draws its trace from them."""
         p = self.params
         tp = self.tp_size
         spec = self.steps > 0
         d = self.draft_tokens if spec else 1
-        gpu = p.gpu_base_ms + p.gpu_per_token_ms * batch * d / tp + p.tp_comm_ms * (tp - 1)
+        no_graph = batch > self.graph_max_bs
+        target = p.gpu_base_ms + p.gpu_per_token_ms * batch * d / tp + p.tp_comm_ms * (tp - 1)
+        target += p.no_graph_target_ms if no_graph else 0.0
+        draft = extend = 0.0
         if spec:
-            gpu += self.steps * (p.draft_base_ms + p.draft_per_req_ms * batch / tp)
+            # The draft term covers `steps` draft forwards plus the draft-extend pass: one share each.
+            per_pass = (p.draft_base_ms + p.draft_per_req_ms * batch / tp) * self.steps / (self.steps + 1)
+            per_pass += p.no_graph_draft_step_ms * self.steps / (self.steps + 1) if no_graph else 0.0
+            draft, extend = per_pass * self.steps, per_pass
             if self.draft_extend_without_graph:
-                gpu += p.draft_extend_no_graph_ms
-        if batch > self.graph_max_bs:
-            gpu += p.no_graph_target_ms + (self.steps * p.no_graph_draft_step_ms if spec else 0.0)
+                extend += p.draft_extend_no_graph_ms
         cpu = p.cpu_base_ms + p.cpu_per_req_ms * batch
-        return self._combine(gpu, cpu)
+        return DecodeSplit(target_ms=target, draft_ms=draft, draft_extend_ms=extend, cpu_ms=cpu)
 
     def prefill_ms(self, new_requests: int, uncached_tokens: int) -> float:
         p = self.params

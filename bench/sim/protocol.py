@@ -15,7 +15,7 @@ import orjson
 
 from bench.sim.args import ServerArgs
 from bench.sim.request import Req
-from bench.sim.tokens import tokenize
+from bench.sim.text import Encode
 from bench.sim.versions import VersionTraits
 
 SAMPLING_KEYS = (
@@ -71,7 +71,7 @@ class GenerateCall:
 
 
 def parse_generate(
-    body: Any, *, args: ServerArgs, traits: VersionTraits, vocab_size: int, context_len: int
+    body: Any, *, args: ServerArgs, traits: VersionTraits, encode: Encode, context_len: int
 ) -> GenerateCall:
     if not isinstance(body, dict):
         raise RequestError("The request body must be a JSON object.")
@@ -92,7 +92,7 @@ def parse_generate(
         texts: list[Any] = list(text) if isinstance(text, list) else [text]
         if not texts or not all(isinstance(t, str) for t in texts):
             raise RequestError("text must be a string or a list of strings.")
-        prompts = [tokenize(str(t), vocab_size) for t in texts]
+        prompts = [encode(str(t)) for t in texts]
     n = len(prompts)
     sampling = body.get("sampling_params") or {}
     per_item = sampling if isinstance(sampling, list) else [sampling] * n

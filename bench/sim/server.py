@@ -16,6 +16,7 @@ from bench.sim.perf import PerfModel
 from bench.sim.protocol import MetaOptions, PromptSpec
 from bench.sim.radix import RadixCache
 from bench.sim.request import Req, Sink
+from bench.sim.text import load_encoder
 from bench.sim.tokens import TokenTape, natural_length, prompt_key
 from bench.sim.versions import VersionTraits
 
@@ -28,6 +29,12 @@ class SimServer:
         self.cfg = cfg
         self.traits = traits
         self.argv = argv
+        # Text prompts: the tokenizer at --tokenizer-path (default: the model path) when there is one.
+        self.encode, self.tokenizer_file = load_encoder(
+            args.tokenizer_path,
+            explicit=args.tokenizer_path != args.model_path and not args.skip_tokenizer_init,
+            vocab_size=cfg.vocab_size,
+        )
         spec = args.speculative
         steps = args.speculative_num_steps or 0
         self.acceptance = (
@@ -168,6 +175,7 @@ class SimServer:
         out["spec_worker"] = self.resolved.mode.worker
         out["overlap"] = self.resolved.mode.overlap
         out["graph_max_bs"] = self.resolved.graph_max_bs
+        out["tokenizer"] = self.tokenizer_file or "hash (no tokenizer.json at the tokenizer path)"
         if self.acceptance is not None:
             out["expected_tokens_per_verify_step"] = self.acceptance.expected_tokens_per_step()
         return out

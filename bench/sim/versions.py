@@ -41,6 +41,10 @@ _BACKENDS_0_5_23 = (
     "minicpm_flashinfer",
 )
 
+# The SGLang releases the stand-in emulates (and sweeps may name in `server.sim.version`): the one list.
+EMULATED_VERSIONS: tuple[str, ...] = ("0.5.12", "0.5.13", "0.5.13.post1", "0.5.14", "0.5.15", "0.5.23")
+DEFAULT_VERSION = "0.5.13.post1"
+
 _ALGORITHMS = ("EAGLE", "EAGLE3", "NEXTN", "STANDALONE", "NGRAM", "DFLASH")
 
 # How the release treats SGLANG_ENABLE_SPEC_V2 (contract §1.4).

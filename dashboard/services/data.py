@@ -6,7 +6,6 @@ slow-moving (the series catalog). Triage writes clear the caches that show triag
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 import pandas as pd
@@ -19,13 +18,11 @@ from bench.stats.changepoint import ChangePointParams
 from db import queries as q
 from db.engine import make_engine, redact, resolve_url
 
-DB_ENV = "SPECBENCH_DB_URL"
-
 
 def db_url() -> str:
-    """The database the dashboard reads: $SPECBENCH_DB_URL (set by `specbench dashboard --db`), else
-    $DATABASE_URL, else the default SQLite file."""
-    return resolve_url(os.environ.get(DB_ENV) or None)
+    """The database the dashboard reads: $DATABASE_URL (`specbench dashboard --db` sets it), else the default
+    SQLite file."""
+    return resolve_url()
 
 
 def shown_url(url: str) -> str:

@@ -10,11 +10,10 @@ from typing import Annotated
 
 import typer
 
-from db.engine import redact, resolve_url
-from runners.common import DbOption, err_console, open_db
+from db.engine import URL_ENV, redact
+from runners.common import DbOption, db_url, err_console, open_db
 
 APP = Path(__file__).resolve().parents[2] / "dashboard" / "app.py"
-DB_ENV = "SPECBENCH_DB_URL"  # read by dashboard.services.data
 _OPEN_WHEN_READY = """
 import sys, time, urllib.request, webbrowser
 url = sys.argv[1]
@@ -61,7 +60,7 @@ def streamlit_argv(port: int, address: str, headless: bool) -> list[str]:
 
 def streamlit_env(url: str) -> dict[str, str]:
     env = dict(os.environ)
-    env[DB_ENV] = url
+    env[URL_ENV] = url  # the app reads it like every other command (db.engine.resolve_url)
     # The app imports `dashboard`, `db` and `bench`; make them importable without an installed package.
     root = str(APP.parents[1])
     env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH", "")) if p)
@@ -83,8 +82,8 @@ def dashboard(
     ] = True,
 ) -> None:
     """Serve the dashboard: trends, sweeps, run comparisons and regressions of the database."""
-    url = resolve_url(db)
-    open_db(url).dispose()  # migrate first: an empty database shows the empty state, not an error
+    url = db_url(db)
+    open_db(db).dispose()  # migrate first: an empty database shows the empty state, not an error
     # Streamlit itself always runs headless: otherwise its first run on a machine stops at an interactive
     # e-mail prompt (and exits when stdin is not a terminal). Opening the browser is ours to do.
     argv = streamlit_argv(port, address, headless=True)

@@ -9,10 +9,10 @@ from typing import Annotated
 
 import typer
 
-from db.engine import session_scope
+from db.engine import ENV_PREFIX, redact, scrub, session_scope
 from db.merge import merge_runs
 from db.migrate import open_database
-from runners.common import DbOption, console, fail, open_db
+from runners.common import DbOption, console, db_url, fail, open_db
 
 
 def register(app: typer.Typer) -> None:
@@ -20,14 +20,20 @@ def register(app: typer.Typer) -> None:
 
 
 def import_runs(
-    source: Annotated[str, typer.Argument(help="Database to read: a SQLite file path or a URL.")],
+    source: Annotated[
+        str,
+        typer.Argument(
+            help="Database to read: a SQLite file path, a URL without a password, or env:NAME (a URL in $NAME)."
+        ),
+    ],
     db: DbOption = None,
     sweep: Annotated[str | None, typer.Option(help="Only runs of this sweep.")] = None,
 ) -> None:
     """Merge runs from another database (e.g. a GPU host's SQLite file); runs already here are skipped."""
     with tempfile.TemporaryDirectory() as tmp:
-        url = source
-        if "://" not in source:
+        if "://" in source or source.startswith(ENV_PREFIX):
+            url = db_url(source)  # refuses a password in argv, never prints one
+        else:
             path = Path(source)
             if not path.is_file():
                 fail(f"no database file at {source}")
@@ -37,7 +43,8 @@ def import_runs(
         try:
             src = open_database(url)  # brings an older file up to this schema first
         except Exception as e:
-            fail(f"cannot open {source}: {type(e).__name__}: {e}")
+            shown = redact(url) if "://" in source or source.startswith(ENV_PREFIX) else source
+            fail(f"cannot open {shown}: {type(e).__name__}: {scrub(str(e), url)}")
         engine = open_db(db)
         with session_scope(engine) as s:
             report = merge_runs(src, s, sweep=sweep)

@@ -9,8 +9,12 @@ import typer
 
 from db import queue_queries
 from runners import queue
+<<<<<<< HEAD
 from runners.common import DbOption, console, fail, open_db
 from runners.tables import Column, print_table
+=======
+from runners.common import MAX_ID, DbOption, console, fail, open_db
+>>>>>>> main
 
 _STATUSES = ("queued", "claimed", "running", "done", "failed", "canceled")
 
@@ -28,7 +32,12 @@ def jobs(
     limit: Annotated[int, typer.Option(min=1, help="At most this many jobs.")] = 50,
     cancel: Annotated[
         int | None,
-        typer.Option("--cancel", help="Cancel this job (a running one stops after its current point)."),
+        typer.Option(
+            "--cancel",
+            min=1,
+            max=MAX_ID,
+            help="Cancel this job (a running one stops after its current point).",
+        ),
     ] = None,
 ) -> None:
     """Show the job queue, the workers and their last heartbeat, and failed jobs."""

@@ -11,18 +11,28 @@ from typing import Annotated
 import typer
 from sqlalchemy import Engine, select
 
+from bench import reaper
 from bench.gpus import parse_gpu_list
 from bench.launcher import LaunchError, detect_sglang_version, plan_launch
 from bench.spec_modes import KNOWN_RELEASES
 from bench.sweep import ServerGroup, SweepError, SweepSpec, expand, load_sweep
 from db.engine import resolve_url, session_scope
 from db.models import Point, Run
+<<<<<<< HEAD
 from runners import estimate
 from runners.common import RUN_REF_HELP, DbOption, console, err_console, fail, open_db, resolve_run_ref
+=======
+from runners.common import MAX_ID, DbOption, OutageOption, console, err_console, fail, open_db
+from runners.dbretry import DatabaseUnavailable
+from runners.recovery import OutagePolicy
+>>>>>>> main
 from runners.sweep_runner import RunOutcome, execute_sweep
 from runners.tables import Column, print_table
 
-EXIT_PARTIAL = 3
+EXIT_FAILED = 1  # no point measured ok, or the run could not go on (the database stayed away)
+EXIT_PARTIAL = 3  # any other status named in --fail-on: partial (stopped, or some points not ok), unstable
+RUN_STATUSES = ("done", "unstable", "partial", "failed")
+DEFAULT_FAIL_ON = "failed,partial"
 
 
 def register(app: typer.Typer) -> None:
@@ -36,7 +46,11 @@ def run(
         bool, typer.Option("--resume", help="Continue the latest run of this sweep, skipping stored repeats.")
     ] = False,
     resume_run: Annotated[
+<<<<<<< HEAD
         str | None, typer.Option("--resume-run", help=f"Continue this run: {RUN_REF_HELP}.")
+=======
+        int | None, typer.Option("--resume-run", min=1, max=MAX_ID, help="Continue this run id.")
+>>>>>>> main
     ] = None,
     deadline_s: Annotated[
         float | None,
@@ -52,8 +66,19 @@ def run(
         bool, typer.Option("--dry-run", help="Validate and list the launches, run nothing.")
     ] = False,
     progress: Annotated[bool, typer.Option("--progress/--no-progress")] = True,
+    fail_on: Annotated[
+        str,
+        typer.Option(
+            "--fail-on",
+            help="Run statuses that exit non-zero (comma-separated, of done, unstable, partial, failed): "
+            f"failed exits {EXIT_FAILED}, the others {EXIT_PARTIAL}. CI that also rejects noisy points: "
+            "--fail-on failed,partial,unstable.",
+        ),
+    ] = DEFAULT_FAIL_ON,
+    db_outage_limit_s: OutageOption = None,
 ) -> None:
     """Run a sweep against a live SGLang server (or the stand-in) and store every point."""
+    failing = _parse_fail_on(fail_on)
     try:
         spec = load_sweep(sweep)
     except SweepError as e:
@@ -71,7 +96,13 @@ def run(
         _dry_run(spec, groups, gpu_list, db)
         return
     engine = open_db(db)
+<<<<<<< HEAD
     resume_id = resolve_run_ref(engine, resume_run) if resume_run is not None else None
+=======
+    for pgid in reaper.reap_orphans():  # servers of a run or worker that was killed on this host
+        err_console.print(f"[yellow]stopped server process group {pgid} left by a dead launcher[/]")
+    resume_id = resume_run
+>>>>>>> main
     if resume and resume_id is None:
         resume_id = _latest_run_of(engine, spec.name)
         if resume_id is None:
@@ -81,26 +112,43 @@ def run(
     # servers are torn down, the run is marked partial. Python's default would skip all cleanup.
     signal.signal(signal.SIGTERM, _interrupt)
     started = time.monotonic()
-    outcome = execute_sweep(
-        spec,
-        sweep.read_text(),
-        engine,
-        trigger=trigger,
-        label=label,
-        resume_run_id=resume_id,
-        gpus=gpu_list,
-        deadline=deadline,
-        log_dir=log_dir,
-        show_progress=progress,
-        console=err_console,
-    )
-    _summary(engine, outcome, time.monotonic() - started)
-    if outcome.status == "partial":
-        err_console.print(
-            f"[yellow]run {outcome.run_id} is partial ({outcome.error}); "
-            f"continue with: specbench run {sweep} --resume-run {outcome.run_id}[/]"
+    try:
+        outcome = execute_sweep(
+            spec,
+            sweep.read_text(),
+            engine,
+            trigger=trigger,
+            label=label,
+            resume_run_id=resume_id,
+            gpus=gpu_list,
+            deadline=deadline,
+            log_dir=log_dir,
+            show_progress=progress,
+            console=err_console,
+            outage=OutagePolicy.from_env(db_outage_limit_s),
         )
-        raise typer.Exit(EXIT_PARTIAL)
+    except DatabaseUnavailable as e:
+        fail(
+            f"{e}; every repeat measured before it is stored; continue with: specbench run {sweep} --resume",
+            1,
+        )
+    _summary(engine, outcome, time.monotonic() - started)
+    if outcome.status in ("partial", "failed") and outcome.error:
+        colour = "red" if outcome.status == "failed" else "yellow"
+        err_console.print(
+            f"[{colour}]run {outcome.run_id} is {outcome.status} ({outcome.error}); "
+            f"measure what is missing with: specbench run {sweep} --resume-run {outcome.run_id}[/]"
+        )
+    if outcome.status in failing:
+        raise typer.Exit(EXIT_FAILED if outcome.status == "failed" else EXIT_PARTIAL)
+
+
+def _parse_fail_on(text: str) -> set[str]:
+    chosen = {x.strip() for x in text.split(",") if x.strip()}
+    unknown = sorted(chosen - set(RUN_STATUSES))
+    if unknown:
+        fail(f"--fail-on: unknown status(es) {', '.join(unknown)}; choose from {', '.join(RUN_STATUSES)}")
+    return chosen
 
 
 # Shown in place of the free port the launcher picks at start time.

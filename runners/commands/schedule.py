@@ -8,9 +8,9 @@ from typing import Annotated, Any, Literal
 
 import typer
 
-from bench.sweep import SweepError
+from bench.sweep import SweepError, read_sweep_text
 from runners import schedules
-from runners.common import DbOption, console, fail, open_db
+from runners.common import MAX_ID, MAX_PRIORITY, DbOption, console, fail, open_db
 from runners.gpus import parse_requires
 from runners.tables import Column, print_table
 
@@ -32,7 +32,9 @@ def add(
     db: DbOption = None,
     label: Annotated[str | None, typer.Option(help="Label of each run, e.g. nightly.")] = None,
     requires: Annotated[str | None, typer.Option(help="As for submit: gpu=NAME,count=N,labels=a+b.")] = None,
-    priority: Annotated[int, typer.Option(help="Priority of the jobs it enqueues.")] = 0,
+    priority: Annotated[
+        int, typer.Option(min=-MAX_PRIORITY, max=MAX_PRIORITY, help="Priority of the jobs it enqueues.")
+    ] = 0,
 ) -> None:
     """Add a schedule. The sweep is validated now and stored; edit the file, then remove and re-add."""
     if not sweep.is_file():
@@ -47,7 +49,7 @@ def add(
         sid = schedules.add_schedule(
             engine,
             expr,
-            sweep.read_text(),
+            read_sweep_text(sweep),
             sweep_path=str(sweep),
             label=label,
             requires=need,
@@ -98,7 +100,7 @@ def list_(
 
 @schedule_app.command("remove")
 def remove(
-    schedule_id: Annotated[int, typer.Argument(help="Schedule id (see schedule list).")],
+    schedule_id: Annotated[int, typer.Argument(min=1, max=MAX_ID, help="Schedule id (see schedule list).")],
     db: DbOption = None,
 ) -> None:
     """Remove a schedule; the jobs it enqueued stay."""

@@ -9,7 +9,9 @@ from typing import Annotated, Any
 
 import typer
 
-from runners.common import DbOption, open_db
+from runners.common import DbOption, OutageOption, fail, open_db
+from runners.dbretry import DatabaseUnavailable
+from runners.recovery import OutagePolicy, RecoveryPolicy
 from runners.schedules import run_scheduler
 
 
@@ -25,6 +27,7 @@ def scheduler(
     once: Annotated[
         bool, typer.Option("--once", help="One tick, then exit (cron-driven setups, tests).")
     ] = False,
+    db_outage_limit_s: OutageOption = None,
 ) -> None:
     """Enqueue due scheduled sweeps (and requeue jobs of dead workers), until SIGTERM."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
@@ -36,7 +39,11 @@ def scheduler(
 
     signal.signal(signal.SIGTERM, handler)
     signal.signal(signal.SIGINT, handler)
+    policy = RecoveryPolicy(outage=OutagePolicy.from_env(db_outage_limit_s))
     try:
-        run_scheduler(engine, interval_s=interval_s, once=once, stop=stop)
+        run_scheduler(engine, interval_s=interval_s, once=once, stop=stop, policy=policy)
+    except DatabaseUnavailable as e:
+        if not stop.is_set():
+            fail(str(e), code=1)
     finally:
         engine.dispose()

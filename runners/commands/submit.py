@@ -7,9 +7,9 @@ from typing import Annotated
 
 import typer
 
-from bench.sweep import SweepError
+from bench.sweep import SweepError, read_sweep_text
 from runners import queue
-from runners.common import DbOption, console, fail, open_db
+from runners.common import MAX_PRIORITY, DbOption, console, fail, open_db
 from runners.gpus import parse_requires
 
 
@@ -28,9 +28,15 @@ def submit(
             "labels=a+b (worker --labels). E.g. gpu=H100,count=8."
         ),
     ] = None,
-    priority: Annotated[int, typer.Option(help="Higher runs first; ties run oldest first.")] = 0,
+    priority: Annotated[
+        int,
+        typer.Option(min=-MAX_PRIORITY, max=MAX_PRIORITY, help="Higher runs first; ties run oldest first."),
+    ] = 0,
     max_attempts: Annotated[
-        int, typer.Option(min=1, help="Give up after this many attempts (a crashed worker counts).")
+        int,
+        typer.Option(
+            min=1, max=100, help="Give up after this many failed attempts (a killed worker does not count)."
+        ),
     ] = 3,
 ) -> None:
     """Queue a sweep as a job."""
@@ -44,7 +50,7 @@ def submit(
     try:
         job_id = queue.submit(
             engine,
-            sweep.read_text(),
+            read_sweep_text(sweep),
             source=str(sweep),
             label=label,
             requires=need,

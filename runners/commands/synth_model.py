@@ -13,6 +13,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from bench import synth
+from bench.synth.tokenizer import write_for_checkpoint as write_synthetic_tokenizer
 
 
 class ModeChoice(StrEnum):
@@ -45,6 +46,13 @@ def synth_model(
     force: Annotated[
         bool, typer.Option("--force", help="Overwrite a previous synthetic checkpoint.")
     ] = False,
+    tokenizer: Annotated[
+        bool,
+        typer.Option(
+            "--tokenizer/--no-tokenizer",
+            help="Also write a word-level tokenizer (vocab = the config's) so text-mode clients work offline.",
+        ),
+    ] = True,
 ) -> None:
     """Write a synthetic DeepSeek-V3 + MTP checkpoint (FlashMLA dims) that sglang serves with EAGLE/NextN."""
     console = Console()
@@ -67,6 +75,7 @@ def synth_model(
         # soft_wrap: a long path must not be broken across lines (logs are grepped)
         Console(stderr=True, soft_wrap=True).print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False)
         raise typer.Exit(code=2) from exc
+    tokenizer_files = write_synthetic_tokenizer(path) if tokenizer else []
     manifest = synth.read_manifest(path)
     elapsed = time.perf_counter() - started
 
@@ -86,6 +95,9 @@ def synth_model(
         f"heads {sizes['heads']}: {manifest['num_tensors']} tensors, "
         f"{manifest['num_params'] / 1e6:.1f} M params in {elapsed:.1f} s"
     )
+    if tokenizer_files:
+        names = ", ".join(f.name for f in tokenizer_files)
+        console.print(f"tokenizer: {names} (word-level, vocab {sizes['vocab']}; loads offline)", markup=False)
     if manifest["mode"] == "agree":
         console.print(
             "expect: next(x) = perm[x] (perm.json); greedy accept length = speculative_num_steps + 1",

@@ -10,8 +10,8 @@ from typing import Annotated
 import typer
 
 from bench.gpus import detect_gpus, parse_gpu_list, select_gpus
-from runners.common import DbOption, fail, open_db
-from runners.queue import Backoff
+from runners.common import DbOption, OutageOption, fail, open_db
+from runners.recovery import Backoff, OutagePolicy, RecoveryPolicy
 from runners.worker import QueueWorker, WorkerOptions, install_signal_handlers
 
 
@@ -42,8 +42,23 @@ def worker(
         typer.Option("--lease-s", min=0.3, help="Lease length; heartbeats renew it three times per lease."),
     ] = 60.0,
     retry_backoff_s: Annotated[
-        float, typer.Option("--retry-backoff-s", min=0.0, help="First retry delay; doubles per attempt.")
+        float,
+        typer.Option(
+            "--retry-backoff-s", min=0.0, help="First retry of a failed attempt; doubles per attempt."
+        ),
     ] = 30.0,
+    retry_backoff_cap_s: Annotated[
+        float, typer.Option("--retry-backoff-cap-s", min=0.0, help="Longest retry delay.")
+    ] = 3600.0,
+    requeue_backoff_s: Annotated[
+        float,
+        typer.Option(
+            "--requeue-backoff-s",
+            min=0.0,
+            help="Delay before a job whose worker died is claimable again; doubles per expiry, up to 60 s.",
+        ),
+    ] = 1.0,
+    db_outage_limit_s: OutageOption = None,
     log_dir: Annotated[Path, typer.Option(help="Where server logs go.")] = Path("logs"),
     progress: Annotated[bool, typer.Option("--progress/--no-progress")] = False,
 ) -> None:
@@ -62,7 +77,11 @@ def worker(
         lease_s=lease_s,
         poll_s=poll_interval,
         once=once,
-        backoff=Backoff(base_s=retry_backoff_s),
+        backoff=Backoff(base_s=retry_backoff_s, cap_s=retry_backoff_cap_s),
+        recovery=RecoveryPolicy(
+            requeue=Backoff(base_s=requeue_backoff_s, cap_s=max(60.0, requeue_backoff_s)),
+            outage=OutagePolicy.from_env(db_outage_limit_s),
+        ),
         log_dir=log_dir,
         show_progress=progress,
     )

@@ -1,0 +1,51 @@
+"""v1 against v2 of the same point, from their profile summaries: how much CPU work the overlap hides.
+
+In non-overlap mode the GPU waits while the CPU schedules the next step, launches it and processes results,
+so the GPU idle time per cycle is roughly that CPU work. With overlap the CPU does it while the GPU runs
+the previous step; what overlap removes from the GPU's idle time is the CPU work it hides:
+
+    cpu_hidden_ms = gpu_idle_ms_per_cycle(v1) - gpu_idle_ms_per_cycle(v2)
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def _median(summary: dict[str, Any], key: str) -> float | None:
+    st = summary.get(key)
+    return float(st["median"]) if isinstance(st, dict) and st.get("median") is not None else None
+
+
+def overlap_figures(v1: dict[str, Any], v2: dict[str, Any]) -> dict[str, float | None]:
+    """The overlap columns of a v2-vs-v1 comparison (medians per cycle, ms)."""
+    idle1, idle2 = _median(v1, "gpu_idle_ms_per_cycle"), _median(v2, "gpu_idle_ms_per_cycle")
+    cyc1, cyc2 = _median(v1, "cycle_ms"), _median(v2, "cycle_ms")
+    busy1, busy2 = _median(v1, "gpu_busy_fraction"), _median(v2, "gpu_busy_fraction")
+    return {
+        "gpu_idle_ms_v1": idle1,
+        "gpu_idle_ms_v2": idle2,
+        "cpu_hidden_ms": idle1 - idle2 if idle1 is not None and idle2 is not None else None,
+        "cycle_ms_v1": cyc1,
+        "cycle_ms_v2": cyc2,
+        "gpu_busy_v1": busy1,
+        "gpu_busy_v2": busy2,
+    }
+
+
+def verdict(v1: dict[str, Any], v2: dict[str, Any]) -> str:
+    """One line, e.g. "v2 hides 3.1 ms of CPU per cycle; GPU idle per cycle 5.2 → 2.0 ms; ..."."""
+    f = overlap_figures(v1, v2)
+    if f["cpu_hidden_ms"] is None:
+        return "no GPU kernels in one of the traces: cannot tell how much CPU work v2 hides"
+    hidden = f["cpu_hidden_ms"]
+    head = (
+        f"v2 hides {hidden:.2f} ms of CPU per cycle"
+        if hidden > 0
+        else f"v2 hides no CPU work (GPU idle per cycle {-hidden:.2f} ms longer than v1)"
+    )
+    parts = [head, f"GPU idle per cycle {f['gpu_idle_ms_v1']:.2f} → {f['gpu_idle_ms_v2']:.2f} ms"]
+    if f["cycle_ms_v1"] and f["cycle_ms_v2"] is not None:
+        change = (f["cycle_ms_v2"] / f["cycle_ms_v1"] - 1.0) * 100.0
+        parts.append(f"cycle {f['cycle_ms_v1']:.2f} → {f['cycle_ms_v2']:.2f} ms ({change:+.1f}%)")
+    return "; ".join(parts)

@@ -1,0 +1,305 @@
+"""Speculative cycles in an SGLang trace and their figures: wall time, GPU busy and idle, time per phase.
+
+A cycle is one scheduler step of speculative decoding: draft (the multi-step draft CUDA graph, which SGLang
+0.5.13 does not annotate), `step[TARGET_VERIFY bs=n]`, then `step[DRAFT_EXTEND_V2 bs=n]`. Cycles are cut at
+the start of each TARGET_VERIFY, so cycle i runs from verify i to verify i+1 and holds verify i, its draft
+extend, the scheduler's gap and the draft of step i+1. `cycles` counts the verify steps found; the figures
+come from the `cycles - 1` complete verify-to-verify intervals (`cycles_timed`).
+
+The GPU track (`gpu_user_annotation`) is used when present; otherwise the CPU annotations (`user_annotation`)
+cut the cycles, which is the only choice for a CPU-only trace. A GPU-only trace has no annotations at all
+(see `bench.profile.trace`); then the `graph` track stands in: the target verify is a CUDA-graph replay,
+the largest launch of the trace (most kernels under one correlation id), so every launch with at least
+GRAPH_SIZE_SHARE of that many kernels marks a verify. On that track the draft extend cannot be told from
+the draft: `draft` holds all kernel time outside the verify, and batch sizes are unknown (0). GPU busy time is the union of kernel
+intervals (memcpy/memset are not counted: they mostly run on copy engines).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+
+from bench.profile.trace import Span, Step, TraceEvents, extract
+
+# SGLang ForwardMode name -> phase of the speculative cycle.
+PHASE_OF_MODE = {
+    "TARGET_VERIFY": "target_verify",
+    "DRAFT_EXTEND_V2": "draft_extend",
+    "DRAFT_EXTEND": "draft_extend",
+    "DECODE": "draft",  # a draft forward that goes through ModelRunner.forward (no draft CUDA graph)
+    "EXTEND": "prefill",
+    "MIXED": "prefill",
+    "SPLIT_PREFILL": "prefill",
+}
+PHASES = ("target_verify", "draft", "draft_extend")
+DEFAULT_DISTORTION_THRESHOLD = 1.2
+GRAPH_SIZE_SHARE = 0.9
+
+
+@dataclass
+class Cycle:
+    index: int
+    start_ms: float
+    wall_ms: float
+    batch_size: int
+    gpu_busy_ms: float | None
+    gpu_busy_fraction: float | None
+    gpu_idle_ms: float | None
+    largest_idle_gap_ms: float | None
+    gpu_phase_ms: dict[str, float] = field(default_factory=dict)
+    cpu_phase_ms: dict[str, float] = field(default_factory=dict)
+    has_prefill: bool = False
+
+
+def stat(values: list[float]) -> dict[str, float] | None:
+    """Median with spread (quartiles and range); None for no values."""
+    if not values:
+        return None
+    a = np.asarray(values, dtype=float)
+    p25, med, p75 = np.percentile(a, [25, 50, 75])
+    return {
+        "median": float(med),
+        "p25": float(p25),
+        "p75": float(p75),
+        "min": float(a.min()),
+        "max": float(a.max()),
+        "n": len(values),
+    }
+
+
+def union(spans: list[tuple[float, float]]) -> list[tuple[float, float]]:
+    """Merged, sorted intervals."""
+    out: list[tuple[float, float]] = []
+    for a, b in sorted(spans):
+        if b <= a:
+            continue
+        if out and a <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], b))
+        else:
+            out.append((a, b))
+    return out
+
+
+def clip(spans: list[tuple[float, float]], lo: float, hi: float) -> list[tuple[float, float]]:
+    return [(max(a, lo), min(b, hi)) for a, b in spans if b > lo and a < hi]
+
+
+def _length(spans: list[tuple[float, float]]) -> float:
+    return sum(b - a for a, b in spans)
+
+
+def _largest_gap(busy: list[tuple[float, float]], lo: float, hi: float) -> float:
+    edges = [lo, *(x for ab in busy for x in ab), hi]
+    return max((edges[i + 1] - edges[i] for i in range(0, len(edges) - 1, 2)), default=hi - lo)
+
+
+def find_cycles(ev: TraceEvents) -> tuple[list[Cycle], str, int]:
+    """Complete cycles, the track that cut them, and the number of verify steps found."""
+    if any(s.mode == "TARGET_VERIFY" for s in ev.gpu_steps):
+        steps, track = ev.gpu_steps, "gpu"
+    elif any(s.mode == "TARGET_VERIFY" for s in ev.cpu_steps):
+        steps, track = ev.cpu_steps, "cpu"
+    else:
+        steps, track = graph_verify_steps(ev.kernels), "graph"
+    verifies = [s for s in steps if s.mode == "TARGET_VERIFY"]
+    merged = union([(k.start, k.end) for k in ev.kernels])
+    cpu_cycles = _cpu_phases(ev) if ev.cpu_recorded else []
+    cycles: list[Cycle] = []
+    for i in range(len(verifies) - 1):
+        lo, hi = verifies[i].start, verifies[i + 1].start
+        inside = [s for s in steps if lo <= s.start < hi]
+        c = Cycle(
+            index=i,
+            start_ms=lo / 1000.0,
+            wall_ms=(hi - lo) / 1000.0,
+            batch_size=verifies[i].batch_size,
+            gpu_busy_ms=None,
+            gpu_busy_fraction=None,
+            gpu_idle_ms=None,
+            largest_idle_gap_ms=None,
+            has_prefill=any(PHASE_OF_MODE.get(s.mode) == "prefill" for s in inside),
+        )
+        if merged:
+            busy = clip(merged, lo, hi)
+            busy_us = _length(busy)
+            c.gpu_busy_ms = busy_us / 1000.0
+            c.gpu_busy_fraction = busy_us / (hi - lo) if hi > lo else None
+            c.gpu_idle_ms = (hi - lo - busy_us) / 1000.0
+            c.largest_idle_gap_ms = _largest_gap(busy, lo, hi) / 1000.0
+            c.gpu_phase_ms = _gpu_phases(busy, inside, lo, hi)
+        if i < len(cpu_cycles):
+            c.cpu_phase_ms = cpu_cycles[i]
+        cycles.append(c)
+    return cycles, track, len(verifies)
+
+
+def graph_verify_steps(kernels: list[Span]) -> list[Step]:
+    """Verify steps of an annotation-less trace: the replays of the largest CUDA graph (see module doc)."""
+    groups: dict[int, list[Span]] = {}
+    for k in kernels:
+        if k.correlation is not None:
+            groups.setdefault(k.correlation, []).append(k)
+    largest = max((len(g) for g in groups.values()), default=0)
+    if largest < 2:  # no graph replays: nothing tells a verify apart
+        return []
+    out = [
+        Step("TARGET_VERIFY", 0, min(k.start for k in g), max(k.end for k in g), "graph")
+        for g in groups.values()
+        if len(g) >= GRAPH_SIZE_SHARE * largest
+    ]
+    return sorted(out, key=lambda s: s.start)
+
+
+def _gpu_phases(
+    busy: list[tuple[float, float]], inside: list[Step], lo: float, hi: float
+) -> dict[str, float]:
+    """Kernel time under each annotated phase; kernel time under no annotation is the draft."""
+    out = dict.fromkeys(PHASES, 0.0)
+    annotated = 0.0
+    for s in inside:
+        phase = PHASE_OF_MODE.get(s.mode, "other")
+        t = _length(clip(busy, max(s.start, lo), min(s.end, hi)))
+        out[phase] = out.get(phase, 0.0) + t
+        annotated += t
+    out["draft"] += _length(busy) - annotated
+    return {k: v / 1000.0 for k, v in out.items()}
+
+
+def _cpu_phases(ev: TraceEvents) -> list[dict[str, float]]:
+    """Per CPU cycle (verify to verify on the CPU thread): time inside each annotated step, and the rest."""
+    verifies = [s for s in ev.cpu_steps if s.mode == "TARGET_VERIFY"]
+    out = []
+    for i in range(len(verifies) - 1):
+        lo, hi = verifies[i].start, verifies[i + 1].start
+        row = dict.fromkeys(("target_verify", "draft_extend"), 0.0)
+        for s in ev.cpu_steps:
+            if lo <= s.start < hi:
+                phase = PHASE_OF_MODE.get(s.mode, "other")
+                row[phase] = row.get(phase, 0.0) + (min(s.end, hi) - s.start) / 1000.0
+        # Scheduling, draft launch and result processing: everything outside the annotated forwards.
+        row["outside_steps"] = (hi - lo) / 1000.0 - sum(row.values())
+        out.append(row)
+    return out
+
+
+def summarize(trace: dict[str, Any]) -> dict[str, Any]:
+    """The figures of one trace as plain JSON-able data (see module doc)."""
+    ev = extract(trace)
+    cycles, track, n_verify = find_cycles(ev)
+    clean = [c for c in cycles if not c.has_prefill] or cycles
+    modes: dict[str, int] = {}
+    for s in ev.gpu_steps if track == "gpu" else ev.cpu_steps:
+        modes[s.mode] = modes.get(s.mode, 0) + 1
+    if track == "graph":
+        modes = {"TARGET_VERIFY (largest CUDA graph)": n_verify}
+    phase_names = sorted({p for c in clean for p in c.gpu_phase_ms} | set(PHASES))
+    cpu_names = sorted({p for c in clean for p in c.cpu_phase_ms})
+    phases: dict[str, dict[str, Any]] = {}
+    for p in phase_names:
+        phases[p] = {
+            "gpu_ms": stat([c.gpu_phase_ms[p] for c in clean if p in c.gpu_phase_ms]),
+            "cpu_ms": stat([c.cpu_phase_ms[p] for c in clean if p in c.cpu_phase_ms]),
+        }
+    for p in cpu_names:
+        if p not in phases:
+            phases[p] = {"gpu_ms": None, "cpu_ms": stat([c.cpu_phase_ms[p] for c in clean])}
+    batch_sizes = sorted({c.batch_size for c in cycles})
+    return {
+        "cycles": n_verify,
+        "cycles_timed": len(clean),
+        "cycles_with_prefill": sum(c.has_prefill for c in cycles),
+        "track": track,
+        "cpu_recorded": ev.cpu_recorded,
+        "batch_sizes": batch_sizes,
+        "steps_by_mode": modes,
+        "kernels": len(ev.kernels),
+        "cycle_ms": stat([c.wall_ms for c in clean]),
+        "gpu_busy_fraction": stat([c.gpu_busy_fraction for c in clean if c.gpu_busy_fraction is not None]),
+        "gpu_idle_ms_per_cycle": stat([c.gpu_idle_ms for c in clean if c.gpu_idle_ms is not None]),
+        "largest_idle_gap_ms": stat(
+            [c.largest_idle_gap_ms for c in clean if c.largest_idle_gap_ms is not None]
+        ),
+        "phases": phases,
+        "per_cycle": [asdict(c) for c in cycles],
+    }
+
+
+def distortion(
+    profiled_cycle_ms: float | None,
+    tpot_ms: float | None,
+    accept_length: float | None,
+    threshold: float = DEFAULT_DISTORTION_THRESHOLD,
+) -> dict[str, Any]:
+    """How much the profiler slowed what it measured.
+
+    Unprofiled cycle time = TPOT x accepted tokens per cycle (each request gains `accept_length` tokens per
+    verify step). A ratio above `threshold` gets a warning: the trace's times are then inflated.
+    """
+    out: dict[str, Any] = {
+        "profiled_cycle_ms": profiled_cycle_ms,
+        "unprofiled_cycle_ms": None,
+        "ratio": None,
+        "threshold": threshold,
+        "warning": None,
+    }
+    if profiled_cycle_ms is None or not tpot_ms or not accept_length:
+        return out
+    unprofiled = tpot_ms * accept_length
+    ratio = profiled_cycle_ms / unprofiled
+    out["unprofiled_cycle_ms"] = unprofiled
+    out["ratio"] = ratio
+    if ratio > threshold:
+        out["warning"] = (
+            f"profiling distorted the cycle: {profiled_cycle_ms:.2f} ms profiled vs {unprofiled:.2f} ms "
+            f"unprofiled (x{ratio:.2f} > x{threshold:.2f}); compare phases, not absolute times"
+        )
+    return out
+
+
+def spans_for_cycles(trace: dict[str, Any], first: int = 0, count: int = 3) -> list[dict[str, Any]]:
+    """Bars for a timeline of `count` cycles from cycle `first`: phases (CPU and GPU rows) and kernels.
+
+    Times are milliseconds from the start of the first cycle shown.
+    """
+    ev = extract(trace)
+    cycles, _, _ = find_cycles(ev)
+    if not cycles:
+        return []
+    shown = cycles[first : first + count]
+    lo = shown[0].start_ms * 1000.0
+    hi = (shown[-1].start_ms + shown[-1].wall_ms) * 1000.0
+    rows: list[dict[str, Any]] = []
+
+    def add(row: str, kind: str, name: str, phase: str, a: float, b: float) -> None:
+        if b > lo and a < hi:
+            rows.append(
+                {
+                    "row": row,
+                    "kind": kind,
+                    "name": name,
+                    "phase": phase,
+                    "start_ms": (max(a, lo) - lo) / 1000.0,
+                    "end_ms": (min(b, hi) - lo) / 1000.0,
+                }
+            )
+
+    def phase_of(s: Step) -> str:
+        return PHASE_OF_MODE.get(s.mode, s.mode.lower())
+
+    gpu_steps = ev.gpu_steps or (graph_verify_steps(ev.kernels) if not ev.cpu_steps else [])
+    for s in gpu_steps:
+        add("GPU steps", "phase", f"step[{s.mode} bs={s.batch_size}]", phase_of(s), s.start, s.end)
+    for s in ev.cpu_steps:
+        add("CPU steps", "phase", f"step[{s.mode} bs={s.batch_size}]", phase_of(s), s.start, s.end)
+    steps = gpu_steps or ev.cpu_steps
+    for k in ev.kernels:
+        # A kernel under no step annotation belongs to the (unannotated) draft.
+        under = next((s for s in steps if s.start <= k.start < s.end), None)
+        add("GPU kernels", "kernel", k.name, phase_of(under) if under else "draft", k.start, k.end)
+    return rows
+
+
+__all__ = ["Span", "distortion", "find_cycles", "spans_for_cycles", "stat", "summarize"]

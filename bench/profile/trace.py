@@ -1,0 +1,153 @@
+"""Reading a torch.profiler Chrome trace as SGLang writes it (`<profile_id>-TP-<rank>.trace.json.gz`).
+
+Only three event categories matter here (all complete events, `ph: "X"`, times in microseconds):
+- `kernel`: one GPU kernel, with `args.stream`;
+- `user_annotation`: a `torch.profiler.record_function` range on the CPU thread that opened it;
+- `gpu_user_annotation`: the same range projected onto the GPU (first to last kernel it launched).
+A GPU-only trace (`activities: ["GPU"]`) has neither annotation: torch registers its record_function
+callbacks only when CPU activity is on (`enableProfiler` in torch/csrc/autograd/profiler_kineto.cpp), and
+Kineto derives `gpu_user_annotation` from those callbacks' correlation ids. Kernels keep `args.correlation`,
+the id of the launch they came from; all kernels of one CUDA-graph replay share it.
+SGLang 0.5.13 names each forward pass `step[<ForwardMode> bs=<n>]` (`step[EXTEND bs=<n> toks=<t>]` for
+prefill), see `_build_step_span_name` in sglang/srt/model_executor/model_runner.py.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+STEP_NAME = re.compile(r"^step\[(?P<mode>[A-Z_0-9]+) bs=(?P<bs>\d+)(?: toks=(?P<toks>\d+))?\]$")
+
+
+class TraceError(ValueError):
+    """The file is not a Chrome trace this module can read."""
+
+
+@dataclass(frozen=True)
+class Span:
+    """One interval on a track, in microseconds since the trace's first event."""
+
+    name: str
+    start: float
+    end: float
+    track: str  # "gpu" or "cpu"
+    stream: int | None = None
+    correlation: int | None = None  # the launch (cudaLaunchKernel / cudaGraphLaunch) the kernel came from
+
+    @property
+    def dur(self) -> float:
+        return self.end - self.start
+
+
+@dataclass(frozen=True)
+class Step:
+    """One `step[...]` annotation."""
+
+    mode: str
+    batch_size: int
+    start: float
+    end: float
+    track: str
+
+
+@dataclass(frozen=True)
+class TraceEvents:
+    kernels: list[Span]
+    gpu_steps: list[Step]
+    cpu_steps: list[Step]
+    cpu_recorded: bool  # the trace has CPU operator or annotation events (CPU activity was on)
+    origin_us: float  # absolute `ts` of time 0
+
+
+def load_trace(path: str | Path) -> dict[str, Any]:
+    """The trace JSON, gzipped (`.gz`) or plain; a clear TraceError otherwise."""
+    p = Path(path)
+    try:
+        raw = p.read_bytes()
+        if raw[:2] == b"\x1f\x8b":
+            raw = gzip.decompress(raw)
+        data = json.loads(raw)
+    except OSError as e:
+        raise TraceError(f"{p}: cannot read: {e}") from None
+    except (EOFError, gzip.BadGzipFile, json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise TraceError(f"{p}: not a (gzipped) JSON trace: {e}") from None
+    return as_trace(data, str(p))
+
+
+def as_trace(data: Any, source: str = "<trace>") -> dict[str, Any]:
+    if isinstance(data, list):  # the bare JSON-array form of the Chrome trace format
+        data = {"traceEvents": data}
+    if not isinstance(data, dict) or not isinstance(data.get("traceEvents"), list):
+        raise TraceError(f"{source}: no traceEvents list (not a Chrome trace)")
+    return data
+
+
+def extract(trace: dict[str, Any]) -> TraceEvents:
+    """Kernels and step annotations, on a time axis that starts at the earliest of them."""
+    kernels: list[tuple[str, float, float, int | None, int | None]] = []
+    gpu_steps: list[tuple[str, int, float, float]] = []
+    cpu_steps: list[tuple[str, int, float, float]] = []
+    cpu_recorded = False
+    for ev in trace["traceEvents"]:
+        if not isinstance(ev, dict) or ev.get("ph") != "X":
+            continue
+        cat = ev.get("cat")
+        try:
+            ts = float(ev["ts"])
+            dur = float(ev.get("dur", 0.0))
+        except (KeyError, TypeError, ValueError):
+            continue
+        if cat == "kernel":
+            args = ev.get("args")
+            args = args if isinstance(args, dict) else {}
+            stream, corr = args.get("stream"), args.get("correlation")
+            kernels.append(
+                (
+                    str(ev.get("name", "")),
+                    ts,
+                    ts + dur,
+                    stream if isinstance(stream, int) else None,
+                    corr if isinstance(corr, int) else None,
+                )
+            )
+        elif cat in ("user_annotation", "gpu_user_annotation"):
+            if cat == "user_annotation":
+                cpu_recorded = True
+            m = STEP_NAME.match(str(ev.get("name", "")))
+            if m is None:
+                continue
+            row = (m["mode"], int(m["bs"]), ts, ts + dur)
+            (gpu_steps if cat == "gpu_user_annotation" else cpu_steps).append(row)
+        elif cat in ("cpu_op", "python_function"):
+            cpu_recorded = True
+    starts = [k[1] for k in kernels] + [s[2] for s in gpu_steps] + [s[2] for s in cpu_steps]
+    origin = min(starts) if starts else 0.0
+    return TraceEvents(
+        kernels=sorted(
+            (Span(n, a - origin, b - origin, "gpu", st, co) for n, a, b, st, co in kernels),
+            key=lambda s: s.start,
+        ),
+        gpu_steps=_merge_steps(gpu_steps, origin, "gpu"),
+        cpu_steps=_merge_steps(cpu_steps, origin, "cpu"),
+        cpu_recorded=cpu_recorded,
+        origin_us=origin,
+    )
+
+
+def _merge_steps(rows: list[tuple[str, int, float, float]], origin: float, track: str) -> list[Step]:
+    """Steps in time order. A GPU range whose kernels ran on several streams appears once per stream;
+    overlapping copies of the same step become one."""
+    out: list[Step] = []
+    for mode, bs, a, b in sorted(rows, key=lambda r: r[2]):
+        a, b = a - origin, b - origin
+        if out and out[-1].mode == mode and out[-1].batch_size == bs and a < out[-1].end:
+            last = out.pop()
+            out.append(Step(mode, bs, last.start, max(last.end, b), track))
+        else:
+            out.append(Step(mode, bs, a, b, track))
+    return out

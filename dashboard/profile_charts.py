@@ -1,0 +1,82 @@
+"""Chart and table builders for profiles: pure functions from summaries and timeline rows (no Streamlit)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import altair as alt
+import pandas as pd
+
+PHASE_COLORS = {
+    "draft": "#4c78a8",
+    "target_verify": "#f58518",
+    "draft_extend": "#54a24b",
+    "prefill": "#b279a2",
+}
+ROWS = ["CPU steps", "GPU steps", "GPU kernels"]
+
+
+def timeline(rows: list[dict[str, Any]], title: str, x_max: float | None = None) -> alt.Chart:
+    """Phases and kernels as bars on a time axis (ms from the first cycle shown), one row per track."""
+    f = pd.DataFrame(rows, columns=["row", "kind", "name", "phase", "start_ms", "end_ms"])
+    f["dur_ms"] = f["end_ms"] - f["start_ms"]
+    domain = list(PHASE_COLORS)
+    extra = sorted(set(f["phase"]) - set(domain))
+    scale = alt.Scale(domain=[0, x_max]) if x_max else alt.Scale()
+    x = alt.X("start_ms:Q", title="ms from the first cycle shown", scale=scale)
+    return (
+        alt.Chart(f, title=title)
+        .mark_bar(stroke="white", strokeWidth=0.3)
+        .encode(
+            x=x,
+            x2="end_ms:Q",
+            y=alt.Y("row:N", sort=ROWS, title=None),
+            color=alt.Color(
+                "phase:N",
+                scale=alt.Scale(
+                    domain=domain + extra, range=list(PHASE_COLORS.values()) + ["#9e9e9e"] * len(extra)
+                ),
+                legend=alt.Legend(orient="bottom", title=None),
+            ),
+            tooltip=[
+                alt.Tooltip("name:N"),
+                alt.Tooltip("phase:N"),
+                alt.Tooltip("start_ms:Q", format=".3f"),
+                alt.Tooltip("dur_ms:Q", format=".3f"),
+            ],
+        )
+        .properties(height=150)
+    )
+
+
+def _ms(st: dict[str, Any] | None, scale: float = 1.0, unit: str = "ms", digits: int = 2) -> str:
+    if not st:
+        return "–"
+    return f"{st['median'] * scale:.{digits}f} {unit}  (IQR {st['p25'] * scale:.{digits}f}–{st['p75'] * scale:.{digits}f})"
+
+
+def figures_table(summary: dict[str, Any]) -> pd.DataFrame:
+    """Per-cycle figures of one profile as (figure, value) rows, medians with their quartiles."""
+    rows = [
+        ("verify steps found", str(summary.get("cycles", 0))),
+        ("cycles timed", str(summary.get("cycles_timed", 0))),
+        ("cycle", _ms(summary.get("cycle_ms"))),
+        ("GPU busy", _ms(summary.get("gpu_busy_fraction"), 100.0, "%", 1)),
+        ("GPU idle per cycle", _ms(summary.get("gpu_idle_ms_per_cycle"))),
+        ("largest GPU idle gap", _ms(summary.get("largest_idle_gap_ms"))),
+    ]
+    for name, ph in (summary.get("phases") or {}).items():
+        if ph.get("gpu_ms"):
+            rows.append((f"GPU {name.replace('_', ' ')}", _ms(ph["gpu_ms"])))
+        if ph.get("cpu_ms"):
+            rows.append((f"CPU {name.replace('_', ' ')}", _ms(ph["cpu_ms"])))
+    d = summary.get("distortion") or {}
+    if d.get("ratio") is not None:
+        rows.append(
+            (
+                "distortion",
+                f"×{d['ratio']:.2f} (profiled {d['profiled_cycle_ms']:.2f} ms vs unprofiled "
+                f"{d['unprofiled_cycle_ms']:.2f} ms = TPOT × accept length)",
+            )
+        )
+    return pd.DataFrame(rows, columns=["figure", "value"])

@@ -1,0 +1,75 @@
+"""Reads of the `profiles` table for the dashboard and the exports (Core selects, bound parameters)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import Engine, select
+
+from db.models import Point, Profile, Run
+
+# What makes a v1 profile and a v2 profile "the same point": everything but the spec mode.
+PAIR_KEYS = ("batch_size", "steps", "topk", "draft_tokens", "workload_key", "algorithm", "activities_key")
+
+
+def runs_with_profiles(engine: Engine) -> list[dict[str, Any]]:
+    stmt = (
+        select(Run.id, Run.sweep_name, Run.started_at, Run.label)
+        .where(Run.id.in_(select(Profile.run_id).distinct()))
+        .order_by(Run.id.desc())
+    )
+    with engine.connect() as c:
+        return [dict(r._mapping) for r in c.execute(stmt)]
+
+
+def run_profiles(engine: Engine, run_id: int) -> list[dict[str, Any]]:
+    """Every profile row of a run (rank 0 first), with the point's configuration and unprofiled figures."""
+    stmt = (
+        select(
+            Profile.id,
+            Profile.point_id,
+            Profile.spec_mode,
+            Profile.batch_size,
+            Profile.activities,
+            Profile.num_steps,
+            Profile.tp_rank,
+            Profile.status,
+            Profile.error,
+            Profile.host,
+            Profile.path,
+            Profile.sha256,
+            Profile.size_bytes,
+            Profile.summary,
+            Point.algorithm,
+            Point.steps,
+            Point.topk,
+            Point.draft_tokens,
+            Point.workload_key,
+            Point.accept_length,
+            Point.tpot_mean_ms,
+            Point.output_throughput,
+        )
+        .join(Point, Point.id == Profile.point_id)
+        .where(Profile.run_id == run_id)
+        .order_by(Profile.batch_size, Point.steps, Profile.spec_mode, Profile.tp_rank, Profile.id)
+    )
+    with engine.connect() as c:
+        rows = [dict(r._mapping) for r in c.execute(stmt)]
+    for r in rows:
+        r["activities_key"] = "+".join(sorted(r["activities"] or []))
+    return rows
+
+
+def profile_pairs(rows: list[dict[str, Any]], tp_rank: int = 0) -> list[dict[str, Any]]:
+    """v1/v2 pairs of ok profiles of the same point configuration (latest capture of each side wins)."""
+    sides: dict[tuple[Any, ...], dict[str, dict[str, Any]]] = {}
+    for r in rows:
+        if r["status"] != "ok" or r["tp_rank"] != tp_rank or r["spec_mode"] not in ("v1", "v2"):
+            continue
+        key = tuple(r[k] for k in PAIR_KEYS)
+        sides.setdefault(key, {})[r["spec_mode"]] = r
+    return [
+        {**dict(zip(PAIR_KEYS, key, strict=True)), "v1": s["v1"], "v2": s["v2"]}
+        for key, s in sides.items()
+        if "v1" in s and "v2" in s
+    ]

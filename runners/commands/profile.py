@@ -1,0 +1,87 @@
+"""`specbench profile summarize TRACE.json.gz`: the speculative-cycle figures of any SGLang trace."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import typer
+from rich.table import Table
+
+from bench.profile.summary import DEFAULT_DISTORTION_THRESHOLD, distortion, summarize
+from bench.profile.trace import TraceError, load_trace
+from runners.common import console, fail
+
+profile_app = typer.Typer(help="SGLang profiler traces: summarise speculative cycles.", no_args_is_help=True)
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(profile_app, name="profile")
+
+
+@profile_app.command("summarize")
+def summarize_cmd(
+    trace: Annotated[
+        Path, typer.Argument(help="A trace SGLang wrote (<id>-TP-<rank>.trace.json.gz, or .json).")
+    ],
+    format: Annotated[Literal["json", "table"], typer.Option("--format", help="json or table")] = "table",
+    tpot_ms: Annotated[
+        float | None, typer.Option(help="Unprofiled TPOT of the same point (ms), for the distortion.")
+    ] = None,
+    accept_length: Annotated[
+        float | None, typer.Option(help="Unprofiled accept length of the same point, for the distortion.")
+    ] = None,
+    threshold: Annotated[
+        float, typer.Option(help="Warn when profiled / unprofiled cycle time exceeds this.")
+    ] = DEFAULT_DISTORTION_THRESHOLD,
+    per_cycle: Annotated[bool, typer.Option("--per-cycle", help="JSON: keep the per-cycle rows.")] = False,
+) -> None:
+    """Cycles, cycle time, GPU busy and idle per cycle, and time per phase (medians with quartiles)."""
+    try:
+        s = summarize(load_trace(trace))
+    except TraceError as e:
+        fail(str(e))
+    if tpot_ms is not None or accept_length is not None:
+        s["distortion"] = distortion((s["cycle_ms"] or {}).get("median"), tpot_ms, accept_length, threshold)
+    if format == "json":
+        if not per_cycle:
+            s.pop("per_cycle")
+        typer.echo(json.dumps(s, indent=2))
+        return
+    _table(trace, s)
+
+
+def _fmt(st: dict[str, Any] | None, scale: float = 1.0, digits: int = 3) -> str:
+    if not st:
+        return "-"
+    return f"{st['median'] * scale:.{digits}f}  [{st['p25'] * scale:.{digits}f} .. {st['p75'] * scale:.{digits}f}]"
+
+
+def _table(trace: Path, s: dict[str, Any]) -> None:
+    console.print(
+        f"[bold]{trace.name}[/]: {s['cycles']} verify steps, {s['cycles_timed']} timed cycles "
+        f"({s['track']} track; batch sizes {s['batch_sizes']}; {s['kernels']} kernels; "
+        f"steps {s['steps_by_mode']})"
+    )
+    if s["cycles_with_prefill"]:
+        console.print(f"{s['cycles_with_prefill']} cycle(s) held a prefill and are left out of the figures")
+    t = Table("figure", "median  [p25 .. p75]")
+    t.add_row("cycle (ms)", _fmt(s["cycle_ms"]))
+    t.add_row("GPU busy (%)", _fmt(s["gpu_busy_fraction"], 100.0, 1))
+    t.add_row("GPU idle per cycle (ms)", _fmt(s["gpu_idle_ms_per_cycle"]))
+    t.add_row("largest GPU idle gap (ms)", _fmt(s["largest_idle_gap_ms"]))
+    for name, ph in s["phases"].items():
+        if ph["gpu_ms"]:
+            t.add_row(f"GPU {name} (ms)", _fmt(ph["gpu_ms"]))
+        if ph["cpu_ms"]:
+            t.add_row(f"CPU {name} (ms)", _fmt(ph["cpu_ms"]))
+    console.print(t)
+    d = s.get("distortion")
+    if d and d["ratio"] is not None:
+        console.print(
+            f"distortion: profiled {d['profiled_cycle_ms']:.3f} ms / unprofiled {d['unprofiled_cycle_ms']:.3f} ms"
+            f" = x{d['ratio']:.2f}"
+        )
+        if d["warning"]:
+            console.print(f"[bold yellow]warning:[/] {d['warning']}")

@@ -1,0 +1,171 @@
+"""The Profiles page on a database filled by a real stand-in sweep with `profile:`: AppTest and Chromium."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from bench.launcher import free_port
+from bench.profile.overlap import verdict
+from bench.sweep import parse_sweep
+from db import profile_queries as pq
+from db.migrate import open_database
+from runners.sweep_runner import execute_sweep
+
+APP = str(Path(__file__).resolve().parents[1] / "dashboard" / "app.py")
+ROOT = Path(__file__).resolve().parents[1]
+
+SWEEP = """
+name: prof-page
+model: sim-tiny
+server:
+  backend: sim
+  attention_backend: flashmla
+  sim: {time_scale: 1.0, seed: 2}
+grid: {batch_sizes: [8], spec_modes: [v1, v2], steps: [3], topk: [1], baseline: false}
+workload: {input_len: 32, output_len: 512, num_prompts: 8}
+repeats: 1
+profile: {steps: 12, activities: [CPU, GPU], settle_s: 0.25, timeout_s: 30}
+"""
+
+
+@pytest.fixture(scope="module")
+def profiled_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    d = tmp_path_factory.mktemp("profiles")
+    url = f"sqlite:///{d / 'p.db'}"  # artifacts land in d/artifacts, next to the database
+    eng = open_database(url)
+    out = execute_sweep(parse_sweep(SWEEP), SWEEP, eng, log_dir=d / "logs", show_progress=False)
+    assert out.status == "done"
+    eng.dispose()
+    yield url
+
+
+def _open(url: str, monkeypatch: pytest.MonkeyPatch) -> AppTest:
+    monkeypatch.setenv("SPECBENCH_DB_URL", url)
+    at = AppTest.from_file(APP, default_timeout=60)
+    at.run()
+    at.switch_page("pages/profiles.py").run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def test_side_by_side_view(profiled_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    eng = open_database(profiled_url)
+    rows = pq.run_profiles(eng, pq.runs_with_profiles(eng)[0]["id"])
+    eng.dispose()
+    (pair,) = pq.profile_pairs(rows)
+    assert all(Path(pair[m]["path"]).parent.parent.parent.name == "artifacts" for m in ("v1", "v2"))
+    at = _open(profiled_url, monkeypatch)
+    assert at.title[0].value == "Profiles"
+    line = at.success[0].value
+    assert line == verdict(pair["v1"]["summary"], pair["v2"]["summary"])
+    assert line.startswith("v2 hides ") and "GPU idle per cycle" in line
+    charts = at.get("vega_lite_chart")
+    assert len(charts) == 2
+    for c in charts:
+        assert json.loads(c.proto.spec)["mark"]["type"] == "bar"
+        (ds,) = c.proto.datasets  # Streamlit ships the chart's rows as Arrow next to the spec
+        values = pa.ipc.open_stream(ds.data.data).read_pandas()
+        assert set(values["row"]) == {"CPU steps", "GPU steps", "GPU kernels"}
+        assert {"target_verify", "draft_extend", "draft"} <= set(values["phase"])
+        assert values["start_ms"].min() == 0.0
+    tables = [t.value for t in at.dataframe]
+    figures = [t for t in tables if "figure" in t.columns]
+    assert len(figures) == 2
+    for t in figures:
+        assert "distortion" in set(t["figure"]) and "GPU idle per cycle" in set(t["figure"])
+    assert len(at.get("download_button")) == 2
+
+
+def test_empty_state_without_profiles(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from datetime import UTC, datetime
+
+    from db.synthetic_history import SMALL_SHAPE, seed_history
+
+    url = f"sqlite:///{tmp_path / 'e.db'}"
+    eng = open_database(url)
+    seed_history(eng, 20, shape=SMALL_SHAPE, end=datetime.now(UTC), seed=1)
+    eng.dispose()
+    at = _open(url, monkeypatch)
+    assert "No profiles yet" in at.info[0].value
+
+
+@pytest.mark.browser
+@pytest.mark.timeout(180)
+def test_profiles_page_in_chromium(profiled_url: str, tmp_path: Path) -> None:
+    from playwright.sync_api import expect, sync_playwright
+
+    from tests.test_dashboard_e2e import CHART, CHROMIUM, CHROMIUM_ARGS, _require_browser, _wait_healthy
+
+    _require_browser()
+    port = free_port()
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    cmd = [sys.executable, "-m", "runners.cli", "dashboard", "--db", profiled_url, "--port", str(port)]
+    proc = subprocess.Popen(
+        [*cmd, "--headless"], cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+    try:
+        _wait_healthy(port, proc)
+        with sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+            try:
+                page = browser.new_page(viewport={"width": 1500, "height": 1400}, accept_downloads=True)
+                page.set_default_timeout(30_000)
+                page.goto(f"http://127.0.0.1:{port}/profiles")
+                page.wait_for_selector(CHART)
+                expect(page.get_by_text("v2 hides")).to_be_visible()
+                expect(page.locator("[data-testid='stVegaLiteChart']")).to_have_count(2)
+                with page.expect_download() as info:
+                    page.get_by_role(
+                        "button", name="Download v1 (non-overlap) trace (open in Perfetto)"
+                    ).click()
+                saved = tmp_path / "v1.trace.json.gz"
+                info.value.save_as(saved)
+                assert saved.read_bytes()[:2] == b"\x1f\x8b"
+                page.screenshot(path=str(tmp_path / "profiles.png"), full_page=True)
+            finally:
+                browser.close()
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+    assert (tmp_path / "profiles.png").stat().st_size > 10_000
+
+
+def test_overlap_columns_for_the_v2_v1_export(profiled_url: str) -> None:
+    import pandas as pd
+
+    from analysis.profiles import join_overlap, overlap_cells, overlap_table
+
+    eng = open_database(profiled_url)
+    run_id = pq.runs_with_profiles(eng)[0]["id"]
+    table = overlap_table(eng, [run_id])
+    eng.dispose()
+    assert len(table) == 1
+    row = table.iloc[0]
+    assert (row["batch_size"], row["steps"], row["profile_activities"]) == (8, 3, "CPU+GPU")
+    # Stand-in cost model at bs 8 with CPU profiling (bench/sim/profiler.py): v1 idles for the CPU work,
+    # 0.72 ms x 1.5; v2 only for the 0.1 ms sync.
+    assert row["gpu_idle_ms_v1"] == pytest.approx(0.72 * 1.5)
+    assert row["gpu_idle_ms_v2"] == pytest.approx(0.1)
+    assert row["cpu_hidden_ms"] == pytest.approx(0.72 * 1.5 - 0.1)
+    v2v1 = pd.DataFrame({"batch_size": [8, 16], "steps": [3, 3], "speedup": [1.2, 1.1]})
+    joined = join_overlap(v2v1, table)
+    assert joined.loc[0, "cpu_hidden_ms"] == pytest.approx(0.98)
+    assert pd.isna(joined.loc[1, "cpu_hidden_ms"])
+    cells = overlap_cells(joined.iloc[0])
+    assert cells["GPU idle/cycle v1→v2"].startswith("1.08 → 0.10 ms")
+    assert overlap_cells(joined.iloc[1]) == {"GPU idle/cycle v1→v2": "–", "CPU hidden/cycle": "–"}
+    with pytest.raises(ValueError, match="batch_size and steps"):
+        join_overlap(pd.DataFrame({"batch_size": [8]}), table)
