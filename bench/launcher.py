@@ -32,12 +32,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-<<<<<<< HEAD
-from bench.server_argv import ArgvError, ServerArgv, build_argv, resolve_python, sim_env
-=======
 from bench import reaper
-from bench.server_argv import ArgvError, build_argv, resolve_python, sim_env
->>>>>>> main
+from bench.server_argv import ArgvError, ServerArgv, build_argv, resolve_python, sim_env
 from bench.server_env import ServerEnvError, build_server_env
 from bench.spec_modes import ENV_SPEC_V2, ResolvedMode, VersionError, known_fallback, resolve_mode
 from bench.sweep import ServerConfig, ServerSpec

@@ -469,16 +469,8 @@ def resolve_run(engine: Engine, ref: str) -> int:
     if ref.isdigit() and (len(ref) > 19 or int(ref) > 2**63 - 1):  # beyond any 64-bit id column
         raise QueryError(f"no run with id {ref[:40]}")
     with engine.connect() as c:
-<<<<<<< HEAD
-        if ref == "latest" or ref.startswith("latest~"):
-            tail = ref.partition("~")[2]
-            if ref != "latest" and not tail.isdigit():
-                raise QueryError(f"{ref!r}: write `latest` or `latest~N` with N a whole number (latest~1)")
-            back = int(tail or 0)
-=======
         if latest:
             back = int(latest.group(1) or 0)
->>>>>>> main
             rid = c.execute(
                 select(Run.id).order_by(Run.started_at.desc(), Run.id.desc()).offset(back).limit(1)
             ).scalar()

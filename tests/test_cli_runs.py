@@ -16,14 +16,15 @@ from typer.testing import CliRunner
 
 from analysis.export import read_csv_rows
 from bench.sweep import expand, parse_sweep
+from bench.synthetic_history import SMALL_SHAPE
 from db import queries as q
 from db.engine import session_scope
 from db.migrate import open_database
 from db.models import Run, ServerInstance
-from db.synthetic_history import SMALL_SHAPE, seed_history
 from runners import estimate
 from runners.cli import app
 from runners.commands.run import DRY_RUN_PORT
+from runners.seed_history import seed_history
 from runners.sweep_runner import execute_sweep
 from runners.tables import Column, compact_lines, print_table
 

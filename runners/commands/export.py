@@ -10,11 +10,7 @@ import typer
 from analysis.export import ExportError, collect, to_csv, to_json, to_markdown
 from db import queries as q
 from db.engine import session_scope
-<<<<<<< HEAD
 from runners.common import RUN_REF_HELP, DbOption, err_console, fail, open_db, resolve_run_ref
-=======
-from runners.common import MAX_ID, DbOption, fail, open_db
->>>>>>> main
 
 
 def register(app: typer.Typer) -> None:
@@ -24,13 +20,8 @@ def register(app: typer.Typer) -> None:
 def export(
     db: DbOption = None,
     run: Annotated[
-<<<<<<< HEAD
         list[str] | None,
         typer.Option("--run", help=f"Run (repeatable): {RUN_REF_HELP}. Default: latest.", show_default=False),
-=======
-        list[int] | None,
-        typer.Option("--run", min=1, max=MAX_ID, help="Run id (repeatable). Default: the latest run."),
->>>>>>> main
     ] = None,
     all_runs: Annotated[
         bool, typer.Option("--all-runs", help="Every run in the database (oldest first).")

@@ -9,12 +9,8 @@ import typer
 
 from db import queue_queries
 from runners import queue
-<<<<<<< HEAD
-from runners.common import DbOption, console, fail, open_db
-from runners.tables import Column, print_table
-=======
 from runners.common import MAX_ID, DbOption, console, fail, open_db
->>>>>>> main
+from runners.tables import Column, print_table
 
 _STATUSES = ("queued", "claimed", "running", "done", "failed", "canceled")
 

@@ -18,14 +18,19 @@ from bench.spec_modes import KNOWN_RELEASES
 from bench.sweep import ServerGroup, SweepError, SweepSpec, expand, load_sweep
 from db.engine import resolve_url, session_scope
 from db.models import Point, Run
-<<<<<<< HEAD
 from runners import estimate
-from runners.common import RUN_REF_HELP, DbOption, console, err_console, fail, open_db, resolve_run_ref
-=======
-from runners.common import MAX_ID, DbOption, OutageOption, console, err_console, fail, open_db
+from runners.common import (
+    RUN_REF_HELP,
+    DbOption,
+    OutageOption,
+    console,
+    err_console,
+    fail,
+    open_db,
+    resolve_run_ref,
+)
 from runners.dbretry import DatabaseUnavailable
 from runners.recovery import OutagePolicy
->>>>>>> main
 from runners.sweep_runner import RunOutcome, execute_sweep
 from runners.tables import Column, print_table
 
@@ -46,11 +51,7 @@ def run(
         bool, typer.Option("--resume", help="Continue the latest run of this sweep, skipping stored repeats.")
     ] = False,
     resume_run: Annotated[
-<<<<<<< HEAD
         str | None, typer.Option("--resume-run", help=f"Continue this run: {RUN_REF_HELP}.")
-=======
-        int | None, typer.Option("--resume-run", min=1, max=MAX_ID, help="Continue this run id.")
->>>>>>> main
     ] = None,
     deadline_s: Annotated[
         float | None,
@@ -96,13 +97,9 @@ def run(
         _dry_run(spec, groups, gpu_list, db)
         return
     engine = open_db(db)
-<<<<<<< HEAD
-    resume_id = resolve_run_ref(engine, resume_run) if resume_run is not None else None
-=======
     for pgid in reaper.reap_orphans():  # servers of a run or worker that was killed on this host
         err_console.print(f"[yellow]stopped server process group {pgid} left by a dead launcher[/]")
-    resume_id = resume_run
->>>>>>> main
+    resume_id = resolve_run_ref(engine, resume_run) if resume_run is not None else None
     if resume and resume_id is None:
         resume_id = _latest_run_of(engine, spec.name)
         if resume_id is None:
