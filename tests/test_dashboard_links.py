@@ -43,7 +43,7 @@ def stand_in_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 
 def _open(url: str, page: str, monkeypatch: pytest.MonkeyPatch, **params: str) -> AppTest:
-    monkeypatch.setenv("SPECBENCH_DB_URL", url)
+    monkeypatch.setenv("DATABASE_URL", url)
     at = AppTest.from_file(APP, default_timeout=60)
     for k, v in params.items():
         at.query_params[k] = v
