@@ -22,6 +22,7 @@ COMMAND_MODULES = [
     "import_runs",
     "dashboard",
     "compare",
+    "ci",
     "regressions",
     "seed",
     "submit",
