@@ -37,11 +37,12 @@ def test_ci_runs_or_reuses_both_sides_and_fails_on_a_regression(sqlite_url: str,
     good.write_text(SWEEP.format(rate=0.9))
     bad.write_text(SWEEP.format(rate=0.2))  # the "PR": drafts rarely accepted, spec decoding much slower
     logs = ["--log-dir", str(tmp_path / "logs")]
-    # The base side was measured earlier (as a nightly job would); ci reuses it and runs the head now.
-    res = runner.invoke(
-        app, ["run", str(good), "--db", sqlite_url, "--label", "base-abc", "--no-progress", *logs]
-    )
-    assert res.exit_code == 0, res.output
+    # The base side is measured while the base SGLang is installed; ci later reuses it and runs the head.
+    base = ["ci", str(good), "--db", sqlite_url, "--base", "base-abc", "--base-only", *logs]
+    res = runner.invoke(app, base)
+    assert res.exit_code == 0 and "running it now" in res.stderr, res.output
+    res = runner.invoke(app, base)
+    assert res.exit_code == 0 and "reusing run" in res.stderr and len(_runs(sqlite_url)) == 1
     comment = tmp_path / "out" / "comment.md"
     args = [
         "ci",
@@ -54,11 +55,15 @@ def test_ci_runs_or_reuses_both_sides_and_fails_on_a_regression(sqlite_url: str,
         "head-def",
         "-o",
         str(comment),
+        # Acceptance length: a fixed property of the stand-in's acceptance rate, immune to this host's load
+        # (its throughput is not: a loaded CPU slows the stand-in).
+        "--metric",
+        "accept_length",
     ]
     res = runner.invoke(app, [*args, *logs])
     assert res.exit_code == 1, res.output  # a regression
     runs = _runs(sqlite_url)
-    assert [(r["label"], r["trigger"]) for r in runs] == [("head-def", "pr"), ("base-abc", "manual")]
+    assert [(r["label"], r["trigger"]) for r in runs] == [("head-def", "pr"), ("base-abc", "pr")]
     assert "reusing run" in res.stderr and "running it now" in res.stderr
     md = comment.read_text()
     assert "🔴 regression" in md and f"Both runs are **{STAND_IN_TAG}**" in md
@@ -82,6 +87,8 @@ def test_ci_runs_or_reuses_both_sides_and_fails_on_a_regression(sqlite_url: str,
             "latest~1",
             "-o",
             str(comment),
+            "--metric",
+            "accept_length",
         ],
     )
     assert res.exit_code == 0, res.output

@@ -63,11 +63,18 @@ def ci(
     gpus: Annotated[str | None, typer.Option(help="GPU indices for runs started here, e.g. 0,1.")] = None,
     log_dir: Annotated[Path, typer.Option(help="Where server logs of runs started here go.")] = Path("logs"),
     progress: Annotated[bool, typer.Option("--progress/--no-progress")] = False,
+    base_only: Annotated[
+        bool,
+        typer.Option(
+            "--base-only",
+            help="Only make sure the baseline run exists (reuse or run it), e.g. while the base SGLang is installed.",
+        ),
+    ] = False,
 ) -> None:
     """Compare a PR's run against its base run; write the PR comment; exit 1 on a regression."""
     if (base is None) == (base_run is None):
         fail("give the baseline as --base LABEL or --base-run RUN (one of them)")
-    if (head is None) == (head_run is None):
+    if not base_only and (head is None) == (head_run is None):
         fail("give the candidate as --head LABEL or --head-run RUN (one of them)")
     try:
         spec = load_sweep(sweep)
@@ -75,6 +82,9 @@ def ci(
         fail(str(e))
     engine = open_db(db)
     a = _side(engine, "baseline", sweep, spec.name, base, base_run, db, gpus, log_dir, progress)
+    if base_only:
+        err_console.print(f"baseline: run {a}")
+        return
     b = _side(engine, "candidate", sweep, spec.name, head, head_run, db, gpus, log_dir, progress)
     if a == b:
         fail(f"baseline and candidate are the same run ({a})")
