@@ -24,6 +24,7 @@ COMMAND_MODULES = [
     "compare",
     "ci",
     "regressions",
+    "triage",
     "seed",
     "submit",
     "worker",

@@ -11,7 +11,7 @@ from analysis.changes import summarize_by_run
 from analysis.labels import run_tag, short_gpu
 from analysis.regressions import DEFAULT_LOOKBACK, DEFAULT_SINCE, flagged
 from bench.stats.changepoint import ChangePointParams
-from dashboard.components import layout
+from dashboard.components import layout, triage
 from dashboard.services import data
 
 url = data.db_url()
@@ -87,6 +87,10 @@ else:
             "Open": st.column_config.LinkColumn(display_text="trend ↗"),
         },
     )
+
+if not changes.empty:
+    # Every change that starts at a run, whether shown above or not (improvements, dismissed ones too).
+    triage.bulk_triage_form(url, changes, "output_throughput", key="ov_bulk")
 
 # ---- latest runs
 st.subheader("Latest runs", anchor="runs")

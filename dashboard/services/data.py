@@ -133,6 +133,17 @@ def recent_changes(url: str, metric: str, params: ChangePointParams) -> pd.DataF
 def save_triage(url: str, **kwargs: Any) -> int:
     """Store a verdict and drop the cached views that display triage state."""
     row_id = q.set_triage(engine(url), **kwargs)
+    _clear_triage_views()
+    return row_id
+
+
+def save_triage_many(url: str, changes: list[dict[str, Any]], **kwargs: Any) -> list[int]:
+    """One verdict for many changes (bulk triage), then drop the cached views that display triage state."""
+    ids = q.set_triage_many(engine(url), changes, **kwargs)
+    _clear_triage_views()
+    return ids
+
+
+def _clear_triage_views() -> None:
     for fn in (triage, series_changes, recent_changes):
         fn.clear()
-    return row_id
