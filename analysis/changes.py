@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from analysis import md
 from bench.catalog import higher_is_better
 from bench.stats.attribution import ThroughputFactors, attribute
 from bench.stats.changepoint import ChangePointParams, detect_change_points
@@ -156,10 +157,10 @@ def summarize_by_run(changes: pd.DataFrame) -> list[str]:
         cause = causes[causes != ""].mode()
         kinds = g["direction"].value_counts()
         what = " and ".join(f"{n} {k}{'s' if n != 1 else ''}" for k, n in kinds.items())
-        lines.append(
-            f"**Run #{int(run_id)}** ({first.get('sglang_version') or '?'}@{commit}): {what} across "
-            f"{g['fingerprint'].nunique()} series, median {g['rel_change'].median() * 100:+.1f}%"
-            + (f", mostly *{cause.iloc[0]}*" if len(cause) else "")
+        lines.append(  # Markdown: the stored version and cause are escaped (analysis.md)
+            f"**Run #{int(run_id)}** ({md.text(first.get('sglang_version') or '?')}@{md.text(commit)}): {what} "
+            f"across {g['fingerprint'].nunique()} series, median {g['rel_change'].median() * 100:+.1f}%"
+            + (f", mostly *{md.text(cause.iloc[0])}*" if len(cause) else "")
         )
     return lines
 

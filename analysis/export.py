@@ -11,6 +11,7 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from analysis import md
 from analysis.labels import STAND_IN_TAG, SYNTHETIC_TAG, config_label, run_tag
 from bench import catalog
 from db.models import Point, Run, ServerInstance
@@ -130,8 +131,8 @@ def to_csv(export: Export) -> str:
     buf = io.StringIO()
     for run in export.runs:
         buf.write(f"# run {run['id']}\n")
-        for k, v in run.items():
-            buf.write(f"#   {k}: {'' if v is None else v}\n")
+        for k, v in run.items():  # one line per field, whatever the value holds (see _header_value)
+            buf.write(f"#   {k}: {_header_value(v)}\n")
     buf.write(
         f"# points: {'all statuses' if export.all_status else 'status ok only (--all-status for all)'}\n"
     )
@@ -170,22 +171,29 @@ def to_markdown(export: Export) -> str:
             f" ({kind}: numbers from the stand-in server's model, not a GPU)" if kind == STAND_IN_TAG else ""
         )
         sim = " (synthetic load-test history, not a measurement)" if kind == SYNTHETIC_TAG else sim
+        # Stored names and versions are user text: escaped or in code spans (analysis.md).
         out.append(
-            f"**Run {run['id']}** `{run['sweep_name']}`{sim}, {run['status']}, started {run['started_at']}"
+            f"**Run {md.text(run['id'])}** {md.code(run['sweep_name'])}{sim}, {md.text(run['status'])}, "
+            f"started {md.text(run['started_at'])}"
         )
         out.append("")
         out.append(
-            f"GPU {run['gpu_name']} x{run['gpu_count']} (driver {run['driver_version']}, CUDA {run['cuda_version']}), "
-            f"sglang {run['sglang_version']}, sgl-kernel {run['sgl_kernel_version']}, flashinfer "
-            f"{run['flashinfer_version']}, FlashMLA from {run['flash_mla_source']}, torch {run['torch_version']}, "
-            f"model `{run['model']}`, specbench {run['specbench_version']} @ {str(run['git_commit'])[:10]}"
+            md.text(
+                f"GPU {run['gpu_name']} x{run['gpu_count']} (driver {run['driver_version']}, CUDA "
+                f"{run['cuda_version']}), sglang {run['sglang_version']}, sgl-kernel {run['sgl_kernel_version']}, "
+                f"flashinfer {run['flashinfer_version']}, FlashMLA from {run['flash_mla_source']}, torch "
+                f"{run['torch_version']},",
+                line_start=True,
+            )
+            + f" model {md.code(run['model'])}, specbench {md.text(run['specbench_version'])} @ "
+            + md.text(str(run["git_commit"])[:10])
         )
         out.append("")
         header = ["config", "status", *(h for h, _, _ in _MD_COLUMNS)]
         out.append("| " + " | ".join(header) + " |")
         out.append("|" + "|".join(["---", "---", *("---:" for _ in _MD_COLUMNS)]) + "|")
         for row in (r for r in export.rows if r["run_id"] == run["id"]):
-            cells = [config_label(row, with_batch=False), str(row["status"])]
+            cells = [md.text(config_label(row, with_batch=False)), md.text(row["status"])]
             for _, key, fmt in _MD_COLUMNS:
                 if not key:
                     lo, hi = row["output_throughput_ci_low"], row["output_throughput_ci_high"]
@@ -199,9 +207,24 @@ def to_markdown(export: Export) -> str:
 
 
 def read_csv_rows(text: str) -> list[dict[str, str]]:
-    """Parse an export back, skipping the `#` header (used by tests and by anyone scripting on exports)."""
-    body = "\n".join(line for line in text.splitlines() if not line.startswith("#"))
-    return list(csv.DictReader(io.StringIO(body)))
+    """Parse an export back, skipping the `#` header (used by tests and by anyone scripting on exports).
+
+    Only the leading `#` lines are the header: a quoted value further down may hold a line starting with `#`.
+    """
+    lines = text.splitlines(keepends=True)
+    start = next((i for i, line in enumerate(lines) if not line.startswith("#")), len(lines))
+    return list(csv.DictReader(io.StringIO("".join(lines[start:]))))
+
+
+def _header_value(v: Any) -> str:
+    """A metadata value on one header line: backslashes, newlines and other control characters escaped
+    (a newline in a model name once injected a header row and broke this module's own reader)."""
+    if v is None:
+        return ""
+    return "".join(
+        "\\\\" if c == "\\" else c if c.isprintable() else c.encode("unicode_escape").decode("ascii")
+        for c in str(v)
+    )
 
 
 def _plain(v: Any) -> Any:

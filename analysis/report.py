@@ -16,6 +16,7 @@ from typing import Any
 
 import pandas as pd
 
+from analysis import md
 from analysis.compare import COMPARE_COLUMNS, center_text, one_sided, verdict_counts
 from analysis.labels import STAND_IN_TAG, run_tag, short_gpu
 from bench.catalog import direction_text, label
@@ -128,29 +129,39 @@ def _provenance_table(
     def version(r: Mapping[str, Any]) -> str:
         v = r.get("sglang_version") or "?"
         commit = r.get("sglang_commit")
-        return f"{v} @ `{str(commit)[:10]}`" if commit else str(v)
+        return f"{md.text(v)} @ {md.code(str(commit)[:10])}" if commit else md.text(v)
 
     def when(r: Mapping[str, Any]) -> str:
         t = r.get("started_at")
-        return t.strftime("%Y-%m-%d %H:%M UTC") if isinstance(t, datetime) else str(t or "?")
+        return md.text(t.strftime("%Y-%m-%d %H:%M UTC") if isinstance(t, datetime) else str(t or "?"))
 
     rows = [
-        ("Run", lambda r: f"#{r.get('id')} `{str(r.get('uid') or '')[:8]}` {r.get('status') or ''}".rstrip()),
+        (
+            "Run",
+            lambda r: (
+                f"#{md.text(r.get('id'))} {md.code(str(r.get('uid') or '')[:8])} {md.text(r.get('status') or '')}"
+            ),
+        ),
         ("Started", when),
-        ("Sweep", lambda r: f"{r.get('sweep_name')} ({r.get('trigger')})"),
+        ("Sweep", lambda r: md.text(f"{r.get('sweep_name')} ({r.get('trigger')})")),
         ("SGLang", version),
         (
             "sgl-kernel / flashinfer",
-            lambda r: f"{r.get('sgl_kernel_version') or '?'} / {r.get('flashinfer_version') or '?'}",
+            lambda r: md.text(f"{r.get('sgl_kernel_version') or '?'} / {r.get('flashinfer_version') or '?'}"),
         ),
         (
             "torch / CUDA / driver",
-            lambda r: (
+            lambda r: md.text(
                 f"{r.get('torch_version') or '?'} / {r.get('cuda_version') or '?'} / {r.get('driver_version') or '?'}"
             ),
         ),
-        ("GPU", lambda r: f"{short_gpu(r.get('gpu_name'), r.get('gpu_count'))} on {r.get('host') or '?'}"),
-        ("Model", lambda r: str(r.get("model") or "?")),
+        (
+            "GPU",
+            lambda r: md.text(
+                f"{short_gpu(r.get('gpu_name'), r.get('gpu_count'))} on {r.get('host') or '?'}"
+            ),
+        ),
+        ("Model", lambda r: md.code(r.get("model") or "?")),
         ("Kind", lambda r: run_tag(r.get("simulated"), r.get("trigger")) or "measured"),
     ]
     out = ["| | Baseline | Candidate |", "|---|---|---|"]
@@ -160,7 +171,7 @@ def _provenance_table(
         va, vb = fn(a), fn(b)
         if only_differences and name not in always and va == vb:
             continue
-        out.append(f"| {name} | {_cell(va)} | {_cell(vb)} |")
+        out.append(f"| {name} | {va} | {vb} |")  # each cell is escaped by its row's function
     return out
 
 
@@ -197,18 +208,18 @@ def _points_table(table: pd.DataFrame, max_rows: int, *, workload: bool = True) 
     ]
     out = ["| " + " | ".join(head) + " |", "| " + " | ".join(align) + " |"]
     for r in shown.to_dict("records"):
-        cells = [
-            r["config"],
-            *([r["model"]] if multi_model else []),
-            *([r["workload"]] if workload else []),
+        cells = [  # user text escaped; numbers are ours
+            md.text(r["config"]),
+            *([md.code(r["model"])] if multi_model else []),
+            *([md.text(r["workload"])] if workload else []),
             _num(r["baseline"]),
             _num(r["candidate"]),
             _pct(r["delta"]),
             f"[{_pct(r['ci_low'])}, {_pct(r['ci_high'])}]" if _real(r["ci_low"]) else "–",
-            VERDICT_BADGE.get(r["verdict"], r["verdict"]),
-            r.get("why") or r.get("note") or "",
+            VERDICT_BADGE.get(r["verdict"]) or md.text(r["verdict"]),
+            md.text(r.get("why") or r.get("note") or ""),
         ]
-        out.append("| " + " | ".join(_cell(c) for c in cells) + " |")
+        out.append("| " + " | ".join(cells) + " |")
     if omitted:
         out += ["", f"_{omitted} more point(s) with no change are in the CSV._"]
     return out
@@ -253,32 +264,34 @@ def _short_points(table: pd.DataFrame) -> list[str]:
 
 
 def _reproduce(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[str]:
+    # The only HTML in the comment is this fixed wrapper; everything inside is fenced or escaped, so a stored
+    # name or YAML holding `</details>` stays text.
     out = ["<details><summary>Reproduce both runs</summary>", ""]
     same_sweep = (a.get("sweep_yaml") or "") == (b.get("sweep_yaml") or "")
     for role, r in (("baseline", a), ("candidate", b)):
         fname = (
             f"{r.get('sweep_name') or 'sweep'}.yaml" if same_sweep else f"{role}-{r.get('sweep_name')}.yaml"
         )
-        out += [
-            "```bash",
-            f"# {role}: run {r.get('id')} ({r.get('sweep_name')}, {short_gpu(r.get('gpu_name'), r.get('gpu_count'))})",
+        # Commands a reader copies into a shell: every stored value is one quoted word on its line.
+        commands = [
+            md.one_line(
+                f"# {role}: run {r.get('id')} ({r.get('sweep_name')}, {short_gpu(r.get('gpu_name'), r.get('gpu_count'))})"
+            ),
             *_install_lines(r),
-            f"specbench run {fname} --label {role}-{r.get('sglang_version') or 'unknown'}",
-            f"specbench export --run <new run id> --format csv   # compare: specbench compare {a.get('id')} <new run id>",
-            "```",
-            "",
+            f"specbench run {md.shell(fname)} --label {md.shell(f'{role}-' + str(r.get('sglang_version') or 'unknown'))}",
+            f"specbench export --run <new run id> --format csv   # compare: specbench compare {md.shell(a.get('id'))} <new run id>",
         ]
+        out += [*md.fence("\n".join(commands), "bash"), ""]
     yamls = [("", a)] if same_sweep else [("baseline-", a), ("candidate-", b)]
     for prefix, r in yamls:
         text = (r.get("sweep_yaml") or "").strip()
         if text:
             # Folded: the sweep file is for whoever reruns it, not for every reader of the thread.
+            name = md.code(f"{prefix}{r.get('sweep_name')}.yaml")
             out += [
-                f"<details><summary><code>{prefix}{r.get('sweep_name')}.yaml</code></summary>",
+                f"<details><summary>{name}</summary>",
                 "",
-                "```yaml",
-                text,
-                "```",
+                *md.fence(text, "yaml"),
                 "",
                 "</details>",
                 "",
@@ -297,30 +310,27 @@ def _known(v: Any) -> str | None:
 
 
 def _reproduce_short(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[str]:
-    """One command block for both runs, the baseline's sweep file folded, and the candidate's as a diff."""
-    out = ["<details><summary>Reproduce</summary>", "", "```bash"]
+    """One command block for both runs, the baseline's sweep file folded, and the candidate's as a diff.
+    Stored text is fenced or quoted as in `_reproduce` (analysis.md)."""
     same_sweep = (a.get("sweep_yaml") or "") == (b.get("sweep_yaml") or "")
+    commands: list[str] = []
     for role, r in (("baseline", a), ("candidate", b)):
         fname = "sweep.yaml" if same_sweep else f"{role}.yaml"
-        out += [
-            f"# {role}: run {r.get('id')} ({r.get('sweep_name')}, {short_gpu(r.get('gpu_name'), r.get('gpu_count'))})",
+        commands += [
+            md.one_line(
+                f"# {role}: run {r.get('id')} ({r.get('sweep_name')}, {short_gpu(r.get('gpu_name'), r.get('gpu_count'))})"
+            ),
             *_install_lines(r),
             f"specbench run {fname} --label {role}",
         ]
-    out += ["specbench compare <baseline run> <candidate run> --format comment", "```", ""]
+    commands.append("specbench compare <baseline run> <candidate run> --format comment")
+    out = ["<details><summary>Reproduce</summary>", "", *md.fence("\n".join(commands), "bash"), ""]
     base_yaml = (a.get("sweep_yaml") or "").strip()
     cand_yaml = (b.get("sweep_yaml") or "").strip()
     if base_yaml:
-        out += [
-            f"<details><summary><code>{'sweep' if same_sweep else 'baseline'}.yaml</code></summary>",
-            "",
-            "```yaml",
-            base_yaml,
-            "```",
-            "",
-            "</details>",
-            "",
-        ]
+        name = "sweep" if same_sweep else "baseline"
+        out += [f"<details><summary><code>{name}.yaml</code></summary>", "", *md.fence(base_yaml, "yaml"), ""]
+        out += ["</details>", ""]
     if cand_yaml and not same_sweep:
         diff = difflib.unified_diff(
             _uncommented(base_yaml),
@@ -330,16 +340,8 @@ def _reproduce_short(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[str]:
             n=0,
             lineterm="",
         )
-        out += [
-            "<details><summary><code>candidate.yaml</code> (diff, comments left out)</summary>",
-            "",
-            "```diff",
-            *diff,
-            "```",
-            "",
-            "</details>",
-            "",
-        ]
+        out += ["<details><summary><code>candidate.yaml</code> (diff, comments left out)</summary>", ""]
+        out += [*md.fence("\n".join(diff), "diff"), "", "</details>", ""]
     out.append("</details>")
     return out
 
@@ -355,12 +357,13 @@ def _install_lines(r: Mapping[str, Any]) -> list[str]:
     lines = []
     if commit:
         lines.append(
-            f'pip install "sglang @ git+https://github.com/sgl-project/sglang.git@{commit}#subdirectory=python"'
+            "pip install "
+            + md.shell(f"sglang @ git+https://github.com/sgl-project/sglang.git@{commit}#subdirectory=python")
         )
     elif version:
-        lines.append(f'pip install "sglang=={version}"')
+        lines.append("pip install " + md.shell(f"sglang=={version}"))
     pins = [
-        f'"{pkg}=={_known(r.get(col))}"'
+        md.shell(f"{pkg}=={_known(r.get(col))}")
         for pkg, col in (("sglang-kernel", "sgl_kernel_version"), ("flashinfer-python", "flashinfer_version"))
         if _known(r.get(col))
     ]
@@ -386,11 +389,6 @@ def _num(v: Any) -> str:
 
 def _pct(v: Any) -> str:
     return f"{float(v) * 100:+.1f}%".replace("-", "−") if _real(v) else "–"
-
-
-def _cell(v: Any) -> str:
-    # A pipe or newline inside a cell would end the cell or the table.
-    return str(v).replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
 
 
 def _plain(v: Any) -> Any:

@@ -15,7 +15,7 @@ import asyncio
 import re
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from types import TracebackType
 from typing import Any
 
@@ -217,8 +217,13 @@ class LoadClient:
         request_timeout_s: float,
         *,
         temperature: float = 0.0,
+        min_duration_s: float = 0.0,
+        more: Callable[[int], Prompt] | None = None,
     ) -> tuple[list[RequestRecord], float]:
         """Send every prompt with exactly `concurrency` requests in flight until the prompts run out.
+
+        With `min_duration_s` and `more`, dispatch goes on past the prompts (prompt `i` = `more(i)`) until
+        that long has passed since the first send; the requests in flight then finish (the window drains).
 
         `concurrency` workers each pull the next prompt index as soon as their previous request ends, so a
         request starts the moment a slot frees (a semaphore over N tasks would also work, but would create N
@@ -231,7 +236,7 @@ class LoadClient:
         if concurrency < 1:
             raise ValueError(f"concurrency must be >= 1, got {concurrency}")
         n = len(prompts)
-        records: list[RequestRecord | None] = [None] * n
+        records: dict[int, RequestRecord] = {}
         timeout = aiohttp.ClientTimeout(
             total=None, sock_connect=self._connect_timeout_s, sock_read=request_timeout_s
         )
@@ -243,15 +248,18 @@ class LoadClient:
         async def worker() -> None:
             nonlocal next_index
             # Single-threaded event loop: reading and bumping the shared index cannot interleave.
-            while next_index < n and self._stop_dispatch is None:
+            while self._stop_dispatch is None:
                 i = next_index
+                if i >= n and (more is None or time.perf_counter() - t0 >= min_duration_s):
+                    break
                 next_index += 1
-                rec = await self._generate(prompts[i], temperature, timeout, request_timeout_s, i, t0)
+                prompt = prompts[i] if i < n else more(i)  # type: ignore[misc]  # more is set past n
+                rec = await self._generate(prompt, temperature, timeout, request_timeout_s, i, t0)
                 records[i] = rec
                 if rec.error is not None and rec.error.startswith(_STOP_DISPATCH_ON):
                     self._stop_dispatch = rec.error
 
-        tasks = [asyncio.create_task(worker()) for _ in range(min(concurrency, n))]
+        tasks = [asyncio.create_task(worker()) for _ in range(concurrency if more else min(concurrency, n))]
         try:
             await asyncio.gather(*tasks)
         except BaseException:
@@ -262,7 +270,10 @@ class LoadClient:
             raise
         duration = time.perf_counter() - t0
         out = []
-        for i, rec in enumerate(records):
+        for i in range(max(n, next_index)):
+            rec = records.get(i)
+            if rec is None and i >= n:  # a round-two request cut off by a cancelled worker
+                continue
             if rec is None:  # never sent
                 p = prompts[i]
                 rec = RequestRecord(index=i, prompt_len=p.prompt_len, max_new_tokens=p.output_len)

@@ -36,7 +36,7 @@ from bench import reaper
 from bench.server_argv import ArgvError, ServerArgv, build_argv, resolve_python, sim_env
 from bench.server_env import ServerEnvError, build_server_env
 from bench.spec_modes import ENV_SPEC_V2, ResolvedMode, VersionError, known_fallback, resolve_mode
-from bench.sweep import ServerConfig, ServerSpec
+from bench.sweep import SIMULATE_ACC_ENV, ServerConfig, ServerSpec
 
 LOG_TAIL_LINES = 40
 # The directory that holds the `bench` package: the sim's working directory, so `-m bench.sim` imports it
@@ -283,7 +283,13 @@ def launch(
     # A spec whose own args/env the config lacks would have them silently dropped.
     # Lists in the spec are tuples in the (hashable) config.
     spec_args = {k: tuple(v) if isinstance(v, list) else v for k, v in spec.args.items()}
-    if (spec.args and dict(config.args) != spec_args) or (spec.env and dict(config.env) != spec.env):
+    # Fields the sweep turns into args/env of their own (server.load_format, grid.accept_lengths) are not
+    # in the spec's args/env; leave them out of the comparison.
+    cfg_args = {k: v for k, v in config.args if not (k == "load-format" and spec.load_format != "auto")}
+    cfg_env = {
+        k: v for k, v in config.env if not (k == SIMULATE_ACC_ENV and config.accept_length is not None)
+    }
+    if (spec.args and cfg_args != spec_args) or (spec.env and cfg_env != spec.env):
         raise LaunchError(
             "server.args/env differ from the config's args/env; build configs with bench.sweep.expand "
             f"(spec: {spec.args!r} {spec.env!r}; config: {dict(config.args)!r} {dict(config.env)!r})"
@@ -300,7 +306,7 @@ def launch(
         # Another server on that port would answer our health checks for a process that never binds.
         raise LaunchError(f"port {port} on {host} is already in use")
 
-    plan = plan_launch(spec, config, version=version, port=port, gpus=gpus)
+    plan = plan_launch(spec, config, version=version, port=port, gpus=gpus, log_dir=log_dir)
     built, env_delta, env = plan.argv, plan.env_delta, plan.env
     # Sim knobs come from the sweep alone: one exported by a developer would silently change the stand-in.
     dropped = sorted(k for k in os.environ if k.startswith(_OWNED_ENV_PREFIXES) and k not in env_delta)
@@ -388,6 +394,7 @@ def plan_launch(
     version: str,
     port: int,
     gpus: Sequence[int] | None = None,
+    log_dir: str | Path = "logs/servers",
 ) -> LaunchPlan:
     """The argv and environment of one launch: what `launch` starts, and what `specbench run --dry-run`
     prints. Raises LaunchError listing every problem."""
@@ -398,6 +405,10 @@ def plan_launch(
     except (ArgvError, VersionError) as e:
         raise LaunchError(str(e)) from None
     env_delta = _env_delta(spec, config, built.mode_env, gpus)
+    if spec.backend == "sim" and spec.sim.shared_gpu:
+        # The run's stand-in servers share one emulated GPU (bench/sim/gpu_ledger.py), as on a real host.
+        device = env_delta.get("CUDA_VISIBLE_DEVICES", "all").replace(",", "_")
+        env_delta["SPECBENCH_SIM_GPU_LEDGER"] = str(Path(log_dir).resolve() / f"sim-gpu-{device}.json")
     # Built from nothing (bench.server_env): the worker's own environment holds the database URL.
     try:
         env = build_server_env(os.environ, dict(config.env), env_delta)

@@ -34,13 +34,16 @@ from __future__ import annotations
 import gc
 import time
 from collections import Counter
-from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
 
 from bench.client import FlushError, LoadClient, ServerUnavailableError, error_summary
 from bench.metrics import compute_metrics
 from bench.results import STATUS_SEVERITY, PointStatus, RequestRecord, SampleMetrics, SampleResult
-from bench.workload import Prompt
+from bench.telemetry import WindowTelemetry
+from bench.workload import Prompt, window_prompt
 
 
 @contextmanager
@@ -65,6 +68,14 @@ def gc_paused() -> Iterator[None]:
 UNSTABLE_TTFT_RATIO = 10.0
 
 
+@dataclass
+class Window:
+    """Where a repeat's window sat and what the GPU did meanwhile (stored next to the repeat's metrics)."""
+
+    started_at: float | None = None  # wall clock (epoch s) of the first send
+    telemetry: dict[str, Any] | None = None
+
+
 async def measure_point(
     client: LoadClient,
     *,
@@ -77,6 +88,10 @@ async def measure_point(
     temperature: float = 0.0,
     flush_timeout_s: float = 60.0,
     flush_retries: int = 5,
+    min_window_s: float = 0.0,
+    expected_accept_length: float | None = None,
+    accept_tolerance: float = 0.15,
+    telemetry: Callable[[], WindowTelemetry] | None = None,
     launch_mismatches: Sequence[str] = (),
 ) -> AsyncIterator[SampleResult]:
     """Yield one `SampleResult` per repeat number in `repeats` (e.g. `range(3)`, or the ones still missing).
@@ -84,8 +99,54 @@ async def measure_point(
     `launch_mismatches`: how the server's resolved config differs from the requested one (from the launch);
     each repeat's verdict includes them.
     """
+    async for result, _ in measure_windows(
+        client,
+        prompts=prompts,
+        batch_size=batch_size,
+        repeats=repeats,
+        warmup_waves=warmup_waves,
+        request_timeout_s=request_timeout_s,
+        expect_spec=expect_spec,
+        temperature=temperature,
+        flush_timeout_s=flush_timeout_s,
+        flush_retries=flush_retries,
+        min_window_s=min_window_s,
+        expected_accept_length=expected_accept_length,
+        accept_tolerance=accept_tolerance,
+        telemetry=telemetry,
+        launch_mismatches=launch_mismatches,
+    ):
+        yield result
+
+
+async def measure_windows(
+    client: LoadClient,
+    *,
+    prompts: Sequence[Prompt],
+    batch_size: int,
+    repeats: Iterable[int],
+    warmup_waves: int,
+    request_timeout_s: float,
+    expect_spec: bool,
+    temperature: float = 0.0,
+    flush_timeout_s: float = 60.0,
+    flush_retries: int = 5,
+    min_window_s: float = 0.0,
+    expected_accept_length: float | None = None,
+    accept_tolerance: float = 0.15,
+    telemetry: Callable[[], WindowTelemetry] | None = None,
+    launch_mismatches: Sequence[str] = (),
+) -> AsyncIterator[tuple[SampleResult, Window]]:
+    """`measure_point`, with each repeat's `Window` (start time, GPU telemetry) alongside.
+
+    `min_window_s`: the window runs until that long has passed and every prompt was sent; past the prompts
+    it sends `window_prompt` variants (no prefix-cache hits). `expected_accept_length`: the pinned
+    acceptance (SGLANG_SIMULATE_ACC_LEN, clamped); a server-reported average further off than
+    `accept_tolerance` makes the repeat `invalid` with the figures in its reason.
+    """
     if not prompts:
         raise ValueError("measure_point needs at least one prompt")
+    pool = list(prompts)
     pending = iter(repeats)
     first = next(pending, None)
     if first is None:
@@ -99,8 +160,11 @@ async def measure_point(
         died = client.server_down or (bool(errors) and not await _alive(client))
         if died or not any(r.ok for r in wrecs):
             why = "server died" if died else "every request failed"
-            yield _failed(
-                first, f"warmup: {why}: {error_summary(errors)}", [], time.perf_counter() - overhead_start
+            yield (
+                _failed(
+                    first, f"warmup: {why}: {error_summary(errors)}", [], time.perf_counter() - overhead_start
+                ),
+                Window(),
             )
             return
 
@@ -109,14 +173,32 @@ async def measure_point(
         try:
             await client.flush_cache(timeout_s=flush_timeout_s, retries=flush_retries)
         except (ServerUnavailableError, FlushError) as e:
-            yield _failed(repeat, f"flush before the window: {e}", [], time.perf_counter() - overhead_start)
+            yield (
+                _failed(repeat, f"flush before the window: {e}", [], time.perf_counter() - overhead_start),
+                Window(),
+            )
             return
         overhead = time.perf_counter() - overhead_start
 
+        sampler = telemetry() if telemetry is not None else None
+        window = Window(started_at=time.time())
         with gc_paused():
-            records, duration = await client.run_closed_loop(
-                prompts, batch_size, request_timeout_s, temperature=temperature
-            )
+            if sampler is not None:
+                sampler.start()
+            try:
+                records, duration = await client.run_closed_loop(
+                    prompts,
+                    batch_size,
+                    request_timeout_s,
+                    temperature=temperature,
+                    min_duration_s=min_window_s,
+                    more=(lambda i: window_prompt(pool, i)) if min_window_s > 0 else None,
+                )
+            finally:
+                if sampler is not None:
+                    sampler.stop()
+        if sampler is not None:
+            window.telemetry = sampler.summary()
 
         after = time.perf_counter()
         died = client.server_down
@@ -132,12 +214,34 @@ async def measure_point(
         status, reason = judge(
             metrics, records, expect_spec=expect_spec, server_died=died, launch_mismatches=launch_mismatches
         )
+        status, reason = _check_pinned_accept(
+            status, reason, server_accept, expected_accept_length, accept_tolerance
+        )
         overhead += time.perf_counter() - after
-        yield SampleResult(repeat, status, reason, metrics, records, overhead_s=overhead)
+        yield SampleResult(repeat, status, reason, metrics, records, overhead_s=overhead), window
         if died:
             return
         overhead_start = time.perf_counter()
         repeat = next(pending, None)
+
+
+def _check_pinned_accept(
+    status: PointStatus,
+    reason: str | None,
+    reported: float | None,
+    expected: float | None,
+    tolerance: float,
+) -> tuple[PointStatus, str | None]:
+    """A pinned acceptance the server did not deliver means the repeat measured something else."""
+    if expected is None or reported is None or abs(reported - expected) <= tolerance:
+        return status, reason
+    why = (
+        f"pinned accept length {expected:g} (SGLANG_SIMULATE_ACC_LEN, clamped to [1, steps+1]) but the "
+        f"server reported {reported:.3f} (tolerance {tolerance:g})"
+    )
+    if STATUS_SEVERITY[status] >= STATUS_SEVERITY["invalid"]:
+        return status, f"{reason}; {why}" if reason else why
+    return "invalid", f"{why}; {reason}" if reason else why
 
 
 def judge(
@@ -155,9 +259,9 @@ def judge(
     """
     n = len(records)
     problems: list[tuple[PointStatus, str]] = []
+    errors = [r.error for r in records if r.error is not None]
     if launch_mismatches:
         problems.append(("mode_mismatch", f"server ran something else: {'; '.join(launch_mismatches)}"))
-    errors = [r.error for r in records if r.error is not None]
     if server_died:
         problems.append(("failed", f"server died: {m.completed} of {n} requests completed"))
     if m.completed == 0:

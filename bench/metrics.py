@@ -17,7 +17,9 @@ never averaged in.
   contributes (its gap since the previous token event) / k, k times. Tokens of the first event (normally 1)
   contribute nothing.
 - Statistics: mean, p50, p90, p99 via `numpy.percentile` (linear interpolation), in milliseconds; None when
-  there is no value (for example TPOT when every output has one token).
+  there is no value (for example TPOT when every output has one token). std of TTFT, TPOT, ITL and E2E is
+  `numpy.std` (population, ddof=0), ITL also has p95 and max: bench_serving's `std_*_ms`, `p95_itl_ms`,
+  `max_itl_ms`.
 - concurrency = Σ E2E_i / D.
 - max_output_tokens_per_s: token times rebuilt as st_i + TTFT_i, then + each ITL value in turn; counted in
   1-s buckets from the earliest send of a completed request; the fullest bucket.
@@ -103,6 +105,12 @@ def compute_metrics(
         concurrency=sum(e2es) * per_s if done else None,
         max_output_tokens_per_s=_max_tokens_per_s(done),
         wrong_length=sum(1 for r in done if r.completion_tokens != r.max_new_tokens),
+        ttft_std_ms=_std_ms(ttfts),
+        tpot_std_ms=_std_ms(tpots),
+        itl_std_ms=_std_ms(itls),
+        e2e_std_ms=_std_ms(e2es),
+        itl_p95_ms=float(np.percentile(itls, 95)) * 1000.0 if len(itls) else None,
+        itl_max_ms=float(np.max(itls)) * 1000.0 if len(itls) else None,
     )
 
 
@@ -129,6 +137,13 @@ def _stats(values: Sequence[float] | np.ndarray) -> tuple[float | None, ...]:
     arr = np.asarray(values, dtype=np.float64) * 1000.0
     p50, p90, p99 = np.percentile(arr, [50, 90, 99])
     return (float(arr.mean()), float(p50), float(p90), float(p99))
+
+
+def _std_ms(values: Sequence[float] | np.ndarray) -> float | None:
+    """bench_serving's `np.std` (population, ddof=0) in ms, or None when empty."""
+    if len(values) == 0:
+        return None
+    return float(np.std(np.asarray(values, dtype=np.float64))) * 1000.0
 
 
 def _max_tokens_per_s(done: Sequence[RequestRecord]) -> float | None:

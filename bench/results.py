@@ -78,6 +78,13 @@ class SampleMetrics:
     concurrency: float | None = None
     max_output_tokens_per_s: float | None = None
     wrong_length: int = 0
+    # Spread and tail, as bench_serving reports them (std is numpy's population std, ddof=0).
+    ttft_std_ms: float | None = None
+    tpot_std_ms: float | None = None
+    itl_std_ms: float | None = None
+    e2e_std_ms: float | None = None
+    itl_p95_ms: float | None = None
+    itl_max_ms: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -7,6 +7,7 @@ on that server (batch size x workload). Launches therefore equal the number of d
 from __future__ import annotations
 
 import copy
+import dataclasses
 import difflib
 import hashlib
 import json
@@ -37,6 +38,14 @@ from bench.spec_modes import SpecMode
 Activity = Literal["CPU", "GPU"]
 Backend = Literal["sglang", "sim", "external"]
 Algorithm = Literal["EAGLE", "NEXTN", "EAGLE3", "STANDALONE"]
+LoadFormat = Literal["auto", "dummy"]
+# SGLang's switch that pins acceptance (contract §1.3); `grid.accept_lengths` sets it per server config.
+SIMULATE_ACC_ENV = "SGLANG_SIMULATE_ACC_LEN"
+# Window length when `measure.min_window_s` is not given: a GPU step is milliseconds, so 10 s windows hold
+# thousands of steps; the stand-in's windows stay as short as the prompt budget makes them.
+DEFAULT_MIN_WINDOW_S: dict[str, float] = {"sglang": 10.0, "external": 10.0, "sim": 0.0}
+# Repeats when the sweep does not say: v1/v2 pairs need more to put an interval on their ratio.
+DEFAULT_REPEATS, DEFAULT_PAIRED_REPEATS = 3, 5
 
 # FlashMLA's multi-step draft backend raises for topk > 1, and its page size of 64 rules out tree drafts.
 TOPK1_ONLY_BACKENDS = frozenset({"flashmla"})
@@ -196,6 +205,9 @@ class SimSettings(_Strict):
     instant: bool = False
     startup_s: float = Field(0.2, ge=0.0, le=3600.0)
     fault: str | None = Field(None, max_length=256)
+    # Emulate one GPU shared by the run's servers: a server whose mem-fraction-static does not fit next to the
+    # live ones fails to start, as SGLang's does (tests the paired runner's fallback).
+    shared_gpu: bool = False
 
     @field_validator("version")
     @classmethod
@@ -235,6 +247,12 @@ class ServerSpec(_Strict):
     max_parallel_starts: int = Field(1, ge=1, le=16)
     # Interpreter that runs `-m sglang.launch_server`; None = the one running specbench.
     python: PathText | None = None
+    # `dummy`: SGLang initialises weights from config.json alone (`--load-format dummy`), for the
+    # config-only checkpoints of `specbench synth-model --preset ...`. `auto` passes no flag.
+    load_format: LoadFormat = "auto"
+    # Keep both servers of a v1/v2 pair alive and interleave their repeats (docs/paired-measurement.md).
+    # If the second one cannot start (GPU memory), the runner falls back to alternating restarts.
+    pair_colocate: bool = True
 
 
 class GridSpec(_Strict):
@@ -247,6 +265,8 @@ class GridSpec(_Strict):
     topk: _list_of(TopK) = Field(default_factory=lambda: [1])  # type: ignore[valid-type]
     draft_tokens: Annotated[Literal["auto"] | list[int], PlainValidator(_draft_tokens)] = "auto"
     baseline: bool = True
+    # Pinned acceptance lengths (SGLANG_SIMULATE_ACC_LEN), one server config per value; [] = not pinned.
+    accept_lengths: list[float] = Field(default_factory=list)
 
     @field_validator("algorithm", mode="before")
     @classmethod
@@ -278,17 +298,37 @@ class WarmupSpec(_Strict):
     waves: int = Field(1, ge=1, le=100)
 
 
+class MeasureSpec(_Strict):
+    """How long a window lasts and what the run checks around its windows."""
+
+    # A window runs until at least this long has passed AND the prompt budget is sent (closed loop keeps
+    # sending fresh requests until then, and drains). None = by backend (DEFAULT_MIN_WINDOW_S).
+    min_window_s: float | None = Field(None, ge=0.0, le=3600.0)
+    # Measure each v1/v2 pair interleaved (ABBA) when the grid has both modes; false = one server at a time
+    # in launch order (then `server.max_parallel_starts` applies to every config).
+    paired: bool = True
+    # Re-measure the first point at the end of the run and store the drift (docs/paired-measurement.md).
+    drift_check: bool = True
+    # |reported - pinned| accept length above this marks the repeat invalid (grid.accept_lengths).
+    accept_length_tolerance: float = Field(0.15, gt=0.0)
+    # A window whose median SM clock is below this fraction of the run's highest is flagged `throttled`.
+    throttle_fraction: float = Field(0.9, gt=0.0, le=1.0)
+
+
 class ProfileSpec(_Strict):
     """Capture an SGLang profiler trace of chosen points after their measured windows (docs/profiles.md)."""
 
     steps: int = Field(12, ge=2, le=1000)  # `num_steps` of /start_profile
-    activities: list[Activity] = Field(default_factory=lambda: list[Activity](["GPU"]), min_length=1)
-    at: list[int] | None = None  # batch sizes to profile; None = every batch size of the grid
+    activities: list[Activity] = Field(
+        default_factory=lambda: list[Activity](["GPU"]), min_length=1, max_length=4
+    )
+    # Batch sizes to profile; None = every batch size of the grid ([] would silently profile nothing).
+    at: _list_of(BatchSize, 1024) | None = None  # type: ignore[valid-type]
     with_stack: bool = False  # SGLang defaults both to true, which slows the CPU side a lot
     record_shapes: bool = False
     settle_s: float = Field(2.0, ge=0.0, le=600.0)  # load runs this long before /start_profile
     timeout_s: float = Field(300.0, gt=0.0, le=3600.0)  # wait at most this long for the trace files
-    distortion_threshold: float = Field(1.2, gt=1.0)
+    distortion_threshold: float = Field(1.2, gt=1.0, le=100.0)
 
 
 class SweepSpec(_Strict):
@@ -302,12 +342,35 @@ class SweepSpec(_Strict):
     )
     repeats: int = Field(3, ge=1, le=100)
     warmup: WarmupSpec = Field(default_factory=WarmupSpec)
+    measure: MeasureSpec = Field(default_factory=MeasureSpec)
     request_timeout_s: Seconds = 600.0
     profile: ProfileSpec | None = None
 
     @property
     def workloads(self) -> list[WorkloadSpec]:
         return self.workload if isinstance(self.workload, list) else [self.workload]
+
+    @property
+    def min_window_s(self) -> float:
+        if self.measure.min_window_s is not None:
+            return self.measure.min_window_s
+        return DEFAULT_MIN_WINDOW_S[self.server.backend]
+
+    @property
+    def paired(self) -> bool:
+        """Both spec modes present (and pairing not switched off): the sweep measures v1/v2 pairs."""
+        return self.measure.paired and {"v1", "v2"} <= set(self.grid.spec_modes)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _default_repeats(cls, data: Any) -> Any:
+        # Pairs default to more repeats; decided on the raw mapping so `repeats` stays a plain int.
+        if isinstance(data, dict) and "repeats" not in data:
+            grid = data.get("grid")
+            modes = grid.get("spec_modes", ["v1", "v2"]) if isinstance(grid, dict) else []
+            paired = isinstance(modes, list) and {"v1", "v2"} <= set(modes)
+            data = {**data, "repeats": DEFAULT_PAIRED_REPEATS if paired else DEFAULT_REPEATS}
+        return data
 
     @model_validator(mode="after")
     def _check_combinations(self) -> SweepSpec:
@@ -343,6 +406,15 @@ def find_problems(spec: SweepSpec) -> list[str]:
                             f"grid: steps={st} topk=1 draft_tokens={d}: with topk 1 SGLang overwrites "
                             f"draft_tokens to steps+1 = {st + 1}; use `draft_tokens: auto`"
                         )
+    for a in g.accept_lengths:
+        if not 1.0 <= a <= 64.0:
+            p.append(f"grid.accept_lengths: {a} must be in [1, 64] (tokens committed per verify step)")
+    if len(set(g.accept_lengths)) != len(g.accept_lengths):
+        p.append("grid.accept_lengths: duplicate values")
+    if g.accept_lengths and SIMULATE_ACC_ENV in s.env:
+        p.append(f"server.env.{SIMULATE_ACC_ENV}: set by grid.accept_lengths; remove one of the two")
+    if s.load_format != "auto" and "load-format" in s.args:
+        p.append("server.args.load-format: set by server.load_format; remove one of the two")
     if not g.spec_modes and not g.baseline:
         p.append("grid: no spec_modes and no baseline, nothing to measure")
     if len(set(g.spec_modes)) != len(g.spec_modes):
@@ -363,10 +435,19 @@ def find_problems(spec: SweepSpec) -> list[str]:
             multi.append("draft_tokens")
         if g.baseline and g.spec_modes:
             multi.append("baseline")
+
         if multi:
             p.append(
                 "backend external: nothing is launched, so server-config dimensions cannot sweep "
                 f"({', '.join(multi)} have several values); only batch_sizes and workloads sweep"
+            )
+        if g.accept_lengths:
+            p.append(
+                "backend external: grid.accept_lengths sets the server's environment; launch it yourself"
+            )
+        if s.load_format != "auto":
+            p.append(
+                "backend external: server.load_format cannot apply to a server specbench does not launch"
             )
         if s.args or s.env:
             p.append("backend external: server.args/env cannot apply to a server specbench does not launch")
@@ -408,10 +489,22 @@ class ServerConfig:
     spec_mode: SpecMode | None
     args: tuple[tuple[str, ArgValue | tuple[int | str, ...]], ...] = ()
     env: tuple[tuple[str, str], ...] = ()
+    # Pinned acceptance (grid.accept_lengths); also in `env` as SGLANG_SIMULATE_ACC_LEN.
+    accept_length: float | None = None
 
     @property
     def is_baseline(self) -> bool:
         return self.algorithm is None
+
+    def expected_accept_length(self) -> float | None:
+        """What the server should report: SGLang clamps the pinned length to [1, steps + 1]."""
+        if self.accept_length is None or self.steps is None:
+            return None
+        return min(max(self.accept_length, 1.0), float(self.steps + 1))
+
+    def pair_key(self) -> str:
+        """The config minus its spec mode: the v1 and v2 servers of a pair share it."""
+        return dataclasses.replace(self, spec_mode=None).key()
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -426,6 +519,8 @@ class ServerConfig:
             "spec_mode": self.spec_mode,
             "args": dict(self.args),
             "env": dict(self.env),
+            # Only when pinned, so the keys of sweeps without accept_lengths stay what they were.
+            **({"accept_length": self.accept_length} if self.accept_length is not None else {}),
         }
 
     def key(self) -> str:
@@ -436,8 +531,10 @@ class ServerConfig:
     def label(self) -> str:
         if self.is_baseline:
             return "baseline (no spec)"
+        acc = f" acc={self.accept_length:g}" if self.accept_length is not None else ""
         return (
-            f"{self.algorithm} steps={self.steps} topk={self.topk} draft={self.draft_tokens} {self.spec_mode}"
+            f"{self.algorithm} steps={self.steps} topk={self.topk} draft={self.draft_tokens}{acc} "
+            f"{self.spec_mode}"
         )
 
 
@@ -483,7 +580,10 @@ def expand(spec: SweepSpec) -> list[ServerGroup]:
     """Server configs in launch order (baseline first), each with its points (batch size x workload)."""
     g = spec.grid
     # Lists become tuples so a ServerConfig stays hashable.
-    args = tuple(sorted((k, tuple(v) if isinstance(v, list) else v) for k, v in spec.server.args.items()))
+    raw_args: dict[str, ArgValue] = dict(spec.server.args)
+    if spec.server.load_format != "auto":
+        raw_args["load-format"] = spec.server.load_format
+    args = tuple(sorted((k, tuple(v) if isinstance(v, list) else v) for k, v in raw_args.items()))
     env = tuple(sorted(spec.server.env.items()))
     common = {
         "model": spec.model,
@@ -505,24 +605,29 @@ def expand(spec: SweepSpec) -> list[ServerGroup]:
                 **common,  # type: ignore[arg-type]
             )
         )
-    for mode in g.spec_modes:
-        for st in g.steps:
-            for k in g.topk:
-                drafts = [st + 1] if g.draft_tokens == "auto" and k == 1 else g.draft_tokens
-                if drafts == "auto":  # topk > 1 and auto: SGLang's own rule of thumb is steps*topk+1
-                    drafts = [st * k + 1]
-                for d in drafts:
-                    configs.append(
-                        ServerConfig(
-                            draft_model=spec.draft_model,
-                            algorithm=g.algorithm,
-                            steps=st,
-                            topk=k,
-                            draft_tokens=d,
-                            spec_mode=mode,
-                            **common,  # type: ignore[arg-type]
+    # Mode innermost: the v1 and v2 configs of a pair sit next to each other (the runner pairs them).
+    accepts: list[float | None] = list(g.accept_lengths) or [None]
+    for st in g.steps:
+        for k in g.topk:
+            drafts = [st + 1] if g.draft_tokens == "auto" and k == 1 else g.draft_tokens
+            if drafts == "auto":  # topk > 1 and auto: SGLang's own rule of thumb is steps*topk+1
+                drafts = [st * k + 1]
+            for d in drafts:
+                for acc in accepts:
+                    acc_env = env if acc is None else tuple(sorted((*env, (SIMULATE_ACC_ENV, f"{acc:g}"))))
+                    for mode in g.spec_modes:
+                        configs.append(
+                            ServerConfig(
+                                draft_model=spec.draft_model,
+                                algorithm=g.algorithm,
+                                steps=st,
+                                topk=k,
+                                draft_tokens=d,
+                                spec_mode=mode,
+                                accept_length=acc,
+                                **{**common, "env": acc_env},  # type: ignore[arg-type]
+                            )
                         )
-                    )
     groups = []
     for cfg in configs:
         points = [

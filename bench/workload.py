@@ -140,3 +140,21 @@ def _parse_line(raw: bytes, default_output_len: int, vocab_size: int) -> Prompt:
 
 def _positive_int(x: Any) -> bool:
     return isinstance(x, int) and not isinstance(x, bool) and x > 0
+
+
+def window_prompt(prompts: list[Prompt], i: int) -> Prompt:
+    """Prompt `i` of a window that outlasts its prompt budget (`measure.min_window_s`): the budget repeated,
+    each further round changed at its start so the radix cache cannot serve it from the earlier round.
+
+    Token prompts are rotated by the round number (same length, same tokens, a different first page); text
+    prompts get a short round marker in front (a couple of tokens more than the dataset's count).
+    """
+    n = len(prompts)
+    base, rnd = prompts[i % n], i // n
+    if rnd == 0:
+        return base
+    if base.input_ids is not None:
+        ids = base.input_ids
+        k = rnd % len(ids) if len(ids) > 1 else 0
+        return Prompt(base.prompt_len, base.output_len, input_ids=ids[k:] + ids[:k])
+    return Prompt(base.prompt_len, base.output_len, text=f"[{rnd}] {base.text}")

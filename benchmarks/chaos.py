@@ -317,7 +317,7 @@ def audit(engine: Engine, job_ids: list[int]) -> dict[str, int]:
     return {
         "jobs": len(job_ids),
         "jobs done": statuses.get("done", 0),
-        "runs done": run_statuses.get("done", 0),
+        "run statuses": dict(sorted(run_statuses.items())),  # `unstable` (noisy points) also finishes a job
         "repeats expected": expected,
         "repeats stored": distinct,
         "points lost": max(expected - distinct, 0),

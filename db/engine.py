@@ -137,3 +137,39 @@ def session_scope(engine: Engine) -> Iterator[Session]:
         except BaseException:
             session.rollback()
             raise
+
+
+# ---- Read-only access: export, compare, regressions, runs and the dashboard read; they never change a file.
+
+
+def _sqlite_readonly_pragmas(dbapi_conn: Any, _record: Any) -> None:
+    # No journal_mode switch (that rewrites the header of a file we only read) and query_only as a second
+    # lock on the door; busy_timeout so a reader waits out a writer's commit instead of failing.
+    cur = dbapi_conn.cursor()
+    cur.execute("PRAGMA busy_timeout=30000")
+    cur.execute("PRAGMA query_only=ON")
+    cur.close()
+
+
+class DatabaseMissingError(FileNotFoundError):
+    """A read-only open of a SQLite file that does not exist (a read never creates one)."""
+
+
+def make_readonly_engine(url: str | None = None, **kwargs: Any) -> Engine:
+    """An engine that cannot write: SQLite opened with `mode=ro`, PostgreSQL sessions `READ ONLY`."""
+    resolved = resolve_url(url)
+    parsed = make_url(resolved)
+    if parsed.get_backend_name() == "sqlite":
+        database = parsed.database or ""
+        if database in ("", ":memory:") or database.startswith("file:"):
+            raise DatabaseURLError("a read-only open needs a SQLite file path (sqlite:///PATH)")
+        path = os.path.abspath(database)
+        if not os.path.isfile(path):
+            raise DatabaseMissingError(f"no database file at {path}")
+        ro = parsed.set(database=f"file:{quote(path)}", query={"mode": "ro", "uri": "true"})
+        engine = create_engine(ro, connect_args={"timeout": 30}, **kwargs)
+        event.listen(engine, "connect", _sqlite_readonly_pragmas)
+        return engine
+    return create_engine(
+        resolved, pool_pre_ping=True, execution_options={"postgresql_readonly": True}, **kwargs
+    )

@@ -37,9 +37,14 @@ def point_fingerprint(
     workload_key: str,
     gpu_name: str,
     gpu_count: int,
+    accept_length: float | None = None,
 ) -> str:
-    """A stable 16-hex-digit hash of the series key; the same on every host and Python version."""
-    key = {
+    """A stable 16-hex-digit hash of the series key; the same on every host and Python version.
+
+    `accept_length` (a pinned SGLANG_SIMULATE_ACC_LEN) joins the key only when set, so the fingerprints
+    of every series without one stay what they were.
+    """
+    key: dict[str, object] = {
         "model": model,
         "draft_model": draft_model,
         "attention_backend": attention_backend,
@@ -54,5 +59,7 @@ def point_fingerprint(
         "gpu_name": gpu_name,
         "gpu_count": gpu_count,
     }
+    if accept_length is not None:
+        key["accept_length"] = accept_length
     blob = json.dumps(key, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(blob.encode()).hexdigest()[:16]

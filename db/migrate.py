@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+import atexit
+import shutil
+import tempfile
 from pathlib import Path
 
 from alembic import command
 from alembic.config import Config
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
 from sqlalchemy import Engine, inspect
+from sqlalchemy.engine import make_url
 
-from db.engine import make_engine, resolve_url
+from db.engine import make_engine, make_readonly_engine, resolve_url
 
 MIGRATIONS_DIR = Path(__file__).parent / "migrations"
 
@@ -34,3 +40,47 @@ def open_database(url: str | None = None) -> Engine:
 
 def current_tables(engine: Engine) -> set[str]:
     return set(inspect(engine).get_table_names())
+
+
+def schema_revisions(engine: Engine, url: str) -> tuple[str | None, str | None]:
+    """(the database's revision, this code's head), read without writing anything."""
+    with engine.connect() as conn:
+        current = MigrationContext.configure(conn).get_current_revision()
+    head = ScriptDirectory.from_config(alembic_config(url)).get_current_head()
+    return current, head
+
+
+class SchemaBehindError(RuntimeError):
+    """A read-only open of a database whose schema this code cannot read until it is migrated."""
+
+
+def open_database_readonly(url: str | None = None) -> tuple[Engine, str | None]:
+    """An engine that never writes, on a database at head, and a note for the user (or None).
+
+    A read must not change the file (issue 10 §9: `export` switched the committed example to WAL). A SQLite
+    file at an older schema is copied to a temporary file and the copy migrated; PostgreSQL behind head is
+    an error (SchemaBehindError) that says to run `specbench db upgrade`. A missing SQLite file raises
+    DatabaseMissingError: a read never creates one.
+    """
+    resolved = resolve_url(url)
+    engine = make_readonly_engine(resolved)
+    current, head = schema_revisions(engine, resolved)
+    if current == head:
+        return engine, None
+    engine.dispose()
+    parsed = make_url(resolved)
+    if parsed.get_backend_name() != "sqlite":
+        raise SchemaBehindError(
+            f"schema at revision {current or '(empty)'}, this specbench reads {head}: run `specbench db upgrade`"
+        )
+    tmp = Path(tempfile.mkdtemp(prefix="specbench-ro-"))
+    atexit.register(shutil.rmtree, tmp, ignore_errors=True)
+    copy = tmp / Path(parsed.database or "db").name
+    shutil.copyfile(parsed.database or "", copy)
+    copy_url = parsed.set(database=str(copy)).render_as_string(hide_password=False)
+    upgrade(copy_url)
+    note = (
+        f"{parsed.database} is at schema {current or '(empty)'}; reading a migrated temporary copy "
+        "(`specbench db upgrade` migrates the file itself)"
+    )
+    return make_readonly_engine(copy_url), note

@@ -64,6 +64,12 @@ class MetricColumns:
     wrong_length: Mapped[int | None] = mapped_column(Integer)
     total_input_tokens: Mapped[int | None] = mapped_column(Integer)
     total_output_tokens: Mapped[int | None] = mapped_column(Integer)
+    ttft_std_ms: Mapped[float | None] = mapped_column(Float)
+    tpot_std_ms: Mapped[float | None] = mapped_column(Float)
+    itl_std_ms: Mapped[float | None] = mapped_column(Float)
+    e2e_std_ms: Mapped[float | None] = mapped_column(Float)
+    itl_p95_ms: Mapped[float | None] = mapped_column(Float)
+    itl_max_ms: Mapped[float | None] = mapped_column(Float)
 
 
 METRIC_FIELDS: tuple[str, ...] = tuple(
@@ -109,6 +115,8 @@ class Run(Base):
     simulated: Mapped[bool] = mapped_column(Boolean, default=False)
     provenance: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
     overhead_s: Mapped[float | None] = mapped_column(Float)
+    # The reference point re-measured at the end (measure.drift_check), against its first measurement.
+    drift: Mapped[dict[str, Any] | None] = mapped_column(JSON)
 
     servers: Mapped[list[ServerInstance]] = relationship(back_populates="run", cascade="all, delete-orphan")
     points: Mapped[list[Point]] = relationship(back_populates="run", cascade="all, delete-orphan")
@@ -190,6 +198,8 @@ class Point(MetricColumns, Base):
     repeats_planned: Mapped[int] = mapped_column(Integer, default=1)
     output_throughput_ci_low: Mapped[float | None] = mapped_column(Float)
     output_throughput_ci_high: Mapped[float | None] = mapped_column(Float)
+    # SGLANG_SIMULATE_ACC_LEN of the point's server (grid.accept_lengths); None = acceptance not pinned.
+    accept_length_pinned: Mapped[float | None] = mapped_column(Float)
     overhead_s: Mapped[float | None] = mapped_column(Float)
     created_at: Mapped[datetime] = _created()
 
@@ -211,6 +221,11 @@ class Sample(MetricColumns, Base):
     status: Mapped[str] = mapped_column(String(16))
     reason: Mapped[str | None] = mapped_column(Text)
     overhead_s: Mapped[float | None] = mapped_column(Float)
+    # Position in the run's measurement order (paired v1/v2: A B B A ...) and when the window began.
+    order_index: Mapped[int | None] = mapped_column(Integer)
+    window_started_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    # SM clock, power, temperature and host load during the window (bench.telemetry.summarize).
+    telemetry: Mapped[dict[str, Any] | None] = mapped_column(JSON)
     created_at: Mapped[datetime] = _created()
 
     point: Mapped[Point] = relationship(back_populates="samples")

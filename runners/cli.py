@@ -32,6 +32,7 @@ COMMAND_MODULES = [
     "schedule",
     "scheduler",
     "synth_model",
+    "crosscheck",
     "profile",
     "db",
 ]

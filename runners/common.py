@@ -11,8 +11,16 @@ from sqlalchemy import Engine
 from sqlalchemy.engine import make_url
 
 from db import queries as q
-from db.engine import DEFAULT_URL, ENV_PREFIX, DatabaseURLError, redact, resolve_url, scrub
-from db.migrate import open_database
+from db.engine import (
+    DEFAULT_URL,
+    ENV_PREFIX,
+    DatabaseMissingError,
+    DatabaseURLError,
+    redact,
+    resolve_url,
+    scrub,
+)
+from db.migrate import SchemaBehindError, open_database, open_database_readonly
 
 console = Console()
 err_console = Console(stderr=True)
@@ -71,6 +79,23 @@ def open_db(url: str | None) -> Engine:
         return open_database(resolved)
     except Exception as e:  # driver errors vary by backend; the user needs the URL and the cause
         fail(f"cannot open database {redact(resolved)}: {type(e).__name__}: {scrub(str(e), resolved)}")
+
+
+def open_db_readonly(url: str | None) -> Engine:
+    """The database for a verb that only reads (export, compare, regressions, runs): opened so that it
+    cannot write, never migrated or created in place; a clear message and exit 2 when it cannot be read."""
+    resolved = db_url(url)
+    try:
+        engine, note = open_database_readonly(resolved)
+    except DatabaseMissingError as e:
+        fail(f"{e} (nothing stored there yet; `specbench run` or `specbench import` creates it)")
+    except SchemaBehindError as e:
+        fail(f"{redact(resolved)}: {e}")
+    except Exception as e:  # driver errors vary by backend; the user needs the URL and the cause
+        fail(f"cannot open database {redact(resolved)}: {type(e).__name__}: {scrub(str(e), resolved)}")
+    if note:
+        err_console.print(f"note: {escape(note)}")
+    return engine
 
 
 def fail(message: str, code: int = 2) -> NoReturn:

@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import hashlib
 from collections import defaultdict
+from datetime import UTC, datetime
 from typing import Any
 
 from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
+from bench.measure import Window
 from bench.results import SampleResult
 from bench.stats.summary import Repeat, summarize_repeats
 from bench.sweep import PointPlan, ServerConfig, SweepSpec
@@ -143,7 +145,8 @@ def get_or_create_point(session: Session, run: Run, plan: PointPlan, server_inst
         run_id=run.id,
         server_instance_id=server_instance_id,
         point_key=plan.key(),
-        fingerprint=point_fingerprint(**series),
+        fingerprint=point_fingerprint(**series, accept_length=plan.server.accept_length),
+        accept_length_pinned=plan.server.accept_length,
         status="failed",
         reason="no repeat stored yet",
         dataset=w.dataset,
@@ -160,7 +163,13 @@ def get_or_create_point(session: Session, run: Run, plan: PointPlan, server_inst
 
 
 def store_sample(
-    session: Session, point: Point, result: SampleResult, *, spec_mode_resolved: str | None
+    session: Session,
+    point: Point,
+    result: SampleResult,
+    *,
+    spec_mode_resolved: str | None,
+    window: Window | None = None,
+    order_index: int | None = None,
 ) -> bool:
     """Insert one repeat with its requests; False if that repeat was already stored (a resumed job).
 
@@ -181,7 +190,12 @@ def store_sample(
         status=result.status,
         reason=result.reason,
         overhead_s=result.overhead_s,
+        order_index=order_index,
     )
+    if window is not None:
+        sample.telemetry = window.telemetry
+        if window.started_at is not None:
+            sample.window_started_at = datetime.fromtimestamp(window.started_at, tz=UTC)
     if result.metrics is not None:
         for name, value in result.metrics.to_dict().items():
             if name in METRIC_FIELDS:

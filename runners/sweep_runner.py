@@ -28,13 +28,15 @@ from sqlalchemy import Engine, select
 
 from bench.client import LoadClient
 from bench.launcher import LaunchedServer, LaunchError, launch
-from bench.measure import measure_point
+from bench.measure import Window, measure_windows
+from bench.pairing import Pair
 from bench.provenance import collect_provenance
 from bench.sweep import PointPlan, ServerConfig, ServerGroup, SweepSpec, expand
+from bench.telemetry import TelemetrySource
 from bench.workload import build_prompts
 from db.models import Point, Run, ServerInstance
 from db.types import utcnow, uuid7
-from runners import dbretry, profiling, store
+from runners import dbretry, pair_runner, profiling, run_checks, store
 from runners.recovery import OutagePolicy
 
 
@@ -47,6 +49,7 @@ class RunOutcome:
     launches: int = 0
     error: str | None = None
     overhead_s_per_point: float | None = None
+    drift: dict[str, Any] | None = None
 
 
 def launch_batches(groups: list[ServerGroup], max_parallel: int) -> list[list[ServerGroup]]:
@@ -64,20 +67,21 @@ class _Stopped(Exception):
 
 def final_status(point_statuses: list[str], points_total: int) -> tuple[str, str | None]:
     """The truth about a run that went through every point: `done` when every point is ok, `unstable` when the
-    rest are only unstable, `failed` when no point is ok, else `partial`; with the error that says why."""
-    ok = point_statuses.count("ok")
+    others are only unstable (measured, but noisy), `failed` when no point was measured (none ok or
+    unstable), else `partial`; with the error that says why."""
+    measured = sum(1 for s in point_statuses if s in ("ok", "unstable"))
     missing = points_total - len(point_statuses)
     bad = {s: point_statuses.count(s) for s in sorted(set(point_statuses)) if s != "ok"}
     if missing > 0:
         bad["not measured"] = missing
     summary = ", ".join(f"{n} {s}" for s, n in bad.items())
-    if ok == 0:
-        return "failed", f"no point measured ok ({summary or 'no points'})"
+    if measured == 0:
+        return "failed", f"no point measured ({summary or 'no points'})"
     if not bad:
         return "done", None
     if set(bad) == {"unstable"}:
-        return "unstable", f"{ok}/{points_total} points ok ({summary})"
-    return "partial", f"{ok}/{points_total} points ok ({summary})"
+        return "unstable", f"{points_total - bad['unstable']}/{points_total} points ok ({summary})"
+    return "partial", f"{measured}/{points_total} points measured ({summary})"
 
 
 def execute_sweep(
@@ -145,8 +149,13 @@ def execute_sweep(
         with progress:
             task = progress.add_task("starting", total=total_points)
             executor.progress, executor.task = progress, task
-            for batch in launch_batches(groups, spec.server.max_parallel_starts):
-                executor.run_batch(batch)
+            for step in pair_runner.schedule(groups, spec):
+                if isinstance(step, Pair):
+                    pair_runner.run_pair(executor, step)
+                else:
+                    executor.run_batch(step)
+            if spec.measure.drift_check:
+                run_checks.drift_check(executor)
         status, error = dbretry.in_session(
             engine,
             lambda s: final_status(
@@ -181,6 +190,7 @@ def execute_sweep(
             if outage.limit_s > 0:
                 raise
             # Still away: the run row stays `running` until a resume or the job's retry takes it over.
+    run_checks.flag_throttled(executor, spec.measure.throttle_fraction)
     stored = executor.points_stored
     return RunOutcome(
         run_id=run_id,
@@ -192,6 +202,7 @@ def execute_sweep(
         overhead_s_per_point=(executor.overhead_total / executor.points_measured)
         if executor.points_measured
         else None,
+        drift=executor.drift,
     )
 
 
@@ -217,6 +228,14 @@ class _Executor:
         self.points_stored = 0
         self.points_measured = 0
         self.overhead_total = 0.0
+        # Measurement order across the run (stored per repeat); continues after a resume.
+        self.order_index = sum(len(v) for v in done.values())
+        # The first point measured in this invocation: re-measured at the end (drift check).
+        self.reference: PointPlan | None = None
+        self.drift: dict[str, Any] | None = None
+        # A pair's second server could not start next to the first: later pairs use alternating restarts.
+        self.colocate_failed = False
+        self.telemetry = TelemetrySource(gpus, enabled=spec.server.backend != "external")
 
     def _check_stop(self) -> None:
         if self.stop is not None and self.stop.is_set():
@@ -302,22 +321,26 @@ class _Executor:
         try:
             asyncio.run(self._measure_group(todo, server, si_id, group.server.label()))
         finally:
-            # Read before stop(): an exit code now means the server died under us, not by our teardown.
-            exit_code = server.exit_code
+            self.server_ended(si_id, server)
 
-            def close(s: Any) -> None:
-                si = s.get(ServerInstance, si_id)
-                if si is None or si.status != "ok":
-                    return
-                si.stopped_at = utcnow()
-                if exit_code is None:
-                    si.status = "stopped"
-                    return
-                # The log file stays on this host; the database keeps what a reader elsewhere needs.
-                si.status, si.exit_code, si.log_tail = "crashed", exit_code, server.log_tail()
-                si.error = f"server exited with code {exit_code} while it was measured"
+    def server_ended(self, si_id: int, server: LaunchedServer) -> None:
+        """Close the server's row: `stopped`, or `crashed` with its exit code and log tail."""
+        # Read before stop(): an exit code now means the server died under us, not by our teardown.
+        exit_code = server.exit_code
 
-            self._write(close, "recording the server's end")
+        def close(s: Any) -> None:
+            si = s.get(ServerInstance, si_id)
+            if si is None or si.status != "ok":
+                return
+            si.stopped_at = utcnow()
+            if exit_code is None:
+                si.status = "stopped"
+                return
+            # The log file stays on this host; the database keeps what a reader elsewhere needs.
+            si.status, si.exit_code, si.log_tail = "crashed", exit_code, server.log_tail()
+            si.error = f"server exited with code {exit_code} while it was measured"
+
+        self._write(close, "recording the server's end")
 
     def _record_server(self, cfg: ServerConfig, server: LaunchedServer, co_resident: int) -> int:
         def write(s: Any) -> int:
@@ -356,38 +379,66 @@ class _Executor:
                 self._check_stop()
                 if self.progress is not None:
                     self.progress.update(self.task, description=f"{label} bs={plan.batch_size}")
-                prompts = build_prompts(plan.workload, plan.num_prompts)
-                t_point = time.perf_counter()
-                window = 0.0
-                async for sample in measure_point(
-                    client,
-                    prompts=prompts,
-                    batch_size=plan.batch_size,
-                    repeats=self._pending(plan),
-                    warmup_waves=self.spec.warmup.waves,
-                    request_timeout_s=self.spec.request_timeout_s,
-                    expect_spec=not plan.server.is_baseline,
-                    temperature=plan.workload.temperature,
-                    launch_mismatches=server.mismatches,
-                ):
-                    if sample.metrics is not None:
-                        window += sample.metrics.duration_s
-                    self._store(plan, sample, si_id, server.spec_mode_resolved)
-                self.points_measured += 1
-                self.overhead_total += max(time.perf_counter() - t_point - window, 0.0)
+                await self.measure_plan(client, plan, server, si_id, self._pending(plan), warmup=True)
                 await profiling.profile_point(self.engine, self.spec, plan, client, self.run_id, si_id)
                 self.points_stored += 1
                 self._advance()
 
-    def _store(self, plan: PointPlan, sample: Any, si_id: int, spec_mode_resolved: str | None) -> None:
+    async def measure_plan(
+        self,
+        client: LoadClient,
+        plan: PointPlan,
+        server: LaunchedServer,
+        si_id: int,
+        repeats: list[int],
+        *,
+        warmup: bool,
+    ) -> None:
+        """Measure `repeats` of `plan` on `server` (warming up first if asked), storing each as it ends."""
+        if not repeats:
+            return
+        prompts = build_prompts(plan.workload, plan.num_prompts)
+        t_point = time.perf_counter()
+        window = 0.0
+        async for sample, win in measure_windows(
+            client,
+            prompts=prompts,
+            batch_size=plan.batch_size,
+            repeats=repeats,
+            warmup_waves=self.spec.warmup.waves if warmup else 0,
+            request_timeout_s=self.spec.request_timeout_s,
+            expect_spec=not plan.server.is_baseline,
+            temperature=plan.workload.temperature,
+            min_window_s=self.spec.min_window_s,
+            expected_accept_length=plan.server.expected_accept_length(),
+            accept_tolerance=self.spec.measure.accept_length_tolerance,
+            telemetry=self.telemetry.window,
+            launch_mismatches=server.mismatches,
+        ):
+            if sample.metrics is not None:
+                window += sample.metrics.duration_s
+            self._store(plan, sample, si_id, server.spec_mode_resolved, win)
+            if self.reference is None and sample.metrics is not None:
+                self.reference = plan
+        if warmup:
+            self.points_measured += 1
+        self.overhead_total += max(time.perf_counter() - t_point - window, 0.0)
+
+    def _store(
+        self, plan: PointPlan, sample: Any, si_id: int, spec_mode_resolved: str | None, window: Window
+    ) -> None:
         """One repeat as one transaction (sample, requests, point refresh), idempotent on (point, repeat): a
         retry after a connection lost mid-commit finds the repeat stored and adds nothing."""
+        order = self.order_index
+        self.order_index += 1
 
         def write(s: Any) -> None:
             run = s.get(Run, self.run_id)
             assert run is not None
             point = store.get_or_create_point(s, run, plan, si_id)
-            store.store_sample(s, point, sample, spec_mode_resolved=spec_mode_resolved)
+            store.store_sample(
+                s, point, sample, spec_mode_resolved=spec_mode_resolved, window=window, order_index=order
+            )
 
         self._write(write, f"storing {plan.key()} repeat {sample.repeat}")
         if sample.status != "failed":

@@ -45,11 +45,12 @@ repeats: 2
 
 def test_final_status_rules() -> None:
     assert final_status(["ok", "ok"], 2) == ("done", None)
-    assert final_status(["ok", "unstable"], 2)[0] == "unstable"
-    assert final_status(["ok", "failed"], 2) == ("partial", "1/2 points ok (1 failed)")
-    assert final_status(["ok"], 2) == ("partial", "1/2 points ok (1 not measured)")
-    assert final_status(["failed", "unstable"], 2)[0] == "failed"
-    assert final_status([], 3) == ("failed", "no point measured ok (3 not measured)")
+    assert final_status(["ok", "unstable"], 2) == ("unstable", "1/2 points ok (1 unstable)")
+    assert final_status(["ok", "failed"], 2) == ("partial", "1/2 points measured (1 failed)")
+    assert final_status(["ok"], 2) == ("partial", "1/2 points measured (1 not measured)")
+    assert final_status(["unstable", "mode_mismatch"], 2)[0] == "partial"
+    assert final_status(["failed", "invalid"], 2) == ("failed", "no point measured (1 failed, 1 invalid)")
+    assert final_status([], 3) == ("failed", "no point measured (3 not measured)")
 
 
 def test_a_run_with_no_ok_point_fails_and_exits_non_zero(tmp_path: Path) -> None:
@@ -62,7 +63,7 @@ def test_a_run_with_no_ok_point_fails_and_exits_non_zero(tmp_path: Path) -> None
     engine = open_database(url)
     with session_scope(engine) as s:
         run = s.scalars(select(Run)).one()
-        assert run.status == "failed" and "no point measured ok" in (run.error or "")
+        assert run.status == "failed" and "no point measured" in (run.error or "")
         si = s.scalars(select(ServerInstance)).one()
         # Why it never came up is in the database, not only in a log file on the worker host.
         assert si.status == "failed" and "no-such-backend" in (si.error or "")
@@ -85,7 +86,7 @@ def test_a_partial_run_is_partial_and_fail_on_decides(tmp_path: Path) -> None:
     engine = open_database(url)
     with session_scope(engine) as s:
         run = s.scalars(select(Run)).one()
-        assert run.status == "partial" and run.error == "1/2 points ok (1 failed)"
+        assert run.status == "partial" and run.error == "1/2 points measured (1 failed)"
         si = s.scalars(select(ServerInstance)).one()
         assert (
             si.status == "crashed"
@@ -114,7 +115,7 @@ def test_a_crash_mid_run_is_stored_and_the_job_retries(tmp_path: Path) -> None:
         assert job is not None
         # Every attempt crashed its servers: the run failed, the job was retried, then failed for good.
         assert (job.status, job.attempts) == ("failed", 2)
-        assert "no point measured ok" in (job.last_error or "")
+        assert "no point measured" in (job.last_error or "")
         run = s.scalars(select(Run)).one()  # the retry resumed the same run
         assert run.status == "failed"
         crashed = list(s.scalars(select(ServerInstance).where(ServerInstance.status == "crashed")))

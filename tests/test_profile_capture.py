@@ -151,3 +151,27 @@ def test_profile_endpoints_answer_like_sglang(sim_server: Any, tmp_path: Path) -
 def test_profile_at_must_be_in_the_grid() -> None:
     with pytest.raises(SweepError, match=r"profile.at: batch size 3 is not in grid.batch_sizes"):
         parse_sweep(SWEEP.replace("at: [8]", "at: [3]"))
+
+
+def test_capture_flushes_when_the_load_ends_first_and_reports_a_short_load(
+    sim_server: Any, tmp_path: Path
+) -> None:
+    sim = sim_server.start(
+        "--attention-backend",
+        "flashmla",
+        "--speculative-algorithm",
+        "EAGLE",
+        env={"SPECBENCH_SIM_TIME_SCALE": "1"},
+    )
+
+    async def go(body: dict[str, Any], settle_s: float, n: int) -> Any:
+        async with LoadClient(sim.base_url) as client:
+            return await capture_profile(client, _prompts(n, 64), 2, body, settle_s=settle_s, timeout_s=30)
+
+    # 1000 steps never run under 4 short requests: the load ends, /stop_profile writes what was recorded.
+    res = asyncio.run(go(start_profile_body(tmp_path / "a", 1000, ["GPU"]), 0.05, 4))
+    assert res.error is None and res.stopped_by_us and len(res.files) == 1
+    assert 0 < summarize(load_trace(res.files[0]))["cycles"] < 1000
+    # A settle longer than the whole load: nothing is profiled, and the reason says so.
+    res = asyncio.run(go(start_profile_body(tmp_path / "b", 12, ["GPU"]), 5.0, 1))
+    assert res.files == [] and "load ended before profiling" in (res.error or "")

@@ -198,8 +198,8 @@ def test_markdown_renders_as_tables(table: pd.DataFrame) -> None:
     assert html.count("<table>") == 2
     assert "**1 regression · 1 improvement · 1 insufficient data · 1 no change**" in md
     # Reproduction: install lines for both versions and the sweep, once since both runs share it.
-    assert 'pip install "sglang @ git+https://github.com/sgl-project/sglang.git@abcdef0123456789' in md
-    assert 'pip install "sglang==0.5.14"' in md
+    assert "pip install 'sglang @ git+https://github.com/sgl-project/sglang.git@abcdef0123456789" in md
+    assert "pip install sglang==0.5.14" in md
     assert md.count("```yaml") == 1 and "specbench run flashmla-spec.yaml" in md
 
 

@@ -216,3 +216,18 @@ def test_cli_reports_bad_sweeps_with_exit_2_and_no_traceback(tmp_path: Path, raw
         assert result.exit_code == 2, (argv, result.output, result.exception)
         assert "Traceback" not in result.output
         assert "invalid sweep" in result.output
+
+
+@pytest.mark.parametrize(
+    ("profile", "needle"),
+    [
+        ("{at: []}", "profile.at: must not be empty"),
+        ("{at: [0]}", "profile.at[0]: must be >= 1"),
+        ("{distortion_threshold: .inf}", "profile.distortion_threshold: must be a finite number"),
+        ("{steps: '12'}", "profile.steps: must be an integer"),
+        ("{stesp: 12}", "did you mean 'steps'?"),
+    ],
+)
+def test_profile_block_is_bounded(profile: str, needle: str) -> None:
+    problems = problems_of(BASE + f"profile: {profile}\n")
+    assert any(needle in p for p in problems), problems

@@ -132,7 +132,7 @@ def test_eight_workers_two_hundred_jobs(
     assert {(s, a) for _, s, a, _ in rows} == {("done", 1)}
     runs_per_job = Counter(job_id for _, job_id, _ in run_rows)
     assert set(runs_per_job.values()) == {1} and len(runs_per_job) == 200
-    assert {s for _, _, s in run_rows} == {"done"}
+    assert {s for _, _, s in run_rows} <= {"done", "unstable"}  # unstable: a busy machine's TTFT outlier
     assert {r for _, _, _, r in rows} == {i for i, _, _ in run_rows}
     assert sample_count(engine) == 200  # one point, one repeat each
     engine.dispose()
@@ -174,7 +174,7 @@ def test_kill_9_mid_job_five_times(pg_url: str, tmp_path: Path, procs: list[subp
 
     job = job_row(engine, job_id)
     ((run_id, run_status),) = runs_of(engine, job_id)
-    assert (job["status"], job["run_id"], run_status) == ("done", run_id, "done")
+    assert (job["status"], job["run_id"]) == ("done", run_id) and run_status in ("done", "unstable")
     assert (job["attempts"], job["lease_expiries"]) == (1, 5)
     assert "stopped heartbeating" in str(job["last_error"])
     per_repeat = samples_per_repeat(engine, run_id)

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 
 from aiohttp import web
 
-from bench.sim import logs
+from bench.sim import gpu_ledger, logs
 from bench.sim.app import build_app
 from bench.sim.args import MODEL_ARCHITECTURE, Resolved, ServerArgsError, parse_flags, resolve
 from bench.sim.config import SimConfig, SimConfigError
@@ -119,6 +119,9 @@ def _failed(task: asyncio.Task[None], what: str) -> bool:
 async def _start_up(server: SimServer) -> None:
     resolved, args, cfg = server.resolved, server.args, server.cfg
     log = logs.scheduler.info
+    ledger = os.environ.get(gpu_ledger.LEDGER_ENV)
+    if ledger:  # several stand-in servers share one GPU (sim.shared_gpu)
+        gpu_ledger.claim(ledger, args.mem_fraction_static * cfg.gpu_memory_gb, cfg.gpu_memory_gb)
     log(f"Load weight begin. avail mem={cfg.gpu_memory_gb:.2f} GB")
     log(
         f"Load weight end. type={MODEL_ARCHITECTURE}, dtype=torch.bfloat16, "

@@ -8,7 +8,7 @@ from typing import Any
 import orjson
 from aiohttp import web
 
-from bench.sim import logs, profiler
+from bench.sim import logs, openai, profiler
 from bench.sim.args import MODEL_ARCHITECTURE, MODEL_TYPE
 from bench.sim.generate import handle_generate, health_generation
 from bench.sim.server import SimServer
@@ -41,6 +41,7 @@ def build_app(server: SimServer) -> web.Application:
     app.router.add_post("/generate", generate)
     app.router.add_put("/generate", generate)
     profiler.register(app, server)
+    openai.register(app, server)
     return app
 
 
@@ -86,7 +87,7 @@ class Routes:
         if self.s.traits.launch_info_keys:
             info.update(
                 served_model_name=args.served_model_name,
-                load_format="auto",
+                load_format=args.load_format,
                 reasoning_parser=None,
                 tool_call_parser=None,
                 disaggregation_mode="null",

@@ -66,6 +66,8 @@ class ServerArgs:
     speculative_num_draft_tokens: int | None
     speculative_attention_mode: str
     enable_multi_layer_eagle: bool = False
+    # `dummy` in SGLang initialises weights from config.json; the stand-in has no weights either way.
+    load_format: str = "auto"
 
     def flat(self, traits: VersionTraits) -> dict[str, Any]:
         """The `/server_info` / `ServerArgs(...)` view, with the release's graph-flag names."""
@@ -165,6 +167,7 @@ def build_parser(traits: VersionTraits) -> argparse.ArgumentParser:
     p.add_argument("--random-seed", type=int)
     p.add_argument("--chunked-prefill-size", type=int)
     p.add_argument("--context-length", type=int)
+    p.add_argument("--load-format", default="auto", choices=["auto", "pt", "safetensors", "dummy"])
     return p
 
 
@@ -343,6 +346,7 @@ def resolve(
         speculative_eagle_topk=topk,
         speculative_num_draft_tokens=draft,
         speculative_attention_mode=ns.speculative_attention_mode,
+        load_format=ns.load_format,
     )
     return Resolved(
         args=args,

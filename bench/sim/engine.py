@@ -3,8 +3,9 @@
 Each iteration is either a prefill batch (waiting requests admitted up to max_running_requests
 and the chunked-prefill token budget; each gets its first token) or a decode batch (every running
 request takes one verify step). The iteration first waits out its modelled cost (`PerfModel`), then
-commits tokens and wakes the HTTP handlers. Time is kept on a deadline clock so that sleeps shorter
-than the event loop's 1 ms timer granularity still add up to the modelled rate.
+commits tokens and wakes the HTTP handlers. Time is kept on a deadline clock, and waits shorter than
+the event loop's 1 ms timer granularity are spun out, so each step (and its stream event) lands at its
+modelled time: ITL is one step's gap, as on SGLang, not a burst of zeros.
 
 Acceptance bookkeeping follows contract §3.4: per-iteration drafts and request-steps accumulate in
 a window that moves into the lifetime totals every `--decode-log-interval` decode iterations; that
@@ -33,6 +34,8 @@ from bench.sim.request import Req
 INSTANT_BURST_ITERATIONS = 16
 # How far the deadline clock may fall behind before it forgives the debt (e.g. after idling).
 MAX_CLOCK_DEBT_S = 0.05
+# Waits at least this long go to the event loop's timer; shorter ones are spun out (see `_advance`).
+SLEEP_GRANULARITY_S = 0.001
 
 
 class SpecCounters:
@@ -166,8 +169,16 @@ class Engine:
         now = time.perf_counter()
         self._clock = max(self._clock, now - MAX_CLOCK_DEBT_S) + cost_ms / 1000.0
         delay = self._clock - now
-        # The event loop cannot sleep less than ~1 ms; shorter waits are banked on the clock.
-        await asyncio.sleep(delay if delay >= 0.001 else 0)
+        if delay >= SLEEP_GRANULARITY_S:
+            await asyncio.sleep(delay)
+            return
+        # The event loop cannot sleep less than ~1 ms (epoll rounds up). Banking shorter steps on the clock
+        # made steps run back to back in bursts, so clients saw ITL p50 = 0 while TPOT was 0.5 ms. Yielding
+        # until the deadline instead lets each step (one stream event) land at its own modelled time, at
+        # the cost of a busy event loop while steps are shorter than a millisecond.
+        await asyncio.sleep(0)  # always yield: handlers stream what the previous step produced
+        while time.perf_counter() < self._clock:
+            await asyncio.sleep(0)
 
     async def _prefill(self) -> None:
         room = self.max_running - len(self.running)

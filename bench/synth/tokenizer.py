@@ -103,3 +103,23 @@ def write_for_checkpoint(model_dir: str | os.PathLike[str]) -> list[Path]:
         int(config["vocab_size"]),
         model_max_length=int(config.get("max_position_embeddings", 1 << 20)),
     )
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m bench.synth.tokenizer MODEL_DIR`: add the tokenizer to an existing synthetic checkpoint."""
+    import sys
+
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 1 or not (Path(args[0]) / "config.json").is_file():
+        print(
+            "usage: python -m bench.synth.tokenizer MODEL_DIR  (a directory with config.json)",
+            file=sys.stderr,
+        )
+        return 2
+    for p in write_for_checkpoint(args[0]):
+        print(p)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

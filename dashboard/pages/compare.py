@@ -145,5 +145,5 @@ markdown = report.to_markdown(
 )
 download_buttons(report.to_csv(table), markdown, f"compare-{a}-vs-{b}-{metric}", key="cmp_dl")
 with st.expander("PR comment preview"):
-    st.markdown(markdown)
+    st.markdown(markdown, unsafe_allow_html=False)  # stored names are escaped text, never HTML
     st.code(markdown, language="markdown")

@@ -16,7 +16,7 @@ from analysis import regressions
 from analysis.changes import attach_triage, change_points
 from bench.stats.changepoint import ChangePointParams
 from db import queries as q
-from db.engine import make_engine, redact, resolve_url
+from db.engine import DatabaseMissingError, make_engine, make_readonly_engine, redact, resolve_url
 
 
 def db_url() -> str:
@@ -31,6 +31,16 @@ def shown_url(url: str) -> str:
 
 @st.cache_resource(show_spinner=False)
 def engine(url: str) -> Engine:
+    """Reads go through an engine that cannot write: browsing never changes the database file."""
+    try:
+        return make_readonly_engine(url)
+    except DatabaseMissingError:  # nothing to protect; the pages show their empty state
+        return make_engine(url)
+
+
+@st.cache_resource(show_spinner=False)
+def writer(url: str) -> Engine:
+    """The one write the dashboard makes: a triage verdict a user saves."""
     return make_engine(url)
 
 
@@ -132,14 +142,14 @@ def recent_changes(url: str, metric: str, params: ChangePointParams) -> pd.DataF
 
 def save_triage(url: str, **kwargs: Any) -> int:
     """Store a verdict and drop the cached views that display triage state."""
-    row_id = q.set_triage(engine(url), **kwargs)
+    row_id = q.set_triage(writer(url), **kwargs)
     _clear_triage_views()
     return row_id
 
 
 def save_triage_many(url: str, changes: list[dict[str, Any]], **kwargs: Any) -> list[int]:
     """One verdict for many changes (bulk triage), then drop the cached views that display triage state."""
-    ids = q.set_triage_many(engine(url), changes, **kwargs)
+    ids = q.set_triage_many(writer(url), changes, **kwargs)
     _clear_triage_views()
     return ids
 

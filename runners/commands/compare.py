@@ -12,7 +12,7 @@ from analysis import report
 from analysis.compare import comparable_pair, compare_runs, verdict_counts
 from bench.stats.compare import DEFAULT_CONFIDENCE, DEFAULT_THRESHOLD, Method
 from db import queries as q
-from runners.common import RUN_REF_HELP, DbOption, err_console, fail, open_db, resolve_run_ref
+from runners.common import RUN_REF_HELP, DbOption, err_console, fail, open_db_readonly, resolve_run_ref
 
 EXIT_REGRESSION = 1
 Format = Literal["md", "comment", "csv", "json"]
@@ -58,7 +58,7 @@ def compare(
     Without run arguments: the two latest comparable runs (same model and GPU class, both measured or both
     simulated).
     """
-    engine = open_db(db)
+    engine = open_db_readonly(db)
     if (baseline is None) != (candidate is None):
         fail("give both runs (BASELINE CANDIDATE) or neither (the two latest comparable runs)")
     if baseline is None or candidate is None:

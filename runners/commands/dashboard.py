@@ -10,7 +10,8 @@ from typing import Annotated
 
 import typer
 
-from db.engine import URL_ENV, redact
+from db.engine import URL_ENV, DatabaseMissingError, make_readonly_engine, redact
+from db.migrate import schema_revisions
 from runners.common import DbOption, db_url, err_console, open_db
 
 APP = Path(__file__).resolve().parents[2] / "dashboard" / "app.py"
@@ -67,6 +68,22 @@ def streamlit_env(url: str) -> dict[str, str]:
     return env
 
 
+def _readable_as_is(url: str) -> bool:
+    """True when the database exists at this schema: then serving it writes nothing (browsing is read-only;
+    only a saved triage verdict writes)."""
+    try:
+        engine = make_readonly_engine(url)
+    except DatabaseMissingError:
+        return False
+    try:
+        current, head = schema_revisions(engine, url)
+    except Exception:  # unreadable here: let open_db report it
+        return False
+    finally:
+        engine.dispose()
+    return current == head
+
+
 def dashboard(
     db: DbOption = None,
     port: Annotated[int, typer.Option("--port", help="Port to serve on.")] = 8501,
@@ -83,7 +100,10 @@ def dashboard(
 ) -> None:
     """Serve the dashboard: trends, sweeps, run comparisons and regressions of the database."""
     url = db_url(db)
-    open_db(db).dispose()  # migrate first: an empty database shows the empty state, not an error
+    if not _readable_as_is(url):
+        open_db(
+            db
+        ).dispose()  # create or migrate first: an empty database shows the empty state, not an error
     # Streamlit itself always runs headless: otherwise its first run on a machine stops at an interactive
     # e-mail prompt (and exits when stdin is not a terminal). Opening the browser is ours to do.
     argv = streamlit_argv(port, address, headless=True)

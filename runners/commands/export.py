@@ -10,7 +10,7 @@ import typer
 from analysis.export import ExportError, collect, to_csv, to_json, to_markdown
 from db import queries as q
 from db.engine import session_scope
-from runners.common import RUN_REF_HELP, DbOption, err_console, fail, open_db, resolve_run_ref
+from runners.common import RUN_REF_HELP, DbOption, err_console, fail, open_db_readonly, resolve_run_ref
 
 
 def register(app: typer.Typer) -> None:
@@ -39,7 +39,7 @@ def export(
     """Export points for PR discussions and spreadsheets."""
     if all_runs and run:
         fail("give either --run or --all-runs, not both")
-    engine = open_db(db)
+    engine = open_db_readonly(db)
     if all_runs:
         run_ids = sorted(int(i) for i in q.list_runs(engine)["id"])
         if not run_ids:

@@ -14,7 +14,7 @@ from rich.table import Table
 from analysis.regressions import flagged, recent_changes
 from bench.stats.changepoint import ChangePointParams
 from db import queries as q
-from runners.common import DbOption, console, fail, open_db
+from runners.common import DbOption, console, fail, open_db_readonly
 
 _SPAN = re.compile(r"^(\d+)\s*([hdw])$")
 
@@ -55,7 +55,7 @@ def regressions(
         params = ChangePointParams(window=window, max_pvalue=pvalue, min_magnitude=min_magnitude)
     except (ValueError, q.QueryError) as e:
         fail(str(e))
-    engine = open_db(db)
+    engine = open_db_readonly(db)
     changes = recent_changes(engine, metric, params, since=recent, lookback=context)
     changes = flagged(changes, include_improvements=include_improvements, include_dismissed=include_dismissed)
     if format == "json":

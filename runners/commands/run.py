@@ -6,7 +6,7 @@ import shlex
 import signal
 import time
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from sqlalchemy import Engine, select
@@ -34,7 +34,9 @@ from runners.recovery import OutagePolicy
 from runners.sweep_runner import RunOutcome, execute_sweep
 from runners.tables import Column, print_table
 
-EXIT_FAILED = 1  # no point measured ok, or the run could not go on (the database stayed away)
+EXIT_FAILED = (
+    1  # no point measured (none ok or unstable), or the run could not go on (the database stayed away)
+)
 EXIT_PARTIAL = 3  # any other status named in --fail-on: partial (stopped, or some points not ok), unstable
 RUN_STATUSES = ("done", "unstable", "partial", "failed")
 DEFAULT_FAIL_ON = "failed,partial"
@@ -252,7 +254,13 @@ def _summary(engine: Engine, outcome: RunOutcome, elapsed_s: float) -> None:
     ]
     rows = []
     for p in points:
-        cfg = "baseline" if p.algorithm is None else f"{p.algorithm} s{p.steps} k{p.topk} {p.spec_mode}"
+        cfg = (
+            "baseline"
+            if p.algorithm is None
+            else f"{p.algorithm} s{p.steps} k{p.topk}"
+            + (f" acc{p.accept_length_pinned:g}" if p.accept_length_pinned is not None else "")
+            + f" {p.spec_mode}"
+        )
         style = {"ok": "green", "unstable": "yellow"}.get(p.status, "red")
         ci = (
             f"{_fmt(p.output_throughput_ci_low, 0)}-{_fmt(p.output_throughput_ci_high, 0)}"
@@ -280,4 +288,25 @@ def _summary(engine: Engine, outcome: RunOutcome, elapsed_s: float) -> None:
     console.print(
         f"{outcome.points_stored}/{outcome.points_total} points measured this session, "
         f"{outcome.launches} launch(es), {elapsed_s:.1f} s, per-point overhead outside the window {overhead}"
+    )
+    _print_drift(outcome.drift)
+
+
+def _print_drift(drift: dict[str, Any] | None) -> None:
+    if drift is None:
+        return
+    where = f"{drift.get('label')} bs={drift.get('batch_size')}"
+    if drift.get("error"):
+        console.print(f"[yellow]drift check ({where}): {drift['error']}[/]")
+        return
+    tput, tpot = drift.get("output_throughput_change"), drift.get("tpot_change")
+    first, last = drift.get("first") or {}, drift.get("last") or {}
+
+    def pct(x: float | None) -> str:
+        return "-" if x is None else f"{x:+.1%}"
+
+    console.print(
+        f"drift check ({where}, re-measured at the end; {drift.get('note')}): output throughput "
+        f"{_fmt(first.get('output_throughput'))} -> {_fmt(last.get('output_throughput'))} tok/s ({pct(tput)}), "
+        f"TPOT {_fmt(first.get('tpot_mean_ms'), 2)} -> {_fmt(last.get('tpot_mean_ms'), 2)} ms ({pct(tpot)})"
     )

@@ -21,6 +21,11 @@ class ModeChoice(StrEnum):
     random = "random"
 
 
+class PresetChoice(StrEnum):
+    deepseek_v3_slice = "deepseek-v3-slice"
+    deepseek_v2_lite = "deepseek-v2-lite"
+
+
 def synth_model(
     out_dir: Annotated[
         Path, typer.Argument(help="Directory to write the checkpoint into (created if missing).")
@@ -32,7 +37,19 @@ def synth_model(
         ),
     ] = ModeChoice.agree,
     hidden: Annotated[int, typer.Option(help="Hidden size (multiple of 64, divisible by --heads).")] = 1024,
-    layers: Annotated[int, typer.Option(help="Decoder layers; the MTP layer is one more.")] = 2,
+    layers: Annotated[
+        int | None,
+        typer.Option(
+            help="Decoder layers; the MTP layer is one more. Default: 2 (tiny model); a preset's published count."
+        ),
+    ] = None,
+    preset: Annotated[
+        PresetChoice | None,
+        typer.Option(
+            help="Write a config-only checkpoint of a published shape (no weights; serve with "
+            "server.load_format: dummy). Only --layers and --force apply."
+        ),
+    ] = None,
     seed: Annotated[int, typer.Option(help="Seed; the same seed and sizes give byte-identical weights.")] = 0,
     vocab: Annotated[int, typer.Option(help="Vocabulary size.")] = 32000,
     experts: Annotated[int, typer.Option(help="Routed experts per MoE layer.")] = 8,
@@ -56,13 +73,16 @@ def synth_model(
 ) -> None:
     """Write a synthetic DeepSeek-V3 + MTP checkpoint (FlashMLA dims) that sglang serves with EAGLE/NextN."""
     console = Console()
+    if preset is not None:
+        _write_preset(console, out_dir, preset.value, layers, force)
+        return
     started = time.perf_counter()
     try:
         path = synth.build_checkpoint(
             out_dir,
             mode=cast(synth.Mode, mode.value),  # ModeChoice's values are exactly synth.MODES
             hidden=hidden,
-            layers=layers,
+            layers=2 if layers is None else layers,
             seed=seed,
             vocab=vocab,
             experts=experts,
@@ -103,6 +123,29 @@ def synth_model(
             "expect: next(x) = perm[x] (perm.json); greedy accept length = speculative_num_steps + 1",
             markup=False,
         )
+
+
+def _write_preset(console: Console, out_dir: Path, preset: str, layers: int | None, force: bool) -> None:
+    try:
+        path = synth.build_preset(out_dir, preset, layers, force=force)
+    except (synth.SynthConfigError, synth.OutputDirError) as exc:
+        Console(stderr=True, soft_wrap=True).print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False)
+        raise typer.Exit(code=2) from exc
+    cfg = synth.preset_config(preset, layers)
+    params = synth.approx_params(cfg)
+    n, k = cfg["num_hidden_layers"], cfg["first_k_dense_replace"]
+    mtp = cfg.get("num_nextn_predict_layers", 0)
+    console.print(
+        f"{preset}: config-only checkpoint in {path}\n"
+        f"  {n} layers ({k} dense + {n - k} MoE){f' + {mtp} MTP (NextN) layer' if mtp else ''}, "
+        f"hidden {cfg['hidden_size']}, {cfg['n_routed_experts']} routed experts, vocab {cfg['vocab_size']}\n"
+        f"  bf16 weights SGLang will allocate: ~{params['target'] * 2 / 2**30:.1f} GiB"
+        + (f" + ~{params['mtp'] * 2 / 2**30:.1f} GiB for the NextN layer" if mtp else "")
+        + "\n  serve with `server.load_format: dummy` (--load-format dummy); "
+        + ("the NextN draft loads from the same path (leave draft_model unset)" if mtp else "no MTP layer"),
+        markup=False,
+        highlight=False,
+    )
 
 
 def register(app: typer.Typer) -> None:

@@ -1,0 +1,65 @@
+"""Markdown that user text cannot break out of: table cells, inline code, fenced blocks, shell lines.
+
+Model names, sweep names, hosts and stored sweep YAML come from whoever ran or submitted a sweep. Put raw
+into a PR comment they could close a `<details>`, inject `<img>` or a link, end a table cell with `|`, or
+close a code fence (issue 10 §5). Every user string goes through one of these on its way into Markdown.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from typing import Any
+
+# CommonMark lets any ASCII punctuation be backslash-escaped, and an escaped character is always literal.
+# These are the ones that can start something inline: code, emphasis, links and images, HTML tags and
+# autolinks, entities, table cells, strikethrough, GitHub math.
+_INLINE = frozenset("\\`*_[]<>&|~$")
+# At the start of a line these make a heading, list, quote, setext underline or thematic break.
+_LINE_START = re.compile(r"^([#>+=-]|\d+(?=[.)]))")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]+")
+
+
+def one_line(value: Any) -> str:
+    """The value on one line: newlines, tabs and other control characters become single spaces."""
+    return _CONTROL.sub(" ", str(value)).strip()
+
+
+def text(value: Any, *, line_start: bool = False) -> str:
+    """Literal inline text, safe in a table cell (pipes included) and inside a line; `line_start=True`
+    when it begins a line, where `#`, `-`, `1.` and the like would start a block."""
+    escaped = "".join("\\" + c if c in _INLINE else c for c in one_line(value))
+    m = _LINE_START.match(escaped) if line_start else None
+    if m:  # a digit run is kept and its `.`/`)` escaped; a single mark is escaped itself
+        end = m.end()
+        escaped = escaped[:end] + "\\" + escaped[end:] if m.group(1)[0].isdigit() else "\\" + escaped
+    return escaped
+
+
+def code(value: Any) -> str:
+    """An inline code span around `value`, delimited by more backticks than any run inside it.
+
+    Inside a code span nothing is Markdown or HTML; only a pipe would still end a table cell, so it is
+    escaped (GFM reads `\\|` as a pipe even inside code).
+    """
+    body = one_line(value).replace("|", "\\|")
+    if not body:
+        return ""
+    ticks = "`" * (_longest_run(body, "`") + 1)
+    pad = " " if body.startswith("`") or body.endswith("`") else ""
+    return f"{ticks}{pad}{body}{pad}{ticks}"
+
+
+def fence(body: str, info: str = "") -> list[str]:
+    """A fenced code block holding `body` verbatim; the fence is longer than any backtick run inside."""
+    ticks = "`" * max(3, _longest_run(body, "`") + 1)
+    return [ticks + one_line(info).replace("`", ""), *body.splitlines(), ticks]
+
+
+def shell(value: Any) -> str:
+    """One shell word, for commands a reader will copy and run: quoted, on one line."""
+    return shlex.quote(one_line(value))
+
+
+def _longest_run(s: str, ch: str) -> int:
+    return max((len(m) for m in re.findall(f"{re.escape(ch)}+", s)), default=0)

@@ -1,0 +1,423 @@
+"""Cross-check: specbench's client and SGLang's `bench_serving` measure one live server, interleaved.
+
+For each batch size the two clients take turns in A B B A order (A = specbench, B = bench_serving; more
+rounds repeat the pattern), so drift of the server over the check lands on both sides equally. Every
+window follows one wave of warmup requests (sent by specbench for both sides) and a cache flush. Both send
+the same number of requests, sized so a window lasts at least `min_window_s`, at the same concurrency, with
+the same input and output lengths (`--random-range-ratio 1`: every request exactly that long) and
+`ignore_eos`; both flush the server's cache before their window.
+
+What still differs, by design, is how each client talks to the server: bench_serving (`--dataset-name
+random`) sends text that the server tokenizes, and reads text back; specbench sends token ids. The
+ShareGPT-format file bench_serving samples from is written here from the server's tokenizer, so no hub
+access is needed. docs/bench-serving.md lists the causes of disagreement this can and cannot expose.
+
+bench_serving runs as a subprocess of the given interpreter (`python -m sglang.bench_serving`); argv only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+import os
+import random
+import subprocess
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from bench.client import LoadClient
+from bench.measure import gc_paused
+from bench.metrics import compute_metrics
+from bench.sweep import WorkloadSpec
+from bench.workload import build_prompts
+
+Side = Literal["specbench", "bench_serving"]
+SPECBENCH: Side = "specbench"
+BENCH_SERVING: Side = "bench_serving"
+ROUND: tuple[Side, ...] = (SPECBENCH, BENCH_SERVING, BENCH_SERVING, SPECBENCH)
+TOKENIZER_FILE = "tokenizer.json"
+# What is compared, as (label, key in WindowResult); higher-is-better does not matter for a ratio.
+COMPARED = (
+    ("output tok/s", "output_throughput"),
+    ("TPOT mean ms", "tpot_mean_ms"),
+    ("TPOT p50 ms", "tpot_p50_ms"),
+    ("TTFT p50 ms", "ttft_p50_ms"),
+    ("ITL mean ms", "itl_mean_ms"),
+)
+
+
+class CrossCheckError(RuntimeError):
+    """A side could not produce a window (bench_serving failed, the server refused, ...)."""
+
+
+@dataclass(frozen=True)
+class CrossCheckConfig:
+    base_url: str
+    tokenizer: str
+    batch_sizes: Sequence[int]
+    input_len: int = 256
+    output_len: int = 256
+    min_window_s: float = 10.0
+    rounds: int = 1
+    python: str = "python"
+    out_dir: Path = Path("crosscheck")
+    seed: int = 1
+    request_timeout_s: float = 600.0
+    bench_serving_timeout_s: float = 1800.0
+
+
+@dataclass
+class WindowResult:
+    client: Side
+    batch_size: int
+    position: int  # order within this batch size's sequence, 0-based
+    num_prompts: int
+    duration_s: float
+    completed: int
+    total_input_tokens: int
+    total_output_tokens: int
+    output_throughput: float
+    tpot_mean_ms: float | None
+    tpot_p50_ms: float | None
+    ttft_p50_ms: float | None
+    ttft_mean_ms: float | None
+    itl_mean_ms: float | None
+    # The server's own prompt-token counter over the window (Prometheus), when it exposes one.
+    server_prompt_tokens: int | None = None
+    source: str | None = None  # bench_serving's output file
+
+
+@dataclass
+class Comparison:
+    batch_size: int
+    num_prompts: int
+    windows: list[WindowResult] = field(default_factory=list)
+
+    def side(self, client: Side) -> list[WindowResult]:
+        return [w for w in self.windows if w.client == client]
+
+    def mean(self, client: Side, key: str) -> float | None:
+        values = [getattr(w, key) for w in self.side(client)]
+        values = [v for v in values if v is not None]
+        return sum(values) / len(values) if values else None
+
+    def ratio(self, key: str) -> float | None:
+        """specbench / bench_serving for `key`, on the means over each side's windows."""
+        a, b = self.mean(SPECBENCH, key), self.mean(BENCH_SERVING, key)
+        if a is None or b is None or b == 0:
+            return None
+        return a / b
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "batch_size": self.batch_size,
+            "num_prompts": self.num_prompts,
+            "windows": [asdict(w) for w in self.windows],
+            "ratios": {key: self.ratio(key) for _, key in COMPARED},
+        }
+
+
+def order(rounds: int) -> list[Side]:
+    """A B B A, `rounds` times."""
+    if rounds < 1:
+        raise ValueError("rounds must be >= 1")
+    return list(ROUND) * rounds
+
+
+def num_prompts_for(request_rate: float, min_window_s: float, batch_size: int) -> int:
+    """Enough requests for `min_window_s` at the calibrated rate: whole waves, at least four of them."""
+    if request_rate <= 0:
+        return 4 * batch_size
+    waves = max(4, math.ceil(request_rate * min_window_s / batch_size))
+    return waves * batch_size
+
+
+def bench_serving_argv(
+    cfg: CrossCheckConfig,
+    *,
+    batch_size: int,
+    num_prompts: int,
+    dataset_path: Path,
+    output_file: Path,
+    seed: int,
+) -> list[str]:
+    return [
+        cfg.python,
+        "-m",
+        "sglang.bench_serving",
+        "--backend",
+        "sglang",
+        "--base-url",
+        cfg.base_url,
+        "--tokenizer",
+        cfg.tokenizer,
+        "--dataset-name",
+        "random",
+        "--dataset-path",
+        str(dataset_path),
+        "--random-input-len",
+        str(cfg.input_len),
+        "--random-output-len",
+        str(cfg.output_len),
+        "--random-range-ratio",
+        "1",
+        "--num-prompts",
+        str(num_prompts),
+        "--max-concurrency",
+        str(batch_size),
+        "--request-rate",
+        "inf",
+        "--warmup-requests",
+        "0",
+        "--flush-cache",
+        "--seed",
+        str(seed),
+        "--output-file",
+        str(output_file),
+        "--disable-tqdm",
+    ]
+
+
+def tokenizer_json(tokenizer: str) -> Path:
+    p = Path(tokenizer)
+    found = p if p.is_file() else p / TOKENIZER_FILE
+    if not found.is_file():
+        raise CrossCheckError(
+            f"no {TOKENIZER_FILE} at {tokenizer}: the cross-check needs the server's tokenizer as a local "
+            "directory (e.g. the checkpoint directory `specbench synth-model` wrote)"
+        )
+    return found
+
+
+def write_sharegpt(path: Path, tokenizer: str, *, conversations: int, words: int, seed: int) -> int:
+    """A ShareGPT-format file for `--dataset-name random` (it samples prompt tokens from such a file).
+
+    Each human turn is `words` random ordinary tokens of the server's tokenizer, decoded to text; returns
+    the vocabulary size read from the tokenizer.
+    """
+    from tokenizers import Tokenizer
+
+    tok = Tokenizer.from_file(str(tokenizer_json(tokenizer)))
+    vocab = tok.get_vocab_size(with_added_tokens=True)
+    special = {t.content for t in tok.get_added_tokens_decoder().values() if t.special}
+    special_ids = {tok.token_to_id(t) for t in special}
+    rng = random.Random(seed)
+    rows = []
+    for _ in range(conversations):
+        ids: list[int] = []
+        while len(ids) < words:
+            i = rng.randrange(vocab)
+            if i not in special_ids:
+                ids.append(i)
+        rows.append(
+            {
+                "conversations": [
+                    {"from": "human", "value": tok.decode(ids, skip_special_tokens=True)},
+                    {"from": "gpt", "value": tok.decode(ids[:8], skip_special_tokens=True)},
+                ]
+            }
+        )
+    path.write_text(json.dumps(rows))
+    return vocab
+
+
+def parse_bench_serving(line: dict[str, Any], *, batch_size: int, position: int, source: str) -> WindowResult:
+    return WindowResult(
+        client=BENCH_SERVING,
+        batch_size=batch_size,
+        position=position,
+        num_prompts=int(line.get("completed", 0)),
+        duration_s=float(line["duration"]),
+        completed=int(line["completed"]),
+        total_input_tokens=int(line["total_input_tokens"]),
+        total_output_tokens=int(line["total_output_tokens"]),
+        output_throughput=float(line["output_throughput"]),
+        tpot_mean_ms=line.get("mean_tpot_ms"),
+        tpot_p50_ms=line.get("median_tpot_ms"),
+        ttft_p50_ms=line.get("median_ttft_ms"),
+        ttft_mean_ms=line.get("mean_ttft_ms"),
+        itl_mean_ms=line.get("mean_itl_ms"),
+        source=source,
+    )
+
+
+def last_jsonl_line(path: Path) -> dict[str, Any]:
+    lines = [ln for ln in path.read_text().splitlines() if ln.strip()]
+    if not lines:
+        raise CrossCheckError(f"bench_serving wrote no result to {path}")
+    out: dict[str, Any] = json.loads(lines[-1])
+    return out
+
+
+async def server_prompt_tokens(client: LoadClient) -> int | None:
+    """`sglang:prompt_tokens_total` summed over label sets, or None without `--enable-metrics`."""
+    try:
+        async with client.session.get(client.base_url + "/metrics") as resp:
+            if resp.status != 200:
+                return None
+            text = await resp.text()
+    except Exception:  # any transport trouble only costs this optional figure
+        return None
+    total = 0.0
+    seen = False
+    for raw in text.splitlines():
+        if raw.startswith("sglang:prompt_tokens_total"):
+            total += float(raw.rsplit(" ", 1)[1])
+            seen = True
+    return int(total) if seen else None
+
+
+class CrossCheck:
+    """Runs the interleaved windows; `progress` gets one line per step."""
+
+    def __init__(self, cfg: CrossCheckConfig, progress: Callable[[str], None] = print) -> None:
+        self.cfg = cfg
+        self.progress = progress
+        self.vocab = 0
+        self.dataset: Path | None = None
+
+    def run(self) -> list[Comparison]:
+        cfg = self.cfg
+        cfg.out_dir.mkdir(parents=True, exist_ok=True)
+        self.dataset = cfg.out_dir / "sharegpt-synthetic.json"
+        return asyncio.run(self._run())
+
+    async def _run(self) -> list[Comparison]:
+        cfg = self.cfg
+        out: list[Comparison] = []
+        async with LoadClient(cfg.base_url) as client:
+            await client.server_info()  # fails fast with a clear error when nothing listens
+            for bs in cfg.batch_sizes:
+                n = await self._calibrate(client, bs)
+                assert self.dataset is not None
+                self.vocab = write_sharegpt(
+                    self.dataset, cfg.tokenizer, conversations=max(n, 64), words=cfg.input_len, seed=cfg.seed
+                )
+                workload = WorkloadSpec(input_len=cfg.input_len, output_len=cfg.output_len, seed=cfg.seed)
+                prompts = build_prompts(workload, n, vocab_size=self.vocab)
+                comp = Comparison(batch_size=bs, num_prompts=n)
+                for pos, side in enumerate(order(cfg.rounds)):
+                    # One wave of warmup before every window, sent by specbench for both sides (bench_serving
+                    # runs with --warmup-requests 0), so the server counters read next cover the window alone.
+                    await client.run_closed_loop(prompts[:bs], bs, cfg.request_timeout_s)
+                    before = await server_prompt_tokens(client)
+                    if side == SPECBENCH:
+                        w = await self._specbench_window(client, prompts, bs, pos)
+                    else:
+                        w = await asyncio.to_thread(self._bench_serving_window, bs, n, pos)
+                    after = await server_prompt_tokens(client)
+                    if before is not None and after is not None:
+                        w.server_prompt_tokens = after - before
+                    self.progress(
+                        f"bs {bs} #{pos + 1} {side}: {w.output_throughput:,.0f} tok/s, "
+                        f"TPOT {_fmt(w.tpot_mean_ms)} ms, TTFT p50 {_fmt(w.ttft_p50_ms)} ms, "
+                        f"{w.duration_s:.1f} s"
+                    )
+                    comp.windows.append(w)
+                out.append(comp)
+        (cfg.out_dir / "crosscheck.json").write_text(json.dumps([c.to_dict() for c in out], indent=2))
+        return out
+
+    async def _calibrate(self, client: LoadClient, bs: int) -> int:
+        """One wave to warm up, two to time; sizes both sides' windows."""
+        cfg = self.cfg
+        if cfg.min_window_s <= 0:
+            return 4 * bs
+        workload = WorkloadSpec(input_len=cfg.input_len, output_len=cfg.output_len, seed=cfg.seed + 7)
+        from tokenizers import Tokenizer
+
+        vocab = Tokenizer.from_file(str(tokenizer_json(cfg.tokenizer))).get_vocab_size(with_added_tokens=True)
+        prompts = build_prompts(workload, 2 * bs, vocab_size=vocab)
+        await client.run_closed_loop(prompts[:bs], bs, cfg.request_timeout_s)
+        records, duration = await client.run_closed_loop(prompts, bs, cfg.request_timeout_s)
+        done = sum(1 for r in records if r.ok)
+        if done == 0:
+            raise CrossCheckError(f"calibration at batch size {bs}: every request failed")
+        n = num_prompts_for(done / duration, cfg.min_window_s, bs)
+        self.progress(f"bs {bs}: calibrated {done / duration:.2f} req/s -> {n} requests per window")
+        return n
+
+    async def _specbench_window(
+        self, client: LoadClient, prompts: list[Any], bs: int, pos: int
+    ) -> WindowResult:
+        cfg = self.cfg
+        await client.flush_cache()  # bench_serving's --flush-cache does the same before its window
+        with gc_paused():
+            records, duration = await client.run_closed_loop(prompts, bs, cfg.request_timeout_s)
+        m = compute_metrics(records, duration)
+        if m.completed == 0:
+            raise CrossCheckError(f"specbench window at batch size {bs}: every request failed")
+        return WindowResult(
+            client=SPECBENCH,
+            batch_size=bs,
+            position=pos,
+            num_prompts=len(prompts),
+            duration_s=m.duration_s,
+            completed=m.completed,
+            total_input_tokens=m.total_input_tokens,
+            total_output_tokens=m.total_output_tokens,
+            output_throughput=m.output_throughput,
+            tpot_mean_ms=m.tpot_mean_ms,
+            tpot_p50_ms=m.tpot_p50_ms,
+            ttft_p50_ms=m.ttft_p50_ms,
+            ttft_mean_ms=m.ttft_mean_ms,
+            itl_mean_ms=m.itl_mean_ms,
+        )
+
+    def _bench_serving_window(self, bs: int, n: int, pos: int) -> WindowResult:
+        cfg = self.cfg
+        assert self.dataset is not None
+        stem = cfg.out_dir / f"bench_serving-bs{bs}-{pos + 1}"
+        output_file = stem.with_suffix(".jsonl")
+        output_file.unlink(missing_ok=True)
+        argv = bench_serving_argv(
+            cfg,
+            batch_size=bs,
+            num_prompts=n,
+            dataset_path=self.dataset,
+            output_file=output_file,
+            seed=cfg.seed + pos,
+        )
+        env = dict(os.environ)
+        if Path(cfg.tokenizer).exists():
+            # A local tokenizer never needs the hub; an offline GPU host must not wait on it.
+            env.setdefault("HF_HUB_OFFLINE", "1")
+            env.setdefault("TRANSFORMERS_OFFLINE", "1")
+        log = stem.with_suffix(".log")
+        started = time.perf_counter()
+        with log.open("wb") as fh:
+            try:
+                proc = subprocess.run(
+                    argv,
+                    stdout=fh,
+                    stderr=subprocess.STDOUT,
+                    stdin=subprocess.DEVNULL,
+                    env=env,
+                    timeout=cfg.bench_serving_timeout_s,
+                    check=False,
+                )
+            except FileNotFoundError as exc:
+                raise CrossCheckError(f"cannot run {cfg.python}: {exc}") from exc
+            except subprocess.TimeoutExpired as exc:
+                raise CrossCheckError(
+                    f"bench_serving ran past {cfg.bench_serving_timeout_s:.0f} s; log: {log}"
+                ) from exc
+        if proc.returncode != 0 or not output_file.exists():
+            tail = log.read_text(errors="replace").splitlines()[-15:]
+            raise CrossCheckError(
+                f"bench_serving exited {proc.returncode} after {time.perf_counter() - started:.0f} s; "
+                f"log: {log}\n" + "\n".join(tail)
+            )
+        w = parse_bench_serving(
+            last_jsonl_line(output_file), batch_size=bs, position=pos, source=str(output_file)
+        )
+        w.num_prompts = n
+        return w
+
+
+def _fmt(v: float | None) -> str:
+    return "-" if v is None else f"{v:.2f}"

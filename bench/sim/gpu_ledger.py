@@ -1,0 +1,67 @@
+"""One GPU shared by several stand-in servers: a server that does not fit next to the live ones fails to start.
+
+Real SGLang reserves `mem_fraction_static` of the GPU's memory for weights and KV cache; a second server on the
+same GPU then finds too little free memory and exits during start-up. With `sim.shared_gpu: true` the launcher
+gives every stand-in server of a run the same ledger file (SPECBENCH_SIM_GPU_LEDGER); each live server holds a
+claim of mem_fraction_static x gpu memory in it, and a start whose claim does not fit fails the way SGLang's
+does. Claims of processes that are gone are dropped, so a crash never leaks memory.
+"""
+
+from __future__ import annotations
+
+import atexit
+import fcntl
+import json
+import os
+from pathlib import Path
+
+LEDGER_ENV = "SPECBENCH_SIM_GPU_LEDGER"
+
+
+class GpuMemoryError(RuntimeError):
+    """Not enough free GPU memory for this server next to the others."""
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def claim(path: str | os.PathLike[str], claim_gb: float, total_gb: float) -> None:
+    """Record this process's claim, or raise GpuMemoryError if the live claims leave too little."""
+    ledger = Path(path)
+    ledger.parent.mkdir(parents=True, exist_ok=True)
+    with open(ledger.with_suffix(".lock"), "a+") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            entries = json.loads(ledger.read_text()) if ledger.exists() else {}
+        except ValueError:
+            entries = {}
+        live = {pid: gb for pid, gb in entries.items() if _alive(int(pid)) and int(pid) != os.getpid()}
+        used = sum(float(gb) for gb in live.values())
+        if used + claim_gb > total_gb:
+            raise GpuMemoryError(
+                f"RuntimeError: Not enough memory. Please try to increase --mem-fraction-static. "
+                f"(this server needs {claim_gb:.1f} GB, {total_gb - used:.1f} GB of {total_gb:.1f} GB free; "
+                f"{len(live)} other server(s) on this GPU)"
+            )
+        live[str(os.getpid())] = claim_gb
+        ledger.write_text(json.dumps(live))
+    atexit.register(release, ledger)
+
+
+def release(path: str | os.PathLike[str]) -> None:
+    ledger = Path(path)
+    with open(ledger.with_suffix(".lock"), "a+") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            entries = json.loads(ledger.read_text()) if ledger.exists() else {}
+        except ValueError:
+            entries = {}
+        entries.pop(str(os.getpid()), None)
+        ledger.write_text(json.dumps(entries))

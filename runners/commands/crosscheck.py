@@ -1,0 +1,146 @@
+"""`specbench crosscheck`: specbench's client and SGLang's bench_serving on one live server, A B B A."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from bench.crosscheck import (
+    BENCH_SERVING,
+    COMPARED,
+    SPECBENCH,
+    Comparison,
+    CrossCheck,
+    CrossCheckConfig,
+    CrossCheckError,
+    tokenizer_json,
+)
+
+
+def _batch_sizes(text: str) -> list[int]:
+    try:
+        sizes = [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise typer.BadParameter(f"expected comma-separated integers, got {text!r}") from None
+    if not sizes or any(s < 1 for s in sizes):
+        raise typer.BadParameter("batch sizes must be positive integers, e.g. 8,32")
+    return sizes
+
+
+def crosscheck(
+    url: Annotated[str, typer.Option(help="Base URL of the running SGLang server (or the stand-in).")],
+    tokenizer: Annotated[
+        Path,
+        typer.Option(
+            help="Directory (or tokenizer.json) of the server's tokenizer; bench_serving loads it too."
+        ),
+    ],
+    batch_sizes: Annotated[
+        str, typer.Option("--batch-sizes", help="Comma-separated concurrencies, e.g. 8,32.")
+    ] = "8,32",
+    input_len: Annotated[int, typer.Option(min=1, help="Prompt tokens per request, both clients.")] = 256,
+    output_len: Annotated[int, typer.Option(min=2, help="Output tokens per request (ignore_eos).")] = 256,
+    min_window_s: Annotated[
+        float, typer.Option(min=0.0, help="Each window sends enough requests to last at least this long.")
+    ] = 10.0,
+    rounds: Annotated[int, typer.Option(min=1, help="A B B A rounds per batch size.")] = 1,
+    python: Annotated[
+        str,
+        typer.Option(help="Interpreter with sglang installed; runs `-m sglang.bench_serving`."),
+    ] = sys.executable,
+    out_dir: Annotated[
+        Path, typer.Option(help="Where bench_serving's JSONL, logs and crosscheck.json go.")
+    ] = Path("crosscheck-out"),
+    seed: Annotated[int, typer.Option(help="Seed for prompts on both sides.")] = 1,
+    max_diff: Annotated[
+        float | None,
+        typer.Option(
+            help="Exit 1 when output throughput or mean TPOT differ by more than this fraction (e.g. 0.02)."
+        ),
+    ] = None,
+) -> None:
+    """Measure one server with specbench and SGLang's bench_serving, interleaved, and print both sides."""
+    err = Console(stderr=True, soft_wrap=True)
+    sizes = _batch_sizes(batch_sizes)
+    try:
+        tokenizer_json(str(tokenizer))
+    except CrossCheckError as exc:
+        err.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False)
+        raise typer.Exit(code=2) from exc
+    cfg = CrossCheckConfig(
+        base_url=url,
+        tokenizer=str(tokenizer),
+        batch_sizes=sizes,
+        input_len=input_len,
+        output_len=output_len,
+        min_window_s=min_window_s,
+        rounds=rounds,
+        python=python,
+        out_dir=out_dir,
+        seed=seed,
+    )
+    console = Console(soft_wrap=True)
+    try:
+        results = CrossCheck(
+            cfg, progress=lambda line: console.print(line, markup=False, highlight=False)
+        ).run()
+    except (CrossCheckError, ConnectionError) as exc:
+        err.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False)
+        raise typer.Exit(code=1) from exc
+    console.print(summary_table(results))
+    console.print(f"details: {out_dir / 'crosscheck.json'}", markup=False)
+    if max_diff is not None:
+        worst = worst_diff(results)
+        if worst is not None and worst > max_diff:
+            err.print(f"disagreement {worst:.1%} exceeds --max-diff {max_diff:.1%}", markup=False)
+            raise typer.Exit(code=1)
+
+
+def worst_diff(results: list[Comparison]) -> float | None:
+    diffs = [
+        abs(r - 1.0)
+        for c in results
+        for key in ("output_throughput", "tpot_mean_ms")
+        if (r := c.ratio(key)) is not None
+    ]
+    return max(diffs) if diffs else None
+
+
+def summary_table(results: list[Comparison]) -> Table:
+    table = Table(title="specbench vs bench_serving (mean over each side's windows)", show_edge=False)
+    for col in ("bs", "metric", SPECBENCH, BENCH_SERVING, "ratio"):
+        table.add_column(col, justify="left" if col == "metric" else "right")
+    for c in results:
+        for label, key in COMPARED:
+            a, b, r = c.mean(SPECBENCH, key), c.mean(BENCH_SERVING, key), c.ratio(key)
+            table.add_row(str(c.batch_size), label, _num(a), _num(b), "-" if r is None else f"{r:.3f}")
+        tokens = [
+            (w.client, w.total_input_tokens, w.server_prompt_tokens)
+            for w in c.windows
+            if w.server_prompt_tokens
+        ]
+        for client, reported, counted in tokens[:2]:
+            table.add_row(
+                str(c.batch_size),
+                f"input tokens ({client}: reported / server)",
+                "",
+                "",
+                f"{reported} / {counted}",
+            )
+    return table
+
+
+def _num(v: float | None) -> str:
+    if v is None:
+        return "-"
+    return f"{v:,.0f}" if abs(v) >= 100 else f"{v:.2f}"
+
+
+def register(app: typer.Typer) -> None:
+    app.command("crosscheck")(crosscheck)

@@ -1,0 +1,207 @@
+"""Runs a v1/v2 pair interleaved (bench.pairing): both servers alive and ABBA windows, or alternating restarts.
+
+The pair's servers start one after the other, never together: the first cold start compiles the JIT caches
+(Triton, FlashInfer, torch) that the second then reuses. Each server warms up at each batch size before its
+first window there. If the second server cannot start while the first is up (GPU memory), that failure is
+recorded on a server row and the pair falls back to alternating restarts in the same ABBA order.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from bench.client import LoadClient
+from bench.launcher import LaunchedServer, LaunchError
+from bench.pairing import Pair, Side, abba_order, pair_units, restart_blocks
+from bench.sweep import PointPlan, ServerGroup, SweepSpec
+from db.models import Run
+from runners import profiling, store
+
+if TYPE_CHECKING:
+    from runners.sweep_runner import _Executor
+
+Step = Pair | list[ServerGroup]
+SIDES: tuple[Side, Side] = ("A", "B")
+
+
+def schedule(groups: Sequence[ServerGroup], spec: SweepSpec) -> list[Step]:
+    """Pairs as units of their own; runs of single groups in launch batches (`launch_batches`)."""
+    from runners.sweep_runner import launch_batches
+
+    out: list[Step] = []
+    singles: list[ServerGroup] = []
+    for unit in pair_units(groups, spec.paired):
+        if isinstance(unit, Pair):
+            out += launch_batches(singles, spec.server.max_parallel_starts)
+            singles = []
+            out.append(unit)
+        else:
+            singles.append(unit)
+    out += launch_batches(singles, spec.server.max_parallel_starts)
+    return out
+
+
+def record_note(
+    ex: _Executor, group: ServerGroup, status: str, error: str, log_path: str | None = None
+) -> None:
+    """A server row that says what happened to a pair (e.g. the second server could not start next to it)."""
+
+    def write(s: Any) -> None:
+        run = s.get(Run, ex.run_id)
+        assert run is not None
+        store.record_server(s, run, group.server, status=status, error=error, log_path=log_path)
+
+    ex._write(write, "recording the pair's fallback")
+
+
+def run_pair(ex: _Executor, pair: Pair) -> None:
+    todo: dict[Side, list[PointPlan]] = {
+        side: [p for p in pair.side(side).points if ex._pending(p)] for side in SIDES
+    }
+    for side in SIDES:
+        for _ in range(len(pair.side(side).points) - len(todo[side])):
+            ex._advance()
+    if not todo["A"] and not todo["B"]:
+        return
+    ex._check_stop()
+    first: Side = "A" if todo["A"] else "B"
+    other: Side = "B" if first == "A" else "A"
+    a = _launch(ex, pair.side(first))
+    if isinstance(a, LaunchError):
+        ex._record_launch_failure(pair.side(first), todo[first], a)
+        _alternate(ex, pair, {first: [], other: todo[other]}, None)
+        return
+    if not ex.spec.server.pair_colocate or ex.colocate_failed or not todo[other]:
+        _alternate(ex, pair, todo, (first, a))
+        return
+    b = _launch(ex, pair.side(other))
+    if isinstance(b, LaunchError):
+        ex.colocate_failed = True  # the next pairs have the same footprint: go straight to restarts
+        record_note(
+            ex,
+            pair.side(other),
+            "failed",
+            "could not start next to the other server of its v1/v2 pair (GPU memory?); measured with "
+            f"alternating restarts instead (and for the run's later pairs). Launch error: {str(b).strip()[-2000:]}",
+            log_path=str(b.log_path) if b.log_path else None,
+        )
+        _alternate(ex, pair, todo, (first, a))
+        return
+    servers: dict[Side, LaunchedServer] = {first: a, other: b}
+    try:
+        si = {side: ex._record_server(pair.side(side).server, servers[side], 1) for side in SIDES}
+        try:
+            asyncio.run(_interleave(ex, pair, servers, si))
+        finally:
+            for side in SIDES:
+                ex.server_ended(si[side], servers[side])
+    finally:
+        for srv in servers.values():
+            srv.stop()
+
+
+def _launch(ex: _Executor, group: ServerGroup) -> LaunchedServer | LaunchError:
+    if ex.progress is not None:
+        ex.progress.update(ex.task, description=f"launching {group.server.label()}")
+    ex.launches += 1
+    return ex._start(group.server)
+
+
+async def _interleave(
+    ex: _Executor, pair: Pair, servers: dict[Side, LaunchedServer], si: dict[Side, int]
+) -> None:
+    async with LoadClient(servers["A"].base_url) as ca, LoadClient(servers["B"].base_url) as cb:
+        clients: dict[Side, LoadClient] = {"A": ca, "B": cb}
+        dead: set[Side] = set()
+        for pa, pb in zip(pair.a.points, pair.b.points, strict=True):
+            plans: dict[Side, PointPlan] = {"A": pa, "B": pb}
+            pending = {side: set(ex._pending(plans[side])) for side in SIDES}
+            if not pending["A"] and not pending["B"]:
+                continue  # counted when the pair started
+            warmed: set[Side] = set()
+            if ex.progress is not None:
+                ex.progress.update(ex.task, description=f"pair {pa.server.label()} bs={pa.batch_size}")
+            for r, side in abba_order(pa.repeats):
+                if r not in pending[side] or side in dead:
+                    continue
+                ex._check_stop()
+                await ex.measure_plan(
+                    clients[side], plans[side], servers[side], si[side], [r], warmup=side not in warmed
+                )
+                warmed.add(side)
+                if clients[side].server_down:
+                    dead.add(side)
+            for side in SIDES:  # after both sides' windows, never between them
+                if pending[side] and side not in dead:
+                    await profiling.profile_point(
+                        ex.engine, ex.spec, plans[side], clients[side], ex.run_id, si[side]
+                    )
+            for side in SIDES:
+                if pending[side]:
+                    ex.points_stored += 1
+                    ex._advance()
+
+
+def _alternate(
+    ex: _Executor,
+    pair: Pair,
+    todo: dict[Side, list[PointPlan]],
+    running: tuple[Side, LaunchedServer] | None,
+) -> None:
+    """Alternating restarts in ABBA blocks; `running` is a server already up (used for its side's block)."""
+    repeats = max(p.repeats for p in pair.a.points)
+    left = {p.key(): p for side in SIDES for p in todo[side]}  # points whose progress tick is still due
+    try:
+        for side, reps in restart_blocks(repeats):
+            group = pair.side(side)
+            plans = [p for p in todo[side] if set(ex._pending(p)) & set(reps)]
+            if not plans:
+                continue
+            ex._check_stop()
+            if running is not None and running[0] == side:
+                server: LaunchedServer | LaunchError = running[1]
+                running = None
+            else:
+                if running is not None:
+                    running[1].stop()
+                    running = None
+                server = _launch(ex, group)
+            if isinstance(server, LaunchError):
+                ex._record_launch_failure(group, plans, server)  # ticks each plan
+                for plan in plans:
+                    left.pop(plan.key(), None)
+                todo[side] = []
+                continue
+            try:
+                si_id = ex._record_server(group.server, server, 0)
+                try:
+                    asyncio.run(_block(ex, plans, server, si_id, reps))
+                finally:
+                    ex.server_ended(si_id, server)
+            finally:
+                server.stop()
+            for plan in plans:
+                if not ex._pending(plan) and left.pop(plan.key(), None) is not None:
+                    ex.points_stored += 1
+                    ex._advance()
+    finally:
+        if running is not None:
+            running[1].stop()
+    for _ in left:  # points left unfinished (a server died) still move the progress bar
+        ex._advance()
+
+
+async def _block(
+    ex: _Executor, plans: list[PointPlan], server: LaunchedServer, si_id: int, reps: list[int]
+) -> None:
+    async with LoadClient(server.base_url) as client:
+        for plan in plans:
+            ex._check_stop()
+            pending = set(ex._pending(plan))
+            await ex.measure_plan(client, plan, server, si_id, [r for r in reps if r in pending], warmup=True)
+            if client.server_down:
+                return
+            if not ex._pending(plan):  # the point's last block: profile it once
+                await profiling.profile_point(ex.engine, ex.spec, plan, client, ex.run_id, si_id)

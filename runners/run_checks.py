@@ -1,0 +1,185 @@
+"""Run-level checks after the last point: drift of a reference point, and throttled windows.
+
+Drift: the first point measured in the run is measured once more at the end, and the change of its output
+throughput and TPOT against its first window is stored on the run (`runs.drift`) and printed by
+`specbench run`. Servers are stopped once their points are done, so the reference point's server is started
+again for this; the figure then holds the drift of the host (clocks, thermals, neighbours) plus the
+restart-to-restart spread of a fresh server, which `docs/paired-measurement.md` discusses.
+
+Throttling: a window whose median SM clock fell below `measure.throttle_fraction` of the highest clock seen
+in the run gets `telemetry.throttled = true` and a reason (its status stays as judged: it is a flag for the
+reader, not a failure).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import TYPE_CHECKING, Any
+
+from sqlalchemy import select
+
+from bench.client import LoadClient
+from bench.launcher import LaunchError
+from bench.measure import Window, measure_windows
+from bench.results import SampleResult
+from bench.telemetry import throttle_reason
+from bench.workload import build_prompts
+from db.models import Point, Run, Sample
+from runners import dbretry, store
+
+if TYPE_CHECKING:
+    from runners.sweep_runner import _Executor
+
+
+def drift_check(ex: _Executor) -> dict[str, Any] | None:
+    plan = ex.reference
+    if plan is None:
+        return None
+    ex._check_stop()
+    if ex.progress is not None:
+        ex.progress.update(ex.task, description=f"drift check: {plan.server.label()} bs={plan.batch_size}")
+    started = time.perf_counter()
+    # Not counted in `launches` (one per server config and restart block); the drift record says it restarted.
+    server = ex._start(plan.server)
+    drift: dict[str, Any] = {
+        "point_key": plan.key(),
+        "label": plan.server.label(),
+        "batch_size": plan.batch_size,
+        "same_server": False,
+        "note": "the reference point's server was started again for the check",
+    }
+    if isinstance(server, LaunchError):
+        drift["error"] = f"server failed to start: {str(server).strip()[:500]}"
+        _save(ex, drift)
+        return drift
+    # No server row: the run's servers are the sweep's configs; this restart is described here instead.
+    drift["startup_s"] = server.startup_s
+    drift["log_path"] = str(server.log_path) if server.log_path else None
+    window = 0.0
+    try:
+        result, win = asyncio.run(_measure_once(ex, server.base_url, plan))
+        if result is not None and result.metrics is not None:
+            window = result.metrics.duration_s
+        drift["telemetry"] = win.telemetry if win is not None else None
+    finally:
+        server.stop()
+    ex.overhead_total += max(time.perf_counter() - started - window, 0.0)
+    first = _first_window(ex, plan.key())
+    drift["first"] = first
+    if result is None or result.metrics is None:
+        drift["error"] = f"re-measurement failed: {result.reason if result else 'no result'}"
+    else:
+        m = result.metrics
+        drift["last"] = {
+            "output_throughput": m.output_throughput,
+            "tpot_mean_ms": m.tpot_mean_ms,
+            "status": result.status,
+        }
+        if first and first.get("output_throughput") and m.output_throughput is not None:
+            drift["output_throughput_change"] = m.output_throughput / first["output_throughput"] - 1.0
+        if first and first.get("tpot_mean_ms") and m.tpot_mean_ms is not None:
+            drift["tpot_change"] = m.tpot_mean_ms / first["tpot_mean_ms"] - 1.0
+    _save(ex, drift)
+    return drift
+
+
+async def _measure_once(ex: _Executor, base_url: str, plan: Any) -> tuple[SampleResult | None, Window | None]:
+    async with LoadClient(base_url) as client:
+        async for result, window in measure_windows(
+            client,
+            prompts=build_prompts(plan.workload, plan.num_prompts),
+            batch_size=plan.batch_size,
+            repeats=[0],
+            warmup_waves=ex.spec.warmup.waves,
+            request_timeout_s=ex.spec.request_timeout_s,
+            expect_spec=not plan.server.is_baseline,
+            temperature=plan.workload.temperature,
+            min_window_s=ex.spec.min_window_s,
+            expected_accept_length=plan.server.expected_accept_length(),
+            accept_tolerance=ex.spec.measure.accept_length_tolerance,
+            telemetry=ex.telemetry.window,
+        ):
+            return result, window
+    return None, None
+
+
+def _first_window(ex: _Executor, point_key: str) -> dict[str, Any] | None:
+    def read(s: Any) -> dict[str, Any] | None:
+        point = s.scalars(
+            select(Point).where(Point.run_id == ex.run_id, Point.point_key == point_key)
+        ).first()
+        if point is None:
+            return None
+        sample = s.scalars(
+            select(Sample)
+            .where(Sample.point_id == point.id, Sample.output_throughput.is_not(None))
+            .order_by(Sample.order_index, Sample.repeat)
+        ).first()
+        if sample is None:
+            return None
+        return {
+            "repeat": sample.repeat,
+            "order_index": sample.order_index,
+            "output_throughput": sample.output_throughput,
+            "tpot_mean_ms": sample.tpot_mean_ms,
+        }
+
+    result: dict[str, Any] | None = ex._write(read, "reading the reference point")
+    return result
+
+
+def _save(ex: _Executor, drift: dict[str, Any]) -> None:
+    ex.drift = drift
+
+    def write(s: Any) -> None:
+        run = s.get(Run, ex.run_id)
+        assert run is not None
+        run.drift = drift
+
+    ex._write(write, "storing the drift check")
+
+
+def flag_throttled(ex: _Executor, fraction: float) -> int:
+    """Flag windows whose SM clock dropped below `fraction` of the run's max; returns how many.
+
+    Best effort: it runs after the run row is final, so a database that went away only costs the flags.
+    """
+
+    def write(s: Any) -> int:
+        samples = list(
+            s.scalars(
+                select(Sample).join(Point, Sample.point_id == Point.id).where(Point.run_id == ex.run_id)
+            )
+        )
+        clocks = [
+            float(x.telemetry["sm_clock_max_mhz"])
+            for x in samples
+            if x.telemetry and x.telemetry.get("sm_clock_max_mhz") is not None
+        ]
+        if not clocks:
+            return 0
+        run_max = max(clocks)
+        flagged = 0
+        touched: set[int] = set()
+        for sample in samples:
+            if not sample.telemetry or sample.telemetry.get("throttled"):
+                continue
+            why = throttle_reason(sample.telemetry, run_max, fraction)
+            if why is None:
+                continue
+            sample.telemetry = {**sample.telemetry, "throttled": True}
+            sample.reason = f"{sample.reason}; {why}" if sample.reason else why
+            touched.add(sample.point_id)
+            flagged += 1
+        s.flush()
+        for pid in touched:
+            point = s.get(Point, pid)
+            if point is not None:
+                store.refresh_point(s, point)
+        return flagged
+
+    try:
+        return int(ex._write(write, "flagging throttled windows"))
+    except dbretry.DatabaseUnavailable:
+        return 0

@@ -1,0 +1,109 @@
+#!/usr/bin/env bash
+# gpu_evidence.sh: the FlashMLA speculative v1/v2 evidence on one Hopper GPU host, end to end.
+#
+#   1. model:      a DeepSeek-V3-shaped slice, config only (weights are initialised on the GPU by
+#                  --load-format dummy), with a synthetic tokenizer so text-mode clients work offline;
+#   2. sweep:      sweeps/h200-v3slice-paired.yaml: v1 and v2 up together, repeats interleaved ABBA,
+#                  >= 10 s windows, a drift check at the end, SGLang profiles at batch 1, 8, 32;
+#   3. crosscheck: SGLang's own bench_serving against specbench's client on one server of the same shape;
+#   4. extra:      sweeps/h200-v3slice-steps1.yaml (a second pair), bounded by EXTRA_DEADLINE_S;
+#   5. report:     the v2-vs-v1 table (Markdown, CSV), run cost and profile summaries next to the database.
+#
+# Needs sglang installed (docs/gpu-hosts.md; offline hosts too) and one Hopper GPU with ~110 GB free.
+# About 25 minutes on an H200 from a cold start (the first server start JIT-compiles for ~4-5 minutes).
+# Usage:  bash scripts/gpu_evidence.sh [WORK_DIR]          (default: ./evidence)
+#         STEPS="sweep report" bash scripts/gpu_evidence.sh   runs only those steps
+#         END_BY=EPOCH_SECONDS ...   finish by then: later steps are skipped or cut (a nightly window)
+# Every step is idempotent: the sweeps resume (--resume), the model is reused when present.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+WORK=$(mkdir -p "${1:-evidence}" && cd "${1:-evidence}" && pwd)
+STEPS=${STEPS:-model sweep crosscheck extra report}
+SB=(${SPECBENCH:-specbench})               # e.g. SPECBENCH="python3 -m runners.cli" on a host without the entry point
+PY=${PYTHON:-python3}
+MODEL=.models/deepseek-v3-slice-4l          # the path the sweeps name
+DB="sqlite:///$WORK/evidence.db"
+export SPECBENCH_ARTIFACTS_DIR=$WORK/artifacts
+export COLUMNS=${COLUMNS:-160}
+log() { echo "[gpu_evidence +${SECONDS}s] $*"; }
+has() { case " $STEPS " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
+left() { if [ -n "${END_BY:-}" ]; then echo $((END_BY - $(date +%s))); else echo 999999; fi; }
+
+if has model && [ ! -f "$MODEL/config.json" ]; then
+  log "model: $MODEL"
+  "${SB[@]}" synth-model "$MODEL" --preset deepseek-v3-slice --layers 4
+fi
+
+if has sweep; then
+  cut=(); [ -n "${END_BY:-}" ] && cut=(--deadline-s "$(($(left) - 90))")
+  log "sweep: paired v1/v2 with profiles ${cut[*]}"
+  "${SB[@]}" run sweeps/h200-v3slice-paired.yaml --db "$DB" --log-dir "$WORK/logs" --resume --no-progress \
+    "${cut[@]}" || log "sweep exit $?"
+fi
+
+if has crosscheck && [ "$(left)" -lt 300 ]; then log "crosscheck: skipped, $(left) s left before END_BY"; fi
+if has crosscheck && [ "$(left)" -ge 300 ]; then
+  # One server of the pair's shape (v2, steps 3, acceptance 2.5), with metrics for the token check.
+  port=${CROSSCHECK_PORT:-30123}
+  log "crosscheck: starting a server on :$port"
+  SGLANG_SIMULATE_ACC_LEN=2.5 "$PY" -m sglang.launch_server --model-path "$MODEL" --load-format dummy \
+    --attention-backend flashmla --speculative-algorithm NEXTN --speculative-num-steps 3 \
+    --speculative-eagle-topk 1 --speculative-num-draft-tokens 4 --mem-fraction-static 0.8 \
+    --max-total-tokens 65536 --max-running-requests 64 --cuda-graph-max-bs 64 --disable-piecewise-cuda-graph \
+    --grammar-backend none --enable-metrics --host 127.0.0.1 --port "$port" > "$WORK/crosscheck-server.log" 2>&1 &
+  server=$!
+  trap 'kill "$server" 2>/dev/null || true' EXIT
+  if "$PY" - "$port" <<'PY'
+import sys, time, urllib.request
+url = f"http://127.0.0.1:{sys.argv[1]}/health_generate"
+deadline = time.time() + 900
+while time.time() < deadline:
+    try:
+        if urllib.request.urlopen(url, timeout=10).status == 200:
+            sys.exit(0)
+    except Exception:
+        time.sleep(2)
+sys.exit(1)
+PY
+  then
+    log "crosscheck: server up"
+    "${SB[@]}" crosscheck --url "http://127.0.0.1:$port" --tokenizer "$MODEL" --batch-sizes 8,32 \
+      --input-len 256 --output-len 256 --min-window-s 10 --rounds 1 --out-dir "$WORK/crosscheck" || log "crosscheck exit $?"
+  else
+    log "crosscheck: server did not come up (see $WORK/crosscheck-server.log)"
+  fi
+  kill "$server" 2>/dev/null || true
+  wait "$server" 2>/dev/null || true
+  trap - EXIT
+fi
+
+if has extra && [ "$(left)" -ge 360 ]; then
+  # Leave time for the point in flight, the drift check and teardown when END_BY cuts the sweep.
+  cut=(); [ -n "${END_BY:-}" ] && cut=(--deadline-s "$(($(left) - 150))")
+  log "extra: second pair ${cut[*]}"
+  "${SB[@]}" run sweeps/h200-v3slice-steps1.yaml --db "$DB" --log-dir "$WORK/logs" --resume --no-progress \
+    "${cut[@]}" || log "extra exit $?"
+elif has extra; then log "extra: skipped, $(left) s left before END_BY"; fi
+
+if has report; then
+  log "report"
+  for name in h200-v3slice-paired h200-v3slice-steps1; do
+    id=$("$PY" - "$WORK/evidence.db" "$name" <<'PY'
+import sqlite3, sys
+row = sqlite3.connect(sys.argv[1]).execute(
+    "SELECT max(id) FROM runs WHERE sweep_name = ?", (sys.argv[2],)).fetchone()
+print(row[0] or "")
+PY
+)
+    [ -n "$id" ] || continue
+    "${SB[@]}" export --db "$DB" --run "$id" --view v2-vs-v1 --format md > "$WORK/$name-v2-vs-v1.md" || true
+    "${SB[@]}" export --db "$DB" --run "$id" --view v2-vs-v1 --format csv > "$WORK/$name-v2-vs-v1.csv" || true
+    "${SB[@]}" export --db "$DB" --run "$id" --format md --all-status > "$WORK/$name-points.md" || true
+    "$PY" benchmarks/run_cost.py --db "$DB" --run "$id" > "$WORK/$name-cost.txt" 2>&1 || true
+  done
+  for t in "$WORK"/artifacts/run-*/point-*/*.trace.json.gz; do
+    [ -e "$t" ] || continue
+    "${SB[@]}" profile summarize "$t" --format json > "${t%.trace.json.gz}.summary.json" 2>/dev/null || true
+  done
+fi
+log "done"

@@ -1,0 +1,161 @@
+"""Paired v1/v2 runs on the stand-in, end to end: ABBA windows on two live servers, time-sized windows,
+pinned acceptance checked against the server, telemetry and order stored per repeat, the drift check."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import Engine, select
+
+from bench.measure import _check_pinned_accept
+from bench.sweep import parse_sweep
+from db.engine import session_scope
+from db.models import Point, RequestRow, Run, Sample, ServerInstance
+from runners.sweep_runner import execute_sweep
+
+PAIRED = """
+name: paired
+model: sim-tiny
+server:
+  backend: sim
+  attention_backend: flashmla
+  load_format: dummy
+  sim: {time_scale: 0.05, seed: 5, startup_s: 0.0}
+grid: {batch_sizes: [1, 4], spec_modes: [v1, v2], steps: [2], accept_lengths: [2.5], baseline: false}
+workload: {input_len: 32, output_len: 16, num_prompts: 8}
+measure: {min_window_s: 0.4}
+repeats: 4
+"""
+
+
+def _run(text: str, engine: Engine, tmp_path: Path) -> Any:
+    spec = parse_sweep(text)
+    return execute_sweep(spec, text, engine, log_dir=tmp_path / "logs", show_progress=False)
+
+
+def test_paired_run_interleaves_abba_on_two_live_servers(engine: Engine, tmp_path: Path) -> None:
+    out = _run(PAIRED, engine, tmp_path)
+    assert out.status == "done" and out.launches == 2
+    with session_scope(engine) as s:
+        servers = {si.spec_mode_requested: si for si in s.scalars(select(ServerInstance))}
+        assert set(servers) == {"v1", "v2"}
+        assert all(si.env["specbench.co_resident_idle_servers"] == "1" for si in servers.values())
+        assert all(si.argv[si.argv.index("--load-format") + 1] == "dummy" for si in servers.values())
+        rows = s.execute(
+            select(
+                Sample.order_index, Point.spec_mode, Point.batch_size, Sample.repeat, Sample.window_started_at
+            )
+            .join(Point, Sample.point_id == Point.id)
+            .order_by(Sample.order_index)
+        ).all()
+        assert [r.order_index for r in rows] == list(range(16)), (rows, out, list(s.scalars(select(Point))))
+        for bs in (1, 4):
+            seq = [(r.repeat, r.spec_mode) for r in rows if r.batch_size == bs]
+            assert "".join("A" if m == "v1" else "B" for _, m in seq) == "ABBAABBA"
+            assert [rep for rep, _ in seq] == [0, 0, 1, 1, 2, 2, 3, 3]
+        starts = [r.window_started_at for r in rows]
+        assert starts == sorted(starts)
+        # both servers were alive across the interleaved windows
+        for si in servers.values():
+            assert si.started_at <= starts[0] and si.stopped_at is not None and si.stopped_at >= starts[-1]
+
+        samples = list(s.scalars(select(Sample)))
+        for smp in samples:
+            assert smp.status in ("ok", "unstable"), smp.reason
+            assert smp.duration_s is not None and smp.duration_s >= 0.4  # min_window_s honoured
+            assert smp.telemetry is not None and smp.telemetry["source"] in ("none", "nvml", "nvidia-smi")
+            assert smp.telemetry["host_load_1m_start"] is not None
+            # pinned 2.5 at steps 2 (max 3): the server's figure is close to it
+            assert smp.server_accept_length is not None and abs(smp.server_accept_length - 2.5) < 0.15
+        # windows outlasted the 8-prompt budget with fresh prompts: more requests, never a cache hit
+        assert max(smp.completed or 0 for smp in samples) > 8
+        cached = s.scalars(select(RequestRow.cached_tokens).where(RequestRow.cached_tokens > 0)).all()
+        assert cached == []
+        points = list(s.scalars(select(Point)))
+        assert {p.accept_length_pinned for p in points} == {2.5}
+        assert len({p.fingerprint for p in points}) == 4
+
+        run = s.scalars(select(Run)).one()
+        drift = run.drift
+    assert drift is not None and drift == out.drift
+    assert drift["batch_size"] == 1 and drift["first"]["order_index"] == 0
+    assert drift["last"]["output_throughput"] > 0
+    assert (
+        drift["output_throughput_change"]
+        == drift["last"]["output_throughput"] / drift["first"]["output_throughput"] - 1
+    )
+
+
+def test_pinned_acceptance_off_by_more_than_the_tolerance_is_invalid(engine: Engine, tmp_path: Path) -> None:
+    # A tolerance far below the sampling spread of ~100 verify steps: the server's average cannot match.
+    text = PAIRED.replace(
+        "min_window_s: 0.4", "min_window_s: 0.4, accept_length_tolerance: 0.000001, drift_check: false"
+    )
+    text = text.replace("repeats: 4", "repeats: 1").replace("batch_sizes: [1, 4]", "batch_sizes: [2]")
+    _run(text, engine, tmp_path)
+    with session_scope(engine) as s:
+        samples = list(s.scalars(select(Sample)))
+    assert samples and all(x.status == "invalid" for x in samples), [
+        (x.status, x.reason, x.server_accept_length) for x in samples
+    ]
+    assert all("pinned accept length 2.5" in (x.reason or "") for x in samples)
+
+
+def test_pinned_check_keeps_worse_verdicts() -> None:
+    assert _check_pinned_accept("ok", None, 2.49, 2.5, 0.15) == ("ok", None)
+    assert _check_pinned_accept("ok", None, None, 2.5, 0.15) == ("ok", None)  # nothing reported
+    status, reason = _check_pinned_accept("unstable", "p99", 2.0, 2.5, 0.15)
+    assert status == "invalid" and reason is not None and reason.endswith("; p99")
+    status, reason = _check_pinned_accept("failed", "dead", 2.0, 2.5, 0.15)
+    assert status == "failed" and reason is not None and reason.startswith("dead; pinned")
+
+
+SHARED_GPU = """
+name: paired-fallback
+model: sim-tiny
+server:
+  backend: sim
+  attention_backend: flashmla
+  args: {mem-fraction-static: 0.6}
+  sim: {time_scale: 0.05, seed: 7, startup_s: 0.0, shared_gpu: true}
+grid: {batch_sizes: [1, 4], spec_modes: [v1, v2], steps: [2], accept_lengths: [2.0, 2.5], baseline: false}
+workload: {input_len: 32, output_len: 16, num_prompts: 8}
+measure: {drift_check: false}
+repeats: 2
+"""
+
+
+def test_pair_that_cannot_share_the_gpu_falls_back_to_alternating_restarts(
+    engine: Engine, tmp_path: Path
+) -> None:
+    # Two servers of 0.6 of the emulated GPU each cannot both be up: the second start fails like SGLang's.
+    out = _run(SHARED_GPU, engine, tmp_path)
+    assert out.status == "done"
+    with session_scope(engine) as s:
+        servers = list(s.scalars(select(ServerInstance).order_by(ServerInstance.id)))
+        failed = [si for si in servers if si.status == "failed"]
+        assert len(failed) == 1  # tried once; the run's second pair went straight to restarts
+        assert "alternating restarts" in (failed[0].error or "")
+        assert "Not enough memory" in (failed[0].error or "")
+        measured = [si for si in servers if si.status == "stopped"]
+        # per pair, blocks A[0] | B[0, 1] | A[1]: three starts, each measuring both batch sizes
+        assert len(measured) == 6
+        assert all(si.env["specbench.co_resident_idle_servers"] == "0" for si in measured)
+        rows = s.execute(
+            select(
+                Sample.order_index,
+                Sample.status,
+                Point.spec_mode,
+                Point.batch_size,
+                Point.accept_length_pinned,
+            )
+            .join(Point, Sample.point_id == Point.id)
+            .order_by(Sample.order_index)
+        ).all()
+    assert len(rows) == 2 * 2 * 2 * 2 and all(r.status in ("ok", "unstable") for r in rows)
+    for acc in (2.0, 2.5):
+        for bs in (1, 4):
+            seq = [r.spec_mode for r in rows if r.batch_size == bs and r.accept_length_pinned == acc]
+            assert "".join("A" if m == "v1" else "B" for m in seq) == "ABBA"
+    assert out.launches == 1 + 1 + 3 + 3 - 1  # A, failed B, then B and A; second pair: A, B, A

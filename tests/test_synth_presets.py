@@ -1,0 +1,117 @@
+"""Config-only presets: the fields match the published config.json files, and the CLI writes them."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from bench.synth import SynthConfigError, approx_params, build_preset, preset_config
+from runners.cli import app
+
+# Values from the published deepseek-ai/DeepSeek-V3 config.json (huggingface.co/deepseek-ai/DeepSeek-V3,
+# found through its copies in public code; DeepSeek-R1 ships the same shape), typed in by hand here so a
+# slip in the preset table cannot agree with itself.
+PUBLISHED_V3 = {
+    "hidden_size": 7168,
+    "num_attention_heads": 128,
+    "num_key_value_heads": 128,
+    "q_lora_rank": 1536,
+    "kv_lora_rank": 512,
+    "qk_rope_head_dim": 64,
+    "qk_nope_head_dim": 128,
+    "v_head_dim": 128,
+    "n_routed_experts": 256,
+    "n_shared_experts": 1,
+    "num_experts_per_tok": 8,
+    "n_group": 8,
+    "topk_group": 4,
+    "moe_intermediate_size": 2048,
+    "intermediate_size": 18432,
+    "first_k_dense_replace": 3,
+    "vocab_size": 129280,
+    "num_nextn_predict_layers": 1,
+    "num_hidden_layers": 61,
+    "topk_method": "noaux_tc",
+    "scoring_func": "sigmoid",
+    "routed_scaling_factor": 2.5,
+    "max_position_embeddings": 163840,
+    "architectures": ["DeepseekV3ForCausalLM"],
+}
+# deepseek-ai/DeepSeek-V2-Lite config.json.
+PUBLISHED_V2_LITE = {
+    "hidden_size": 2048,
+    "num_attention_heads": 16,
+    "q_lora_rank": None,
+    "kv_lora_rank": 512,
+    "qk_rope_head_dim": 64,
+    "qk_nope_head_dim": 128,
+    "v_head_dim": 128,
+    "n_routed_experts": 64,
+    "n_shared_experts": 2,
+    "num_experts_per_tok": 6,
+    "moe_intermediate_size": 1408,
+    "intermediate_size": 10944,
+    "first_k_dense_replace": 1,
+    "vocab_size": 102400,
+    "num_hidden_layers": 27,
+    "topk_method": "greedy",
+    "architectures": ["DeepseekV2ForCausalLM"],
+}
+
+
+def test_published_fields() -> None:
+    v3 = preset_config("deepseek-v3-slice")
+    for key, want in PUBLISHED_V3.items():
+        assert v3[key] == want, key
+    assert "quantization_config" not in v3  # FP8 left out: served in bf16
+    lite = preset_config("deepseek-v2-lite")
+    for key, want in PUBLISHED_V2_LITE.items():
+        assert lite[key] == want, key
+    assert "num_nextn_predict_layers" not in lite
+
+
+@pytest.mark.parametrize(("layers", "dense"), [(1, 0), (2, 1), (3, 2), (4, 3), (5, 3), (8, 3)])
+def test_slice_keeps_a_moe_layer(layers: int, dense: int) -> None:
+    cfg = preset_config("deepseek-v3-slice", layers)
+    assert cfg["num_hidden_layers"] == layers
+    assert cfg["first_k_dense_replace"] == dense
+    for key in ("hidden_size", "n_routed_experts", "moe_intermediate_size", "vocab_size"):
+        assert cfg[key] == PUBLISHED_V3[key]
+
+
+def test_weight_estimate_matches_the_h200_load() -> None:
+    # SGLang logged 49.7 GB (GiB) for 5 layers and 25.1 for the NextN layer with dummy weights, bf16.
+    p = approx_params(preset_config("deepseek-v3-slice", 5))
+    assert abs(p["target"] * 2 / 2**30 - 49.7) < 1.0
+    assert abs(p["mtp"] * 2 / 2**30 - 25.1) < 1.0
+
+
+def test_bad_layers_and_preset() -> None:
+    with pytest.raises(SynthConfigError):
+        preset_config("deepseek-v3-slice", 0)
+    with pytest.raises(SynthConfigError):
+        preset_config("deepseek-v3-slice", 62)
+    with pytest.raises(SynthConfigError):
+        preset_config("llama", 2)
+
+
+def test_cli_writes_config_only(tmp_path: Path) -> None:
+    out = tmp_path / "v3"
+    r = CliRunner().invoke(app, ["synth-model", str(out), "--preset", "deepseek-v3-slice", "--layers", "5"])
+    assert r.exit_code == 0, r.output
+    assert sorted(p.name for p in out.iterdir()) == [
+        "config.json",
+        "generation_config.json",
+        "specbench_synth.json",
+    ]
+    cfg = json.loads((out / "config.json").read_text())
+    assert cfg["num_hidden_layers"] == 5 and cfg["first_k_dense_replace"] == 3
+    gen = json.loads((out / "generation_config.json").read_text())
+    assert gen == {"bos_token_id": 0, "eos_token_id": 1}
+    again = CliRunner().invoke(app, ["synth-model", str(out), "--preset", "deepseek-v3-slice"])
+    assert again.exit_code == 2  # not empty, no --force
+    build_preset(out, "deepseek-v2-lite", force=True)
+    assert json.loads((out / "config.json").read_text())["model_type"] == "deepseek_v2"
