@@ -149,8 +149,8 @@ def test_reproduce_block_omits_unknown_versions() -> None:
     real = {**RUN_A, "sgl_kernel_version": "none", "flashinfer_version": None, "sglang_commit": "unknown"}
     md = report.to_markdown(table, real, RUN_B)
     assert "==none" not in md and "@unknown" not in md
-    assert 'pip install "sglang==0.5.13.post1"' in md  # what is known stays
-    assert '"flashinfer-python==0.6.12"' in md  # run B's known pin
+    assert "pip install sglang==0.5.13.post1" in md  # what is known stays
+    assert "flashinfer-python==0.6.12" in md  # run B's known pin
 
 
 def test_exports_and_json_carry_the_stand_in_tag(tmp_path: Path) -> None:
