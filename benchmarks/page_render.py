@@ -4,8 +4,8 @@ Chromium, timed from navigation until the page is drawn.
     python benchmarks/page_render.py                           # builds the demo database first (a few minutes)
     python benchmarks/page_render.py --db sqlite:////tmp/demo.db --repeats 5
 
-The demo database is what `make demo` builds: the stand-in sweep `sweeps/demo-sim.yaml` plus the bundled
-H200 run. "Drawn" means: Streamlit reports the script finished (`stApp[data-test-script-state=notRunning]`),
+The demo database is what `make demo` builds: the stand-in sweep `sweeps/demo-sim.yaml`, the bundled H200
+runs, and the stand-in candidate `sweeps/demo-sim-candidate.yaml`. "Drawn" means: Streamlit reports the script finished (`stApp[data-test-script-state=notRunning]`),
 the page title is on screen, and every chart has its canvas or SVG. The first visit of each page runs on
 cold caches (a fresh server); the later visits reload the page in a fresh browser tab (warm server caches,
 as a user clicking around sees them). Prints a table of cold and warm times (median and max) per page.
@@ -44,10 +44,11 @@ DRAWN = """() => {
 def build_demo(url: str) -> None:
     specbench = [sys.executable, "-m", "runners.cli"]
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    print("building the demo database (the stand-in sweep, then the bundled H200 run)...", flush=True)
+    print("building the demo database (as `make demo`: stand-in sweep, H200 runs, stand-in candidate)...")
     for args in (
         ["run", "sweeps/demo-sim.yaml", "--db", url, "--no-progress"],
         ["import", "examples/h200-sglang-0.5.13.post1.db", "--db", url],
+        ["run", "sweeps/demo-sim-candidate.yaml", "--db", url, "--no-progress", "--label", "candidate"],
     ):
         subprocess.run([*specbench, *args], cwd=ROOT, env=env, check=True, stdout=subprocess.DEVNULL)
 

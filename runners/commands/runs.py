@@ -12,7 +12,7 @@ import typer
 
 from analysis.labels import run_tag
 from db import queries as q
-from runners.common import DbOption, console, open_db
+from runners.common import DbOption, console, open_db_readonly
 from runners.tables import Column, print_table
 
 JSON_FIELDS = (
@@ -34,7 +34,6 @@ JSON_FIELDS = (
     "points",
     "points_ok",
 )
-STATUSES = ("running", "done", "partial", "failed")
 
 
 def register(app: typer.Typer) -> None:
@@ -51,7 +50,8 @@ def runs(
         str | None, typer.Option(help="Only runs on a GPU whose name contains this (h200).")
     ] = None,
     status: Annotated[
-        Literal["running", "done", "partial", "failed"] | None, typer.Option(help="Only runs in this state.")
+        Literal["running", "done", "unstable", "partial", "failed"] | None,
+        typer.Option(help="Only runs in this state."),
     ] = None,
     simulated: Annotated[
         bool | None,
@@ -64,7 +64,7 @@ def runs(
     limit: Annotated[int | None, typer.Option(help="At most this many (newest first).", min=1)] = None,
 ) -> None:
     """List runs newest first: id, sweep, GPU, simulated, status, start and point counts."""
-    engine = open_db(db)
+    engine = open_db_readonly(db)
     frame = q.list_runs(engine, name=name, gpu=gpu, status=status, simulated=simulated, limit=limit)
     records = [_record(r) for r in frame.to_dict("records")]
     if format == "json":
@@ -127,7 +127,7 @@ def _table(records: list[dict[str, Any]]) -> None:
         Column("sglang", drop=1),
         Column("label", drop=3),
     ]
-    style = {"done": "green", "running": "cyan", "partial": "yellow", "failed": "red"}
+    style = {"done": "green", "running": "cyan", "unstable": "yellow", "partial": "yellow", "failed": "red"}
     rows = [
         [
             str(r["id"]),
