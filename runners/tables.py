@@ -25,6 +25,9 @@ class Column:
     justify: str = "left"  # left | right
     # 0 = always shown; higher numbers are left out first when a terminal is too narrow.
     drop: int = 0
+    # Cells of this column are Rich markup we wrote (`[green]ok[/]`); every other cell is shown as plain text,
+    # so user text (sweep, model and host names) can never be read as markup.
+    markup: bool = False
 
 
 def _rich_table(title: str | None, columns: Sequence[Column], rows: Sequence[Sequence[str]]) -> Table:
@@ -32,7 +35,9 @@ def _rich_table(title: str | None, columns: Sequence[Column], rows: Sequence[Seq
     for c in columns:
         table.add_column(c.header, justify="right" if c.justify == "right" else "left", no_wrap=True)
     for r in rows:
-        table.add_row(*(Text.from_markup(v) if "[" in v and "[/" in v else Text(v) for v in r))
+        table.add_row(
+            *(Text.from_markup(v) if c.markup else Text(v) for v, c in zip(r, columns, strict=True))
+        )
     return table
 
 
@@ -42,13 +47,16 @@ def _fits(console: Console, table: Table) -> bool:
     return Measurement.get(console, unbounded, table).maximum <= console.width
 
 
-def _plain(value: str) -> str:
-    return Text.from_markup(value).plain if "[/" in value else value
+def _plain(value: str, column: Column) -> str:
+    return Text.from_markup(value).plain if column.markup else value
 
 
 def compact_lines(columns: Sequence[Column], rows: Sequence[Sequence[str]]) -> list[str]:
     """Aligned plain-text lines: header, then one line per row, columns two spaces apart."""
-    cells = [[c.header for c in columns], *[[_plain(v) for v in r] for r in rows]]
+    cells = [
+        [c.header for c in columns],
+        *[[_plain(v, c) for v, c in zip(r, columns, strict=True)] for r in rows],
+    ]
     widths = [max(len(row[i]) for row in cells) for i in range(len(columns))]
     out = []
     for row in cells:
@@ -69,7 +77,7 @@ def print_table(
 ) -> None:
     """Print rows under `columns`: a fitted Rich table on a terminal, the compact layout otherwise.
 
-    Cells may carry Rich markup (`[green]ok[/]`); the compact layout strips it.
+    Cells of `markup` columns may carry Rich markup (`[green]ok[/]`); the compact layout strips it.
     """
     if not console.is_terminal:
         if title:

@@ -120,7 +120,7 @@ def _rows() -> tuple[list[Column], list[list[str]]]:
     cols = [
         Column("id", "right"),
         Column("name"),
-        Column("status"),
+        Column("status", markup=True),
         Column("gpu"),
         Column("sglang", drop=1),
         Column("label", drop=2),
@@ -164,6 +164,17 @@ def test_tables_are_compact_in_logs() -> None:
     assert lines == compact_lines(cols, rows)
     assert len(lines) == 6 and all("[green]" not in line for line in lines)
     assert lines[1].split()[:3] == ["0", "synthetic-deepseek-v3-h200-0", "done"]
+
+
+def test_user_text_is_never_markup() -> None:
+    cols = [Column("name"), Column("status", markup=True)]
+    rows = [["[bold]x[/bold] [link=http://e.vil]y[/link]", "[green]ok[/]"]]
+    for terminal in (True, False):
+        buf = io.StringIO()
+        print_table(Console(file=buf, width=120, force_terminal=terminal, color_system=None), cols, rows)
+        out = buf.getvalue()
+        assert "[bold]x[/bold] [link=http://e.vil]y[/link]" in out  # shown as typed
+        assert "[green]" not in out and "ok" in out
 
 
 def test_run_references_everywhere(seeded: tuple[str, Engine], tmp_path: Path) -> None:

@@ -244,7 +244,7 @@ def _summary(engine: Engine, outcome: RunOutcome, elapsed_s: float) -> None:
     columns = [
         Column("config"),
         Column("bs", "right"),
-        Column("status"),
+        Column("status", markup=True),
         Column("out tok/s", "right"),
         Column("95% CI", "right", drop=3),
         Column("accept", "right"),

@@ -120,7 +120,7 @@ def _table(records: list[dict[str, Any]]) -> None:
         Column("id", "right"),
         Column("started (UTC)"),
         Column("name"),
-        Column("status"),
+        Column("status", markup=True),
         Column("gpu"),
         Column("simulated"),
         Column("points", "right", drop=2),
