@@ -17,7 +17,7 @@ from bench.launcher import LaunchedServer, LaunchError
 from bench.pairing import Pair, Side, abba_order, pair_units, restart_blocks
 from bench.sweep import PointPlan, ServerGroup, SweepSpec
 from db.models import Run
-from runners import profiling, store
+from runners import profiling, run_checks, store
 
 if TYPE_CHECKING:
     from runners.sweep_runner import _Executor
@@ -94,6 +94,11 @@ def run_pair(ex: _Executor, pair: Pair) -> None:
         si = {side: ex._record_server(pair.side(side).server, servers[side], 1) for side in SIDES}
         try:
             asyncio.run(_interleave(ex, pair, servers, si))
+            ref = ex.reference
+            if ex.drift_due_here and ref is not None:
+                holder = [side for side in SIDES if pair.side(side).server == ref.server]
+                if holder and servers[holder[0]].exit_code is None:  # still up (or attached)
+                    run_checks.drift_check(ex, live=servers[holder[0]])
         finally:
             for side in SIDES:
                 ex.server_ended(si[side], servers[side])

@@ -2,9 +2,10 @@
 
 Drift: the first point measured in the run is measured once more at the end, and the change of its output
 throughput and TPOT against its first window is stored on the run (`runs.drift`) and printed by
-`specbench run`. Servers are stopped once their points are done, so the reference point's server is started
-again for this; the figure then holds the drift of the host (clocks, thermals, neighbours) plus the
-restart-to-restart spread of a fresh server, which `docs/paired-measurement.md` discusses.
+`specbench run`. When the run's last step is the v1/v2 pair holding the reference point, its server is still up and the
+check runs there (the figure is then the drift of the host and the server over the run). Otherwise servers
+were stopped once their points were done, so the reference point's server is started again; the figure then
+also holds the restart-to-restart spread of a fresh server, which `docs/paired-measurement.md` discusses.
 
 Throttling: a window whose median SM clock fell below `measure.throttle_fraction` of the highest clock seen
 in the run gets `telemetry.throttled = true` and a reason (its status stays as judged: it is a flag for the
@@ -20,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy import select
 
 from bench.client import LoadClient
-from bench.launcher import LaunchError
+from bench.launcher import LaunchedServer, LaunchError
 from bench.measure import Window, measure_windows
 from bench.results import SampleResult
 from bench.telemetry import throttle_reason
@@ -32,7 +33,9 @@ if TYPE_CHECKING:
     from runners.sweep_runner import _Executor
 
 
-def drift_check(ex: _Executor) -> dict[str, Any] | None:
+def drift_check(ex: _Executor, live: LaunchedServer | None = None) -> dict[str, Any] | None:
+    """Re-measure the reference point; on `live` (its server, still up at the end of the run's last pair),
+    else on a fresh start of its server config."""
     plan = ex.reference
     if plan is None:
         return None
@@ -40,22 +43,26 @@ def drift_check(ex: _Executor) -> dict[str, Any] | None:
     if ex.progress is not None:
         ex.progress.update(ex.task, description=f"drift check: {plan.server.label()} bs={plan.batch_size}")
     started = time.perf_counter()
-    # Not counted in `launches` (one per server config and restart block); the drift record says it restarted.
-    server = ex._start(plan.server)
     drift: dict[str, Any] = {
         "point_key": plan.key(),
         "label": plan.server.label(),
         "batch_size": plan.batch_size,
-        "same_server": False,
-        "note": "the reference point's server was started again for the check",
+        "same_server": live is not None,
+        "note": "re-measured on the same server, still up at the end of the run"
+        if live is not None
+        else "the reference point's server was started again for the check",
     }
+    # Not counted in `launches` (one per server config and restart block); the drift record says it restarted.
+    server: LaunchedServer | LaunchError = live if live is not None else ex._start(plan.server)
     if isinstance(server, LaunchError):
         drift["error"] = f"server failed to start: {str(server).strip()[:500]}"
         _save(ex, drift)
         return drift
-    # No server row: the run's servers are the sweep's configs; this restart is described here instead.
-    drift["startup_s"] = server.startup_s
-    drift["log_path"] = str(server.log_path) if server.log_path else None
+    if (
+        live is None
+    ):  # no server row: the run's servers are the sweep's configs; the restart is described here
+        drift["startup_s"] = server.startup_s
+        drift["log_path"] = str(server.log_path) if server.log_path else None
     window = 0.0
     try:
         result, win = asyncio.run(_measure_once(ex, server.base_url, plan))
@@ -63,7 +70,8 @@ def drift_check(ex: _Executor) -> dict[str, Any] | None:
             window = result.metrics.duration_s
         drift["telemetry"] = win.telemetry if win is not None else None
     finally:
-        server.stop()
+        if live is None:
+            server.stop()
     ex.overhead_total += max(time.perf_counter() - started - window, 0.0)
     first = _first_window(ex, plan.key())
     drift["first"] = first

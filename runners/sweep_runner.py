@@ -149,12 +149,15 @@ def execute_sweep(
         with progress:
             task = progress.add_task("starting", total=total_points)
             executor.progress, executor.task = progress, task
-            for step in pair_runner.schedule(groups, spec):
+            steps = pair_runner.schedule(groups, spec)
+            for i, step in enumerate(steps):
+                # The last pair re-measures the reference point on its still-running server when it holds it.
+                executor.drift_due_here = spec.measure.drift_check and i == len(steps) - 1
                 if isinstance(step, Pair):
                     pair_runner.run_pair(executor, step)
                 else:
                     executor.run_batch(step)
-            if spec.measure.drift_check:
+            if spec.measure.drift_check and executor.drift is None:
                 run_checks.drift_check(executor)
         status, error = dbretry.in_session(
             engine,
@@ -233,6 +236,7 @@ class _Executor:
         # The first point measured in this invocation: re-measured at the end (drift check).
         self.reference: PointPlan | None = None
         self.drift: dict[str, Any] | None = None
+        self.drift_due_here = False  # set while the run's last step runs (see run_checks.drift_check)
         # A pair's second server could not start next to the first: later pairs use alternating restarts.
         self.colocate_failed = False
         self.telemetry = TelemetrySource(gpus, enabled=spec.server.backend != "external")

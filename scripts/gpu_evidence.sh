@@ -33,6 +33,9 @@ if has model && [ ! -f "$MODEL/config.json" ]; then
   log "model: $MODEL"
   "${SB[@]}" synth-model "$MODEL" --preset deepseek-v3-slice --layers 4
 fi
+if has model && [ ! -f "$MODEL/tokenizer.json" ]; then  # for the text-mode client of the cross-check
+  "$PY" -m bench.synth.tokenizer "$MODEL"
+fi
 
 if has sweep; then
   cut=(); [ -n "${END_BY:-}" ] && cut=(--deadline-s "$(($(left) - 90))")
