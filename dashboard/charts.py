@@ -306,7 +306,8 @@ def throughput_lines(frame: pd.DataFrame, metric: str = "output_throughput") -> 
     """Throughput against batch size: colour = spec steps (baseline black), dash = spec mode (v1 dashed).
 
     The x-axis is ordinal over the batch sizes measured (no 2 or 8 when only 1, 4, 16, 32 ran); a missing
-    point leaves a gap in its line. Legends sit below the plot, where Streamlit's column never clips them.
+    point leaves a gap in its line. Legends stack on the right, inside the width the chart is fitted to
+    (side-by-side legends below the plot ran past a narrow column's edge).
     """
     f = throughput_frame(frame, metric)
     names = sorted(set(f["series"]) - {"baseline"}, key=lambda s: int(s.split()[1]))
@@ -325,15 +326,14 @@ def throughput_lines(frame: pd.DataFrame, metric: str = "output_throughput") -> 
         "series:N",
         title="Spec",
         scale=alt.Scale(domain=domain, range=palette[: len(domain)]),
-        legend=alt.Legend(orient="bottom", direction="horizontal", labelLimit=0),
+        legend=alt.Legend(orient="right", labelLimit=0),
     )
     dash = alt.StrokeDash(
         "mode_title:N",
         title="Mode",
         scale=alt.Scale(domain=[MODE_TITLES[m] for m in modes], range=[MODE_DASH[m] for m in modes]),
         legend=alt.Legend(
-            orient="bottom",
-            direction="horizontal",
+            orient="right",
             symbolType="stroke",
             symbolSize=900,  # a long stroke, so the v1 dash pattern shows in the legend
             symbolStrokeWidth=2.5,

@@ -55,10 +55,10 @@ def test_throughput_lines_axis_dash_and_gaps() -> None:
     pattern = dict(zip(dash["scale"]["domain"], dash["scale"]["range"], strict=True))
     assert pattern["v1 (non-overlap)"] != pattern["v2 (overlap)"] and pattern["v2 (overlap)"] == [1, 0]
     assert dash["legend"]["symbolType"] == "stroke"
-    # Legends below the plot with unlimited label width: never cut off by a narrow column.
+    # Legends stacked on the right (inside the fitted width) with unlimited label width: never cut off.
     for channel in ("color", "strokeDash"):
         legend = line["encoding"][channel]["legend"]
-        assert legend["orient"] == "bottom" and legend["labelLimit"] == 0
+        assert legend["orient"] == "right" and legend["labelLimit"] == 0 and "direction" not in legend
     data = next(iter(spec["datasets"].values()))
     assert any(r["output_throughput"] is None for r in data)  # the gap travels to the browser as a null
     assert dots["mark"]["type"] == "point"
