@@ -72,15 +72,16 @@ def metric_picker(key: str, container: Any = None, label: str = "Metric") -> str
 
 
 def run_label(row: pd.Series | dict[str, Any]) -> str:
-    """`#12 · 2026-11-30 09:00 · sweep · 0.5.13@abcdef0 · H200×8 · ⚠ simulated (stand-in)`."""
+    """`#12 · ⚠ simulated (stand-in) · no GPU · 2026-11-30 09:00 · sweep · 0.5.13@abcdef0`."""
     started = pd.Timestamp(row["started_at"]).strftime("%Y-%m-%d %H:%M")
     gpu = short_gpu(row.get("gpu_name"), row.get("gpu_count"))
     version = row.get("sglang_version") or "?"
     commit = str(row.get("sglang_commit") or "")[:7]
     kind = run_tag(row.get("simulated"), row.get("trigger"))
+    # The tag right after the id: a narrow picker cuts the end of a long label off.
     tag = f" · ⚠ {kind}" if kind else ""
     gpu_text = "no GPU" if gpu == "none" else gpu
-    return f"#{row['id']} · {started} · {row['sweep_name']} · {version}{'@' + commit if commit else ''} · {gpu_text}{tag}"
+    return f"#{row['id']}{tag} · {gpu_text} · {started} · {row['sweep_name']} · {version}{'@' + commit if commit else ''}"
 
 
 def run_picker(
