@@ -131,6 +131,21 @@ def scan_changes(history: pd.DataFrame, metric: str, params: ChangePointParams |
     return out.sort_values("started_at", ascending=False, ignore_index=True)
 
 
+def main_cause(why: pd.Series) -> pd.Series:
+    """The largest factor of each attribution, without its figure: "acceptance dropped 5.7%, ..." ->
+    "acceptance dropped". One cause (a draft-model change, a kernel) moves many series the same way."""
+    first = why.fillna("").astype(str).str.split(",").str[0]
+    return first.str.replace(r"\s?[+-]?[\d.]+%", "", regex=True).str.strip()
+
+
+def changes_of_run(changes: pd.DataFrame, run_id: int, cause: str | None = None) -> pd.DataFrame:
+    """The changes that start at one run, optionally only those whose main cause is `cause`."""
+    keep = changes["run_id"].astype(int) == int(run_id)
+    if cause:
+        keep &= main_cause(changes["why"]) == cause
+    return changes[keep].reset_index(drop=True)
+
+
 def summarize_by_run(changes: pd.DataFrame) -> list[str]:
     """One Markdown line per run where changes start, busiest first: how many series, typical Δ, main cause."""
     lines = []
@@ -138,7 +153,7 @@ def summarize_by_run(changes: pd.DataFrame) -> list[str]:
     for run_id, g in groups:
         first = g.iloc[0]
         commit = str(first.get("sglang_commit") or "")[:7]
-        causes = g["why"].fillna("").str.split(",").str[0].str.replace(r"\s?[+-]?[\d.]+%", "", regex=True)
+        causes = main_cause(g["why"])
         cause = causes[causes != ""].mode()
         kinds = g["direction"].value_counts()
         what = " and ".join(f"{n} {k}{'s' if n != 1 else ''}" for k, n in kinds.items())

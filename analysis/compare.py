@@ -2,12 +2,21 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import pandas as pd
 
-from analysis.labels import config_label, key_part, none_if_nan, short_model, short_workload, spec_mode_key
+from analysis.labels import (
+    config_label,
+    key_part,
+    none_if_nan,
+    run_tag,
+    short_gpu,
+    short_model,
+    short_workload,
+    spec_mode_key,
+)
 from bench.stats.attribution import ThroughputFactors, attribute
 from bench.stats.compare import DEFAULT_CONFIDENCE, DEFAULT_THRESHOLD, Method, compare_samples
 from db.queries import CONFIG_COLUMNS
@@ -25,6 +34,7 @@ COMPARE_COLUMNS: tuple[str, ...] = (
     "metric",
     "baseline",
     "candidate",
+    "center",
     "delta",
     "ci_low",
     "ci_high",
@@ -93,6 +103,7 @@ def compare_runs(
                 "metric": metric,
                 "baseline": c.baseline,
                 "candidate": c.candidate,
+                "center": c.center,
                 "delta": c.delta,
                 "ci_low": c.ci_low,
                 "ci_high": c.ci_high,
@@ -153,3 +164,55 @@ def _why(rec: Mapping[str, Any], verdict: str) -> str:
 def verdict_counts(table: pd.DataFrame) -> dict[str, int]:
     counts = table["verdict"].value_counts().to_dict() if not table.empty else {}
     return {v: int(counts.get(v, 0)) for v in VERDICT_ORDER}
+
+
+def one_sided(table: pd.DataFrame) -> pd.Series:
+    """Rows whose configuration one run lacks."""
+    return table["point_baseline"].isna() | table["point_candidate"].isna()
+
+
+def center_text(table: pd.DataFrame) -> str:
+    """What the Baseline / Candidate columns hold (the values Δ is computed on), for headers."""
+    paired = table[~one_sided(table)] if not table.empty else table
+    centers = sorted(set(paired["center"].dropna())) if "center" in paired else []
+    return " / ".join(centers) if centers else "median"
+
+
+def comparability_key(row: Mapping[str, Any]) -> tuple[str, str, str]:
+    """Runs compare when they ran one model on one GPU class, and hold the same kind of numbers (a stand-in
+    run never pairs with a real one)."""
+    return (
+        str(row.get("model") or ""),
+        short_gpu(row.get("gpu_name")),
+        run_tag(row.get("simulated"), row.get("trigger")) or "measured",
+    )
+
+
+def comparable_pair(
+    runs: pd.DataFrame, series_of: Callable[[int], set[str]] | None = None
+) -> tuple[int, int] | None:
+    """(baseline, candidate): the newest run that has an earlier comparable run, and the newest such earlier
+    run, preferring one of the same sweep. `runs` newest first, with model, GPU, simulated and trigger.
+
+    With `series_of` (a run's series with ok points), a pair must also share a series, so the comparison has
+    something to say. None when no two runs compare.
+    """
+    records = runs.to_dict("records")
+    cache: dict[int, set[str]] = {}
+
+    def series(run_id: int) -> set[str]:
+        if run_id not in cache:
+            cache[run_id] = series_of(run_id) if series_of is not None else set()
+        return cache[run_id]
+
+    for i, cand in enumerate(records):
+        key = comparability_key(cand)
+        older = [r for r in records[i + 1 :] if comparability_key(r) == key]
+        if series_of is not None and older:
+            mine = series(int(cand["id"]))
+            older = [r for r in older if mine & series(int(r["id"]))]
+        if older:
+            same_sweep = [r for r in older if r.get("sweep_name") == cand.get("sweep_name")]
+            base = (same_sweep or older)[0]
+            return int(base["id"]), int(cand["id"])
+    return None

@@ -12,7 +12,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from analysis import md
-from analysis.labels import config_label
+from analysis.labels import STAND_IN_TAG, SYNTHETIC_TAG, config_label, run_tag
 from bench import catalog
 from db.models import Point, Run, ServerInstance
 from db.queries import RUN_COLUMNS
@@ -94,7 +94,13 @@ def collect(session: Session, run_ids: list[int] | None = None, *, all_status: b
     if not all_status:
         q = q.where(Point.status == "ok")
     rows = [dict(zip(EXPORT_COLUMNS, values, strict=True)) for values in session.connection().execute(q)]
-    run_meta = [{k: _plain(getattr(r, k)) for k in RUN_METADATA} for r in runs]
+    run_meta = [
+        {
+            **{k: _plain(getattr(r, k)) for k in RUN_METADATA},
+            "kind": run_tag(r.simulated, r.trigger) or "measured",
+        }
+        for r in runs
+    ]
     return Export(runs=run_meta, rows=rows, all_status=all_status)
 
 
@@ -137,7 +143,11 @@ def to_markdown(export: Export) -> str:
     """A PR-ready table per run: provenance first, then one row per point grouped by server config."""
     out: list[str] = []
     for run in export.runs:
-        sim = " (stand-in server, simulated numbers)" if run.get("simulated") else ""
+        kind = run.get("kind")
+        sim = (
+            f" ({kind}: numbers from the stand-in server's model, not a GPU)" if kind == STAND_IN_TAG else ""
+        )
+        sim = " (synthetic load-test history, not a measurement)" if kind == SYNTHETIC_TAG else sim
         # Stored names and versions are user text: escaped or in code spans (analysis.md).
         out.append(
             f"**Run {md.text(run['id'])}** {md.code(run['sweep_name'])}{sim}, {md.text(run['status'])}, "

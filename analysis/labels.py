@@ -72,3 +72,19 @@ def key_part(v: Any) -> str:
     if isinstance(v, float) and v.is_integer():
         v = int(v)
     return "" if v is None else str(v)
+
+
+# What kind of numbers a run holds, as every page, export and comment names it. Real measurements carry no
+# tag. A run on the stand-in server (`bench.sim`, no GPU) is "simulated (stand-in)": its numbers come from a
+# performance model. Runs written by `specbench seed` are "synthetic" history for load tests. Both are
+# `simulated` in the store; the trigger tells them apart.
+STAND_IN_TAG = "simulated (stand-in)"
+SYNTHETIC_TAG = "synthetic"
+
+
+def run_tag(simulated: Any, trigger: Any) -> str | None:
+    """The tag shown next to a run, or None for a real measurement."""
+    if trigger == SYNTHETIC_TAG:
+        return SYNTHETIC_TAG
+    simulated = none_if_nan(simulated)
+    return STAND_IN_TAG if simulated is not None and bool(simulated) else None

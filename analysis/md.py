@@ -7,6 +7,7 @@ close a code fence (issue 10 §5). Every user string goes through one of these o
 
 from __future__ import annotations
 
+import html
 import re
 import shlex
 from typing import Any
@@ -48,6 +49,12 @@ def code(value: Any) -> str:
     ticks = "`" * (_longest_run(body, "`") + 1)
     pad = " " if body.startswith("`") or body.endswith("`") else ""
     return f"{ticks}{pad}{body}{pad}{ticks}"
+
+
+def html_code(value: Any) -> str:
+    """`<code>value</code>` for inside raw HTML such as a `<summary>`, where Markdown is not parsed (so a
+    Markdown code span would not protect it) and only HTML escaping keeps the text literal."""
+    return f"<code>{html.escape(one_line(value), quote=True)}</code>"
 
 
 def fence(body: str, info: str = "") -> list[str]:

@@ -7,6 +7,7 @@ table (flagged rows first), and the commands that reproduce each run. Pure funct
 
 from __future__ import annotations
 
+import difflib
 import json
 import math
 from collections.abc import Mapping
@@ -16,8 +17,8 @@ from typing import Any
 import pandas as pd
 
 from analysis import md
-from analysis.compare import COMPARE_COLUMNS, verdict_counts
-from analysis.labels import short_gpu
+from analysis.compare import COMPARE_COLUMNS, center_text, one_sided, verdict_counts
+from analysis.labels import STAND_IN_TAG, run_tag, short_gpu
 from bench.catalog import direction_text, label
 
 VERDICT_BADGE = {
@@ -28,6 +29,9 @@ VERDICT_BADGE = {
 }
 # Past this many rows the no-change rows are left to the CSV, so a comment stays readable.
 MAX_MARKDOWN_ROWS = 40
+# The short PR comment lists at most this many changed rows (largest first), so it stays near 3 KB.
+SHORT_ROWS = 6
+_VERDICT_RANK = {"regression": 1, "improvement": 0}
 
 
 def to_csv(table: pd.DataFrame) -> str:
@@ -47,13 +51,19 @@ def to_json(table: pd.DataFrame, run_a: Mapping[str, Any], run_b: Mapping[str, A
     rows = [{k: _plain(v) for k, v in r.items()} for r in table.to_dict("records")]
     return json.dumps(
         {
-            "baseline": {k: _plain(v) for k, v in run_a.items() if k != "sweep_yaml"},
-            "candidate": {k: _plain(v) for k, v in run_b.items() if k != "sweep_yaml"},
+            "baseline": _run_json(run_a),
+            "candidate": _run_json(run_b),
             "counts": verdict_counts(table),
             "points": rows,
         },
         indent=2,
     )
+
+
+def _run_json(r: Mapping[str, Any]) -> dict[str, Any]:
+    out = {k: _plain(v) for k, v in r.items() if k != "sweep_yaml"}
+    out["kind"] = run_tag(r.get("simulated"), r.get("trigger")) or "measured"
+    return out
 
 
 def to_markdown(
@@ -65,8 +75,16 @@ def to_markdown(
     threshold: float = 0.05,
     confidence: float = 0.95,
     max_rows: int = MAX_MARKDOWN_ROWS,
+    short: bool = False,
 ) -> str:
+    """The comparison as a Markdown PR comment.
+
+    `short` is the comment for a PR thread: only changed rows in the table (unchanged, too-few-repeat and
+    one-sided rows as counts), provenance rows that differ, and the sweep files folded away. The full form
+    lists every row up to `max_rows`.
+    """
     counts = verdict_counts(table)
+    center = center_text(table)
     lines = [
         f"### specbench: run {run_b.get('id')} vs baseline run {run_a.get('id')} — {label(metric)}",
         "",
@@ -77,21 +95,37 @@ def to_markdown(
         )
         + "**",
         "",
-        f"Δ = candidate / baseline − 1 ({direction_text(metric)}), {confidence:.0%} interval from the per-repeat "
-        f"samples; flagged when the interval excludes 0 and |Δ| ≥ {threshold:.0%}.",
+        f"Δ = candidate / baseline − 1 of the repeats' {center}s, shown in the Baseline and Candidate columns "
+        f"({direction_text(metric)}); {confidence:.0%} interval from the per-repeat samples; flagged when the "
+        f"interval excludes 0 and |Δ| ≥ {threshold:.0%}.",
         "",
-        *_provenance_table(run_a, run_b),
+        *_provenance_table(run_a, run_b, only_differences=short),
         "",
-        *_points_table(table, max_rows),
+        *(_short_points(table) if short else _points_table(table, max_rows)),
         "",
-        *_reproduce(run_a, run_b),
+        *(_reproduce_short(run_a, run_b) if short else _reproduce(run_a, run_b)),
     ]
-    if _is_synthetic(run_a) or _is_synthetic(run_b):
-        lines.insert(2, "> ⚠️ SYNTHETIC data (load-test history), not a measurement.\n")
+    notices = []
+    tags = [run_tag(r.get("simulated"), r.get("trigger")) for r in (run_a, run_b)]
+    what = {
+        STAND_IN_TAG: f"**{STAND_IN_TAG}**: measured on the stand-in server, numbers from its performance "
+        "model, not a GPU.",
+        "synthetic": "SYNTHETIC data (load-test history), not a measurement.",
+    }
+    if tags[0] and tags[0] == tags[1]:
+        notices.append(f"> ⚠️ Both runs are {what[tags[0]]}")
+    else:
+        for role, r, tag in (("Baseline", run_a, tags[0]), ("Candidate", run_b, tags[1])):
+            if tag:
+                notices.append(f"> ⚠️ {role} run #{r.get('id')} is {what[tag]}")
+    if notices:
+        lines[2:2] = [*notices, ""]
     return "\n".join(lines).rstrip() + "\n"
 
 
-def _provenance_table(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[str]:
+def _provenance_table(
+    a: Mapping[str, Any], b: Mapping[str, Any], *, only_differences: bool = False
+) -> list[str]:
     def version(r: Mapping[str, Any]) -> str:
         v = r.get("sglang_version") or "?"
         commit = r.get("sglang_commit")
@@ -128,14 +162,20 @@ def _provenance_table(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[str]:
             ),
         ),
         ("Model", lambda r: md.code(r.get("model") or "?")),
+        ("Kind", lambda r: run_tag(r.get("simulated"), r.get("trigger")) or "measured"),
     ]
     out = ["| | Baseline | Candidate |", "|---|---|---|"]
+    # The short form keeps what identifies the runs and what differs between them.
+    always = {"Run", "SGLang", "GPU"}
     for name, fn in rows:
-        out.append(f"| {name} | {fn(a)} | {fn(b)} |")  # each cell is escaped by its row's function
+        va, vb = fn(a), fn(b)
+        if only_differences and name not in always and va == vb:
+            continue
+        out.append(f"| {name} | {va} | {vb} |")  # each cell is escaped by its row's function
     return out
 
 
-def _points_table(table: pd.DataFrame, max_rows: int) -> list[str]:
+def _points_table(table: pd.DataFrame, max_rows: int, *, workload: bool = True) -> list[str]:
     if table.empty:
         return ["_No points to compare: the runs share no configuration._"]
     shown = table
@@ -148,20 +188,30 @@ def _points_table(table: pd.DataFrame, max_rows: int) -> list[str]:
     head = [
         "Config",
         *(["Model"] if multi_model else []),
-        "Workload",
-        "Baseline",
+        *(["Workload"] if workload else []),
+        f"Baseline ({center_text(table)})",
         "Candidate",
         "Δ",
         "Interval",
     ]
     head += ["Verdict", "Why"]
-    align = ["---", *(["---"] if multi_model else []), "---", "---:", "---:", "---:", "---", "---", "---"]
+    align = [
+        "---",
+        *(["---"] if multi_model else []),
+        *(["---"] if workload else []),
+        "---:",
+        "---:",
+        "---:",
+        "---",
+        "---",
+        "---",
+    ]
     out = ["| " + " | ".join(head) + " |", "| " + " | ".join(align) + " |"]
     for r in shown.to_dict("records"):
         cells = [  # user text escaped; numbers are ours
             md.text(r["config"]),
             *([md.code(r["model"])] if multi_model else []),
-            md.text(r["workload"]),
+            *([md.text(r["workload"])] if workload else []),
             _num(r["baseline"]),
             _num(r["candidate"]),
             _pct(r["delta"]),
@@ -172,6 +222,44 @@ def _points_table(table: pd.DataFrame, max_rows: int) -> list[str]:
         out.append("| " + " | ".join(cells) + " |")
     if omitted:
         out += ["", f"_{omitted} more point(s) with no change are in the CSV._"]
+    return out
+
+
+def _short_points(table: pd.DataFrame) -> list[str]:
+    """Changed rows in a table; everything else as counts."""
+    if table.empty or one_sided(table).all():
+        return ["_No points to compare: the runs share no configuration._"]
+    sided = one_sided(table)
+    changed = table[table["verdict"].isin(["regression", "improvement"]) & ~sided]
+    rest = table[~table.index.isin(changed.index)]
+    parts = []
+    for what, n in (
+        ("unchanged", int((rest["verdict"] == "no change").sum())),
+        ("with too few repeats", int(((rest["verdict"] == "insufficient data") & ~one_sided(rest)).sum())),
+        ("only in the baseline run", int(rest["point_candidate"].isna().sum())),
+        ("only in the candidate run", int(rest["point_baseline"].isna().sum())),
+    ):
+        if n:
+            parts.append(f"{n} {what}")
+    # Largest changes first within each verdict, and at most SHORT_ROWS of them: a comment stays a comment.
+    changed = changed.assign(_size=changed["delta"].abs()).sort_values(
+        ["verdict", "_size"],
+        ascending=[False, False],
+        key=lambda c: c.map(_VERDICT_RANK) if c.name == "verdict" else c,
+    )
+    shown = changed.head(SHORT_ROWS).drop(columns=["_size"])
+    # The largest factor only (the attribution lists them largest first); the full form has them all.
+    shown = shown.assign(why=[str(w or "").split(", ")[0] for w in shown["why"]])
+    hidden = changed.iloc[SHORT_ROWS:]
+    for verdict, n in hidden["verdict"].value_counts().items():
+        parts.insert(0, f"{n} smaller {verdict}{'s' if n != 1 else ''}")
+    out = (
+        _points_table(shown, len(shown), workload=table["workload"].nunique() > 1)
+        if len(shown)
+        else ["_No point changed._"]
+    )
+    if parts:
+        out += ["", "Not shown: " + ", ".join(parts) + " (every row: `--format csv`)."]
     return out
 
 
@@ -198,14 +286,74 @@ def _reproduce(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[str]:
     for prefix, r in yamls:
         text = (r.get("sweep_yaml") or "").strip()
         if text:
-            name = md.code(f"{prefix}{r.get('sweep_name')}.yaml")
-            out += [f"{name}:", "", *md.fence(text, "yaml"), ""]
+            # Folded: the sweep file is for whoever reruns it, not for every reader of the thread.
+            name = md.html_code(f"{prefix}{r.get('sweep_name')}.yaml")
+            out += [
+                f"<details><summary>{name}</summary>",
+                "",
+                *md.fence(text, "yaml"),
+                "",
+                "</details>",
+                "",
+            ]
     out.append("</details>")
     return out
 
 
+# Values provenance records for "not known" or "not installed"; a pin on them would not install.
+_UNKNOWN_VERSIONS = frozenset({"", "none", "unknown", "?", "n/a", "null"})
+
+
+def _known(v: Any) -> str | None:
+    text = str(v).strip() if v is not None else ""
+    return None if text.lower() in _UNKNOWN_VERSIONS else text
+
+
+def _reproduce_short(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[str]:
+    """One command block for both runs, the baseline's sweep file folded, and the candidate's as a diff.
+    Stored text is fenced or quoted as in `_reproduce` (analysis.md)."""
+    same_sweep = (a.get("sweep_yaml") or "") == (b.get("sweep_yaml") or "")
+    commands: list[str] = []
+    for role, r in (("baseline", a), ("candidate", b)):
+        fname = "sweep.yaml" if same_sweep else f"{role}.yaml"
+        commands += [
+            md.one_line(
+                f"# {role}: run {r.get('id')} ({r.get('sweep_name')}, {short_gpu(r.get('gpu_name'), r.get('gpu_count'))})"
+            ),
+            *_install_lines(r),
+            f"specbench run {fname} --label {role}",
+        ]
+    commands.append("specbench compare <baseline run> <candidate run> --format comment")
+    out = ["<details><summary>Reproduce</summary>", "", *md.fence("\n".join(commands), "bash"), ""]
+    base_yaml = (a.get("sweep_yaml") or "").strip()
+    cand_yaml = (b.get("sweep_yaml") or "").strip()
+    if base_yaml:
+        name = "sweep" if same_sweep else "baseline"
+        out += [f"<details><summary><code>{name}.yaml</code></summary>", "", *md.fence(base_yaml, "yaml"), ""]
+        out += ["</details>", ""]
+    if cand_yaml and not same_sweep:
+        diff = difflib.unified_diff(
+            _uncommented(base_yaml),
+            _uncommented(cand_yaml),
+            "baseline.yaml",
+            "candidate.yaml",
+            n=0,
+            lineterm="",
+        )
+        out += ["<details><summary><code>candidate.yaml</code> (diff, comments left out)</summary>", ""]
+        out += [*md.fence("\n".join(diff), "diff"), "", "</details>", ""]
+    out.append("</details>")
+    return out
+
+
+def _uncommented(text: str) -> list[str]:
+    return [line for line in text.splitlines() if not line.lstrip().startswith("#")]
+
+
 def _install_lines(r: Mapping[str, Any]) -> list[str]:
-    version, commit = r.get("sglang_version"), r.get("sglang_commit")
+    if run_tag(r.get("simulated"), r.get("trigger")) == STAND_IN_TAG:
+        return ["# stand-in server (bench.sim): nothing to install besides specbench"]
+    version, commit = _known(r.get("sglang_version")), _known(r.get("sglang_commit"))
     lines = []
     if commit:
         lines.append(
@@ -215,9 +363,9 @@ def _install_lines(r: Mapping[str, Any]) -> list[str]:
     elif version:
         lines.append("pip install " + md.shell(f"sglang=={version}"))
     pins = [
-        md.shell(f"{pkg}=={r.get(col)}")
+        md.shell(f"{pkg}=={_known(r.get(col))}")
         for pkg, col in (("sglang-kernel", "sgl_kernel_version"), ("flashinfer-python", "flashinfer_version"))
-        if r.get(col)
+        if _known(r.get(col))
     ]
     if pins:
         lines.append("pip install " + " ".join(pins))

@@ -37,7 +37,7 @@ from bench.processes import (
     read_log,
     terminate_group,
 )
-from bench.server_argv import ArgvError, build_argv, resolve_python, sim_env
+from bench.server_argv import ArgvError, ServerArgv, build_argv, resolve_python, sim_env
 from bench.server_env import ServerEnvError, build_server_env
 from bench.server_http import LaunchError, fetch_server_info, wait_healthy
 from bench.spec_modes import ENV_SPEC_V2, ResolvedMode, VersionError, compare_requested, resolve_mode
@@ -237,21 +237,8 @@ def launch(
         # Another server on that port would answer our health checks for a process that never binds.
         raise LaunchError(f"port {port} on {host} is already in use")
 
-    try:
-        built = build_argv(config, backend=spec.backend, version=version, port=port, python=spec.python)
-    except (ArgvError, VersionError) as e:
-        raise LaunchError(str(e)) from None
-
-    env_delta = _env_delta(spec, config, built.mode_env, gpus)
-    if spec.backend == "sim" and spec.sim.shared_gpu:
-        # The run's stand-in servers share one emulated GPU (bench/sim/gpu_ledger.py), as on a real host.
-        device = env_delta.get("CUDA_VISIBLE_DEVICES", "all").replace(",", "_")
-        env_delta["SPECBENCH_SIM_GPU_LEDGER"] = str(Path(log_dir).resolve() / f"sim-gpu-{device}.json")
-    # Built from nothing (bench.server_env): the worker's own environment holds the database URL.
-    try:
-        env = build_server_env(os.environ, dict(config.env), env_delta)
-    except ServerEnvError as e:
-        raise LaunchError(f"cannot launch server: {e}") from None
+    plan = plan_launch(spec, config, version=version, port=port, gpus=gpus, log_dir=log_dir)
+    built, env_delta, env = plan.argv, plan.env_delta, plan.env
     # Sim knobs come from the sweep alone: one exported by a developer would silently change the stand-in.
     dropped = sorted(k for k in os.environ if k.startswith(_OWNED_ENV_PREFIXES) and k not in env_delta)
     log_dir = Path(log_dir)
@@ -322,6 +309,43 @@ def launch(
             e.pid, e.log_path = proc.pid, log_path
         raise
     return server
+
+
+@dataclass(frozen=True)
+class LaunchPlan:
+    argv: ServerArgv
+    env_delta: dict[str, str]  # what specbench and the sweep set
+    env: dict[str, str]  # the server's whole environment: env_delta over the host's small base
+
+
+def plan_launch(
+    spec: ServerSpec,
+    config: ServerConfig,
+    *,
+    version: str,
+    port: int,
+    gpus: Sequence[int] | None = None,
+    log_dir: str | Path = "logs/servers",
+) -> LaunchPlan:
+    """The argv and environment of one launch: what `launch` starts, and what `specbench run --dry-run`
+    prints. Raises LaunchError listing every problem."""
+    if spec.backend == "external":
+        raise LaunchError("backend external launches nothing")
+    try:
+        built = build_argv(config, backend=spec.backend, version=version, port=port, python=spec.python)
+    except (ArgvError, VersionError) as e:
+        raise LaunchError(str(e)) from None
+    env_delta = _env_delta(spec, config, built.mode_env, gpus)
+    if spec.backend == "sim" and spec.sim.shared_gpu:
+        # The run's stand-in servers share one emulated GPU (bench/sim/gpu_ledger.py), as on a real host.
+        device = env_delta.get("CUDA_VISIBLE_DEVICES", "all").replace(",", "_")
+        env_delta["SPECBENCH_SIM_GPU_LEDGER"] = str(Path(log_dir).resolve() / f"sim-gpu-{device}.json")
+    # Built from nothing (bench.server_env): the worker's own environment holds the database URL.
+    try:
+        env = build_server_env(os.environ, dict(config.env), env_delta)
+    except ServerEnvError as e:
+        raise LaunchError(f"cannot launch server: {e}") from None
+    return LaunchPlan(built, env_delta, env)
 
 
 def attach_external(spec: ServerSpec, config: ServerConfig, *, version: str | None = None) -> LaunchedServer:

@@ -7,6 +7,7 @@ acknowledged, grey = dismissed or no change.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Literal
 
 import altair as alt
@@ -143,9 +144,11 @@ def change_rule_frame(frame: pd.DataFrame, changes: pd.DataFrame | None, x_mode:
         "pvalue",
         "version",
         "commit",
+        "align",
     ]
     if changes is None or changes.empty or frame.empty:
         return pd.DataFrame(columns=cols)
+    where = _x_fraction(frame, x_mode)
     rows = []
     for c in changes.to_dict("records"):
         commit = _commit_label(c.get("sglang_version"), c.get("sglang_commit"))
@@ -170,9 +173,22 @@ def change_rule_frame(frame: pd.DataFrame, changes: pd.DataFrame | None, x_mode:
                 "pvalue": c.get("pvalue"),
                 "version": c.get("sglang_version"),
                 "commit": commit,
+                # Labels of rules in the right part of the plot run leftwards, so none is cut at the edge.
+                "align": "right" if where(xv) > 0.6 else "left",
             }
         )
     return pd.DataFrame(rows, columns=cols)
+
+
+def _x_fraction(frame: pd.DataFrame, x_mode: XMode) -> Callable[[object], float]:
+    """Where an x value sits across the plot, 0 (left edge) to 1 (right edge)."""
+    if x_mode == "time":
+        xs = pd.to_datetime(frame["x"], utc=True)
+        lo, hi = xs.min(), xs.max()
+        span = (hi - lo).total_seconds() or 1.0
+        return lambda v: (pd.to_datetime(v, utc=True) - lo).total_seconds() / span
+    order = list(dict.fromkeys(frame["x"]))
+    return lambda v: (order.index(v) + 0.5) / len(order) if v in order else 1.0
 
 
 def change_rules(frame: pd.DataFrame, changes: pd.DataFrame | None, x_mode: XMode) -> list[alt.Chart] | None:
@@ -192,10 +208,13 @@ def change_rules(frame: pd.DataFrame, changes: pd.DataFrame | None, x_mode: XMod
     rule = base.mark_rule(strokeWidth=2).encode(
         strokeDash=alt.condition("datum.dash", alt.value([5, 4]), alt.value([1, 0])), tooltip=tooltip
     )
-    text = base.mark_text(align="left", dx=4, dy=-6, fontWeight="bold", fontSize=12).encode(
-        y=alt.value(12), text="label:N", tooltip=tooltip
-    )
-    return [rule, text]
+    texts = [
+        base.transform_filter(f"datum.align == '{side}'")
+        .mark_text(align=side, dx=4 if side == "left" else -4, dy=-6, fontWeight="bold", fontSize=12)
+        .encode(y=alt.value(12), text="label:N", tooltip=tooltip)
+        for side in ("left", "right")
+    ]
+    return [rule, *texts]
 
 
 # ---------------------------------------------------------------------------------------------- sweep
@@ -212,6 +231,7 @@ def heatmap(
     diverging: bool = False,
     facet: str | None = "spec_mode",
     width: int = 260,
+    legend: Literal["right", "bottom"] = "right",
 ) -> AnyChart:
     """Batch size (x) by spec steps (y), coloured by `value`, each cell labelled; one panel per spec mode.
 
@@ -231,7 +251,8 @@ def heatmap(
         y=alt.Y("steps_label:O", title="Spec steps", sort="descending"),
     )
     rect = base.mark_rect(stroke="white", strokeWidth=1).encode(
-        color=alt.Color(f"{value}:Q", scale=scale, title=title, legend=alt.Legend(orient="right")),
+        # In a narrow column a legend on the right is cut off; `bottom` keeps it inside the chart's width.
+        color=alt.Color(f"{value}:Q", scale=scale, title=title, legend=alt.Legend(orient=legend)),
         tooltip=[
             alt.Tooltip("batch_size:O", title="batch"),
             alt.Tooltip("steps_label:O", title="steps"),
@@ -309,42 +330,89 @@ def ratio_heatmap(frame: pd.DataFrame, *, width: int = 330) -> AnyChart:
     return layered.facet(column=alt.Column("accept:N", title=None, header=alt.Header(labelFontSize=13)))
 
 
-def throughput_lines(frame: pd.DataFrame, metric: str = "output_throughput") -> alt.Chart:
-    """Throughput against batch size, one line per steps (colour) and spec mode (dash), baseline in black."""
-    f = frame.dropna(subset=[metric]).copy()
-    f["series"] = [
-        "baseline" if m == "baseline" else f"steps {int(s)}"
-        for m, s in zip(f["spec_mode"], f["steps"].fillna(0), strict=True)
-    ]
-    f["mode"] = f["spec_mode"]
-    names = sorted(set(f["series"]) - {"baseline"}, key=lambda s: int(s.split()[1]))
-    domain = ["baseline", *names]
-    palette = ["#222222", "#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#17becf"]
-    return (
-        alt.Chart(f)
-        .mark_line(point=True, strokeWidth=2)
-        .encode(
-            x=alt.X("batch_size:Q", title="Batch size (concurrency)", scale=alt.Scale(type="log", base=2)),
-            y=alt.Y(f"{metric}:Q", title=metric_label(metric)),
-            color=alt.Color(
-                "series:N", title="Spec", scale=alt.Scale(domain=domain, range=palette[: len(domain)])
-            ),
-            strokeDash=alt.StrokeDash(
-                "mode:N",
-                title="Mode",
-                scale=alt.Scale(domain=["baseline", "v1", "v2"], range=[[1, 0], [6, 3], [1, 0]]),
-            ),
-            detail="mode:N",
-            tooltip=[
-                alt.Tooltip("series:N", title="spec"),
-                alt.Tooltip("mode:N", title="mode"),
-                alt.Tooltip("batch_size:Q", title="batch"),
-                alt.Tooltip(f"{metric}:Q", title=metric_label(metric), format=",.1f"),
-                alt.Tooltip("accept_length:Q", title="acceptance", format=".2f"),
-            ],
-        )
-        .properties(height=340)
+MODE_DASH: dict[str, list[int]] = {"baseline": [1, 0], "v1": [6, 4], "v2": [1, 0]}
+MODE_TITLES: dict[str, str] = {"baseline": "no spec", "v1": "v1 (non-overlap)", "v2": "v2 (overlap)"}
+STEPS_PALETTE = ["#222222", "#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#17becf"]
+
+
+def throughput_frame(frame: pd.DataFrame, metric: str = "output_throughput") -> pd.DataFrame:
+    """One row per (line, measured batch size): `series` (steps), `mode`, `batch_size` and the metric.
+
+    Every line gets a row at every batch size the run measured, NaN where that line has no ok point, so the
+    chart breaks the line there instead of drawing straight across a missing point.
+    """
+    cols = ["series", "mode", "batch_size", metric, "accept_length"]
+    f = frame.dropna(subset=[metric])
+    if f.empty:
+        return pd.DataFrame(columns=cols)
+    f = f.assign(
+        series=[
+            "baseline" if m == "baseline" else f"steps {int(s)}"
+            for m, s in zip(f["spec_mode"], f["steps"].fillna(0), strict=True)
+        ],
+        mode=f["spec_mode"],
+        batch_size=f["batch_size"].astype(int),
     )
+    if "accept_length" not in f:
+        f = f.assign(accept_length=np.nan)
+    lines = f[["series", "mode"]].drop_duplicates()
+    sizes = pd.DataFrame({"batch_size": sorted(f["batch_size"].unique())})
+    full = lines.merge(sizes, how="cross")
+    out = full.merge(f[cols], on=["series", "mode", "batch_size"], how="left")
+    return out.sort_values(["mode", "series", "batch_size"], ignore_index=True)[cols]
+
+
+def throughput_lines(frame: pd.DataFrame, metric: str = "output_throughput") -> AnyChart:
+    """Throughput against batch size: colour = spec steps (baseline black), dash = spec mode (v1 dashed).
+
+    The x-axis is ordinal over the batch sizes measured (no 2 or 8 when only 1, 4, 16, 32 ran); a missing
+    point leaves a gap in its line. Legends stack on the right, inside the width the chart is fitted to
+    (side-by-side legends below the plot ran past a narrow column's edge).
+    """
+    f = throughput_frame(frame, metric)
+    names = sorted(set(f["series"]) - {"baseline"}, key=lambda s: int(s.split()[1]))
+    domain = ["baseline", *names] if "baseline" in set(f["series"]) else names
+    palette = STEPS_PALETTE if "baseline" in set(f["series"]) else STEPS_PALETTE[1:]
+    modes = [m for m in MODE_DASH if m in set(f["mode"])]
+    f = f.assign(mode_title=f["mode"].map(MODE_TITLES))
+    x = alt.X(
+        "batch_size:O",
+        title="Batch size (concurrency)",
+        sort=sorted(int(b) for b in f["batch_size"].unique()),
+        axis=alt.Axis(labelAngle=0),
+    )
+    y = alt.Y(f"{metric}:Q", title=metric_label(metric))
+    color = alt.Color(
+        "series:N",
+        title="Spec",
+        scale=alt.Scale(domain=domain, range=palette[: len(domain)]),
+        legend=alt.Legend(orient="right", labelLimit=0),
+    )
+    dash = alt.StrokeDash(
+        "mode_title:N",
+        title="Mode",
+        scale=alt.Scale(domain=[MODE_TITLES[m] for m in modes], range=[MODE_DASH[m] for m in modes]),
+        legend=alt.Legend(
+            orient="right",
+            symbolType="stroke",
+            symbolSize=900,  # a long stroke, so the v1 dash pattern shows in the legend
+            symbolStrokeWidth=2.5,
+            labelLimit=0,
+        ),
+    )
+    tooltip = [
+        alt.Tooltip("series:N", title="spec"),
+        alt.Tooltip("mode_title:N", title="mode"),
+        alt.Tooltip("batch_size:O", title="batch"),
+        alt.Tooltip(f"{metric}:Q", title=metric_label(metric), format=",.1f"),
+        alt.Tooltip("accept_length:Q", title="acceptance", format=".2f"),
+    ]
+    base = alt.Chart(f).encode(x=x, y=y, color=color)
+    lines = base.mark_line(strokeWidth=2, invalid="break-paths-show-domains").encode(
+        strokeDash=dash, detail="mode:N"
+    )
+    dots = base.mark_point(filled=True, size=40).encode(shape=alt.value("circle"), tooltip=tooltip)
+    return alt.layer(lines, dots).properties(height=340)
 
 
 # ---------------------------------------------------------------------------------------------- compare

@@ -18,7 +18,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pandas as pd
-from sqlalchemy import Engine, Executable, case, func, inspect, select
+from sqlalchemy import Engine, Executable, and_, case, func, inspect, select
 from sqlalchemy.orm import InstrumentedAttribute
 
 from db.fingerprint import FINGERPRINT_FIELDS
@@ -72,23 +72,28 @@ class Totals:
     runs: int
     synthetic_runs: int
     last_run_at: datetime | None
+    # Measured on the stand-in server (bench.sim): simulated, but not synthetic history.
+    stand_in_runs: int = 0
 
 
 def totals(engine: Engine) -> Totals:
     """Run counts and the newest start. (Point and series counts come with `series_catalog`.)"""
     with engine.connect() as c:
-        runs, synthetic, last = c.execute(
+        runs, synthetic, last, stand_in = c.execute(
             select(
                 func.count(Run.id),
                 func.coalesce(func.sum(case((Run.trigger == "synthetic", 1), else_=0)), 0),
                 func.max(Run.started_at),
+                func.coalesce(
+                    func.sum(case((and_(Run.simulated.is_(True), Run.trigger != "synthetic"), 1), else_=0)), 0
+                ),
             )
         ).one()
     if isinstance(last, str):  # aggregates bypass the column type on SQLite
         last = datetime.fromisoformat(last)
     if last is not None and last.tzinfo is None:
         last = last.replace(tzinfo=UTC)
-    return Totals(int(runs), int(synthetic), last)
+    return Totals(int(runs), int(synthetic), last, int(stand_in))
 
 
 def latest_runs(engine: Engine, limit: int = 25, *, include_synthetic: bool = True) -> pd.DataFrame:
@@ -278,6 +283,17 @@ def series_history(
     return frame.sort_values(["fingerprint", "created_at", "point_id"], ignore_index=True)
 
 
+def fingerprints_of_runs(engine: Engine, run_ids: Sequence[int]) -> list[str]:
+    """Series with an ok point in the given runs."""
+    if not run_ids:
+        return []
+    # Status is filtered here, not in SQL: with `status = 'ok'` in the WHERE clause SQLite (without ANALYZE
+    # statistics) walks ix_points_status, i.e. nearly the whole table, instead of ix_points_run_id.
+    stmt = select(Point.fingerprint, Point.status).where(Point.run_id.in_(list(run_ids)))
+    with engine.connect() as c:
+        return list(dict.fromkeys(fp for fp, status in c.execute(stmt) if status == "ok"))
+
+
 def series_describe(engine: Engine, fingerprints: Sequence[str]) -> pd.DataFrame:
     """Identity columns of the given series (from each one's newest point)."""
     if not fingerprints:
@@ -298,7 +314,7 @@ def series_describe(engine: Engine, fingerprints: Sequence[str]) -> pd.DataFrame
 
 
 def run_choices(engine: Engine, limit: int = 500) -> pd.DataFrame:
-    """Runs for pickers, newest first: id, started_at, sweep, version, GPU, status, trigger."""
+    """Runs for pickers, newest first: id, started_at, sweep, version, GPU, status, trigger, simulated, model."""
     stmt = (
         select(
             Run.id,
@@ -312,11 +328,79 @@ def run_choices(engine: Engine, limit: int = 500) -> pd.DataFrame:
             Run.gpu_count,
             Run.status,
             Run.trigger,
+            Run.simulated,
+            Run.model,
         )
         .order_by(Run.started_at.desc(), Run.id.desc())
         .limit(limit)
     )
     return read_frame(engine, stmt)
+
+
+def list_runs(
+    engine: Engine,
+    *,
+    name: str | None = None,
+    gpu: str | None = None,
+    status: str | None = None,
+    simulated: bool | None = None,
+    limit: int | None = None,
+) -> pd.DataFrame:
+    """Runs newest first, filtered, with their point counts: what `specbench runs` lists.
+
+    `name` and `gpu` match case-insensitively anywhere in the sweep name / GPU name (bound LIKE patterns,
+    escaped, so `%` or `_` in the filter match themselves).
+    """
+    stmt = select(
+        Run.id,
+        Run.uid,
+        Run.sweep_name,
+        Run.label,
+        Run.status,
+        Run.trigger,
+        Run.backend,
+        Run.simulated,
+        Run.model,
+        Run.gpu_name,
+        Run.gpu_count,
+        Run.sglang_version,
+        Run.started_at,
+        Run.finished_at,
+    ).order_by(Run.started_at.desc(), Run.id.desc())
+    if name:
+        stmt = stmt.where(func.lower(Run.sweep_name).contains(name.lower(), autoescape=True))
+    if gpu:
+        stmt = stmt.where(func.lower(Run.gpu_name).contains(gpu.lower(), autoescape=True))
+    if status:
+        stmt = stmt.where(Run.status == status)
+    if simulated is not None:
+        stmt = stmt.where(Run.simulated.is_(simulated))
+    if limit is not None:
+        stmt = stmt.limit(limit)
+    frame = read_frame(engine, stmt)
+    counts = pd.DataFrame(columns=["run_id", "points", "points_ok"])
+    ids = [int(i) for i in frame["id"]]
+    if ids:
+        counts = pd.concat(
+            [
+                read_frame(
+                    engine,
+                    select(
+                        Point.run_id,
+                        func.count(Point.id).label("points"),
+                        func.sum(case((Point.status == "ok", 1), else_=0)).label("points_ok"),
+                    )
+                    .where(Point.run_id.in_(ids[i : i + 5000]))
+                    .group_by(Point.run_id),
+                )
+                for i in range(0, len(ids), 5000)
+            ],
+            ignore_index=True,
+        )
+    frame = frame.merge(counts, how="left", left_on="id", right_on="run_id").drop(columns=["run_id"])
+    return frame.fillna({"points": 0, "points_ok": 0}).astype(
+        {"points": int, "points_ok": int, "simulated": bool}
+    )
 
 
 def run_info(engine: Engine, run_id: int) -> dict[str, Any]:

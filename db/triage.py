@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import pandas as pd
 from sqlalchemy import Engine, and_, select
@@ -52,27 +53,55 @@ def set_triage(
     kind: str = "change_point",
 ) -> int:
     """Record a human verdict on a flagged change (one row per series, metric and run; later verdicts win)."""
+    ids = set_triage_many(
+        engine,
+        [{"fingerprint": fingerprint, "run_id": run_id, "magnitude": magnitude}],
+        metric=metric,
+        state=state,
+        note=note,
+        kind=kind,
+    )
+    return ids[0]
+
+
+def set_triage_many(
+    engine: Engine,
+    changes: Sequence[dict[str, Any]],
+    *,
+    metric: str,
+    state: str,
+    note: str | None = None,
+    kind: str = "change_point",
+) -> list[int]:
+    """One verdict for many flagged changes (each: fingerprint, run_id, optional magnitude), in one
+    transaction: the bulk triage of every change one cause made."""
     if state not in TRIAGE_STATES:
         raise QueryError(f"triage state must be one of {', '.join(TRIAGE_STATES)}, not {state!r}")
     metric_column(metric)
+    ids: list[int] = []
     with Session(engine, expire_on_commit=False) as s, s.begin():
-        row = s.scalars(
-            select(Triage).where(
-                and_(
-                    Triage.fingerprint == fingerprint,
-                    Triage.metric == metric,
-                    Triage.run_id.is_(None) if run_id is None else Triage.run_id == run_id,
+        for change in changes:
+            fingerprint, run_id = change["fingerprint"], change.get("run_id")
+            run_id = None if run_id is None else int(run_id)
+            row = s.scalars(
+                select(Triage).where(
+                    and_(
+                        Triage.fingerprint == fingerprint,
+                        Triage.metric == metric,
+                        Triage.run_id.is_(None) if run_id is None else Triage.run_id == run_id,
+                    )
                 )
-            )
-        ).first()
-        if row is None:
-            row = Triage(fingerprint=fingerprint, metric=metric, run_id=run_id, kind=kind)
-            s.add(row)
-        row.state = state
-        row.note = (note or "").strip() or None
-        row.kind = kind
-        if magnitude is not None:
-            row.magnitude = magnitude
-        row.updated_at = utcnow()
-        s.flush()
-        return int(row.id)
+            ).first()
+            if row is None:
+                row = Triage(fingerprint=fingerprint, metric=metric, run_id=run_id, kind=kind)
+                s.add(row)
+            row.state = state
+            row.note = (note or "").strip() or None
+            row.kind = kind
+            magnitude = change.get("magnitude")
+            if magnitude is not None:
+                row.magnitude = float(magnitude)
+            row.updated_at = utcnow()
+            s.flush()
+            ids.append(int(row.id))
+    return ids

@@ -17,12 +17,15 @@ app = typer.Typer(
 # Each module exposes `register(app)`; the order here is the order of `specbench --help`.
 COMMAND_MODULES = [
     "run",
+    "runs",
     "export",
     "import_runs",
     "import_results",
     "dashboard",
     "compare",
+    "ci",
     "regressions",
+    "triage",
     "seed",
     "submit",
     "worker",

@@ -11,6 +11,7 @@ from rich.markup import escape
 from sqlalchemy import Engine
 from sqlalchemy.engine import make_url
 
+from db import queries as q
 from db.engine import (
     DEFAULT_URL,
     ENV_PREFIX,
@@ -24,6 +25,9 @@ from db.migrate import SchemaBehindError, open_database, open_database_readonly
 
 console = Console()
 err_console = Console(stderr=True)
+# Logs and pipes have no width: Rich's default of 80 columns would fold every long line there.
+for _c in (console, err_console):
+    _c.soft_wrap = not _c.is_terminal
 
 DbOption = Annotated[
     str | None,
@@ -114,3 +118,14 @@ def fail(message: str, code: int = 2) -> NoReturn:
     # The message quotes user input (sweep values, URLs): printed as text, never as rich markup.
     err_console.print(f"[bold red]error:[/] {escape(message)}")
     raise typer.Exit(code)
+
+
+RUN_REF_HELP = "id, uid (or 6+ of its first characters), `latest` or `latest~N` (N runs before the latest)"
+
+
+def resolve_run_ref(engine: Engine, ref: str) -> int:
+    """The run id a user means (see `db.queries.resolve_run`), or a clear message and exit 2."""
+    try:
+        return q.resolve_run(engine, ref)
+    except q.QueryError as e:
+        fail(str(e))

@@ -14,6 +14,11 @@
 # Usage:  bash scripts/gpu_evidence.sh [WORK_DIR]          (default: ./evidence)
 #         STEPS="sweep report" bash scripts/gpu_evidence.sh   runs only those steps
 #         END_BY=EPOCH_SECONDS ...   finish by then: later steps are skipped or cut (a nightly window)
+#         SWEEP=sweeps/h200-v3slice-intervals.yaml ...   measure another sweep in the sweep step
+#         CROSSCHECK_SWEEP=sweeps/h200-v3slice-profile-cpu.yaml ...   also run this (backend external) sweep
+#                                        against the cross-check's server while it is up
+#         CROSSCHECK_RESERVE_S=600 ...   with END_BY: stop the sweep this long before END_BY so the cross-check
+#                                        still runs (default 0: the sweep may use all the time)
 # Every step is idempotent: the sweeps resume (--resume), the model is reused when present.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -22,6 +27,8 @@ STEPS=${STEPS:-model sweep crosscheck extra report}
 SB=(${SPECBENCH:-specbench})               # e.g. SPECBENCH="python3 -m runners.cli" on a host without the entry point
 PY=${PYTHON:-python3}
 MODEL=.models/deepseek-v3-slice-4l          # the path the sweeps name
+SWEEP=${SWEEP:-sweeps/h200-v3slice-paired.yaml}
+RESERVE=${CROSSCHECK_RESERVE_S:-0}
 DB="sqlite:///$WORK/evidence.db"
 export SPECBENCH_ARTIFACTS_DIR=$WORK/artifacts
 export COLUMNS=${COLUMNS:-160}
@@ -38,9 +45,9 @@ if has model && [ ! -f "$MODEL/tokenizer.json" ]; then  # for the text-mode clie
 fi
 
 if has sweep; then
-  cut=(); [ -n "${END_BY:-}" ] && cut=(--deadline-s "$(($(left) - 90))")
-  log "sweep: paired v1/v2 with profiles ${cut[*]}"
-  "${SB[@]}" run sweeps/h200-v3slice-paired.yaml --db "$DB" --log-dir "$WORK/logs" --resume --no-progress \
+  cut=(); [ -n "${END_BY:-}" ] && cut=(--deadline-s "$(($(left) - 90 - RESERVE))")
+  log "sweep: $SWEEP (paired v1/v2 with profiles) ${cut[*]}"
+  "${SB[@]}" run "$SWEEP" --db "$DB" --log-dir "$WORK/logs" --resume --no-progress \
     "${cut[@]}" || log "sweep exit $?"
 fi
 
@@ -72,6 +79,11 @@ PY
     log "crosscheck: server up"
     "${SB[@]}" crosscheck --url "http://127.0.0.1:$port" --tokenizer "$MODEL" --batch-sizes 8,32 \
       --input-len 256 --output-len 256 --min-window-s 10 --rounds 1 --out-dir "$WORK/crosscheck" || log "crosscheck exit $?"
+    if [ -n "${CROSSCHECK_SWEEP:-}" ] && [ "$(left)" -ge 120 ]; then
+      # e.g. sweeps/h200-v3slice-profile-cpu.yaml: a CPU+GPU profile of this server, for the profiler's distortion
+      log "crosscheck: $CROSSCHECK_SWEEP against the same server"
+      "${SB[@]}" run "$CROSSCHECK_SWEEP" --db "$DB" --log-dir "$WORK/logs" --no-progress || log "crosscheck sweep exit $?"
+    fi
   else
     log "crosscheck: server did not come up (see $WORK/crosscheck-server.log)"
   fi
@@ -90,7 +102,7 @@ elif has extra; then log "extra: skipped, $(left) s left before END_BY"; fi
 
 if has report; then
   log "report"
-  for name in h200-v3slice-paired h200-v3slice-steps1; do
+  for name in $(basename "$SWEEP" .yaml) h200-v3slice-steps1 $(basename "${CROSSCHECK_SWEEP:-none}" .yaml); do
     id=$("$PY" - "$WORK/evidence.db" "$name" <<'PY'
 import sqlite3, sys
 row = sqlite3.connect(sys.argv[1]).execute(

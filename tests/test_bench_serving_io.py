@@ -26,7 +26,7 @@ FIXTURE = Path(__file__).parent / "fixtures" / "bench_serving_results.jsonl"
 def _cli(*argv: str) -> str:
     result = CliRunner().invoke(app, list(argv))
     assert result.exit_code == 0, result.output
-    return result.output
+    return result.stdout
 
 
 def test_import_keeps_what_the_file_knows(db_url: str) -> None:

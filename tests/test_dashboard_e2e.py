@@ -132,3 +132,93 @@ def test_dashboard_in_a_browser(server: tuple[str, str], tmp_path: Path) -> None
             browser.close()
     for name in ("trends", "compare", "sweep"):
         assert (shots / f"{name}.png").stat().st_size > 10_000
+
+
+@pytest.fixture(scope="module")
+def demo_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]]:
+    """The shape `make demo` builds: the bundled H200 runs and two stand-in runs of one grid."""
+    _require_browser()
+    from typer.testing import CliRunner
+
+    from runners.cli import app
+
+    tmp = tmp_path_factory.mktemp("demo")
+    url = f"sqlite:///{tmp / 'demo.db'}"
+    runner = CliRunner()
+    res = runner.invoke(app, ["import", str(ROOT / "examples" / "h200-sglang-0.5.13.post1.db"), "--db", url])
+    assert res.exit_code == 0, res.output
+    for name, rate in (("demo-sim", 0.7), ("demo-sim-candidate", 0.4)):
+        sweep = tmp / f"{name}.yaml"
+        sweep.write_text(
+            f"name: {name}\nmodel: sim-tiny\nserver:\n  backend: sim\n  attention_backend: flashmla\n"
+            f"  sim: {{acceptance_rate: {rate}, seed: 1, instant: true}}\n"
+            "grid: {batch_sizes: [1, 8], spec_modes: [v1, v2], steps: [3], topk: [1], baseline: true}\n"
+            "workload: {input_len: 32, output_len: 32}\nrepeats: 3\n"
+        )
+        res = runner.invoke(
+            app, ["run", str(sweep), "--db", url, "--no-progress", "--log-dir", str(tmp / "logs")]
+        )
+        assert res.exit_code == 0, res.output
+    port = free_port()
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    cmd = [sys.executable, "-m", "runners.cli", "dashboard", "--db", url, "--port", str(port), "--headless"]
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        _wait_healthy(port, proc)
+        yield f"http://127.0.0.1:{port}", url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def test_demo_compare_and_simulated_tag_in_a_browser(demo_server: tuple[str, str], tmp_path: Path) -> None:
+    from playwright.sync_api import expect, sync_playwright
+
+    from analysis.labels import STAND_IN_TAG
+
+    base, db_url = demo_server
+    eng = open_database(db_url)
+    runs = q.run_choices(eng)
+    eng.dispose()
+    stand_in = runs[runs["simulated"].astype(bool)]["id"].tolist()  # newest first
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1500, "height": 1300})
+            page.set_default_timeout(30_000)
+            # Compare opens on the two comparable runs (the stand-in pair, not stand-in vs H200), with verdicts.
+            page.goto(f"{base}/compare")
+            page.wait_for_selector(CHART)
+
+            def picked(name: str) -> str:
+                box = page.get_by_role("combobox", name=name)
+                return str(
+                    box.evaluate("e => (e.value !== undefined && e.value !== '') ? e.value : e.textContent")
+                )
+
+            expect(page.get_by_role("combobox", name="Candidate (B)")).to_be_visible()
+            cand, base_run = picked("Candidate (B)"), picked("Baseline (A)")
+            assert cand.startswith(f"#{stand_in[0]} ") and STAND_IN_TAG in cand, cand
+            assert base_run.startswith(f"#{stand_in[1]} ") and STAND_IN_TAG in base_run, base_run
+            metrics = {
+                page.get_by_test_id("stMetricLabel").nth(i).inner_text(): page.get_by_test_id("stMetricValue")
+                .nth(i)
+                .inner_text()
+                for i in range(4)
+            }
+            assert metrics["Insufficient data"] == "0", metrics
+            # Every point of the grid (baseline, v1 and v2 at two batch sizes) has a verdict.
+            assert sum(int(v) for v in metrics.values()) == 6, metrics
+            assert page.get_by_text("share no configuration").count() == 0
+            page.screenshot(path=str(tmp_path / "compare.png"))
+            # The simulated tag on every page.
+            for path in ("", "trends", "sweep", "compare", "jobs"):
+                page.goto(f"{base}/{path}")
+                page.wait_for_selector("h1")
+                expect(page.get_by_text(STAND_IN_TAG).first).to_be_visible()
+        finally:
+            browser.close()

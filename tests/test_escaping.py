@@ -55,7 +55,8 @@ def test_pr_comment_with_hostile_names_and_yaml_stays_inert(table: pd.DataFrame)
     }
     markdown = report.to_markdown(hostile, run_a, run_b)
     html = render(markdown)
-    assert_inert(html, own_details=1)
+    # The report's own: "Reproduce both runs", holding each run's sweep YAML folded in its own block.
+    assert_inert(html, own_details=3)
     tables = _tables(markdown)
     assert len(tables) == 2
     assert all(len(row) == 3 for row in tables[0][1]), tables[0][1]  # provenance: no cell split, no row added

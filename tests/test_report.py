@@ -180,7 +180,16 @@ def test_markdown_renders_as_tables(table: pd.DataFrame) -> None:
     assert prov_head == ["", "Baseline", "Candidate"]
     assert dict((r[0], r[1:]) for r in prov)["SGLang"] == ["0.5.13.post1 @ `abcdef0123`", "0.5.14"]
     head, rows = tables[1]
-    assert head == ["Config", "Workload", "Baseline", "Candidate", "Δ", "Interval", "Verdict", "Why"]
+    assert head == [
+        "Config",
+        "Workload",
+        "Baseline (geometric mean)",
+        "Candidate",
+        "Δ",
+        "Interval",
+        "Verdict",
+        "Why",
+    ]
     assert len(rows) == len(table)
     assert all(len(r) == len(head) for r in rows)
     assert rows[0][:2] == ["EAGLE s3 v2 · bs16", "in1024/out512"]

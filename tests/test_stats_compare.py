@@ -21,7 +21,29 @@ def test_clear_throughput_regression() -> None:
     assert c.ci_low < c.delta < c.ci_high < 0
     assert c.significant
     assert c.pvalue is not None and c.pvalue < 0.001
-    assert (c.baseline, c.candidate) == (1480.2, 1361.0)  # medians
+    # Δ is the ratio of geometric means, so the columns beside it are those geometric means.
+    assert c.center == "geometric mean"
+    assert c.baseline == pytest.approx(math.exp(sum(map(math.log, BASE)) / 3))
+    assert c.candidate / c.baseline - 1 == pytest.approx(c.delta)
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "kwargs", "center"),
+    [
+        (BASE, [1361.0, 1370.4, 1355.8], {}, "geometric mean"),
+        (BASE, [1361.0, 1370.4, 1355.8], {"method": "bootstrap"}, "median"),
+        ([0.0, 1.0, 2.0], [1.0, 2.0, 3.0], {"metric": "failed"}, "mean"),
+        (BASE, [1361.0], {}, "geometric mean"),  # too few repeats: still the t method's centre
+        (BASE, [1361.0], {"method": "bootstrap"}, "median"),
+    ],
+)
+def test_delta_is_computed_on_the_values_shown(
+    a: list[float], b: list[float], kwargs: dict, center: str
+) -> None:
+    c = compare_samples(a, b, **kwargs)
+    assert c.center == center
+    assert c.baseline is not None and c.candidate is not None and c.delta is not None
+    assert c.candidate / c.baseline - 1 == pytest.approx(c.delta)
 
 
 def test_clear_improvement() -> None:

@@ -146,7 +146,7 @@ def test_export_of_a_paired_sim_run_has_an_interval_for_every_cell(engine: Engin
     url = engine.url.render_as_string(hide_password=False)
     r = CliRunner().invoke(app, ["export", "--db", url, "--view", "v2-vs-v1", "--format", "json"])
     assert r.exit_code == 0, r.output
-    doc = json.loads(r.output)
+    doc = json.loads(r.stdout)
     rows = doc["rows"]
     assert doc["run_id"] == out.run_id and {x["batch_size"] for x in rows} == {1, 4}
     # The stand-in's perf model: non-overlap (v1) steps cost gpu + cpu, overlap (v2) max(gpu, cpu) + sync.
@@ -162,7 +162,7 @@ def test_export_of_a_paired_sim_run_has_an_interval_for_every_cell(engine: Engin
         assert row["ratio"] > 1.0, row
         assert row["tpot_ratio"] < 1.0, row
     csv = CliRunner().invoke(app, ["export", "--db", url, "--view", "v2-vs-v1", "--format", "csv"])
-    header = csv.output.splitlines()[0].split(",")
+    header = csv.stdout.splitlines()[0].split(",")
     for col in (
         "batch_size",
         "steps",

@@ -41,7 +41,8 @@ class Comparison:
     metric: str
     n_baseline: int
     n_candidate: int
-    baseline: float | None  # median of the baseline repeats
+    # The centres Δ is computed on (see `center`): candidate / baseline - 1 == delta, always.
+    baseline: float | None
     candidate: float | None
     delta: float | None  # relative change, candidate vs baseline (0.05 = +5 %)
     ci_low: float | None
@@ -51,6 +52,10 @@ class Comparison:
     higher_is_better: bool
     method: str
     note: str = ""
+    # What `baseline` and `candidate` are: "geometric mean" (the t method on positive values: Δ is the ratio
+    # of geometric means, and its interval lives on the log scale), "median" (bootstrap of the ratio of
+    # medians; too few repeats), or "mean" (metrics that can be zero: Δ over the baseline mean).
+    center: str = "median"
 
     @property
     def significant(self) -> bool:
@@ -93,6 +98,10 @@ def compare_samples(
         "higher_is_better": hib,
         "method": method,
     }
+    if method == "t" and len(a) and len(b) and np.all(a > 0) and np.all(b > 0):
+        # The t method's Δ is a ratio of geometric means: show those, with too few repeats as well.
+        base["baseline"], base["candidate"] = _geomean(a), _geomean(b)
+        base["center"] = "geometric mean"
     if len(a) < min_repeats or len(b) < min_repeats:
         return Comparison(
             **base,
@@ -116,6 +125,8 @@ def compare_samples(
             return _insufficient(base, "baseline mean is 0: no relative change to speak of")
         diff, half, pvalue = _welch_diff(a, b, confidence)
         delta, low, high = diff / scale, (diff - half) / scale, (diff + half) / scale
+        base["baseline"], base["candidate"] = float(np.mean(a)), float(np.mean(b))
+        base["center"] = "mean"
     verdict = verdict_for(delta, low, high, threshold, hib)
     note = ""
     if verdict == "no change" and (low > 0 or high < 0):
@@ -133,6 +144,10 @@ def verdict_for(delta: float, low: float, high: float, threshold: float, higher:
         return "no change"
     better = delta > 0 if higher else delta < 0
     return "improvement" if better else "regression"
+
+
+def _geomean(x: np.ndarray) -> float:
+    return float(np.exp(np.mean(np.log(x))))
 
 
 def _clean(values: Sequence[float | None]) -> np.ndarray:

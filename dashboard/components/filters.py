@@ -8,8 +8,9 @@ import pandas as pd
 import streamlit as st
 
 from analysis.facets import FACETS, facet_options
-from analysis.labels import short_gpu
+from analysis.labels import run_tag, short_gpu
 from bench import catalog
+from dashboard.components.layout import missing_link_target
 from dashboard.components.state import Param, ensure_choice
 
 # With no URL state, open on a speculative series in the middle of a typical grid rather than on the first
@@ -27,6 +28,7 @@ def adopt_series(catalog: pd.DataFrame, fingerprint: str | None) -> None:
         return
     hit = catalog[catalog["fingerprint"] == fingerprint]
     if hit.empty:
+        missing_link_target("series", f"`{fingerprint}`", "the default series")
         return
     row = hit.iloc[0]
     for col, _ in FACETS:
@@ -70,12 +72,16 @@ def metric_picker(key: str, container: Any = None, label: str = "Metric") -> str
 
 
 def run_label(row: pd.Series | dict[str, Any]) -> str:
+    """`#12 · ⚠ simulated (stand-in) · no GPU · 2026-11-30 09:00 · sweep · 0.5.13@abcdef0`."""
     started = pd.Timestamp(row["started_at"]).strftime("%Y-%m-%d %H:%M")
-    gpu = short_gpu(row.get("gpu_name"))
+    gpu = short_gpu(row.get("gpu_name"), row.get("gpu_count"))
     version = row.get("sglang_version") or "?"
     commit = str(row.get("sglang_commit") or "")[:7]
-    tag = " ⚠ synthetic" if row.get("trigger") == "synthetic" else ""
-    return f"#{row['id']} · {started} · {row['sweep_name']} · {version}{'@' + commit if commit else ''} · {gpu}{tag}"
+    kind = run_tag(row.get("simulated"), row.get("trigger"))
+    # The tag right after the id: a narrow picker cuts the end of a long label off.
+    tag = f" · ⚠ {kind}" if kind else ""
+    gpu_text = "no GPU" if gpu == "none" else gpu
+    return f"#{row['id']}{tag} · {gpu_text} · {started} · {row['sweep_name']} · {version}{'@' + commit if commit else ''}"
 
 
 def run_picker(
@@ -86,6 +92,11 @@ def run_picker(
         return None
     ids = [int(i) for i in runs["id"]]
     labels = {int(r["id"]): run_label(r) for r in runs.to_dict("records")}
-    ensure_choice(key, ids, ids[min(default_index, len(ids) - 1)])
+    default = ids[min(default_index, len(ids) - 1)]
+    asked = st.session_state.get(key)
+    if asked is not None and asked not in ids:
+        # Only a link (or a run deleted since) puts an unknown id here; never swap in another run silently.
+        missing_link_target("run", f"#{asked}", f"#{default}")
+    ensure_choice(key, ids, default)
     box = container or st
     return int(box.selectbox(label, ids, key=key, format_func=lambda i: labels.get(i, f"#{i}")))

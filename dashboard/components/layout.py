@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import streamlit as st
 
+from analysis.labels import STAND_IN_TAG
 from dashboard.services import data
 
 
@@ -36,7 +37,15 @@ or load clearly labelled synthetic history to explore the dashboard:
 
 
 def synthetic_banner(url: str) -> None:
+    """Marks on every page what in this database is not a real measurement."""
     t = data.totals(url)
+    if t.stand_in_runs:
+        share = "all" if t.stand_in_runs == t.runs else f"{t.stand_in_runs:,} of {t.runs:,}"
+        st.info(
+            f"**{STAND_IN_TAG}:** {share} runs in this database were measured on the stand-in server "
+            "(no GPU; numbers from its performance model). They are tagged wherever they appear.",
+            icon=":material/smart_toy:",
+        )
     if t.synthetic_runs:
         share = "all" if t.synthetic_runs == t.runs else f"{t.synthetic_runs:,} of {t.runs:,}"
         st.warning(
@@ -44,3 +53,12 @@ def synthetic_banner(url: str) -> None:
             "tests. They are not measurements.",
             icon=":material/science:",
         )
+
+
+def missing_link_target(what: str, asked: object, shown: object | None = None) -> None:
+    """A link named something this database does not hold: say what was asked for (and what is shown)."""
+    instead = f" Showing {shown} instead." if shown is not None else ""
+    st.warning(
+        f"The link asks for {what} **{asked}**, which this database does not hold.{instead}",
+        icon=":material/link_off:",
+    )

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
+from analysis.changes import changes_of_run, main_cause
 from dashboard.services import data
 
 STATE_LABELS = {"open": "Open", "acknowledged": "Acknowledged", "dismissed": "Dismissed (not a real change)"}
@@ -63,3 +64,68 @@ def _form(url: str, row: pd.Series, fingerprint: str, metric: str, key: str) -> 
             )
             st.toast(f"Saved: {STATE_LABELS[str(state)].split(' (')[0].lower()}", icon=":material/check:")
             st.rerun()
+
+
+BULK_STATES = {"acknowledged": "Acknowledge", "dismissed": "Dismiss (not a real change)", "open": "Reopen"}
+
+
+def bulk_triage_form(url: str, changes: pd.DataFrame, metric: str, key: str) -> None:
+    """One verdict for every change of a run that shares a cause: one cause often flags dozens of series."""
+    if changes.empty:
+        return
+    by_run = changes.groupby("run_id").size().sort_values(ascending=False)
+    runs = [int(r) for r in by_run.index]
+    with st.container(border=True):
+        st.markdown("**Triage a whole run** — one verdict for every change that starts at a run")
+        c1, c2 = st.columns(2)
+        run_id = int(
+            c1.selectbox(
+                "Run",
+                runs,
+                format_func=lambda r: f"#{r} · {int(by_run[r])} change(s)",
+                key=f"{key}_run",
+            )
+        )
+        of_run = changes_of_run(changes, run_id)
+        causes = main_cause(of_run["why"])
+        counts = causes[causes != ""].value_counts()
+        options = ["", *counts.index.tolist()]
+        cause = str(
+            c2.selectbox(
+                "Cause",
+                options,
+                format_func=lambda c: (
+                    f"every cause ({len(of_run)})" if c == "" else f"{c} ({int(counts[c])})"
+                ),
+                key=f"{key}_cause_{run_id}",
+            )
+        )
+        chosen = changes_of_run(changes, run_id, cause or None)
+        with st.form(key=f"{key}_form_{run_id}", border=False):
+            c3, c4 = st.columns([1, 2])
+            state = str(
+                c3.radio(
+                    "Verdict", list(BULK_STATES), format_func=BULK_STATES.get, key=f"{key}_state_{run_id}"
+                )
+            )
+            note = c4.text_area(
+                "Note",
+                placeholder="e.g. expected: the new draft model trades acceptance for speed (PR #24640)",
+                key=f"{key}_note_{run_id}",
+                height=80,
+            )
+            if st.form_submit_button(f"Apply to {len(chosen)} change(s)", type="primary"):
+                data.save_triage_many(
+                    url,
+                    [
+                        {"fingerprint": fp, "run_id": int(r), "magnitude": float(m)}
+                        for fp, r, m in zip(
+                            chosen["fingerprint"], chosen["run_id"], chosen["rel_change"], strict=True
+                        )
+                    ],
+                    metric=metric,
+                    state=state,
+                    note=note,
+                )
+                st.toast(f"{len(chosen)} change(s) of run #{run_id}: {state}", icon=":material/check:")
+                st.rerun()

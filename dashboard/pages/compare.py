@@ -5,7 +5,14 @@ from __future__ import annotations
 import streamlit as st
 
 from analysis import report
-from analysis.compare import compare_runs, verdict_counts
+from analysis.compare import (
+    center_text,
+    comparability_key,
+    comparable_pair,
+    compare_runs,
+    one_sided,
+    verdict_counts,
+)
 from bench.catalog import higher_is_better
 from dashboard import charts
 from dashboard.components import layout, state
@@ -32,11 +39,18 @@ runs = data.run_choices(url)
 if len(runs) < 2:
     st.info("Comparing needs two runs; this database has one.")
     st.stop()
+# Default: the two latest comparable runs (same model and GPU class, same kind of numbers, a shared series).
+pair = comparable_pair(runs, lambda r: data.run_series(url, r))
+ids = [int(i) for i in runs["id"]]
+default_a, default_b = (ids.index(pair[0]), ids.index(pair[1])) if pair else (1, 0)
+if pair is None:
+    st.info(
+        "No two runs in this database compare: none share a model, a GPU class and a configuration "
+        "(stand-in and real runs never pair). Pick two runs by hand.",
+        icon=":material/info:",
+    )
 c1, c2 = st.columns(2)
-b = run_picker(runs, "cmp_b", "Candidate (B)", 0, c1)
-# Default baseline: the previous run of the candidate's sweep, else the next-newest run.
-same = runs[(runs["sweep_name"] == runs.loc[runs["id"] == b, "sweep_name"].iloc[0]) & (runs["id"] != b)]
-default_a = int(runs.index[runs["id"] == same["id"].iloc[0]][0]) if not same.empty else 1
+b = run_picker(runs, "cmp_b", "Candidate (B)", default_b, c1)
 a = run_picker(runs, "cmp_a", "Baseline (A)", default_a, c2)
 c3, c4, c5 = st.columns(3)
 metric = metric_picker("cmp_metric", c3)
@@ -61,9 +75,23 @@ table = compare_runs(
     threshold=threshold,
     confidence=confidence,
 )
-if table.empty:
-    st.info("These runs share no point configuration.")
+row_a, row_b = (runs[runs["id"] == r].iloc[0] for r in (a, b))
+if comparability_key(row_a) != comparability_key(row_b):
+    st.warning(
+        f"Run #{a} and run #{b} differ in model, GPU class or kind of numbers "
+        f"({' · '.join(comparability_key(row_a))} vs {' · '.join(comparability_key(row_b))}): Δ compares "
+        "different setups.",
+        icon=":material/warning:",
+    )
+if table.empty or one_sided(table).all():
+    n_a, n_b = int(table["point_candidate"].isna().sum()), int(table["point_baseline"].isna().sum())
+    st.info(
+        f"These runs share no configuration: {n_a} point(s) only in the baseline run #{a}, {n_b} only in the "
+        f"candidate run #{b}. Pick runs of the same sweep grid.",
+        icon=":material/info:",
+    )
     st.stop()
+center = center_text(table)
 
 counts = verdict_counts(table)
 cols = st.columns(4)
@@ -71,6 +99,10 @@ for col, (verdict, n) in zip(cols, counts.items(), strict=True):
     col.metric(verdict.capitalize(), n)
 
 st.markdown("##### Δ candidate vs baseline")
+st.caption(
+    f"Δ = candidate / baseline − 1 of the repeats' {center}s, the values in the baseline and candidate columns "
+    "below; the interval comes from the per-repeat samples."
+)
 st.altair_chart(charts.compare_grid(table, higher_is_better(metric)), width="content")
 st.caption("▼ regression · ▲ improvement · ? insufficient data; colour: red = worse, blue = better.")
 with st.expander(f"Intervals of all {len(table)} points"):
@@ -101,13 +133,16 @@ st.dataframe(
         "delta_pct": st.column_config.NumberColumn("Δ", format="%+.2f%%"),
         "ci_low_pct": st.column_config.NumberColumn("interval low", format="%+.2f%%"),
         "ci_high_pct": st.column_config.NumberColumn("interval high", format="%+.2f%%"),
-        "baseline": st.column_config.NumberColumn(format="%.4g"),
-        "candidate": st.column_config.NumberColumn(format="%.4g"),
+        "baseline": st.column_config.NumberColumn(f"baseline ({center})", format="%.4g"),
+        "candidate": st.column_config.NumberColumn(f"candidate ({center})", format="%.4g"),
     },
 )
 
 run_a, run_b = data.run_info(url, a), data.run_info(url, b)
-markdown = report.to_markdown(table, run_a, run_b, metric=metric, threshold=threshold, confidence=confidence)
+# The short form is the PR comment: changed rows, the rest as counts, sweep files folded (the CSV has all).
+markdown = report.to_markdown(
+    table, run_a, run_b, metric=metric, threshold=threshold, confidence=confidence, short=True
+)
 download_buttons(report.to_csv(table), markdown, f"compare-{a}-vs-{b}-{metric}", key="cmp_dl")
 with st.expander("PR comment preview"):
     st.markdown(markdown, unsafe_allow_html=False)  # stored names are escaped text, never HTML

@@ -8,6 +8,7 @@ import pandas as pd
 import streamlit as st
 from sqlalchemy import inspect
 
+from dashboard.components import layout
 from dashboard.services import data
 from db import queue_queries as qq
 
@@ -24,6 +25,7 @@ except Exception as e:  # an unreachable server or a bad URL: say so on the page
 if not ready:
     st.info(f"{data.shown_url(url)} has no job tables yet: run `specbench db upgrade --db URL`.")
     st.stop()
+layout.synthetic_banner(url)
 
 st.button("Refresh", icon=":material/refresh:", key="jobs_refresh")
 now = qq.database_now(engine)

@@ -8,10 +8,10 @@ import pandas as pd
 import streamlit as st
 
 from analysis.changes import summarize_by_run
-from analysis.labels import short_gpu
+from analysis.labels import run_tag, short_gpu
 from analysis.regressions import DEFAULT_LOOKBACK, DEFAULT_SINCE, flagged
 from bench.stats.changepoint import ChangePointParams
-from dashboard.components import layout
+from dashboard.components import layout, triage
 from dashboard.services import data
 
 url = data.db_url()
@@ -88,6 +88,10 @@ else:
         },
     )
 
+if not changes.empty:
+    # Every change that starts at a run, whether shown above or not (improvements, dismissed ones too).
+    triage.bulk_triage_form(url, changes, "output_throughput", key="ov_bulk")
+
 # ---- latest runs
 st.subheader("Latest runs", anchor="runs")
 runs_view = pd.DataFrame(
@@ -100,6 +104,9 @@ runs_view = pd.DataFrame(
         "SGLang": runs["sglang_version"],
         "Commit": runs["sglang_commit"].fillna("").str[:10],
         "GPU": [short_gpu(n, k) for n, k in zip(runs["gpu_name"], runs["gpu_count"], strict=True)],
+        "Kind": [
+            run_tag(m, t) or "measured" for m, t in zip(runs["simulated"], runs["trigger"], strict=True)
+        ],
         "kernel / flashinfer": runs["sgl_kernel_version"].fillna("?")
         + " / "
         + runs["flashinfer_version"].fillna("?"),

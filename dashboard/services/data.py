@@ -98,6 +98,12 @@ def run_choices(url: str) -> pd.DataFrame:
 
 
 @st.cache_data(ttl=60, show_spinner=False)
+def run_series(url: str, run_id: int) -> set[str]:
+    """Series with an ok point in this run (what Compare's default pairing checks)."""
+    return set(q.fingerprints_of_runs(engine(url), [run_id]))
+
+
+@st.cache_data(ttl=60, show_spinner=False)
 def run_info(url: str, run_id: int) -> dict[str, Any]:
     return q.run_info(engine(url), run_id)
 
@@ -144,6 +150,17 @@ def recent_changes(url: str, metric: str, params: ChangePointParams) -> pd.DataF
 def save_triage(url: str, **kwargs: Any) -> int:
     """Store a verdict and drop the cached views that display triage state."""
     row_id = stored_triage.set_triage(writer(url), **kwargs)
+    _clear_triage_views()
+    return row_id
+
+
+def save_triage_many(url: str, changes: list[dict[str, Any]], **kwargs: Any) -> list[int]:
+    """One verdict for many changes (bulk triage), then drop the cached views that display triage state."""
+    ids = stored_triage.set_triage_many(writer(url), changes, **kwargs)
+    _clear_triage_views()
+    return ids
+
+
+def _clear_triage_views() -> None:
     for fn in (triage, series_changes, recent_changes):
         fn.clear()
-    return row_id

@@ -1,4 +1,4 @@
-"""`specbench compare BASELINE CANDIDATE`: point-by-point verdicts, as a PR comment, CSV or JSON."""
+"""`specbench compare [BASELINE CANDIDATE]`: point-by-point verdicts, as a PR comment, CSV or JSON."""
 
 from __future__ import annotations
 
@@ -6,14 +6,24 @@ from pathlib import Path
 from typing import Annotated, Literal
 
 import typer
+from sqlalchemy import Engine
 
 from analysis import report
-from analysis.compare import compare_runs, verdict_counts
-from bench.stats.compare import DEFAULT_CONFIDENCE, DEFAULT_THRESHOLD
+from analysis.compare import comparable_pair, compare_runs, verdict_counts
+from bench.stats.compare import DEFAULT_CONFIDENCE, DEFAULT_THRESHOLD, Method
 from db import queries as q
-from runners.common import DbOption, err_console, fail, open_db_readonly, write_output
+from runners.common import (
+    RUN_REF_HELP,
+    DbOption,
+    err_console,
+    fail,
+    open_db_readonly,
+    resolve_run_ref,
+    write_output,
+)
 
 EXIT_REGRESSION = 1
+Format = Literal["md", "comment", "csv", "json"]
 
 
 def register(app: typer.Typer) -> None:
@@ -21,10 +31,17 @@ def register(app: typer.Typer) -> None:
 
 
 def compare(
-    baseline: Annotated[str, typer.Argument(help="Baseline run: id, uid (prefix), `latest` or `latest~N`.")],
-    candidate: Annotated[str, typer.Argument(help="Candidate run, same forms.")],
+    baseline: Annotated[
+        str | None,
+        typer.Argument(help=f"Baseline run: {RUN_REF_HELP}. Default: see below.", show_default=False),
+    ] = None,
+    candidate: Annotated[
+        str | None, typer.Argument(help="Candidate run, same forms.", show_default=False)
+    ] = None,
     db: DbOption = None,
-    format: Annotated[Literal["md", "csv", "json"], typer.Option("--format", help="md | csv | json")] = "md",
+    format: Annotated[
+        Format, typer.Option("--format", help="md (full), comment (short PR comment), csv or json")
+    ] = "md",
     metric: Annotated[str, typer.Option(help="Metric to compare (a points column).")] = "output_throughput",
     threshold: Annotated[
         float, typer.Option(help="Smallest relative change flagged (0.05 = 5%).", min=0.0)
@@ -33,7 +50,8 @@ def compare(
         float, typer.Option(help="Interval confidence.", min=0.5, max=0.999)
     ] = DEFAULT_CONFIDENCE,
     method: Annotated[
-        Literal["t", "bootstrap"], typer.Option(help="t: Welch on log values; bootstrap: ratio of medians.")
+        Literal["t", "bootstrap"],
+        typer.Option(help="t: ratio of geometric means, Welch on logs; bootstrap: ratio of medians."),
     ] = "t",
     output: Annotated[
         Path | None, typer.Option("--output", "-o", help="Write here instead of stdout.")
@@ -43,14 +61,52 @@ def compare(
         typer.Option("--fail-on-regression", help=f"Exit {EXIT_REGRESSION} when any point regressed (CI)."),
     ] = False,
 ) -> None:
-    """Compare two runs point by point: Δ with an interval and a verdict for every configuration."""
+    """Compare two runs point by point: Δ with an interval and a verdict for every configuration.
+
+    Without run arguments: the two latest comparable runs (same model and GPU class, both measured or both
+    simulated).
+    """
     engine = open_db_readonly(db)
+    if (baseline is None) != (candidate is None):
+        fail("give both runs (BASELINE CANDIDATE) or neither (the two latest comparable runs)")
+    if baseline is None or candidate is None:
+        pair = comparable_pair(q.run_choices(engine), lambda r: set(q.fingerprints_of_runs(engine, [r])))
+        if pair is None:
+            fail("no two runs in this database compare (same model and GPU class); name two runs to compare")
+        a, b = pair
+        err_console.print(f"comparing the two latest comparable runs: baseline {a}, candidate {b}")
+    else:
+        a, b = resolve_run_ref(engine, baseline), resolve_run_ref(engine, candidate)
     try:
-        a = q.resolve_run(engine, baseline)
-        b = q.resolve_run(engine, candidate)
         q.metric_column(metric)
     except q.QueryError as e:
         fail(str(e))
+    text, counts = compare_report(
+        engine, a, b, format=format, metric=metric, threshold=threshold, confidence=confidence, method=method
+    )
+    if output is None:
+        typer.echo(text, nl=False)
+    else:
+        write_output(output, text)
+    err_console.print(
+        f"run {b} vs baseline {a}: " + ", ".join(f"{n} {v}" for v, n in counts.items() if n) + f" ({metric})"
+    )
+    if fail_on_regression and counts["regression"]:
+        raise typer.Exit(EXIT_REGRESSION)
+
+
+def compare_report(
+    engine: Engine,
+    a: int,
+    b: int,
+    *,
+    format: Format = "md",
+    metric: str = "output_throughput",
+    threshold: float = DEFAULT_THRESHOLD,
+    confidence: float = DEFAULT_CONFIDENCE,
+    method: Method = "t",
+) -> tuple[str, dict[str, int]]:
+    """Run `b` against baseline `a`: the report text in `format`, and the verdict counts."""
     table = compare_runs(
         q.run_points(engine, a),
         q.run_samples(engine, a, [metric]),
@@ -62,21 +118,18 @@ def compare(
         method=method,
     )
     run_a, run_b = q.run_info(engine, a), q.run_info(engine, b)
-    if format == "md":
+    if format in ("md", "comment"):
         text = report.to_markdown(
-            table, run_a, run_b, metric=metric, threshold=threshold, confidence=confidence
+            table,
+            run_a,
+            run_b,
+            metric=metric,
+            threshold=threshold,
+            confidence=confidence,
+            short=format == "comment",
         )
     elif format == "csv":
         text = report.to_csv(table)
     else:
         text = report.to_json(table, run_a, run_b)
-    if output is None:
-        typer.echo(text, nl=False)
-    else:
-        write_output(output, text)
-    counts = verdict_counts(table)
-    err_console.print(
-        f"run {b} vs baseline {a}: " + ", ".join(f"{n} {v}" for v, n in counts.items() if n) + f" ({metric})"
-    )
-    if fail_on_regression and counts["regression"]:
-        raise typer.Exit(EXIT_REGRESSION)
+    return text, verdict_counts(table)

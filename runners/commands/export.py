@@ -10,10 +10,19 @@ from sqlalchemy import Engine
 
 from analysis import v2_vs_v1
 from analysis.bench_serving_export import bench_serving_lines
-from analysis.export import ExportError, collect, latest_run_id, to_csv, to_json, to_markdown
+from analysis.export import ExportError, collect, to_csv, to_json, to_markdown
+from db import queries as q
 from db.engine import session_scope
 from db.models import Run
-from runners.common import MAX_ID, DbOption, fail, open_db_readonly, write_output
+from runners.common import (
+    RUN_REF_HELP,
+    DbOption,
+    err_console,
+    fail,
+    open_db_readonly,
+    resolve_run_ref,
+    write_output,
+)
 
 
 def register(app: typer.Typer) -> None:
@@ -23,9 +32,12 @@ def register(app: typer.Typer) -> None:
 def export(
     db: DbOption = None,
     run: Annotated[
-        list[int] | None,
-        typer.Option("--run", min=1, max=MAX_ID, help="Run id (repeatable). Default: the latest run."),
+        list[str] | None,
+        typer.Option("--run", help=f"Run (repeatable): {RUN_REF_HELP}. Default: latest.", show_default=False),
     ] = None,
+    all_runs: Annotated[
+        bool, typer.Option("--all-runs", help="Every run in the database (oldest first).")
+    ] = False,
     format: Annotated[
         Literal["csv", "json", "md", "bench-serving-json"],
         typer.Option(
@@ -49,13 +61,25 @@ def export(
     ] = "points",
 ) -> None:
     """Export points for PR discussions and spreadsheets."""
+    if all_runs and run:
+        fail("give either --run or --all-runs, not both")
     engine = open_db_readonly(db)
+    if all_runs:
+        run_ids = sorted(int(i) for i in q.list_runs(engine)["id"])
+        if not run_ids:
+            fail("the database holds no runs yet; run `specbench run SWEEP.yaml` first")
+    else:
+        run_ids = list(dict.fromkeys(resolve_run_ref(engine, ref) for ref in (run or ["latest"])))
+        if not run:
+            err_console.print(f"exporting run {run_ids[0]} (the latest); --run picks another, --all-runs all")
     if view == "v2-vs-v1":
-        _export_v2_vs_v1(engine, run, format, output)
+        if format == "bench-serving-json":
+            fail("--view v2-vs-v1 writes csv, json or md")
+        _export_v2_vs_v1(engine, run_ids, format, output)
         return
     try:
         with session_scope(engine) as s:
-            data = collect(s, run, all_status=all_status)
+            data = collect(s, run_ids, all_status=all_status)
             if format == "bench-serving-json":
                 lines = bench_serving_lines(s, [r["id"] for r in data.runs], all_status=all_status)
     except ExportError as e:
@@ -71,14 +95,13 @@ def export(
         typer.echo(f"wrote {len(data.rows)} points to {output}", err=True)
 
 
-def _export_v2_vs_v1(engine: Engine, run: list[int] | None, fmt: str, output: Path | None) -> None:
-    if run is not None and len(run) != 1:
+def _export_v2_vs_v1(engine: Engine, run_ids: list[int], fmt: str, output: Path | None) -> None:
+    if len(run_ids) != 1:
         fail("--view v2-vs-v1 compares the modes inside one run: give one --run")
     with session_scope(engine) as s:
-        run_id = run[0] if run else latest_run_id(s)
-        found = s.get(Run, run_id) if run_id is not None else None
+        found = s.get(Run, run_ids[0])
         if found is None:
-            fail("no such run" if run_id is not None else "the database holds no runs")
+            fail(f"no run {run_ids[0]}")
         assert found is not None
         found_id = found.id
         meta: dict[str, Any] = {

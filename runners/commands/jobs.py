@@ -6,11 +6,11 @@ import json
 from typing import Annotated, Any, Literal
 
 import typer
-from rich.table import Table
 
 from db import queue_queries
 from runners import queue
 from runners.common import MAX_ID, DbOption, console, fail, open_db
+from runners.tables import Column, print_table
 
 _STATUSES = ("queued", "claimed", "running", "done", "failed", "canceled")
 
@@ -54,27 +54,25 @@ def jobs(
         typer.echo(json.dumps(payload, default=_json_default, indent=2))
         return
     console.print(" ".join(f"{s}: [bold]{counts.get(s, 0)}[/]" for s in _STATUSES))
-    console.print(_jobs_table(rows))
-    console.print(_workers_table(workers))
+    _jobs_table(rows)
+    _workers_table(workers)
 
 
-def _jobs_table(rows: list[dict[str, Any]]) -> Table:
-    table = Table(title="jobs")
-    for col in (
-        "id",
-        "status",
-        "sweep",
-        "label",
-        "prio",
-        "requires",
-        "attempts",
-        "worker",
-        "run",
-        "last error",
-    ):
-        table.add_column(col, overflow="fold")
-    for r in rows:
-        table.add_row(
+def _jobs_table(rows: list[dict[str, Any]]) -> None:
+    columns = [
+        Column("id", "right"),
+        Column("status"),
+        Column("sweep"),
+        Column("label", drop=3),
+        Column("prio", "right", drop=4),
+        Column("requires", drop=5),
+        Column("attempts", "right", drop=2),
+        Column("worker", drop=1),
+        Column("run", "right"),
+        Column("last error", drop=6),
+    ]
+    cells = [
+        [
             str(r["id"]),
             r["status"],
             r["sweep_name"],
@@ -84,25 +82,32 @@ def _jobs_table(rows: list[dict[str, Any]]) -> Table:
             f"{r['attempts']}/{r['max_attempts']}",
             r["worker_id"] or "",
             str(r["run_id"] or ""),
-            (r["last_error"] or "")[:120],
-        )
-    return table
+            " ".join((r["last_error"] or "").split())[:120],
+        ]
+        for r in rows
+    ]
+    print_table(console, columns, cells, title="jobs")
 
 
-def _workers_table(rows: list[dict[str, Any]]) -> Table:
-    table = Table(title="workers")
-    for col in ("worker", "state", "gpus", "job", "last heartbeat"):
-        table.add_column(col, overflow="fold")
-    for r in rows:
-        age = r["heartbeat_age_s"]
-        table.add_row(
+def _workers_table(rows: list[dict[str, Any]]) -> None:
+    columns = [
+        Column("worker"),
+        Column("state"),
+        Column("gpus", drop=1),
+        Column("job", "right"),
+        Column("last heartbeat"),
+    ]
+    cells = [
+        [
             r["id"],
             r["state"],
             f"{r['gpu_count']} x {r['gpu_name']}" if r["gpu_count"] else "none",
             str(r["current_job_id"] or ""),
-            "-" if age is None else f"{age:.0f} s ago",
-        )
-    return table
+            "-" if r["heartbeat_age_s"] is None else f"{r['heartbeat_age_s']:.0f} s ago",
+        ]
+        for r in rows
+    ]
+    print_table(console, columns, cells, title="workers")
 
 
 def _json_default(value: Any) -> Any:

@@ -9,12 +9,12 @@ from typing import Annotated, Literal
 
 import pandas as pd
 import typer
-from rich.table import Table
 
 from analysis.regressions import flagged, recent_changes
 from bench.stats.changepoint import ChangePointParams
 from db import queries as q
 from runners.common import DbOption, console, fail, open_db_readonly
+from runners.tables import Column, print_table
 
 _SPAN = re.compile(r"^(\d+)\s*([hdw])$")
 
@@ -99,18 +99,27 @@ def _table(changes: pd.DataFrame, metric: str, since: str) -> None:
     if changes.empty:
         console.print(f"no flagged {metric} changes in the last {since}")
         return
-    t = Table(title=f"{len(changes)} flagged change(s) in {metric}, last {since}", title_justify="left")
-    for col in ("Δ", "series", "why", "from → to", "run", "runs after", "triage"):
-        t.add_column(col, overflow="fold")
+    columns = [
+        Column("Δ", "right", markup=True),
+        Column("series"),
+        Column("why", drop=1),
+        Column("from → to", drop=3),
+        Column("run", "right"),
+        Column("runs after", "right", drop=4),
+        Column("triage", drop=2),
+    ]
+    rows = []
     for r in changes.to_dict("records"):
         style = "red" if r["direction"] == "regression" else "green"
-        t.add_row(
-            f"[{style}]{r['rel_change'] * 100:+.1f}%[/]",
-            str(r["series"]),
-            str(r["why"] or ""),
-            f"{r['prev_version']}@{str(r['prev_commit'] or '')[:7]} → {r['sglang_version']}@{str(r['sglang_commit'] or '')[:7]}",
-            str(r["run_id"]),
-            str(r["n_after"]),
-            str(r["state"]),
+        rows.append(
+            [
+                f"[{style}]{r['rel_change'] * 100:+.1f}%[/]",
+                str(r["series"]),
+                str(r["why"] or ""),
+                f"{r['prev_version']}@{str(r['prev_commit'] or '')[:7]} → {r['sglang_version']}@{str(r['sglang_commit'] or '')[:7]}",
+                str(r["run_id"]),
+                str(r["n_after"]),
+                str(r["state"]),
+            ]
         )
-    console.print(t)
+    print_table(console, columns, rows, title=f"{len(changes)} flagged change(s) in {metric}, last {since}")

@@ -2,24 +2,39 @@
 
 from __future__ import annotations
 
+import shlex
 import signal
 import time
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.table import Table
 from sqlalchemy import Engine, select
 
 from bench import reaper
 from bench.gpus import parse_gpu_list
-from bench.sweep import SweepError, expand, load_sweep
-from db.engine import session_scope
+from bench.launcher import LaunchError, detect_sglang_version, plan_launch
+from bench.spec_modes import KNOWN_RELEASES
+from bench.sweep import ServerGroup, SweepError, SweepSpec, expand, load_sweep
+from db.engine import resolve_url, session_scope
 from db.models import Point, Run
-from runners.common import MAX_ID, DbOption, OutageOption, check_label, console, err_console, fail, open_db
+from runners import estimate
+from runners.common import (
+    RUN_REF_HELP,
+    DbOption,
+    OutageOption,
+    check_label,
+    console,
+    err_console,
+    fail,
+    open_db,
+    open_db_readonly,
+    resolve_run_ref,
+)
 from runners.dbretry import DatabaseUnavailable
 from runners.recovery import OutagePolicy
 from runners.sweep_runner import RunOutcome, execute_sweep
+from runners.tables import Column, print_table
 
 EXIT_FAILED = (
     1  # no point measured (none ok or unstable), or the run could not go on (the database stayed away)
@@ -40,7 +55,7 @@ def run(
         bool, typer.Option("--resume", help="Continue the latest run of this sweep, skipping stored repeats.")
     ] = False,
     resume_run: Annotated[
-        int | None, typer.Option("--resume-run", min=1, max=MAX_ID, help="Continue this run id.")
+        str | None, typer.Option("--resume-run", help=f"Continue this run: {RUN_REF_HELP}.")
     ] = None,
     deadline_s: Annotated[
         float | None,
@@ -84,13 +99,14 @@ def run(
         f"on backend [cyan]{spec.server.backend}[/]"
     )
     if dry_run:
-        for g in groups:
-            console.print(f"  {g.server.label()}: batch sizes {[p.batch_size for p in g.points]}")
+        if resume_run is not None:  # a run to resume must exist, dry run or not
+            resolve_run_ref(open_db_readonly(db), resume_run)
+        _dry_run(spec, groups, gpu_list, db)
         return
     engine = open_db(db)
     for pgid in reaper.reap_orphans():  # servers of a run or worker that was killed on this host
         err_console.print(f"[yellow]stopped server process group {pgid} left by a dead launcher[/]")
-    resume_id = resume_run
+    resume_id = resolve_run_ref(engine, resume_run) if resume_run is not None else None
     if resume and resume_id is None:
         resume_id = _latest_run_of(engine, spec.name)
         if resume_id is None:
@@ -139,6 +155,72 @@ def _parse_fail_on(text: str) -> set[str]:
     return chosen
 
 
+# Shown in place of the free port the launcher picks at start time.
+DRY_RUN_PORT = 30000
+
+
+def _dry_run(spec: SweepSpec, groups: list[ServerGroup], gpus: list[int] | None, db: str | None) -> None:
+    """Each launch's real argv and environment (from the launcher's own builder) and a time estimate."""
+    version, version_note = _launch_version(spec)
+    if spec.server.backend == "external":
+        console.print(f"backend external: nothing is launched; points are measured on {spec.server.base_url}")
+    else:
+        console.print(
+            f"SGLang {version}{version_note}; --port {DRY_RUN_PORT} stands for the free port picked at launch; "
+            "env lists what specbench and the sweep set (the server also gets the host's PATH, HOME, caches)"
+        )
+    for i, g in enumerate(groups, 1):
+        console.print(
+            f"\n[bold]launch {i}/{len(groups)}[/]: {g.server.label()} - {len(g.points)} point(s), batch sizes "
+            f"{sorted({p.batch_size for p in g.points})}",
+            highlight=False,
+        )
+        if spec.server.backend == "external":
+            continue
+        try:
+            plan = plan_launch(spec.server, g.server, version=version, port=DRY_RUN_PORT, gpus=gpus)
+        except LaunchError as e:
+            fail(str(e))
+        built, env = plan.argv, plan.env_delta
+        console.print(f"  argv: {shlex.join(built.argv)}", markup=False, highlight=False, soft_wrap=True)
+        for k, v in sorted(env.items()):
+            console.print(f"  env:  {k}={v}", markup=False, highlight=False, soft_wrap=True)
+        for note in built.notes:
+            console.print(f"  note: {note}", markup=False, highlight=False)
+    past_startup, past_windows = _history(spec.name, db)
+    est = estimate.estimate(spec, groups, past_startup_s=past_startup, past_window_s=past_windows)
+    console.print(
+        f"\n[bold]estimated time: about {estimate.human(est.total_s)}[/] "
+        f"({est.launches} start(s) {estimate.human(est.startup_s)}, "
+        f"{est.windows} measured window(s) with warmup {estimate.human(est.measure_s)})"
+    )
+    for note in est.assumptions:
+        console.print(f"  assuming {note}", markup=False, highlight=False)
+
+
+def _launch_version(spec: SweepSpec) -> tuple[str, str]:
+    if spec.server.backend == "sim":
+        return spec.server.sim.version, " (emulated by the stand-in)"
+    if spec.server.backend == "external":
+        return "?", ""
+    try:
+        return detect_sglang_version(spec.server.python, timeout_s=120.0), " (installed)"
+    except LaunchError as e:
+        newest = ".".join(map(str, KNOWN_RELEASES[-1]))
+        return newest, f" (assumed, the newest known release: {e}; flags adapt to the installed version)"
+
+
+def _history(sweep_name: str, db: str | None) -> tuple[float | None, dict[int, float]]:
+    """Earlier launches and points of this sweep, if a database exists; a dry run never creates one."""
+    url = resolve_url(db)
+    if url.startswith("sqlite") and not Path(url.split("///", 1)[-1]).exists():
+        return None, {}
+    try:
+        return estimate.history(open_db(db), sweep_name)
+    except Exception:  # the estimate falls back to its assumptions; the dry run is not about the database
+        return None, {}
+
+
 def _interrupt(signum: int, _frame: object) -> None:
     raise KeyboardInterrupt(f"signal {signum}")
 
@@ -164,24 +246,23 @@ def _fmt(v: float | None, digits: int = 1) -> str:
 def _summary(engine: Engine, outcome: RunOutcome, elapsed_s: float) -> None:
     with session_scope(engine) as s:
         points = list(s.scalars(select(Point).where(Point.run_id == outcome.run_id).order_by(Point.id)))
-    table = Table(title=f"run {outcome.run_id}: {outcome.status}", show_lines=False)
-    for col in (
-        "config",
-        "bs",
-        "status",
-        "out tok/s",
-        "95% CI",
-        "accept len",
-        "TTFT p50",
-        "TPOT p50",
-        "ITL p50",
-    ):
-        table.add_column(col, justify="right" if col not in ("config", "status") else "left")
+    columns = [
+        Column("config"),
+        Column("bs", "right"),
+        Column("status", markup=True),
+        Column("out tok/s", "right"),
+        Column("95% CI", "right", drop=3),
+        Column("accept", "right"),
+        Column("TTFT p50", "right", drop=2),
+        Column("TPOT p50", "right"),
+        Column("ITL p50", "right", drop=1),
+    ]
+    rows = []
     for p in points:
         cfg = (
             "baseline"
             if p.algorithm is None
-            else f"{p.algorithm} s{p.steps} k{p.topk} d{p.draft_tokens}"
+            else f"{p.algorithm} s{p.steps} k{p.topk}"
             + (f" acc{p.accept_length_pinned:g}" if p.accept_length_pinned is not None else "")
             + f" {p.spec_mode}"
         )
@@ -191,21 +272,20 @@ def _summary(engine: Engine, outcome: RunOutcome, elapsed_s: float) -> None:
             if p.output_throughput_ci_low is not None
             else "-"
         )
-        table.add_row(
-            cfg,
-            str(p.batch_size),
-            f"[{style}]{p.status}[/]",
-            _fmt(p.output_throughput),
-            ci,
-            _fmt(p.accept_length, 2),
-            _fmt(p.ttft_p50_ms),
-            _fmt(p.tpot_p50_ms, 2),
-            _fmt(p.itl_p50_ms, 2),
+        rows.append(
+            [
+                cfg,
+                str(p.batch_size),
+                f"[{style}]{p.status}[/]",
+                _fmt(p.output_throughput),
+                ci,
+                _fmt(p.accept_length, 2),
+                _fmt(p.ttft_p50_ms),
+                _fmt(p.tpot_p50_ms, 2),
+                _fmt(p.itl_p50_ms, 2),
+            ]
         )
-    # Piped output (CI logs, `| tee`) gets 80 columns by default, which folds every row; use a log width.
-    if not console.is_terminal:
-        console.width = max(console.width, 140)
-    console.print(table)
+    print_table(console, columns, rows, title=f"run {outcome.run_id}: {outcome.status}")
     bad = [p for p in points if p.status != "ok"]
     for p in bad[:20]:
         console.print(f"[red]{p.status}[/] point {p.id} (bs={p.batch_size}): {p.reason}")

@@ -7,12 +7,12 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import typer
-from rich.table import Table
 
 from bench.sweep import SweepError, read_sweep_text
 from runners import schedules
 from runners.common import MAX_ID, MAX_PRIORITY, DbOption, check_label, console, fail, open_db
 from runners.gpus import parse_requires
+from runners.tables import Column, print_table
 
 schedule_app = typer.Typer(
     name="schedule",
@@ -70,11 +70,19 @@ def list_(
     if format == "json":
         typer.echo(json.dumps(rows, default=_json_default, indent=2))
         return
-    table = Table(title="schedules (UTC)")
-    for col in ("id", "cron", "sweep", "label", "requires", "priority", "enabled", "last fire", "next fire"):
-        table.add_column(col)
-    for r in rows:
-        table.add_row(
+    columns = [
+        Column("id", "right"),
+        Column("cron"),
+        Column("sweep"),
+        Column("label", drop=2),
+        Column("requires", drop=3),
+        Column("priority", "right", drop=4),
+        Column("enabled"),
+        Column("last fire", drop=1),
+        Column("next fire"),
+    ]
+    cells = [
+        [
             str(r["id"]),
             r["cron"],
             r["sweep"],
@@ -84,8 +92,10 @@ def list_(
             "yes" if r["enabled"] else "no",
             _ts(r["last_fire_time"]),
             _ts(r["next_fire_time"]),
-        )
-    console.print(table)
+        ]
+        for r in rows
+    ]
+    print_table(console, columns, cells, title="schedules (UTC)")
 
 
 @schedule_app.command("remove")

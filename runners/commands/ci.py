@@ -1,0 +1,138 @@
+"""`specbench ci SWEEP`: the PR check. Get a baseline and a candidate run of one sweep (reuse or run), compare
+them, write the short PR comment to a file, exit non-zero on a regression.
+
+Each side is either an existing run (`--base-run` / `--head-run`: an id, uid, `latest~N`) or a label
+(`--base` / `--head`, e.g. `base-3f2a9c1`): the newest finished run of SWEEP with that label is reused, and
+when there is none SWEEP runs now under that label, on the SGLang installed here. A PR job therefore installs
+the base SGLang, runs `specbench run SWEEP --label base-SHA` (or reuses a nightly run), installs the PR's
+SGLang and runs `specbench ci SWEEP --base base-SHA --head head-SHA`. See docs/ci.md.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Literal
+
+import typer
+from sqlalchemy import Engine, select
+
+from bench.stats.compare import DEFAULT_CONFIDENCE, DEFAULT_THRESHOLD
+from bench.sweep import SweepError, load_sweep
+from db.engine import session_scope
+from db.models import Run
+from runners.commands import run as run_cmd
+from runners.commands.compare import EXIT_REGRESSION, compare_report
+from runners.common import RUN_REF_HELP, DbOption, err_console, fail, open_db, resolve_run_ref
+
+REUSABLE = ("done", "unstable", "partial")
+DEFAULT_COMMENT = Path("specbench-comment.md")
+
+
+def register(app: typer.Typer) -> None:
+    app.command("ci")(ci)
+
+
+def ci(
+    sweep: Annotated[Path, typer.Argument(help="Sweep YAML both runs measure.")],
+    base: Annotated[
+        str | None,
+        typer.Option("--base", help="Baseline label: reuse its newest run of SWEEP, else run SWEEP now."),
+    ] = None,
+    base_run: Annotated[str | None, typer.Option("--base-run", help=f"Baseline run: {RUN_REF_HELP}.")] = None,
+    head: Annotated[
+        str | None,
+        typer.Option("--head", help="Candidate label: reuse its newest run of SWEEP, else run SWEEP now."),
+    ] = None,
+    head_run: Annotated[
+        str | None, typer.Option("--head-run", help=f"Candidate run: {RUN_REF_HELP}.")
+    ] = None,
+    db: DbOption = None,
+    comment: Annotated[
+        Path, typer.Option("--comment", "-o", help="Where the PR comment (Markdown) is written.")
+    ] = DEFAULT_COMMENT,
+    format: Annotated[
+        Literal["comment", "md"], typer.Option("--format", help="comment (short) or md (every row)")
+    ] = "comment",
+    metric: Annotated[str, typer.Option(help="Metric the verdicts are on.")] = "output_throughput",
+    threshold: Annotated[
+        float, typer.Option(help="Smallest relative change flagged (0.05 = 5%).", min=0.0)
+    ] = DEFAULT_THRESHOLD,
+    confidence: Annotated[
+        float, typer.Option(help="Interval confidence.", min=0.5, max=0.999)
+    ] = DEFAULT_CONFIDENCE,
+    gpus: Annotated[str | None, typer.Option(help="GPU indices for runs started here, e.g. 0,1.")] = None,
+    log_dir: Annotated[Path, typer.Option(help="Where server logs of runs started here go.")] = Path("logs"),
+    progress: Annotated[bool, typer.Option("--progress/--no-progress")] = False,
+    base_only: Annotated[
+        bool,
+        typer.Option(
+            "--base-only",
+            help="Only make sure the baseline run exists (reuse or run it), e.g. while the base SGLang is installed.",
+        ),
+    ] = False,
+) -> None:
+    """Compare a PR's run against its base run; write the PR comment; exit 1 on a regression."""
+    if (base is None) == (base_run is None):
+        fail("give the baseline as --base LABEL or --base-run RUN (one of them)")
+    if not base_only and (head is None) == (head_run is None):
+        fail("give the candidate as --head LABEL or --head-run RUN (one of them)")
+    try:
+        spec = load_sweep(sweep)
+    except SweepError as e:
+        fail(str(e))
+    engine = open_db(db)
+    a = _side(engine, "baseline", sweep, spec.name, base, base_run, db, gpus, log_dir, progress)
+    if base_only:
+        err_console.print(f"baseline: run {a}")
+        return
+    b = _side(engine, "candidate", sweep, spec.name, head, head_run, db, gpus, log_dir, progress)
+    if a == b:
+        fail(f"baseline and candidate are the same run ({a})")
+    text, counts = compare_report(
+        engine, a, b, format=format, metric=metric, threshold=threshold, confidence=confidence
+    )
+    comment.parent.mkdir(parents=True, exist_ok=True)
+    comment.write_text(text)
+    summary = ", ".join(f"{n} {v}" for v, n in counts.items() if n) or "no shared points"
+    err_console.print(f"run {b} vs baseline {a}: {summary} ({metric}); PR comment in {comment}")
+    if counts["regression"]:
+        raise typer.Exit(EXIT_REGRESSION)
+
+
+def labelled_run(engine: Engine, sweep_name: str, label: str) -> int | None:
+    """The newest finished (done, unstable or partial) run of this sweep with this label."""
+    with session_scope(engine) as s:
+        return s.scalars(
+            select(Run.id)
+            .where(Run.sweep_name == sweep_name, Run.label == label, Run.status.in_(REUSABLE))
+            .order_by(Run.started_at.desc(), Run.id.desc())
+            .limit(1)
+        ).first()
+
+
+def _side(
+    engine: Engine,
+    role: str,
+    sweep: Path,
+    sweep_name: str,
+    label: str | None,
+    ref: str | None,
+    db: str | None,
+    gpus: str | None,
+    log_dir: Path,
+    progress: bool,
+) -> int:
+    if ref is not None:
+        return resolve_run_ref(engine, ref)
+    assert label is not None
+    found = labelled_run(engine, sweep_name, label)
+    if found is not None:
+        err_console.print(f"{role}: reusing run {found} ({sweep_name}, label {label!r})")
+        return found
+    err_console.print(f"{role}: no finished run of {sweep_name} labelled {label!r}; running it now")
+    # The `run` verb itself: same validation, progress, summary, storage and exit codes for a failed run.
+    run_cmd.run(sweep, db=db, label=label, trigger="pr", gpus=gpus, log_dir=log_dir, progress=progress)
+    made = labelled_run(engine, sweep_name, label)
+    if made is None:
+        fail(f"the {role} run of {sweep_name} (label {label!r}) did not finish", 3)
+    return made

@@ -1,0 +1,151 @@
+"""`specbench runs`: list the stored runs, newest first, so their ids can be given to other verbs."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from typing import Annotated, Any, Literal
+
+import pandas as pd
+import typer
+
+from analysis.labels import run_tag
+from db import queries as q
+from runners.common import DbOption, console, open_db_readonly
+from runners.tables import Column, print_table
+
+JSON_FIELDS = (
+    "id",
+    "uid",
+    "name",
+    "label",
+    "status",
+    "trigger",
+    "backend",
+    "simulated",
+    "kind",
+    "model",
+    "gpu",
+    "gpu_count",
+    "sglang_version",
+    "started",
+    "finished",
+    "points",
+    "points_ok",
+)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("runs")(runs)
+
+
+def runs(
+    db: DbOption = None,
+    format: Annotated[
+        Literal["table", "csv", "json"], typer.Option("--format", help="table, csv or json")
+    ] = "table",
+    name: Annotated[str | None, typer.Option(help="Only sweeps whose name contains this.")] = None,
+    gpu: Annotated[
+        str | None, typer.Option(help="Only runs on a GPU whose name contains this (h200).")
+    ] = None,
+    status: Annotated[
+        Literal["running", "done", "unstable", "partial", "failed"] | None,
+        typer.Option(help="Only runs in this state."),
+    ] = None,
+    simulated: Annotated[
+        bool | None,
+        typer.Option(
+            "--simulated/--real",
+            help="Only simulated runs (stand-in server, synthetic history), or only real measurements.",
+            show_default=False,
+        ),
+    ] = None,
+    limit: Annotated[int | None, typer.Option(help="At most this many (newest first).", min=1)] = None,
+) -> None:
+    """List runs newest first: id, sweep, GPU, simulated, status, start and point counts."""
+    engine = open_db_readonly(db)
+    frame = q.list_runs(engine, name=name, gpu=gpu, status=status, simulated=simulated, limit=limit)
+    records = [_record(r) for r in frame.to_dict("records")]
+    if format == "json":
+        typer.echo(json.dumps(records, indent=2))
+    elif format == "csv":
+        buf = io.StringIO()
+        writer = csv.DictWriter(buf, fieldnames=JSON_FIELDS, lineterminator="\n")
+        writer.writeheader()
+        writer.writerows(records)
+        typer.echo(buf.getvalue(), nl=False)
+    else:
+        _table(records)
+
+
+def _iso(value: Any) -> str | None:
+    if value is None or pd.isna(value):
+        return None
+    ts = pd.Timestamp(value)
+    return (ts if ts.tzinfo is not None else ts.tz_localize("UTC")).isoformat()
+
+
+def _record(row: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "id": int(row["id"]),
+        "uid": row["uid"],
+        "name": row["sweep_name"],
+        "label": row["label"],
+        "status": row["status"],
+        "trigger": row["trigger"],
+        "backend": row["backend"],
+        "simulated": bool(row["simulated"]),
+        "kind": run_tag(row["simulated"], row["trigger"]) or "measured",
+        "model": row["model"],
+        "gpu": row["gpu_name"],
+        "gpu_count": int(row["gpu_count"]),
+        "sglang_version": row["sglang_version"],
+        "started": _iso(row["started_at"]),
+        "finished": _iso(row["finished_at"]),
+        "points": int(row["points"]),
+        "points_ok": int(row["points_ok"]),
+    }
+
+
+def simulated_tag(record: dict[str, Any]) -> str:
+    return run_tag(record["simulated"], record["trigger"]) or ""
+
+
+def _table(records: list[dict[str, Any]]) -> None:
+    if not records:
+        console.print("no runs match")
+        return
+    columns = [
+        Column("id", "right"),
+        Column("started (UTC)"),
+        Column("name"),
+        Column("status", markup=True),
+        Column("gpu"),
+        Column("simulated"),
+        Column("points", "right", drop=2),
+        Column("sglang", drop=1),
+        Column("label", drop=3),
+    ]
+    style = {"done": "green", "running": "cyan", "unstable": "yellow", "partial": "yellow", "failed": "red"}
+    rows = [
+        [
+            str(r["id"]),
+            (r["started"] or "")[:16].replace("T", " "),
+            r["name"],
+            f"[{style.get(r['status'], 'white')}]{r['status']}[/]",
+            _short_gpu(r["gpu"], r["gpu_count"]),
+            simulated_tag(r),
+            f"{r['points_ok']}/{r['points']}",
+            r["sglang_version"] or "?",
+            r["label"] or "",
+        ]
+        for r in records
+    ]
+    print_table(console, columns, rows)
+
+
+def _short_gpu(name: str | None, count: int) -> str:
+    if not name or name == "none" or count == 0:
+        return "none"
+    return f"{count}x {name.removeprefix('NVIDIA ')}"

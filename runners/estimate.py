@@ -1,0 +1,144 @@
+"""How long a sweep will take, before it runs: server starts x startup + points x repeats x window.
+
+A rough figure for planning (will it fit in the night, in a CI job's timeout?), with its assumptions
+stated next to it. Where the database already holds launches and points of the same sweep, their measured
+startup times and window durations replace the assumptions.
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass, field
+
+from sqlalchemy import Engine, select
+
+from bench.sweep import ServerGroup, SweepSpec
+from db.models import Point, Run, ServerInstance
+
+# Assumptions when no history exists. A large MoE model (DeepSeek-V3 class) loads and captures CUDA graphs
+# in minutes; the stand-in starts in its configured startup_s plus a Python process start.
+SGLANG_STARTUP_S = 300.0
+SIM_PROCESS_START_S = 3.0
+# One decode step per output token, i.e. no credit for accepted draft tokens: an upper bound on the window.
+SGLANG_STEP_MS = 25.0
+SIM_STEP_MS = 5.0  # the stand-in's performance model: 2.4-5.8 ms per step at time_scale 1 (bench/sim/perf.py)
+POINT_OVERHEAD_S = 1.0  # flush, /server_info, storing the repeat
+
+
+@dataclass
+class Estimate:
+    total_s: float
+    startup_s: float
+    measure_s: float
+    launches: int
+    windows: int
+    assumptions: list[str] = field(default_factory=list)
+
+
+def _step_ms(spec: SweepSpec) -> float:
+    if spec.server.backend == "sim":
+        return 0.0 if spec.server.sim.instant else SIM_STEP_MS * spec.server.sim.time_scale
+    return SGLANG_STEP_MS
+
+
+def _startup_s(spec: SweepSpec) -> float:
+    if spec.server.backend == "external":
+        return 0.0
+    if spec.server.backend == "sim":
+        return spec.server.sim.startup_s * spec.server.sim.time_scale + SIM_PROCESS_START_S
+    return SGLANG_STARTUP_S
+
+
+def history(engine: Engine, sweep_name: str) -> tuple[float | None, dict[int, float]]:
+    """Median startup of this sweep's earlier launches, and median window length per batch size."""
+    with engine.connect() as c:
+        starts = [
+            float(s)
+            for (s,) in c.execute(
+                select(ServerInstance.startup_s)
+                .join(Run, Run.id == ServerInstance.run_id)
+                .where(Run.sweep_name == sweep_name, ServerInstance.startup_s.is_not(None))
+            )
+            if s is not None
+        ]
+        by_bs: dict[int, list[float]] = {}
+        for bs, d in c.execute(
+            select(Point.batch_size, Point.duration_s)
+            .join(Run, Run.id == Point.run_id)
+            .where(Run.sweep_name == sweep_name, Point.status == "ok", Point.duration_s.is_not(None))
+        ):
+            if d is not None:
+                by_bs.setdefault(int(bs), []).append(float(d))
+    return (statistics.median(starts) if starts else None), {
+        bs: statistics.median(v) for bs, v in by_bs.items()
+    }
+
+
+def estimate(
+    spec: SweepSpec,
+    groups: list[ServerGroup],
+    *,
+    past_startup_s: float | None = None,
+    past_window_s: dict[int, float] | None = None,
+) -> Estimate:
+    """The sweep's wall time: launches x startup + every repeat's window, warmup and overhead."""
+    past_window_s = past_window_s or {}
+    notes: list[str] = []
+    launches = 0 if spec.server.backend == "external" else len(groups)
+    if past_startup_s is not None:
+        startup = past_startup_s
+        notes.append(f"server startup {startup:.0f} s: median of this sweep's earlier launches")
+    else:
+        startup = _startup_s(spec)
+        if spec.server.backend == "sglang":
+            notes.append(
+                f"server startup {startup:.0f} s (model load and CUDA graph capture of a large model)"
+            )
+        elif spec.server.backend == "sim":
+            notes.append(f"server startup {startup:.0f} s (stand-in startup_s x time_scale + process start)")
+    # Starts of one batch of `max_parallel_starts` overlap; measuring stays serial.
+    start_batches = -(-launches // spec.server.max_parallel_starts) if launches else 0
+    startup_total = start_batches * startup
+    step_ms = _step_ms(spec)
+    measured_from_history = 0
+    measure = 0.0
+    windows = 0
+    for g in groups:
+        for p in g.points:
+            waves = max(p.num_prompts / p.batch_size, 1.0)
+            if p.batch_size in past_window_s:
+                window = past_window_s[p.batch_size]
+                measured_from_history += 1
+            else:
+                window = waves * p.workload.output_len * step_ms / 1000.0
+            warmup = window / waves * spec.warmup.waves
+            measure += warmup + p.repeats * (window + POINT_OVERHEAD_S)
+            windows += p.repeats
+    n_points = sum(len(g.points) for g in groups)
+    if measured_from_history:
+        notes.append(
+            f"windows of {measured_from_history}/{n_points} points: median measured duration of this sweep's "
+            "earlier points at the same batch size"
+        )
+    if measured_from_history < n_points:
+        notes.append(
+            f"window = waves x output_len x {step_ms:g} ms per decode step, one token per step (no credit for "
+            "accepted drafts, so an upper bound); prefill not counted"
+        )
+    notes.append(f"{POINT_OVERHEAD_S:g} s per repeat outside the window (flush, /server_info, storing)")
+    return Estimate(
+        total_s=startup_total + measure,
+        startup_s=startup_total,
+        measure_s=measure,
+        launches=launches,
+        windows=windows,
+        assumptions=notes,
+    )
+
+
+def human(seconds: float) -> str:
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    if seconds < 5400:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"

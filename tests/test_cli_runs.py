@@ -1,0 +1,265 @@
+"""`specbench runs`, run references (`latest~N`) in every verb, `export --all-runs`, tables in narrow consoles
+and `run --dry-run`: the CLI a new user meets first."""
+
+from __future__ import annotations
+
+import io
+import json
+import shlex
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+from sqlalchemy import Engine, select
+from typer.testing import CliRunner
+
+from analysis.export import read_csv_rows
+from bench.sweep import expand, parse_sweep
+from bench.synthetic_history import SMALL_SHAPE
+from db import queries as q
+from db.engine import session_scope
+from db.migrate import open_database
+from db.models import Run, ServerInstance
+from runners import estimate
+from runners.cli import app
+from runners.commands.run import DRY_RUN_PORT
+from runners.seed_history import seed_history
+from runners.sweep_runner import execute_sweep
+from runners.tables import Column, compact_lines, print_table
+
+ONE_LAUNCH = """
+name: dry-one
+model: sim-tiny
+server:
+  backend: sim
+  attention_backend: flashmla
+  args: {max-running-requests: 8}
+  env: {SGLANG_TEST_FLAG: "1"}
+  sim: {time_scale: 0.05, seed: 3, instant: true}
+grid: {batch_sizes: [1, 2], spec_modes: [v2], steps: [2], topk: [1], baseline: false}
+workload: {input_len: 16, output_len: 8}
+repeats: 1
+"""
+
+
+@pytest.fixture
+def seeded(db_url: str) -> tuple[str, Engine]:
+    eng = open_database(db_url)
+    seed_history(eng, 200, shape=SMALL_SHAPE, end=datetime(2026, 11, 30, tzinfo=UTC), seed=5)
+    return db_url, eng
+
+
+def _json(args: list[str]) -> list[dict[str, object]]:
+    res = CliRunner().invoke(app, args)
+    assert res.exit_code == 0, res.output
+    doc: list[dict[str, object]] = json.loads(res.stdout)
+    return doc
+
+
+def test_runs_json_lists_every_run_newest_first(seeded: tuple[str, Engine]) -> None:
+    url, eng = seeded
+    doc = _json(["runs", "--db", url, "--format", "json"])
+    with session_scope(eng) as s:
+        stored = list(s.scalars(select(Run)))
+    assert len(doc) == len(stored) > 2
+    assert {r["id"] for r in doc} == {r.id for r in stored}
+    for field in ("id", "name", "gpu", "simulated", "status", "started", "points"):
+        assert all(field in r for r in doc)
+    starts = [str(r["started"]) for r in doc]
+    assert starts == sorted(starts, reverse=True)
+    by_id = {r.id: r for r in stored}
+    for r in doc:
+        run = by_id[int(str(r["id"]))]
+        assert (r["name"], r["gpu"], r["simulated"], r["status"]) == (
+            run.sweep_name,
+            run.gpu_name,
+            run.simulated,
+            run.status,
+        )
+    assert all(isinstance(r["points"], int) for r in doc) and sum(int(str(r["points"])) for r in doc) > 0
+
+
+def test_runs_filters(seeded: tuple[str, Engine]) -> None:
+    url, _ = seeded
+    every = _json(["runs", "--db", url, "--format", "json"])
+    h100 = _json(["runs", "--db", url, "--format", "json", "--gpu", "h100"])
+    assert h100 and all("H100" in str(r["gpu"]) for r in h100)
+    assert len(h100) == sum("H100" in str(r["gpu"]) for r in every)
+    name = str(every[0]["name"])
+    named = _json(["runs", "--db", url, "--format", "json", "--name", name[-8:].upper()])
+    assert {r["id"] for r in named} == {r["id"] for r in every if r["name"] == name}
+    done = _json(["runs", "--db", url, "--format", "json", "--status", "done"])
+    assert done and all(r["status"] == "done" for r in done)
+    assert _json(["runs", "--db", url, "--format", "json", "--real"]) == []  # seeded history is simulated
+    assert len(_json(["runs", "--db", url, "--format", "json", "--simulated", "--limit", "3"])) == 3
+    # A LIKE wildcard in a filter matches itself only.
+    assert _json(["runs", "--db", url, "--format", "json", "--name", "%"]) == []
+    res = CliRunner().invoke(app, ["runs", "--db", url, "--status", "nope"])
+    assert res.exit_code == 2
+
+
+def test_runs_csv_and_table(seeded: tuple[str, Engine]) -> None:
+    url, _ = seeded
+    res = CliRunner().invoke(app, ["runs", "--db", url, "--format", "csv"])
+    assert res.exit_code == 0
+    lines = res.stdout.splitlines()
+    assert lines[0].startswith("id,uid,name,")
+    every = _json(["runs", "--db", url, "--format", "json"])
+    assert len(lines) == len(every) + 1
+    # CliRunner's stdout is no terminal: the compact layout, one line per run, no box characters.
+    res = CliRunner().invoke(app, ["runs", "--db", url])
+    out = res.stdout.splitlines()
+    assert out[0].split()[:3] == ["id", "started", "(UTC)"]
+    assert len(out) == len(every) + 1
+    assert not any(ch in res.stdout for ch in "─│┃━")
+    assert out[1].split()[0] == str(every[0]["id"])
+
+
+def _rows() -> tuple[list[Column], list[list[str]]]:
+    cols = [
+        Column("id", "right"),
+        Column("name"),
+        Column("status", markup=True),
+        Column("gpu"),
+        Column("sglang", drop=1),
+        Column("label", drop=2),
+    ]
+    rows = [
+        [
+            str(i),
+            f"synthetic-deepseek-v3-h200-{i}",
+            "[green]done[/]",
+            "8x H200",
+            "0.5.13.post1",
+            "pr-24640 " * 3,
+        ]
+        for i in range(5)
+    ]
+    return cols, rows
+
+
+def test_tables_fit_a_narrow_terminal() -> None:
+    cols, rows = _rows()
+    buf = io.StringIO()
+    narrow = Console(file=buf, width=80, force_terminal=True, color_system=None)
+    print_table(narrow, cols, rows, title="runs")
+    lines = buf.getvalue().splitlines()
+    assert lines and all(len(line) <= 80 for line in lines)
+    body = [line for line in lines if "synthetic-deepseek" in line]
+    assert len(body) == 5  # one line per row: no cell folded onto a second line
+    footnote = buf.getvalue().split("left out", 1)[1]
+    assert "label" in footnote and "pr-24640" not in buf.getvalue()
+    # A wide terminal shows every column and no footnote.
+    buf = io.StringIO()
+    print_table(Console(file=buf, width=200, force_terminal=True, color_system=None), cols, rows)
+    assert "left out" not in buf.getvalue() and "pr-24640" in buf.getvalue()
+
+
+def test_tables_are_compact_in_logs() -> None:
+    cols, rows = _rows()
+    buf = io.StringIO()
+    print_table(Console(file=buf, width=80, force_terminal=False), cols, rows)
+    lines = buf.getvalue().splitlines()
+    assert lines == compact_lines(cols, rows)
+    assert len(lines) == 6 and all("[green]" not in line for line in lines)
+    assert lines[1].split()[:3] == ["0", "synthetic-deepseek-v3-h200-0", "done"]
+
+
+def test_user_text_is_never_markup() -> None:
+    cols = [Column("name"), Column("status", markup=True)]
+    rows = [["[bold]x[/bold] [link=http://e.vil]y[/link]", "[green]ok[/]"]]
+    for terminal in (True, False):
+        buf = io.StringIO()
+        print_table(Console(file=buf, width=120, force_terminal=terminal, color_system=None), cols, rows)
+        out = buf.getvalue()
+        assert "[bold]x[/bold] [link=http://e.vil]y[/link]" in out  # shown as typed
+        assert "[green]" not in out and "ok" in out
+
+
+def test_run_references_everywhere(seeded: tuple[str, Engine], tmp_path: Path) -> None:
+    url, eng = seeded
+    runner = CliRunner()
+    newest = _json(["runs", "--db", url, "--format", "json"])
+    res = runner.invoke(app, ["export", "--db", url, "--run", "latest~2", "--format", "json"])
+    assert res.exit_code == 0, res.output
+    assert [r["id"] for r in json.loads(res.stdout)["runs"]] == [newest[2]["id"]]
+    # A uid prefix and a plain id resolve too; duplicates collapse.
+    uid = str(newest[1]["uid"])
+    res = runner.invoke(
+        app, ["export", "--db", url, "--run", uid[:13], "--run", str(newest[1]["id"]), "--format", "json"]
+    )
+    assert [r["id"] for r in json.loads(res.stdout)["runs"]] == [newest[1]["id"]]
+    # No --run: the latest, and stderr says which.
+    res = runner.invoke(app, ["export", "--db", url, "--format", "json"])
+    assert json.loads(res.stdout)["runs"][0]["id"] == newest[0]["id"]
+    assert f"exporting run {newest[0]['id']} (the latest)" in res.stderr
+    for bad in ("latest~x", "latest~-1", "99999", "abc", f"latest~{len(newest)}"):
+        res = runner.invoke(app, ["export", "--db", url, "--run", bad])
+        assert res.exit_code == 2, (bad, res.output)
+        assert "error:" in res.output and "Traceback" not in res.output
+    assert q.resolve_run(eng, "latest~0") == newest[0]["id"]
+
+
+def test_export_all_runs(seeded: tuple[str, Engine], tmp_path: Path) -> None:
+    url, _ = seeded
+    every = _json(["runs", "--db", url, "--format", "json"])
+    out = tmp_path / "all.csv"
+    res = CliRunner().invoke(app, ["export", "--db", url, "--all-runs", "--all-status", "-o", str(out)])
+    assert res.exit_code == 0, res.output
+    rows = read_csv_rows(out.read_text())
+    assert {int(r["run_id"]) for r in rows} == {int(str(r["id"])) for r in every if int(str(r["points"]))}
+    assert len(rows) == sum(int(str(r["points"])) for r in every)
+    res = CliRunner().invoke(app, ["export", "--db", url, "--all-runs", "--run", "latest"])
+    assert res.exit_code == 2
+
+
+def test_dry_run_prints_the_launchers_argv_and_env(sqlite_url: str, tmp_path: Path) -> None:
+    sweep = tmp_path / "one.yaml"
+    sweep.write_text(ONE_LAUNCH)
+    res = CliRunner().invoke(app, ["run", str(sweep), "--dry-run", "--db", sqlite_url])
+    assert res.exit_code == 0, res.output
+    argv_lines = [line.split("argv: ", 1)[1] for line in res.stdout.splitlines() if "argv: " in line]
+    env = dict(
+        line.split("env:  ", 1)[1].split("=", 1) for line in res.stdout.splitlines() if "env:  " in line
+    )
+    assert len(argv_lines) == 1
+    assert "estimated time: about" in res.stdout and "assuming" in res.stdout
+    assert not Path(sqlite_url.removeprefix("sqlite:///")).exists()  # a dry run creates no database
+
+    # The real launch of the same sweep: the argv and env it recorded are the ones printed.
+    spec = parse_sweep(ONE_LAUNCH)
+    eng = open_database(sqlite_url)
+    out = execute_sweep(spec, ONE_LAUNCH, eng, log_dir=tmp_path / "logs", show_progress=False)
+    assert out.status == "done"
+    with session_scope(eng) as s:
+        server = s.scalars(select(ServerInstance)).one()
+        argv, launched_env = list(server.argv), dict(server.env)
+    port_at = argv.index("--port") + 1
+    argv[port_at] = str(DRY_RUN_PORT)
+    assert shlex.split(argv_lines[0]) == argv
+    assert {k: v for k, v in launched_env.items() if k in env} == env
+    assert env["SGLANG_TEST_FLAG"] == "1" and env["SGLANG_ENABLE_SPEC_V2"]
+
+    # With history, the estimate uses the measured startup and windows.
+    res = CliRunner().invoke(app, ["run", str(sweep), "--dry-run", "--db", sqlite_url])
+    assert "median of this sweep's earlier launches" in res.stdout
+    assert "windows of 2/2 points: median measured duration" in res.stdout
+
+
+def test_estimate_adds_up() -> None:
+    spec = parse_sweep(ONE_LAUNCH.replace("instant: true", "instant: false"))
+    groups = expand(spec)
+    est = estimate.estimate(spec, groups)
+    step_s = estimate.SIM_STEP_MS * 0.05 / 1000
+    # bs 1: 8 prompts = 8 waves; bs 2: 8 prompts = 4 waves; 8 output tokens each; 1 warmup wave; 1 repeat.
+    windows = [8 * 8 * step_s, 4 * 8 * step_s]
+    warmups = [w / n for w, n in zip(windows, [8, 4], strict=True)]
+    expected_measure = sum(windows) + sum(warmups) + 2 * estimate.POINT_OVERHEAD_S
+    startup = 0.2 * 0.05 + estimate.SIM_PROCESS_START_S
+    assert est.launches == 1 and est.windows == 2
+    assert est.measure_s == pytest.approx(expected_measure)
+    assert est.total_s == pytest.approx(expected_measure + startup)
+    timed = estimate.estimate(spec, groups, past_startup_s=10.0, past_window_s={1: 2.0, 2: 3.0})
+    assert timed.startup_s == 10.0
+    assert timed.measure_s == pytest.approx(2.0 + 3.0 + 2.0 / 8 + 3.0 / 4 + 2 * estimate.POINT_OVERHEAD_S)
