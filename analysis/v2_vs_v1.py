@@ -6,6 +6,10 @@ repeat when the run interleaved its v1/v2 windows (every sample has an `order_in
 logs). Only `ok` repeats count. The verdict reads the throughput interval: `faster` when all of it lies
 above 1, `slower` when all of it lies below, else `no clear difference`; `tpot_verdict` reads the TPOT interval
 the other way round (a lower TPOT is faster).
+
+`load` adds the profile evidence of the run (analysis.profiles.OVERLAP_COLUMNS: cycle time and GPU idle per
+cycle of each side, the CPU work v2 hides, the profiler's distortion and the one-line verdict) to every cell
+that has a v1 and a v2 profile of the same configuration; the columns stay empty elsewhere.
 """
 
 from __future__ import annotations
@@ -17,8 +21,18 @@ import statistics
 from typing import Any
 
 import pandas as pd
-from sqlalchemy import Engine
+from sqlalchemy import Engine, inspect
 
+from analysis.profiles import (
+    DISTORTION_MARK,
+    OVERLAP_CELLS,
+    OVERLAP_COLUMNS,
+    distorted,
+    join_overlap,
+    overlap_cells,
+    overlap_rows,
+    overlap_table,
+)
 from bench.stats.ratio import RatioInterval, paired_ratio, unpaired_ratio, verdict
 from db import queries
 
@@ -151,20 +165,31 @@ def _ci(low: Any, high: Any) -> str:
     return "–" if _missing(low) or _missing(high) else f"[{low:.3f}, {high:.3f}]"
 
 
+def _profiled(frame: pd.DataFrame) -> pd.DataFrame:
+    if "cpu_hidden_ms" not in frame.columns:
+        return frame.iloc[0:0]
+    return frame[frame["cpu_hidden_ms"].notna()]
+
+
 def to_markdown(frame: pd.DataFrame, title: str | None = None) -> str:
-    """The table a PR comment needs: one row per cell, the ratio with its interval and the verdict."""
+    """The table a PR comment needs: one row per cell, the ratio with its interval and the verdict; with the
+    profile evidence (cycle, GPU idle per cycle, CPU hidden) when the run profiled a v1/v2 pair of a cell."""
     lines = [f"**{title}**", ""] if title else []
+    profiled = _profiled(frame)
+    extra = list(OVERLAP_CELLS) if not profiled.empty else []
     lines += [
-        "| batch | steps | accept len | v1 tok/s | v2 tok/s | v2/v1 | 95% CI | verdict | TPOT v2/v1 | TPOT 95% CI | n |",
-        "|---:|---:|---:|---:|---:|---:|---|---|---:|---|---:|",
+        "| batch | steps | accept len | v1 tok/s | v2 tok/s | v2/v1 | 95% CI | verdict | TPOT v2/v1 | TPOT 95% CI | n |"
+        + "".join(f" {c} |" for c in extra),
+        "|---:|---:|---:|---:|---:|---:|---|---|---:|---|---:|" + "---:|" * len(extra),
     ]
     for r in frame.to_dict(orient="records"):
+        cells = overlap_cells(r) if extra else {}
         lines.append(
             f"| {r['batch_size']} | {_fmt(r['steps'], 'd')} | {_fmt(r['accept_length'], 'g')} "
             f"| {_fmt(r['v1_output_throughput'], ',.0f')} | {_fmt(r['v2_output_throughput'], ',.0f')} "
             f"| {_fmt(r['ratio'], '.3f')} | {_ci(r['ci_low'], r['ci_high'])} | {r['verdict']} "
             f"| {_fmt(r['tpot_ratio'], '.3f')} | {_ci(r['tpot_ci_low'], r['tpot_ci_high'])} "
-            f"| {r['n']} ({r['method'] or '–'}) |"
+            f"| {r['n']} ({r['method'] or '–'}) |" + "".join(f" {cells[c]} |" for c in extra)
         )
     if frame.empty:
         lines.append("| – | – | – | – | – | – | – | no v1/v2 pairs in this run | – | – | – |")
@@ -173,11 +198,45 @@ def to_markdown(frame: pd.DataFrame, title: str | None = None) -> str:
         "v2/v1 > 1: v2 (overlap) has the higher output throughput. Intervals: 95 %, on log ratios, paired by "
         "repeat when the run interleaved v1 and v2 (ABBA); a TPOT ratio < 1 means v2 is faster per token.",
     ]
+    if extra:
+        lines += [
+            "",
+            "Profiles (SGLang profiler, after the measured windows; medians per speculative cycle, verify to "
+            "verify): GPU idle = cycle − kernel time; CPU hidden = GPU idle of v1 − that of v2. "
+            "Cells without a v1/v2 profile pair show –.",
+        ]
+        for r in profiled.to_dict(orient="records"):
+            acc = "" if _missing(r["accept_length"]) else f", accept len {r['accept_length']:g}"
+            lines.append(
+                f"- batch {r['batch_size']}, steps {_fmt(r['steps'], 'd')}{acc} "
+                f"({r['profile_activities']}): {r['profile_verdict']}"
+                + (
+                    f" (distortion v1 ×{_fmt(r['v1_distortion'], '.2f')}, v2 ×{_fmt(r['v2_distortion'], '.2f')})"
+                    if not (_missing(r["v1_distortion"]) and _missing(r["v2_distortion"]))
+                    else ""
+                )
+            )
+        if any(distorted(r) for r in profiled.to_dict(orient="records")):
+            lines.append(
+                f"† the profiler slowed a side's cycle by more than ×{DISTORTION_MARK:g} against TPOT × accept "
+                "length of the same point unprofiled: compare the differences, not the absolute times."
+            )
     return "\n".join(lines) + "\n"
 
 
-def load(engine: Engine, run_id: int, confidence: float = 0.95) -> pd.DataFrame:
-    """`v2_vs_v1` of a stored run."""
+def with_profiles(frame: pd.DataFrame, overlap: pd.DataFrame) -> pd.DataFrame:
+    """`frame` (a `v2_vs_v1` table) with OVERLAP_COLUMNS from `overlap` (analysis.profiles.overlap_table)."""
+    if frame.empty:
+        return frame.reindex(columns=[*frame.columns, *OVERLAP_COLUMNS])
+    return join_overlap(frame, overlap)
+
+
+def load(engine: Engine, run_id: int, confidence: float = 0.95, profiles: bool = True) -> pd.DataFrame:
+    """`v2_vs_v1` of a stored run, with the overlap columns of its profiles (`profiles=False`: without)."""
     points = queries.run_points(engine, run_id)
     samples = queries.run_samples(engine, run_id, list(SAMPLE_METRICS))
-    return v2_vs_v1(points, samples, confidence)
+    frame = v2_vs_v1(points, samples, confidence)
+    if not profiles:
+        return frame
+    has_table = inspect(engine).has_table("profiles")  # a database not yet migrated to profiles has none
+    return with_profiles(frame, overlap_table(engine, [run_id]) if has_table else overlap_rows([]))

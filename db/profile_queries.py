@@ -9,7 +9,16 @@ from sqlalchemy import Engine, select
 from db.models import Point, Profile, Run
 
 # What makes a v1 profile and a v2 profile "the same point": everything but the spec mode.
-PAIR_KEYS = ("batch_size", "steps", "topk", "draft_tokens", "workload_key", "algorithm", "activities_key")
+PAIR_KEYS = (
+    "batch_size",
+    "steps",
+    "topk",
+    "draft_tokens",
+    "accept_length_pinned",
+    "workload_key",
+    "algorithm",
+    "activities_key",
+)
 
 
 def runs_with_profiles(engine: Engine) -> list[dict[str, Any]]:
@@ -46,6 +55,7 @@ def run_profiles(engine: Engine, run_id: int) -> list[dict[str, Any]]:
             Point.draft_tokens,
             Point.workload_key,
             Point.accept_length,
+            Point.accept_length_pinned,
             Point.tpot_mean_ms,
             Point.output_throughput,
         )

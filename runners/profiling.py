@@ -22,10 +22,11 @@ from sqlalchemy.orm import Session
 
 from bench.client import LoadClient
 from bench.profile.capture import CaptureResult, capture_profile, start_profile_body
-from bench.profile.summary import distortion, summarize
+from bench.profile.summary import DEFAULT_DISTORTION_THRESHOLD, distortion, summarize
 from bench.profile.trace import TraceError, load_trace
 from bench.sweep import PointPlan, SweepSpec
 from bench.workload import build_prompts
+from db import profile_queries as pq
 from db.models import Profile, Run
 from runners import dbretry, store
 
@@ -153,3 +154,57 @@ def _rows(
             }
         )
     return rows
+
+
+def resummarize(engine: Engine, run_id: int, search: Path | None = None) -> list[dict[str, Any]]:
+    """Summarise a run's stored traces again (after a change to the summariser) and update their rows.
+
+    A trace missing at its stored path is looked for by file name under `search` (traces copied off their
+    host), and used only if its sha256 is the stored one. The capture record is kept; the distortion is
+    recomputed from the point's unprofiled TPOT and accept length. Returns one line per ok profile row:
+    id, the cycles before and after, and what happened (`updated`, `missing`, `unreadable`).
+    """
+    out: list[dict[str, Any]] = []
+    for row in pq.run_profiles(engine, run_id):
+        if row["status"] != "ok" or not row["path"]:
+            continue
+        old = row["summary"] or {}
+        line = {"id": row["id"], "point_id": row["point_id"], "before": old.get("cycles"), "after": None}
+        path = _find_trace(Path(row["path"]), row["sha256"], search)
+        if path is None:
+            out.append({**line, "result": "missing"})
+            continue
+        try:
+            summary = summarize(load_trace(path))
+        except TraceError as e:
+            out.append({**line, "result": f"unreadable: {e}"})
+            continue
+        threshold = (old.get("distortion") or {}).get("threshold")
+        summary["distortion"] = distortion(
+            (summary["cycle_ms"] or {}).get("median"),
+            row["tpot_mean_ms"],
+            row["accept_length"],
+            float(threshold) if threshold else DEFAULT_DISTORTION_THRESHOLD,
+        )
+        if "capture" in old:
+            summary["capture"] = old["capture"]
+
+        def write(s: Session, pid: int = row["id"], new: dict[str, Any] = summary) -> None:
+            prof = s.get(Profile, pid)
+            assert prof is not None
+            prof.summary = new
+
+        dbretry.in_session(engine, write, what=f"updating profile {row['id']}")
+        out.append({**line, "after": summary["cycles"], "result": "updated"})
+    return out
+
+
+def _find_trace(path: Path, sha256: str | None, search: Path | None) -> Path | None:
+    if path.is_file():
+        return path
+    if search is None:
+        return None
+    for cand in sorted(search.rglob(path.name)):
+        if cand.is_file() and (sha256 is None or hashlib.sha256(cand.read_bytes()).hexdigest() == sha256):
+            return cand
+    return None

@@ -133,6 +133,10 @@ def test_distortion_ratio_and_warning() -> None:
     assert "x1.40" in d["warning"]
     assert distortion(2.6, tpot_ms=1.0, accept_length=2.5)["warning"] is None
     assert distortion(2.6, tpot_ms=None, accept_length=2.5)["ratio"] is None
+    # Far shorter than unprofiled: the cycles were cut wrong (the bs 8 H200 trace once gave x0.20).
+    low = distortion(2.28, tpot_ms=4.52, accept_length=2.53)
+    assert low["ratio"] == pytest.approx(0.1994, abs=1e-4) and "cut into too many cycles" in low["warning"]
+    assert distortion(10.4, tpot_ms=4.52, accept_length=2.53)["warning"] is None  # x0.91
 
 
 def test_timeline_spans_cover_the_cycles_shown() -> None:
@@ -231,3 +235,60 @@ def test_gpu_only_trace_cut_at_the_largest_graph_replays() -> None:
     assert s["phases"]["draft"]["gpu_ms"]["median"] == pytest.approx((0.25 + 0.3) / 2)
     rows = spans_for_cycles({"traceEvents": ev}, first=0, count=1)
     assert [r["end_ms"] for r in rows if r["row"] == "GPU steps"] == pytest.approx([0.3])
+
+
+def test_gpu_only_trace_verify_is_the_graph_before_the_tree_verification() -> None:
+    def g(a: float, n: int, corr: int, name: str) -> list[dict[str, Any]]:
+        return [
+            _x("kernel", f"{name}{j}", a + 100 * j, a + 100 * j + 100, stream=7, correlation=corr)
+            for j in range(n)
+        ]
+
+    check = "void VerifyTreeGreedy<int, long>(int*, int*, long*)"
+    ev = []
+    for i, t in enumerate((0, 2000, 4000)):
+        # draft graph of 4 kernels (the larger one), verify graph of 3, then the eager tree verification
+        ev += g(t, 4, 10 * i + 1, "draft") + g(t + 600, 3, 10 * i + 2, "verify")
+        ev.append(_x("kernel", check, t + 950, t + 1000, stream=7, correlation=10 * i + 3))
+    s = summarize({"traceEvents": ev})
+    assert (s["track"], s["cycles"], s["cycles_timed"]) == ("graph", 3, 2)
+    assert [c["start_ms"] for c in s["per_cycle"]] == pytest.approx([0.6, 2.6])
+    assert s["phases"]["target_verify"]["gpu_ms"]["median"] == pytest.approx(0.3)
+    # Without a tree verification kernel the largest graph (here the draft) cuts: still one cut per step.
+    s = summarize({"traceEvents": [e for e in ev if e["name"] != check]})
+    assert (s["cycles"], [c["start_ms"] for c in s["per_cycle"]]) == (3, pytest.approx([0.0, 2.0]))
+
+
+def test_real_h200_gpu_only_trace_at_batch_8_has_one_cycle_per_step() -> None:
+    """Regression: on the H200 trace of v1 at batch 8 (tests/fixtures/traces.py) the draft graph (112 kernels)
+    and the verify graph (106) are within 10 % of each other, and a "largest graphs" rule cut every cycle in
+    two (22 cycles for 12 steps). The verify graph is the one before VerifyTreeGreedy."""
+    from tests.fixtures.traces import H200_V1_BS8
+
+    s = summarize(load_trace(H200_V1_BS8))
+    assert (s["track"], s["cycles"], s["cycles_timed"], s["kernels"]) == ("graph", 5, 4, 1616)
+    # verify-graph replays start at 4.466, 15.009, 25.427, 35.736 and 49.506 ms after the first kernel
+    assert [c["start_ms"] for c in s["per_cycle"]] == pytest.approx(
+        [4.466, 15.009, 25.427, 35.736], abs=0.002
+    )
+    assert [c["wall_ms"] for c in s["per_cycle"]] == pytest.approx(
+        [10.543, 10.418, 10.309, 13.770], abs=0.002
+    )
+    assert s["cycle_ms"]["median"] == pytest.approx(10.48, abs=0.01)
+    assert s["gpu_idle_ms_per_cycle"]["median"] == pytest.approx(5.19, abs=0.01)
+    assert s["phases"]["target_verify"]["gpu_ms"]["median"] == pytest.approx(2.17, abs=0.01)
+    # The fallback (no tree verification kernel named) keeps to one graph: 5 cuts, not 10.
+    trace = load_trace(H200_V1_BS8)
+    for e in trace["traceEvents"]:
+        e["name"] = str(e.get("name", "")).replace("VerifyTreeGreedy", "Kernel")
+    assert summarize(trace)["cycles"] == 5
+
+
+def test_trimming_a_real_trace_keeps_whole_cycles() -> None:
+    from tests.fixtures.traces import H200_V1_BS8, trim_trace
+
+    trimmed = trim_trace(load_trace(H200_V1_BS8), until_ms=30.0)
+    kinds = {e["ph"] for e in trimmed["traceEvents"]}
+    assert kinds == {"M", "X"} and "deviceProperties" in trimmed
+    s = summarize(trimmed)
+    assert (s["cycles"], s["cycles_timed"]) == (3, 2)

@@ -158,8 +158,8 @@ def test_overlap_columns_for_the_v2_v1_export(profiled_url: str) -> None:
     assert (row["batch_size"], row["steps"], row["profile_activities"]) == (8, 3, "CPU+GPU")
     # Stand-in cost model at bs 8 with CPU profiling (bench/sim/profiler.py): v1 idles for the CPU work,
     # 0.72 ms x 1.5; v2 only for the 0.1 ms sync.
-    assert row["gpu_idle_ms_v1"] == pytest.approx(0.72 * 1.5)
-    assert row["gpu_idle_ms_v2"] == pytest.approx(0.1)
+    assert row["v1_gpu_idle_ms"] == pytest.approx(0.72 * 1.5)
+    assert row["v2_gpu_idle_ms"] == pytest.approx(0.1)
     assert row["cpu_hidden_ms"] == pytest.approx(0.72 * 1.5 - 0.1)
     v2v1 = pd.DataFrame({"batch_size": [8, 16], "steps": [3, 3], "speedup": [1.2, 1.1]})
     joined = join_overlap(v2v1, table)
@@ -167,6 +167,11 @@ def test_overlap_columns_for_the_v2_v1_export(profiled_url: str) -> None:
     assert pd.isna(joined.loc[1, "cpu_hidden_ms"])
     cells = overlap_cells(joined.iloc[0])
     assert cells["GPU idle/cycle v1→v2"].startswith("1.08 → 0.10 ms")
-    assert overlap_cells(joined.iloc[1]) == {"GPU idle/cycle v1→v2": "–", "CPU hidden/cycle": "–"}
+    assert overlap_cells(joined.iloc[1]) == {
+        "cycle v1→v2": "–",
+        "GPU idle/cycle v1→v2": "–",
+        "CPU hidden/cycle": "–",
+    }
+    assert row["profile_verdict"].startswith("v2 hides 0.98 ms of CPU per cycle")
     with pytest.raises(ValueError, match="batch_size and steps"):
         join_overlap(pd.DataFrame({"batch_size": [8]}), table)

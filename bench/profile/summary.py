@@ -8,15 +8,22 @@ come from the `cycles - 1` complete verify-to-verify intervals (`cycles_timed`).
 
 The GPU track (`gpu_user_annotation`) is used when present; otherwise the CPU annotations (`user_annotation`)
 cut the cycles, which is the only choice for a CPU-only trace. A GPU-only trace has no annotations at all
-(see `bench.profile.trace`); then the `graph` track stands in: the target verify is a CUDA-graph replay,
-the largest launch of the trace (most kernels under one correlation id), so every launch with at least
-GRAPH_SIZE_SHARE of that many kernels marks a verify. On that track the draft extend cannot be told from
-the draft: `draft` holds all kernel time outside the verify, and batch sizes are unknown (0). GPU busy time is the union of kernel
-intervals (memcpy/memset are not counted: they mostly run on copy engines).
+(see `bench.profile.trace`); then the `graph` track stands in. The target verify is a CUDA-graph replay (all
+its kernels share one correlation id), and so is the multi-step draft: a decode step replays two graphs, so
+the verify has to be told from the draft, not found by size (on a 4-layer DeepSeek-V3 slice with a 3-step
+NextN draft the draft graph is the larger one, and at batch 8 both were within 10 % of each other, so a size
+rule cut every cycle in two). The verify is the graph replayed right before the tree verification kernel
+(`VerifyTreeGreedy`, `TreeSpeculativeSampling...`: VERIFY_KERNEL), which reads the verify's logits; every
+replay of the same graph (same kernel-name sequence) is a verify, so one cut per scheduler step. A trace
+without such a kernel falls back to the graph with the most kernels per replay, one graph only. On that
+track the draft extend cannot be told from the draft: `draft` holds all kernel time outside the verify, and
+batch sizes are unknown (0). GPU busy time is the union of kernel intervals (memcpy/memset are not counted:
+they mostly run on copy engines).
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -36,7 +43,11 @@ PHASE_OF_MODE = {
 }
 PHASES = ("target_verify", "draft", "draft_extend")
 DEFAULT_DISTORTION_THRESHOLD = 1.2
-GRAPH_SIZE_SHARE = 0.9
+# A profiled cycle under half the unprofiled one cannot be the profiler's doing: the cycles were cut wrong.
+IMPLAUSIBLE_DISTORTION = 0.5
+# The kernel that checks the draft tokens against the target's logits, right after the verify forward:
+# sgl-kernel's verify_tree_greedy (greedy) and tree_speculative_sampling_target_only (sampling).
+VERIFY_KERNEL = re.compile(r"verify_?tree|tree_?speculative_?sampling", re.IGNORECASE)
 
 
 @dataclass
@@ -137,20 +148,28 @@ def find_cycles(ev: TraceEvents) -> tuple[list[Cycle], str, int]:
 
 
 def graph_verify_steps(kernels: list[Span]) -> list[Step]:
-    """Verify steps of an annotation-less trace: the replays of the largest CUDA graph (see module doc)."""
+    """Verify steps of an annotation-less trace: the replays of the target-verify CUDA graph (module doc)."""
     groups: dict[int, list[Span]] = {}
     for k in kernels:
         if k.correlation is not None:
             groups.setdefault(k.correlation, []).append(k)
-    largest = max((len(g) for g in groups.values()), default=0)
-    if largest < 2:  # no graph replays: nothing tells a verify apart
+    graphs = {c: g for c, g in groups.items() if len(g) >= 2}  # one CUDA-graph replay per launch
+    if not graphs:  # no graph replays: nothing tells a verify apart
         return []
-    out = [
-        Step("TARGET_VERIFY", 0, min(k.start for k in g), max(k.end for k in g), "graph")
-        for g in groups.values()
-        if len(g) >= GRAPH_SIZE_SHARE * largest
-    ]
-    return sorted(out, key=lambda s: s.start)
+    # A replay: (start, end, the graph's kernel-name sequence, which names the graph across replays).
+    replays = sorted((g[0].start, max(k.end for k in g), tuple(k.name for k in g)) for g in graphs.values())
+    verify_graphs: set[tuple[str, ...]] = set()
+    i = 0
+    for k in kernels:  # in start order
+        if not VERIFY_KERNEL.search(k.name):
+            continue
+        while i < len(replays) and replays[i][1] <= k.start:
+            i += 1
+        if i:  # else the trace starts after that step's verify: nothing to name
+            verify_graphs.add(replays[i - 1][2])  # the last replay that ended before the verification
+    if not verify_graphs:  # no tree verification kernel: the graph with the most kernels, one graph only
+        verify_graphs = {max(replays, key=lambda r: (len(r[2]), -r[0]))[2]}
+    return [Step("TARGET_VERIFY", 0, a, b, "graph") for a, b, sig in replays if sig in verify_graphs]
 
 
 def _gpu_phases(
@@ -194,7 +213,7 @@ def summarize(trace: dict[str, Any]) -> dict[str, Any]:
     for s in ev.gpu_steps if track == "gpu" else ev.cpu_steps:
         modes[s.mode] = modes.get(s.mode, 0) + 1
     if track == "graph":
-        modes = {"TARGET_VERIFY (largest CUDA graph)": n_verify}
+        modes = {"TARGET_VERIFY (CUDA graph)": n_verify}
     phase_names = sorted({p for c in clean for p in c.gpu_phase_ms} | set(PHASES))
     cpu_names = sorted({p for c in clean for p in c.cpu_phase_ms})
     phases: dict[str, dict[str, Any]] = {}
@@ -236,7 +255,9 @@ def distortion(
     """How much the profiler slowed what it measured.
 
     Unprofiled cycle time = TPOT x accepted tokens per cycle (each request gains `accept_length` tokens per
-    verify step). A ratio above `threshold` gets a warning: the trace's times are then inflated.
+    verify step). A ratio above `threshold` gets a warning: the trace's times are then inflated. A ratio
+    below IMPLAUSIBLE_DISTORTION gets one too: the profiler does not speed anything up, so the cycles were cut
+    wrong.
     """
     out: dict[str, Any] = {
         "profiled_cycle_ms": profiled_cycle_ms,
@@ -251,7 +272,13 @@ def distortion(
     ratio = profiled_cycle_ms / unprofiled
     out["unprofiled_cycle_ms"] = unprofiled
     out["ratio"] = ratio
-    if ratio > threshold:
+    if ratio < IMPLAUSIBLE_DISTORTION:
+        out["warning"] = (
+            f"the profiled cycle ({profiled_cycle_ms:.2f} ms) is under half the unprofiled one "
+            f"({unprofiled:.2f} ms, x{ratio:.2f}): the trace was probably cut into too many cycles; "
+            "check `cycles` against the profiled steps"
+        )
+    elif ratio > threshold:
         out["warning"] = (
             f"profiling distorted the cycle: {profiled_cycle_ms:.2f} ms profiled vs {unprofiled:.2f} ms "
             f"unprofiled (x{ratio:.2f} > x{threshold:.2f}); compare phases, not absolute times"

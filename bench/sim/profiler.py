@@ -45,7 +45,13 @@ KERNELS = {
         ("fused_moe_kernel", 0.5),
         ("sm90_xmma_gemm_bf16bf16_bf16f32", 0.2),
     ],
-    "draft_extend": [("flash_fwd_splitkv_mla_kernel", 0.5), ("sm90_xmma_gemm_bf16bf16_bf16f32", 0.5)],
+    # The tree verification (sgl-kernel verify_tree_greedy) reads the verify's logits; it runs eagerly after
+    # the verify graph in SGLang and names the verify on a GPU-only trace (bench/profile/summary.py).
+    "draft_extend": [
+        ("void VerifyTreeGreedy<int, long>(int*, int*, long*, long*, int, int, int)", 0.02),
+        ("flash_fwd_splitkv_mla_kernel", 0.48),
+        ("sm90_xmma_gemm_bf16bf16_bf16f32", 0.5),
+    ],
     "prefill": [("flash_fwd_mla_prefill_kernel", 0.6), ("fused_moe_kernel", 0.4)],
 }
 # Kernels per graph replay: the target model's layers, the draft's steps (see _kernels).

@@ -46,7 +46,8 @@ def _timeline_rows(path: str, sha256: str | None) -> list[dict[str, Any]] | None
 
 def _pair_label(p: dict[str, Any]) -> str:
     acts = p["activities_key"].replace("+", " + ")
-    return f"bs {p['batch_size']} · {p['algorithm']} steps {p['steps']} topk {p['topk']} · {acts}"
+    acc = "" if p.get("accept_length_pinned") is None else f" acc={p['accept_length_pinned']:g}"
+    return f"bs {p['batch_size']} · {p['algorithm']} steps {p['steps']} topk {p['topk']}{acc} · {acts}"
 
 
 def _side(

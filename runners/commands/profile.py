@@ -1,4 +1,5 @@
-"""`specbench profile summarize TRACE.json.gz`: the speculative-cycle figures of any SGLang trace."""
+"""`specbench profile summarize TRACE.json.gz`: the speculative-cycle figures of any SGLang trace;
+`specbench profile resummarize --run ID`: summarise a run's stored traces again and update their rows."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from rich.table import Table
 
 from bench.profile.summary import DEFAULT_DISTORTION_THRESHOLD, distortion, summarize
 from bench.profile.trace import TraceError, load_trace
-from runners.common import console, fail
+from runners.common import MAX_ID, DbOption, console, fail, open_db
 
 profile_app = typer.Typer(help="SGLang profiler traces: summarise speculative cycles.", no_args_is_help=True)
 
@@ -85,3 +86,28 @@ def _table(trace: Path, s: dict[str, Any]) -> None:
         )
         if d["warning"]:
             console.print(f"[bold yellow]warning:[/] {d['warning']}")
+
+
+@profile_app.command("resummarize")
+def resummarize_cmd(
+    run: Annotated[int, typer.Option("--run", min=1, max=MAX_ID, help="The run whose profiles to redo.")],
+    db: DbOption = None,
+    search: Annotated[
+        Path | None,
+        typer.Option(
+            help="Look here (recursively, by file name and sha256) for traces moved off their path."
+        ),
+    ] = None,
+) -> None:
+    """Summarise a run's stored traces again (after a summariser fix) and update the stored summaries."""
+    from runners.profiling import resummarize
+
+    lines = resummarize(open_db(db), run, search)
+    if not lines:
+        fail(f"run {run} has no ok profiles")
+    for r in lines:
+        console.print(
+            f"profile {r['id']} (point {r['point_id']}): cycles {r['before']} -> {r['after']}: {r['result']}"
+        )
+    if any(r["result"] != "updated" for r in lines):
+        raise typer.Exit(1)
