@@ -24,7 +24,12 @@ import numpy as np
 
 from bench.stats.edivisive.base import ChangePoint, FloatArray, intervals_between
 from bench.stats.edivisive.detector import ChangePointDetector
-from bench.stats.edivisive.significance import TTestSignificanceTester, TTestStats
+from bench.stats.edivisive.significance import (
+    TTestSignificanceTester,
+    TTestStats,
+    change_magnitude,
+    relative_change,
+)
 
 TTestChangePoint = ChangePoint[TTestStats]
 
@@ -69,13 +74,11 @@ class SeriesChangePoint:
 
     @property
     def rel_change(self) -> float:
-        return self.mean_after / self.mean_before - 1.0 if self.mean_before else 0.0
+        return relative_change(self.mean_before, self.mean_after)
 
     @property
     def magnitude(self) -> float:
-        fwd = abs(self.mean_after / self.mean_before - 1.0) if self.mean_before else 0.0
-        back = abs(self.mean_before / self.mean_after - 1.0) if self.mean_after else 0.0
-        return max(fwd, back)
+        return change_magnitude(self.mean_before, self.mean_after)
 
 
 def detect_change_points(
