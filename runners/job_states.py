@@ -68,3 +68,21 @@ def transition(
     nothing changed, otherwise."""
     with engine.begin() as conn:
         return transition_in(conn, job_id, expected, new, owner=owner, **values)
+
+
+def requeue_in(
+    conn: Connection, job_id: int, owner: str, *, error: str, not_before: datetime | None, **values: Any
+) -> bool:
+    """An active job `owner` holds goes back to queued, held by no one, with why and when it may run again."""
+    return transition_in(
+        conn,
+        job_id,
+        ACTIVE,
+        QUEUED,
+        owner=owner,
+        worker_id=None,
+        lease_expires_at=None,
+        last_error=error,
+        not_before=not_before,
+        **values,
+    )

@@ -12,7 +12,7 @@ from typing import Any
 from sqlalchemy import Engine, func, select, update
 
 from db.models import Job, Run
-from runners.job_states import ACTIVE, FAILED, QUEUED, db_now, transition_in
+from runners.job_states import ACTIVE, FAILED, QUEUED, db_now, requeue_in
 from runners.recovery import Backoff, RecoveryPolicy
 
 
@@ -44,17 +44,13 @@ def release(engine: Engine, job_id: int, worker_id: str, reason: str = "worker s
     """Hand a job back untouched by failure (SIGTERM): queued again at once, and this attempt not counted,
     so restarting workers for a deploy never uses up a job's retries."""
     with engine.begin() as conn:
-        return transition_in(
+        return requeue_in(
             conn,
             job_id,
-            ACTIVE,
-            QUEUED,
-            owner=worker_id,
-            worker_id=None,
-            attempts=Job.attempts - 1,  # >= 1 while claimed
-            lease_expires_at=None,
+            worker_id,
+            error=f"released: {reason}",
             not_before=None,
-            last_error=f"released: {reason}",
+            attempts=Job.attempts - 1,  # >= 1 while claimed
         )
 
 

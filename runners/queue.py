@@ -32,6 +32,7 @@ from runners.job_states import (
     QUEUED,
     RUNNING,
     db_now,
+    requeue_in,
     transition,
     transition_in,
 )
@@ -281,15 +282,11 @@ def fail(
             return None
         attempts, max_attempts = row
         if retry and attempts < max_attempts:
-            ok = transition_in(
+            ok = requeue_in(
                 conn,
                 job_id,
-                ACTIVE,
-                QUEUED,
-                owner=worker_id,
-                worker_id=None,
-                lease_expires_at=None,
-                last_error=error,
+                worker_id,
+                error=error,
                 not_before=now + (backoff or RecoveryPolicy().retry).delay(attempts),
             )
             return QUEUED if ok else None
