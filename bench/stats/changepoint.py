@@ -27,8 +27,6 @@ from bench.stats.edivisive.detector import ChangePointDetector
 from bench.stats.edivisive.significance import (
     TTestSignificanceTester,
     TTestStats,
-    change_magnitude,
-    relative_change,
 )
 
 TTestChangePoint = ChangePoint[TTestStats]
@@ -59,26 +57,15 @@ class ChangePointParams:
 
 
 @dataclass(frozen=True, slots=True)
-class SeriesChangePoint:
-    """A change between series[index - 1] and series[index]: `index` is the first point of the new level."""
+class SeriesChangePoint(TTestStats):
+    """A change between series[index - 1] and series[index]: `index` is the first point of the new level.
+
+    The t-test's figures of the segments it separates (pvalue, means, stds, sizes; `rel_change` and
+    `magnitude`), with its place in the series and its Q-hat.
+    """
 
     index: int
-    pvalue: float
-    mean_before: float
-    mean_after: float
-    std_before: float
-    std_after: float
-    n_before: int
-    n_after: int
     qhat: float
-
-    @property
-    def rel_change(self) -> float:
-        return relative_change(self.mean_before, self.mean_after)
-
-    @property
-    def magnitude(self) -> float:
-        return change_magnitude(self.mean_before, self.mean_after)
 
 
 def detect_change_points(
