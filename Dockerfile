@@ -1,4 +1,4 @@
-# specbench images. Two targets:
+# specbench images. Two targets (and `source`, the files both copy):
 #   app  the CLI, scheduler, dashboard and stand-in (`worker-sim`) workers: no GPU, small.
 #   gpu  a worker that launches real SGLang servers: CUDA base image plus `pip install .[gpu]`.
 # docker-compose.yml builds both; see docs/team-setup.md.
@@ -8,17 +8,21 @@ ARG PYTHON_IMAGE=python:3.11-slim
 # flashinfer compiles some kernels just in time with nvcc.
 ARG CUDA_IMAGE=nvidia/cuda:13.0.0-devel-ubuntu24.04
 
+# The sources both images install, listed once.
+FROM scratch AS source
+COPY pyproject.toml README.md /app/
+COPY bench /app/bench
+COPY db /app/db
+COPY analysis /app/analysis
+COPY runners /app/runners
+COPY dashboard /app/dashboard
+COPY sweeps /app/sweeps
+
 FROM ${PYTHON_IMAGE} AS app
 ENV PYTHONUNBUFFERED=1 PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1
 RUN useradd --create-home --uid 10001 specbench
 WORKDIR /app
-COPY pyproject.toml README.md ./
-COPY bench ./bench
-COPY db ./db
-COPY analysis ./analysis
-COPY runners ./runners
-COPY dashboard ./dashboard
-COPY sweeps ./sweeps
+COPY --from=source /app ./
 # Editable: the dashboard's page scripts (dashboard/pages) are files Streamlit runs, not a package that a
 # regular install would copy; an editable install serves them from /app.
 RUN pip install -e . && mkdir -p /var/log/specbench && chown specbench /var/log/specbench
@@ -35,13 +39,7 @@ RUN apt-get update \
     && useradd --create-home --uid 10001 specbench
 ENV PATH=/opt/venv/bin:$PATH
 WORKDIR /app
-COPY pyproject.toml README.md ./
-COPY bench ./bench
-COPY db ./db
-COPY analysis ./analysis
-COPY runners ./runners
-COPY dashboard ./dashboard
-COPY sweeps ./sweeps
+COPY --from=source /app ./
 RUN pip install -e '.[gpu]' && mkdir -p /var/log/specbench && chown specbench /var/log/specbench
 USER specbench
 CMD ["specbench", "worker", "--log-dir", "/var/log/specbench"]

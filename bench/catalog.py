@@ -42,6 +42,17 @@ def _lat(
     return Metric(f"{kind}_{stat}_ms", f"{label} {stat}", "ms", "lower", key, export, menu)
 
 
+def _percentiles(kind: str, label: str, suffix: str, *, mean_in_menu: bool = False) -> tuple[Metric, ...]:
+    """A latency's mean, p50, p90 and p99 (bench_serving's `mean_`, `median_`, `p90_`, `p99_` + suffix); the
+    median and p99 are exported and in the menu."""
+    return (
+        _lat(kind, label, "mean", f"mean_{suffix}", menu=mean_in_menu),
+        _lat(kind, label, "p50", f"median_{suffix}", export=True, menu=True),
+        _lat(kind, label, "p90", f"p90_{suffix}"),
+        _lat(kind, label, "p99", f"p99_{suffix}", export=True, menu=True),
+    )
+
+
 # Menu and export order: throughput first, then acceptance, then latencies, then counts.
 METRICS: tuple[Metric, ...] = (
     Metric("output_throughput", "Output throughput", "tok/s", "higher", "output_throughput", True, True),
@@ -60,22 +71,10 @@ METRICS: tuple[Metric, ...] = (
         True,
         True,
     ),
-    _lat("ttft", "TTFT", "mean", "mean_ttft_ms"),
-    _lat("ttft", "TTFT", "p50", "median_ttft_ms", export=True, menu=True),
-    _lat("ttft", "TTFT", "p90", "p90_ttft_ms"),
-    _lat("ttft", "TTFT", "p99", "p99_ttft_ms", export=True, menu=True),
-    _lat("tpot", "TPOT", "mean", "mean_tpot_ms", menu=True),
-    _lat("tpot", "TPOT", "p50", "median_tpot_ms", export=True, menu=True),
-    _lat("tpot", "TPOT", "p90", "p90_tpot_ms"),
-    _lat("tpot", "TPOT", "p99", "p99_tpot_ms", export=True, menu=True),
-    _lat("itl", "ITL", "mean", "mean_itl_ms"),
-    _lat("itl", "ITL", "p50", "median_itl_ms", export=True, menu=True),
-    _lat("itl", "ITL", "p90", "p90_itl_ms"),
-    _lat("itl", "ITL", "p99", "p99_itl_ms", export=True, menu=True),
-    _lat("e2e", "E2E latency", "mean", "mean_e2e_latency_ms"),
-    _lat("e2e", "E2E latency", "p50", "median_e2e_latency_ms", export=True, menu=True),
-    _lat("e2e", "E2E latency", "p90", "p90_e2e_latency_ms"),
-    _lat("e2e", "E2E latency", "p99", "p99_e2e_latency_ms", export=True, menu=True),
+    *_percentiles("ttft", "TTFT", "ttft_ms"),
+    *_percentiles("tpot", "TPOT", "tpot_ms", mean_in_menu=True),
+    *_percentiles("itl", "ITL", "itl_ms"),
+    *_percentiles("e2e", "E2E latency", "e2e_latency_ms"),
     _lat("ttft", "TTFT", "std", "std_ttft_ms"),
     _lat("tpot", "TPOT", "std", "std_tpot_ms"),
     _lat("itl", "ITL", "std", "std_itl_ms"),

@@ -77,74 +77,50 @@ class Window:
     warmup_s: float = 0.0  # warmup before this window (the first repeat of a visit only)
 
 
-async def measure_point(
-    client: LoadClient,
-    *,
-    prompts: Sequence[Prompt],
-    batch_size: int,
-    repeats: Iterable[int],
-    warmup_waves: int,
-    request_timeout_s: float,
-    expect_spec: bool,
-    temperature: float = 0.0,
-    flush_timeout_s: float = 60.0,
-    flush_retries: int = 5,
-    min_window_s: float = 0.0,
-    expected_accept_length: float | None = None,
-    accept_tolerance: float = 0.15,
-    telemetry: Callable[[], WindowTelemetry] | None = None,
-    launch_mismatches: Sequence[str] = (),
-) -> AsyncIterator[SampleResult]:
-    """Yield one `SampleResult` per repeat number in `repeats` (e.g. `range(3)`, or the ones still missing).
-
-    `launch_mismatches`: how the server's resolved config differs from the requested one (from the launch);
-    each repeat's verdict includes them.
-    """
-    async for result, _ in measure_windows(
-        client,
-        prompts=prompts,
-        batch_size=batch_size,
-        repeats=repeats,
-        warmup_waves=warmup_waves,
-        request_timeout_s=request_timeout_s,
-        expect_spec=expect_spec,
-        temperature=temperature,
-        flush_timeout_s=flush_timeout_s,
-        flush_retries=flush_retries,
-        min_window_s=min_window_s,
-        expected_accept_length=expected_accept_length,
-        accept_tolerance=accept_tolerance,
-        telemetry=telemetry,
-        launch_mismatches=launch_mismatches,
-    ):
-        yield result
-
-
-async def measure_windows(
-    client: LoadClient,
-    *,
-    prompts: Sequence[Prompt],
-    batch_size: int,
-    repeats: Iterable[int],
-    warmup_waves: int,
-    request_timeout_s: float,
-    expect_spec: bool,
-    temperature: float = 0.0,
-    flush_timeout_s: float = 60.0,
-    flush_retries: int = 5,
-    min_window_s: float = 0.0,
-    expected_accept_length: float | None = None,
-    accept_tolerance: float = 0.15,
-    telemetry: Callable[[], WindowTelemetry] | None = None,
-    launch_mismatches: Sequence[str] = (),
-) -> AsyncIterator[tuple[SampleResult, Window]]:
-    """`measure_point`, with each repeat's `Window` (start time, GPU telemetry) alongside.
+@dataclass(frozen=True)
+class WindowSettings:
+    """How a point's windows run and are judged: everything but the prompts and the repeat numbers.
 
     `min_window_s`: the window runs until that long has passed and every prompt was sent; past the prompts
     it sends `window_prompt` variants (no prefix-cache hits). `expected_accept_length`: the pinned
     acceptance (SGLANG_SIMULATE_ACC_LEN, clamped); a server-reported average further off than
-    `accept_tolerance` makes the repeat `invalid` with the figures in its reason.
+    `accept_tolerance` makes the repeat `invalid` with the figures in its reason. `launch_mismatches`: how
+    the server's resolved config differs from the requested one (from the launch); each repeat's verdict
+    includes them.
     """
+
+    batch_size: int
+    warmup_waves: int
+    request_timeout_s: float
+    expect_spec: bool
+    temperature: float = 0.0
+    flush_timeout_s: float = 60.0
+    flush_retries: int = 5
+    min_window_s: float = 0.0
+    expected_accept_length: float | None = None
+    accept_tolerance: float = 0.15
+    telemetry: Callable[[], WindowTelemetry] | None = None
+    launch_mismatches: Sequence[str] = ()
+
+
+async def measure_point(
+    client: LoadClient, prompts: Sequence[Prompt], repeats: Iterable[int], settings: WindowSettings
+) -> AsyncIterator[SampleResult]:
+    """Yield one `SampleResult` per repeat number in `repeats` (e.g. `range(3)`, or the ones still missing)."""
+    async for result, _ in measure_windows(client, prompts, repeats, settings):
+        yield result
+
+
+async def measure_windows(
+    client: LoadClient, prompts: Sequence[Prompt], repeats: Iterable[int], settings: WindowSettings
+) -> AsyncIterator[tuple[SampleResult, Window]]:
+    """`measure_point`, with each repeat's `Window` (start time, GPU telemetry) alongside."""
+    batch_size, request_timeout_s, temperature = (
+        settings.batch_size,
+        settings.request_timeout_s,
+        settings.temperature,
+    )
+    min_window_s, telemetry = settings.min_window_s, settings.telemetry
     if not prompts:
         raise ValueError("measure_point needs at least one prompt")
     pool = list(prompts)
@@ -154,7 +130,7 @@ async def measure_windows(
         return
     overhead_start = time.perf_counter()
 
-    warm = [prompts[i % len(prompts)] for i in range(max(warmup_waves, 0) * batch_size)]
+    warm = [prompts[i % len(prompts)] for i in range(max(settings.warmup_waves, 0) * batch_size)]
     warmup_s = 0.0
     if warm:
         t_warm = time.perf_counter()
@@ -175,7 +151,7 @@ async def measure_windows(
     repeat: int | None = first
     while repeat is not None:
         try:
-            await client.flush_cache(timeout_s=flush_timeout_s, retries=flush_retries)
+            await client.flush_cache(timeout_s=settings.flush_timeout_s, retries=settings.flush_retries)
         except (ServerUnavailableError, FlushError) as e:
             yield (
                 _failed(repeat, f"flush before the window: {e}", [], time.perf_counter() - overhead_start),
@@ -217,10 +193,14 @@ async def measure_windows(
                 pass  # an odd /server_info answer costs the server-side figure, not the repeat
         metrics = compute_metrics(records, duration, server_accept)
         status, reason = judge(
-            metrics, records, expect_spec=expect_spec, server_died=died, launch_mismatches=launch_mismatches
+            metrics,
+            records,
+            expect_spec=settings.expect_spec,
+            server_died=died,
+            launch_mismatches=settings.launch_mismatches,
         )
         status, reason = _check_pinned_accept(
-            status, reason, server_accept, expected_accept_length, accept_tolerance
+            status, reason, server_accept, settings.expected_accept_length, settings.accept_tolerance
         )
         overhead += time.perf_counter() - after
         yield SampleResult(repeat, status, reason, metrics, records, overhead_s=overhead), window

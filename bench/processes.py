@@ -12,6 +12,7 @@ import signal
 import socket
 import subprocess
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 
@@ -92,6 +93,18 @@ def group_alive(pgid: int) -> bool:
         except PermissionError:
             return True
         return True
+    for _, fields in proc_stats(proc_dir):
+        if len(fields) >= 3 and int(fields[2]) == pgid and fields[0] not in ("Z", "X"):
+            return True
+    return False
+
+
+def proc_stats(proc_dir: Path = Path("/proc")) -> Iterator[tuple[int, list[str]]]:
+    """(pid, stat fields after the command name: state ppid pgrp ...) of every process /proc lets us read.
+
+    The command name is in parentheses and may itself contain spaces or parentheses, so the fields start
+    after the last ')'.
+    """
     for entry in proc_dir.iterdir():
         if not entry.name.isdigit():
             continue
@@ -99,11 +112,7 @@ def group_alive(pgid: int) -> bool:
             stat = (entry / "stat").read_text()
         except OSError:
             continue
-        # Fields after the parenthesised command: state ppid pgrp ...
-        fields = stat[stat.rfind(")") + 2 :].split()
-        if len(fields) >= 3 and int(fields[2]) == pgid and fields[0] not in ("Z", "X"):
-            return True
-    return False
+        yield int(entry.name), stat[stat.rfind(")") + 2 :].split()
 
 
 def signal_group(pgid: int, sig: signal.Signals) -> None:

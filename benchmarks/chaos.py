@@ -26,33 +26,35 @@ import contextlib
 import json
 import os
 import random
-import re
 import signal
-import subprocess
 import sys
 import tempfile
 import time
-import uuid
 from collections import Counter
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Engine, create_engine, func, select, text
+from sqlalchemy import Engine, select
 from typer.testing import CliRunner
 
-from bench.reaper import RECORDS_ENV
-from db.engine import resolve_url
+from benchmarks.chaos_audit import audit, double_claims, fresh_schema, tracebacks
+from benchmarks.chaos_fleet import (
+    Fleet,
+    busy_workers,
+    busy_workers_safe,
+    dead,
+    orphan_servers,
+    our_servers,
+    say,
+    wait_for,
+)
 from db.migrate import open_database
-from db.models import Job, Point, Run, Sample, ServerInstance, Worker
+from db.models import Job
 from runners import queue
 from runners.cli import app
 from tests.pg_control import PgControl, controllable
 from tests.sweep_mutations import mutated_sweeps
-
-REPO = Path(__file__).resolve().parents[1]
-CLAIM = re.compile(r"job (\d+) claimed by (\S+) \(attempt (\d+)/\d+\)(?:; (\d+) earlier lease expiries)?")
 
 
 @dataclass(frozen=True)
@@ -80,114 +82,6 @@ repeats: 2
 warmup: {{waves: 1}}
 """
 REPEATS_PER_JOB = 2 * 2
-
-
-@dataclass
-class Fleet:
-    url: str
-    workdir: Path
-    lease_s: float
-    procs: dict[int, subprocess.Popen[bytes]] = field(default_factory=dict)
-    logs: list[Path] = field(default_factory=list)
-    scheduler: subprocess.Popen[bytes] | None = None
-
-    def _env(self) -> dict[str, str]:
-        env = dict(os.environ)
-        env.pop("DATABASE_URL", None)
-        env.update({"PYTHONUNBUFFERED": "1", RECORDS_ENV: str(self.workdir / "records")})
-        return env
-
-    def _spawn(self, args: list[str], name: str) -> subprocess.Popen[bytes]:
-        log = self.workdir / f"{name}.log"
-        self.logs.append(log)
-        with open(log, "wb") as out:
-            return subprocess.Popen(
-                [sys.executable, "-m", "runners.cli", *args],
-                cwd=REPO,
-                env=self._env(),
-                stdout=out,
-                stderr=subprocess.STDOUT,
-            )
-
-    def add_worker(self) -> subprocess.Popen[bytes]:
-        n = len(self.logs)
-        p = self._spawn(
-            ["worker", "--db", self.url, "--poll-interval", "0.2", "--lease-s", str(self.lease_s),
-             "--retry-backoff-s", "0", "--requeue-backoff-s", "0", "--log-dir", str(self.workdir / "logs")],
-            f"worker-{n}",
-        )  # fmt: skip
-        self.procs[p.pid] = p
-        return p
-
-    def start_scheduler(self) -> None:
-        self.scheduler = self._spawn(["scheduler", "--db", self.url, "--interval-s", "0.5"], "scheduler")
-
-    def alive(self) -> list[subprocess.Popen[bytes]]:
-        out = [p for p in self.procs.values() if p.poll() is None]
-        if self.scheduler is not None and self.scheduler.poll() is None:
-            out.append(self.scheduler)
-        return out
-
-    def stop_all(self, timeout: float = 60) -> dict[int, int | None]:
-        everyone = [*self.procs.values(), *([self.scheduler] if self.scheduler else [])]
-        for p in everyone:
-            if p.poll() is None:
-                p.send_signal(signal.SIGTERM)
-        codes: dict[int, int | None] = {}
-        deadline = time.monotonic() + timeout
-        for p in everyone:
-            try:
-                codes[p.pid] = p.wait(timeout=max(deadline - time.monotonic(), 0.1))
-            except subprocess.TimeoutExpired:
-                p.kill()
-                codes[p.pid] = None
-        return codes
-
-
-def say(msg: str) -> None:
-    print(f"[{time.strftime('%H:%M:%S')}] {msg}", flush=True)
-
-
-def wait_for(check: Callable[[], bool], timeout: float) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        with contextlib.suppress(Exception):
-            if check():
-                return True
-        time.sleep(0.2)
-    return False
-
-
-def busy_workers(engine: Engine, fleet: Fleet) -> list[subprocess.Popen[bytes]]:
-    """Live workers of ours that are running a job whose run has stored at least one server."""
-    with engine.connect() as conn:
-        rows = conn.execute(
-            select(Worker.pid)
-            .join(Job, Job.id == Worker.current_job_id)
-            .where(Worker.status == "busy", Job.status == "running")
-        ).all()
-    pids = {int(pid) for (pid,) in rows}
-    return [p for pid, p in fleet.procs.items() if pid in pids and p.poll() is None]
-
-
-def our_servers(workdir: Path) -> list[int]:
-    """Live stand-in servers launched by this bench: their stdout is a log file under `workdir`."""
-    out = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            cmd = (entry / "cmdline").read_bytes().split(b"\0")
-            stat = (entry / "stat").read_text()
-            target = os.readlink(entry / "fd" / "1")
-        except OSError:
-            continue
-        if b"bench.sim" not in cmd or not target.startswith(str(workdir)):
-            continue
-        if stat[stat.rfind(")") + 2 :].split()[0] in ("Z", "X"):
-            continue
-        out.append(int(entry.name))
-    return out
 
 
 def all_done(engine: Engine, job_ids: list[int]) -> bool:
@@ -239,21 +133,6 @@ def phase_outage(engine: Engine, fleet: Fleet, pg: PgControl, plan: Plan, jobs: 
     return alive, len(dead(fleet))
 
 
-def busy_workers_safe(engine: Engine, fleet: Fleet) -> list[subprocess.Popen[bytes]]:
-    try:
-        return busy_workers(engine, fleet)
-    except Exception:
-        return []
-
-
-def dead(fleet: Fleet) -> list[subprocess.Popen[bytes]]:
-    """Processes that died by themselves (our kills are removed from the fleet)."""
-    out = [p for p in fleet.procs.values() if p.poll() is not None]
-    if fleet.scheduler is not None and fleet.scheduler.poll() is not None:
-        out.append(fleet.scheduler)
-    return out
-
-
 def phase_flood(url: str, workdir: Path, n: int, seed: int) -> dict[str, int]:
     """Submit `n` mutated sweeps through the CLI's code path; count outcomes and tracebacks."""
     runner = CliRunner()
@@ -281,84 +160,6 @@ def phase_flood(url: str, workdir: Path, n: int, seed: int) -> dict[str, int]:
         say(f"  traceback: {line}")
     counts["files"] = n
     return dict(counts)
-
-
-def audit(engine: Engine, job_ids: list[int]) -> dict[str, Any]:
-    with engine.connect() as conn:
-        runs_per_job = Counter(conn.execute(select(Run.job_id).where(Run.job_id.in_(job_ids))).scalars())
-        point_keys = Counter(
-            (r, k)
-            for r, k in conn.execute(
-                select(Point.run_id, Point.point_key)
-                .join(Run, Run.id == Point.run_id)
-                .where(Run.job_id.in_(job_ids))
-            )
-        )
-        # Keyed by job, not run: a repeat stored under two runs of one job is a duplicate too.
-        repeats = Counter(
-            (j, k, n)
-            for j, k, n in conn.execute(
-                select(Run.job_id, Point.point_key, Sample.repeat)
-                .join(Sample, Sample.point_id == Point.id)
-                .join(Run, Run.id == Point.run_id)
-                .where(Run.job_id.in_(job_ids), Sample.status != "failed")
-            )
-        )
-        statuses = Counter(conn.execute(select(Job.status).where(Job.id.in_(job_ids))).scalars())
-        run_statuses = Counter(conn.execute(select(Run.status).where(Run.job_id.in_(job_ids))).scalars())
-        expiries = conn.execute(select(func.coalesce(func.sum(Job.lease_expiries), 0))).scalar_one()
-        # A server killed mid-point is `crashed`; one killed while it started is `failed`: both keep why.
-        crashed = conn.execute(
-            select(func.count()).select_from(ServerInstance).where(
-                ServerInstance.exit_code.is_not(None), ServerInstance.log_tail.is_not(None)
-            )
-        ).scalar_one()  # fmt: skip
-    expected = len(job_ids) * REPEATS_PER_JOB
-    distinct = len(repeats)
-    return {
-        "jobs": len(job_ids),
-        "jobs done": statuses.get("done", 0),
-        "run statuses": dict(sorted(run_statuses.items())),  # `unstable` (noisy points) also finishes a job
-        "repeats expected": expected,
-        "repeats stored": distinct,
-        "points lost": max(expected - distinct, 0),
-        "points duplicated": sum(n - 1 for n in point_keys.values() if n > 1)
-        + sum(n - 1 for n in repeats.values() if n > 1),
-        "jobs with more than one run": sum(1 for n in runs_per_job.values() if n > 1),
-        "lease expiries": int(expiries),
-        "dead servers stored with exit code + log tail": int(crashed),
-    }
-
-
-def double_claims(logs: list[Path]) -> tuple[int, int]:
-    """Claims, and claims of the same job state by two workers. A claim moves a job out of `queued` and bumps
-    its attempts; an expiry or a failure moves it back; so (job, attempt, earlier expiries) names one claim.
-    (A SIGTERM release also gives an attempt back; this bench sends SIGTERM only after the last claim.)"""
-    seen: Counter[tuple[int, int, int]] = Counter()
-    for log in logs:
-        for m in CLAIM.finditer(log.read_text(errors="replace")):
-            seen[(int(m[1]), int(m[3]), int(m[4] or 0))] += 1
-    return sum(seen.values()), sum(n - 1 for n in seen.values() if n > 1)
-
-
-def tracebacks(logs: list[Path]) -> int:
-    return sum(log.read_text(errors="replace").count("Traceback") for log in logs)
-
-
-def fresh_schema(base_url: str) -> tuple[str, Callable[[], None]]:
-    base = resolve_url(base_url)
-    schema = f"chaos_{uuid.uuid4().hex[:10]}"
-    admin = create_engine(base, isolation_level="AUTOCOMMIT", pool_pre_ping=True)
-    with admin.connect() as c:
-        c.execute(text(f'CREATE SCHEMA "{schema}"'))  # a name we generated: hex only
-    sep = "&" if "?" in base else "?"
-
-    def drop() -> None:
-        with admin.connect() as c:
-            c.execute(text(f'DROP SCHEMA "{schema}" CASCADE'))
-        admin.dispose()
-
-    return f"{base}{sep}options=-csearch_path%3D{schema}", drop
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -416,7 +217,7 @@ def main(argv: list[str] | None = None) -> int:
         figures["processes not exiting 0 on SIGTERM"] = sum(1 for c in codes.values() if c != 0)
         wait_for(lambda: not our_servers(workdir), 20)
         figures["orphaned servers at the end"] = len(our_servers(workdir))
-        figures.update(audit(engine, jobs))
+        figures.update(audit(engine, jobs, REPEATS_PER_JOB))
         claims, doubles = double_claims(fleet.logs)
         figures["claims"] = claims
         figures["double claims"] = doubles
@@ -455,21 +256,6 @@ def main(argv: list[str] | None = None) -> int:
     print(f"\nchaos: {'PASS' if ok else 'FAIL'} (work folder {workdir})")
     (workdir / "figures.json").write_text(json.dumps(figures, default=str, indent=1))
     return 0 if ok else 1
-
-
-def orphan_servers(fleet: Fleet) -> list[int]:
-    """Our stand-in servers whose parent is not a live worker of the fleet."""
-    live = {p.pid for p in fleet.procs.values() if p.poll() is None}
-    out = []
-    for pid in our_servers(fleet.workdir):
-        try:
-            stat = Path(f"/proc/{pid}/stat").read_text()
-        except OSError:
-            continue
-        ppid = int(stat[stat.rfind(")") + 2 :].split()[1])
-        if ppid not in live:
-            out.append(pid)
-    return out
 
 
 if __name__ == "__main__":

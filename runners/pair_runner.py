@@ -20,7 +20,7 @@ from db.models import Run
 from runners import profiling, run_checks, store
 
 if TYPE_CHECKING:
-    from runners.sweep_runner import _Executor
+    from runners.executor import SweepExecutor
 
 Step = Pair | list[ServerGroup]
 SIDES: tuple[Side, Side] = ("A", "B")
@@ -45,7 +45,7 @@ def schedule(groups: Sequence[ServerGroup], spec: SweepSpec) -> list[Step]:
 
 
 def record_note(
-    ex: _Executor, group: ServerGroup, status: str, error: str, log_path: str | None = None
+    ex: SweepExecutor, group: ServerGroup, status: str, error: str, log_path: str | None = None
 ) -> None:
     """A server row that says what happened to a pair (e.g. the second server could not start next to it)."""
 
@@ -57,7 +57,7 @@ def record_note(
     ex._write(write, "recording the pair's fallback")
 
 
-def run_pair(ex: _Executor, pair: Pair) -> None:
+def run_pair(ex: SweepExecutor, pair: Pair) -> None:
     todo: dict[Side, list[PointPlan]] = {
         side: [p for p in pair.side(side).points if ex._pending(p)] for side in SIDES
     }
@@ -112,7 +112,7 @@ def run_pair(ex: _Executor, pair: Pair) -> None:
             srv.stop()
 
 
-def _launch(ex: _Executor, group: ServerGroup) -> LaunchedServer | LaunchError:
+def _launch(ex: SweepExecutor, group: ServerGroup) -> LaunchedServer | LaunchError:
     if ex.progress is not None:
         ex.progress.update(ex.task, description=f"launching {group.server.label()}")
     ex.launches += 1
@@ -120,7 +120,7 @@ def _launch(ex: _Executor, group: ServerGroup) -> LaunchedServer | LaunchError:
 
 
 async def _interleave(
-    ex: _Executor, pair: Pair, servers: dict[Side, LaunchedServer], si: dict[Side, int]
+    ex: SweepExecutor, pair: Pair, servers: dict[Side, LaunchedServer], si: dict[Side, int]
 ) -> None:
     async with LoadClient(servers["A"].base_url) as ca, LoadClient(servers["B"].base_url) as cb:
         clients: dict[Side, LoadClient] = {"A": ca, "B": cb}
@@ -155,7 +155,7 @@ async def _interleave(
 
 
 def _alternate(
-    ex: _Executor,
+    ex: SweepExecutor,
     pair: Pair,
     todo: dict[Side, list[PointPlan]],
     running: tuple[Side, LaunchedServer] | None,
@@ -204,7 +204,7 @@ def _alternate(
 
 
 async def _block(
-    ex: _Executor, plans: list[PointPlan], server: LaunchedServer, si_id: int, reps: list[int]
+    ex: SweepExecutor, plans: list[PointPlan], server: LaunchedServer, si_id: int, reps: list[int]
 ) -> None:
     async with LoadClient(server.base_url) as client:
         for plan in plans:

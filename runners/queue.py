@@ -1,47 +1,79 @@
-"""The job queue on the SQL database: submit, claim, guarded state transitions, leases, retries, cancel.
+"""The job queue on the SQL database: submit, claim, start, finish, fail (with retries), cancel.
 
-States: queued -> claimed -> running -> done | failed | canceled. Every transition is one
-`UPDATE jobs ... WHERE id = :id AND status IN (:expected) [AND worker_id = :me]`, and succeeds only if it
-changed exactly one row, so two processes can never both move the same job, and a worker whose lease was
-taken over (or whose job was canceled) cannot overwrite what the new owner did.
+States: queued -> claimed -> running -> done | failed | canceled, moved only by the guarded transitions of
+`runners.job_states`. Leases and their recovery live in `runners.leases`, the workers table in
+`runners.worker_registry`; this module re-exports both, so callers drive the whole queue through it.
 
 Claiming is atomic per dialect: PostgreSQL locks the chosen row with `FOR UPDATE SKIP LOCKED`, so concurrent
 workers each take a different job without waiting on each other; SQLite has one writer at a time, so the
 claim runs inside `BEGIN IMMEDIATE`, which takes the write lock before reading.
-
-Time comes from the database server on PostgreSQL (`clock_timestamp()`), so leases do not depend on the
-clocks of the many hosts that share it; SQLite lives on one host and uses that host's clock.
 """
 
 from __future__ import annotations
 
-import socket
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, TypedDict, Unpack
 
 from sqlalchemy import Connection, Engine, func, insert, or_, select, update
 
 from bench.sweep import parse_sweep
 from db.engine import SQLITE_IMMEDIATE
-from db.models import Job, Run, Worker
-from db.types import utcnow
+from db.models import Job, Run
 from runners.gpus import Gpu, matches, requirements_for
-from runners.recovery import Backoff, RecoveryPolicy
-
-__all__ = ["Backoff", "RecoveryPolicy"]  # re-exported: callers configure the queue through this module
-
-QUEUED, CLAIMED, RUNNING, DONE, FAILED, CANCELED = (
-    "queued",
-    "claimed",
-    "running",
-    "done",
-    "failed",
-    "canceled",
+from runners.job_states import (
+    ACTIVE,
+    CANCELED,
+    CLAIMED,
+    DONE,
+    FAILED,
+    FINAL,
+    QUEUED,
+    RUNNING,
+    db_now,
+    requeue_in,
+    transition,
+    transition_in,
 )
-ACTIVE = (CLAIMED, RUNNING)
-FINAL = (DONE, FAILED, CANCELED)
+from runners.leases import release, renew_lease, requeue_expired
+from runners.recovery import Backoff, RecoveryPolicy
+from runners.worker_registry import deregister_worker, new_worker_id, register_worker, worker_heartbeat
+
+# Re-exported: callers configure and drive the queue through this module.
+__all__ = [
+    "ACTIVE",
+    "CANCELED",
+    "CLAIMED",
+    "DONE",
+    "FAILED",
+    "FINAL",
+    "QUEUED",
+    "RUNNING",
+    "Backoff",
+    "ClaimedJob",
+    "JobOptions",
+    "RecoveryPolicy",
+    "cancel",
+    "claim",
+    "db_now",
+    "deregister_worker",
+    "enqueue",
+    "fail",
+    "finish",
+    "has_claimable",
+    "new_worker_id",
+    "register_worker",
+    "release",
+    "renew_lease",
+    "requeue_expired",
+    "run_for_job",
+    "set_run",
+    "start",
+    "submit",
+    "transition",
+    "worker_heartbeat",
+]
 
 # How many queued rows one claim looks at per page; rows a worker cannot run are skipped in Python, because
 # requirements are JSON and JSON operators differ between SQLite and PostgreSQL.
@@ -63,37 +95,21 @@ class ClaimedJob:
     lease_expires_at: datetime
 
 
-def db_now(conn: Connection) -> datetime:
-    if conn.dialect.name == "postgresql":
-        value = conn.execute(select(func.clock_timestamp())).scalar_one()
-        assert isinstance(value, datetime)
-        return value
-    return utcnow()
+class JobOptions(TypedDict, total=False):
+    """What a submitter may say about a job besides its sweep (the defaults are `enqueue`'s)."""
+
+    source: str
+    label: str | None
+    requires: Mapping[str, Any] | None
+    priority: int
+    max_attempts: int
+    trigger: str
 
 
-def submit(
-    engine: Engine,
-    sweep_yaml: str,
-    *,
-    source: str = "<sweep>",
-    label: str | None = None,
-    requires: Mapping[str, Any] | None = None,
-    priority: int = 0,
-    max_attempts: int = 3,
-    trigger: str = "manual",
-) -> int:
+def submit(engine: Engine, sweep_yaml: str, **options: Unpack[JobOptions]) -> int:
     """Queue a sweep. It is validated here, so a worker never spends GPU time discovering a bad file."""
     with engine.begin() as conn:
-        return enqueue(
-            conn,
-            sweep_yaml,
-            source=source,
-            label=label,
-            requires=requires,
-            priority=priority,
-            max_attempts=max_attempts,
-            trigger=trigger,
-        )
+        return enqueue(conn, sweep_yaml, **options)
 
 
 def enqueue(
@@ -205,41 +221,11 @@ def claim(
     )
 
 
-def _transition(
-    conn: Connection,
-    job_id: int,
-    expected: Sequence[str],
-    new: str,
-    *,
-    owner: str | None = None,
-    **values: Any,
-) -> bool:
-    cond = (Job.id == job_id) & Job.status.in_(list(expected))
-    if owner is not None:
-        cond &= Job.worker_id == owner
-    return conn.execute(update(Job).where(cond).values(status=new, **values)).rowcount == 1
-
-
-def transition(
-    engine: Engine,
-    job_id: int,
-    expected: Sequence[str],
-    new: str,
-    *,
-    owner: str | None = None,
-    **values: Any,
-) -> bool:
-    """Move a job from one of `expected` to `new` (only if `owner` holds it, when given); False, and
-    nothing changed, otherwise."""
-    with engine.begin() as conn:
-        return _transition(conn, job_id, expected, new, owner=owner, **values)
-
-
 def start(engine: Engine, job_id: int, worker_id: str, *, lease_s: float) -> bool:
     """claimed -> running, renewing the lease for the run ahead."""
     with engine.begin() as conn:
         now = db_now(conn)
-        return _transition(
+        return transition_in(
             conn,
             job_id,
             [CLAIMED],
@@ -247,30 +233,6 @@ def start(engine: Engine, job_id: int, worker_id: str, *, lease_s: float) -> boo
             owner=worker_id,
             started_at=now,
             lease_expires_at=now + timedelta(seconds=lease_s),
-        )
-
-
-def _run_of_job(job_id: int) -> Any:
-    return select(func.max(Run.id)).where(Run.job_id == job_id).scalar_subquery()
-
-
-def renew_lease(engine: Engine, job_id: int, worker_id: str, *, lease_s: float) -> bool:
-    """Heartbeat: extend the lease of a job we still own. False means it is no longer ours (canceled, or the
-    lease lapsed and another worker took it): stop working on it. Also records the run id as soon as the
-    executor has created the run, so a retry after a crash finds it even if we never reach the end."""
-    with engine.begin() as conn:
-        now = db_now(conn)
-        cond = (Job.id == job_id) & (Job.worker_id == worker_id) & Job.status.in_(ACTIVE)
-        return (
-            conn.execute(
-                update(Job)
-                .where(cond)
-                .values(
-                    lease_expires_at=now + timedelta(seconds=lease_s),
-                    run_id=func.coalesce(Job.run_id, _run_of_job(job_id)),
-                )
-            ).rowcount
-            == 1
         )
 
 
@@ -295,7 +257,7 @@ def finish(engine: Engine, job_id: int, worker_id: str, *, run_id: int | None = 
         values: dict[str, Any] = {"finished_at": db_now(conn), "lease_expires_at": None}
         if run_id is not None:
             values["run_id"] = run_id
-        return _transition(conn, job_id, [RUNNING], DONE, owner=worker_id, **values)
+        return transition_in(conn, job_id, [RUNNING], DONE, owner=worker_id, **values)
 
 
 def fail(
@@ -320,19 +282,15 @@ def fail(
             return None
         attempts, max_attempts = row
         if retry and attempts < max_attempts:
-            ok = _transition(
+            ok = requeue_in(
                 conn,
                 job_id,
-                ACTIVE,
-                QUEUED,
-                owner=worker_id,
-                worker_id=None,
-                lease_expires_at=None,
-                last_error=error,
+                worker_id,
+                error=error,
                 not_before=now + (backoff or RecoveryPolicy().retry).delay(attempts),
             )
             return QUEUED if ok else None
-        ok = _transition(
+        ok = transition_in(
             conn,
             job_id,
             ACTIVE,
@@ -345,29 +303,11 @@ def fail(
         return FAILED if ok else None
 
 
-def release(engine: Engine, job_id: int, worker_id: str, reason: str = "worker shut down") -> bool:
-    """Hand a job back untouched by failure (SIGTERM): queued again at once, and this attempt not counted,
-    so restarting workers for a deploy never uses up a job's retries."""
-    with engine.begin() as conn:
-        return _transition(
-            conn,
-            job_id,
-            ACTIVE,
-            QUEUED,
-            owner=worker_id,
-            worker_id=None,
-            attempts=Job.attempts - 1,  # >= 1 while claimed
-            lease_expires_at=None,
-            not_before=None,
-            last_error=f"released: {reason}",
-        )
-
-
 def cancel(engine: Engine, job_id: int) -> bool:
     """queued | claimed | running -> canceled. A running job's worker sees its next heartbeat fail and stops
     after the current point."""
     with engine.begin() as conn:
-        return _transition(
+        return transition_in(
             conn,
             job_id,
             [QUEUED, *ACTIVE],
@@ -375,60 +315,6 @@ def cancel(engine: Engine, job_id: int) -> bool:
             finished_at=db_now(conn),
             lease_expires_at=None,
         )
-
-
-def requeue_expired(
-    engine: Engine,
-    *,
-    backoff: Backoff | None = None,
-    now: datetime | None = None,
-    policy: RecoveryPolicy | None = None,
-) -> list[int]:
-    """Jobs whose worker stopped heartbeating (killed, host lost) go back to the queue after a short backoff
-    (`backoff`, else the policy's `requeue`). The lost attempt is not counted: a kill is not the job's
-    failure, so kills never use up max_attempts. Expiries are counted on their own, and a job whose workers
-    keep dying fails after `policy.max_lease_expiries`. Any worker or scheduler may call this; the guard
-    makes it safe to race."""
-    policy = policy or RecoveryPolicy()
-    delay = backoff or policy.requeue
-    moved: list[int] = []
-    with engine.begin() as conn:
-        now = now or db_now(conn)
-        expired = conn.execute(
-            select(Job.id, Job.status, Job.worker_id, Job.lease_expiries, Job.lease_expires_at).where(
-                Job.status.in_(ACTIVE), Job.lease_expires_at < now
-            )
-        ).all()
-        for job_id, status, worker, expiries, lease in expired:
-            error = f"lease expired at {lease:%Y-%m-%d %H:%M:%S} UTC (worker {worker} stopped heartbeating)"
-            cond = (
-                (Job.id == job_id)
-                & (Job.status == status)
-                & (Job.worker_id == worker)
-                & (Job.lease_expires_at < now)  # not renewed since we looked
-            )
-            expiries += 1
-            if expiries <= policy.max_lease_expiries:
-                values: dict[str, Any] = {
-                    "status": QUEUED,
-                    "worker_id": None,
-                    "attempts": Job.attempts - 1,  # >= 1 while claimed
-                    "lease_expiries": expiries,
-                    "lease_expires_at": None,
-                    "not_before": now + delay.delay(expiries),
-                    "last_error": error,
-                }
-            else:
-                values = {
-                    "status": FAILED,
-                    "lease_expiries": expiries,
-                    "lease_expires_at": None,
-                    "finished_at": now,
-                    "last_error": f"{error}; gave up after {expiries} lease expiries",
-                }
-            if conn.execute(update(Job).where(cond).values(**values)).rowcount == 1:
-                moved.append(job_id)
-    return moved
 
 
 def has_claimable(engine: Engine, gpus: Sequence[Gpu], labels: Sequence[str] = ()) -> datetime | None:
@@ -439,44 +325,3 @@ def has_claimable(engine: Engine, gpus: Sequence[Gpu], labels: Sequence[str] = (
         now = db_now(conn)
     times = [nb or now for req, nb in rows if matches(req or {}, gpus, labels)]
     return min(times) if times else None
-
-
-# --- workers -------------------------------------------------------------------------------------------
-
-
-def new_worker_id(pid: int, suffix: str) -> str:
-    return f"{socket.gethostname()}:{pid}:{suffix}"
-
-
-def register_worker(
-    engine: Engine, worker_id: str, *, pid: int, gpus: Sequence[Gpu], labels: Sequence[str]
-) -> None:
-    names = sorted({g.name for g in gpus})
-    with engine.begin() as conn:
-        conn.execute(
-            insert(Worker).values(
-                id=worker_id,
-                host=socket.gethostname(),
-                pid=pid,
-                gpus=[{"index": g.index, "name": g.name} for g in gpus],
-                gpu_name=", ".join(names) if names else "none",
-                gpu_count=len(gpus),
-                labels=list(labels),
-                status="idle",
-                current_job_id=None,
-                last_heartbeat=db_now(conn),
-            )
-        )
-
-
-def worker_heartbeat(engine: Engine, worker_id: str, *, status: str, job_id: int | None) -> None:
-    with engine.begin() as conn:
-        conn.execute(
-            update(Worker)
-            .where(Worker.id == worker_id)
-            .values(last_heartbeat=db_now(conn), status=status, current_job_id=job_id)
-        )
-
-
-def deregister_worker(engine: Engine, worker_id: str) -> None:
-    worker_heartbeat(engine, worker_id, status="stopped", job_id=None)

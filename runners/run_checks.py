@@ -31,10 +31,11 @@ from db.models import Point, Run, Sample
 from runners import dbretry, store
 
 if TYPE_CHECKING:
-    from runners.sweep_runner import _Executor
+    from bench.sweep import PointPlan
+    from runners.executor import SweepExecutor
 
 
-def drift_check(ex: _Executor, live: LaunchedServer | None = None) -> dict[str, Any] | None:
+def drift_check(ex: SweepExecutor, live: LaunchedServer | None = None) -> dict[str, Any] | None:
     """Re-measure the reference point; on `live` (its server, still up at the end of the run's last pair),
     else on a fresh start of its server config."""
     plan = ex.reference
@@ -93,27 +94,19 @@ def drift_check(ex: _Executor, live: LaunchedServer | None = None) -> dict[str, 
     return drift
 
 
-async def _measure_once(ex: _Executor, base_url: str, plan: Any) -> tuple[SampleResult | None, Window | None]:
+async def _measure_once(
+    ex: SweepExecutor, base_url: str, plan: PointPlan
+) -> tuple[SampleResult | None, Window | None]:
+    prompts = build_prompts(plan.workload, plan.num_prompts)
     async with LoadClient(base_url) as client:
         async for result, window in measure_windows(
-            client,
-            prompts=build_prompts(plan.workload, plan.num_prompts),
-            batch_size=plan.batch_size,
-            repeats=[0],
-            warmup_waves=ex.spec.warmup.waves,
-            request_timeout_s=ex.spec.request_timeout_s,
-            expect_spec=not plan.server.is_baseline,
-            temperature=plan.workload.temperature,
-            min_window_s=ex.spec.min_window_s,
-            expected_accept_length=plan.server.expected_accept_length(),
-            accept_tolerance=ex.spec.measure.accept_length_tolerance,
-            telemetry=ex.telemetry.window,
+            client, prompts, [0], ex.window_settings(plan, warmup=True)
         ):
             return result, window
     return None, None
 
 
-def _first_window(ex: _Executor, point_key: str) -> dict[str, Any] | None:
+def _first_window(ex: SweepExecutor, point_key: str) -> dict[str, Any] | None:
     def read(s: Any) -> dict[str, Any] | None:
         point = s.scalars(
             select(Point).where(Point.run_id == ex.run_id, Point.point_key == point_key)
@@ -138,7 +131,7 @@ def _first_window(ex: _Executor, point_key: str) -> dict[str, Any] | None:
     return result
 
 
-def _save(ex: _Executor, drift: dict[str, Any]) -> None:
+def _save(ex: SweepExecutor, drift: dict[str, Any]) -> None:
     ex.drift = drift
 
     def write(s: Any) -> None:

@@ -1,1 +1,1 @@
-pytest_plugins = ["tests.fixtures.db", "tests.fixtures.sim"]
+pytest_plugins = ["tests.fixtures.db", "tests.fixtures.processes", "tests.fixtures.sim"]

@@ -3,16 +3,17 @@
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import time
 import urllib.request
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
-from bench.processes import free_port
+from bench.processes import free_port, proc_stats
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -81,17 +82,7 @@ def spawn_cli(*args: str, log: Path, cwd: Path | None = None) -> subprocess.Pope
 
 def children_of(pid: int) -> list[int]:
     """Every live descendant of `pid` (from /proc), so a test can clean up what a killed worker left."""
-    parents: dict[int, int] = {}
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue
-        # The command name is in parentheses and may contain spaces; fields after it are fixed.
-        ppid = int(stat.rsplit(")", 1)[1].split()[1])
-        parents[int(entry.name)] = ppid
+    parents = {child: int(fields[1]) for child, fields in proc_stats()}
     out: list[int] = []
     frontier = [pid]
     while frontier:
@@ -100,6 +91,13 @@ def children_of(pid: int) -> list[int]:
         out.extend(kids)
         frontier.extend(kids)
     return out
+
+
+def kill_pids(pids: list[int]) -> None:
+    """SIGKILL each of `pids` that is still there."""
+    for pid in pids:
+        with suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
 
 
 def external_sweep(name: str, base_url: str) -> str:

@@ -125,7 +125,7 @@ def test_commands_are_argv_lists(compose: dict[str, Any]) -> None:
 def test_dockerfile_stages() -> None:
     text = DOCKERFILE.read_text()
     stages = dict(re.findall(r"^FROM (\S+) AS (\w+)$", text, flags=re.M))
-    assert stages == {"${PYTHON_IMAGE}": "app", "${CUDA_IMAGE}": "gpu"}
+    assert stages == {"scratch": "source", "${PYTHON_IMAGE}": "app", "${CUDA_IMAGE}": "gpu"}
     assert re.search(r"^ARG PYTHON_IMAGE=python:3\.1[12]-slim$", text, flags=re.M)
     assert re.search(r"^ARG CUDA_IMAGE=nvidia/cuda:\S+-devel-\S+$", text, flags=re.M)
     gpu_stage = text.split(" AS gpu", 1)[1]

@@ -8,7 +8,7 @@ import time
 import pytest
 
 from bench.client import LoadClient
-from bench.measure import judge, measure_point
+from bench.measure import WindowSettings, judge, measure_point
 from bench.metrics import compute_metrics
 from bench.results import RequestRecord, SampleResult
 from bench.sweep import WorkloadSpec
@@ -36,21 +36,13 @@ def measure(
     url: str, repeats: range | list[int] = range(2), expect_spec: bool = True, timeout_s: float = 10.0
 ):
     prompts = build_prompts(WorkloadSpec.model_validate({"input_len": 64, "output_len": 48}), N)
+    settings = WindowSettings(
+        batch_size=BATCH, warmup_waves=1, request_timeout_s=timeout_s, expect_spec=expect_spec
+    )
 
     async def collect() -> list[SampleResult]:
         async with LoadClient(url) as client:
-            return [
-                s
-                async for s in measure_point(
-                    client,
-                    prompts=prompts,
-                    batch_size=BATCH,
-                    repeats=repeats,
-                    warmup_waves=1,
-                    request_timeout_s=timeout_s,
-                    expect_spec=expect_spec,
-                )
-            ]
+            return [s async for s in measure_point(client, prompts, repeats, settings)]
 
     t = time.monotonic()
     samples = asyncio.run(collect())

@@ -9,7 +9,6 @@ import os
 import signal
 import subprocess
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -20,24 +19,10 @@ from bench.reaper import RECORDS_ENV
 from db.migrate import open_database
 from db.models import Job
 from runners import queue
-from tests.queue_support import REPO, children_of, cli_argv, cli_env, sim_sweep
+from tests.queue_support import REPO, cli_argv, cli_env, sim_sweep
 
 pytestmark = pytest.mark.slow
 SLOW = sim_sweep("orphan", batch_sizes=(1, 2, 3), repeats=3, num_prompts=4, output_len=32, time_scale=2.0)
-
-
-@pytest.fixture
-def procs() -> Iterator[list[subprocess.Popen[bytes]]]:
-    started: list[subprocess.Popen[bytes]] = []
-    yield started
-    for p in started:
-        kids = children_of(p.pid)
-        if p.poll() is None:
-            p.kill()
-            p.wait(timeout=30)
-        for pid in kids:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
 
 
 def spawn_worker(url: str, records: Path, log: Path, *extra: str) -> subprocess.Popen[bytes]:

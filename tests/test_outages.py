@@ -22,10 +22,9 @@ from runners import queue
 from runners.recovery import OutagePolicy, RecoveryPolicy
 from runners.worker import QueueWorker, WorkerOptions
 from tests.pg_control import PgControl, controllable
-from tests.queue_support import children_of, cli_argv, cli_env, sim_sweep, spawn_cli
+from tests.queue_support import REPO, cli_argv, cli_env, sim_sweep, spawn_cli
 
 pytestmark = pytest.mark.slow
-REPO = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture
@@ -35,20 +34,6 @@ def pg(pg_url: str) -> Iterator[PgControl]:
         pytest.skip("the PostgreSQL under test is not the local throwaway cluster (SPECBENCH_PG_DATA)")
     yield ctl
     ctl.start()  # whatever happened, leave it running for the next test
-
-
-@pytest.fixture
-def procs() -> Iterator[list[subprocess.Popen[bytes]]]:
-    started: list[subprocess.Popen[bytes]] = []
-    yield started
-    for p in started:
-        kids = children_of(p.pid)
-        if p.poll() is None:
-            p.kill()
-            p.wait(timeout=30)
-        for pid in kids:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
 
 
 def wait_for(check: Callable[[], bool], timeout: float, what: str) -> None:
@@ -77,22 +62,33 @@ def outage(pg: PgControl, seconds: float) -> None:
     pg.start()
 
 
-def test_run_rides_out_a_postgres_outage(pg: PgControl, pg_url: str, tmp_path: Path) -> None:
+def start_run(
+    pg_url: str, tmp_path: Path, name: str, batch_sizes: tuple[int, ...], *, outage_limit_s: float
+) -> tuple[Engine, Path, Path, subprocess.Popen[bytes]]:
+    """`specbench run` of a 3-repeat stand-in sweep as a process, once it has stored its first repeat (the
+    engine disposed, so an outage that follows finds no pooled connection): engine, sweep, log, process."""
     engine = open_database(pg_url)
     sweep = tmp_path / "s.yaml"
     sweep.write_text(
-        sim_sweep("outage", batch_sizes=(1, 2, 3), repeats=3, num_prompts=4, output_len=24, time_scale=1.0)
+        sim_sweep(name, batch_sizes=batch_sizes, repeats=3, num_prompts=4, output_len=24, time_scale=1.0)
     )
     log = tmp_path / "run.log"
-    with open(log, "wb") as out:
-        proc = subprocess.Popen(
-            cli_argv("run", str(sweep), "--db", pg_url, "--no-progress", "--log-dir", str(tmp_path / "l"),
-                     "--db-outage-limit-s", "60"),
-            cwd=REPO, env=cli_env(), stdout=out, stderr=subprocess.STDOUT,
-        )  # fmt: skip
+    proc = spawn_cli(
+        "run", str(sweep), "--db", pg_url, "--no-progress", "--log-dir", str(tmp_path / "l"),
+        "--db-outage-limit-s", f"{outage_limit_s:g}", log=log,
+    )  # fmt: skip
     try:
         wait_for(lambda: len(samples(engine)) >= 1, 60, "the first stored repeat")
-        engine.dispose()
+    except BaseException:
+        proc.kill()
+        raise
+    engine.dispose()
+    return engine, sweep, log, proc
+
+
+def test_run_rides_out_a_postgres_outage(pg: PgControl, pg_url: str, tmp_path: Path) -> None:
+    engine, _sweep, log, proc = start_run(pg_url, tmp_path, "outage", (1, 2, 3), outage_limit_s=60)
+    try:
         outage(pg, 4.0)  # the run keeps measuring; what it measured meanwhile waits to be written
         code = proc.wait(timeout=90)
     finally:
@@ -157,21 +153,8 @@ def test_workers_and_scheduler_ride_out_a_postgres_outage(
 
 
 def test_an_outage_past_the_limit_ends_the_run_cleanly(pg: PgControl, pg_url: str, tmp_path: Path) -> None:
-    engine = open_database(pg_url)
-    sweep = tmp_path / "s.yaml"
-    sweep.write_text(
-        sim_sweep("too-long", batch_sizes=(1, 2), repeats=3, num_prompts=4, output_len=24, time_scale=1.0)
-    )
-    log = tmp_path / "run.log"
-    with open(log, "wb") as out:
-        proc = subprocess.Popen(
-            cli_argv("run", str(sweep), "--db", pg_url, "--no-progress", "--log-dir", str(tmp_path / "l"),
-                     "--db-outage-limit-s", "1"),
-            cwd=REPO, env=cli_env(), stdout=out, stderr=subprocess.STDOUT,
-        )  # fmt: skip
+    engine, sweep, log, proc = start_run(pg_url, tmp_path, "too-long", (1, 2), outage_limit_s=1)
     try:
-        wait_for(lambda: len(samples(engine)) >= 1, 60, "the first stored repeat")
-        engine.dispose()
         pg.stop()
         code = proc.wait(timeout=60)
     finally:

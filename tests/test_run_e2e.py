@@ -376,12 +376,12 @@ def test_ctrl_c_leaves_the_database_consistent(tmp_path: Path) -> None:
 def test_an_unexpected_error_marks_the_run_failed_and_propagates(
     engine: Engine, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import runners.sweep_runner as sr
+    from runners.executor import SweepExecutor
 
     def boom(self: Any, groups: Any) -> None:
         raise RuntimeError("disk full")
 
-    monkeypatch.setattr(sr._Executor, "run_batch", boom)
+    monkeypatch.setattr(SweepExecutor, "run_batch", boom)
     with pytest.raises(RuntimeError, match="disk full"):
         _run(TINY, engine, tmp_path)
     with session_scope(engine) as s:

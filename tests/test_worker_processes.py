@@ -7,14 +7,11 @@ measured twice or lost.
 
 from __future__ import annotations
 
-import contextlib
-import os
 import re
 import signal
 import subprocess
 import time
 from collections import Counter
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -25,30 +22,19 @@ from db.migrate import open_database
 from db.models import Job, Point, Run, Sample
 from runners import queue
 from runners.cli import app
-from tests.queue_support import children_of, external_sweep, run_cli, sim_sweep, spawn_cli, standin_server
+from tests.queue_support import (
+    children_of,
+    external_sweep,
+    kill_pids,
+    run_cli,
+    sim_sweep,
+    spawn_cli,
+    standin_server,
+)
 
 pytestmark = pytest.mark.slow
 CLAIM = re.compile(r"job (\d+) claimed by (\S+) \(attempt (\d+)/(\d+)\)")
 FAST = ["--poll-interval", "0.05", "--lease-s", "10", "--retry-backoff-s", "0"]
-
-
-@pytest.fixture
-def procs() -> Iterator[list[subprocess.Popen[bytes]]]:
-    """Processes a test started; whatever is still alive at the end (and what they spawned) is killed."""
-    started: list[subprocess.Popen[bytes]] = []
-    yield started
-    for p in started:
-        kids = children_of(p.pid)
-        if p.poll() is None:
-            p.kill()
-            p.wait(timeout=30)
-        _kill_pids(kids)
-
-
-def _kill_pids(pids: list[int]) -> None:
-    for pid in pids:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGKILL)
 
 
 def claims(logs: list[Path]) -> list[tuple[int, str, int]]:
@@ -162,7 +148,7 @@ def test_kill_9_mid_job_five_times(pg_url: str, tmp_path: Path, procs: list[subp
         kids = children_of(worker.pid)
         worker.kill()
         worker.wait(timeout=10)
-        _kill_pids(kids)  # the host "died" with it: its stand-in server goes too
+        kill_pids(kids)  # the host "died" with it: its stand-in server goes too
         stored = sample_count(engine)
         assert stored < expected_repeats, "the job finished before it could be killed; slow the sweep down"
         assert len(runs_of(engine, job_id)) == 1, run_ids

@@ -13,6 +13,8 @@ import atexit
 import fcntl
 import json
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 LEDGER_ENV = "SPECBENCH_SIM_GPU_LEDGER"
@@ -32,16 +34,25 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def claim(path: str | os.PathLike[str], claim_gb: float, total_gb: float) -> None:
-    """Record this process's claim, or raise GpuMemoryError if the live claims leave too little."""
-    ledger = Path(path)
-    ledger.parent.mkdir(parents=True, exist_ok=True)
+@contextmanager
+def _locked(ledger: Path) -> Iterator[dict[str, float]]:
+    """The ledger's claims (pid -> GB), under an exclusive lock; whatever the block leaves in the dict is
+    written back when it ends without an error. An unreadable ledger counts as empty."""
     with open(ledger.with_suffix(".lock"), "a+") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         try:
             entries = json.loads(ledger.read_text()) if ledger.exists() else {}
         except ValueError:
             entries = {}
+        yield entries
+        ledger.write_text(json.dumps(entries))
+
+
+def claim(path: str | os.PathLike[str], claim_gb: float, total_gb: float) -> None:
+    """Record this process's claim, or raise GpuMemoryError if the live claims leave too little."""
+    ledger = Path(path)
+    ledger.parent.mkdir(parents=True, exist_ok=True)
+    with _locked(ledger) as entries:
         live = {pid: gb for pid, gb in entries.items() if _alive(int(pid)) and int(pid) != os.getpid()}
         used = sum(float(gb) for gb in live.values())
         if used + claim_gb > total_gb:
@@ -50,18 +61,12 @@ def claim(path: str | os.PathLike[str], claim_gb: float, total_gb: float) -> Non
                 f"(this server needs {claim_gb:.1f} GB, {total_gb - used:.1f} GB of {total_gb:.1f} GB free; "
                 f"{len(live)} other server(s) on this GPU)"
             )
-        live[str(os.getpid())] = claim_gb
-        ledger.write_text(json.dumps(live))
+        entries.clear()
+        entries.update(live)
+        entries[str(os.getpid())] = claim_gb
     atexit.register(release, ledger)
 
 
 def release(path: str | os.PathLike[str]) -> None:
-    ledger = Path(path)
-    with open(ledger.with_suffix(".lock"), "a+") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        try:
-            entries = json.loads(ledger.read_text()) if ledger.exists() else {}
-        except ValueError:
-            entries = {}
+    with _locked(Path(path)) as entries:
         entries.pop(str(os.getpid()), None)
-        ledger.write_text(json.dumps(entries))

@@ -24,7 +24,10 @@ import numpy as np
 
 from bench.stats.edivisive.base import ChangePoint, FloatArray, intervals_between
 from bench.stats.edivisive.detector import ChangePointDetector
-from bench.stats.edivisive.significance import TTestSignificanceTester, TTestStats
+from bench.stats.edivisive.significance import (
+    TTestSignificanceTester,
+    TTestStats,
+)
 
 TTestChangePoint = ChangePoint[TTestStats]
 
@@ -54,28 +57,15 @@ class ChangePointParams:
 
 
 @dataclass(frozen=True, slots=True)
-class SeriesChangePoint:
-    """A change between series[index - 1] and series[index]: `index` is the first point of the new level."""
+class SeriesChangePoint(TTestStats):
+    """A change between series[index - 1] and series[index]: `index` is the first point of the new level.
+
+    The t-test's figures of the segments it separates (pvalue, means, stds, sizes; `rel_change` and
+    `magnitude`), with its place in the series and its Q-hat.
+    """
 
     index: int
-    pvalue: float
-    mean_before: float
-    mean_after: float
-    std_before: float
-    std_after: float
-    n_before: int
-    n_after: int
     qhat: float
-
-    @property
-    def rel_change(self) -> float:
-        return self.mean_after / self.mean_before - 1.0 if self.mean_before else 0.0
-
-    @property
-    def magnitude(self) -> float:
-        fwd = abs(self.mean_after / self.mean_before - 1.0) if self.mean_before else 0.0
-        back = abs(self.mean_before / self.mean_after - 1.0) if self.mean_after else 0.0
-        return max(fwd, back)
 
 
 def detect_change_points(

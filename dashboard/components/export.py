@@ -6,25 +6,19 @@ import streamlit as st
 
 
 def download_buttons(csv_text: str, markdown_text: str | None, base_name: str, key: str) -> None:
-    cols = st.columns(2 if markdown_text is not None else 1)
-    cols[0].download_button(
-        "Download CSV",
-        csv_text,
-        file_name=f"{base_name}.csv",
-        mime="text/csv",
-        key=f"{key}_csv",
-        on_click="ignore",
-        icon=":material/table:",
-        width="stretch",
-    )
+    files = [("Download CSV", csv_text, "csv", "text/csv", ":material/table:")]
     if markdown_text is not None:
-        cols[1].download_button(
-            "Download Markdown (PR comment)",
-            markdown_text,
-            file_name=f"{base_name}.md",
-            mime="text/markdown",
-            key=f"{key}_md",
+        files.append(
+            ("Download Markdown (PR comment)", markdown_text, "md", "text/markdown", ":material/description:")
+        )
+    for col, (label, text, ext, mime, icon) in zip(st.columns(len(files)), files, strict=True):
+        col.download_button(
+            label,
+            text,
+            file_name=f"{base_name}.{ext}",
+            mime=mime,
+            key=f"{key}_{ext}",
             on_click="ignore",
-            icon=":material/description:",
+            icon=icon,
             width="stretch",
         )

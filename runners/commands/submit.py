@@ -7,10 +7,10 @@ from typing import Annotated
 
 import typer
 
-from bench.sweep import SweepError, read_sweep_text
+from bench.sweep import read_sweep_text
 from runners import queue
-from runners.common import MAX_PRIORITY, DbOption, check_label, console, fail, open_db
-from runners.gpus import parse_requires
+from runners.commands.sweep_input import sweep_problems_fail, sweep_requirements
+from runners.common import MAX_PRIORITY, DbOption, check_label, console, open_db
 
 
 def register(app: typer.Typer) -> None:
@@ -40,14 +40,9 @@ def submit(
     ] = 3,
 ) -> None:
     """Queue a sweep as a job."""
-    if not sweep.is_file():
-        fail(f"{sweep}: file not found")
-    try:
-        need = parse_requires(requires)
-    except ValueError as e:
-        fail(str(e))
+    need = sweep_requirements(sweep, requires)
     engine = open_db(db)
-    try:
+    with sweep_problems_fail():
         job_id = queue.submit(
             engine,
             read_sweep_text(sweep),
@@ -57,6 +52,4 @@ def submit(
             priority=priority,
             max_attempts=max_attempts,
         )
-    except SweepError as e:
-        fail(str(e))
     console.print(f"job {job_id} queued")

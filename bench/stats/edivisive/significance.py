@@ -38,18 +38,26 @@ class TTestStats(BaseStats):
 
     @property
     def rel_change(self) -> float:
-        """mean_after / mean_before - 1 (0 when the level before is 0: no meaningful ratio)."""
-        return self.mean_after / self.mean_before - 1.0 if self.mean_before else 0.0
+        return relative_change(self.mean_before, self.mean_after)
 
     @property
     def magnitude(self) -> float:
-        """Otava's change magnitude: the larger of the forward and backward relative changes, in absolute value.
+        return change_magnitude(self.mean_before, self.mean_after)
 
-        Symmetric in direction, so a drop and the recovery from it weigh the same.
-        """
-        fwd = abs(self.mean_after / self.mean_before - 1.0) if self.mean_before else 0.0
-        back = abs(self.mean_before / self.mean_after - 1.0) if self.mean_after else 0.0
-        return max(fwd, back)
+
+def relative_change(mean_before: float, mean_after: float) -> float:
+    """mean_after / mean_before - 1 (0 when the level before is 0: no meaningful ratio)."""
+    return mean_after / mean_before - 1.0 if mean_before else 0.0
+
+
+def change_magnitude(mean_before: float, mean_after: float) -> float:
+    """Otava's change magnitude: the larger of the forward and backward relative changes, in absolute value.
+
+    Symmetric in direction, so a drop and the recovery from it weigh the same.
+    """
+    fwd = abs(relative_change(mean_before, mean_after))
+    back = abs(mean_before / mean_after - 1.0) if mean_after else 0.0
+    return max(fwd, back)
 
 
 def segment_stats(left: FloatArray, right: FloatArray) -> TTestStats:

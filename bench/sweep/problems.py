@@ -1,0 +1,104 @@
+"""The cross-field checks of a well-typed sweep: every reason it cannot run, so the user fixes them in one go."""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING
+
+from bench.sglang_flags import check_passthrough_flag
+from bench.sweep.fields import MAX_POINTS, MAX_SERVER_CONFIGS, SIMULATE_ACC_ENV, TOPK1_ONLY_BACKENDS
+
+if TYPE_CHECKING:  # the schema runs these checks on validation, so it imports this module
+    from bench.sweep.spec import SweepSpec
+
+
+def find_problems(spec: SweepSpec) -> list[str]:
+    """Every reason a well-typed sweep cannot run (the cross-field checks), so the user fixes them in one go."""
+    p: list[str] = []
+    g, s = spec.grid, spec.server
+    if len(set(g.batch_sizes)) != len(g.batch_sizes):
+        p.append("grid.batch_sizes: duplicate values")
+    for k in g.topk:
+        if k > 1 and s.attention_backend in TOPK1_ONLY_BACKENDS:
+            p.append(
+                f"grid.topk: {k} is not supported by attention backend {s.attention_backend!r} "
+                "(FlashMLA speculative decoding supports topk = 1 only; its page size is 64)"
+            )
+    if isinstance(g.draft_tokens, list):
+        for st in g.steps:
+            for k in g.topk:
+                for d in g.draft_tokens:
+                    if st * k + 1 < d:
+                        p.append(
+                            f"grid: steps={st} topk={k} draft_tokens={d}: steps*topk+1 = {st * k + 1} < "
+                            "draft_tokens (the draft tree cannot hold that many tokens)"
+                        )
+                    elif k == 1 and d != st + 1:
+                        p.append(
+                            f"grid: steps={st} topk=1 draft_tokens={d}: with topk 1 SGLang overwrites "
+                            f"draft_tokens to steps+1 = {st + 1}; use `draft_tokens: auto`"
+                        )
+    if len(set(g.accept_lengths)) != len(g.accept_lengths):
+        p.append("grid.accept_lengths: duplicate values")
+    if g.accept_lengths and SIMULATE_ACC_ENV in s.env:
+        p.append(f"server.env.{SIMULATE_ACC_ENV}: set by grid.accept_lengths; remove one of the two")
+    if s.load_format != "auto" and "load-format" in s.args:
+        p.append("server.args.load-format: set by server.load_format; remove one of the two")
+    if not g.spec_modes and not g.baseline:
+        p.append("grid: no spec_modes and no baseline, nothing to measure")
+    if len(set(g.spec_modes)) != len(g.spec_modes):
+        p.append("grid.spec_modes: duplicate values")
+    for name in s.args:
+        msg = check_passthrough_flag(name)
+        if msg:
+            p.append(f"server.args: {msg}")
+    if s.backend == "external":
+        if not s.base_url:
+            p.append("server.base_url: required with backend: external (the server someone else launched)")
+        elif not re.match(r"^https?://[^\s/]+(:\d+)?/?$", s.base_url):
+            p.append(f"server.base_url: {s.base_url!r} is not http(s)://host[:port]")
+        multi = [
+            n for n, v in (("spec_modes", g.spec_modes), ("steps", g.steps), ("topk", g.topk)) if len(v) > 1
+        ]
+        if isinstance(g.draft_tokens, list) and len(g.draft_tokens) > 1:
+            multi.append("draft_tokens")
+        if g.baseline and g.spec_modes:
+            multi.append("baseline")
+
+        if multi:
+            p.append(
+                "backend external: nothing is launched, so server-config dimensions cannot sweep "
+                f"({', '.join(multi)} have several values); only batch_sizes and workloads sweep"
+            )
+        if g.accept_lengths:
+            p.append(
+                "backend external: grid.accept_lengths sets the server's environment; launch it yourself"
+            )
+        if s.load_format != "auto":
+            p.append(
+                "backend external: server.load_format cannot apply to a server specbench does not launch"
+            )
+        if s.args or s.env:
+            p.append("backend external: server.args/env cannot apply to a server specbench does not launch")
+    elif s.base_url:
+        p.append(f"server.base_url is only for backend: external (backend is {s.backend!r})")
+    if spec.profile is not None and spec.profile.at is not None:
+        for b in spec.profile.at:
+            if b not in g.batch_sizes:
+                p.append(f"profile.at: batch size {b} is not in grid.batch_sizes {g.batch_sizes}")
+    for i, w in enumerate(spec.workloads):
+        where = f"workload[{i}]" if isinstance(spec.workload, list) else "workload"
+        if w.dataset == "jsonl" and not w.path:
+            p.append(f"{where}.path: required for dataset: jsonl")
+        if w.dataset == "random" and w.path:
+            p.append(f"{where}.path: only for dataset: jsonl")
+    drafts = len(g.draft_tokens) if isinstance(g.draft_tokens, list) else 1
+    accepts = max(len(g.accept_lengths), 1)
+    servers = int(g.baseline) + len(g.spec_modes) * len(g.steps) * len(g.topk) * drafts * accepts
+    points = servers * len(g.batch_sizes) * len(spec.workloads)
+    if servers > MAX_SERVER_CONFIGS or points > MAX_POINTS:
+        p.append(
+            f"grid: {servers:,} server configs and {points:,} points; at most {MAX_SERVER_CONFIGS:,} and "
+            f"{MAX_POINTS:,} (split the sweep)"
+        )
+    return p

@@ -1,0 +1,305 @@
+"""One run in progress: launching a sweep's servers, recording them, measuring their points, storing repeats.
+
+`runners.sweep_runner.execute_sweep` drives it through the sweep's steps; `pair_runner` (v1/v2 pairs) and
+`run_checks` (the drift check) use the same steps. Every write is one transaction retried through a
+database outage (`dbretry`), so a measured repeat waits in memory until it is stored.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from rich.progress import Progress
+from sqlalchemy import Engine
+
+from bench.client import LoadClient
+from bench.launcher import LaunchedServer, LaunchError, launch
+from bench.measure import Window, WindowSettings, measure_windows
+from bench.provenance import collect_provenance
+from bench.sweep import PointPlan, ServerConfig, ServerGroup, SweepSpec
+from bench.telemetry import TelemetrySource
+from bench.workload import build_prompts
+from db.models import Run, ServerInstance
+from db.types import utcnow
+from runners import dbretry, profiling, store
+from runners.recovery import OutagePolicy
+
+
+class Stopped(Exception):
+    """The deadline passed or a stop was requested; finish cleanly."""
+
+
+class SweepExecutor:
+    """The state of one run in progress, and the steps the schedulers (`execute_sweep`, `pair_runner`,
+    `run_checks`) compose: launch, record, measure, store."""
+
+    def __init__(
+        self,
+        spec: SweepSpec,
+        engine: Engine,
+        run_id: int,
+        done: dict[str, set[int]],
+        gpus: list[int] | None,
+        deadline: float | None,
+        stop: threading.Event | None,
+        log_dir: Path,
+        outage: OutagePolicy,
+    ) -> None:
+        self.spec, self.engine, self.run_id, self.done = spec, engine, run_id, done
+        self.outage = outage
+        self.gpus, self.deadline, self.stop, self.log_dir = gpus, deadline, stop, log_dir
+        self.progress: Progress | None = None
+        self.task: Any = None
+        self.launches = 0
+        self.points_stored = 0
+        self.points_measured = 0
+        self.overhead_total = 0.0
+        # Measurement order across the run (stored per repeat); continues after a resume.
+        self.order_index = sum(len(v) for v in done.values())
+        # The first point measured in this invocation: re-measured at the end (drift check).
+        self.reference: PointPlan | None = None
+        self.drift: dict[str, Any] | None = None
+        self.drift_due_here = False  # set while the run's last step runs (see run_checks.drift_check)
+        # A pair's second server could not start next to the first: later pairs use alternating restarts.
+        self.colocate_failed = False
+        self.telemetry = TelemetrySource(gpus, enabled=spec.server.backend != "external")
+
+    def _check_stop(self) -> None:
+        if self.stop is not None and self.stop.is_set():
+            raise Stopped("stop requested (SIGTERM); finished the current point")
+        if self.deadline is not None and time.monotonic() >= self.deadline:
+            raise Stopped("deadline reached; finished the current point")
+
+    def _advance(self, description: str | None = None) -> None:
+        if self.progress is not None:
+            self.progress.update(self.task, advance=1, description=description or "")
+
+    def _pending(self, plan: PointPlan) -> list[int]:
+        have = self.done.get(plan.key(), set())
+        return [r for r in range(plan.repeats) if r not in have]
+
+    def run_batch(self, groups: list[ServerGroup]) -> None:
+        """Start the servers of `groups` together, then measure them one at a time.
+
+        With `server.max_parallel_starts` = 1 (the default) a batch is one group. Larger batches overlap the
+        slow part (cold JIT and CUDA-graph capture) while every measurement still runs with no other server
+        taking requests; the others sit idle, holding memory, and each is stopped as soon as it is measured.
+        """
+        pending: list[tuple[ServerGroup, list[PointPlan]]] = []
+        for group in groups:
+            todo = [p for p in group.points if self._pending(p)]
+            for _ in range(len(group.points) - len(todo)):
+                self._advance()
+            if todo:
+                pending.append((group, todo))
+        if not pending:
+            return
+        self._check_stop()
+        if self.progress is not None:
+            names = ", ".join(g.server.label() for g, _ in pending)
+            self.progress.update(self.task, description=f"launching {names}")
+        self.launches += len(pending)
+        with ThreadPoolExecutor(max_workers=len(pending)) as pool:
+            futures = [pool.submit(self._start, g.server) for g, _ in pending]
+            started = [f.result() for f in futures]
+        try:
+            for i, ((group, todo), server) in enumerate(zip(pending, started, strict=True)):
+                if isinstance(server, LaunchError):
+                    self._record_launch_failure(group, todo, server)
+                    continue
+                try:
+                    self._measure_on(group, todo, server, co_resident=len(pending) - 1 - i)
+                finally:
+                    server.stop()
+        finally:
+            for server in started:  # a stop or Ctrl-C mid-batch must not leave idle servers behind
+                if isinstance(server, LaunchedServer):
+                    server.stop()
+
+    def _start(self, cfg: ServerConfig) -> LaunchedServer | LaunchError:
+        try:
+            return launch(self.spec.server, cfg, log_dir=self.log_dir, gpus=self.gpus)
+        except LaunchError as e:
+            return e
+
+    def _write(self, fn: Any, what: str) -> Any:
+        """One transaction, retried through a database outage (a measured repeat waits in memory meanwhile)."""
+        return dbretry.in_session(self.engine, fn, what=what, policy=self.outage)
+
+    def _record_launch_failure(self, group: ServerGroup, todo: list[PointPlan], err: LaunchError) -> None:
+        def write(s: Any) -> None:
+            run = s.get(Run, self.run_id)
+            assert run is not None
+            si = store.record_server(
+                s, run, group.server, status="failed", error=str(err), log_path=_str_or_none(err.log_path)
+            )
+            si.exit_code, si.log_tail = err.exit_code, err.log_tail or None
+            for plan in todo:
+                store.fail_point(s, run, plan, si.id, f"server failed to start: {_first_line(str(err))}")
+
+        self._write(write, "recording a failed launch")
+        for _ in todo:
+            self._advance()
+
+    def _measure_on(
+        self, group: ServerGroup, todo: list[PointPlan], server: LaunchedServer, co_resident: int
+    ) -> None:
+        si_id = self._record_server(group.server, server, co_resident)
+        try:
+            asyncio.run(self._measure_group(todo, server, si_id, group.server.label()))
+        finally:
+            self.server_ended(si_id, server)
+
+    def server_ended(self, si_id: int, server: LaunchedServer) -> None:
+        """Close the server's row: `stopped`, or `crashed` with its exit code and log tail."""
+        # Read before stop(): an exit code now means the server died under us, not by our teardown.
+        exit_code = server.exit_code
+
+        def close(s: Any) -> None:
+            si = s.get(ServerInstance, si_id)
+            if si is None or si.status != "ok":
+                return
+            si.stopped_at = utcnow()
+            if exit_code is None:
+                si.status = "stopped"
+                return
+            # The log file stays on this host; the database keeps what a reader elsewhere needs.
+            si.status, si.exit_code, si.log_tail = "crashed", exit_code, server.log_tail()
+            si.error = f"server exited with code {exit_code} while it was measured"
+
+        self._write(close, "recording the server's end")
+
+    def _record_server(
+        self,
+        cfg: ServerConfig,
+        server: LaunchedServer,
+        co_resident: int,
+        extra_env: dict[str, str] | None = None,
+    ) -> int:
+        def write(s: Any) -> int:
+            run = s.get(Run, self.run_id)
+            assert run is not None
+            if run.provenance.get("server_version") is None:
+                # The server may run another sglang than the local one (external, or another interpreter).
+                prov = run_provenance(self.spec, server.server_info, self.gpus)
+                prov["server_version"] = server.version
+                store.apply_provenance(run, prov)
+            si = store.record_server(
+                s,
+                run,
+                cfg,
+                argv=list(server.argv),
+                env=dict(server.env_delta),
+                resolved=server.server_info,
+                spec_mode_resolved=server.spec_mode_resolved,
+                spec_mode_detail=server.resolved.detail if server.resolved else None,
+                mismatches=list(server.mismatches),
+                version=server.version,
+                log_path=str(server.log_path) if server.log_path else None,
+                startup_s=server.startup_s,
+            )
+            # Idle servers sharing the GPU while this one was measured (max_parallel_starts > 1).
+            si.env = {**si.env, "specbench.co_resident_idle_servers": str(co_resident), **(extra_env or {})}
+            return int(si.id)
+
+        return int(self._write(write, "recording the server"))
+
+    async def _measure_group(
+        self, todo: list[PointPlan], server: LaunchedServer, si_id: int, label: str
+    ) -> None:
+        async with LoadClient(server.base_url) as client:
+            for plan in todo:
+                self._check_stop()
+                if self.progress is not None:
+                    self.progress.update(self.task, description=f"{label} bs={plan.batch_size}")
+                await self.measure_plan(client, plan, server, si_id, self._pending(plan), warmup=True)
+                await profiling.profile_point(self.engine, self.spec, plan, client, self.run_id, si_id)
+                self.points_stored += 1
+                self._advance()
+
+    def window_settings(
+        self, plan: PointPlan, *, warmup: bool, launch_mismatches: Sequence[str] = ()
+    ) -> WindowSettings:
+        """How `plan`'s windows run under this sweep (with the sweep's warmup, or none)."""
+        return WindowSettings(
+            batch_size=plan.batch_size,
+            warmup_waves=self.spec.warmup.waves if warmup else 0,
+            request_timeout_s=self.spec.request_timeout_s,
+            expect_spec=not plan.server.is_baseline,
+            temperature=plan.workload.temperature,
+            min_window_s=self.spec.min_window_s,
+            expected_accept_length=plan.server.expected_accept_length(),
+            accept_tolerance=self.spec.measure.accept_length_tolerance,
+            telemetry=self.telemetry.window,
+            launch_mismatches=launch_mismatches,
+        )
+
+    async def measure_plan(
+        self,
+        client: LoadClient,
+        plan: PointPlan,
+        server: LaunchedServer,
+        si_id: int,
+        repeats: list[int],
+        *,
+        warmup: bool,
+    ) -> None:
+        """Measure `repeats` of `plan` on `server` (warming up first if asked), storing each as it ends."""
+        if not repeats:
+            return
+        prompts = build_prompts(plan.workload, plan.num_prompts)
+        settings = self.window_settings(plan, warmup=warmup, launch_mismatches=server.mismatches)
+        t_point = time.perf_counter()
+        window = 0.0
+        async for sample, win in measure_windows(client, prompts, repeats, settings):
+            if sample.metrics is not None:
+                window += sample.metrics.duration_s
+            self._store(plan, sample, si_id, server.spec_mode_resolved, win)
+            if self.reference is None and sample.metrics is not None:
+                self.reference = plan
+        if warmup:
+            self.points_measured += 1
+        self.overhead_total += max(time.perf_counter() - t_point - window, 0.0)
+
+    def _store(
+        self, plan: PointPlan, sample: Any, si_id: int, spec_mode_resolved: str | None, window: Window
+    ) -> None:
+        """One repeat as one transaction (sample, requests, point refresh), idempotent on (point, repeat): a
+        retry after a connection lost mid-commit finds the repeat stored and adds nothing."""
+        order = self.order_index
+        self.order_index += 1
+
+        def write(s: Any) -> None:
+            run = s.get(Run, self.run_id)
+            assert run is not None
+            point = store.get_or_create_point(s, run, plan, si_id)
+            store.store_sample(
+                s, point, sample, spec_mode_resolved=spec_mode_resolved, window=window, order_index=order
+            )
+
+        self._write(write, f"storing {plan.key()} repeat {sample.repeat}")
+        if sample.status != "failed":
+            self.done.setdefault(plan.key(), set()).add(sample.repeat)
+
+
+def run_provenance(
+    spec: SweepSpec, server_info: dict[str, Any] | None = None, gpus: list[int] | None = None
+) -> dict[str, Any]:
+    prov = collect_provenance(model_path=spec.model, server_info=server_info, gpus=gpus)
+    if spec.server.backend == "sim":
+        prov["simulated"] = True
+    return prov
+
+
+def _str_or_none(v: object) -> str | None:
+    return None if v is None else str(v)
+
+
+def _first_line(text: str) -> str:
+    return text.strip().splitlines()[0] if text.strip() else text

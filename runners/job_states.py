@@ -1,0 +1,88 @@
+"""A job's states and its guarded state transitions, the one way any module moves a job.
+
+Every transition is one `UPDATE jobs ... WHERE id = :id AND status IN (:expected) [AND worker_id = :me]`, and
+succeeds only if it changed exactly one row, so two processes can never both move the same job, and a worker
+whose lease was taken over (or whose job was canceled) cannot overwrite what the new owner did.
+
+Time comes from the database server on PostgreSQL (`clock_timestamp()`), so leases do not depend on the
+clocks of the many hosts that share it; SQLite lives on one host and uses that host's clock.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import Connection, Engine, func, select, update
+
+from db.models import Job
+from db.types import utcnow
+
+QUEUED, CLAIMED, RUNNING, DONE, FAILED, CANCELED = (
+    "queued",
+    "claimed",
+    "running",
+    "done",
+    "failed",
+    "canceled",
+)
+ACTIVE = (CLAIMED, RUNNING)
+FINAL = (DONE, FAILED, CANCELED)
+
+
+def db_now(conn: Connection) -> datetime:
+    if conn.dialect.name == "postgresql":
+        value = conn.execute(select(func.clock_timestamp())).scalar_one()
+        assert isinstance(value, datetime)
+        return value
+    return utcnow()
+
+
+def transition_in(
+    conn: Connection,
+    job_id: int,
+    expected: Sequence[str],
+    new: str,
+    *,
+    owner: str | None = None,
+    **values: Any,
+) -> bool:
+    """`transition` inside the caller's transaction."""
+    cond = (Job.id == job_id) & Job.status.in_(list(expected))
+    if owner is not None:
+        cond &= Job.worker_id == owner
+    return conn.execute(update(Job).where(cond).values(status=new, **values)).rowcount == 1
+
+
+def transition(
+    engine: Engine,
+    job_id: int,
+    expected: Sequence[str],
+    new: str,
+    *,
+    owner: str | None = None,
+    **values: Any,
+) -> bool:
+    """Move a job from one of `expected` to `new` (only if `owner` holds it, when given); False, and
+    nothing changed, otherwise."""
+    with engine.begin() as conn:
+        return transition_in(conn, job_id, expected, new, owner=owner, **values)
+
+
+def requeue_in(
+    conn: Connection, job_id: int, owner: str, *, error: str, not_before: datetime | None, **values: Any
+) -> bool:
+    """An active job `owner` holds goes back to queued, held by no one, with why and when it may run again."""
+    return transition_in(
+        conn,
+        job_id,
+        ACTIVE,
+        QUEUED,
+        owner=owner,
+        worker_id=None,
+        lease_expires_at=None,
+        last_error=error,
+        not_before=not_before,
+        **values,
+    )

@@ -1,0 +1,108 @@
+"""Leases: a worker's heartbeat keeps its job; a job whose worker stopped heartbeating goes back to the queue.
+
+A lost attempt (worker killed, host lost, SIGTERM) is not the job's failure, so it never uses up the job's
+retries; lease expiries are counted on their own (RecoveryPolicy.max_lease_expiries).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy import Engine, func, select, update
+
+from db.models import Job, Run
+from runners.job_states import ACTIVE, FAILED, QUEUED, db_now, requeue_in
+from runners.recovery import Backoff, RecoveryPolicy
+
+
+def _run_of_job(job_id: int) -> Any:
+    return select(func.max(Run.id)).where(Run.job_id == job_id).scalar_subquery()
+
+
+def renew_lease(engine: Engine, job_id: int, worker_id: str, *, lease_s: float) -> bool:
+    """Heartbeat: extend the lease of a job we still own. False means it is no longer ours (canceled, or the
+    lease lapsed and another worker took it): stop working on it. Also records the run id as soon as the
+    executor has created the run, so a retry after a crash finds it even if we never reach the end."""
+    with engine.begin() as conn:
+        now = db_now(conn)
+        cond = (Job.id == job_id) & (Job.worker_id == worker_id) & Job.status.in_(ACTIVE)
+        return (
+            conn.execute(
+                update(Job)
+                .where(cond)
+                .values(
+                    lease_expires_at=now + timedelta(seconds=lease_s),
+                    run_id=func.coalesce(Job.run_id, _run_of_job(job_id)),
+                )
+            ).rowcount
+            == 1
+        )
+
+
+def release(engine: Engine, job_id: int, worker_id: str, reason: str = "worker shut down") -> bool:
+    """Hand a job back untouched by failure (SIGTERM): queued again at once, and this attempt not counted,
+    so restarting workers for a deploy never uses up a job's retries."""
+    with engine.begin() as conn:
+        return requeue_in(
+            conn,
+            job_id,
+            worker_id,
+            error=f"released: {reason}",
+            not_before=None,
+            attempts=Job.attempts - 1,  # >= 1 while claimed
+        )
+
+
+def requeue_expired(
+    engine: Engine,
+    *,
+    backoff: Backoff | None = None,
+    now: datetime | None = None,
+    policy: RecoveryPolicy | None = None,
+) -> list[int]:
+    """Jobs whose worker stopped heartbeating (killed, host lost) go back to the queue after a short backoff
+    (`backoff`, else the policy's `requeue`). The lost attempt is not counted: a kill is not the job's
+    failure, so kills never use up max_attempts. Expiries are counted on their own, and a job whose workers
+    keep dying fails after `policy.max_lease_expiries`. Any worker or scheduler may call this; the guard
+    makes it safe to race."""
+    policy = policy or RecoveryPolicy()
+    delay = backoff or policy.requeue
+    moved: list[int] = []
+    with engine.begin() as conn:
+        now = now or db_now(conn)
+        expired = conn.execute(
+            select(Job.id, Job.status, Job.worker_id, Job.lease_expiries, Job.lease_expires_at).where(
+                Job.status.in_(ACTIVE), Job.lease_expires_at < now
+            )
+        ).all()
+        for job_id, status, worker, expiries, lease in expired:
+            error = f"lease expired at {lease:%Y-%m-%d %H:%M:%S} UTC (worker {worker} stopped heartbeating)"
+            cond = (
+                (Job.id == job_id)
+                & (Job.status == status)
+                & (Job.worker_id == worker)
+                & (Job.lease_expires_at < now)  # not renewed since we looked
+            )
+            expiries += 1
+            if expiries <= policy.max_lease_expiries:
+                values: dict[str, Any] = {
+                    "status": QUEUED,
+                    "worker_id": None,
+                    "attempts": Job.attempts - 1,  # >= 1 while claimed
+                    "lease_expiries": expiries,
+                    "lease_expires_at": None,
+                    "not_before": now + delay.delay(expiries),
+                    "last_error": error,
+                }
+            else:
+                values = {
+                    "status": FAILED,
+                    "lease_expiries": expiries,
+                    "lease_expires_at": None,
+                    "finished_at": now,
+                    "last_error": f"{error}; gave up after {expiries} lease expiries",
+                }
+            if conn.execute(update(Job).where(cond).values(**values)).rowcount == 1:
+                moved.append(job_id)
+    return moved
