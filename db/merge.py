@@ -12,7 +12,7 @@ from typing import Any
 from sqlalchemy import Engine, inspect, select
 from sqlalchemy.orm import Session
 
-from db.models import Base, Point, RequestRow, Run, Sample, ServerInstance
+from db.models import Base, Point, Profile, RequestRow, Run, Sample, ServerInstance
 
 
 @dataclass
@@ -22,6 +22,7 @@ class MergeReport:
     points: int = 0
     samples: int = 0
     requests: int = 0
+    profiles: int = 0
 
 
 def _copy(row: Base, model: type[Base], **overrides: Any) -> Any:
@@ -47,6 +48,7 @@ def merge_runs(source: Engine, dest: Session, *, sweep: str | None = None) -> Me
             dest.add(new_run)
             dest.flush()
             server_ids: dict[int, int] = {}
+            point_ids: dict[int, int] = {}
             for si in src.scalars(select(ServerInstance).where(ServerInstance.run_id == run.id)):
                 new_si = _copy(si, ServerInstance, run_id=new_run.id)
                 dest.add(new_si)
@@ -61,6 +63,7 @@ def merge_runs(source: Engine, dest: Session, *, sweep: str | None = None) -> Me
                 )
                 dest.add(new_point)
                 dest.flush()
+                point_ids[point.id] = new_point.id
                 report.points += 1
                 for sample in src.scalars(select(Sample).where(Sample.point_id == point.id)):
                     new_sample = _copy(sample, Sample, point_id=new_point.id)
@@ -70,6 +73,10 @@ def merge_runs(source: Engine, dest: Session, *, sweep: str | None = None) -> Me
                     reqs = list(src.scalars(select(RequestRow).where(RequestRow.sample_id == sample.id)))
                     dest.add_all(_copy(r, RequestRow, sample_id=new_sample.id) for r in reqs)
                     report.requests += len(reqs)
+            # Profiles keep their `host` and `path`: the trace stays where it was captured (docs/profiles.md).
+            for prof in src.scalars(select(Profile).where(Profile.run_id == run.id)):
+                dest.add(_copy(prof, Profile, run_id=new_run.id, point_id=point_ids[prof.point_id]))
+                report.profiles += 1
             dest.flush()
             report.runs_added.append(new_run.id)
             have.add(run.uid)

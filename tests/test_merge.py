@@ -11,7 +11,7 @@ from sqlalchemy import func, select
 from db.engine import session_scope
 from db.merge import merge_runs
 from db.migrate import open_database
-from db.models import Point, RequestRow, Run, Sample, ServerInstance
+from db.models import Point, Profile, RequestRow, Run, Sample, ServerInstance
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "h200-sglang-0.5.13.post1.db"
 
@@ -86,3 +86,31 @@ def test_markdown_export_of_the_h200_run_renders_as_a_table(tmp_path: Path) -> N
         and "sglang 0.5.13.post1" in text
         and "FlashMLA from sglang-kernel 0.4.3" in text
     )
+
+
+V3_EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "h200-v3slice-paired.db"
+
+
+def _profiles(engine) -> list[tuple[object, ...]]:  # type: ignore[no-untyped-def]
+    """Each profile with the run uid and point it hangs on, and whether its run_id agrees with its point's."""
+    stmt = (
+        select(Run.uid, Point.batch_size, Point.spec_mode, Profile.sha256, Profile.run_id == Point.run_id)
+        .join(Point, Profile.point_id == Point.id)
+        .join(Run, Point.run_id == Run.id)
+    )
+    with session_scope(engine) as s:
+        return sorted(tuple(r) for r in s.execute(stmt))
+
+
+def test_merge_carries_profiles_onto_the_copied_points(tmp_path: Path, db_url: str) -> None:
+    src_file = tmp_path / "v3.db"
+    shutil.copy(V3_EXAMPLE, src_file)
+    src = open_database(f"sqlite:///{src_file}")
+    dest = open_database(db_url)
+    with session_scope(dest) as s:
+        report = merge_runs(src, s)
+    want, got = _profiles(src), _profiles(dest)
+    assert report.profiles == len(want) >= 7 and got == want
+    assert all(row[-1] for row in got)
+    src.dispose()
+    dest.dispose()

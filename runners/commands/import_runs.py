@@ -51,5 +51,5 @@ def import_runs(
         src.dispose()
     console.print(
         f"imported {len(report.runs_added)} run(s) ({report.points} points, {report.samples} repeats, "
-        f"{report.requests} requests); {len(report.runs_skipped)} already present"
+        f"{report.requests} requests, {report.profiles} profiles); {len(report.runs_skipped)} already present"
     )
