@@ -108,10 +108,13 @@ def estimate(
             waves = max(p.num_prompts / p.batch_size, 1.0)
             if p.batch_size in past_window_s:
                 window = past_window_s[p.batch_size]
+                warmup = window / waves * spec.warmup.waves
                 measured_from_history += 1
             else:
-                window = waves * p.workload.output_len * step_ms / 1000.0
-            warmup = window / waves * spec.warmup.waves
+                wave_s = p.workload.output_len * step_ms / 1000.0
+                warmup = wave_s * spec.warmup.waves
+                # The window keeps sending until `measure.min_window_s` has passed (10 s on a GPU).
+                window = max(waves * wave_s, spec.min_window_s)
             measure += warmup + p.repeats * (window + POINT_OVERHEAD_S)
             windows += p.repeats
     n_points = sum(len(g.points) for g in groups)
@@ -123,7 +126,8 @@ def estimate(
     if measured_from_history < n_points:
         notes.append(
             f"window = waves x output_len x {step_ms:g} ms per decode step, one token per step (no credit for "
-            "accepted drafts, so an upper bound); prefill not counted"
+            "accepted drafts, so an upper bound), at least measure.min_window_s "
+            f"({spec.min_window_s:g} s); prefill not counted"
         )
     notes.append(f"{POINT_OVERHEAD_S:g} s per repeat outside the window (flush, /server_info, storing)")
     return Estimate(

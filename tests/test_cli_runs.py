@@ -263,3 +263,9 @@ def test_estimate_adds_up() -> None:
     timed = estimate.estimate(spec, groups, past_startup_s=10.0, past_window_s={1: 2.0, 2: 3.0})
     assert timed.startup_s == 10.0
     assert timed.measure_s == pytest.approx(2.0 + 3.0 + 2.0 / 8 + 3.0 / 4 + 2 * estimate.POINT_OVERHEAD_S)
+    # A GPU-sized minimum window outlasts the waves' own duration: the window is that long.
+    long = parse_sweep(
+        ONE_LAUNCH.replace("instant: true", "instant: false") + "measure: {min_window_s: 10}\n"
+    )
+    est10 = estimate.estimate(long, expand(long))
+    assert est10.measure_s == pytest.approx(2 * 10.0 + sum(warmups) + 2 * estimate.POINT_OVERHEAD_S)
