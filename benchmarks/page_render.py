@@ -5,7 +5,7 @@ Chromium, timed from navigation until the page is drawn.
     python benchmarks/page_render.py --db sqlite:////tmp/demo.db --repeats 5
 
 The demo database is what `make demo` builds: the stand-in sweep `sweeps/demo-sim.yaml`, the bundled H200
-runs, and the stand-in candidate `sweeps/demo-sim-candidate.yaml`. "Drawn" means: Streamlit reports the script finished (`stApp[data-test-script-state=notRunning]`),
+runs (toy model and V3 slice), and the stand-in candidate `sweeps/demo-sim-candidate.yaml`. "Drawn" means: Streamlit reports the script finished (`stApp[data-test-script-state=notRunning]`),
 the page title is on screen, and every chart has its canvas or SVG. The first visit of each page runs on
 cold caches (a fresh server); the later visits load the page in a fresh browser tab (warm server caches).
 Then each page is reached by clicking its sidebar link, as a user moving between pages does (no page load).
@@ -31,12 +31,20 @@ sys.path.insert(0, str(ROOT))
 from bench.launcher import free_port  # noqa: E402
 
 CHROMIUM = "/usr/bin/chromium"
-PAGES = {"overview": "", "trends": "trends", "sweep": "sweep", "compare": "compare", "jobs": "jobs"}
+PAGES = {
+    "overview": "",
+    "trends": "trends",
+    "sweep": "sweep",
+    "profiles": "profiles",
+    "compare": "compare",
+    "jobs": "jobs",
+}
 # Sidebar link and page title (h1) of each page, for in-app navigation.
 NAV = {
     "overview": ("Overview", "specbench"),
     "trends": ("Trends", "Trends"),
     "sweep": ("Sweep", "Sweep"),
+    "profiles": ("Profiles", "Profiles"),
     "compare": ("Compare", "Compare"),
     "jobs": ("Jobs", "Jobs"),
 }
@@ -57,6 +65,7 @@ def build_demo(url: str) -> None:
     for args in (
         ["run", "sweeps/demo-sim.yaml", "--db", url, "--no-progress"],
         ["import", "examples/h200-sglang-0.5.13.post1.db", "--db", url],
+        ["import", "examples/h200-v3slice-paired.db", "--db", url],
         ["run", "sweeps/demo-sim-candidate.yaml", "--db", url, "--no-progress", "--label", "candidate"],
     ):
         subprocess.run([*specbench, *args], cwd=ROOT, env=env, check=True, stdout=subprocess.DEVNULL)
