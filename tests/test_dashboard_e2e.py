@@ -136,7 +136,7 @@ def test_dashboard_in_a_browser(server: tuple[str, str], tmp_path: Path) -> None
 
 @pytest.fixture(scope="module")
 def demo_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]]:
-    """The shape `make demo` builds: the bundled H200 runs and two stand-in runs of one grid."""
+    """The shape `make demo` builds: the bundled H200 runs (toy and V3 slice) and two stand-in runs of one grid."""
     _require_browser()
     from typer.testing import CliRunner
 
@@ -145,8 +145,9 @@ def demo_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str,
     tmp = tmp_path_factory.mktemp("demo")
     url = f"sqlite:///{tmp / 'demo.db'}"
     runner = CliRunner()
-    res = runner.invoke(app, ["import", str(ROOT / "examples" / "h200-sglang-0.5.13.post1.db"), "--db", url])
-    assert res.exit_code == 0, res.output
+    for example in ("h200-sglang-0.5.13.post1.db", "h200-v3slice-paired.db"):
+        res = runner.invoke(app, ["import", str(ROOT / "examples" / example), "--db", url])
+        assert res.exit_code == 0, res.output
     for name, rate in (("demo-sim", 0.7), ("demo-sim-candidate", 0.4)):
         sweep = tmp / f"{name}.yaml"
         sweep.write_text(
