@@ -10,7 +10,7 @@ from sqlalchemy import Engine, and_, select
 from sqlalchemy.orm import Session
 
 from db.models import Triage
-from db.queries import QueryError, metric_column, read_frame
+from db.query_common import QueryError, metric_column, read_frame
 from db.types import utcnow
 
 TRIAGE_STATES: tuple[str, ...] = ("open", "acknowledged", "dismissed")

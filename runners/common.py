@@ -40,6 +40,11 @@ DbOption = Annotated[
         show_default=False,
     ),
 ]
+# What `compare` and `ci` judge a change by (their defaults come from bench.stats.compare).
+ThresholdOption = Annotated[
+    float, typer.Option(help="Smallest relative change flagged (0.05 = 5%).", min=0.0)
+]
+ConfidenceOption = Annotated[float, typer.Option(help="Interval confidence.", min=0.5, max=0.999)]
 # Ids are 64-bit integers in both databases; a larger one is a typo, not a lookup.
 MAX_ID = 2**63 - 1
 # Job priorities are stored as 32-bit integers; a million levels is more than any queue needs.

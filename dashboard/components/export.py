@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pandas as pd
 import streamlit as st
 
 
@@ -22,3 +23,16 @@ def download_buttons(csv_text: str, markdown_text: str | None, base_name: str, k
             icon=icon,
             width="stretch",
         )
+
+
+def frame_with_csv(frame: pd.DataFrame, what: str, file_name: str, key: str) -> None:
+    """The frame as a table and a button that downloads it as CSV (`Download <what> CSV`)."""
+    st.dataframe(frame, hide_index=True)
+    st.download_button(
+        f"Download {what} CSV",
+        frame.to_csv(index=False),
+        file_name=file_name,
+        mime="text/csv",
+        on_click="ignore",
+        key=key,
+    )

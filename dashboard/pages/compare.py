@@ -28,11 +28,7 @@ PARAMS = (
     state.Param("confidence", "cmp_confidence", 0.95, float),
 )
 
-url = data.db_url()
-st.title("Compare")
-if not layout.database_ready(url):
-    st.stop()
-layout.synthetic_banner(url)
+url = layout.page_start("Compare")
 state.restore(PARAMS, "compare")
 
 runs = data.run_choices(url)

@@ -14,12 +14,10 @@ from bench.stats.changepoint import ChangePointParams
 from dashboard.components import layout, triage
 from dashboard.services import data
 
-url = data.db_url()
-st.title("specbench")
-st.caption("Speculative decoding (EAGLE / NextN) on FlashMLA: every sweep, every point, every regression.")
-if not layout.database_ready(url):
-    st.stop()
-layout.synthetic_banner(url)
+url = layout.page_start(
+    "specbench",
+    caption="Speculative decoding (EAGLE / NextN) on FlashMLA: every sweep, every point, every regression.",
+)
 
 totals = data.totals(url)
 cat = data.catalog(url)

@@ -79,10 +79,7 @@ def _side(
         )
 
 
-url = data.db_url()
-st.title("Profiles")
-if not layout.database_ready(url):
-    st.stop()
+url = layout.page_start("Profiles", banner=False)
 state.restore(PARAMS, "profiles")
 runs = _runs(url)
 if not runs:

@@ -8,6 +8,7 @@ from analysis.labels import STAND_IN_TAG, run_tag, short_gpu, short_workload
 from analysis.sweep import sweep_grid
 from dashboard import charts
 from dashboard.components import layout, state
+from dashboard.components.export import frame_with_csv
 from dashboard.components.filters import run_picker
 from dashboard.services import data
 
@@ -17,11 +18,7 @@ PARAMS = (
     state.Param("topk", "sw_topk", None, int),
 )
 
-url = data.db_url()
-st.title("Sweep")
-if not layout.database_ready(url):
-    st.stop()
-layout.synthetic_banner(url)
+url = layout.page_start("Sweep")
 state.restore(PARAMS, "sweep")
 
 runs = data.run_choices(url)
@@ -133,12 +130,4 @@ with right:
     st.altair_chart(charts.throughput_lines(grid), width="stretch")
 
 with st.expander(f"All {len(points)} points of run #{run_id} (every status)"):
-    st.dataframe(points, hide_index=True)
-    st.download_button(
-        "Download run CSV",
-        points.to_csv(index=False),
-        file_name=f"run-{run_id}-points.csv",
-        mime="text/csv",
-        on_click="ignore",
-        key="sw_csv",
-    )
+    frame_with_csv(points, "run", f"run-{run_id}-points.csv", key="sw_csv")

@@ -11,6 +11,7 @@ from bench.catalog import direction_text, label
 from bench.stats.changepoint import ChangePointParams
 from dashboard import charts
 from dashboard.components import layout, state, triage
+from dashboard.components.export import frame_with_csv
 from dashboard.components.filters import FACET_PARAMS, adopt_series, metric_picker, series_filters
 from dashboard.services import data
 
@@ -24,11 +25,7 @@ PARAMS = (
     state.Param("floor", "tr_floor", 5.0, float),
 )
 
-url = data.db_url()
-st.title("Trends")
-if not layout.database_ready(url):
-    st.stop()
-layout.synthetic_banner(url)
+url = layout.page_start("Trends")
 
 cat = annotate_catalog(data.catalog(url))
 first_visit = "trends" not in st.session_state.get("_url_state_restored", set())
@@ -135,12 +132,4 @@ else:
     triage.triage_form(url, changes, fp, metric, key="tr_triage")
 
 with st.expander("Points of this series"):
-    st.dataframe(series, hide_index=True)
-    st.download_button(
-        "Download series CSV",
-        series.to_csv(index=False),
-        file_name=f"series-{fp}-{metric}.csv",
-        mime="text/csv",
-        on_click="ignore",
-        key="tr_csv",
-    )
+    frame_with_csv(series, "series", f"series-{fp}-{metric}.csv", key="tr_csv")

@@ -22,7 +22,16 @@ from db.engine import session_scope
 from db.models import Run
 from runners.commands import run as run_cmd
 from runners.commands.compare import EXIT_REGRESSION, compare_report
-from runners.common import RUN_REF_HELP, DbOption, err_console, fail, open_db, resolve_run_ref
+from runners.common import (
+    RUN_REF_HELP,
+    ConfidenceOption,
+    DbOption,
+    ThresholdOption,
+    err_console,
+    fail,
+    open_db,
+    resolve_run_ref,
+)
 
 REUSABLE = ("done", "unstable", "partial")
 DEFAULT_COMMENT = Path("specbench-comment.md")
@@ -54,12 +63,8 @@ def ci(
         Literal["comment", "md"], typer.Option("--format", help="comment (short) or md (every row)")
     ] = "comment",
     metric: Annotated[str, typer.Option(help="Metric the verdicts are on.")] = "output_throughput",
-    threshold: Annotated[
-        float, typer.Option(help="Smallest relative change flagged (0.05 = 5%).", min=0.0)
-    ] = DEFAULT_THRESHOLD,
-    confidence: Annotated[
-        float, typer.Option(help="Interval confidence.", min=0.5, max=0.999)
-    ] = DEFAULT_CONFIDENCE,
+    threshold: ThresholdOption = DEFAULT_THRESHOLD,
+    confidence: ConfidenceOption = DEFAULT_CONFIDENCE,
     gpus: Annotated[str | None, typer.Option(help="GPU indices for runs started here, e.g. 0,1.")] = None,
     log_dir: Annotated[Path, typer.Option(help="Where server logs of runs started here go.")] = Path("logs"),
     progress: Annotated[bool, typer.Option("--progress/--no-progress")] = False,

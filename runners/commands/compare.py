@@ -14,7 +14,9 @@ from bench.stats.compare import DEFAULT_CONFIDENCE, DEFAULT_THRESHOLD, Method
 from db import queries as q
 from runners.common import (
     RUN_REF_HELP,
+    ConfidenceOption,
     DbOption,
+    ThresholdOption,
     err_console,
     fail,
     open_db_readonly,
@@ -43,12 +45,8 @@ def compare(
         Format, typer.Option("--format", help="md (full), comment (short PR comment), csv or json")
     ] = "md",
     metric: Annotated[str, typer.Option(help="Metric to compare (a points column).")] = "output_throughput",
-    threshold: Annotated[
-        float, typer.Option(help="Smallest relative change flagged (0.05 = 5%).", min=0.0)
-    ] = DEFAULT_THRESHOLD,
-    confidence: Annotated[
-        float, typer.Option(help="Interval confidence.", min=0.5, max=0.999)
-    ] = DEFAULT_CONFIDENCE,
+    threshold: ThresholdOption = DEFAULT_THRESHOLD,
+    confidence: ConfidenceOption = DEFAULT_CONFIDENCE,
     method: Annotated[
         Literal["t", "bootstrap"],
         typer.Option(help="t: ratio of geometric means, Welch on logs; bootstrap: ratio of medians."),

@@ -8,10 +8,10 @@ from typing import Annotated, Any, Literal
 
 import typer
 
-from bench.sweep import SweepError, read_sweep_text
+from bench.sweep import read_sweep_text
 from runners import schedules
+from runners.commands.sweep_input import sweep_problems_fail, sweep_requirements
 from runners.common import MAX_ID, MAX_PRIORITY, DbOption, check_label, console, fail, open_db
-from runners.gpus import parse_requires
 from runners.tables import Column, print_table
 
 schedule_app = typer.Typer(
@@ -37,15 +37,13 @@ def add(
     ] = 0,
 ) -> None:
     """Add a schedule. The sweep is validated now and stored; edit the file, then remove and re-add."""
-    if not sweep.is_file():
-        fail(f"{sweep}: file not found")
+    need = sweep_requirements(sweep, requires)
     try:
-        need = parse_requires(requires)
         expr = schedules.check_cron(cron)
     except ValueError as e:
         fail(str(e))
     engine = open_db(db)
-    try:
+    with sweep_problems_fail():
         sid = schedules.add_schedule(
             engine,
             expr,
@@ -55,8 +53,6 @@ def add(
             requires=need,
             priority=priority,
         )
-    except SweepError as e:
-        fail(str(e))
     console.print(f"schedule {sid} added: {expr} (UTC)")
 
 

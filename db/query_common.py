@@ -1,0 +1,81 @@
+"""What every read query shares: the column lists, the metric guard, the frame reader.
+
+Rules that keep the queries fast at a million points and safe everywhere:
+- SQLAlchemy Core selects only, with bound parameters; a metric name picks a mapped column from the schema's
+  own list (`METRIC_FIELDS`) and is never spliced into SQL.
+- Only the columns a view needs, never `SELECT *` on points (they have ~70 columns).
+- Every per-series read walks `ix_points_fingerprint_created` (fingerprint, created_at); per-run reads walk
+  `ix_points_run_id`; the series catalog reads one row per series through the fingerprint index.
+Results are pandas DataFrames (UTC-aware timestamps), so the dashboard can cache and chart them directly.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Any, TypeVar
+
+import pandas as pd
+from sqlalchemy import Engine, Executable, inspect
+from sqlalchemy.orm import InstrumentedAttribute
+
+from db.fingerprint import FINGERPRINT_FIELDS
+from db.models import METRIC_FIELDS, PROVENANCE_COLUMNS, Point
+
+# What identifies a point's configuration inside a run (and across runs on other GPUs): the fingerprint minus
+# the GPU. Compare pairs points of two runs on these.
+SERIES_COLUMNS: tuple[str, ...] = FINGERPRINT_FIELDS
+CONFIG_COLUMNS: tuple[str, ...] = tuple(c for c in FINGERPRINT_FIELDS if c not in ("gpu_name", "gpu_count"))
+RUN_COLUMNS: tuple[str, ...] = (
+    *("id", "uid", "sweep_name", "status", "trigger", "label", "backend", "simulated", "started_at"),
+    *("finished_at", "model", *PROVENANCE_COLUMNS, "error"),
+)
+PROBLEM_STATUSES: tuple[str, ...] = ("failed", "invalid", "mode_mismatch", "unstable")
+# The factors attribution needs travel with every series and run read.
+FACTOR_METRICS: tuple[str, ...] = ("output_throughput", "accept_length", "tpot_mean_ms")
+
+
+class QueryError(LookupError):
+    """A run or metric the database does not have; the message is fit for a user."""
+
+
+def metric_column(name: str) -> InstrumentedAttribute[Any]:
+    if name not in METRIC_FIELDS:
+        raise QueryError(f"unknown metric {name!r}; choose one of {', '.join(METRIC_FIELDS)}")
+    col: InstrumentedAttribute[Any] = getattr(Point, name)
+    return col
+
+
+def read_frame(engine: Engine, stmt: Executable) -> pd.DataFrame:
+    with engine.connect() as conn:
+        result = conn.execute(stmt)
+        # Plain tuples: handing pandas Row objects costs a failed attribute probe per row (2x slower).
+        return pd.DataFrame.from_records([tuple(r) for r in result], columns=list(result.keys()))
+
+
+def checked_metrics(names: Iterable[str]) -> list[str]:
+    """The metric names, each checked against the schema, duplicates dropped, order kept."""
+    out: list[str] = []
+    for n in names:
+        metric_column(n)
+        if n not in out:
+            out.append(n)
+    return out
+
+
+T = TypeVar("T")
+# Stay under every driver's bound-parameter limit in `IN (...)` lists.
+IN_CHUNK = 5000
+
+
+def chunks(items: Sequence[T], size: int = IN_CHUNK) -> Iterator[list[T]]:
+    """`items` in consecutive lists of at most `size`."""
+    for i in range(0, len(items), size):
+        yield list(items[i : i + size])
+
+
+def if_present(engine: Engine, column: InstrumentedAttribute[Any]) -> list[InstrumentedAttribute[Any]]:
+    """`[column]`, or `[]` on a database file of an older schema that the dashboard reads without migrating
+    (the read-only engine never upgrades it); the frame then lacks that column."""
+    table = column.class_.__tablename__
+    names = {c["name"] for c in inspect(engine).get_columns(table)}
+    return [column] if column.key in names else []

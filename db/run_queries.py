@@ -1,0 +1,302 @@
+"""Run reads: totals, the newest runs, filtered listings, pickers, resolving what a user types to a run id,
+and one run's servers, points and samples. Per-run reads walk `ix_points_run_id`.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+import pandas as pd
+from sqlalchemy import Engine, and_, case, func, select
+
+from db.models import Point, Run, Sample, ServerInstance
+from db.query_common import (
+    FACTOR_METRICS,
+    PROBLEM_STATUSES,
+    RUN_COLUMNS,
+    SERIES_COLUMNS,
+    QueryError,
+    checked_metrics,
+    chunks,
+    if_present,
+    metric_column,
+    read_frame,
+)
+
+
+@dataclass(frozen=True)
+class Totals:
+    runs: int
+    synthetic_runs: int
+    last_run_at: datetime | None
+    # Measured on the stand-in server (bench.sim): simulated, but not synthetic history.
+    stand_in_runs: int = 0
+
+
+def totals(engine: Engine) -> Totals:
+    """Run counts and the newest start. (Point and series counts come with `series_catalog`.)"""
+    with engine.connect() as c:
+        runs, synthetic, last, stand_in = c.execute(
+            select(
+                func.count(Run.id),
+                func.coalesce(func.sum(case((Run.trigger == "synthetic", 1), else_=0)), 0),
+                func.max(Run.started_at),
+                func.coalesce(
+                    func.sum(case((and_(Run.simulated.is_(True), Run.trigger != "synthetic"), 1), else_=0)), 0
+                ),
+            )
+        ).one()
+    if isinstance(last, str):  # aggregates bypass the column type on SQLite
+        last = datetime.fromisoformat(last)
+    if last is not None and last.tzinfo is None:
+        last = last.replace(tzinfo=UTC)
+    return Totals(int(runs), int(synthetic), last, int(stand_in))
+
+
+def latest_runs(engine: Engine, limit: int = 25, *, include_synthetic: bool = True) -> pd.DataFrame:
+    """The newest runs with their provenance and how many of their points are ok / problems."""
+    runs = select(*(getattr(Run, c) for c in RUN_COLUMNS)).order_by(Run.started_at.desc(), Run.id.desc())
+    if not include_synthetic:
+        runs = runs.where(Run.trigger != "synthetic")
+    frame = read_frame(engine, runs.limit(limit))
+    return _with_point_counts(engine, frame, ("points_ok", "points_problem"))
+
+
+def problem_points(engine: Engine, run_ids: Sequence[int], limit: int = 500) -> pd.DataFrame:
+    """Failed, invalid, unstable and mode-mismatch points of the given runs, with their reasons."""
+    if not run_ids:
+        return pd.DataFrame(columns=["point_id", "run_id", "status", "reason"])
+    stmt = (
+        select(
+            Point.id.label("point_id"),
+            Point.run_id,
+            Point.status,
+            Point.reason,
+            *(getattr(Point, c) for c in SERIES_COLUMNS),
+            Point.spec_mode_resolved,
+            Run.sglang_version,
+            Run.started_at,
+        )
+        .join(Run, Run.id == Point.run_id)
+        .where(Point.run_id.in_(list(run_ids)), Point.status.in_(PROBLEM_STATUSES))
+        .order_by(Point.run_id.desc(), Point.id)
+        .limit(limit)
+    )
+    return read_frame(engine, stmt)
+
+
+def run_choices(engine: Engine, limit: int = 500) -> pd.DataFrame:
+    """Runs for pickers, newest first: id, started_at, sweep, version, GPU, status, trigger, simulated, model."""
+    stmt = (
+        select(
+            Run.id,
+            Run.uid,
+            Run.started_at,
+            Run.sweep_name,
+            Run.label,
+            Run.sglang_version,
+            Run.sglang_commit,
+            Run.gpu_name,
+            Run.gpu_count,
+            Run.status,
+            Run.trigger,
+            Run.simulated,
+            Run.model,
+        )
+        .order_by(Run.started_at.desc(), Run.id.desc())
+        .limit(limit)
+    )
+    return read_frame(engine, stmt)
+
+
+def list_runs(
+    engine: Engine,
+    *,
+    name: str | None = None,
+    gpu: str | None = None,
+    status: str | None = None,
+    simulated: bool | None = None,
+    limit: int | None = None,
+) -> pd.DataFrame:
+    """Runs newest first, filtered, with their point counts: what `specbench runs` lists.
+
+    `name` and `gpu` match case-insensitively anywhere in the sweep name / GPU name (bound LIKE patterns,
+    escaped, so `%` or `_` in the filter match themselves).
+    """
+    stmt = select(
+        Run.id,
+        Run.uid,
+        Run.sweep_name,
+        Run.label,
+        Run.status,
+        Run.trigger,
+        Run.backend,
+        Run.simulated,
+        Run.model,
+        Run.gpu_name,
+        Run.gpu_count,
+        Run.sglang_version,
+        Run.started_at,
+        Run.finished_at,
+    ).order_by(Run.started_at.desc(), Run.id.desc())
+    if name:
+        stmt = stmt.where(func.lower(Run.sweep_name).contains(name.lower(), autoescape=True))
+    if gpu:
+        stmt = stmt.where(func.lower(Run.gpu_name).contains(gpu.lower(), autoescape=True))
+    if status:
+        stmt = stmt.where(Run.status == status)
+    if simulated is not None:
+        stmt = stmt.where(Run.simulated.is_(simulated))
+    if limit is not None:
+        stmt = stmt.limit(limit)
+    frame = read_frame(engine, stmt)
+    return _with_point_counts(engine, frame, ("points", "points_ok")).astype({"simulated": bool})
+
+
+_POINT_COUNTS = {
+    "points": func.count(Point.id),
+    "points_ok": func.sum(case((Point.status == "ok", 1), else_=0)),
+    "points_problem": func.sum(case((Point.status != "ok", 1), else_=0)),
+}
+
+
+def _with_point_counts(engine: Engine, runs: pd.DataFrame, names: Sequence[str]) -> pd.DataFrame:
+    """`runs` (an `id` column) with the named point counts of each run (of `_POINT_COUNTS`), 0 where none."""
+    ids = [int(i) for i in runs["id"]]
+    if not ids:
+        return runs.assign(**{n: pd.Series(dtype=int) for n in names})
+    counts = pd.concat(
+        [
+            read_frame(
+                engine,
+                select(Point.run_id, *(_POINT_COUNTS[n].label(n) for n in names))
+                .where(Point.run_id.in_(chunk))
+                .group_by(Point.run_id),
+            )
+            for chunk in chunks(ids)
+        ],
+        ignore_index=True,
+    )
+    runs = runs.merge(counts, how="left", left_on="id", right_on="run_id").drop(columns=["run_id"])
+    return runs.fillna(dict.fromkeys(names, 0)).astype(dict.fromkeys(names, int))
+
+
+def run_info(engine: Engine, run_id: int) -> dict[str, Any]:
+    stmt = select(*(getattr(Run, c) for c in RUN_COLUMNS), Run.sweep_yaml).where(Run.id == run_id)
+    with engine.connect() as c:
+        row = c.execute(stmt).mappings().first()
+    if row is None:
+        raise QueryError(f"no run with id {run_id}")
+    return dict(row)
+
+
+def run_servers(engine: Engine, run_id: int) -> pd.DataFrame:
+    """The launches of a run: config label, resolved mode, start time, status, and how many idle servers shared
+    the GPU while it was measured (`max_parallel_starts` > 1 leaves some; they can bias high-batch numbers)."""
+    stmt = (
+        select(
+            ServerInstance.id,
+            ServerInstance.label,
+            ServerInstance.spec_mode_resolved,
+            ServerInstance.startup_s,
+            ServerInstance.status,
+            ServerInstance.env,
+        )
+        .where(ServerInstance.run_id == run_id)
+        .order_by(ServerInstance.id)
+    )
+    frame = read_frame(engine, stmt)
+    frame["idle_neighbours"] = [
+        int((env or {}).get("specbench.co_resident_idle_servers", 0)) for env in frame["env"]
+    ]
+    # Idle because its v1/v2 partner was up for interleaved windows (paired measurement), not parallel starts.
+    frame["pair_colocated"] = [(env or {}).get("specbench.pair") == "colocated" for env in frame["env"]]
+    return frame.drop(columns=["env"])
+
+
+def resolve_run(engine: Engine, ref: str) -> int:
+    """A run id from what a user types: an id, a uid (or its unique prefix), `latest` or `latest~N`."""
+    ref = ref.strip()
+    latest = re.fullmatch(r"latest(?:~(\d{1,9}))?", ref)
+    if ref.startswith("latest") and not latest:
+        raise QueryError(
+            f"{ref[:40]!r}: write `latest` or `latest~N` with N a whole number (latest~1 = the one before)"
+        )
+    if ref.isdigit() and (len(ref) > 19 or int(ref) > 2**63 - 1):  # beyond any 64-bit id column
+        raise QueryError(f"no run with id {ref[:40]}")
+    with engine.connect() as c:
+        if latest:
+            back = int(latest.group(1) or 0)
+            rid = c.execute(
+                select(Run.id).order_by(Run.started_at.desc(), Run.id.desc()).offset(back).limit(1)
+            ).scalar()
+            if rid is None:
+                raise QueryError(f"{ref}: the database holds fewer than {back + 1} runs")
+            return int(rid)
+        if ref.isdigit():
+            rid = c.execute(select(Run.id).where(Run.id == int(ref))).scalar()
+            if rid is None:
+                raise QueryError(f"no run with id {ref}")
+            return int(rid)
+        if len(ref) < 6:
+            raise QueryError(
+                f"{ref!r}: give a run id, `latest`, `latest~N` or at least 6 characters of a uid"
+            )
+        found = (
+            c.execute(select(Run.id).where(Run.uid.startswith(ref, autoescape=True)).limit(2)).scalars().all()
+        )
+    if not found:
+        raise QueryError(f"no run with uid {ref!r}")
+    if len(found) > 1:
+        raise QueryError(f"uid prefix {ref!r} matches several runs; give more characters")
+    return int(found[0])
+
+
+def run_points(engine: Engine, run_id: int, metrics: Sequence[str] | None = None) -> pd.DataFrame:
+    """All points of a run (every status) with their configuration and the requested metrics."""
+    cols = checked_metrics(
+        metrics or (*FACTOR_METRICS, "accept_length_weighted", "ttft_p50_ms", "e2e_p50_ms")
+    )
+    stmt = (
+        select(
+            Point.id.label("point_id"),
+            Point.run_id,
+            Point.fingerprint,
+            Point.status,
+            Point.reason,
+            *(getattr(Point, c) for c in SERIES_COLUMNS),
+            Point.spec_mode_resolved,
+            Point.input_len,
+            Point.output_len,
+            Point.repeats,
+            *(metric_column(m) for m in cols),
+            Point.output_throughput_ci_low,
+            Point.output_throughput_ci_high,
+            *if_present(engine, Point.accept_length_pinned),
+        )
+        .where(Point.run_id == run_id)
+        .order_by(Point.id)
+    )
+    return read_frame(engine, stmt)
+
+
+def run_samples(engine: Engine, run_id: int, metrics: Sequence[str]) -> pd.DataFrame:
+    """Every repeat of every point of a run, long by point: point_id, repeat, status and the metrics."""
+    cols = checked_metrics(metrics)
+    stmt = (
+        select(
+            Sample.point_id,
+            Sample.repeat,
+            Sample.status,
+            *if_present(engine, Sample.order_index),  # set when the run interleaved v1/v2 windows
+            *(getattr(Sample, m) for m in cols),
+        )
+        .join(Point, Point.id == Sample.point_id)
+        .where(Point.run_id == run_id)
+        .order_by(Sample.point_id, Sample.repeat)
+    )
+    return read_frame(engine, stmt)
