@@ -186,8 +186,12 @@ def test_run_references_everywhere(seeded: tuple[str, Engine], tmp_path: Path) -
     assert [r["id"] for r in json.loads(res.stdout)["runs"]] == [newest[2]["id"]]
     # A uid prefix and a plain id resolve too; duplicates collapse.
     uid = str(newest[1]["uid"])
+    # The shortest prefix no other run shares (seeded runs start within the same millisecond, so their
+    # time-sortable uids can share 13 characters or more).
+    others = [str(r["uid"]) for r in newest if r["id"] != newest[1]["id"]]
+    n = next(k for k in range(6, len(uid) + 1) if not any(o.startswith(uid[:k]) for o in others))
     res = runner.invoke(
-        app, ["export", "--db", url, "--run", uid[:13], "--run", str(newest[1]["id"]), "--format", "json"]
+        app, ["export", "--db", url, "--run", uid[:n], "--run", str(newest[1]["id"]), "--format", "json"]
     )
     assert [r["id"] for r in json.loads(res.stdout)["runs"]] == [newest[1]["id"]]
     # No --run: the latest, and stderr says which.
