@@ -235,7 +235,7 @@ def _short_points(table: pd.DataFrame) -> list[str]:
     parts = []
     for what, n in (
         ("unchanged", int((rest["verdict"] == "no change").sum())),
-        ("with too few repeats", int(((rest["verdict"] == "insufficient data") & ~one_sided(rest)).sum())),
+        ("with too few repeats", int(((rest["verdict"] == "insufficient data") & ~sided[rest.index]).sum())),
         ("only in the baseline run", int(rest["point_candidate"].isna().sum())),
         ("only in the candidate run", int(rest["point_baseline"].isna().sum())),
     ):
@@ -287,15 +287,7 @@ def _reproduce(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[str]:
         text = (r.get("sweep_yaml") or "").strip()
         if text:
             # Folded: the sweep file is for whoever reruns it, not for every reader of the thread.
-            name = md.html_code(f"{prefix}{r.get('sweep_name')}.yaml")
-            out += [
-                f"<details><summary>{name}</summary>",
-                "",
-                *md.fence(text, "yaml"),
-                "",
-                "</details>",
-                "",
-            ]
+            out += _folded(md.html_code(f"{prefix}{r.get('sweep_name')}.yaml"), md.fence(text, "yaml"))
     out.append("</details>")
     return out
 
@@ -329,8 +321,7 @@ def _reproduce_short(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[str]:
     cand_yaml = (b.get("sweep_yaml") or "").strip()
     if base_yaml:
         name = "sweep" if same_sweep else "baseline"
-        out += [f"<details><summary><code>{name}.yaml</code></summary>", "", *md.fence(base_yaml, "yaml"), ""]
-        out += ["</details>", ""]
+        out += _folded(f"<code>{name}.yaml</code>", md.fence(base_yaml, "yaml"))
     if cand_yaml and not same_sweep:
         diff = difflib.unified_diff(
             _uncommented(base_yaml),
@@ -340,10 +331,16 @@ def _reproduce_short(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[str]:
             n=0,
             lineterm="",
         )
-        out += ["<details><summary><code>candidate.yaml</code> (diff, comments left out)</summary>", ""]
-        out += [*md.fence("\n".join(diff), "diff"), "", "</details>", ""]
+        out += _folded(
+            "<code>candidate.yaml</code> (diff, comments left out)", md.fence("\n".join(diff), "diff")
+        )
     out.append("</details>")
     return out
+
+
+def _folded(summary_html: str, body: list[str]) -> list[str]:
+    """A collapsed block; `summary_html` is ours or escaped (md.html_code), `body` fenced."""
+    return [f"<details><summary>{summary_html}</summary>", "", *body, "", "</details>", ""]
 
 
 def _uncommented(text: str) -> list[str]:

@@ -17,6 +17,7 @@ from bench.launcher import LaunchError, detect_sglang_version, plan_launch
 from bench.spec_modes import KNOWN_RELEASES
 from bench.sweep import ServerGroup, SweepError, SweepSpec, expand, load_sweep
 from db.engine import resolve_url, session_scope
+from db.migrate import open_database_readonly
 from db.models import Point, Run
 from runners import estimate
 from runners.common import (
@@ -211,12 +212,11 @@ def _launch_version(spec: SweepSpec) -> tuple[str, str]:
 
 
 def _history(sweep_name: str, db: str | None) -> tuple[float | None, dict[int, float]]:
-    """Earlier launches and points of this sweep, if a database exists; a dry run never creates one."""
-    url = resolve_url(db)
-    if url.startswith("sqlite") and not Path(url.split("///", 1)[-1]).exists():
-        return None, {}
+    """Earlier launches and points of this sweep, read without writing (a dry run neither creates nor migrates
+    a database); none when there is no readable database."""
     try:
-        return estimate.history(open_db(db), sweep_name)
+        engine, _ = open_database_readonly(resolve_url(db))
+        return estimate.history(engine, sweep_name)
     except Exception:  # the estimate falls back to its assumptions; the dry run is not about the database
         return None, {}
 
