@@ -18,10 +18,12 @@ bench_serving runs as a subprocess of the given interpreter (`python -m sglang.b
 from __future__ import annotations
 
 import asyncio
+import gzip
 import json
 import math
 import os
 import random
+import resource
 import subprocess
 import time
 from collections.abc import Callable, Sequence
@@ -29,9 +31,12 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+import aiohttp
+
 from bench.client import LoadClient
 from bench.measure import gc_paused
 from bench.metrics import compute_metrics
+from bench.stats.ratio import RatioInterval, paired_ratio
 from bench.sweep import WorkloadSpec
 from bench.workload import build_prompts
 
@@ -89,6 +94,9 @@ class WindowResult:
     # The server's own prompt-token counter over the window (Prometheus), when it exposes one.
     server_prompt_tokens: int | None = None
     source: str | None = None  # bench_serving's output file
+    # CPU seconds the client itself spent on the window (user + system). On a host whose server is bound by
+    # its scheduler's CPU, a busier client can slow the server it measures; this shows whether it does.
+    client_cpu_s: float | None = None
 
 
 @dataclass
@@ -112,12 +120,38 @@ class Comparison:
             return None
         return a / b
 
+    def pairs(self) -> list[tuple[WindowResult, WindowResult]]:
+        """(specbench, bench_serving) windows that ran next to each other: A B | B A of every round."""
+        by_pos = sorted(self.windows, key=lambda w: w.position)
+        out = []
+        for i in range(0, len(by_pos) - 1, 2):
+            first, second = by_pos[i], by_pos[i + 1]
+            if {first.client, second.client} == {SPECBENCH, BENCH_SERVING}:
+                out.append((first, second) if first.client == SPECBENCH else (second, first))
+        return out
+
+    def ratio_interval(self, key: str, confidence: float = 0.95) -> RatioInterval | None:
+        """specbench / bench_serving for `key` with a paired interval over neighbouring windows (>= 2 pairs)."""
+        pairs = [(a, b) for a, b in self.pairs() if getattr(a, key) and getattr(b, key)]
+        if len(pairs) < 2:
+            return None
+        return paired_ratio(
+            [getattr(b, key) for _, b in pairs], [getattr(a, key) for a, _ in pairs], confidence
+        )
+
     def to_dict(self) -> dict[str, Any]:
+        intervals = {}
+        for _, key in COMPARED:
+            ci = self.ratio_interval(key)
+            intervals[key] = (
+                None if ci is None else {"ratio": ci.ratio, "low": ci.low, "high": ci.high, "n": ci.n}
+            )
         return {
             "batch_size": self.batch_size,
             "num_prompts": self.num_prompts,
             "windows": [asdict(w) for w in self.windows],
             "ratios": {key: self.ratio(key) for _, key in COMPARED},
+            "paired_intervals": intervals,
         }
 
 
@@ -253,22 +287,40 @@ def last_jsonl_line(path: Path) -> dict[str, Any]:
     return out
 
 
-async def server_prompt_tokens(client: LoadClient) -> int | None:
-    """`sglang:prompt_tokens_total` summed over label sets, or None without `--enable-metrics`."""
-    try:
-        async with client.session.get(client.base_url + "/metrics") as resp:
-            if resp.status != 200:
-                return None
-            text = await resp.text()
-    except Exception:  # any transport trouble only costs this optional figure
-        return None
+PROMPT_TOKENS_METRIC = "sglang:prompt_tokens_total"
+
+
+def prompt_tokens_from_metrics(text: str) -> int | None:
+    """`sglang:prompt_tokens_total` summed over label sets in a Prometheus text page, or None when absent."""
     total = 0.0
     seen = False
     for raw in text.splitlines():
-        if raw.startswith("sglang:prompt_tokens_total"):
+        name = raw.split("{", 1)[0].split(" ", 1)[0]
+        if name == PROMPT_TOKENS_METRIC:
             total += float(raw.rsplit(" ", 1)[1])
             seen = True
     return int(total) if seen else None
+
+
+async def metrics_page(client: LoadClient) -> str | None:
+    """The server's `/metrics` text, or None without `--enable-metrics` (or on any transport trouble).
+
+    The load client's session leaves bodies compressed (streams are never compressed, and decoding costs
+    the hot path), while SGLang's prometheus_client gzips /metrics for any client that accepts gzip. So ask
+    for identity, and still undo a gzip a server sends anyway.
+    """
+    try:
+        async with client.session.get(
+            client.base_url + "/metrics", headers={"Accept-Encoding": "identity"}
+        ) as resp:
+            if resp.status != 200:
+                return None
+            body = await resp.read()
+            if resp.headers.get("Content-Encoding", "").lower() == "gzip":
+                body = gzip.decompress(body)
+            return body.decode("utf-8", errors="replace")
+    except (aiohttp.ClientError, TimeoutError, OSError, EOFError):  # only costs this optional figure
+        return None
 
 
 class CrossCheck:
@@ -279,6 +331,7 @@ class CrossCheck:
         self.progress = progress
         self.vocab = 0
         self.dataset: Path | None = None
+        self.metrics_note_written = False
 
     def run(self) -> list[Comparison]:
         cfg = self.cfg
@@ -304,12 +357,12 @@ class CrossCheck:
                     # One wave of warmup before every window, sent by specbench for both sides (bench_serving
                     # runs with --warmup-requests 0), so the server counters read next cover the window alone.
                     await client.run_closed_loop(prompts[:bs], bs, cfg.request_timeout_s)
-                    before = await server_prompt_tokens(client)
+                    before = await self._prompt_tokens(client)
                     if side == SPECBENCH:
                         w = await self._specbench_window(client, prompts, bs, pos)
                     else:
                         w = await asyncio.to_thread(self._bench_serving_window, bs, n, pos)
-                    after = await server_prompt_tokens(client)
+                    after = await self._prompt_tokens(client)
                     if before is not None and after is not None:
                         w.server_prompt_tokens = after - before
                     self.progress(
@@ -321,6 +374,21 @@ class CrossCheck:
                 out.append(comp)
         (cfg.out_dir / "crosscheck.json").write_text(json.dumps([c.to_dict() for c in out], indent=2))
         return out
+
+    async def _prompt_tokens(self, client: LoadClient) -> int | None:
+        page = await metrics_page(client)
+        if page is None:
+            return None
+        tokens = prompt_tokens_from_metrics(page)
+        if tokens is None and not self.metrics_note_written:
+            # A server with metrics on but no prompt-token counter: keep the page, so the next reader can see
+            # which names this SGLang exposes instead of guessing.
+            (self.cfg.out_dir / "metrics-without-prompt-tokens.txt").write_text(page)
+            self.progress(
+                f"/metrics has no {PROMPT_TOKENS_METRIC}; page saved to metrics-without-prompt-tokens.txt"
+            )
+            self.metrics_note_written = True
+        return tokens
 
     async def _calibrate(self, client: LoadClient, bs: int) -> int:
         """One wave to warm up, two to time; sizes both sides' windows."""
@@ -346,8 +414,10 @@ class CrossCheck:
     ) -> WindowResult:
         cfg = self.cfg
         await client.flush_cache()  # bench_serving's --flush-cache does the same before its window
+        cpu0 = time.process_time()
         with gc_paused():
             records, duration = await client.run_closed_loop(prompts, bs, cfg.request_timeout_s)
+        cpu_s = time.process_time() - cpu0
         m = compute_metrics(records, duration)
         if m.completed == 0:
             raise CrossCheckError(f"specbench window at batch size {bs}: every request failed")
@@ -366,6 +436,7 @@ class CrossCheck:
             ttft_p50_ms=m.ttft_p50_ms,
             ttft_mean_ms=m.ttft_mean_ms,
             itl_mean_ms=m.itl_mean_ms,
+            client_cpu_s=cpu_s,
         )
 
     def _bench_serving_window(self, bs: int, n: int, pos: int) -> WindowResult:
@@ -389,6 +460,7 @@ class CrossCheck:
             env.setdefault("TRANSFORMERS_OFFLINE", "1")
         log = stem.with_suffix(".log")
         started = time.perf_counter()
+        children = resource.getrusage(resource.RUSAGE_CHILDREN)
         with log.open("wb") as fh:
             try:
                 proc = subprocess.run(
@@ -416,6 +488,9 @@ class CrossCheck:
             last_jsonl_line(output_file), batch_size=bs, position=pos, source=str(output_file)
         )
         w.num_prompts = n
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        # The whole subprocess, start-up and imports included: an upper bound on its window's share.
+        w.client_cpu_s = (after.ru_utime - children.ru_utime) + (after.ru_stime - children.ru_stime)
         return w
 
 

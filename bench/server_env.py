@@ -92,6 +92,19 @@ HOST_BASE_NAMES = frozenset(
         "HF_HUB_OFFLINE",
         "TRANSFORMERS_OFFLINE",
         "TORCHINDUCTOR_CACHE_DIR",
+        # The host's build toolchain for the kernels SGLang compiles at start (FlashInfer, sgl-kernel's
+        # tvm-ffi JIT, Triton, Inductor). FlashInfer writes the compiler into each kernel's build.ninja, so a
+        # server started without the host's CXX rebuilt every cached kernel that a server started with it had
+        # built (and the reverse): ~3 minutes per switch on an H200 host whose image sets CXX. Host-only: a
+        # sweep can set none of them (they name programs and directories).
+        "CC",
+        "CXX",
+        "CUDAHOSTCXX",
+        "LIBRARY_PATH",
+        "CPATH",
+        "C_INCLUDE_PATH",
+        "CPLUS_INCLUDE_PATH",
+        "MAX_JOBS",  # parallel compile jobs of those builds
         "PYTORCH_CUDA_ALLOC_CONF",
         "OMP_NUM_THREADS",
         "NVIDIA_VISIBLE_DEVICES",

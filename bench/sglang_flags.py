@@ -71,6 +71,7 @@ KNOWN_PASSTHROUGH: frozenset[str] = frozenset(
         "tokenizer-path",
         "load-format",
         "watchdog-timeout",
+        "sleep-on-idle",  # an idle scheduler otherwise spins a CPU core: a co-resident pair's idle side
     }
 )
 

@@ -34,6 +34,10 @@ from runners.recovery import OutagePolicy
 class Stopped(Exception):
     """The deadline passed or a stop was requested; finish cleanly."""
 
+    def __init__(self, message: str, *, deadline: bool = False) -> None:
+        super().__init__(message)
+        self.deadline = deadline  # True: the time budget ran out (not a stop request)
+
 
 class SweepExecutor:
     """The state of one run in progress, and the steps the schedulers (`execute_sweep`, `pair_runner`,
@@ -74,7 +78,7 @@ class SweepExecutor:
         if self.stop is not None and self.stop.is_set():
             raise Stopped("stop requested (SIGTERM); finished the current point")
         if self.deadline is not None and time.monotonic() >= self.deadline:
-            raise Stopped("deadline reached; finished the current point")
+            raise Stopped("deadline reached; finished the current point", deadline=True)
 
     def _advance(self, description: str | None = None) -> None:
         if self.progress is not None:

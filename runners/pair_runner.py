@@ -18,6 +18,7 @@ from bench.pairing import Pair, Side, abba_order, pair_units, restart_blocks
 from bench.sweep import PointPlan, ServerGroup, SweepSpec
 from db.models import Run
 from runners import profiling, run_checks, store
+from runners.executor import Stopped
 
 if TYPE_CHECKING:
     from runners.executor import SweepExecutor
@@ -98,18 +99,35 @@ def run_pair(ex: SweepExecutor, pair: Pair) -> None:
             for side in SIDES
         }
         try:
-            asyncio.run(_interleave(ex, pair, servers, si))
-            ref = ex.reference
-            if ex.drift_due_here and ref is not None:
-                holder = [side for side in SIDES if pair.side(side).server == ref.server]
-                if holder and servers[holder[0]].exit_code is None:  # still up (or attached)
-                    run_checks.drift_check(ex, live=servers[holder[0]])
+            try:
+                asyncio.run(_interleave(ex, pair, servers, si))
+            except Stopped as stop:
+                # A deadline cut the run inside this pair: while the reference point's server is still up,
+                # re-measure it anyway (one window), so a cut run still says how far it drifted. A stop
+                # request (SIGTERM) means leave now, and skips it.
+                if stop.deadline and ex.spec.drift_check and ex.drift is None:
+                    _drift_on_live(ex, pair, servers, after_deadline=True)
+                raise
+            if ex.drift_due_here:
+                _drift_on_live(ex, pair, servers)
         finally:
             for side in SIDES:
                 ex.server_ended(si[side], servers[side])
     finally:
         for srv in servers.values():
             srv.stop()
+
+
+def _drift_on_live(
+    ex: SweepExecutor, pair: Pair, servers: dict[Side, LaunchedServer], *, after_deadline: bool = False
+) -> None:
+    """The drift check on the reference point's server, when this pair holds it and it is still up."""
+    ref = ex.reference
+    if ref is None:
+        return
+    holder = [side for side in SIDES if pair.side(side).server == ref.server]
+    if holder and servers[holder[0]].exit_code is None:  # still up (or attached)
+        run_checks.drift_check(ex, live=servers[holder[0]], after_deadline=after_deadline)
 
 
 def _launch(ex: SweepExecutor, group: ServerGroup) -> LaunchedServer | LaunchError:

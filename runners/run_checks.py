@@ -35,13 +35,17 @@ if TYPE_CHECKING:
     from runners.executor import SweepExecutor
 
 
-def drift_check(ex: SweepExecutor, live: LaunchedServer | None = None) -> dict[str, Any] | None:
+def drift_check(
+    ex: SweepExecutor, live: LaunchedServer | None = None, *, after_deadline: bool = False
+) -> dict[str, Any] | None:
     """Re-measure the reference point; on `live` (its server, still up at the end of the run's last pair),
-    else on a fresh start of its server config."""
+    else on a fresh start of its server config. `after_deadline`: the run's deadline has passed and this
+    one window on a live server is the last thing it measures."""
     plan = ex.reference
     if plan is None:
         return None
-    ex._check_stop()
+    if not after_deadline:
+        ex._check_stop()
     if ex.progress is not None:
         ex.progress.update(ex.task, description=f"drift check: {plan.server.label()} bs={plan.batch_size}")
     started = time.perf_counter()

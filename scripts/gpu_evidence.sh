@@ -17,6 +17,8 @@
 #         SWEEP=sweeps/h200-v3slice-intervals.yaml ...   measure another sweep in the sweep step
 #         CROSSCHECK_SWEEP=sweeps/h200-v3slice-profile-cpu.yaml ...   also run this (backend external) sweep
 #                                        against the cross-check's server while it is up
+#         CROSSCHECK_ROUNDS=2 ...       A B B A rounds per batch size in the cross-check (default 2)
+#         CROSSCHECK_BATCH_SIZES=8 ...  its batch sizes (default 8,32)
 #         CROSSCHECK_RESERVE_S=600 ...   with END_BY: stop the sweep this long before END_BY so the cross-check
 #                                        still runs (default 0: the sweep may use all the time)
 # Every step is idempotent: the sweeps resume (--resume), the model is reused when present.
@@ -29,6 +31,10 @@ PY=${PYTHON:-python3}
 MODEL=.models/deepseek-v3-slice-4l          # the path the sweeps name
 SWEEP=${SWEEP:-sweeps/h200-v3slice-paired.yaml}
 RESERVE=${CROSSCHECK_RESERVE_S:-0}
+ROUNDS=${CROSSCHECK_ROUNDS:-2}
+CC_SIZES=${CROSSCHECK_BATCH_SIZES:-8,32}
+# A cross-check needs its server (up to ~250 s cold) plus ~75 s per round and batch size.
+CROSSCHECK_NEEDS=$((250 + 75 * ROUNDS * $(echo "$CC_SIZES" | tr ',' '\n' | wc -l)))
 DB="sqlite:///$WORK/evidence.db"
 export SPECBENCH_ARTIFACTS_DIR=$WORK/artifacts
 export COLUMNS=${COLUMNS:-160}
@@ -51,11 +57,12 @@ if has sweep; then
     "${cut[@]}" || log "sweep exit $?"
 fi
 
-if has crosscheck && [ "$(left)" -lt 300 ]; then log "crosscheck: skipped, $(left) s left before END_BY"; fi
-if has crosscheck && [ "$(left)" -ge 300 ]; then
+if has crosscheck && [ "$(left)" -lt "$CROSSCHECK_NEEDS" ]; then log "crosscheck: skipped, $(left) s left before END_BY"; fi
+if has crosscheck && [ "$(left)" -ge "$CROSSCHECK_NEEDS" ]; then
   # One server of the pair's shape (v2, steps 3, acceptance 2.5), with metrics for the token check.
   port=${CROSSCHECK_PORT:-30123}
   log "crosscheck: starting a server on :$port"
+  touch "$WORK/.crosscheck-start"   # what this start compiles: the JIT cache files newer than this marker
   SGLANG_SIMULATE_ACC_LEN=2.5 "$PY" -m sglang.launch_server --model-path "$MODEL" --load-format dummy \
     --attention-backend flashmla --speculative-algorithm NEXTN --speculative-num-steps 3 \
     --speculative-eagle-topk 1 --speculative-num-draft-tokens 4 --mem-fraction-static 0.8 \
@@ -77,8 +84,10 @@ sys.exit(1)
 PY
   then
     log "crosscheck: server up"
-    "${SB[@]}" crosscheck --url "http://127.0.0.1:$port" --tokenizer "$MODEL" --batch-sizes 8,32 \
-      --input-len 256 --output-len 256 --min-window-s 10 --rounds 1 --out-dir "$WORK/crosscheck" || log "crosscheck exit $?"
+    find ~/.cache ~/.triton /tmp/torchinductor_* ~/.nv -type f -newer "$WORK/.crosscheck-start" 2>/dev/null \
+      | sed "s|^$HOME|~|" | awk -F/ '{print $2"/"$3}' | sort | uniq -c > "$WORK/crosscheck-jit-new.txt" || true
+    "${SB[@]}" crosscheck --url "http://127.0.0.1:$port" --tokenizer "$MODEL" --batch-sizes "$CC_SIZES" \
+      --input-len 256 --output-len 256 --min-window-s 10 --rounds "$ROUNDS" --out-dir "$WORK/crosscheck" || log "crosscheck exit $?"
     if [ -n "${CROSSCHECK_SWEEP:-}" ] && [ "$(left)" -ge 120 ]; then
       # e.g. sweeps/h200-v3slice-profile-cpu.yaml: a CPU+GPU profile of this server, for the profiler's distortion
       log "crosscheck: $CROSSCHECK_SWEEP against the same server"

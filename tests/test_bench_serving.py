@@ -8,8 +8,10 @@ unless SPECBENCH_REQUIRE_BENCH_SERVING=1 (set by CI) turns the skip into a failu
 
 from __future__ import annotations
 
+import asyncio
 import importlib.util
 import json
+import math
 import os
 import subprocess
 import sys
@@ -18,8 +20,21 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from bench.crosscheck import BENCH_SERVING, SPECBENCH, order, write_sharegpt
+from bench.client import LoadClient
+from bench.crosscheck import (
+    BENCH_SERVING,
+    SPECBENCH,
+    Comparison,
+    Side,
+    WindowResult,
+    metrics_page,
+    order,
+    prompt_tokens_from_metrics,
+    write_sharegpt,
+)
+from bench.sweep import WorkloadSpec
 from bench.synth.tokenizer import write_tokenizer
+from bench.workload import build_prompts
 from runners.cli import app
 from tests.fixtures.sim import SimFactory, SimHandle, request
 
@@ -157,9 +172,86 @@ def test_crosscheck_runs_both_clients_abba(
         assert w["server_prompt_tokens"] == w["total_input_tokens"]
     assert comp["ratios"]["output_throughput"] is not None
     assert 0.5 < comp["ratios"]["output_throughput"] < 2.0
+    # Each side's CPU is measured (bench_serving's includes its start-up, so it is the larger).
+    assert all(w["client_cpu_s"] > 0 for w in comp["windows"])
+    # One round gives two neighbouring pairs, enough for a paired interval around the ratio.
+    ci = comp["paired_intervals"]["output_throughput"]
+    assert ci["n"] == 2 and ci["low"] < ci["ratio"] < ci["high"]
+    assert "paired 95% CI" in result.output and "client CPU" in result.output
 
 
 def test_order_is_abba() -> None:
     assert order(2) == [SPECBENCH, BENCH_SERVING, BENCH_SERVING, SPECBENCH] * 2
     with pytest.raises(ValueError):
         order(0)
+
+
+def _window(client: Side, pos: int, tput: float) -> WindowResult:
+    return WindowResult(
+        client=client, batch_size=8, position=pos, num_prompts=8, duration_s=1.0, completed=8,
+        total_input_tokens=8, total_output_tokens=8, output_throughput=tput, tpot_mean_ms=None,
+        tpot_p50_ms=None, ttft_p50_ms=None, ttft_mean_ms=None, itl_mean_ms=None,
+    )  # fmt: skip
+
+
+def test_crosscheck_pairs_neighbours_and_computes_the_paired_interval() -> None:
+    # A B B A A B B A: pairs (0,1), (2,3), (4,5), (6,7), each as (specbench, bench_serving).
+    sides = order(2)
+    values = [100.0, 110.0, 120.0, 96.0, 90.0, 100.0, 105.0, 105.0]
+    comp = Comparison(
+        batch_size=8,
+        num_prompts=8,
+        windows=[_window(c, i, v) for i, (c, v) in enumerate(zip(sides, values, strict=True))],
+    )
+    pairs = comp.pairs()
+    assert [(a.position, b.position) for a, b in pairs] == [(0, 1), (3, 2), (4, 5), (7, 6)]
+    # Log ratios specbench/bench_serving, by hand: ln(100/110), ln(96/120), ln(90/100), ln(105/105).
+    d = [math.log(100 / 110), math.log(96 / 120), math.log(90 / 100), 0.0]
+    mean = sum(d) / 4
+    sd = math.sqrt(sum((x - mean) ** 2 for x in d) / 3)
+    half = 3.182446305284263 * sd / 2  # t(0.975, 3) * s / sqrt(4)
+    ci = comp.ratio_interval("output_throughput")
+    assert ci is not None and ci.n == 4
+    assert ci.ratio == pytest.approx(math.exp(mean))
+    assert ci.low == pytest.approx(math.exp(mean - half), rel=1e-6)
+    assert ci.high == pytest.approx(math.exp(mean + half), rel=1e-6)
+    # Fewer than two pairs: no interval, rather than a fake one.
+    assert (
+        Comparison(batch_size=8, num_prompts=8, windows=comp.windows[:2]).ratio_interval("output_throughput")
+        is None
+    )
+
+
+def test_prompt_token_counter_is_read_by_name_across_label_sets() -> None:
+    page = "\n".join(
+        [
+            "# HELP sglang:prompt_tokens_total Number of prefill tokens processed.",
+            "# TYPE sglang:prompt_tokens_total counter",
+            'sglang:prompt_tokens_total{model_name="m",engine_type="unified"} 1200.0',
+            'sglang:prompt_tokens_total{model_name="m",engine_type="other"} 34.0',
+            'sglang:prompt_tokens_created{model_name="m"} 1.7e9',
+            "sglang:prompt_tokens_total_extra 99.0",
+        ]
+    )
+    assert prompt_tokens_from_metrics(page) == 1234
+    assert prompt_tokens_from_metrics("sglang:generation_tokens_total 5.0") is None
+
+
+def test_metrics_page_is_read_when_the_server_gzips_it(model_dir: Path, sim_server: SimFactory) -> None:
+    # SGLang's prometheus_client gzips /metrics for clients that accept gzip, as aiohttp does by default; the
+    # load client's session leaves bodies compressed, so an unguarded read found no counter on a real server.
+    handle = sim_server.start("--enable-metrics", env=SIM_ENV, model_path=str(model_dir))
+
+    async def read() -> tuple[str | None, str | None]:
+        async with LoadClient(handle.base_url) as client:
+            async with client.session.get(handle.base_url + "/metrics") as resp:
+                encoding = resp.headers.get("Content-Encoding")
+            await client.run_closed_loop(
+                build_prompts(WorkloadSpec(input_len=32, output_len=4), 4, vocab_size=VOCAB), 2, 60
+            )
+            return encoding, await metrics_page(client)
+
+    encoding, page = asyncio.run(read())
+    assert encoding == "gzip"  # the stand-in behaves like prometheus_client here
+    assert page is not None
+    assert prompt_tokens_from_metrics(page) == 4 * 32

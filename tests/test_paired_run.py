@@ -3,6 +3,8 @@ pinned acceptance checked against the server, telemetry and order stored per rep
 
 from __future__ import annotations
 
+import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -176,3 +178,48 @@ def test_pair_that_cannot_share_the_gpu_falls_back_to_alternating_restarts(
             seq = [r.spec_mode for r in rows if r.batch_size == bs and r.accept_length_pinned == acc]
             assert "".join("A" if m == "v1" else "B" for m in seq) == "ABBA"
     assert out.launches == 1 + 1 + 3 + 3 - 1  # A, failed B, then B and A; second pair: A, B, A
+
+
+class _JumpingClock:
+    """`time` for the executor only: its monotonic clock can jump past a deadline on the test's signal."""
+
+    def __init__(self) -> None:
+        self.jump = 0.0
+
+    def monotonic(self) -> float:
+        return time.monotonic() + self.jump
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(time, name)
+
+
+def test_a_deadline_inside_a_pair_still_measures_the_drift_on_the_live_server(
+    engine: Engine, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    clock = _JumpingClock()
+    monkeypatch.setattr("runners.executor.time", clock)
+
+    def pass_the_deadline_after_three_windows() -> None:
+        end = time.monotonic() + 120
+        while time.monotonic() < end:
+            with session_scope(engine) as s:
+                if len(s.scalars(select(Sample.id)).all()) >= 3:
+                    clock.jump = 1e6
+                    return
+            time.sleep(0.05)
+
+    watcher = threading.Thread(target=pass_the_deadline_after_three_windows, daemon=True)
+    watcher.start()
+    spec = parse_sweep(PAIRED.replace("repeats: 4", "repeats: 50"))
+    out = execute_sweep(
+        spec, PAIRED, engine, log_dir=tmp_path / "logs", show_progress=False, deadline=time.monotonic() + 3600
+    )
+    watcher.join()
+    assert out.status == "partial" and "deadline" in (out.error or "")
+    # The cut came mid-pair, long before its 200 windows; the reference point was re-measured on its
+    # server before the pair went down, as at the end of a whole run.
+    assert out.drift is not None and out.drift["same_server"] is True
+    assert out.drift["last"]["output_throughput"] > 0 and "output_throughput_change" in out.drift
+    with session_scope(engine) as s:
+        assert 3 <= len(s.scalars(select(Sample.id)).all()) < 20
+        assert s.scalars(select(Run)).one().drift == out.drift

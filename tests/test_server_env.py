@@ -42,6 +42,8 @@ def with_env(env: str) -> str:
         "{NCCL_NET_PLUGIN: /tmp/x.so}",
         "{CUDA_HOME: /tmp}",
         "{TORCH_EXTENSIONS_DIR: /tmp}",
+        # The host's toolchain passes from the host only: a job naming the compiler would run its program.
+        "{CXX: /tmp/evil, CC: /tmp/evil, CUDAHOSTCXX: /tmp/evil, MAX_JOBS: 1}",
     ],
 )
 def test_disallowed_env_names_are_refused_with_the_reason(env: str) -> None:
@@ -118,6 +120,9 @@ def test_builder_keeps_only_the_base_and_never_the_worker_settings() -> None:
         "LD_PRELOAD": "/tmp/x.so",
         "HTTPS_PROXY": "http://proxy:3128",
         "SPECBENCH_SERVER_ENV_PASS": "HTTPS_PROXY, DATABASE_URL",
+        "CXX": "/opt/gcc/bin/g++",
+        "CUDAHOSTCXX": "/opt/gcc/bin/g++",
+        "LIBRARY_PATH": "/usr/local/cuda/lib64/stubs",
     }
     env = build_server_env(host, {"SGLANG_X": "1"}, {"SPECBENCH_SIM_SEED": "0", "PYTHONUNBUFFERED": "1"})
     assert env == {
@@ -128,6 +133,10 @@ def test_builder_keeps_only_the_base_and_never_the_worker_settings() -> None:
         "NCCL_IB_DISABLE": "1",
         "LD_LIBRARY_PATH": "/usr/local/cuda/lib64",
         "HTTPS_PROXY": "http://proxy:3128",  # the operator named it; DATABASE_URL is never passed
+        # The host's toolchain: without it the server's JIT builds differ from a hand-started server's.
+        "CXX": "/opt/gcc/bin/g++",
+        "CUDAHOSTCXX": "/opt/gcc/bin/g++",
+        "LIBRARY_PATH": "/usr/local/cuda/lib64/stubs",
         "SGLANG_X": "1",
         "SPECBENCH_SIM_SEED": "0",
         "PYTHONUNBUFFERED": "1",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -127,10 +128,14 @@ class Routes:
 
     async def metrics(self, request: web.Request) -> web.Response:
         assert self.s.metrics is not None
-        return web.Response(
-            body=self.s.metrics.render().encode(),
-            headers={"Content-Type": "text/plain; version=0.0.4; charset=utf-8"},
-        )
+        body = self.s.metrics.render().encode()
+        headers = {"Content-Type": "text/plain; version=0.0.4; charset=utf-8"}
+        # SGLang serves /metrics through prometheus_client, which gzips the page for any client that accepts
+        # gzip (aiohttp's default Accept-Encoding does). A client that reads it raw must ask for identity.
+        if "gzip" in request.headers.get("Accept-Encoding", ""):
+            body = gzip.compress(body)
+            headers["Content-Encoding"] = "gzip"
+        return web.Response(body=body, headers=headers)
 
     async def generate(self, request: web.Request) -> web.StreamResponse:
         return await handle_generate(self.s, request)

@@ -114,12 +114,22 @@ def worst_diff(results: list[Comparison]) -> float | None:
 
 def summary_table(results: list[Comparison]) -> Table:
     table = Table(title="specbench vs bench_serving (mean over each side's windows)", show_edge=False)
-    for col in ("bs", "metric", SPECBENCH, BENCH_SERVING, "ratio"):
+    for col in ("bs", "metric", SPECBENCH, BENCH_SERVING, "ratio", "paired 95% CI"):
         table.add_column(col, justify="left" if col == "metric" else "right")
     for c in results:
         for label, key in COMPARED:
             a, b, r = c.mean(SPECBENCH, key), c.mean(BENCH_SERVING, key), c.ratio(key)
-            table.add_row(str(c.batch_size), label, _num(a), _num(b), "-" if r is None else f"{r:.3f}")
+            ci = c.ratio_interval(key)
+            interval = "-" if ci is None or ci.low is None else f"[{ci.low:.3f}, {ci.high:.3f}] n={ci.n}"
+            table.add_row(
+                str(c.batch_size), label, _num(a), _num(b), "-" if r is None else f"{r:.3f}", interval
+            )
+        cpu = [(c.mean(SPECBENCH, "client_cpu_s"), c.mean(BENCH_SERVING, "client_cpu_s"))]
+        for a, b in cpu:
+            if a is not None and b is not None:
+                table.add_row(
+                    str(c.batch_size), "client CPU s/window", f"{a:.1f}", f"{b:.1f} (incl. start)", "", ""
+                )
         tokens = [
             (w.client, w.total_input_tokens, w.server_prompt_tokens)
             for w in c.windows
@@ -132,6 +142,7 @@ def summary_table(results: list[Comparison]) -> Table:
                 "",
                 "",
                 f"{reported} / {counted}",
+                "",
             )
     return table
 
