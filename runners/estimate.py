@@ -115,8 +115,11 @@ def estimate(
                 warmup = wave_s * spec.warmup.waves
                 # The window keeps sending until `measure.min_window_s` has passed (10 s on a GPU).
                 window = max(waves * wave_s, spec.min_window_s)
-            measure += warmup + p.repeats * (window + POINT_OVERHEAD_S)
-            windows += p.repeats
+            # measure.ratio_target may grow a pair's points up to max_repeats: count the most it can take.
+            grows = spec.measure.ratio_target is not None and p.server.spec_mode in ("v1", "v2")
+            repeats = spec.max_pair_repeats if grows else p.repeats
+            measure += warmup + repeats * (window + POINT_OVERHEAD_S)
+            windows += repeats
     n_points = sum(len(g.points) for g in groups)
     if measured_from_history:
         notes.append(
@@ -128,6 +131,11 @@ def estimate(
             f"window = waves x output_len x {step_ms:g} ms per decode step, one token per step (no credit for "
             "accepted drafts, so an upper bound), at least measure.min_window_s "
             f"({spec.min_window_s:g} s); prefill not counted"
+        )
+    if spec.measure.ratio_target is not None:
+        notes.append(
+            f"v1/v2 points at measure.max_repeats ({spec.max_pair_repeats}): the most measure.ratio_target "
+            f"(+-{spec.measure.ratio_target:.0%}) can take; a quiet pair stops at {spec.repeats}"
         )
     notes.append(f"{POINT_OVERHEAD_S:g} s per repeat outside the window (flush, /server_info, storing)")
     return Estimate(

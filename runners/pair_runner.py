@@ -17,7 +17,7 @@ from bench.launcher import LaunchedServer, LaunchError
 from bench.pairing import Pair, Side, abba_order, pair_units, restart_blocks
 from bench.sweep import PointPlan, ServerGroup, SweepSpec
 from db.models import Run
-from runners import profiling, run_checks, store
+from runners import pair_target, profiling, run_checks, store
 from runners.executor import Stopped
 
 if TYPE_CHECKING:
@@ -161,6 +161,20 @@ async def _interleave(
                 warmed.add(side)
                 if clients[side].server_down:
                     dead.add(side)
+            # measure.ratio_target: more ABBA repeats while the v2/v1 interval is wider than asked.
+            # (past what is stored: an extension that a resumed run finds is counted, never measured twice)
+            stored = [r + 1 for plan in (pa, pb) for r in ex.done.get(plan.key(), set())]
+            measured = max([pa.repeats, pb.repeats, *stored])
+            while not dead and (extra := pair_target.next_repeat(ex, pa, pb, measured)) is not None:
+                for side in pair_target.sides_for(extra):
+                    ex._check_stop()
+                    await ex.measure_plan(
+                        clients[side], plans[side], servers[side], si[side], [extra], warmup=False
+                    )
+                    if clients[side].server_down:
+                        dead.add(side)
+                        break
+                measured += 1
             for side in SIDES:  # after both sides' windows, never between them
                 if pending[side] and side not in dead:
                     await profiling.profile_point(

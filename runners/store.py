@@ -113,6 +113,21 @@ def stored_repeats(session: Session, run_id: int) -> dict[str, set[int]]:
     return dict(done)
 
 
+def ok_values(
+    session: Session, run_id: int, point_key: str, metric: str = "output_throughput"
+) -> dict[int, float]:
+    """repeat -> `metric` of the point's `ok` repeats: what the v2-vs-v1 interval is computed from."""
+    column = getattr(Sample, metric)
+    rows = session.execute(
+        select(Sample.repeat, column)
+        .join(Point, Sample.point_id == Point.id)
+        .where(
+            Point.run_id == run_id, Point.point_key == point_key, Sample.status == "ok", column.is_not(None)
+        )
+    )
+    return {int(r): float(v) for r, v in rows if v > 0}
+
+
 def get_or_create_point(session: Session, run: Run, plan: PointPlan, server_instance_id: int | None) -> Point:
     point = session.scalars(
         select(Point).where(Point.run_id == run.id, Point.point_key == plan.key())

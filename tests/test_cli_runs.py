@@ -15,7 +15,7 @@ from sqlalchemy import Engine, select
 from typer.testing import CliRunner
 
 from analysis.export import read_csv_rows
-from bench.sweep import expand, parse_sweep
+from bench.sweep import expand, load_sweep, parse_sweep
 from bench.synthetic_history import SMALL_SHAPE
 from db import queries as q
 from db.engine import session_scope
@@ -249,6 +249,16 @@ def test_dry_run_prints_the_launchers_argv_and_env(sqlite_url: str, tmp_path: Pa
     res = CliRunner().invoke(app, ["run", str(sweep), "--dry-run", "--db", sqlite_url])
     assert "median of this sweep's earlier launches" in res.stdout
     assert "windows of 2/2 points: median measured duration" in res.stdout
+
+
+def test_estimate_counts_the_repeats_a_ratio_target_may_add() -> None:
+    spec = load_sweep("sweeps/h200-v3slice-intervals.yaml")
+    assert spec.repeats == 6 and spec.measure.ratio_target == 0.05 and spec.max_pair_repeats == 16
+    est = estimate.estimate(spec, expand(spec))
+    assert est.windows == 6 * 16  # three batch sizes x v1/v2, each up to max_repeats
+    assert any("measure.max_repeats (16)" in note for note in est.assumptions)
+    plain = spec.model_copy(update={"measure": spec.measure.model_copy(update={"ratio_target": None})})
+    assert estimate.estimate(plain, expand(plain)).windows == 6 * 6
 
 
 def test_estimate_adds_up() -> None:

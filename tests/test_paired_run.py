@@ -3,6 +3,7 @@ pinned acceptance checked against the server, telemetry and order stored per rep
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 from pathlib import Path
@@ -12,10 +13,11 @@ import pytest
 from sqlalchemy import Engine, select
 
 from bench.measure import _check_pinned_accept
-from bench.sweep import parse_sweep
+from bench.sweep import SweepError, parse_sweep
 from benchmarks.run_cost import report, run_cost
 from db.engine import session_scope
 from db.models import Point, RequestRow, Run, Sample, ServerInstance
+from runners.pair_target import relative_half_width, sides_for
 from runners.sweep_runner import execute_sweep
 
 PAIRED = """
@@ -223,3 +225,71 @@ def test_a_deadline_inside_a_pair_still_measures_the_drift_on_the_live_server(
     with session_scope(engine) as s:
         assert 3 <= len(s.scalars(select(Sample.id)).all()) < 20
         assert s.scalars(select(Run)).one().drift == out.drift
+
+
+TARGETED = PAIRED.replace("batch_sizes: [1, 4]", "batch_sizes: [2]").replace("repeats: 4", "repeats: 3")
+
+
+@pytest.mark.parametrize(
+    ("target", "expected"),
+    [
+        # Never met (no two windows are that alike): the pair grows to max_repeats, in ABBA alternation.
+        ("{ratio_target: 0.000000001, max_repeats: 5}", "ABBAABBAAB"),
+        # Met at once (within +-99%): the planned repeats only.
+        ("{ratio_target: 0.99, max_repeats: 5}", "ABBAAB"),
+    ],
+)
+def test_ratio_target_adds_abba_repeats_until_the_interval_is_narrow_enough(
+    engine: Engine, tmp_path: Path, target: str, expected: str
+) -> None:
+    text = TARGETED.replace(
+        "measure: {min_window_s: 0.4}", "measure: {min_window_s: 0.2, drift_check: false, " + target[1:]
+    )
+    out = _run(text, engine, tmp_path)
+    assert out.status in ("done", "unstable")
+    with session_scope(engine) as s:
+        rows = s.execute(
+            select(Point.spec_mode, Sample.repeat)
+            .join(Point, Sample.point_id == Point.id)
+            .order_by(Sample.order_index)
+        ).all()
+    assert "".join("A" if m == "v1" else "B" for m, _ in rows) == expected
+    n = len(expected) // 2
+    assert (
+        sorted(r for m, r in rows if m == "v1") == list(range(n)) == sorted(r for m, r in rows if m == "v2")
+    )
+
+
+def test_relative_half_width_is_the_paired_interval_reach() -> None:
+    a = {0: 100.0, 1: 100.0, 2: 100.0, 3: 50.0}
+    b = {0: 110.0, 1: 95.0, 2: 105.0}  # repeat 3 has no partner: left out
+    d = [math.log(1.10), math.log(0.95), math.log(1.05)]
+    mean = sum(d) / 3
+    sd = math.sqrt(sum((x - mean) ** 2 for x in d) / 2)
+    half = 4.302652729911275 * sd / math.sqrt(3)  # t(0.975, 2)
+    assert relative_half_width(a, b) == pytest.approx(math.exp(half) - 1.0, rel=1e-6)
+    assert relative_half_width({0: 1.0}, {0: 2.0}) is None  # one pair: no interval
+    assert sides_for(0) == ("A", "B") and sides_for(3) == ("B", "A")
+
+
+@pytest.mark.parametrize(
+    ("measure", "repeats", "message"),
+    [
+        ("{max_repeats: 8}", 4, "only used with measure.ratio_target"),
+        ("{ratio_target: 0.05, max_repeats: 3}", 4, r"below repeats \(4\)"),
+        ("{ratio_target: 0.05}", 1, "needs repeats >= 2"),
+    ],
+)
+def test_ratio_target_settings_are_checked(measure: str, repeats: int, message: str) -> None:
+    text = PAIRED.replace("measure: {min_window_s: 0.4}", f"measure: {measure}").replace(
+        "repeats: 4", f"repeats: {repeats}"
+    )
+    with pytest.raises(SweepError, match=message) as e:
+        parse_sweep(text)
+    assert len(e.value.problems) == len(set(e.value.problems))  # each problem once
+    unpaired = PAIRED.replace("spec_modes: [v1, v2]", "spec_modes: [v2]").replace(
+        "measure: {min_window_s: 0.4}", "measure: {ratio_target: 0.05}"
+    )
+    with pytest.raises(SweepError, match="needs v1/v2 pairs"):
+        parse_sweep(unpaired)
+    assert parse_sweep(PAIRED.replace("min_window_s: 0.4", "ratio_target: 0.05")).max_pair_repeats == 12

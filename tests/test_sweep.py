@@ -78,6 +78,15 @@ def test_all_problems_are_reported_at_once() -> None:
     assert len(e.value.problems) >= 2
 
 
+def test_cross_field_problems_alone_are_reported_once_each() -> None:
+    # Every field well-typed, two combinations wrong: the second validation round used to repeat them.
+    text = BASE.replace("batch_sizes: [", "batch_sizes: [1, 1, ").replace("topk: [1]", "topk: [2]")
+    with pytest.raises(SweepError) as e:
+        parse_sweep(text)
+    assert len(e.value.problems) >= 2
+    assert len(e.value.problems) == len(set(e.value.problems)), e.value.problems
+
+
 def test_passthrough_args_are_checked() -> None:
     bad = BASE.replace(
         "attention_backend: flashmla}",

@@ -63,6 +63,8 @@ def validate_sweep(data: dict[str, Any], source: str = "<sweep>") -> SweepSpec:
     except ValidationError as e:
         problems = format_validation(e)
         broken = {dotted_path(strip_branches(err["loc"])) for err in e.errors() if err["loc"]}
+    if not broken:  # only cross-field problems: the first round already has them all (once each)
+        raise SweepError(source, problems)
     work = copy.deepcopy(data)
     for _ in range(6):  # each round removes at least one value; a handful is plenty
         try:

@@ -38,6 +38,18 @@ def find_problems(spec: SweepSpec) -> list[str]:
                             f"grid: steps={st} topk=1 draft_tokens={d}: with topk 1 SGLang overwrites "
                             f"draft_tokens to steps+1 = {st + 1}; use `draft_tokens: auto`"
                         )
+    m = spec.measure
+    if m.max_repeats is not None and m.ratio_target is None:
+        p.append("measure.max_repeats: only used with measure.ratio_target (set both, or neither)")
+    if m.ratio_target is not None:
+        if not spec.paired:
+            p.append(
+                "measure.ratio_target: needs v1/v2 pairs (grid.spec_modes with v1 and v2, measure.paired)"
+            )
+        if spec.repeats < 2:
+            p.append("measure.ratio_target: needs repeats >= 2 (a paired interval needs two pairs)")
+        if m.max_repeats is not None and m.max_repeats < spec.repeats:
+            p.append(f"measure.max_repeats: {m.max_repeats} is below repeats ({spec.repeats})")
     if len(set(g.accept_lengths)) != len(g.accept_lengths):
         p.append("grid.accept_lengths: duplicate values")
     if g.accept_lengths and SIMULATE_ACC_ENV in s.env:

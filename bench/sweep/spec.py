@@ -162,6 +162,11 @@ class MeasureSpec(_Strict):
     accept_length_tolerance: float = Field(0.15, gt=0.0, le=64.0)
     # A window whose median SM clock is below this fraction of the run's highest is flagged `throttled`.
     throttle_fraction: float = Field(0.9, gt=0.0, le=1.0)
+    # Paired v1/v2 points (both servers up, ABBA): after `repeats`, keep adding ABBA repeats until the v2/v1
+    # output-throughput 95% interval lies within ratio x (1 +- ratio_target), or `max_repeats` is reached.
+    # GPU time goes where the spread is: a quiet point stops at `repeats`, a noisy one gets more.
+    ratio_target: float | None = Field(None, gt=0.0, lt=1.0)
+    max_repeats: int | None = Field(None, ge=2, le=1000)  # None with ratio_target: 3 x repeats
 
 
 class ProfileSpec(_Strict):
@@ -210,6 +215,13 @@ class SweepSpec(_Strict):
         if self.measure.drift_check is not None:
             return self.measure.drift_check
         return self.paired or self.server.backend != "sim"
+
+    @property
+    def max_pair_repeats(self) -> int:
+        """Repeats a colocated v1/v2 pair may grow to under `measure.ratio_target` (else just `repeats`)."""
+        if self.measure.ratio_target is None:
+            return self.repeats
+        return self.measure.max_repeats if self.measure.max_repeats is not None else 3 * self.repeats
 
     @property
     def paired(self) -> bool:

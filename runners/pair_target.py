@@ -1,0 +1,57 @@
+"""Extra ABBA repeats for a colocated v1/v2 pair until its v2/v1 interval is as narrow as the sweep asks.
+
+`measure.ratio_target` (e.g. 0.05) and `measure.max_repeats`: after the planned `repeats`, the pair keeps
+measuring repeat r = repeats, repeats+1, ... in the same ABBA alternation until the paired 95% interval of v2/v1
+output throughput lies within ratio x (1 +- target), or max_repeats is reached. The interval is the one the
+v2-vs-v1 view reports (ok repeats common to both sides, log scale), read back from the database, so a resumed
+run counts what it stored before.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from sqlalchemy.orm import Session
+
+from bench.pairing import Side
+from bench.stats.ratio import paired_ratio
+from bench.sweep import PointPlan
+from runners import store
+
+if TYPE_CHECKING:
+    from runners.executor import SweepExecutor
+
+
+def relative_half_width(a: dict[int, float], b: dict[int, float]) -> float | None:
+    """How far the paired 95% interval of b/a reaches from its centre, as a fraction (None below 2 pairs)."""
+    common = sorted(set(a) & set(b))
+    if len(common) < 2:
+        return None
+    iv = paired_ratio([a[r] for r in common], [b[r] for r in common])
+    if iv.low is None or iv.high is None:
+        return None
+    return max(iv.high / iv.ratio - 1.0, 1.0 - iv.low / iv.ratio)
+
+
+def pair_half_width(ex: SweepExecutor, a: PointPlan, b: PointPlan) -> float | None:
+    def read(s: Session) -> tuple[dict[int, float], dict[int, float]]:
+        return store.ok_values(s, ex.run_id, a.key()), store.ok_values(s, ex.run_id, b.key())
+
+    va, vb = ex._write(read, f"reading the v2/v1 interval of {a.key()}")
+    return relative_half_width(va, vb)
+
+
+def next_repeat(ex: SweepExecutor, a: PointPlan, b: PointPlan, measured: int) -> int | None:
+    """The next repeat to add to the pair (a, b) after `measured` repeats, or None when it is done."""
+    target = ex.spec.measure.ratio_target
+    if target is None or measured >= ex.spec.max_pair_repeats:
+        return None
+    width = pair_half_width(ex, a, b)
+    if width is not None and width <= target:
+        return None
+    return measured
+
+
+def sides_for(repeat: int) -> tuple[Side, Side]:
+    """The ABBA alternation continued: A B for even repeats, B A for odd ones."""
+    return ("A", "B") if repeat % 2 == 0 else ("B", "A")
