@@ -93,6 +93,8 @@ class WindowSettings:
     warmup_waves: int
     request_timeout_s: float
     expect_spec: bool
+    # With warmup: repeat the warmup waves until at least this long has passed (a freshly started server).
+    warmup_min_s: float = 0.0
     temperature: float = 0.0
     flush_timeout_s: float = 60.0
     flush_retries: int = 5
@@ -134,19 +136,27 @@ async def measure_windows(
     warmup_s = 0.0
     if warm:
         t_warm = time.perf_counter()
-        wrecs, _ = await client.run_closed_loop(warm, batch_size, request_timeout_s, temperature=temperature)
-        warmup_s = time.perf_counter() - t_warm
-        errors = [r.error for r in wrecs if r.error]
-        died = client.server_down or (bool(errors) and not await _alive(client))
-        if died or not any(r.ok for r in wrecs):
-            why = "server died" if died else "every request failed"
-            yield (
-                _failed(
-                    first, f"warmup: {why}: {error_summary(errors)}", [], time.perf_counter() - overhead_start
-                ),
-                Window(),
+        while True:
+            wrecs, _ = await client.run_closed_loop(
+                warm, batch_size, request_timeout_s, temperature=temperature
             )
-            return
+            warmup_s = time.perf_counter() - t_warm
+            errors = [r.error for r in wrecs if r.error]
+            died = client.server_down or (bool(errors) and not await _alive(client))
+            if died or not any(r.ok for r in wrecs):
+                why = "server died" if died else "every request failed"
+                yield (
+                    _failed(
+                        first,
+                        f"warmup: {why}: {error_summary(errors)}",
+                        [],
+                        time.perf_counter() - overhead_start,
+                    ),
+                    Window(),
+                )
+                return
+            if warmup_s >= settings.warmup_min_s:
+                break
 
     repeat: int | None = first
     while repeat is not None:

@@ -120,6 +120,11 @@ def estimate(
             repeats = spec.max_pair_repeats if grows else p.repeats
             measure += warmup + repeats * (window + POINT_OVERHEAD_S)
             windows += repeats
+    if spec.warmup_after_start_s > 0 and launches:
+        measure += launches * spec.warmup_after_start_s
+        notes.append(
+            f"{spec.warmup_after_start_s:g} s of warmup after each server start (warmup.after_start_s)"
+        )
     n_points = sum(len(g.points) for g in groups)
     if measured_from_history:
         notes.append(

@@ -69,7 +69,10 @@ class SweepExecutor:
         # The first point measured in this invocation: re-measured at the end (drift check).
         self.reference: PointPlan | None = None
         self.drift: dict[str, Any] | None = None
-        self.drift_due_here = False  # set while the run's last step runs (see run_checks.drift_check)
+        self.drift_due_here = False
+        self.warmed_servers: set[int] = (
+            set()
+        )  # server rows whose first warmup (warmup.after_start_s) is done  # set while the run's last step runs (see run_checks.drift_check)
         # A pair's second server could not start next to the first: later pairs use alternating restarts.
         self.colocate_failed = False
         self.telemetry = TelemetrySource(gpus, enabled=spec.server.backend != "external")
@@ -228,12 +231,19 @@ class SweepExecutor:
                 self._advance()
 
     def window_settings(
-        self, plan: PointPlan, *, warmup: bool, launch_mismatches: Sequence[str] = ()
+        self,
+        plan: PointPlan,
+        *,
+        warmup: bool,
+        after_start: bool = False,
+        launch_mismatches: Sequence[str] = (),
     ) -> WindowSettings:
-        """How `plan`'s windows run under this sweep (with the sweep's warmup, or none)."""
+        """How `plan`'s windows run under this sweep (with the sweep's warmup, or none; `after_start`: the
+        first warmup on a freshly started server, which lasts `warmup.after_start_s`)."""
         return WindowSettings(
             batch_size=plan.batch_size,
             warmup_waves=self.spec.warmup.waves if warmup else 0,
+            warmup_min_s=self.spec.warmup_after_start_s if warmup and after_start else 0.0,
             request_timeout_s=self.spec.request_timeout_s,
             expect_spec=not plan.server.is_baseline,
             temperature=plan.workload.temperature,
@@ -258,7 +268,12 @@ class SweepExecutor:
         if not repeats:
             return
         prompts = build_prompts(plan.workload, plan.num_prompts)
-        settings = self.window_settings(plan, warmup=warmup, launch_mismatches=server.mismatches)
+        after_start = warmup and si_id not in self.warmed_servers
+        if after_start:
+            self.warmed_servers.add(si_id)
+        settings = self.window_settings(
+            plan, warmup=warmup, after_start=after_start, launch_mismatches=server.mismatches
+        )
         t_point = time.perf_counter()
         window = 0.0
         async for sample, win in measure_windows(client, prompts, repeats, settings):

@@ -71,7 +71,7 @@ def drift_check(
         drift["log_path"] = str(server.log_path) if server.log_path else None
     window = 0.0
     try:
-        result, win = asyncio.run(_measure_once(ex, server.base_url, plan))
+        result, win = asyncio.run(_measure_once(ex, server.base_url, plan, after_start=live is None))
         if result is not None and result.metrics is not None:
             window = result.metrics.duration_s
         drift["telemetry"] = win.telemetry if win is not None else None
@@ -99,13 +99,12 @@ def drift_check(
 
 
 async def _measure_once(
-    ex: SweepExecutor, base_url: str, plan: PointPlan
+    ex: SweepExecutor, base_url: str, plan: PointPlan, *, after_start: bool
 ) -> tuple[SampleResult | None, Window | None]:
     prompts = build_prompts(plan.workload, plan.num_prompts)
+    settings = ex.window_settings(plan, warmup=True, after_start=after_start)
     async with LoadClient(base_url) as client:
-        async for result, window in measure_windows(
-            client, prompts, [0], ex.window_settings(plan, warmup=True)
-        ):
+        async for result, window in measure_windows(client, prompts, [0], settings):
             return result, window
     return None, None
 

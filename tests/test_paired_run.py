@@ -293,3 +293,32 @@ def test_ratio_target_settings_are_checked(measure: str, repeats: int, message: 
     with pytest.raises(SweepError, match="needs v1/v2 pairs"):
         parse_sweep(unpaired)
     assert parse_sweep(PAIRED.replace("min_window_s: 0.4", "ratio_target: 0.05")).max_pair_repeats == 12
+
+
+def test_a_freshly_started_server_warms_up_for_after_start_s_before_its_first_window(
+    engine: Engine, tmp_path: Path
+) -> None:
+    text = (
+        PAIRED.replace("spec_modes: [v1, v2]", "spec_modes: [v2]")
+        .replace("repeats: 4", "repeats: 2")
+        .replace("measure: {min_window_s: 0.4}", "measure: {min_window_s: 0.1}\nwarmup: {after_start_s: 0.6}")
+    )
+    _run(text, engine, tmp_path)
+    with session_scope(engine) as s:
+        rows = s.execute(
+            select(Point.batch_size, Sample.repeat, Sample.telemetry)
+            .join(Point, Sample.point_id == Point.id)
+            .order_by(Sample.order_index)
+        ).all()
+    warm = {(bs, r): (tel or {}).get("warmup_s", 0.0) for bs, r, tel in rows}
+    assert warm[(1, 0)] >= 0.6  # the server's first point: warm waves until 0.6 s had passed
+    assert 0.0 < warm[(4, 0)] < 0.6  # later points: one wave, as before
+    assert warm[(1, 1)] == 0.0 and warm[(4, 1)] == 0.0  # later repeats of a visit: no warmup
+    # The default: a GPU server started by specbench warms up for a window's length; others not at all.
+    gpu = parse_sweep(
+        PAIRED.replace("backend: sim", "backend: sglang")
+        .replace("  sim: {time_scale: 0.05, seed: 5, startup_s: 0.0}\n", "")
+        .replace("measure: {min_window_s: 0.4}\n", "")
+    )
+    assert gpu.warmup_after_start_s == gpu.min_window_s == 10.0
+    assert parse_sweep(PAIRED).warmup_after_start_s == 0.0

@@ -143,6 +143,10 @@ class WorkloadSpec(_Strict):
 
 class WarmupSpec(_Strict):
     waves: int = Field(1, ge=1, le=100)
+    # A server's first point after its start keeps warming up (whole waves) until this long has passed: the
+    # first windows after an H200 start read 15-20% slow with one wave (docs/results-h200.md). None = by
+    # backend: the GPU's min_window_s for servers specbench starts, 0 for the stand-in and external servers.
+    after_start_s: float | None = Field(None, ge=0.0, le=3600.0)
 
 
 class MeasureSpec(_Strict):
@@ -209,6 +213,12 @@ class SweepSpec(_Strict):
         if self.measure.min_window_s is not None:
             return self.measure.min_window_s
         return DEFAULT_MIN_WINDOW_S[self.server.backend]
+
+    @property
+    def warmup_after_start_s(self) -> float:
+        if self.warmup.after_start_s is not None:
+            return self.warmup.after_start_s
+        return self.min_window_s if self.server.backend == "sglang" else 0.0
 
     @property
     def drift_check(self) -> bool:
