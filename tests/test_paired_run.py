@@ -17,6 +17,7 @@ from bench.sweep import SweepError, parse_sweep
 from benchmarks.run_cost import report, run_cost
 from db.engine import session_scope
 from db.models import Point, RequestRow, Run, Sample, ServerInstance
+from runners import pair_target
 from runners.pair_target import relative_half_width, sides_for
 from runners.sweep_runner import execute_sweep
 
@@ -231,17 +232,28 @@ TARGETED = PAIRED.replace("batch_sizes: [1, 4]", "batch_sizes: [2]").replace("re
 
 
 @pytest.mark.parametrize(
-    ("target", "expected"),
+    ("target", "widths", "expected"),
     [
         # Never met (no two windows are that alike): the pair grows to max_repeats, in ABBA alternation.
-        ("{ratio_target: 0.000000001, max_repeats: 5}", "ABBAABBAAB"),
-        # Met at once (within +-99%): the planned repeats only.
-        ("{ratio_target: 0.99, max_repeats: 5}", "ABBAAB"),
+        ("{ratio_target: 0.000000001, max_repeats: 5}", None, "ABBAABBAAB"),
+        # The interval as the run sees it (pinned here, since a busy host's windows decide the real one):
+        # too wide after the planned 3 repeats, narrow enough after one more.
+        ("{ratio_target: 0.05, max_repeats: 5}", [0.2, 0.01], "ABBAABBA"),
+        # Narrow enough at once: the planned repeats only.
+        ("{ratio_target: 0.05, max_repeats: 5}", [0.01], "ABBAAB"),
     ],
 )
 def test_ratio_target_adds_abba_repeats_until_the_interval_is_narrow_enough(
-    engine: Engine, tmp_path: Path, target: str, expected: str
+    engine: Engine,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    target: str,
+    widths: list[float] | None,
+    expected: str,
 ) -> None:
+    if widths is not None:
+        seen = iter(widths)
+        monkeypatch.setattr(pair_target, "pair_half_width", lambda ex, a, b: next(seen))
     text = TARGETED.replace(
         "measure: {min_window_s: 0.4}", "measure: {min_window_s: 0.2, drift_check: false, " + target[1:]
     )
