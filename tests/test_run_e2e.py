@@ -330,7 +330,13 @@ def test_same_sweep_same_rows_in_sqlite_and_postgres(sqlite_url: str, pg_url: st
 
 def test_ctrl_c_leaves_the_database_consistent(tmp_path: Path) -> None:
     sweep = tmp_path / "slow.yaml"
-    sweep.write_text(TINY.replace("time_scale: 0.05", "time_scale: 0.5").replace("name: tiny", "name: slow"))
+    # Long enough (50 repeats, about 20 s on a quiet host) that the interrupt lands mid-run even when this
+    # poll sees the third sample late on a busy CI host (the 20-repeat run once finished before it).
+    sweep.write_text(
+        TINY.replace("time_scale: 0.05", "time_scale: 0.5")
+        .replace("name: tiny", "name: slow")
+        .replace("repeats: 2", "repeats: 5")
+    )
     url = f"sqlite:///{tmp_path / 'c.db'}"
     proc = subprocess.Popen(
         [
@@ -369,7 +375,7 @@ def test_ctrl_c_leaves_the_database_consistent(tmp_path: Path) -> None:
         timeout=180,
     )
     assert done.returncode == 0, done.stdout.decode() + done.stderr.decode()
-    assert _count(eng, Sample) == 20 > stored
+    assert _count(eng, Sample) == 50 > stored
     eng.dispose()
 
 
