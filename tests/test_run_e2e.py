@@ -328,6 +328,10 @@ def test_same_sweep_same_rows_in_sqlite_and_postgres(sqlite_url: str, pg_url: st
     assert len(rows[0]) == 10
 
 
+def _default_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def test_ctrl_c_leaves_the_database_consistent(tmp_path: Path) -> None:
     sweep = tmp_path / "slow.yaml"
     # Long enough (50 repeats, about 20 s on a quiet host) that the interrupt lands mid-run even when this
@@ -354,6 +358,9 @@ def test_ctrl_c_leaves_the_database_consistent(tmp_path: Path) -> None:
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         start_new_session=True,
+        # Ctrl-C as a terminal delivers it: a test suite started in the background (`make test &`) runs with
+        # SIGINT ignored, which the child would inherit, and Python then never raises KeyboardInterrupt.
+        preexec_fn=_default_sigint,
     )
     eng = open_database(url)
     deadline = time.monotonic() + 60
