@@ -26,12 +26,14 @@ from bench.sweep import ServerGroup
 Side = Literal["A", "B"]
 
 
+def abba_sides(repeat: int) -> tuple[Side, Side]:
+    """The order of the two sides in one repeat: A B for even repeats, B A for odd ones."""
+    return ("A", "B") if repeat % 2 == 0 else ("B", "A")
+
+
 def abba_order(repeats: int) -> list[tuple[int, Side]]:
     """(repeat, side) in measurement order: A0 B0 B1 A1 A2 B2 B3 A3 ..."""
-    out: list[tuple[int, Side]] = []
-    for r in range(repeats):
-        out += [(r, "A"), (r, "B")] if r % 2 == 0 else [(r, "B"), (r, "A")]
-    return out
+    return [(r, side) for r in range(repeats) for side in abba_sides(r)]
 
 
 def restart_blocks(repeats: int) -> list[tuple[Side, list[int]]]:

@@ -69,10 +69,9 @@ class SweepExecutor:
         # The first point measured in this invocation: re-measured at the end (drift check).
         self.reference: PointPlan | None = None
         self.drift: dict[str, Any] | None = None
-        self.drift_due_here = False
-        self.warmed_servers: set[int] = (
-            set()
-        )  # server rows whose first warmup (warmup.after_start_s) is done  # set while the run's last step runs (see run_checks.drift_check)
+        self.drift_due_here = False  # set while the run's last step runs (see run_checks.drift_check)
+        # Server rows whose first warmup (warmup.after_start_s) is done.
+        self.warmed_servers: set[int] = set()
         # A pair's second server could not start next to the first: later pairs use alternating restarts.
         self.colocate_failed = False
         self.telemetry = TelemetrySource(gpus, enabled=spec.server.backend != "external")

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from bench.client import LoadClient
 from bench.launcher import LaunchedServer, LaunchError
-from bench.pairing import Pair, Side, abba_order, pair_units, restart_blocks
+from bench.pairing import Pair, Side, abba_order, abba_sides, pair_units, restart_blocks
 from bench.sweep import PointPlan, ServerGroup, SweepSpec
 from db.models import Run
 from runners import pair_target, profiling, run_checks, store
@@ -166,7 +166,7 @@ async def _interleave(
             stored = [r + 1 for plan in (pa, pb) for r in ex.done.get(plan.key(), set())]
             measured = max([pa.repeats, pb.repeats, *stored])
             while not dead and (extra := pair_target.next_repeat(ex, pa, pb, measured)) is not None:
-                for side in pair_target.sides_for(extra):
+                for side in abba_sides(extra):
                     ex._check_stop()
                     await ex.measure_plan(
                         clients[side], plans[side], servers[side], si[side], [extra], warmup=False

@@ -13,7 +13,6 @@ from typing import TYPE_CHECKING
 
 from sqlalchemy.orm import Session
 
-from bench.pairing import Side
 from bench.stats.ratio import paired_ratio
 from bench.sweep import PointPlan
 from runners import store
@@ -50,8 +49,3 @@ def next_repeat(ex: SweepExecutor, a: PointPlan, b: PointPlan, measured: int) ->
     if width is not None and width <= target:
         return None
     return measured
-
-
-def sides_for(repeat: int) -> tuple[Side, Side]:
-    """The ABBA alternation continued: A B for even repeats, B A for odd ones."""
-    return ("A", "B") if repeat % 2 == 0 else ("B", "A")

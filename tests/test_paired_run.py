@@ -13,12 +13,13 @@ import pytest
 from sqlalchemy import Engine, select
 
 from bench.measure import _check_pinned_accept
+from bench.pairing import abba_sides
 from bench.sweep import SweepError, parse_sweep
 from benchmarks.run_cost import report, run_cost
 from db.engine import session_scope
 from db.models import Point, RequestRow, Run, Sample, ServerInstance
 from runners import pair_target
-from runners.pair_target import relative_half_width, sides_for
+from runners.pair_target import relative_half_width
 from runners.sweep_runner import execute_sweep
 
 PAIRED = """
@@ -281,7 +282,7 @@ def test_relative_half_width_is_the_paired_interval_reach() -> None:
     half = 4.302652729911275 * sd / math.sqrt(3)  # t(0.975, 2)
     assert relative_half_width(a, b) == pytest.approx(math.exp(half) - 1.0, rel=1e-6)
     assert relative_half_width({0: 1.0}, {0: 2.0}) is None  # one pair: no interval
-    assert sides_for(0) == ("A", "B") and sides_for(3) == ("B", "A")
+    assert abba_sides(0) == ("A", "B") and abba_sides(3) == ("B", "A")
 
 
 @pytest.mark.parametrize(

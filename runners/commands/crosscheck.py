@@ -124,12 +124,11 @@ def summary_table(results: list[Comparison]) -> Table:
             table.add_row(
                 str(c.batch_size), label, _num(a), _num(b), "-" if r is None else f"{r:.3f}", interval
             )
-        cpu = [(c.mean(SPECBENCH, "client_cpu_s"), c.mean(BENCH_SERVING, "client_cpu_s"))]
-        for a, b in cpu:
-            if a is not None and b is not None:
-                table.add_row(
-                    str(c.batch_size), "client CPU s/window", f"{a:.1f}", f"{b:.1f} (incl. start)", "", ""
-                )
+        cpu_a, cpu_b = c.mean(SPECBENCH, "client_cpu_s"), c.mean(BENCH_SERVING, "client_cpu_s")
+        if cpu_a is not None and cpu_b is not None:
+            table.add_row(
+                str(c.batch_size), "client CPU s/window", f"{cpu_a:.1f}", f"{cpu_b:.1f} (incl. start)", "", ""
+            )
         tokens = [
             (w.client, w.total_input_tokens, w.server_prompt_tokens)
             for w in c.windows
