@@ -1,9 +1,15 @@
-"""GPU clock, power and temperature, and host load, sampled while a measurement window runs.
+"""GPU clock, power and temperature, and the host's CPU, sampled while a measurement window runs.
 
 A window's throughput depends on the SM clock the GPU held during it: a hot or power-capped H200 drops its
 clock and every figure with it, and nothing in the requests shows why. So a background thread samples the
 GPUs the server uses every `interval_s` and the window gets a summary: min and median SM clock, max
 temperature, mean power, plus the host's 1-minute load average at the start and end.
+
+A speculative cycle on a small model per GPU is bound by the host CPU (docs/results-h200.md: the GPU idles
+half of each cycle), so the host matters as much as the GPU. Each window also records, from counters read at
+its start and end: the share of all host CPUs that was busy and that the hypervisor stole (`/proc/stat`), and
+the share of the window in which runnable tasks waited for a CPU (`/proc/pressure/cpu`, "some"). Where a
+file is missing (not Linux, no PSI) the figure is None.
 
 Sources, first that works: NVML through `pynvml` (the nvidia-ml-py package, present on GPU hosts), then
 `nvidia-smi --query-gpu=... --format=csv` (argv, no shell), else none (the stand-in, a CPU box): the window
@@ -103,6 +109,88 @@ def host_load() -> float | None:
         return None
 
 
+PROC_STAT = "/proc/stat"
+PROC_CPU_PRESSURE = "/proc/pressure/cpu"
+
+
+@dataclass(frozen=True, slots=True)
+class CpuCounters:
+    """Cumulative host CPU counters at one instant; two of them make a window's CPU shares."""
+
+    wall_s: float
+    jiffies: (
+        tuple[int, ...] | None
+    )  # user nice system idle iowait irq softirq steal (the aggregate `cpu` line)
+    pressure_some_us: (
+        int | None
+    )  # PSI "some" total: time in which at least one runnable task waited for a CPU
+
+
+def parse_proc_stat(text: str) -> tuple[int, ...] | None:
+    """The first eight fields of the aggregate `cpu` line (guest time is already inside user)."""
+    for line in text.splitlines():
+        parts = line.split()
+        if parts and parts[0] == "cpu":
+            fields = [int(x) for x in parts[1:9]]
+            return tuple(fields + [0] * (8 - len(fields)))
+    return None
+
+
+def parse_cpu_pressure(text: str) -> int | None:
+    """The cumulative `total=` microseconds of the `some` line of /proc/pressure/cpu."""
+    for line in text.splitlines():
+        if line.startswith("some "):
+            for part in line.split()[1:]:
+                key, _, value = part.partition("=")
+                if key == "total":
+                    return int(value)
+    return None
+
+
+def _read_text(path: str) -> str | None:
+    try:
+        with open(path, encoding="ascii") as f:
+            return f.read()
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
+def read_cpu_counters(stat_path: str = PROC_STAT, pressure_path: str = PROC_CPU_PRESSURE) -> CpuCounters:
+    stat, pressure = _read_text(stat_path), _read_text(pressure_path)
+    try:
+        jiffies = parse_proc_stat(stat) if stat is not None else None
+    except ValueError:
+        jiffies = None
+    try:
+        some = parse_cpu_pressure(pressure) if pressure is not None else None
+    except ValueError:
+        some = None
+    return CpuCounters(time.monotonic(), jiffies, some)
+
+
+def cpu_shares(start: CpuCounters | None, end: CpuCounters | None) -> dict[str, float | None]:
+    """Percent of all host CPU time busy and stolen between two readings, and percent of wall time in which
+    a runnable task waited for a CPU (PSI "some"; can exceed what `busy` suggests on a host with idle cores)."""
+    out: dict[str, float | None] = {
+        "host_cpu_busy_pct": None,
+        "host_cpu_steal_pct": None,
+        "cpu_pressure_pct": None,
+    }
+    if start is None or end is None:
+        return out
+    if start.jiffies is not None and end.jiffies is not None:
+        delta = [b - a for a, b in zip(start.jiffies, end.jiffies, strict=True)]
+        total = sum(delta)
+        if total > 0:
+            user, nice, system, _idle, _iowait, irq, softirq, steal = delta
+            out["host_cpu_busy_pct"] = round(100.0 * (user + nice + system + irq + softirq) / total, 1)
+            out["host_cpu_steal_pct"] = round(100.0 * steal / total, 2)
+    wall_us = (end.wall_s - start.wall_s) * 1e6
+    if start.pressure_some_us is not None and end.pressure_some_us is not None and wall_us > 0:
+        out["cpu_pressure_pct"] = round(100.0 * (end.pressure_some_us - start.pressure_some_us) / wall_us, 2)
+    return out
+
+
 @dataclass
 class WindowTelemetry:
     """Samples a window in a thread; `summary()` after `stop()` is what gets stored with the repeat."""
@@ -113,12 +201,15 @@ class WindowTelemetry:
     readings: list[list[Reading]] = field(default_factory=list)
     load_start: float | None = None
     load_end: float | None = None
+    cpu_start: CpuCounters | None = None
+    cpu_end: CpuCounters | None = None
     errors: int = 0
     _stop: threading.Event = field(default_factory=threading.Event)
     _thread: threading.Thread | None = None
 
     def start(self) -> None:
         self.load_start = host_load()
+        self.cpu_start = read_cpu_counters()
         if self.read is None:
             return
         self._stop.clear()
@@ -146,9 +237,12 @@ class WindowTelemetry:
                 except Exception:
                     self.errors += 1
         self.load_end = host_load()
+        self.cpu_end = read_cpu_counters()
 
     def summary(self) -> dict[str, Any]:
-        return summarize(self.source, self.readings, self.load_start, self.load_end, self.errors)
+        out = summarize(self.source, self.readings, self.load_start, self.load_end, self.errors)
+        out.update(cpu_shares(self.cpu_start, self.cpu_end))
+        return out
 
 
 def summarize(

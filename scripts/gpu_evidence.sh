@@ -21,6 +21,8 @@
 #         CROSSCHECK_BATCH_SIZES=8 ...  its batch sizes (default 8,32)
 #         CROSSCHECK_RESERVE_S=600 ...   with END_BY: stop the sweep this long before END_BY so the cross-check
 #                                        still runs (default 0: the sweep may use all the time)
+#         JIT_CACHE=jit.tar.xz ...      unpack this JIT cache archive (scripts/jit_cache.sh) before the first
+#                                        server start when it exists; save one there after the run when not
 # Every step is idempotent: the sweeps resume (--resume), the model is reused when present.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -41,6 +43,11 @@ export COLUMNS=${COLUMNS:-160}
 log() { echo "[gpu_evidence +${SECONDS}s] $*"; }
 has() { case " $STEPS " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
 left() { if [ -n "${END_BY:-}" ]; then echo $((END_BY - $(date +%s))); else echo 999999; fi; }
+
+if [ -n "${JIT_CACHE:-}" ] && [ -f "$JIT_CACHE" ]; then
+  log "jit cache: restoring $JIT_CACHE"
+  bash scripts/jit_cache.sh restore "$JIT_CACHE" || log "jit cache: restore failed, starting cold"
+fi
 
 if has model && [ ! -f "$MODEL/config.json" ]; then
   log "model: $MODEL"
@@ -109,6 +116,10 @@ if has extra && [ "$(left)" -ge 360 ]; then
     "${cut[@]}" || log "extra exit $?"
 elif has extra; then log "extra: skipped, $(left) s left before END_BY"; fi
 
+if [ -n "${JIT_CACHE:-}" ] && [ ! -f "$JIT_CACHE" ]; then
+  bash scripts/jit_cache.sh save "$JIT_CACHE" || log "jit cache: nothing saved"
+fi
+
 if has report; then
   log "report"
   for name in $(basename "$SWEEP" .yaml) h200-v3slice-steps1 $(basename "${CROSSCHECK_SWEEP:-none}" .yaml); do
@@ -123,6 +134,7 @@ PY
     "${SB[@]}" export --db "$DB" --run "$id" --view v2-vs-v1 --format md > "$WORK/$name-v2-vs-v1.md" || true
     "${SB[@]}" export --db "$DB" --run "$id" --view v2-vs-v1 --format csv > "$WORK/$name-v2-vs-v1.csv" || true
     "${SB[@]}" export --db "$DB" --run "$id" --format md --all-status > "$WORK/$name-points.md" || true
+    "${SB[@]}" export --db "$DB" --run "$id" --view windows --format csv > "$WORK/$name-windows.csv" || true
     "$PY" benchmarks/run_cost.py --db "$DB" --run "$id" > "$WORK/$name-cost.txt" 2>&1 || true
   done
   for t in "$WORK"/artifacts/run-*/point-*/*.trace.json.gz; do
