@@ -23,6 +23,7 @@ from typing import Any
 import pandas as pd
 from sqlalchemy import Engine, inspect
 
+from analysis import md
 from analysis.profiles import (
     DISTORTION_MARK,
     OVERLAP_CELLS,
@@ -174,7 +175,7 @@ def _profiled(frame: pd.DataFrame) -> pd.DataFrame:
 def to_markdown(frame: pd.DataFrame, title: str | None = None) -> str:
     """The table a PR comment needs: one row per cell, the ratio with its interval and the verdict; with the
     profile evidence (cycle, GPU idle per cycle, CPU hidden) when the run profiled a v1/v2 pair of a cell."""
-    lines = [f"**{title}**", ""] if title else []
+    lines = [f"**{md.text(title)}**", ""] if title else []  # the title holds the sweep name: user text
     profiled = _profiled(frame)
     extra = list(OVERLAP_CELLS) if not profiled.empty else []
     lines += [

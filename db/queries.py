@@ -27,6 +27,7 @@ from db.run_queries import (
     run_points,
     run_samples,
     run_servers,
+    run_windows,
     totals,
 )
 from db.series_queries import (
@@ -64,6 +65,7 @@ __all__ = [
     "run_points",
     "run_samples",
     "run_servers",
+    "run_windows",
     "sample_ranges",
     "series_catalog",
     "series_describe",

@@ -284,6 +284,36 @@ def run_points(engine: Engine, run_id: int, metrics: Sequence[str] | None = None
     return read_frame(engine, stmt)
 
 
+def run_windows(engine: Engine, run_id: int, metrics: Sequence[str]) -> pd.DataFrame:
+    """Every measured window (sample) of a run, every status, in measurement order: by `order_index`, then the
+    windows without one by point and repeat. Columns: point_id, the point's batch_size, spec_mode, steps, topk
+    and accept_length_pinned, then repeat, status, reason, order_index, window_started_at, telemetry (the
+    stored dict) and the metrics; a column an older schema lacks is left out."""
+    cols = checked_metrics(metrics)
+    order = if_present(engine, Sample.order_index)
+    stmt = (
+        select(
+            Sample.point_id,
+            Point.batch_size,
+            Point.spec_mode,
+            Point.steps,
+            Point.topk,
+            *if_present(engine, Point.accept_length_pinned),
+            Sample.repeat,
+            Sample.status,
+            Sample.reason,
+            *order,
+            *if_present(engine, Sample.window_started_at),
+            *if_present(engine, Sample.telemetry),
+            *(getattr(Sample, m) for m in cols),
+        )
+        .join(Point, Point.id == Sample.point_id)
+        .where(Point.run_id == run_id)
+        .order_by(*(c for col in order for c in (col.is_(None), col)), Sample.point_id, Sample.repeat)
+    )
+    return read_frame(engine, stmt)
+
+
 def run_samples(engine: Engine, run_id: int, metrics: Sequence[str]) -> pd.DataFrame:
     """Every repeat of every point of a run, long by point: point_id, repeat, status and the metrics."""
     cols = checked_metrics(metrics)

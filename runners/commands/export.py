@@ -8,7 +8,7 @@ from typing import Annotated, Any, Literal
 import typer
 from sqlalchemy import Engine
 
-from analysis import v2_vs_v1
+from analysis import v2_vs_v1, windows
 from analysis.bench_serving_export import bench_serving_lines
 from analysis.export import ExportError, collect, to_csv, to_json, to_markdown
 from db import queries as q
@@ -52,11 +52,13 @@ def export(
         Path | None, typer.Option("--output", "-o", help="Write here instead of stdout.")
     ] = None,
     view: Annotated[
-        Literal["points", "v2-vs-v1"],
+        Literal["points", "v2-vs-v1", "windows"],
         typer.Option(
             "--view",
             help="points: every point (default); v2-vs-v1: the v2/v1 ratio per batch size, steps and accept "
-            "length with 95% intervals and a verdict (one run).",
+            "length with 95% intervals and a verdict (one run); windows: every measured window (one repeat of "
+            "a point, any status) in measurement order with its GPU clock, power, temperature and host load, "
+            "plus the throughput spread per configuration (one run).",
         ),
     ] = "points",
 ) -> None:
@@ -72,10 +74,10 @@ def export(
         run_ids = list(dict.fromkeys(resolve_run_ref(engine, ref) for ref in (run or ["latest"])))
         if not run:
             err_console.print(f"exporting run {run_ids[0]} (the latest); --run picks another, --all-runs all")
-    if view == "v2-vs-v1":
+    if view in ("v2-vs-v1", "windows"):
         if format == "bench-serving-json":
-            fail("--view v2-vs-v1 writes csv, json or md")
-        _export_v2_vs_v1(engine, run_ids, format, output)
+            fail(f"--view {view} writes csv, json or md, not bench-serving-json")
+        (_export_v2_vs_v1 if view == "v2-vs-v1" else _export_windows)(engine, run_ids, format, output)
         return
     try:
         with session_scope(engine) as s:
@@ -95,16 +97,15 @@ def export(
         typer.echo(f"wrote {len(data.rows)} points to {output}", err=True)
 
 
-def _export_v2_vs_v1(engine: Engine, run_ids: list[int], fmt: str, output: Path | None) -> None:
+def _one_run_meta(engine: Engine, run_ids: list[int], why: str) -> dict[str, Any]:
+    """The one run a single-run view reads, as its JSON header and title describe it; exit 2 otherwise."""
     if len(run_ids) != 1:
-        fail("--view v2-vs-v1 compares the modes inside one run: give one --run")
+        fail(f"{why}: give one --run (got {len(run_ids)})")
     with session_scope(engine) as s:
         found = s.get(Run, run_ids[0])
         if found is None:
             fail(f"no run {run_ids[0]}")
-        assert found is not None
-        found_id = found.id
-        meta: dict[str, Any] = {
+        return {
             "run_id": found.id,
             "run_uid": found.uid,
             "sweep": found.sweep_name,
@@ -112,19 +113,43 @@ def _export_v2_vs_v1(engine: Engine, run_ids: list[int], fmt: str, output: Path 
             "gpu": f"{found.gpu_count}x {found.gpu_name}" if found.gpu_count else "no GPU",
             "simulated": found.simulated,
         }
-    frame = v2_vs_v1.load(engine, found_id)
-    title = (
-        f"v2 (overlap) over v1 (non-overlap), run #{meta['run_id']} {meta['sweep']}: "
-        f"SGLang {meta['sglang_version'] or '?'} on {meta['gpu']}"
+
+
+def _run_title(meta: dict[str, Any]) -> str:
+    """`run #ID SWEEP: SGLang VERSION on GPU`, plain text (the Markdown writers escape it)."""
+    return (
+        f"run #{meta['run_id']} {meta['sweep']}: SGLang {meta['sglang_version'] or '?'} on {meta['gpu']}"
         + (" (stand-in server, simulated numbers)" if meta["simulated"] else "")
     )
+
+
+def _emit(text: str, output: Path | None, wrote: str) -> None:
+    if output is None:
+        typer.echo(text, nl=False)
+    else:
+        write_output(output, text)
+        typer.echo(f"wrote {wrote} to {output}", err=True)
+
+
+def _export_v2_vs_v1(engine: Engine, run_ids: list[int], fmt: str, output: Path | None) -> None:
+    meta = _one_run_meta(engine, run_ids, "--view v2-vs-v1 compares the modes inside one run")
+    frame = v2_vs_v1.load(engine, meta["run_id"])
+    title = f"v2 (overlap) over v1 (non-overlap), {_run_title(meta)}"
     text = {
         "csv": lambda: v2_vs_v1.to_csv(frame),
         "json": lambda: v2_vs_v1.to_json(frame, meta),
         "md": lambda: v2_vs_v1.to_markdown(frame, title),
     }[fmt]()
-    if output is None:
-        typer.echo(text, nl=False)
-    else:
-        write_output(output, text)
-        typer.echo(f"wrote {len(frame)} v2/v1 cells to {output}", err=True)
+    _emit(text, output, f"{len(frame)} v2/v1 cells")
+
+
+def _export_windows(engine: Engine, run_ids: list[int], fmt: str, output: Path | None) -> None:
+    meta = _one_run_meta(engine, run_ids, "--view windows lists the measured windows of one run")
+    frame = windows.load(engine, meta["run_id"])
+    title = f"Measured windows of {_run_title(meta)}, in measurement order"
+    text = {
+        "csv": lambda: windows.to_csv(frame),
+        "json": lambda: windows.to_json(frame, meta),
+        "md": lambda: windows.to_markdown(frame, title),
+    }[fmt]()
+    _emit(text, output, f"{len(frame)} windows")

@@ -1,0 +1,197 @@
+"""One row per measured window of one run, in measurement order, with what each window ran under.
+
+Why: the repeats of a point spread, and the point's median hides why. Next to each window's throughput,
+latency and measured acceptance this puts the GPU and host context the window recorded (`samples.telemetry`,
+bench.telemetry: SM clock, temperature, power, host load and, in newer runs, host CPU busy / steal / pressure),
+so a slow window reads as throttled, loaded or accepting fewer tokens. A window is one `samples` row (one
+repeat of one point); every status is listed, a failed or throttled window with its `reason`.
+
+`spread` sums the windows up per (batch size, mode, steps, pinned accept length): the `ok` windows and the
+coefficient of variation (sample standard deviation over mean) of their output throughput.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import statistics
+from typing import Any
+
+import pandas as pd
+from sqlalchemy import Engine
+
+from analysis import md
+from analysis.v2_vs_v1 import to_csv as _frame_csv
+from db import queries
+
+CONFIG_KEYS: tuple[str, ...] = ("batch_size", "spec_mode", "steps", "accept_length_pinned")
+METRICS: tuple[str, ...] = (
+    "output_throughput",
+    "tpot_mean_ms",
+    "itl_p99_ms",
+    "ttft_p50_ms",
+    "duration_s",
+    "completed",
+    "accept_length",  # measured; the pinned one is accept_length_pinned
+)
+# Keys of samples.telemetry, one column each; missing keys are empty cells.
+TELEMETRY: tuple[str, ...] = (
+    "sm_clock_min_mhz",
+    "sm_clock_median_mhz",
+    "temp_max_c",
+    "power_mean_w",
+    "host_load_1m_start",
+    "host_load_1m_end",
+)
+# Recorded by newer runs only: a column when some window of the run has the key.
+TELEMETRY_OPTIONAL: tuple[str, ...] = ("host_cpu_busy_pct", "host_cpu_steal_pct", "cpu_pressure_pct")
+HEAD: tuple[str, ...] = ("order_index", *CONFIG_KEYS, "repeat", "status", *METRICS)
+TAIL: tuple[str, ...] = ("throttled", "reason", "window_started_at", "topk", "point_id")
+_INTS: tuple[str, ...] = ("order_index", "batch_size", "steps", "repeat", "completed", "topk", "point_id")
+SPREAD_COLUMNS: tuple[str, ...] = (*CONFIG_KEYS, "n", "mean_output_throughput", "cv_output_throughput")
+
+
+def load(engine: Engine, run_id: int) -> pd.DataFrame:
+    """The windows of a stored run (`windows` of db.queries.run_windows)."""
+    return windows(queries.run_windows(engine, run_id, METRICS))
+
+
+def windows(raw: pd.DataFrame) -> pd.DataFrame:
+    """`raw` (db.queries.run_windows, already in measurement order) with the telemetry dict flattened:
+    HEAD, the telemetry columns, TAIL."""
+    tele = raw["telemetry"] if "telemetry" in raw else pd.Series([None] * len(raw), index=raw.index)
+    dicts = [t if isinstance(t, dict) else {} for t in tele]
+    keys = [*TELEMETRY, *(k for k in TELEMETRY_OPTIONAL if any(k in d for d in dicts))]
+    out = raw.reindex(columns=[*HEAD, *keys, *TAIL]).reset_index(drop=True)
+    for key in keys:  # a value that is not a number (a schema drift, a hand edit) reads as empty
+        out[key] = pd.to_numeric(pd.Series([d.get(key) for d in dicts], dtype=object), errors="coerce")
+    # Flagged at the end of a run (runners.run_checks.flag_throttled); unknown without telemetry.
+    out["throttled"] = pd.Series([bool(d.get("throttled")) if d else None for d in dicts], dtype=object)
+    for col in _INTS:
+        out[col] = pd.to_numeric(out[col], errors="coerce").astype("Int64")
+    for col in (*METRICS, "accept_length_pinned"):
+        if col != "completed":
+            out[col] = pd.to_numeric(out[col], errors="coerce").astype(float)
+    return out
+
+
+def spread(frame: pd.DataFrame) -> pd.DataFrame:
+    """Per configuration (CONFIG_KEYS): n, the ok windows with a throughput, their mean output throughput and
+    its coefficient of variation (None under two windows)."""
+    rows: list[dict[str, Any]] = []
+    for key, group in frame.groupby(list(CONFIG_KEYS), dropna=False, sort=False):
+        ok = group[(group["status"] == "ok") & (group["output_throughput"] > 0)]
+        values = [float(v) for v in ok["output_throughput"]]
+        mean = statistics.fmean(values) if values else None
+        rows.append(
+            {
+                **{k: None if _missing(v) else v for k, v in zip(CONFIG_KEYS, key, strict=True)},
+                "n": len(values),
+                "mean_output_throughput": mean,
+                "cv_output_throughput": statistics.stdev(values) / mean
+                if mean and len(values) >= 2
+                else None,
+            }
+        )
+    out = pd.DataFrame(rows, columns=list(SPREAD_COLUMNS))
+    return out.sort_values(list(CONFIG_KEYS), na_position="first", kind="stable").reset_index(drop=True)
+
+
+def _missing(v: Any) -> bool:
+    return v is None or v is pd.NA or v is pd.NaT or (isinstance(v, float) and math.isnan(v))
+
+
+# ------------------------------------------------------------------------------------------- formats
+
+
+def _plain(v: Any) -> Any:
+    if _missing(v):
+        return None
+    if isinstance(v, pd.Timestamp):
+        return v.isoformat()
+    return v.item() if hasattr(v, "item") else v  # numpy scalars
+
+
+def _records(frame: pd.DataFrame) -> list[dict[str, Any]]:
+    return [{c: _plain(v) for c, v in rec.items()} for rec in frame.to_dict(orient="records")]
+
+
+def to_csv(frame: pd.DataFrame) -> str:
+    """One line per window, numbers as the v2-vs-v1 view writes them (6 significant digits)."""
+    return _frame_csv(frame)
+
+
+def to_json(frame: pd.DataFrame, meta: dict[str, Any] | None = None) -> str:
+    doc = {"view": "windows", **(meta or {}), "rows": _records(frame), "spread": _records(spread(frame))}
+    return json.dumps(doc, indent=2, default=str) + "\n"
+
+
+# (header, column, format); a format of "" is text, escaped.
+_MD: tuple[tuple[str, str, str], ...] = (
+    ("#", "order_index", "d"),
+    ("batch", "batch_size", "d"),
+    ("mode", "spec_mode", ""),
+    ("steps", "steps", "d"),
+    ("accept pinned", "accept_length_pinned", "g"),
+    ("rep", "repeat", "d"),
+    ("status", "status", ""),
+    ("tok/s", "output_throughput", ",.1f"),
+    ("TPOT ms", "tpot_mean_ms", ".3f"),
+    ("ITL p99 ms", "itl_p99_ms", ".2f"),
+    ("TTFT p50 ms", "ttft_p50_ms", ".2f"),
+    ("window s", "duration_s", ".2f"),
+    ("done", "completed", "d"),
+    ("accept len", "accept_length", ".2f"),
+    ("SM min MHz", "sm_clock_min_mhz", ".0f"),
+    ("SM median MHz", "sm_clock_median_mhz", ".0f"),
+    ("temp max °C", "temp_max_c", ".0f"),
+    ("power W", "power_mean_w", ".1f"),
+    ("load 1m start", "host_load_1m_start", ".2f"),
+    ("load 1m end", "host_load_1m_end", ".2f"),
+    ("CPU busy %", "host_cpu_busy_pct", ".1f"),
+    ("CPU steal %", "host_cpu_steal_pct", ".2f"),
+    ("CPU pressure %", "cpu_pressure_pct", ".2f"),
+)
+
+
+def _cell(v: Any, spec: str) -> str:
+    if _missing(v):
+        return "–"
+    if not spec:
+        return md.text(v)
+    return format(int(v) if spec == "d" else float(v), spec)
+
+
+def _note(r: dict[str, Any]) -> str:
+    if not _missing(r["reason"]):
+        return md.text(r["reason"])
+    return "throttled" if r["throttled"] is True else ""
+
+
+def to_markdown(frame: pd.DataFrame, title: str | None = None) -> str:
+    """The windows as a table (user text escaped), then the spread per configuration."""
+    cols = [c for c in _MD if c[1] in frame.columns]
+    lines = [f"**{md.text(title)}**", ""] if title else []
+    lines += [
+        "| " + " | ".join(h for h, _, _ in cols) + " | note |",
+        "|" + "|".join("---" if not f else "---:" for _, _, f in cols) + "|---|",
+    ]
+    for r in frame.to_dict(orient="records"):
+        lines.append("| " + " | ".join(_cell(r[c], f) for _, c, f in cols) + f" | {_note(r)} |")
+    if frame.empty:
+        lines.append("| " + " | ".join("–" for _ in cols) + " | no windows stored for this run |")
+    lines += [
+        "",
+        "Spread per configuration (ok windows): CV = standard deviation / mean of output throughput.",
+        "",
+        "| batch | mode | steps | accept pinned | n | mean tok/s | CV |",
+        "|---:|---|---:|---:|---:|---:|---:|",
+    ]
+    for s in spread(frame).to_dict(orient="records"):
+        cv = s["cv_output_throughput"]
+        lines.append(
+            f"| {_cell(s['batch_size'], 'd')} | {_cell(s['spec_mode'], '')} | {_cell(s['steps'], 'd')} "
+            f"| {_cell(s['accept_length_pinned'], 'g')} | {s['n']} | {_cell(s['mean_output_throughput'], ',.1f')} "
+            f"| {'–' if _missing(cv) else f'{100 * cv:.1f} %'} |"
+        )
+    return "\n".join(lines) + "\n"
