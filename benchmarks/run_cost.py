@@ -16,7 +16,7 @@ from __future__ import annotations
 import argparse
 import sys
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import Engine, select
@@ -62,6 +62,27 @@ def _seconds(a: datetime | None, b: datetime | None) -> float | None:
     return None if a is None or b is None else (b - a).total_seconds()
 
 
+# Gaps in the activity record shorter than this count as held: flushes, /server_info and warmups between the
+# windows of a server whose host was lost (no stop time). Longer gaps are time between sessions of a resumed run.
+SESSION_GAP_S = 60.0
+
+
+def held_seconds(intervals: list[tuple[datetime, datetime]], gap_s: float = SESSION_GAP_S) -> float:
+    """Seconds covered by the intervals, gaps under `gap_s` filled: overlapping servers of a pair count once,
+    and the hours between the sessions of a resumed run not at all."""
+    total, start, end = 0.0, None, None
+    for a, b in sorted(intervals):
+        if start is None or end is None or (a - end).total_seconds() > gap_s:
+            if start is not None and end is not None:
+                total += (end - start).total_seconds()
+            start, end = a, b
+        else:
+            end = max(end, b)
+    if start is not None and end is not None:
+        total += (end - start).total_seconds()
+    return total
+
+
 def run_cost(engine: Engine, run_id: int | None = None) -> dict[str, Any]:
     with session_scope(engine) as s:
         run = s.get(Run, run_id) if run_id else s.scalars(select(Run).order_by(Run.id.desc())).first()
@@ -77,6 +98,13 @@ def run_cost(engine: Engine, run_id: int | None = None) -> dict[str, Any]:
             for si in s.scalars(select(ServerInstance).where(ServerInstance.run_id == run.id))
         }
         points: dict[int, tuple[str, Cost]] = {}
+        # What the run held the GPU for: each server's launch and life, and every window (a server whose host was
+        # lost has no stop time; its windows still show when it was measured).
+        activity: list[tuple[datetime, datetime]] = []
+        for si in s.scalars(select(ServerInstance).where(ServerInstance.run_id == run.id)):
+            activity.append(
+                (si.started_at - timedelta(seconds=si.startup_s or 0.0), si.stopped_at or si.started_at)
+            )
         for point, sample in s.execute(
             select(Point, Sample).join(Sample, Sample.point_id == Point.id).where(Point.run_id == run.id)
         ).all():
@@ -89,6 +117,9 @@ def run_cost(engine: Engine, run_id: int | None = None) -> dict[str, Any]:
             points.setdefault(point.id, (name, Cost()))[1].add(sample)
             if point.server_instance_id in servers:
                 servers[point.server_instance_id].cost.add(sample)
+            if sample.window_started_at is not None:
+                end = sample.window_started_at + timedelta(seconds=sample.duration_s or 0.0)
+                activity.append((sample.window_started_at, end))
         drift = dict(run.drift or {})
         wall = _seconds(run.started_at, run.finished_at)
         return {
@@ -96,6 +127,8 @@ def run_cost(engine: Engine, run_id: int | None = None) -> dict[str, Any]:
             "sweep": run.sweep_name,
             "status": run.status,
             "wall_s": wall,
+            # The wall time spans the hours between the sessions of a resumed run; the held time does not.
+            "held_s": held_seconds(activity) if activity else None,
             "servers": list(servers.values()),
             "points": [points[k] for k in sorted(points)],
             "drift_startup_s": drift.get("startup_s"),
@@ -136,10 +169,13 @@ def report(data: dict[str, Any], show_points: bool) -> str:
         f"warmups {total.warmup_s:.1f}, windows {total.windows_s:.1f} over {total.repeats} repeats, "
         f"between windows {total.between_s:.1f}, servers idle {idle:.1f}"
     )
+    held = data["held_s"]
     if wall:
+        lines.append(f"run wall time {wall:.1f} s (from start to end, across sessions when resumed)")
+    if held:
         lines.append(
-            f"run wall time {wall:.1f} s (= GPU time held); inside measurement windows: "
-            f"{total.windows_s / wall:.1%}"
+            f"GPU time held {held:.1f} s (server launches, server lifetimes and windows; gaps over "
+            f"{SESSION_GAP_S:.0f} s are between sessions); inside measurement windows: {total.windows_s / held:.1%}"
         )
     return "\n".join(lines)
 

@@ -1,0 +1,33 @@
+"""The GPU time a run held (benchmarks.run_cost.held_seconds): a resumed run's wall time spans the hours between
+its sessions; the held time counts only what its servers and windows covered."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+from benchmarks.run_cost import held_seconds
+
+T0 = datetime(2026, 12, 4, 7, 37, tzinfo=UTC)
+
+
+def _at(s: float) -> datetime:
+    return T0 + timedelta(seconds=s)
+
+
+def test_a_pair_alive_together_counts_once() -> None:
+    # v1 launches at 0 and lives to 500, v2 launches at 60 and lives to 500: 500 s held, not 940.
+    assert held_seconds([(_at(0), _at(500)), (_at(60), _at(500))]) == 500.0
+
+
+def test_short_gaps_are_held_and_the_hours_between_sessions_are_not() -> None:
+    session_a = [(_at(0), _at(70)), (_at(80), _at(90)), (_at(91), _at(101))]  # launch, then two windows
+    session_b = [(_at(4 * 3600), _at(4 * 3600 + 300))]  # resumed on another host hours later
+    # 10 s and 1 s gaps inside session A count (a lost host's flush and warmup); the 4 h gap does not.
+    assert held_seconds(session_a + session_b) == 101.0 + 300.0
+    assert held_seconds(session_a + session_b, gap_s=5.0) == 70.0 + 21.0 + 300.0
+
+
+def test_order_of_the_record_does_not_matter() -> None:
+    intervals = [(_at(200), _at(260)), (_at(0), _at(100)), (_at(50), _at(120))]
+    assert held_seconds(intervals) == held_seconds(list(reversed(intervals))) == 120.0 + 60.0
+    assert held_seconds([]) == 0.0
