@@ -22,7 +22,7 @@ from typing import Any
 from sqlalchemy import Engine, select
 
 from db.engine import session_scope
-from db.migrate import open_database
+from db.migrate import open_database_readonly
 from db.models import Point, Run, Sample, ServerInstance
 
 
@@ -190,7 +190,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--run", type=int, default=None, help="run id (default: the latest)")
     ap.add_argument("--points", action="store_true", help="also print the per-point table")
     args = ap.parse_args(argv)
-    engine = open_database(args.db)
+    engine, note = open_database_readonly(args.db)  # a report never changes the file it reads
+    if note:
+        print(note, file=sys.stderr)
     print(report(run_cost(engine, args.run), args.points))
     return 0
 

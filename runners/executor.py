@@ -66,6 +66,9 @@ class SweepExecutor:
         self.overhead_total = 0.0
         # Measurement order across the run (stored per repeat); continues after a resume.
         self.order_index = sum(len(v) for v in done.values())
+        # Where this invocation's windows start: a resumed run's earlier windows ran on another server, perhaps
+        # another host, so the drift check compares against this invocation's first window, not the run's.
+        self.first_order_index = self.order_index
         # The first point measured in this invocation: re-measured at the end (drift check).
         self.reference: PointPlan | None = None
         self.drift: dict[str, Any] | None = None

@@ -1,7 +1,8 @@
 """Run-level checks after the last point: drift of a reference point, and throttled windows.
 
 Drift: the first point measured in the run is measured once more at the end, and the change of its output
-throughput and TPOT against its first window is stored on the run (`runs.drift`) and printed by
+throughput and TPOT against its first window (of this invocation: a resumed run's earlier windows ran on
+other servers, perhaps another host) is stored on the run (`runs.drift`) and printed by
 `specbench run`. When the run's last step is the v1/v2 pair holding the reference point, its server is still up and the
 check runs there (the figure is then the drift of the host and the server over the run). Otherwise servers
 were stopped once their points were done, so the reference point's server is started again; the figure then
@@ -19,7 +20,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import select
+from sqlalchemy import or_, select
 
 from bench.client import LoadClient
 from bench.launcher import LaunchedServer, LaunchError
@@ -118,7 +119,11 @@ def _first_window(ex: SweepExecutor, point_key: str) -> dict[str, Any] | None:
             return None
         sample = s.scalars(
             select(Sample)
-            .where(Sample.point_id == point.id, Sample.output_throughput.is_not(None))
+            .where(
+                Sample.point_id == point.id,
+                Sample.output_throughput.is_not(None),
+                or_(Sample.order_index.is_(None), Sample.order_index >= ex.first_order_index),
+            )
             .order_by(Sample.order_index, Sample.repeat)
         ).first()
         if sample is None:

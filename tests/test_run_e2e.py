@@ -112,6 +112,24 @@ def test_resume_skips_stored_repeats(engine: Engine, tmp_path: Path) -> None:
     assert _count(engine, Sample) == 20
 
 
+def test_a_resumed_run_checks_drift_against_its_own_first_window(engine: Engine, tmp_path: Path) -> None:
+    first = _run(TINY, engine, tmp_path)
+    with session_scope(engine) as s:  # the first point measured loses all but its first repeat
+        head = s.scalars(select(Sample).where(Sample.order_index == 0)).one()
+        for later in s.scalars(select(Sample).where(Sample.point_id == head.point_id, Sample.repeat > 0)):
+            s.delete(later)
+    kept = _count(engine, Sample)
+    again = _run(TINY, engine, tmp_path, resume_run_id=first.run_id)
+    assert again.status in FINISHED and _count(engine, Sample) == 20
+    with session_scope(engine) as s:
+        run = s.get(Run, first.run_id)
+        assert run is not None and run.drift is not None
+        # The resumed invocation measured that point first, so it is the reference; its repeat 0 ran on the
+        # first invocation's server (on a GPU, perhaps a lost host): the drift is against this invocation's.
+        assert run.drift["point_key"] == s.get(Point, head.point_id).point_key  # type: ignore[union-attr]
+        assert run.drift["first"]["repeat"] > 0 and run.drift["first"]["order_index"] >= kept
+
+
 def test_a_passed_deadline_launches_nothing_and_leaves_the_run_partial(
     engine: Engine, tmp_path: Path
 ) -> None:
@@ -145,7 +163,8 @@ def test_stop_mid_sweep_leaves_a_partial_run_that_resumes_without_duplicates(
     assert done.status in FINISHED
     assert _count(engine, Sample) == 20
     with session_scope(engine) as s:
-        assert s.get(Run, partial.run_id).status in FINISHED  # type: ignore[union-attr]
+        run = s.get(Run, partial.run_id)
+        assert run is not None and run.status in FINISHED
         # one sample per (point, repeat): the resumed run measured only what was missing
         keys = [(smp.point_id, smp.repeat) for smp in s.scalars(select(Sample))]
         assert len(keys) == len(set(keys)) == 20
