@@ -251,6 +251,18 @@ def test_dry_run_prints_the_launchers_argv_and_env(sqlite_url: str, tmp_path: Pa
     assert "windows of 2/2 points: median measured duration" in res.stdout
 
 
+def test_dry_run_says_when_a_pinned_acceptance_is_clamped(sqlite_url: str, tmp_path: Path) -> None:
+    # The grid crosses steps {1, 2, 3} with two acceptances: 2.5 on one draft step cannot happen.
+    text = Path("sweeps/h200-v3slice-steps2.yaml").read_text()
+    sweep = tmp_path / "grid.yaml"
+    sweep.write_text(text.replace("steps: [2]", "steps: [1, 2]").replace("[2.5]", "[1.8, 2.5]"))
+    res = CliRunner().invoke(app, ["run", str(sweep), "--dry-run", "--db", sqlite_url])
+    assert res.exit_code == 0, res.output
+    notes = [line for line in res.stdout.splitlines() if "SGLang clamps it" in line]
+    # steps 1 x acc 2.5, for v1 and v2; steps 1 x 1.8 and every steps-2 config are reachable
+    assert len(notes) == 2 and all("accept length 2.5" in n and "measures 2 (every draft" in n for n in notes)
+
+
 def test_estimate_counts_the_repeats_a_ratio_target_may_add() -> None:
     spec = load_sweep("sweeps/h200-v3slice-intervals.yaml")
     assert spec.repeats == 6 and spec.measure.ratio_target == 0.05 and spec.max_pair_repeats == 16

@@ -41,6 +41,18 @@ class ServerConfig:
             return None
         return min(max(self.accept_length, 1.0), float(self.steps + 1))
 
+    def accept_length_note(self) -> str | None:
+        """Why the server will report another acceptance than the one pinned, or None: a grid crossing
+        steps {1, 2, 3} with accept lengths {1.8, 2.5} pins 2.5 on one draft step, which accepts at most 2."""
+        expected, pinned, steps = self.expected_accept_length(), self.accept_length, self.steps
+        if expected is None or pinned is None or steps is None or expected == pinned:
+            return None
+        return (
+            f"accept length {pinned:g} is outside [1, steps + 1] = [1, {steps + 1}] for {steps} draft "
+            f"step(s): SGLang clamps it, so this server measures {expected:g}"
+            + (" (every draft accepted)" if expected > 1.0 else " (no draft accepted)")
+        )
+
     def pair_key(self) -> str:
         """The config minus its spec mode: the v1 and v2 servers of a pair share it."""
         return dataclasses.replace(self, spec_mode=None).key()

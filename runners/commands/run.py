@@ -176,6 +176,8 @@ def _dry_run(spec: SweepSpec, groups: list[ServerGroup], gpus: list[int] | None,
             f"{sorted({p.batch_size for p in g.points})}",
             highlight=False,
         )
+        if (acc_note := g.server.accept_length_note()) is not None:
+            console.print(f"  note: {acc_note}", markup=False, highlight=False)
         if spec.server.backend == "external":
             continue
         try:
