@@ -34,7 +34,7 @@ from analysis.profiles import (
     overlap_rows,
     overlap_table,
 )
-from bench.stats.ratio import RatioInterval, paired_ratio, unpaired_ratio, verdict
+from bench.stats.ratio import RatioInterval, half_width, paired_ratio, pairs_for, unpaired_ratio, verdict
 from db import queries
 
 # Everything a v1 point and its v2 partner share besides the mode.
@@ -67,7 +67,10 @@ COLUMNS: tuple[str, ...] = (
     "method",
     "topk",
     "workload_key",
+    # Paired pairs the throughput interval needs for +-5% at the spread it shows (bench.stats.ratio.pairs_for).
+    "pairs_for_5pct",
 )
+TARGET = 0.05
 SAMPLE_METRICS = ("output_throughput", "tpot_mean_ms")
 
 
@@ -127,6 +130,12 @@ def v2_vs_v1(points: pd.DataFrame, samples: pd.DataFrame, confidence: float = 0.
             if metric == "output_throughput":
                 row["n"] = iv.n if iv else 0
                 row["method"] = iv.method if iv else None
+                common = sorted(set(a) & set(b))
+                row["pairs_for_5pct"] = (
+                    pairs_for([a[r] for r in common], [b[r] for r in common], TARGET, confidence)
+                    if paired
+                    else None
+                )
         out.append(row)
     frame = pd.DataFrame(out, columns=list(COLUMNS))
     return frame.sort_values(
@@ -166,6 +175,27 @@ def _ci(low: Any, high: Any) -> str:
     return "–" if _missing(low) or _missing(high) else f"[{low:.3f}, {high:.3f}]"
 
 
+def _wider_than_target(r: dict[str, Any]) -> bool:
+    """A paired cell whose interval reaches further than TARGET from its ratio."""
+    if r.get("method") != "paired" or any(_missing(r.get(c)) for c in ("ratio", "ci_low", "ci_high")):
+        return False
+    width = half_width(float(r["ci_low"]), float(r["ratio"]), float(r["ci_high"]))
+    return width is not None and width > TARGET
+
+
+def _cell_name(r: dict[str, Any]) -> str:
+    return (
+        f"batch {r['batch_size']}"
+        + ("" if _missing(r["steps"]) else f" steps {int(r['steps'])}")
+        + ("" if _missing(r["accept_length"]) else f" accept len {r['accept_length']:g}")
+    )
+
+
+def _pairs_needed(r: dict[str, Any]) -> str:
+    n = r.get("pairs_for_5pct")
+    return "more than 1000" if n is None or _missing(n) else f"about {int(n)}"
+
+
 def _profiled(frame: pd.DataFrame) -> pd.DataFrame:
     if "cpu_hidden_ms" not in frame.columns:
         return frame.iloc[0:0]
@@ -199,6 +229,14 @@ def to_markdown(frame: pd.DataFrame, title: str | None = None) -> str:
         "v2/v1 > 1: v2 (overlap) has the higher output throughput. Intervals: 95 %, on log ratios, paired by "
         "repeat when the run interleaved v1 and v2 (ABBA); a TPOT ratio < 1 means v2 is faster per token.",
     ]
+    wide = [r for r in frame.to_dict(orient="records") if _wider_than_target(r)]
+    if wide:
+        lines += [
+            "",
+            "Wider than ±5 %: at the spread its pairs show, "
+            + "; ".join(f"{_cell_name(r)} needs {_pairs_needed(r)}" for r in wide)
+            + " pairs (measure.ratio_target and measure.max_repeats add them).",
+        ]
     if extra:
         lines += [
             "",

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 from sqlalchemy.orm import Session
 
-from bench.stats.ratio import paired_ratio
+from bench.stats.ratio import half_width, paired_ratio
 from bench.sweep import PointPlan
 from runners import store
 
@@ -27,9 +27,7 @@ def relative_half_width(a: dict[int, float], b: dict[int, float]) -> float | Non
     if len(common) < 2:
         return None
     iv = paired_ratio([a[r] for r in common], [b[r] for r in common])
-    if iv.low is None or iv.high is None:
-        return None
-    return max(iv.high / iv.ratio - 1.0, 1.0 - iv.low / iv.ratio)
+    return half_width(iv.low, iv.ratio, iv.high)
 
 
 def pair_half_width(ex: SweepExecutor, a: PointPlan, b: PointPlan) -> float | None:

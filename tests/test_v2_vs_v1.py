@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 from analysis.v2_vs_v1 import to_markdown, v2_vs_v1
 from bench.sim.config import PerfParams
 from bench.sim.perf import PerfModel
-from bench.stats.ratio import paired_ratio, t_quantile, unpaired_ratio, verdict
+from bench.stats.ratio import half_width, paired_ratio, pairs_for, t_quantile, unpaired_ratio, verdict
 from bench.sweep import parse_sweep
 from dashboard.charts import GREY_CELL, ratio_heatmap
 from runners.cli import app
@@ -45,6 +45,23 @@ def test_paired_interval_by_hand() -> None:
     assert got.low == pytest.approx(math.exp(mean - half), rel=1e-9)
     assert got.high == pytest.approx(math.exp(mean + half), rel=1e-9)
     assert (round(got.ratio, 4), round(got.low or 0, 4), round(got.high or 0, 4)) == (1.1657, 1.0289, 1.3206)
+
+
+def test_pairs_for_a_target_width() -> None:
+    v1, v2 = [100.0, 110.0, 105.0], [120.0, 121.0, 126.0]
+    d = [math.log(1.2), math.log(1.1), math.log(1.2)]
+    s = math.sqrt(sum((x - sum(d) / 3) ** 2 for x in d) / 2)
+    n = pairs_for(v1, v2, 0.05)
+    assert n == 7  # the smallest n whose interval at this spread is within +-5%:
+    assert t_quantile(0.95, n - 1) * s / math.sqrt(n) <= math.log(1.05)
+    assert t_quantile(0.95, n - 2) * s / math.sqrt(n - 1) > math.log(1.05)
+    assert pairs_for(v1, v2, 0.20) == 3 and pairs_for([100.0, 100.0], [110.0, 110.0], 0.05) == 2
+    assert pairs_for(v1[:1], v2[:1], 0.05) is None  # one pair has no spread to project from
+    assert pairs_for([1.0, 1.0], [1.0, 3.0], 0.05, cap=50) is None  # past the cap
+    iv = paired_ratio(v1, v2)
+    assert half_width(iv.low, iv.ratio, iv.high) == pytest.approx(
+        max(1.3206 / 1.1657 - 1, 1 - 1.0289 / 1.1657), abs=1e-3
+    )
 
 
 def test_unpaired_interval_by_hand() -> None:
@@ -121,8 +138,14 @@ def test_frame_pairs_by_repeat_only_when_interleaved() -> None:
     assert row["tpot_ratio"] == pytest.approx(1 / row["ratio"])
     unpaired = v2_vs_v1(*_frames(order=False)).iloc[0]
     assert unpaired["method"] == "unpaired"
+    assert row["pairs_for_5pct"] == pairs_for([100, 110, 105], [120, 121, 126], 0.05) == 7
     md = to_markdown(paired, "t")
     assert "| 8 | 2 | 2.5 | 105 | 121 | 1.166 | [1.029, 1.321] | faster |" in md
+    # +-13%: the table says how many pairs +-5% would take at this spread
+    assert "batch 8 steps 2 accept len 2.5 needs about 7 pairs" in md
+    assert pd.isna(unpaired["pairs_for_5pct"]) and "needs about" not in to_markdown(
+        v2_vs_v1(*_frames(order=False))
+    )
 
 
 PAIRED_SIM = """

@@ -65,6 +65,31 @@ def _logs(values: Sequence[float]) -> list[float]:
     return [math.log(v) for v in values]
 
 
+def half_width(low: float | None, ratio: float, high: float | None) -> float | None:
+    """How far an interval reaches from its ratio, as a fraction: max(high/ratio - 1, 1 - low/ratio)."""
+    if low is None or high is None or not ratio > 0:
+        return None
+    return max(high / ratio - 1.0, 1.0 - low / ratio)
+
+
+def pairs_for(
+    a: Sequence[float], b: Sequence[float], target: float, confidence: float = 0.95, cap: int = 1000
+) -> int | None:
+    """How many pairs the paired interval of b/a needs to lie within ratio x (1 +- target), if the pairs keep
+    the spread of log ratios they show now: the smallest n with t_{n-1} s_d / sqrt(n) <= ln(1 + target).
+    None under 2 pairs or past `cap`; identical ratios need 2."""
+    if len(a) != len(b) or len(a) < 2:
+        return None
+    if not target > 0.0:
+        raise ValueError(f"target must be positive, got {target}")
+    d = [lb - la for la, lb in zip(_logs(a), _logs(b), strict=True)]
+    sd, bound = statistics.stdev(d), math.log1p(target)
+    for n in range(2, cap + 1):
+        if t_quantile(confidence, n - 1) * sd / math.sqrt(n) <= bound:
+            return n
+    return None
+
+
 def paired_ratio(a: Sequence[float], b: Sequence[float], confidence: float = 0.95) -> RatioInterval:
     """b over a, repeat by repeat (a[i] and b[i] measured next to each other)."""
     if len(a) != len(b) or not a:
