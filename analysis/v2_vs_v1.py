@@ -34,6 +34,7 @@ from analysis.profiles import (
     overlap_rows,
     overlap_table,
 )
+from bench.pairing import paired_repeats
 from bench.stats.ratio import RatioInterval, half_width, paired_ratio, pairs_for, unpaired_ratio, verdict
 from db import queries
 
@@ -75,12 +76,12 @@ SAMPLE_METRICS = ("output_throughput", "tpot_mean_ms")
 
 
 def _interval(
-    a: dict[int, float], b: dict[int, float], paired: bool, confidence: float
+    a: dict[int, float], b: dict[int, float], common: list[int] | None, confidence: float
 ) -> RatioInterval | None:
+    """Paired over the `common` repeats when there are 2 or more (None: the run did not interleave)."""
     if not a or not b:
         return None
-    common = sorted(set(a) & set(b))
-    if paired and len(common) >= 2:
+    if common is not None and len(common) >= 2:
         return paired_ratio([a[r] for r in common], [b[r] for r in common], confidence)
     return unpaired_ratio(list(a.values()), list(b.values()), confidence)
 
@@ -90,9 +91,15 @@ def _by_repeat(rows: pd.DataFrame, metric: str) -> dict[int, float]:
     return {int(r): float(v) for r, v in zip(ok["repeat"], ok[metric], strict=True) if float(v) > 0}
 
 
+def _invocations(rows: pd.DataFrame) -> dict[int, int | None]:
+    """repeat -> the invocation that measured it (None before runs recorded it)."""
+    inv = rows["invocation"] if "invocation" in rows else pd.Series([None] * len(rows), index=rows.index)
+    return {int(r): None if _missing(i) else int(i) for r, i in zip(rows["repeat"], inv, strict=True)}
+
+
 def v2_vs_v1(points: pd.DataFrame, samples: pd.DataFrame, confidence: float = 0.95) -> pd.DataFrame:
     """One row per v1/v2 pair of points in `points` (a run's, from db.queries.run_points), using `samples`
-    (db.queries.run_samples with output_throughput and tpot_mean_ms, plus order_index)."""
+    (db.queries.run_samples with output_throughput and tpot_mean_ms, plus order_index and invocation)."""
     spec = points[points["spec_mode"].isin(["v1", "v2"])]
     if "accept_length_pinned" not in spec:  # a database of an older schema: nothing was pinned
         spec = spec.assign(accept_length_pinned=None)
@@ -120,7 +127,10 @@ def v2_vs_v1(points: pd.DataFrame, samples: pd.DataFrame, confidence: float = 0.
             name = "output_throughput" if metric == "output_throughput" else "tpot_ms"
             row[f"v1_{name}"] = statistics.median(a.values()) if a else None
             row[f"v2_{name}"] = statistics.median(b.values()) if b else None
-            iv = _interval(a, b, paired, confidence)
+            # A repeat pairs its two sides only when one invocation measured both (a resumed run can finish
+            # a repeat whose other side ran earlier, elsewhere).
+            common = [r for r in paired_repeats(_invocations(v1), _invocations(v2)) if r in a and r in b]
+            iv = _interval(a, b, common if paired else None, confidence)
             row[f"{prefix}ratio"] = iv.ratio if iv else None
             row[f"{prefix}ci_low"] = iv.low if iv else None
             row[f"{prefix}ci_high"] = iv.high if iv else None
@@ -130,7 +140,6 @@ def v2_vs_v1(points: pd.DataFrame, samples: pd.DataFrame, confidence: float = 0.
             if metric == "output_throughput":
                 row["n"] = iv.n if iv else 0
                 row["method"] = iv.method if iv else None
-                common = sorted(set(a) & set(b))
                 row["pairs_for_5pct"] = (
                     pairs_for([a[r] for r in common], [b[r] for r in common], TARGET, confidence)
                     if paired

@@ -46,8 +46,19 @@ TELEMETRY: tuple[str, ...] = (
 # Recorded by newer runs only: a column when some window of the run has the key.
 TELEMETRY_OPTIONAL: tuple[str, ...] = ("host_cpu_busy_pct", "host_cpu_steal_pct", "cpu_pressure_pct")
 HEAD: tuple[str, ...] = ("order_index", *CONFIG_KEYS, "repeat", "status", *METRICS)
-TAIL: tuple[str, ...] = ("throttled", "reason", "window_started_at", "topk", "point_id")
-_INTS: tuple[str, ...] = ("order_index", "batch_size", "steps", "repeat", "completed", "topk", "point_id")
+# invocation: where the `specbench run` (or job attempt) that measured the window began in the run's order; a
+# resumed run shows two or more.
+TAIL: tuple[str, ...] = ("throttled", "reason", "window_started_at", "invocation", "topk", "point_id")
+_INTS: tuple[str, ...] = (
+    "order_index",
+    "batch_size",
+    "steps",
+    "repeat",
+    "completed",
+    "invocation",
+    "topk",
+    "point_id",
+)
 SPREAD_COLUMNS: tuple[str, ...] = (*CONFIG_KEYS, "n", "mean_output_throughput", "cv_output_throughput")
 
 

@@ -17,7 +17,7 @@ the same ABBA sequence cut into runs of one side, one server start per run (`res
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -34,6 +34,13 @@ def abba_sides(repeat: int) -> tuple[Side, Side]:
 def abba_order(repeats: int) -> list[tuple[int, Side]]:
     """(repeat, side) in measurement order: A0 B0 B1 A1 A2 B2 B3 A3 ..."""
     return [(r, side) for r in range(repeats) for side in abba_sides(r)]
+
+
+def paired_repeats(a: Mapping[int, int | None], b: Mapping[int, int | None]) -> list[int]:
+    """The repeats both sides hold, measured by one invocation of the run (repeat -> invocation, None for runs
+    stored before invocations were recorded). A resumed run can finish repeat r on one side after the other
+    side's window ran in an earlier invocation, on another server or a lost host: not a pair."""
+    return sorted(r for r in set(a) & set(b) if a[r] == b[r])
 
 
 def restart_blocks(repeats: int) -> list[tuple[Side, list[int]]]:

@@ -241,6 +241,8 @@ class Sample(MetricColumns, Base):
     overhead_s: Mapped[float | None] = mapped_column(Float)
     # Position in the run's measurement order (paired v1/v2: A B B A ...) and when the window began.
     order_index: Mapped[int | None] = mapped_column(Integer)
+    # The order_index where the invocation that measured it began (bench.pairing.paired_repeats).
+    invocation: Mapped[int | None] = mapped_column(Integer)
     window_started_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     # SM clock, power, temperature and host load during the window (bench.telemetry.summarize).
     telemetry: Mapped[dict[str, Any] | None] = mapped_column(JSON)

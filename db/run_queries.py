@@ -303,6 +303,7 @@ def run_windows(engine: Engine, run_id: int, metrics: Sequence[str]) -> pd.DataF
             Sample.status,
             Sample.reason,
             *order,
+            *if_present(engine, Sample.invocation),
             *if_present(engine, Sample.window_started_at),
             *if_present(engine, Sample.telemetry),
             *(getattr(Sample, m) for m in cols),
@@ -323,6 +324,7 @@ def run_samples(engine: Engine, run_id: int, metrics: Sequence[str]) -> pd.DataF
             Sample.repeat,
             Sample.status,
             *if_present(engine, Sample.order_index),  # set when the run interleaved v1/v2 windows
+            *if_present(engine, Sample.invocation),  # which invocation measured it (a resumed run: several)
             *(getattr(Sample, m) for m in cols),
         )
         .join(Point, Point.id == Sample.point_id)

@@ -301,7 +301,13 @@ class SweepExecutor:
             assert run is not None
             point = store.get_or_create_point(s, run, plan, si_id)
             store.store_sample(
-                s, point, sample, spec_mode_resolved=spec_mode_resolved, window=window, order_index=order
+                s,
+                point,
+                sample,
+                spec_mode_resolved=spec_mode_resolved,
+                window=window,
+                order_index=order,
+                invocation=self.first_order_index,
             )
 
         self._write(write, f"storing {plan.key()} repeat {sample.repeat}")

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from sqlalchemy.orm import Session
 
+from bench.pairing import paired_repeats
 from bench.stats.ratio import half_width, paired_ratio
 from bench.sweep import PointPlan
 from runners import store
@@ -21,17 +22,22 @@ if TYPE_CHECKING:
     from runners.executor import SweepExecutor
 
 
-def relative_half_width(a: dict[int, float], b: dict[int, float]) -> float | None:
-    """How far the paired 95% interval of b/a reaches from its centre, as a fraction (None below 2 pairs)."""
-    common = sorted(set(a) & set(b))
+def relative_half_width(
+    a: dict[int, tuple[float, int | None]], b: dict[int, tuple[float, int | None]]
+) -> float | None:
+    """How far the paired 95% interval of b/a reaches from its centre, as a fraction (None below 2 pairs).
+    `a`, `b`: repeat -> (value, invocation), store.ok_values."""
+    common = paired_repeats({r: v[1] for r, v in a.items()}, {r: v[1] for r, v in b.items()})
     if len(common) < 2:
         return None
-    iv = paired_ratio([a[r] for r in common], [b[r] for r in common])
+    iv = paired_ratio([a[r][0] for r in common], [b[r][0] for r in common])
     return half_width(iv.low, iv.ratio, iv.high)
 
 
 def pair_half_width(ex: SweepExecutor, a: PointPlan, b: PointPlan) -> float | None:
-    def read(s: Session) -> tuple[dict[int, float], dict[int, float]]:
+    Values = dict[int, tuple[float, int | None]]
+
+    def read(s: Session) -> tuple[Values, Values]:
         return store.ok_values(s, ex.run_id, a.key()), store.ok_values(s, ex.run_id, b.key())
 
     va, vb = ex._write(read, f"reading the v2/v1 interval of {a.key()}")

@@ -115,17 +115,18 @@ def stored_repeats(session: Session, run_id: int) -> dict[str, set[int]]:
 
 def ok_values(
     session: Session, run_id: int, point_key: str, metric: str = "output_throughput"
-) -> dict[int, float]:
-    """repeat -> `metric` of the point's `ok` repeats: what the v2-vs-v1 interval is computed from."""
+) -> dict[int, tuple[float, int | None]]:
+    """repeat -> (`metric`, invocation) of the point's `ok` repeats: what the v2-vs-v1 interval is computed
+    from (bench.pairing.paired_repeats pairs a repeat's two sides only within one invocation)."""
     column = getattr(Sample, metric)
     rows = session.execute(
-        select(Sample.repeat, column)
+        select(Sample.repeat, column, Sample.invocation)
         .join(Point, Sample.point_id == Point.id)
         .where(
             Point.run_id == run_id, Point.point_key == point_key, Sample.status == "ok", column.is_not(None)
         )
     )
-    return {int(r): float(v) for r, v in rows if v > 0}
+    return {int(r): (float(v), inv) for r, v, inv in rows if v > 0}
 
 
 def get_or_create_point(session: Session, run: Run, plan: PointPlan, server_instance_id: int | None) -> Point:
@@ -167,6 +168,7 @@ def store_sample(
     spec_mode_resolved: str | None,
     window: Window | None = None,
     order_index: int | None = None,
+    invocation: int | None = None,
 ) -> bool:
     """Insert one repeat with its requests; False if that repeat was already stored (a resumed job).
 
@@ -188,6 +190,7 @@ def store_sample(
         reason=result.reason,
         overhead_s=result.overhead_s,
         order_index=order_index,
+        invocation=invocation,
     )
     if window is not None:
         # The window's context: GPU telemetry, plus the warmup that preceded it (run cost accounting).

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from sqlalchemy import Engine, select
 
+from analysis import v2_vs_v1
 from bench.measure import _check_pinned_accept
 from bench.pairing import abba_sides
 from bench.sweep import SweepError, parse_sweep
@@ -273,15 +274,45 @@ def test_ratio_target_adds_abba_repeats_until_the_interval_is_narrow_enough(
     )
 
 
+def test_a_repeat_finished_by_a_resumed_run_is_not_paired_across_invocations(
+    engine: Engine, tmp_path: Path
+) -> None:
+    spec = parse_sweep(PAIRED)
+    first = execute_sweep(spec, PAIRED, engine, log_dir=tmp_path / "a", show_progress=False)
+    with session_scope(engine) as s:  # the host was lost between the two windows of repeat 1 at batch 4
+        lost = s.scalars(
+            select(Sample)
+            .join(Point)
+            .where(Point.batch_size == 4, Point.spec_mode == "v1", Sample.repeat == 1)
+        ).one()
+        s.delete(lost)
+    execute_sweep(
+        spec, PAIRED, engine, log_dir=tmp_path / "b", show_progress=False, resume_run_id=first.run_id
+    )
+    with session_scope(engine) as s:
+        rows = s.execute(
+            select(Point.spec_mode, Sample.repeat, Sample.invocation).join(Point).where(Point.batch_size == 4)
+        ).all()
+    inv = {(m, r): i for m, r, i in rows}
+    assert len(inv) == 8 and inv[("v1", 1)] == 16 - 1  # the resumed invocation began at order index 15
+    assert {i for (m, r), i in inv.items() if (m, r) != ("v1", 1)} == {0}
+    table = v2_vs_v1.load(engine, first.run_id).set_index("batch_size")
+    # repeat 1's two windows ran in different invocations: 3 pairs at batch 4, all 4 at batch 1
+    assert table.loc[4, "n"] == 3 and table.loc[1, "n"] == 4
+    assert (table["method"] == "paired").all()
+
+
 def test_relative_half_width_is_the_paired_interval_reach() -> None:
-    a = {0: 100.0, 1: 100.0, 2: 100.0, 3: 50.0}
-    b = {0: 110.0, 1: 95.0, 2: 105.0}  # repeat 3 has no partner: left out
+    a = {0: (100.0, 0), 1: (100.0, 0), 2: (100.0, 0), 3: (50.0, 0), 4: (100.0, 0)}
+    # repeat 3 has no partner; repeat 4's other side was measured by a later invocation (a resumed run): both
+    # left out
+    b = {0: (110.0, 0), 1: (95.0, 0), 2: (105.0, 0), 4: (200.0, 9)}
     d = [math.log(1.10), math.log(0.95), math.log(1.05)]
     mean = sum(d) / 3
     sd = math.sqrt(sum((x - mean) ** 2 for x in d) / 2)
     half = 4.302652729911275 * sd / math.sqrt(3)  # t(0.975, 2)
     assert relative_half_width(a, b) == pytest.approx(math.exp(half) - 1.0, rel=1e-6)
-    assert relative_half_width({0: 1.0}, {0: 2.0}) is None  # one pair: no interval
+    assert relative_half_width({0: (1.0, None)}, {0: (2.0, None)}) is None  # one pair: no interval
     assert abba_sides(0) == ("A", "B") and abba_sides(3) == ("B", "A")
 
 
