@@ -209,6 +209,7 @@ def test_export_of_a_paired_sim_run_has_an_interval_for_every_cell(engine: Engin
     values = pa.ipc.open_stream(ds.data.data).read_pandas()
     assert set(values["batch_size"]) == {1, 4}
     assert all(v.startswith("[") for v in values["interval"])
+    assert all(p.startswith("about ") for p in values["pairs_5pct"])  # every cell is paired: a projection
     assert not any("sharing the GPU" in w.value for w in at.warning)  # a colocated pair is by design
     assert any("interleaved" in c.value for c in at.caption)
 

@@ -78,6 +78,8 @@ def ratio_heatmap(frame: pd.DataFrame, *, width: int = 330) -> AnyChart:
         for lo, hi, ok in zip(f["ci_low"].fillna(0), f["ci_high"].fillna(0), has_ci, strict=True)
     ]
     f["accept"] = ["not pinned" if pd.isna(a) else f"accept {a:g}" for a in f["accept_length"]]
+    pairs = f["pairs_for_5pct"] if "pairs_for_5pct" in f else pd.Series([None] * len(f), index=f.index)
+    f["pairs_5pct"] = ["–" if pd.isna(p) else f"about {int(p)}" for p in pairs]
     m = float(np.nanmax(np.abs(f["ratio"].to_numpy(dtype=float) - 1.0))) if len(f) else 0.1
     m = max(m, 0.02)
     scale = alt.Scale(scheme="redblue", domain=[1 - m, 1 + m], domainMid=1.0)
@@ -94,6 +96,7 @@ def ratio_heatmap(frame: pd.DataFrame, *, width: int = 330) -> AnyChart:
         alt.Tooltip("verdict:N", title="verdict"),
         alt.Tooltip("n:Q", title="repeats"),
         alt.Tooltip("method:N", title="interval"),
+        alt.Tooltip("pairs_5pct:N", title="pairs for ±5%"),  # at the spread the pairs show
     ]
     rect = base.mark_rect(stroke="white", strokeWidth=1).encode(
         color=alt.condition(
