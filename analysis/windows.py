@@ -47,8 +47,16 @@ TELEMETRY: tuple[str, ...] = (
 TELEMETRY_OPTIONAL: tuple[str, ...] = ("host_cpu_busy_pct", "host_cpu_steal_pct", "cpu_pressure_pct")
 HEAD: tuple[str, ...] = ("order_index", *CONFIG_KEYS, "repeat", "status", *METRICS)
 # invocation: where the `specbench run` (or job attempt) that measured the window began in the run's order; a
-# resumed run shows two or more.
-TAIL: tuple[str, ...] = ("throttled", "reason", "window_started_at", "invocation", "topk", "point_id")
+# resumed run shows two or more. server_instance_id: the server row (server_instances) that measured it.
+TAIL: tuple[str, ...] = (
+    "throttled",
+    "reason",
+    "window_started_at",
+    "invocation",
+    "server_instance_id",
+    "topk",
+    "point_id",
+)
 _INTS: tuple[str, ...] = (
     "order_index",
     "batch_size",
@@ -56,6 +64,7 @@ _INTS: tuple[str, ...] = (
     "repeat",
     "completed",
     "invocation",
+    "server_instance_id",
     "topk",
     "point_id",
 )

@@ -95,7 +95,9 @@ def run_cost(engine: Engine, run_id: int | None = None) -> dict[str, Any]:
                 si.startup_s or 0.0,
                 _seconds(si.started_at, si.stopped_at),
             )
-            for si in s.scalars(select(ServerInstance).where(ServerInstance.run_id == run.id))
+            for si in s.scalars(
+                select(ServerInstance).where(ServerInstance.run_id == run.id).order_by(ServerInstance.id)
+            )
         }
         points: dict[int, tuple[str, Cost]] = {}
         # What the run held the GPU for: each server's launch and life, and every window (a server whose host was
@@ -115,8 +117,10 @@ def run_cost(engine: Engine, run_id: int | None = None) -> dict[str, Any]:
             )
             name = f"{label} bs={point.batch_size}"
             points.setdefault(point.id, (name, Cost()))[1].add(sample)
-            if point.server_instance_id in servers:
-                servers[point.server_instance_id].cost.add(sample)
+            # The window's own server; older runs only know the point's (its latest, after a resume).
+            server_id = sample.server_instance_id or point.server_instance_id
+            if server_id in servers:
+                servers[server_id].cost.add(sample)
             if sample.window_started_at is not None:
                 end = sample.window_started_at + timedelta(seconds=sample.duration_s or 0.0)
                 activity.append((sample.window_started_at, end))

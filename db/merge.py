@@ -66,7 +66,12 @@ def merge_runs(source: Engine, dest: Session, *, sweep: str | None = None) -> Me
                 point_ids[point.id] = new_point.id
                 report.points += 1
                 for sample in src.scalars(select(Sample).where(Sample.point_id == point.id)):
-                    new_sample = _copy(sample, Sample, point_id=new_point.id)
+                    new_sample = _copy(
+                        sample,
+                        Sample,
+                        point_id=new_point.id,
+                        server_instance_id=server_ids.get(sample.server_instance_id or -1),
+                    )
                     dest.add(new_sample)
                     dest.flush()
                     report.samples += 1

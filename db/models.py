@@ -243,6 +243,10 @@ class Sample(MetricColumns, Base):
     order_index: Mapped[int | None] = mapped_column(Integer)
     # The order_index where the invocation that measured it began (bench.pairing.paired_repeats).
     invocation: Mapped[int | None] = mapped_column(Integer)
+    # The server that measured it (the point's server_instance_id is its latest: a resumed run moves it).
+    server_instance_id: Mapped[int | None] = mapped_column(
+        ForeignKey("server_instances.id", ondelete="SET NULL"), index=True
+    )
     window_started_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     # SM clock, power, temperature and host load during the window (bench.telemetry.summarize).
     telemetry: Mapped[dict[str, Any] | None] = mapped_column(JSON)

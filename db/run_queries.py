@@ -287,8 +287,9 @@ def run_points(engine: Engine, run_id: int, metrics: Sequence[str] | None = None
 def run_windows(engine: Engine, run_id: int, metrics: Sequence[str]) -> pd.DataFrame:
     """Every measured window (sample) of a run, every status, in measurement order: by `order_index`, then the
     windows without one by point and repeat. Columns: point_id, the point's batch_size, spec_mode, steps, topk
-    and accept_length_pinned, then repeat, status, reason, order_index, window_started_at, telemetry (the
-    stored dict) and the metrics; a column an older schema lacks is left out."""
+    and accept_length_pinned, then repeat, status, reason, order_index, invocation, server_instance_id,
+    window_started_at, telemetry (the stored dict) and the metrics; a column an older schema lacks is left
+    out."""
     cols = checked_metrics(metrics)
     order = if_present(engine, Sample.order_index)
     stmt = (
@@ -304,6 +305,7 @@ def run_windows(engine: Engine, run_id: int, metrics: Sequence[str]) -> pd.DataF
             Sample.reason,
             *order,
             *if_present(engine, Sample.invocation),
+            *if_present(engine, Sample.server_instance_id),
             *if_present(engine, Sample.window_started_at),
             *if_present(engine, Sample.telemetry),
             *(getattr(Sample, m) for m in cols),

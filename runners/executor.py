@@ -308,6 +308,7 @@ class SweepExecutor:
                 window=window,
                 order_index=order,
                 invocation=self.first_order_index,
+                server_instance_id=si_id,
             )
 
         self._write(write, f"storing {plan.key()} repeat {sample.repeat}")

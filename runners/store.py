@@ -169,6 +169,7 @@ def store_sample(
     window: Window | None = None,
     order_index: int | None = None,
     invocation: int | None = None,
+    server_instance_id: int | None = None,
 ) -> bool:
     """Insert one repeat with its requests; False if that repeat was already stored (a resumed job).
 
@@ -191,6 +192,7 @@ def store_sample(
         overhead_s=result.overhead_s,
         order_index=order_index,
         invocation=invocation,
+        server_instance_id=server_instance_id,
     )
     if window is not None:
         # The window's context: GPU telemetry, plus the warmup that preceded it (run cost accounting).

@@ -296,6 +296,19 @@ def test_a_repeat_finished_by_a_resumed_run_is_not_paired_across_invocations(
     inv = {(m, r): i for m, r, i in rows}
     assert len(inv) == 8 and inv[("v1", 1)] == 16 - 1  # the resumed invocation began at order index 15
     assert {i for (m, r), i in inv.items() if (m, r) != ("v1", 1)} == {0}
+    with session_scope(engine) as s:
+        samples = list(s.scalars(select(Sample)))
+        first_servers = {
+            si.id for si in s.scalars(select(ServerInstance).order_by(ServerInstance.id).limit(2))
+        }
+        windows_first = sum(x.duration_s or 0.0 for x in samples if x.invocation == 0)
+        resumed = [x for x in samples if x.invocation != 0]
+    # Each window names the server that measured it; the point's own server moved to the resumed one.
+    assert len(resumed) == 1 and resumed[0].server_instance_id not in first_servers
+    assert {x.server_instance_id for x in samples if x.invocation == 0} == first_servers
+    cost = run_cost(engine, first.run_id)
+    by_first = sum(sc.cost.windows_s for sc in cost["servers"][:2])
+    assert by_first == pytest.approx(windows_first)  # not the point's latest server
     table = v2_vs_v1.load(engine, first.run_id).set_index("batch_size")
     # repeat 1's two windows ran in different invocations: 3 pairs at batch 4, all 4 at batch 1
     assert table.loc[4, "n"] == 3 and table.loc[1, "n"] == 4
