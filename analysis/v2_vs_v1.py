@@ -112,6 +112,9 @@ def v2_vs_v1(points: pd.DataFrame, samples: pd.DataFrame, confidence: float = 0.
         v1, v2 = group[group["spec_mode"] == "v1"], group[group["spec_mode"] == "v2"]
         if v1.empty or v2.empty:
             continue
+        # A repeat pairs its two sides only when one invocation measured both (a resumed run can finish a
+        # repeat whose other side ran earlier, elsewhere).
+        pairable = paired_repeats(_invocations(v1), _invocations(v2))
         paired = bool(group["order_index"].notna().all()) if "order_index" in group else False
         row: dict[str, Any] = {
             "batch_size": int(k["batch_size"]),
@@ -127,9 +130,7 @@ def v2_vs_v1(points: pd.DataFrame, samples: pd.DataFrame, confidence: float = 0.
             name = "output_throughput" if metric == "output_throughput" else "tpot_ms"
             row[f"v1_{name}"] = statistics.median(a.values()) if a else None
             row[f"v2_{name}"] = statistics.median(b.values()) if b else None
-            # A repeat pairs its two sides only when one invocation measured both (a resumed run can finish
-            # a repeat whose other side ran earlier, elsewhere).
-            common = [r for r in paired_repeats(_invocations(v1), _invocations(v2)) if r in a and r in b]
+            common = [r for r in pairable if r in a and r in b]
             iv = _interval(a, b, common if paired else None, confidence)
             row[f"{prefix}ratio"] = iv.ratio if iv else None
             row[f"{prefix}ci_low"] = iv.low if iv else None

@@ -88,6 +88,11 @@ def run_cost(engine: Engine, run_id: int | None = None) -> dict[str, Any]:
         run = s.get(Run, run_id) if run_id else s.scalars(select(Run).order_by(Run.id.desc())).first()
         if run is None:
             raise SystemExit("no such run" if run_id else "the database holds no runs")
+        instances = list(
+            s.scalars(
+                select(ServerInstance).where(ServerInstance.run_id == run.id).order_by(ServerInstance.id)
+            )
+        )
         servers = {
             si.id: ServerCost(
                 si.label,
@@ -95,18 +100,15 @@ def run_cost(engine: Engine, run_id: int | None = None) -> dict[str, Any]:
                 si.startup_s or 0.0,
                 _seconds(si.started_at, si.stopped_at),
             )
-            for si in s.scalars(
-                select(ServerInstance).where(ServerInstance.run_id == run.id).order_by(ServerInstance.id)
-            )
+            for si in instances
         }
         points: dict[int, tuple[str, Cost]] = {}
         # What the run held the GPU for: each server's launch and life, and every window (a server whose host was
         # lost has no stop time; its windows still show when it was measured).
-        activity: list[tuple[datetime, datetime]] = []
-        for si in s.scalars(select(ServerInstance).where(ServerInstance.run_id == run.id)):
-            activity.append(
-                (si.started_at - timedelta(seconds=si.startup_s or 0.0), si.stopped_at or si.started_at)
-            )
+        activity: list[tuple[datetime, datetime]] = [
+            (si.started_at - timedelta(seconds=si.startup_s or 0.0), si.stopped_at or si.started_at)
+            for si in instances
+        ]
         for point, sample in s.execute(
             select(Point, Sample).join(Sample, Sample.point_id == Point.id).where(Point.run_id == run.id)
         ).all():

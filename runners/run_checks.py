@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import or_, select
+from sqlalchemy import select
 
 from bench.client import LoadClient
 from bench.launcher import LaunchedServer, LaunchError
@@ -122,7 +122,7 @@ def _first_window(ex: SweepExecutor, point_key: str) -> dict[str, Any] | None:
             .where(
                 Sample.point_id == point.id,
                 Sample.output_throughput.is_not(None),
-                or_(Sample.order_index.is_(None), Sample.order_index >= ex.first_order_index),
+                Sample.invocation == ex.first_order_index,  # this invocation's windows, not a lost host's
             )
             .order_by(Sample.order_index, Sample.repeat)
         ).first()
