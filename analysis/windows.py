@@ -44,7 +44,20 @@ TELEMETRY: tuple[str, ...] = (
     "host_load_1m_end",
 )
 # Recorded by newer runs only: a column when some window of the run has the key.
-TELEMETRY_OPTIONAL: tuple[str, ...] = ("host_cpu_busy_pct", "host_cpu_steal_pct", "cpu_pressure_pct")
+TELEMETRY_OPTIONAL: tuple[str, ...] = (
+    "host_cpu_busy_pct",
+    "host_cpu_steal_pct",
+    "cpu_pressure_pct",
+    "host_cpu_max_busy_pct",  # the busiest single CPU (a server's scheduler loop shows as ~100)
+    "host_cpu_steal_max_pct",  # the most any single CPU had stolen by the hypervisor
+    "mem_clock_median_mhz",
+    "gpu_util_mean_pct",  # a slower window with an idler GPU waited for the host (bench/telemetry.py)
+    "server_cpu_pct",  # the launched server's processes, percent of one core
+    "server_busiest_cpu_pct",
+)
+# Text keys, likewise optional: the busiest server process's name, and the NVML clock-event reasons seen
+# (a list, written space-separated).
+TELEMETRY_TEXT: tuple[str, ...] = ("server_busiest_process", "clock_event_reasons")
 HEAD: tuple[str, ...] = ("order_index", *CONFIG_KEYS, "repeat", "status", *METRICS)
 # invocation: where the `specbench run` (or job attempt) that measured the window began in the run's order; a
 # resumed run shows two or more. server_instance_id: the server row (server_instances) that measured it.
@@ -82,9 +95,12 @@ def windows(raw: pd.DataFrame) -> pd.DataFrame:
     tele = raw["telemetry"] if "telemetry" in raw else pd.Series([None] * len(raw), index=raw.index)
     dicts = [t if isinstance(t, dict) else {} for t in tele]
     keys = [*TELEMETRY, *(k for k in TELEMETRY_OPTIONAL if any(k in d for d in dicts))]
-    out = raw.reindex(columns=[*HEAD, *keys, *TAIL]).reset_index(drop=True)
+    texts = [k for k in TELEMETRY_TEXT if any(k in d for d in dicts)]
+    out = raw.reindex(columns=[*HEAD, *keys, *texts, *TAIL]).reset_index(drop=True)
     for key in keys:  # a value that is not a number (a schema drift, a hand edit) reads as empty
         out[key] = pd.to_numeric(pd.Series([d.get(key) for d in dicts], dtype=object), errors="coerce")
+    for key in texts:
+        out[key] = pd.Series([_text(d.get(key)) for d in dicts], dtype=object)
     # Flagged at the end of a run (runners.run_checks.flag_throttled); unknown without telemetry.
     out["throttled"] = pd.Series([bool(d.get("throttled")) if d else None for d in dicts], dtype=object)
     for col in _INTS:
@@ -93,6 +109,12 @@ def windows(raw: pd.DataFrame) -> pd.DataFrame:
         if col != "completed":
             out[col] = pd.to_numeric(out[col], errors="coerce").astype(float)
     return out
+
+
+def _text(v: Any) -> str | None:
+    if isinstance(v, list):
+        return " ".join(str(x) for x in v)
+    return None if v is None else str(v)
 
 
 def spread(frame: pd.DataFrame) -> pd.DataFrame:
@@ -171,6 +193,14 @@ _MD: tuple[tuple[str, str, str], ...] = (
     ("CPU busy %", "host_cpu_busy_pct", ".1f"),
     ("CPU steal %", "host_cpu_steal_pct", ".2f"),
     ("CPU pressure %", "cpu_pressure_pct", ".2f"),
+    ("max CPU busy %", "host_cpu_max_busy_pct", ".1f"),
+    ("max CPU steal %", "host_cpu_steal_max_pct", ".2f"),
+    ("mem MHz", "mem_clock_median_mhz", ".0f"),
+    ("GPU util %", "gpu_util_mean_pct", ".1f"),
+    ("server CPU %", "server_cpu_pct", ".1f"),
+    ("busiest proc CPU %", "server_busiest_cpu_pct", ".1f"),
+    ("busiest proc", "server_busiest_process", ""),
+    ("clock events", "clock_event_reasons", ""),
 )
 
 

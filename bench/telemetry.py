@@ -1,4 +1,4 @@
-"""GPU clock, power and temperature, and the host's CPU, sampled while a measurement window runs.
+"""GPU clocks, power, temperature and utilisation, the host's CPU and the server's own CPU time, per window.
 
 A window's throughput depends on the SM clock the GPU held during it: a hot or power-capped H200 drops its
 clock and every figure with it, and nothing in the requests shows why. So a background thread samples the
@@ -10,6 +10,14 @@ half of each cycle), so the host matters as much as the GPU. Each window also re
 its start and end: the share of all host CPUs that was busy and that the hypervisor stole (`/proc/stat`), and
 the share of the window in which runnable tasks waited for a CPU (`/proc/pressure/cpu`, "some"). Where a
 file is missing (not Linux, no PSI) the figure is None.
+
+What the GPU and the host show did not explain the 5-13% window-to-window spread of speculative servers on
+an H200 (docs/results-h200.md, run 4): the SM clock held, the host was 90% idle, and a baseline server on the
+same host spread by < 1%. Two readings tell the remaining causes apart. The GPU's utilisation (the share of
+time a kernel ran) and its memory clock and clock-event reasons: a slower window with the GPU as busy as before
+means slower kernels; one with the GPU idler means it waited for the host. And the CPU seconds of the server's
+own processes (`server_pid`, from /proc through psutil): a scheduler at 100% of a core in its slow windows is
+bound by that core's speed, which a VM cannot see otherwise.
 
 Sources, first that works: NVML through `pynvml` (the nvidia-ml-py package, present on GPU hosts), then
 `nvidia-smi --query-gpu=... --format=csv` (argv, no shell), else none (the stand-in, a CPU box): the window
@@ -26,13 +34,40 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
-# One reading per GPU: (sm_clock_mhz, power_w, temperature_c); None where the source lacks it.
-Reading = tuple[float | None, float | None, float | None]
+import psutil
+
+
+class Reading(NamedTuple):
+    """One GPU at one instant; None where the source lacks a field."""
+
+    sm_clock_mhz: float | None
+    power_w: float | None
+    temp_c: float | None
+    mem_clock_mhz: float | None = None
+    gpu_util_pct: float | None = None  # share of the last sample period in which a kernel ran
+    event_reasons: int | None = None  # NVML clocks-event (throttle) reason bits active now
+
+
 ReadFn = Callable[[], list[Reading]]
 
-_SMI_FIELDS = "clocks.sm,power.draw,temperature.gpu"
+_SMI_BASIC = "clocks.sm,power.draw,temperature.gpu"
+# Drivers before 535 name the last field clocks_throttle_reasons.active; the reader falls back to the basic set.
+_SMI_FULL = _SMI_BASIC + ",clocks.mem,utilization.gpu,clocks_event_reasons.active"
+
+# NVML's nvmlClocksEventReason bits (nvml.h), by the names the summary uses.
+EVENT_REASONS: dict[int, str] = {
+    0x1: "gpu_idle",
+    0x2: "applications_clocks_setting",
+    0x4: "sw_power_cap",
+    0x8: "hw_slowdown",
+    0x10: "sync_boost",
+    0x20: "sw_thermal_slowdown",
+    0x40: "hw_thermal_slowdown",
+    0x80: "hw_power_brake_slowdown",
+    0x100: "display_clock_setting",
+}
 
 
 def _nvml_reader(indices: Sequence[int] | None) -> ReadFn | None:
@@ -47,13 +82,36 @@ def _nvml_reader(indices: Sequence[int] | None) -> ReadFn | None:
     if not handles:
         return None
 
+    # Older pynvml names the event reasons "throttle reasons"; a missing call costs only that field.
+    reasons_fn = getattr(pynvml, "nvmlDeviceGetCurrentClocksEventReasons", None) or getattr(
+        pynvml, "nvmlDeviceGetCurrentClocksThrottleReasons", None
+    )
+
+    def optional(fn: Callable[..., Any], *args: Any) -> Any:
+        try:
+            return fn(*args)
+        except Exception:  # NVML_ERROR_NOT_SUPPORTED on some boards, virtual GPUs
+            return None
+
     def read() -> list[Reading]:
         out: list[Reading] = []
         for h in handles:
             clock = float(pynvml.nvmlDeviceGetClockInfo(h, pynvml.NVML_CLOCK_SM))
             power = pynvml.nvmlDeviceGetPowerUsage(h) / 1000.0  # mW
             temp = float(pynvml.nvmlDeviceGetTemperature(h, pynvml.NVML_TEMPERATURE_GPU))
-            out.append((clock, power, temp))
+            mem = optional(pynvml.nvmlDeviceGetClockInfo, h, pynvml.NVML_CLOCK_MEM)
+            rates = optional(pynvml.nvmlDeviceGetUtilizationRates, h)
+            bits = optional(reasons_fn, h) if reasons_fn is not None else None
+            out.append(
+                Reading(
+                    clock,
+                    power,
+                    temp,
+                    float(mem) if mem is not None else None,
+                    float(rates.gpu) if rates is not None else None,
+                    int(bits) if bits is not None else None,
+                )
+            )
         return out
 
     return read
@@ -63,20 +121,25 @@ def _smi_reader(indices: Sequence[int] | None) -> ReadFn | None:
     exe = shutil.which("nvidia-smi")
     if exe is None:
         return None
-    argv = [exe, f"--query-gpu={_SMI_FIELDS}", "--format=csv,noheader,nounits"]
-    if indices:
-        argv.append("--id=" + ",".join(str(i) for i in indices))
+    ids = ["--id=" + ",".join(str(i) for i in indices)] if indices else []
 
-    def read() -> list[Reading]:
-        done = subprocess.run(argv, capture_output=True, text=True, timeout=5, check=True)
-        return [_parse_smi_line(line) for line in done.stdout.splitlines() if line.strip()]
+    def reader(fields: str) -> ReadFn:
+        argv = [exe, f"--query-gpu={fields}", "--format=csv,noheader,nounits", *ids]
 
-    try:
-        if not read():
-            return None
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return read
+        def read() -> list[Reading]:
+            done = subprocess.run(argv, capture_output=True, text=True, timeout=5, check=True)
+            return [_parse_smi_line(line) for line in done.stdout.splitlines() if line.strip()]
+
+        return read
+
+    for fields in (_SMI_FULL, _SMI_BASIC):  # an older driver rejects the whole query over one unknown field
+        read = reader(fields)
+        try:
+            if read():
+                return read
+        except (OSError, subprocess.SubprocessError):
+            continue
+    return None
 
 
 def _parse_smi_line(line: str) -> Reading:
@@ -86,9 +149,16 @@ def _parse_smi_line(line: str) -> Reading:
         except ValueError:  # "[N/A]" and friends
             return None
 
+    def bits(x: str) -> int | None:
+        try:
+            return int(x.strip(), 16)  # "0x0000000000000004"
+        except ValueError:
+            return None
+
     parts = line.split(",")
-    parts += [""] * (3 - len(parts))
-    return num(parts[0]), num(parts[1]), num(parts[2])
+    parts += [""] * (6 - len(parts))
+    mem, util = num(parts[3]), num(parts[4])
+    return Reading(num(parts[0]), num(parts[1]), num(parts[2]), mem, util, bits(parts[5]))
 
 
 def gpu_reader(indices: Sequence[int] | None = None) -> tuple[str, ReadFn | None]:
@@ -124,6 +194,9 @@ class CpuCounters:
     pressure_some_us: (
         int | None
     )  # PSI "some" total: time in which at least one runnable task waited for a CPU
+    # The same eight fields per CPU ("cpu0", ...): steal spread over 16 CPUs reads as a fraction of a percent
+    # of the host, yet on the one CPU running a server's scheduler it can be several percent of that loop.
+    per_cpu: dict[str, tuple[int, ...]] | None = None
 
 
 def parse_proc_stat(text: str) -> tuple[int, ...] | None:
@@ -134,6 +207,17 @@ def parse_proc_stat(text: str) -> tuple[int, ...] | None:
             fields = [int(x) for x in parts[1:9]]
             return tuple(fields + [0] * (8 - len(fields)))
     return None
+
+
+def parse_proc_stat_per_cpu(text: str) -> dict[str, tuple[int, ...]]:
+    """The first eight fields of every `cpuN` line, by name."""
+    out: dict[str, tuple[int, ...]] = {}
+    for line in text.splitlines():
+        parts = line.split()
+        if parts and parts[0].startswith("cpu") and parts[0][3:].isdigit():
+            fields = [int(x) for x in parts[1:9]]
+            out[parts[0]] = tuple(fields + [0] * (8 - len(fields)))
+    return out
 
 
 def parse_cpu_pressure(text: str) -> int | None:
@@ -159,13 +243,14 @@ def read_cpu_counters(stat_path: str = PROC_STAT, pressure_path: str = PROC_CPU_
     stat, pressure = _read_text(stat_path), _read_text(pressure_path)
     try:
         jiffies = parse_proc_stat(stat) if stat is not None else None
+        per_cpu = parse_proc_stat_per_cpu(stat) if stat is not None else None
     except ValueError:
-        jiffies = None
+        jiffies, per_cpu = None, None
     try:
         some = parse_cpu_pressure(pressure) if pressure is not None else None
     except ValueError:
         some = None
-    return CpuCounters(time.monotonic(), jiffies, some)
+    return CpuCounters(time.monotonic(), jiffies, some, per_cpu or None)
 
 
 def cpu_shares(start: CpuCounters | None, end: CpuCounters | None) -> dict[str, float | None]:
@@ -178,6 +263,8 @@ def cpu_shares(start: CpuCounters | None, end: CpuCounters | None) -> dict[str, 
     }
     if start is None or end is None:
         return out
+    if start.per_cpu and end.per_cpu:
+        out.update(_per_cpu_extremes(start.per_cpu, end.per_cpu))
     if start.jiffies is not None and end.jiffies is not None:
         delta = [b - a for a, b in zip(start.jiffies, end.jiffies, strict=True)]
         total = sum(delta)
@@ -191,6 +278,66 @@ def cpu_shares(start: CpuCounters | None, end: CpuCounters | None) -> dict[str, 
     return out
 
 
+def _per_cpu_extremes(start: dict[str, tuple[int, ...]], end: dict[str, tuple[int, ...]]) -> dict[str, float]:
+    """The busiest single CPU's busy share and the most any single CPU had stolen, in percent of that CPU."""
+    busiest, steal_max = 0.0, 0.0
+    for name, b in end.items():
+        a = start.get(name)
+        if a is None:  # a CPU brought online inside the window
+            continue
+        user, nice, system, _idle, _iowait, irq, softirq, steal = (y - x for x, y in zip(a, b, strict=True))
+        total = user + nice + system + _idle + _iowait + irq + softirq + steal
+        if total <= 0:
+            continue
+        busiest = max(busiest, 100.0 * (user + nice + system + irq + softirq) / total)
+        steal_max = max(steal_max, 100.0 * steal / total)
+    return {"host_cpu_max_busy_pct": round(busiest, 1), "host_cpu_steal_max_pct": round(steal_max, 2)}
+
+
+# pid -> (process name, user + system CPU seconds so far)
+ProcessCpu = dict[int, tuple[str, float]]
+
+
+def process_tree_cpu(pid: int) -> ProcessCpu | None:
+    """CPU seconds so far of `pid` and all its descendants (SGLang runs its scheduler, detokenizer and
+    tokenizer as child processes of the launch_server process); None when `pid` is gone."""
+    try:
+        root = psutil.Process(pid)
+        procs = [root, *root.children(recursive=True)]
+    except psutil.Error:
+        return None
+    out: ProcessCpu = {}
+    for proc in procs:
+        try:
+            with proc.oneshot():
+                times = proc.cpu_times()
+                out[proc.pid] = (proc.name(), times.user + times.system)
+        except psutil.Error:  # exited between listing and reading
+            continue
+    return out
+
+
+def server_cpu_shares(start: ProcessCpu | None, end: ProcessCpu | None, wall_s: float) -> dict[str, Any]:
+    """CPU the server's processes used in a window, in percent of one core: all of them together, and the
+    busiest one (SGLang's scheduler in a decode-bound window) with its name. A process that started inside the
+    window counts from zero; one that ended inside it is missing (its last reading is gone with it)."""
+    out: dict[str, Any] = {
+        "server_cpu_pct": None,
+        "server_busiest_cpu_pct": None,
+        "server_busiest_process": None,
+    }
+    if start is None or end is None or wall_s <= 0:
+        return out
+    used = {pid: (name, cpu - start.get(pid, (name, 0.0))[1]) for pid, (name, cpu) in end.items()}
+    if not used:
+        return out
+    name, busiest = max(used.values(), key=lambda x: x[1])
+    out["server_cpu_pct"] = round(100.0 * sum(cpu for _, cpu in used.values()) / wall_s, 1)
+    out["server_busiest_cpu_pct"] = round(100.0 * busiest / wall_s, 1)
+    out["server_busiest_process"] = name
+    return out
+
+
 @dataclass
 class WindowTelemetry:
     """Samples a window in a thread; `summary()` after `stop()` is what gets stored with the repeat."""
@@ -198,11 +345,16 @@ class WindowTelemetry:
     source: str
     read: ReadFn | None
     interval_s: float = 0.25
+    server_pid: int | None = (
+        None  # the launched server; None for an external one (its processes are elsewhere)
+    )
     readings: list[list[Reading]] = field(default_factory=list)
     load_start: float | None = None
     load_end: float | None = None
     cpu_start: CpuCounters | None = None
     cpu_end: CpuCounters | None = None
+    server_start: ProcessCpu | None = None
+    server_end: ProcessCpu | None = None
     errors: int = 0
     _stop: threading.Event = field(default_factory=threading.Event)
     _thread: threading.Thread | None = None
@@ -210,6 +362,7 @@ class WindowTelemetry:
     def start(self) -> None:
         self.load_start = host_load()
         self.cpu_start = read_cpu_counters()
+        self.server_start = process_tree_cpu(self.server_pid) if self.server_pid is not None else None
         if self.read is None:
             return
         self._stop.clear()
@@ -238,10 +391,14 @@ class WindowTelemetry:
                     self.errors += 1
         self.load_end = host_load()
         self.cpu_end = read_cpu_counters()
+        self.server_end = process_tree_cpu(self.server_pid) if self.server_pid is not None else None
 
     def summary(self) -> dict[str, Any]:
         out = summarize(self.source, self.readings, self.load_start, self.load_end, self.errors)
         out.update(cpu_shares(self.cpu_start, self.cpu_end))
+        if self.server_pid is not None:
+            wall = self.cpu_end.wall_s - self.cpu_start.wall_s if self.cpu_start and self.cpu_end else 0.0
+            out.update(server_cpu_shares(self.server_start, self.server_end, wall))
         return out
 
 
@@ -252,10 +409,16 @@ def summarize(
     load_end: float | None = None,
     errors: int = 0,
 ) -> dict[str, Any]:
-    """Per window: SM clock min/median (MHz, over all GPUs and samples), max temperature, mean power per GPU."""
-    clocks = [r[0] for rs in readings for r in rs if r[0] is not None]
-    powers = [r[1] for rs in readings for r in rs if r[1] is not None]
-    temps = [r[2] for rs in readings for r in rs if r[2] is not None]
+    """Per window: SM clock min/median (MHz, over all GPUs and samples), max temperature, mean power per GPU;
+    where the source has them, the median memory clock, the mean GPU utilisation and every clock-event reason
+    seen in any sample (by name, e.g. `sw_power_cap`; `gpu_idle` too, which a host-bound GPU shows)."""
+    flat = [Reading(*r) for rs in readings for r in rs]
+    clocks = [r.sm_clock_mhz for r in flat if r.sm_clock_mhz is not None]
+    powers = [r.power_w for r in flat if r.power_w is not None]
+    temps = [r.temp_c for r in flat if r.temp_c is not None]
+    mems = [r.mem_clock_mhz for r in flat if r.mem_clock_mhz is not None]
+    utils = [r.gpu_util_pct for r in flat if r.gpu_util_pct is not None]
+    bits = [r.event_reasons for r in flat if r.event_reasons is not None]
     out: dict[str, Any] = {
         "source": source,
         "samples": len(readings),
@@ -267,6 +430,15 @@ def summarize(
         "host_load_1m_start": load_start,
         "host_load_1m_end": load_end,
     }
+    if mems:
+        out["mem_clock_median_mhz"] = statistics.median(mems)
+    if utils:
+        out["gpu_util_mean_pct"] = round(statistics.fmean(utils), 1)
+    if bits:
+        seen = 0
+        for b in bits:
+            seen |= b
+        out["clock_event_reasons"] = [name for bit, name in EVENT_REASONS.items() if seen & bit]
     if errors:
         out["read_errors"] = errors
     return out
@@ -292,8 +464,8 @@ class TelemetrySource:
     def __init__(self, indices: Sequence[int] | None = None, *, enabled: bool = True) -> None:
         self.source, self._read = gpu_reader(indices) if enabled else ("none", None)
 
-    def window(self) -> WindowTelemetry:
-        return WindowTelemetry(self.source, self._read)
+    def window(self, server_pid: int | None = None) -> WindowTelemetry:
+        return WindowTelemetry(self.source, self._read, server_pid=server_pid)
 
 
 def now_wall() -> float:

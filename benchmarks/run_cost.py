@@ -21,7 +21,7 @@ from typing import Any
 
 from sqlalchemy import Engine, select
 
-from db.engine import session_scope
+from db.engine import DatabaseMissingError, session_scope
 from db.migrate import open_database_readonly
 from db.models import Point, Run, Sample, ServerInstance
 
@@ -196,7 +196,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--run", type=int, default=None, help="run id (default: the latest)")
     ap.add_argument("--points", action="store_true", help="also print the per-point table")
     args = ap.parse_args(argv)
-    engine, note = open_database_readonly(args.db)  # a report never changes the file it reads
+    try:
+        engine, note = open_database_readonly(args.db)  # a report never changes the file it reads
+    except DatabaseMissingError as e:  # a mistyped path: one line, not a traceback
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     if note:
         print(note, file=sys.stderr)
     print(report(run_cost(engine, args.run), args.points))

@@ -8,6 +8,7 @@ database outage (`dbretry`), so a measured repeat waits in memory until it is st
 from __future__ import annotations
 
 import asyncio
+import functools
 import threading
 import time
 from collections.abc import Sequence
@@ -71,6 +72,9 @@ class SweepExecutor:
         self.first_order_index = self.order_index
         # The first point measured in this invocation: re-measured at the end (drift check).
         self.reference: PointPlan | None = None
+        # The first point the current v1/v2 pair measured in this invocation: the drift reference when a
+        # deadline cuts the run inside a pair that does not hold `reference` (whose server is gone by then).
+        self.pair_reference: PointPlan | None = None
         self.drift: dict[str, Any] | None = None
         self.drift_due_here = False  # set while the run's last step runs (see run_checks.drift_check)
         # Server rows whose first warmup (warmup.after_start_s) is done.
@@ -239,9 +243,11 @@ class SweepExecutor:
         warmup: bool,
         after_start: bool = False,
         launch_mismatches: Sequence[str] = (),
+        server_pid: int | None = None,
     ) -> WindowSettings:
         """How `plan`'s windows run under this sweep (with the sweep's warmup, or none; `after_start`: the
-        first warmup on a freshly started server, which lasts `warmup.after_start_s`)."""
+        first warmup on a freshly started server, which lasts `warmup.after_start_s`; `server_pid`: the
+        launched server, whose processes' CPU time each window records)."""
         return WindowSettings(
             batch_size=plan.batch_size,
             warmup_waves=self.spec.warmup.waves if warmup else 0,
@@ -252,7 +258,7 @@ class SweepExecutor:
             min_window_s=self.spec.min_window_s,
             expected_accept_length=plan.server.expected_accept_length(),
             accept_tolerance=self.spec.measure.accept_length_tolerance,
-            telemetry=self.telemetry.window,
+            telemetry=functools.partial(self.telemetry.window, server_pid),
             launch_mismatches=launch_mismatches,
         )
 
@@ -274,7 +280,11 @@ class SweepExecutor:
         if after_start:
             self.warmed_servers.add(si_id)
         settings = self.window_settings(
-            plan, warmup=warmup, after_start=after_start, launch_mismatches=server.mismatches
+            plan,
+            warmup=warmup,
+            after_start=after_start,
+            launch_mismatches=server.mismatches,
+            server_pid=server.pid,
         )
         t_point = time.perf_counter()
         window = 0.0
@@ -284,6 +294,8 @@ class SweepExecutor:
             self._store(plan, sample, si_id, server.spec_mode_resolved, win)
             if self.reference is None and sample.metrics is not None:
                 self.reference = plan
+            if self.pair_reference is None and sample.metrics is not None:
+                self.pair_reference = plan
         if warmup:
             self.points_measured += 1
         self.overhead_total += max(time.perf_counter() - t_point - window, 0.0)

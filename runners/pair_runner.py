@@ -98,6 +98,7 @@ def run_pair(ex: SweepExecutor, pair: Pair) -> None:
             side: ex._record_server(pair.side(side).server, servers[side], 1, {PAIR_ENV: "colocated"})
             for side in SIDES
         }
+        ex.pair_reference = None
         try:
             try:
                 asyncio.run(_interleave(ex, pair, servers, si))
@@ -121,13 +122,20 @@ def run_pair(ex: SweepExecutor, pair: Pair) -> None:
 def _drift_on_live(
     ex: SweepExecutor, pair: Pair, servers: dict[Side, LaunchedServer], *, after_deadline: bool = False
 ) -> None:
-    """The drift check on the reference point's server, when this pair holds it and it is still up."""
+    """The drift check on the reference point's server, when this pair holds it and it is still up.
+
+    After a deadline inside a pair that does not hold it (a long sweep run in parts: the reference is the
+    first point of this invocation, whose server went down pairs ago), the pair's own first point stands in,
+    re-measured on its live server: a run cut every night still reports how far it drifted each time."""
     ref = ex.reference
     if ref is None:
         return
     holder = [side for side in SIDES if pair.side(side).server == ref.server]
+    if not holder and after_deadline and ex.pair_reference is not None:
+        ref = ex.pair_reference
+        holder = [side for side in SIDES if pair.side(side).server == ref.server]
     if holder and servers[holder[0]].exit_code is None:  # still up (or attached)
-        run_checks.drift_check(ex, live=servers[holder[0]], after_deadline=after_deadline)
+        run_checks.drift_check(ex, live=servers[holder[0]], after_deadline=after_deadline, plan=ref)
 
 
 def _launch(ex: SweepExecutor, group: ServerGroup) -> LaunchedServer | LaunchError:

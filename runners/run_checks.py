@@ -37,12 +37,17 @@ if TYPE_CHECKING:
 
 
 def drift_check(
-    ex: SweepExecutor, live: LaunchedServer | None = None, *, after_deadline: bool = False
+    ex: SweepExecutor,
+    live: LaunchedServer | None = None,
+    *,
+    after_deadline: bool = False,
+    plan: PointPlan | None = None,
 ) -> dict[str, Any] | None:
-    """Re-measure the reference point; on `live` (its server, still up at the end of the run's last pair),
-    else on a fresh start of its server config. `after_deadline`: the run's deadline has passed and this
-    one window on a live server is the last thing it measures."""
-    plan = ex.reference
+    """Re-measure the reference point (`plan`, default the invocation's first point); on `live` (its server,
+    still up at the end of the run's last pair), else on a fresh start of its server config.
+    `after_deadline`: the run's deadline has passed and this one window on a live server is the last thing
+    it measures."""
+    plan = plan if plan is not None else ex.reference
     if plan is None:
         return None
     if not after_deadline:
@@ -59,6 +64,11 @@ def drift_check(
         if live is not None
         else "the reference point's server was started again for the check",
     }
+    if plan is not ex.reference:
+        drift["note"] = (
+            "a deadline cut the run inside a later pair: its first point stands in, re-measured on its live "
+            "server (the run's reference point's server was already down)"
+        )
     # Not counted in `launches` (one per server config and restart block); the drift record says it restarted.
     server: LaunchedServer | LaunchError = live if live is not None else ex._start(plan.server)
     if isinstance(server, LaunchError):
@@ -72,7 +82,9 @@ def drift_check(
         drift["log_path"] = str(server.log_path) if server.log_path else None
     window = 0.0
     try:
-        result, win = asyncio.run(_measure_once(ex, server.base_url, plan, after_start=live is None))
+        result, win = asyncio.run(
+            _measure_once(ex, server.base_url, plan, after_start=live is None, server_pid=server.pid)
+        )
         if result is not None and result.metrics is not None:
             window = result.metrics.duration_s
         drift["telemetry"] = win.telemetry if win is not None else None
@@ -100,10 +112,10 @@ def drift_check(
 
 
 async def _measure_once(
-    ex: SweepExecutor, base_url: str, plan: PointPlan, *, after_start: bool
+    ex: SweepExecutor, base_url: str, plan: PointPlan, *, after_start: bool, server_pid: int | None
 ) -> tuple[SampleResult | None, Window | None]:
     prompts = build_prompts(plan.workload, plan.num_prompts)
-    settings = ex.window_settings(plan, warmup=True, after_start=after_start)
+    settings = ex.window_settings(plan, warmup=True, after_start=after_start, server_pid=server_pid)
     async with LoadClient(base_url) as client:
         async for result, window in measure_windows(client, prompts, [0], settings):
             return result, window

@@ -75,6 +75,9 @@ def test_paired_run_interleaves_abba_on_two_live_servers(engine: Engine, tmp_pat
             assert smp.duration_s is not None and smp.duration_s >= 0.4  # min_window_s honoured
             assert smp.telemetry is not None and smp.telemetry["source"] in ("none", "nvml", "nvidia-smi")
             assert smp.telemetry["host_load_1m_start"] is not None
+            # the measured stand-in's own CPU time, read from its process tree (launched servers only)
+            assert smp.telemetry["server_cpu_pct"] > 0, smp.telemetry
+            assert smp.telemetry["server_busiest_process"], smp.telemetry
             # pinned 2.5 at steps 2 (max 3): the server's figure is close to it
             assert smp.server_accept_length is not None and abs(smp.server_accept_length - 2.5) < 0.15
         # windows outlasted the 8-prompt budget with fresh prompts: more requests, never a cache hit
@@ -379,3 +382,50 @@ def test_a_freshly_started_server_warms_up_for_after_start_s_before_its_first_wi
     )
     assert gpu.warmup_after_start_s == gpu.min_window_s == 10.0
     assert parse_sweep(PAIRED).warmup_after_start_s == 0.0
+
+
+def test_a_deadline_in_a_later_pair_measures_the_drift_of_that_pairs_first_point(
+    engine: Engine, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A grid run in parts: the baseline (the run's reference point) is done and its server down when the
+    # deadline cuts the next pair; that pair's first point is re-measured instead of no drift at all.
+    clock = _JumpingClock()
+    monkeypatch.setattr("runners.executor.time", clock)
+    text = PAIRED.replace("baseline: false", "baseline: true").replace("repeats: 4", "repeats: 50")
+    text = text.replace("measure: {min_window_s: 0.4}", "measure: {min_window_s: 0.2}")
+
+    def pass_the_deadline_in_the_pair() -> None:
+        end = time.monotonic() + 300
+        while time.monotonic() < end:
+            with session_scope(engine) as s:
+                spec_windows = s.scalars(
+                    select(Sample.id)
+                    .join(Point, Sample.point_id == Point.id)
+                    .where(Point.spec_mode.is_not(None))
+                ).all()
+                if len(spec_windows) >= 3:
+                    clock.jump = 1e6
+                    return
+            time.sleep(0.05)
+
+    watcher = threading.Thread(target=pass_the_deadline_in_the_pair, daemon=True)
+    watcher.start()
+    out = execute_sweep(
+        parse_sweep(text),
+        text,
+        engine,
+        log_dir=tmp_path / "logs",
+        show_progress=False,
+        deadline=time.monotonic() + 3600,
+    )
+    watcher.join()
+    assert out.status == "partial" and "deadline" in (out.error or "")
+    drift = out.drift
+    assert drift is not None and drift["same_server"] is True, drift
+    assert "(no spec)" not in drift["label"] and "v1" in drift["label"]  # the pair's point, not the baseline
+    assert "cut the run inside a later pair" in drift["note"]
+    assert drift["batch_size"] == 1 and drift["last"]["output_throughput"] > 0
+    with session_scope(engine) as s:
+        first = s.scalars(select(Sample).where(Sample.order_index == drift["first"]["order_index"])).one()
+        point = s.get(Point, first.point_id)
+        assert point is not None and point.spec_mode == "v1" and point.batch_size == 1

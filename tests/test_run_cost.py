@@ -4,8 +4,12 @@ its sessions; the held time counts only what its servers and windows covered."""
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
 
 from benchmarks.run_cost import held_seconds
+from benchmarks.run_cost import main as run_cost_main
 
 T0 = datetime(2026, 12, 4, 7, 37, tzinfo=UTC)
 
@@ -31,3 +35,11 @@ def test_order_of_the_record_does_not_matter() -> None:
     intervals = [(_at(200), _at(260)), (_at(0), _at(100)), (_at(50), _at(120))]
     assert held_seconds(intervals) == held_seconds(list(reversed(intervals))) == 120.0 + 60.0
     assert held_seconds([]) == 0.0
+
+
+def test_a_missing_database_is_one_error_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    missing = tmp_path / "typo.db"
+    assert run_cost_main(["--db", f"sqlite:///{missing}"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error:") and "typo.db" in err and "Traceback" not in err
+    assert not missing.exists()  # a report never creates the file it was asked to read

@@ -2,6 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import time
 from typing import Any
 
 from sqlalchemy import Engine, select
@@ -9,12 +15,15 @@ from sqlalchemy import Engine, select
 from bench.sweep import expand, parse_sweep
 from bench.telemetry import (
     CpuCounters,
+    Reading,
     TelemetrySource,
     _parse_smi_line,
     cpu_shares,
     parse_cpu_pressure,
     parse_proc_stat,
+    process_tree_cpu,
     read_cpu_counters,
+    server_cpu_shares,
     summarize,
     throttle_reason,
 )
@@ -37,9 +46,92 @@ def test_summary_over_gpus_and_samples() -> None:
 
 
 def test_nvidia_smi_lines() -> None:
-    assert _parse_smi_line("1980, 612.35, 57") == (1980.0, 612.35, 57.0)
-    assert _parse_smi_line("1980, [N/A], 57") == (1980.0, None, 57.0)
-    assert _parse_smi_line("") == (None, None, None)
+    full = _parse_smi_line("1980, 612.35, 57, 3201, 87, 0x0000000000000005")
+    assert full == Reading(1980.0, 612.35, 57.0, 3201.0, 87.0, 0x5)
+    assert _parse_smi_line("1980, 612.35, 57") == Reading(1980.0, 612.35, 57.0)  # an older driver's basic set
+    assert _parse_smi_line("1980, [N/A], 57, [N/A], 87, [N/A]") == Reading(
+        1980.0, None, 57.0, None, 87.0, None
+    )
+    assert _parse_smi_line("") == Reading(None, None, None)
+
+
+def test_summary_of_memory_clock_utilisation_and_clock_events() -> None:
+    readings = [
+        [Reading(1980.0, 600.0, 60.0, 3201.0, 90.0, 0x0)],
+        [Reading(1980.0, 600.0, 60.0, 3201.0, 40.0, 0x1)],  # gpu_idle
+        [Reading(1800.0, 700.0, 61.0, 2619.0, 95.0, 0x4)],  # sw_power_cap
+    ]
+    s = summarize("nvml", readings)
+    assert s["mem_clock_median_mhz"] == 3201.0
+    assert s["gpu_util_mean_pct"] == 75.0  # (90 + 40 + 95) / 3
+    assert s["clock_event_reasons"] == ["gpu_idle", "sw_power_cap"]  # every reason any sample showed
+    basic = summarize("nvidia-smi", [[(1980.0, 600.0, 60.0)]])  # a source without those fields
+    assert "mem_clock_median_mhz" not in basic and "clock_event_reasons" not in basic
+
+
+def test_server_cpu_shares_hand_computed() -> None:
+    start = {10: ("launch_server", 1.0), 11: ("scheduler", 10.0)}
+    end = {10: ("launch_server", 1.5), 11: ("scheduler", 19.0), 12: ("detokenizer", 0.5)}  # 12 started inside
+    got = server_cpu_shares(start, end, 10.0)
+    # (0.5 + 9.0 + 0.5) CPU seconds in 10 s of wall time; the scheduler used 9 s of them
+    assert got == {
+        "server_cpu_pct": 100.0,
+        "server_busiest_cpu_pct": 90.0,
+        "server_busiest_process": "scheduler",
+    }
+    assert server_cpu_shares(None, end, 10.0)["server_cpu_pct"] is None  # the server was gone at the start
+    assert server_cpu_shares(start, end, 0.0)["server_busiest_process"] is None
+
+
+BUSY_CHILD = """
+import subprocess, sys, time
+spin = "import time; end = time.time() + 30; exec('while time.time() < end: pass')"
+child = subprocess.Popen([sys.executable, "-c", spin])
+print(child.pid, flush=True)
+time.sleep(30)
+"""
+
+
+def test_a_window_records_the_server_process_tree_cpu() -> None:
+    # A "server" that sleeps while its child spins, as SGLang's launch process waits on its scheduler.
+    busy = subprocess.Popen([sys.executable, "-c", BUSY_CHILD], stdout=subprocess.PIPE, text=True)
+    idle = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    child_pid = None
+    try:
+        assert busy.stdout is not None
+        child_pid = int(busy.stdout.readline())
+        tree = process_tree_cpu(busy.pid)
+        assert tree is not None and {busy.pid, child_pid} <= set(tree)
+        windows = {pid: TelemetrySource(enabled=False).window(server_pid=pid) for pid in (busy.pid, idle.pid)}
+        for w in windows.values():
+            w.start()
+        time.sleep(1.0)
+        for w in windows.values():
+            w.stop()
+        hot, cold = windows[busy.pid].summary(), windows[idle.pid].summary()
+        # the spinning child, not its sleeping parent, is the busiest process; the sleeper used almost nothing
+        assert hot["server_busiest_cpu_pct"] > 10 and hot["server_busiest_cpu_pct"] <= hot["server_cpu_pct"]
+        assert hot["server_busiest_cpu_pct"] > cold["server_cpu_pct"] + 5
+        assert cold["server_cpu_pct"] < 5
+    finally:
+        for p in (busy, idle):
+            p.kill()
+            p.wait()
+        if child_pid is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(child_pid, signal.SIGKILL)
+    assert process_tree_cpu(busy.pid) is None  # gone: nothing to read, and the window records None
+    gone = TelemetrySource(enabled=False).window(server_pid=busy.pid)
+    gone.start()
+    gone.stop()
+    assert gone.summary()["server_cpu_pct"] is None
+
+
+def test_windows_without_a_server_pid_record_no_server_cpu() -> None:
+    w = TelemetrySource(enabled=False).window()  # an external server: its processes are not ours to read
+    w.start()
+    w.stop()
+    assert "server_cpu_pct" not in w.summary()
 
 
 def test_throttle_reason() -> None:
@@ -79,12 +171,33 @@ def test_cpu_shares_hand_computed() -> None:
     assert shares["host_cpu_steal_pct"] == round(100 * 350 / 2700, 2) == 12.96
     # 0.5 s of "some" pressure in 2 s of wall time
     assert shares["cpu_pressure_pct"] == 25.0
+    assert "host_cpu_steal_max_pct" not in shares  # counters without per-CPU lines
     assert cpu_shares(a, CpuCounters(12.0, None, None)) == {
         "host_cpu_busy_pct": None,
         "host_cpu_steal_pct": None,
         "cpu_pressure_pct": None,
     }
     assert cpu_shares(None, b)["host_cpu_busy_pct"] is None
+
+
+# Two CPUs: cpu0 runs a busy loop and loses time to the hypervisor; cpu1 idles. Spread over the host, the
+# steal looks small; on cpu0 it is a tenth of that CPU's time.
+STAT_2CPU_A = "cpu  0 0 0 0 0 0 0 0\ncpu0 0 0 0 0 0 0 0 0\ncpu1 0 0 0 0 0 0 0 0\n"
+STAT_2CPU_B = "cpu  850 0 50 1000 0 0 0 100\ncpu0 850 0 50 0 0 0 0 100\ncpu1 0 0 0 1000 0 0 0 0\n"
+
+
+def test_per_cpu_busiest_and_steal_hand_computed(tmp_path: Any) -> None:
+    stat = tmp_path / "stat"
+    stat.write_text(STAT_2CPU_A)
+    a = read_cpu_counters(str(stat), str(tmp_path / "no-psi"))
+    stat.write_text(STAT_2CPU_B)
+    b = read_cpu_counters(str(stat), str(tmp_path / "no-psi"))
+    assert a.per_cpu is not None and set(a.per_cpu) == {"cpu0", "cpu1"}  # not the aggregate line
+    shares = cpu_shares(a, b)
+    assert shares["host_cpu_steal_pct"] == 5.0  # 100 of 2000 jiffies over the host
+    assert shares["host_cpu_steal_max_pct"] == 10.0  # 100 of cpu0's 1000
+    assert shares["host_cpu_max_busy_pct"] == 90.0  # cpu0: 850 user + 50 system of 1000
+    assert shares["host_cpu_busy_pct"] == 45.0
 
 
 def test_cpu_counters_from_files(tmp_path: Any) -> None:

@@ -65,6 +65,9 @@ def _telemetry(i: int) -> dict[str, Any]:
         t["throttled"] = True
     if i == CPU_AT:
         t.update(host_cpu_busy_pct=42.5, host_cpu_steal_pct=0.25, cpu_pressure_pct=3.5)
+        t.update(mem_clock_median_mhz=3201.0, gpu_util_mean_pct=61.5, server_cpu_pct=104.2)
+        t.update(server_busiest_cpu_pct=97.5, server_busiest_process="sglang::scheduler")
+        t.update(clock_event_reasons=["gpu_idle", "sw_power_cap"])
     return t
 
 
@@ -149,6 +152,12 @@ def test_csv_lists_every_window_in_measurement_order_with_its_telemetry(engine: 
         "host_cpu_busy_pct",
         "host_cpu_steal_pct",
         "cpu_pressure_pct",
+        "mem_clock_median_mhz",
+        "gpu_util_mean_pct",
+        "server_cpu_pct",
+        "server_busiest_cpu_pct",
+        "server_busiest_process",
+        "clock_event_reasons",
         "reason",
     ):
         assert col in header, col
@@ -169,6 +178,19 @@ def test_csv_lists_every_window_in_measurement_order_with_its_telemetry(engine: 
         assert float(row["host_load_1m_end"]) == pytest.approx(2.0 + i / 10)
         cpu = (row["host_cpu_busy_pct"], row["host_cpu_steal_pct"], row["cpu_pressure_pct"])
         assert cpu == (("42.5", "0.25", "3.5") if i == CPU_AT else ("", "", ""))
+        extra = tuple(
+            row[c]
+            for c in (
+                "mem_clock_median_mhz",
+                "gpu_util_mean_pct",
+                "server_cpu_pct",
+                "server_busiest_cpu_pct",
+                "server_busiest_process",
+                "clock_event_reasons",
+            )
+        )
+        expected_extra = ("3201", "61.5", "104.2", "97.5", "sglang::scheduler", "gpu_idle sw_power_cap")
+        assert extra == (expected_extra if i == CPU_AT else ("",) * 6)
     telemetry_cols = header[header.index("sm_clock_min_mhz") : header.index("cpu_pressure_pct") + 1]
     for row in rows[10:]:  # the failed window and the unordered one stored no telemetry: empty cells
         assert all(row[c] == "" for c in telemetry_cols), row
@@ -228,6 +250,7 @@ def test_markdown_escapes_user_text_and_shows_the_spread(engine: Engine) -> None
     assert window_lines[0].startswith("| 0 | 1 | v1 | 2 | 2.5 | 0 | ok | 100.0 | 10.000 |")
     assert "| 1950 | 60 | 600.5 | 1.00 | 2.00 |" in window_lines[0]
     assert "| 42.5 |" in window_lines[CPU_AT]
+    assert "| 61.5 | 104.2 | 97.5 | sglang::scheduler | gpu\\_idle sw\\_power\\_cap |" in window_lines[CPU_AT]
     assert "throttled:" in window_lines[THROTTLED_AT]
     assert "| 1 | v1 | 2 | 2.5 | 3 | 100.0 | 10.0 % |" in text
 

@@ -1,16 +1,25 @@
-"""`specbench db upgrade|current`: apply the Alembic migrations, or show where a database stands."""
+"""`specbench db upgrade|current|snapshot`: apply the Alembic migrations, show where a database stands, or copy
+a SQLite database that a sweep may be writing (the copy's logic is in db/snapshot.py)."""
 
 from __future__ import annotations
+
+import sqlite3
+from typing import Annotated
 
 import typer
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
+from rich.markup import escape
 
 from db.engine import make_engine, redact, scrub
 from db.migrate import alembic_config, upgrade
+from db.snapshot import SnapshotError, human_bytes, snapshot
 from runners.common import DbOption, console, db_url, fail
 
-db_app = typer.Typer(name="db", help="Database schema: migrate to the latest revision, or show it.")
+db_app = typer.Typer(
+    name="db",
+    help="Database schema: migrate to the latest revision, or show it; snapshot a SQLite file in use.",
+)
 
 
 def register(app: typer.Typer) -> None:
@@ -41,6 +50,46 @@ def current_cmd(db: DbOption = None) -> None:
     console.print(f"{redact(url)}: revision {current or '(empty)'}, head {head} ({state})")
     if current != head:
         raise typer.Exit(1)
+
+
+@db_app.command("snapshot")
+def snapshot_cmd(
+    src: Annotated[
+        str,
+        typer.Argument(help="SQLite database to copy: a file path or sqlite:///PATH.", show_default=False),
+    ],
+    dest: Annotated[str, typer.Argument(help="Where the copy goes (a new file).", show_default=False)],
+    drop_token_times: Annotated[
+        bool,
+        typer.Option(
+            "--drop-token-times",
+            help="In the copy only, empty every request's per-token times and VACUUM: a small file to commit. "
+            "Runs, points and every window's metrics stay.",
+        ),
+    ] = False,
+    force: Annotated[bool, typer.Option("--force", help="Replace DEST if it exists.")] = False,
+) -> None:
+    """Copy a SQLite database consistently while a sweep may be writing it (SQLite's online backup, never `cp`).
+
+    For a GPU host about to be lost (docs/gpu-hosts.md, "A host lost mid-run"): snapshot its evidence.db, put
+    the copy on the next host and resume there with `specbench run SWEEP --resume`. SRC is opened read-only
+    and never changed. PostgreSQL: use pg_dump.
+    """
+    try:
+        result = snapshot(src, dest, drop_token_times=drop_token_times, force=force)
+    except SnapshotError as e:
+        fail(str(e))  # bad input (SRC missing, DEST exists, a PostgreSQL URL): exit 2, as everywhere
+    except (OSError, sqlite3.Error) as e:
+        # A full disk, no permission to write DEST's directory: the paths and the cause, not a traceback.
+        fail(f"cannot snapshot {src} to {dest}: {type(e).__name__}: {e}", code=1)
+    sizes = human_bytes(result.bytes_before)
+    if drop_token_times:
+        sizes += f" -> {human_bytes(result.bytes_after)}"
+        if result.has_requests:
+            sizes += f", {result.thinned:,} requests without token times"
+        else:
+            sizes += ", no requests table: nothing to thin"
+    console.print(f"snapshot: {escape(str(result.src))} -> {escape(str(result.dest))} ({sizes})")
 
 
 def _current(url: str) -> str | None:
