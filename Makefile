@@ -21,6 +21,7 @@ demo: setup
 	$(BIN)/specbench run sweeps/demo-sim.yaml --db $(DB) --resume
 	$(BIN)/specbench import examples/h200-sglang-0.5.13.post1.db --db $(DB)
 	$(BIN)/specbench import examples/h200-v3slice-paired.db --db $(DB)
+	$(BIN)/specbench import examples/h200-v3slice-grid/grid.db --db $(DB)
 	$(BIN)/specbench run sweeps/demo-sim-candidate.yaml --db $(DB) --resume --label candidate
 	$(BIN)/specbench dashboard --db $(DB) --port $(PORT) --open-browser
 

@@ -7,7 +7,10 @@ so a slow window reads as throttled, loaded or accepting fewer tokens. A window 
 repeat of one point); every status is listed, a failed or throttled window with its `reason`.
 
 `spread` sums the windows up per (batch size, mode, steps, pinned accept length): the `ok` windows and the
-coefficient of variation (sample standard deviation over mean) of their output throughput.
+coefficient of variation (sample standard deviation over mean) of their output throughput. `drivers` says what
+moved with throughput across those windows: the Pearson correlation with each recorded context column (on the
+H200 the speculative windows' throughput followed GPU power at r = 0.99 and the hypervisor's steal at -0.26 to
+-0.63 while the SM clock did not move: docs/results-h200.md, run 4). A correlation is a lead, not a cause.
 """
 
 from __future__ import annotations
@@ -82,6 +85,19 @@ _INTS: tuple[str, ...] = (
     "point_id",
 )
 SPREAD_COLUMNS: tuple[str, ...] = (*CONFIG_KEYS, "n", "mean_output_throughput", "cv_output_throughput")
+# Context that may move with throughput, correlated in `drivers` when the run recorded it: (column, header).
+DRIVERS: tuple[tuple[str, str], ...] = (
+    ("power_mean_w", "power"),
+    ("gpu_util_mean_pct", "GPU util"),
+    ("sm_clock_median_mhz", "SM clock"),
+    ("ttft_p50_ms", "TTFT p50"),
+    ("accept_length", "accept len"),
+    ("host_cpu_busy_pct", "CPU busy"),
+    ("host_cpu_steal_pct", "steal"),
+    ("host_cpu_steal_max_pct", "max CPU steal"),
+    ("server_busiest_cpu_pct", "busiest proc CPU"),
+)
+MIN_DRIVER_WINDOWS = 4  # fewer ok windows make a correlation meaningless
 
 
 def load(engine: Engine, run_id: int) -> pd.DataFrame:
@@ -139,6 +155,29 @@ def spread(frame: pd.DataFrame) -> pd.DataFrame:
     return out.sort_values(list(CONFIG_KEYS), na_position="first", kind="stable").reset_index(drop=True)
 
 
+def drivers(frame: pd.DataFrame) -> pd.DataFrame:
+    """Per configuration with at least MIN_DRIVER_WINDOWS ok windows: n, and the Pearson r of output throughput
+    with each DRIVERS column the run recorded (None where the column did not vary or has too few values)."""
+    present = [c for c, _ in DRIVERS if c in frame.columns and frame[c].notna().any()]
+    rows: list[dict[str, Any]] = []
+    for key, group in frame.groupby(list(CONFIG_KEYS), dropna=False, sort=False):
+        ok = group[(group["status"] == "ok") & (group["output_throughput"] > 0)]
+        if len(ok) < MIN_DRIVER_WINDOWS:
+            continue
+        row: dict[str, Any] = {
+            **{k: None if _missing(v) else v for k, v in zip(CONFIG_KEYS, key, strict=True)},
+            "n": len(ok),
+        }
+        for col in present:
+            both = ok[["output_throughput", col]].dropna().astype(float)
+            varies = len(both) >= MIN_DRIVER_WINDOWS and both[col].nunique() > 1
+            r = both["output_throughput"].corr(both[col]) if varies else None
+            row[f"r_{col}"] = None if r is None or math.isnan(r) else round(float(r), 2)
+        rows.append(row)
+    out = pd.DataFrame(rows, columns=[*CONFIG_KEYS, "n", *(f"r_{c}" for c in present)])
+    return out.sort_values(list(CONFIG_KEYS), na_position="first", kind="stable").reset_index(drop=True)
+
+
 def _missing(v: Any) -> bool:
     return v is None or v is pd.NA or v is pd.NaT or (isinstance(v, float) and math.isnan(v))
 
@@ -164,7 +203,13 @@ def to_csv(frame: pd.DataFrame) -> str:
 
 
 def to_json(frame: pd.DataFrame, meta: dict[str, Any] | None = None) -> str:
-    doc = {"view": "windows", **(meta or {}), "rows": _records(frame), "spread": _records(spread(frame))}
+    doc = {
+        "view": "windows",
+        **(meta or {}),
+        "rows": _records(frame),
+        "spread": _records(spread(frame)),
+        "drivers": _records(drivers(frame)),
+    }
     return json.dumps(doc, indent=2, default=str) + "\n"
 
 
@@ -244,4 +289,26 @@ def to_markdown(frame: pd.DataFrame, title: str | None = None) -> str:
             f"| {_cell(s['accept_length_pinned'], 'g')} | {s['n']} | {_cell(s['mean_output_throughput'], ',.1f')} "
             f"| {'–' if _missing(cv) else f'{100 * cv:.1f} %'} |"
         )
+    lines += _drivers_markdown(drivers(frame))
     return "\n".join(lines) + "\n"
+
+
+def _drivers_markdown(table: pd.DataFrame) -> list[str]:
+    if table.empty:
+        return []
+    cols = [(c, h) for c, h in DRIVERS if f"r_{c}" in table.columns]
+    lines = [
+        "",
+        f"What moved with throughput (ok windows, at least {MIN_DRIVER_WINDOWS}): Pearson r of output throughput "
+        "with each recorded column; a lead, not a cause.",
+        "",
+        "| batch | mode | steps | accept pinned | n | " + " | ".join(h for _, h in cols) + " |",
+        "|---:|---|---:|---:|---:|" + "---:|" * len(cols),
+    ]
+    for r in table.to_dict(orient="records"):
+        cells = " | ".join(_cell(r[f"r_{c}"], "+.2f") for c, _ in cols)
+        lines.append(
+            f"| {_cell(r['batch_size'], 'd')} | {_cell(r['spec_mode'], '')} | {_cell(r['steps'], 'd')} "
+            f"| {_cell(r['accept_length_pinned'], 'g')} | {r['n']} | {cells} |"
+        )
+    return lines

@@ -128,6 +128,15 @@ def run_cost(engine: Engine, run_id: int | None = None) -> dict[str, Any]:
                 activity.append((sample.window_started_at, end))
         drift = dict(run.drift or {})
         wall = _seconds(run.started_at, run.finished_at)
+        if run.finished_at is not None:
+            # Within the run's own span: SQLite stores created-at defaults (runs and servers' started_at) in
+            # whole seconds, so a server's reconstructed launch start can read up to a second before the run
+            # that launched it began.
+            activity = [
+                (max(a, run.started_at), min(b, run.finished_at))
+                for a, b in activity
+                if b > run.started_at and a < run.finished_at
+            ]
         return {
             "run": run.id,
             "sweep": run.sweep_name,

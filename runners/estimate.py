@@ -2,7 +2,9 @@
 
 A rough figure for planning (will it fit in the night, in a CI job's timeout?), with its assumptions
 stated next to it. Where the database already holds launches and points of the same sweep, their measured
-startup times and window durations replace the assumptions.
+startup times and window durations replace the assumptions. For a run to resume (`--dry-run --resume`), it
+counts only what is missing: planned repeats not stored, and the extra ABBA repeats of v1/v2 pairs whose
+interval has not reached `measure.ratio_target` yet; a server whose points are complete is not started.
 """
 
 from __future__ import annotations
@@ -12,8 +14,12 @@ from dataclasses import dataclass, field
 
 from sqlalchemy import Engine, select
 
-from bench.sweep import ServerGroup, SweepSpec
+from bench.pairing import Pair, pair_units
+from bench.sweep import PointPlan, ServerGroup, SweepSpec
+from db.engine import session_scope
 from db.models import Point, Run, ServerInstance
+from runners import store
+from runners.pair_target import relative_half_width
 
 # Assumptions when no history exists. A large MoE model (DeepSeek-V3 class) loads and captures CUDA graphs
 # in minutes; the stand-in starts in its configured startup_s plus a Python process start.
@@ -23,6 +29,49 @@ SIM_PROCESS_START_S = 3.0
 SGLANG_STEP_MS = 25.0
 SIM_STEP_MS = 5.0  # the stand-in's performance model: 2.4-5.8 ms per step at time_scale 1 (bench/sim/perf.py)
 POINT_OVERHEAD_S = 1.0  # flush, /server_info, storing the repeat
+
+
+@dataclass(frozen=True)
+class ResumeState:
+    """What a run to resume holds: repeats stored per point key, and the v1/v2 point keys whose pair reached
+    `measure.ratio_target` (they take no extra repeats)."""
+
+    run_id: int
+    stored: dict[str, set[int]]
+    pairs_done: frozenset[str] = frozenset()
+
+    def complete(self, spec: SweepSpec, group: ServerGroup) -> bool:
+        return not any(self.remaining(spec, p)[0] for p in group.points)
+
+    def remaining(self, spec: SweepSpec, plan: PointPlan) -> tuple[int, bool]:
+        """(repeats still to measure for `plan`, at most; whether that count is an upper bound)."""
+        have = self.stored.get(plan.key(), set())
+        missing = sum(1 for r in range(plan.repeats) if r not in have)
+        grows = spec.measure.ratio_target is not None and plan.server.spec_mode in ("v1", "v2")
+        if not grows or plan.key() in self.pairs_done:
+            return missing, False
+        measured = max([plan.repeats, *(r + 1 for r in have)])
+        return missing + max(spec.max_pair_repeats - measured, 0), True
+
+
+def resume_state(engine: Engine, run_id: int, spec: SweepSpec, groups: list[ServerGroup]) -> ResumeState:
+    """The stored repeats of run `run_id` and which of its pairs are narrow enough (the interval the run
+    itself would compute: runners.pair_target)."""
+    target = spec.measure.ratio_target
+    done: set[str] = set()
+    with session_scope(engine) as s:
+        stored = store.stored_repeats(s, run_id)
+        if target is not None:
+            for unit in pair_units(groups, spec.paired):
+                if not isinstance(unit, Pair):
+                    continue
+                for pa, pb in zip(unit.a.points, unit.b.points, strict=True):
+                    width = relative_half_width(
+                        store.ok_values(s, run_id, pa.key()), store.ok_values(s, run_id, pb.key())
+                    )
+                    if width is not None and width <= target:
+                        done |= {pa.key(), pb.key()}
+    return ResumeState(run_id, stored, frozenset(done))
 
 
 @dataclass
@@ -80,10 +129,19 @@ def estimate(
     *,
     past_startup_s: float | None = None,
     past_window_s: dict[int, float] | None = None,
+    resume: ResumeState | None = None,
 ) -> Estimate:
-    """The sweep's wall time: launches x startup + every repeat's window, warmup and overhead."""
+    """The sweep's wall time: launches x startup + every repeat's window, warmup and overhead (of what is
+    missing when `resume` is given)."""
     past_window_s = past_window_s or {}
     notes: list[str] = []
+    if resume is not None:
+        left = [g for g in groups if not resume.complete(spec, g)]
+        notes.append(
+            f"run {resume.run_id} resumed: {len(groups) - len(left)} of {len(groups)} server config(s) "
+            "complete, and only missing repeats counted"
+        )
+        groups = left
     launches = 0 if spec.server.backend == "external" else len(groups)
     if past_startup_s is not None:
         startup = past_startup_s
@@ -118,6 +176,10 @@ def estimate(
             # measure.ratio_target may grow a pair's points up to max_repeats: count the most it can take.
             grows = spec.measure.ratio_target is not None and p.server.spec_mode in ("v1", "v2")
             repeats = spec.max_pair_repeats if grows else p.repeats
+            if resume is not None:
+                repeats = resume.remaining(spec, p)[0]
+                if not repeats:
+                    continue
             measure += warmup + repeats * (window + POINT_OVERHEAD_S)
             windows += repeats
     if spec.warmup_after_start_s > 0 and launches:

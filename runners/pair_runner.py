@@ -58,10 +58,28 @@ def record_note(
     ex._write(write, "recording the pair's fallback")
 
 
+def _measured(ex: SweepExecutor, pa: PointPlan, pb: PointPlan) -> int:
+    """Repeats the pair holds so far: the planned ones, or more where an extension was stored."""
+    stored = [r + 1 for plan in (pa, pb) for r in ex.done.get(plan.key(), set())]
+    return max([pa.repeats, pb.repeats, *stored])
+
+
+def _wants_more(ex: SweepExecutor, pa: PointPlan, pb: PointPlan) -> bool:
+    """All planned repeats stored, but (measure.ratio_target) the v2/v1 interval still wider than asked and
+    max_repeats not reached: a run cut by its deadline inside the extension resumes there."""
+    if ex._pending(pa) or ex._pending(pb) or ex.spec.measure.ratio_target is None:
+        return False
+    return pair_target.next_repeat(ex, pa, pb, _measured(ex, pa, pb)) is not None
+
+
 def run_pair(ex: SweepExecutor, pair: Pair) -> None:
-    todo: dict[Side, list[PointPlan]] = {
-        side: [p for p in pair.side(side).points if ex._pending(p)] for side in SIDES
-    }
+    todo: dict[Side, list[PointPlan]] = {"A": [], "B": []}
+    for pa, pb in zip(pair.a.points, pair.b.points, strict=True):
+        extend = _wants_more(ex, pa, pb)
+        for side in SIDES:
+            plan = pa if side == "A" else pb
+            if ex._pending(plan) or extend:
+                todo[side].append(plan)
     for side in SIDES:
         for _ in range(len(pair.side(side).points) - len(todo[side])):
             ex._advance()
@@ -154,7 +172,9 @@ async def _interleave(
         for pa, pb in zip(pair.a.points, pair.b.points, strict=True):
             plans: dict[Side, PointPlan] = {"A": pa, "B": pb}
             pending = {side: set(ex._pending(plans[side])) for side in SIDES}
-            if not pending["A"] and not pending["B"]:
+            # Only an extension left (a resumed run): counted here, since the pair's start did not count it.
+            extension_only = not pending["A"] and not pending["B"]
+            if extension_only and not _wants_more(ex, pa, pb):
                 continue  # counted when the pair started
             warmed: set[Side] = set()
             if ex.progress is not None:
@@ -171,14 +191,20 @@ async def _interleave(
                     dead.add(side)
             # measure.ratio_target: more ABBA repeats while the v2/v1 interval is wider than asked.
             # (past what is stored: an extension that a resumed run finds is counted, never measured twice)
-            stored = [r + 1 for plan in (pa, pb) for r in ex.done.get(plan.key(), set())]
-            measured = max([pa.repeats, pb.repeats, *stored])
+            measured = _measured(ex, pa, pb)
             while not dead and (extra := pair_target.next_repeat(ex, pa, pb, measured)) is not None:
                 for side in abba_sides(extra):
                     ex._check_stop()
+                    # warm up a side whose first window here is an extension (a resumed run's fresh server)
                     await ex.measure_plan(
-                        clients[side], plans[side], servers[side], si[side], [extra], warmup=False
+                        clients[side],
+                        plans[side],
+                        servers[side],
+                        si[side],
+                        [extra],
+                        warmup=side not in warmed,
                     )
+                    warmed.add(side)
                     if clients[side].server_down:
                         dead.add(side)
                         break
@@ -189,7 +215,7 @@ async def _interleave(
                         ex.engine, ex.spec, plans[side], clients[side], ex.run_id, si[side]
                     )
             for side in SIDES:
-                if pending[side]:
+                if pending[side] or extension_only:
                     ex.points_stored += 1
                     ex._advance()
 

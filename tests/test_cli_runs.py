@@ -295,3 +295,54 @@ def test_estimate_adds_up() -> None:
     )
     est10 = estimate.estimate(long, expand(long))
     assert est10.measure_s == pytest.approx(2 * 10.0 + sum(warmups) + 2 * estimate.POINT_OVERHEAD_S)
+
+
+def test_resume_state_counts_missing_and_extra_pair_repeats() -> None:
+    spec = load_sweep("sweeps/h200-v3slice-intervals.yaml")  # 6 planned repeats, up to 16 for a pair
+    v1 = next(p for g in expand(spec) for p in g.points if p.server.spec_mode == "v1")
+    key = v1.key()
+
+    def left(stored: set[int], done: bool = False) -> tuple[int, bool]:
+        state = estimate.ResumeState(1, {key: stored}, frozenset({key} if done else ()))
+        return state.remaining(spec, v1)
+
+    assert left(set()) == (16, True)  # nothing stored: the most the pair can take
+    assert left({0, 1, 2}) == (3 + 10, True)  # 3 planned repeats missing, then up to repeat 15
+    assert left(set(range(6))) == (10, True)  # planned ones stored, interval still too wide
+    assert left(set(range(9))) == (7, True)  # an extension the run had begun
+    assert left(set(range(16))) == (0, True)  # max_repeats reached
+    assert left(set(range(6)), done=True) == (0, False)  # the interval reached the target
+    assert left({0, 2, 3, 4, 5}, done=True) == (1, False)  # a planned repeat lost with a host
+
+
+def test_dry_run_of_a_resumed_grid_counts_only_what_is_missing(tmp_path: Path) -> None:
+    # The committed first part of the H200 grid: the baseline is complete; the steps-1 acceptance-1.8 pair
+    # met its target at batch 1 and 8 and its cap at 32, and has nothing at 64.
+    db = tmp_path / "grid.db"
+    db.write_bytes(Path("examples/h200-v3slice-grid/grid.db").read_bytes())
+    url = f"sqlite:///{db}"
+    res = CliRunner().invoke(
+        app, ["run", "sweeps/h200-v3slice-grid.yaml", "--dry-run", "--resume", "--db", url]
+    )
+    assert res.exit_code == 0, res.output
+    out = res.stdout
+    assert out.count("complete in run 1: not started again") == 1
+    assert out.index("complete in run 1") < out.index("launch 2/13")  # the baseline's launch
+    # bs 64 of the first pair: 6 planned + 10 extra per side; 5 untouched pairs x 4 batch sizes x 16 x 2
+    assert "12 start(s)" in out and f"{2 * 16 + 5 * 4 * 16 * 2} measured window(s)" in out
+    assert "run 1 resumed: 1 of 13 server config(s) complete" in out
+    fresh = CliRunner().invoke(app, ["run", "sweeps/h200-v3slice-grid.yaml", "--dry-run", "--db", url])
+    assert "13 start(s)" in fresh.stdout and "complete in run" not in fresh.stdout  # no --resume: a new run
+    nothing = CliRunner().invoke(
+        app,
+        [
+            "run",
+            "sweeps/h200-v3slice-grid.yaml",
+            "--dry-run",
+            "--resume",
+            "--db",
+            f"sqlite:///{tmp_path}/no.db",
+        ],
+    )
+    assert nothing.exit_code == 0 and "the estimate is for a new run" in nothing.output
+    assert not (tmp_path / "no.db").exists()

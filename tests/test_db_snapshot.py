@@ -244,3 +244,27 @@ def test_a_password_in_a_refused_url_is_never_printed() -> None:
     code, out = _snapshot("postgresql://specbench:Sup3r-s3cret@db.example/specbench", "out.db")
     assert code == 2 and "pg_dump" in out
     assert "Sup3r-s3cret" not in out
+
+
+def test_import_reads_what_a_running_sweep_has_committed_to_its_write_ahead_log(tmp_path: Path) -> None:
+    # A GPU host's evidence.db while its sweep runs: WAL mode, the latest commits still in the -wal file.
+    src = tmp_path / "evidence.db"
+    src.write_bytes(Path("examples/h200-v3slice-grid/grid.db").read_bytes())
+    writer = sqlite3.connect(src, isolation_level=None)
+    try:
+        writer.execute("PRAGMA journal_mode=WAL")
+        writer.execute("PRAGMA wal_autocheckpoint=0")  # keep the commit in the log, as a busy writer does
+        writer.execute("UPDATE runs SET label = 'committed-in-wal'")
+        assert Path(f"{src}-wal").stat().st_size > 0
+        dest = tmp_path / "team.db"
+        res = CliRunner().invoke(app, ["import", str(src), "--db", f"sqlite:///{dest}"])
+        assert res.exit_code == 0, res.output
+        assert "imported 1 run(s)" in res.output
+        with contextlib.closing(sqlite3.connect(dest)) as c:
+            assert c.execute("SELECT label FROM runs").fetchall() == [("committed-in-wal",)]
+    finally:
+        writer.close()
+    not_a_db = tmp_path / "notes.db"
+    not_a_db.write_text("not a database")
+    res = CliRunner().invoke(app, ["import", str(not_a_db), "--db", f"sqlite:///{tmp_path}/x.db"])
+    assert res.exit_code == 2 and "error:" in res.output

@@ -8,8 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.run_cost import held_seconds
+from benchmarks.run_cost import held_seconds, run_cost
 from benchmarks.run_cost import main as run_cost_main
+from db.engine import make_engine, session_scope
+from db.migrate import upgrade
+from db.models import Run, ServerInstance
 
 T0 = datetime(2026, 12, 4, 7, 37, tzinfo=UTC)
 
@@ -43,3 +46,31 @@ def test_a_missing_database_is_one_error_line(tmp_path: Path, capsys: pytest.Cap
     err = capsys.readouterr().err
     assert err.startswith("error:") and "typo.db" in err and "Traceback" not in err
     assert not missing.exists()  # a report never creates the file it was asked to read
+
+
+def test_held_time_stays_within_the_runs_own_span(tmp_path: Path) -> None:
+    # SQLite keeps created-at defaults in whole seconds: a server recorded at T0+1 s (really T0+1.9 s) after
+    # a 1.5 s launch reads as launched at T0-0.5 s, before its run began at T0. The held time must not exceed
+    # the run's wall time because of it.
+    url = f"sqlite:///{tmp_path / 'cost.db'}"
+    upgrade(url)
+    engine = make_engine(url)
+    try:
+        with session_scope(engine) as s:
+            run = Run(
+                sweep_name="cost", sweep_yaml="name: cost", sweep_hash="0" * 64, backend="sim", model="m",
+                started_at=_at(0), finished_at=_at(6), status="done",
+            )  # fmt: skip
+            s.add(run)
+            s.flush()
+            s.add(
+                ServerInstance(
+                    run_id=run.id, config_key="k", label="v1", requested={}, startup_s=1.5,
+                    started_at=_at(1), stopped_at=_at(5.5), status="stopped",
+                )
+            )  # fmt: skip
+        cost = run_cost(engine, None)
+    finally:
+        engine.dispose()
+    assert cost["wall_s"] == 6.0
+    assert cost["held_s"] == 5.5  # from the run's start (not T0-0.5 s) to the server's stop

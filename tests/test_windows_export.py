@@ -10,10 +10,12 @@ import math
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import pandas as pd
 import pytest
 from sqlalchemy import Engine, select
 from typer.testing import CliRunner
 
+from analysis import windows as windows_view
 from bench.sweep import expand, parse_sweep
 from db.engine import session_scope
 from db.models import Point, Run, Sample
@@ -284,3 +286,33 @@ def test_an_older_run_without_telemetry_or_order_still_exports(engine: Engine) -
     ]
     assert "host_cpu_busy_pct" not in rows[0] and rows[0]["sm_clock_min_mhz"] == ""
     assert rows[0]["throttled"] == ""
+
+
+def _driver_frame() -> pd.DataFrame:
+    rows = []
+    for i in range(5):  # one config, five ok windows: throughput 100..140
+        rows.append(
+            {"batch_size": 8, "spec_mode": "v1", "steps": 2, "accept_length_pinned": 2.5, "status": "ok",
+             "output_throughput": 100.0 + 10 * i, "power_mean_w": 200.0 + 10 * i,
+             "host_cpu_steal_pct": 0.5 - 0.1 * i, "sm_clock_median_mhz": 1980.0, "reason": None,
+             "throttled": False}
+        )  # fmt: skip
+    rows.append({**rows[0], "status": "failed", "output_throughput": None, "power_mean_w": 900.0})
+    for i in range(3):  # too few windows for a correlation
+        rows.append({**rows[i], "spec_mode": "v2"})
+    return pd.DataFrame(rows)
+
+
+def test_drivers_correlate_throughput_with_the_recorded_context() -> None:
+    table = windows_view.drivers(_driver_frame())
+    assert len(table) == 1  # v2 has 3 windows, under the minimum of 4
+    row = table.iloc[0]
+    assert row["spec_mode"] == "v1" and row["n"] == 5  # the failed window is left out
+    assert row["r_power_mean_w"] == 1.0  # rises with throughput, exactly
+    assert row["r_host_cpu_steal_pct"] == -1.0  # falls as throughput rises
+    assert row["r_sm_clock_median_mhz"] is None  # did not move: no correlation to report
+    assert "r_gpu_util_mean_pct" not in table.columns  # not recorded by this run
+    text = windows_view.to_markdown(_driver_frame())
+    assert "What moved with throughput" in text and "| 8 | v1 | 2 | 2.5 | 5 | +1.00 | – | -1.00 |" in text
+    doc = json.loads(windows_view.to_json(_driver_frame()))
+    assert doc["drivers"][0]["r_power_mean_w"] == 1.0 and doc["drivers"][0]["r_sm_clock_median_mhz"] is None

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import shutil
 import tempfile
 from pathlib import Path
 from typing import Annotated
@@ -12,6 +11,7 @@ import typer
 from db.engine import ENV_PREFIX, redact, scrub, session_scope
 from db.merge import merge_runs
 from db.migrate import open_database
+from db.snapshot import SnapshotError, snapshot
 from runners.common import DbOption, console, db_url, fail, open_db
 
 
@@ -37,9 +37,14 @@ def import_runs(
             path = Path(source)
             if not path.is_file():
                 fail(f"no database file at {source}")
-            # Work on a copy: migrating or WAL-switching the source would change a file we only read.
+            # Work on a copy: migrating or WAL-switching the source would change a file we only read. A
+            # snapshot, not a file copy: a sweep may still be writing the source, and a plain copy misses
+            # what its write-ahead log holds and can tear.
             url = f"sqlite:///{Path(tmp) / path.name}"
-            shutil.copy(path, Path(tmp) / path.name)
+            try:
+                snapshot(str(path), str(Path(tmp) / path.name))
+            except SnapshotError as e:
+                fail(str(e))
         try:
             src = open_database(url)  # brings an older file up to this schema first
         except Exception as e:

@@ -100,9 +100,7 @@ def run(
         f"on backend [cyan]{spec.server.backend}[/]"
     )
     if dry_run:
-        if resume_run is not None:  # a run to resume must exist, dry run or not
-            resolve_run_ref(open_db_readonly(db), resume_run)
-        _dry_run(spec, groups, gpu_list, db)
+        _dry_run(spec, groups, gpu_list, db, _dry_run_resume(spec, groups, db, resume, resume_run))
         return
     engine = open_db(db)
     for pgid in reaper.reap_orphans():  # servers of a run or worker that was killed on this host
@@ -160,8 +158,39 @@ def _parse_fail_on(text: str) -> set[str]:
 DRY_RUN_PORT = 30000
 
 
-def _dry_run(spec: SweepSpec, groups: list[ServerGroup], gpus: list[int] | None, db: str | None) -> None:
-    """Each launch's real argv and environment (from the launcher's own builder) and a time estimate."""
+def _dry_run_resume(
+    spec: SweepSpec, groups: list[ServerGroup], db: str | None, resume: bool, resume_run: str | None
+) -> estimate.ResumeState | None:
+    """What the run a `--resume` / `--resume-run` would continue already holds; None for a new run. A run
+    named with --resume-run must exist, dry run or not; `--resume` without an earlier run starts a new one."""
+    if resume_run is not None:
+        engine = open_db_readonly(db)
+        run_id: int | None = resolve_run_ref(engine, resume_run)
+    elif resume:
+        try:
+            engine, _ = open_database_readonly(resolve_url(db))
+        except Exception:  # no database yet: the run would be a new one
+            err_console.print(f"no earlier run of {spec.name!r} to resume; the estimate is for a new run")
+            return None
+        run_id = _latest_run_of(engine, spec.name)
+        if run_id is None:
+            err_console.print(f"no earlier run of {spec.name!r} to resume; the estimate is for a new run")
+            return None
+    else:
+        return None
+    assert run_id is not None
+    return estimate.resume_state(engine, run_id, spec, groups)
+
+
+def _dry_run(
+    spec: SweepSpec,
+    groups: list[ServerGroup],
+    gpus: list[int] | None,
+    db: str | None,
+    resume: estimate.ResumeState | None = None,
+) -> None:
+    """Each launch's real argv and environment (from the launcher's own builder) and a time estimate (of what
+    is missing, for a run to resume)."""
     version, version_note = _launch_version(spec)
     if spec.server.backend == "external":
         console.print(f"backend external: nothing is launched; points are measured on {spec.server.base_url}")
@@ -176,6 +205,9 @@ def _dry_run(spec: SweepSpec, groups: list[ServerGroup], gpus: list[int] | None,
             f"{sorted({p.batch_size for p in g.points})}",
             highlight=False,
         )
+        if resume is not None and resume.complete(spec, g):
+            console.print(f"  complete in run {resume.run_id}: not started again", highlight=False)
+            continue
         if (acc_note := g.server.accept_length_note()) is not None:
             console.print(f"  note: {acc_note}", markup=False, highlight=False)
         if spec.server.backend == "external":
@@ -191,7 +223,9 @@ def _dry_run(spec: SweepSpec, groups: list[ServerGroup], gpus: list[int] | None,
         for note in built.notes:
             console.print(f"  note: {note}", markup=False, highlight=False)
     past_startup, past_windows = _history(spec.name, db)
-    est = estimate.estimate(spec, groups, past_startup_s=past_startup, past_window_s=past_windows)
+    est = estimate.estimate(
+        spec, groups, past_startup_s=past_startup, past_window_s=past_windows, resume=resume
+    )
     console.print(
         f"\n[bold]estimated time: about {estimate.human(est.total_s)}[/] "
         f"({est.launches} start(s) {estimate.human(est.startup_s)}, "
