@@ -23,6 +23,10 @@
 #                                        still runs (default 0: the sweep may use all the time)
 #         JIT_CACHE=jit.tar.xz ...      unpack this JIT cache archive (scripts/jit_cache.sh) before the first
 #                                        server start when it exists; save one there after the run when not
+#         SNAPSHOT_TO=/mnt/keep/evidence.db ...   while the steps run, write a consistent copy of the database
+#                                        there every SNAPSHOT_EVERY_S seconds (default 300) and once at the end
+#                                        (`specbench db snapshot`): a host lost mid-run loses at most that much;
+#                                        put the copy back as WORK_DIR/evidence.db on the next host and rerun
 # Every step is idempotent: the sweeps resume (--resume), the model is reused when present.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -43,6 +47,28 @@ export COLUMNS=${COLUMNS:-160}
 log() { echo "[gpu_evidence +${SECONDS}s] $*"; }
 has() { case " $STEPS " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
 left() { if [ -n "${END_BY:-}" ]; then echo $((END_BY - $(date +%s))); else echo 999999; fi; }
+
+snapshot() {
+  [ -f "$WORK/evidence.db" ] || return 0
+  # One snapshot at a time (flock, where the host has it): the final one must not be overtaken by a periodic
+  # one that began earlier and renames an older copy into place after it.
+  local lock=(); command -v flock > /dev/null && lock=(flock "$WORK/.snapshot.lock")
+  if "${lock[@]}" "${SB[@]}" db snapshot "$WORK/evidence.db" "$SNAPSHOT_TO" --force > /dev/null 2>&1; then
+    log "snapshot: $SNAPSHOT_TO"
+  else
+    log "snapshot: FAILED writing $SNAPSHOT_TO"
+  fi
+}
+snapshotter=""
+if [ -n "${SNAPSHOT_TO:-}" ]; then
+  # A loop beside the steps; it ends with this script (checked every period) or at the final snapshot.
+  # The sleep gets no stdout, so that a sleep outliving the stopped loop can never hold the caller's pipe
+  # (`gpu_evidence.sh | tee log`) open for the rest of a period.
+  ( while sleep "${SNAPSHOT_EVERY_S:-300}" > /dev/null 2>&1 < /dev/null && kill -0 $$ 2> /dev/null; do
+    snapshot
+  done ) &
+  snapshotter=$!
+fi
 
 if [ -n "${JIT_CACHE:-}" ] && [ -f "$JIT_CACHE" ]; then
   log "jit cache: restoring $JIT_CACHE"
@@ -141,5 +167,10 @@ PY
     [ -e "$t" ] || continue
     "${SB[@]}" profile summarize "$t" --format json > "${t%.trace.json.gz}.summary.json" 2>/dev/null || true
   done
+fi
+if [ -n "$snapshotter" ]; then
+  kill "$snapshotter" 2> /dev/null || true
+  wait "$snapshotter" 2> /dev/null || true
+  snapshot
 fi
 log "done"
