@@ -199,25 +199,21 @@ class CpuCounters:
     per_cpu: dict[str, tuple[int, ...]] | None = None
 
 
-def parse_proc_stat(text: str) -> tuple[int, ...] | None:
-    """The first eight fields of the aggregate `cpu` line (guest time is already inside user)."""
-    for line in text.splitlines():
-        parts = line.split()
-        if parts and parts[0] == "cpu":
-            fields = [int(x) for x in parts[1:9]]
-            return tuple(fields + [0] * (8 - len(fields)))
-    return None
-
-
-def parse_proc_stat_per_cpu(text: str) -> dict[str, tuple[int, ...]]:
-    """The first eight fields of every `cpuN` line, by name."""
+def _cpu_lines(text: str) -> dict[str, tuple[int, ...]]:
+    """The first eight fields of every `cpu` (aggregate) and `cpuN` line of /proc/stat, by name (guest time is
+    already inside user; old kernels have fewer fields, padded with 0)."""
     out: dict[str, tuple[int, ...]] = {}
     for line in text.splitlines():
         parts = line.split()
-        if parts and parts[0].startswith("cpu") and parts[0][3:].isdigit():
+        if parts and parts[0].startswith("cpu") and (parts[0] == "cpu" or parts[0][3:].isdigit()):
             fields = [int(x) for x in parts[1:9]]
             out[parts[0]] = tuple(fields + [0] * (8 - len(fields)))
     return out
+
+
+def parse_proc_stat(text: str) -> tuple[int, ...] | None:
+    """The aggregate `cpu` line's first eight fields."""
+    return _cpu_lines(text).get("cpu")
 
 
 def parse_cpu_pressure(text: str) -> int | None:
@@ -242,15 +238,15 @@ def _read_text(path: str) -> str | None:
 def read_cpu_counters(stat_path: str = PROC_STAT, pressure_path: str = PROC_CPU_PRESSURE) -> CpuCounters:
     stat, pressure = _read_text(stat_path), _read_text(pressure_path)
     try:
-        jiffies = parse_proc_stat(stat) if stat is not None else None
-        per_cpu = parse_proc_stat_per_cpu(stat) if stat is not None else None
+        lines = _cpu_lines(stat) if stat is not None else {}
     except ValueError:
-        jiffies, per_cpu = None, None
+        lines = {}
+    jiffies = lines.pop("cpu", None)
     try:
         some = parse_cpu_pressure(pressure) if pressure is not None else None
     except ValueError:
         some = None
-    return CpuCounters(time.monotonic(), jiffies, some, per_cpu or None)
+    return CpuCounters(time.monotonic(), jiffies, some, lines or None)
 
 
 def cpu_shares(start: CpuCounters | None, end: CpuCounters | None) -> dict[str, float | None]:
@@ -266,16 +262,23 @@ def cpu_shares(start: CpuCounters | None, end: CpuCounters | None) -> dict[str, 
     if start.per_cpu and end.per_cpu:
         out.update(_per_cpu_extremes(start.per_cpu, end.per_cpu))
     if start.jiffies is not None and end.jiffies is not None:
-        delta = [b - a for a, b in zip(start.jiffies, end.jiffies, strict=True)]
-        total = sum(delta)
-        if total > 0:
-            user, nice, system, _idle, _iowait, irq, softirq, steal = delta
-            out["host_cpu_busy_pct"] = round(100.0 * (user + nice + system + irq + softirq) / total, 1)
-            out["host_cpu_steal_pct"] = round(100.0 * steal / total, 2)
+        shares = _busy_steal(start.jiffies, end.jiffies)
+        if shares is not None:
+            out["host_cpu_busy_pct"], out["host_cpu_steal_pct"] = round(shares[0], 1), round(shares[1], 2)
     wall_us = (end.wall_s - start.wall_s) * 1e6
     if start.pressure_some_us is not None and end.pressure_some_us is not None and wall_us > 0:
         out["cpu_pressure_pct"] = round(100.0 * (end.pressure_some_us - start.pressure_some_us) / wall_us, 2)
     return out
+
+
+def _busy_steal(a: tuple[int, ...], b: tuple[int, ...]) -> tuple[float, float] | None:
+    """Percent of the time between two readings of one /proc/stat `cpu` line that was busy, and that the
+    hypervisor stole; None when no time passed."""
+    user, nice, system, idle, iowait, irq, softirq, steal = (y - x for x, y in zip(a, b, strict=True))
+    total = user + nice + system + idle + iowait + irq + softirq + steal
+    if total <= 0:
+        return None
+    return 100.0 * (user + nice + system + irq + softirq) / total, 100.0 * steal / total
 
 
 def _per_cpu_extremes(start: dict[str, tuple[int, ...]], end: dict[str, tuple[int, ...]]) -> dict[str, float]:
@@ -283,14 +286,9 @@ def _per_cpu_extremes(start: dict[str, tuple[int, ...]], end: dict[str, tuple[in
     busiest, steal_max = 0.0, 0.0
     for name, b in end.items():
         a = start.get(name)
-        if a is None:  # a CPU brought online inside the window
-            continue
-        user, nice, system, _idle, _iowait, irq, softirq, steal = (y - x for x, y in zip(a, b, strict=True))
-        total = user + nice + system + _idle + _iowait + irq + softirq + steal
-        if total <= 0:
-            continue
-        busiest = max(busiest, 100.0 * (user + nice + system + irq + softirq) / total)
-        steal_max = max(steal_max, 100.0 * steal / total)
+        shares = _busy_steal(a, b) if a is not None else None  # None: brought online inside the window
+        if shares is not None:
+            busiest, steal_max = max(busiest, shares[0]), max(steal_max, shares[1])
     return {"host_cpu_max_busy_pct": round(busiest, 1), "host_cpu_steal_max_pct": round(steal_max, 2)}
 
 
@@ -345,9 +343,8 @@ class WindowTelemetry:
     source: str
     read: ReadFn | None
     interval_s: float = 0.25
-    server_pid: int | None = (
-        None  # the launched server; None for an external one (its processes are elsewhere)
-    )
+    # The launched server; None for an external one (its processes are elsewhere).
+    server_pid: int | None = None
     readings: list[list[Reading]] = field(default_factory=list)
     load_start: float | None = None
     load_end: float | None = None
