@@ -19,7 +19,7 @@ from bench.sweep import PointPlan, ServerGroup, SweepSpec
 from db.engine import session_scope
 from db.models import Point, Run, ServerInstance
 from runners import store
-from runners.pair_target import relative_half_width
+from runners.pair_target import measured_repeats, narrow_enough, relative_half_width
 
 # Assumptions when no history exists. A large MoE model (DeepSeek-V3 class) loads and captures CUDA graphs
 # in minutes; the stand-in starts in its configured startup_s plus a Python process start.
@@ -41,17 +41,16 @@ class ResumeState:
     pairs_done: frozenset[str] = frozenset()
 
     def complete(self, spec: SweepSpec, group: ServerGroup) -> bool:
-        return not any(self.remaining(spec, p)[0] for p in group.points)
+        return not any(self.remaining(spec, p) for p in group.points)
 
-    def remaining(self, spec: SweepSpec, plan: PointPlan) -> tuple[int, bool]:
-        """(repeats still to measure for `plan`, at most; whether that count is an upper bound)."""
+    def remaining(self, spec: SweepSpec, plan: PointPlan) -> int:
+        """Repeats still to measure for `plan`, at most: the planned ones not stored, plus (a pair that has
+        not met measure.ratio_target) the extension up to max_pair_repeats."""
         have = self.stored.get(plan.key(), set())
         missing = sum(1 for r in range(plan.repeats) if r not in have)
-        grows = spec.measure.ratio_target is not None and plan.server.spec_mode in ("v1", "v2")
-        if not grows or plan.key() in self.pairs_done:
-            return missing, False
-        measured = max([plan.repeats, *(r + 1 for r in have)])
-        return missing + max(spec.max_pair_repeats - measured, 0), True
+        if not spec.repeats_may_grow(plan) or plan.key() in self.pairs_done:
+            return missing
+        return missing + max(spec.max_pair_repeats - measured_repeats(plan.repeats, have), 0)
 
 
 def resume_state(engine: Engine, run_id: int, spec: SweepSpec, groups: list[ServerGroup]) -> ResumeState:
@@ -69,7 +68,7 @@ def resume_state(engine: Engine, run_id: int, spec: SweepSpec, groups: list[Serv
                     width = relative_half_width(
                         store.ok_values(s, run_id, pa.key()), store.ok_values(s, run_id, pb.key())
                     )
-                    if width is not None and width <= target:
+                    if narrow_enough(width, target):
                         done |= {pa.key(), pb.key()}
     return ResumeState(run_id, stored, frozenset(done))
 
@@ -174,10 +173,9 @@ def estimate(
                 # The window keeps sending until `measure.min_window_s` has passed (10 s on a GPU).
                 window = max(waves * wave_s, spec.min_window_s)
             # measure.ratio_target may grow a pair's points up to max_repeats: count the most it can take.
-            grows = spec.measure.ratio_target is not None and p.server.spec_mode in ("v1", "v2")
-            repeats = spec.max_pair_repeats if grows else p.repeats
+            repeats = spec.max_pair_repeats if spec.repeats_may_grow(p) else p.repeats
             if resume is not None:
-                repeats = resume.remaining(spec, p)[0]
+                repeats = resume.remaining(spec, p)
                 if not repeats:
                     continue
             measure += warmup + repeats * (window + POINT_OVERHEAD_S)

@@ -60,25 +60,29 @@ def record_note(
 
 def _measured(ex: SweepExecutor, pa: PointPlan, pb: PointPlan) -> int:
     """Repeats the pair holds so far: the planned ones, or more where an extension was stored."""
-    stored = [r + 1 for plan in (pa, pb) for r in ex.done.get(plan.key(), set())]
-    return max([pa.repeats, pb.repeats, *stored])
+    stored = [r for plan in (pa, pb) for r in ex.done.get(plan.key(), set())]
+    return pair_target.measured_repeats(max(pa.repeats, pb.repeats), stored)
 
 
 def _wants_more(ex: SweepExecutor, pa: PointPlan, pb: PointPlan) -> bool:
     """All planned repeats stored, but (measure.ratio_target) the v2/v1 interval still wider than asked and
-    max_repeats not reached: a run cut by its deadline inside the extension resumes there."""
-    if ex._pending(pa) or ex._pending(pb) or ex.spec.measure.ratio_target is None:
+    max_repeats not reached: a run cut by its deadline inside the extension resumes there. Only a pair that
+    will be interleaved extends (`_interleave`); alternating restarts measure the planned repeats alone, so
+    no server is started for an extension they would not make."""
+    if ex._pending(pa) or ex._pending(pb) or not ex.spec.repeats_may_grow(pa) or ex.colocate_failed:
         return False
     return pair_target.next_repeat(ex, pa, pb, _measured(ex, pa, pb)) is not None
 
 
 def run_pair(ex: SweepExecutor, pair: Pair) -> None:
     todo: dict[Side, list[PointPlan]] = {"A": [], "B": []}
+    extend: set[str] = set()  # keys of A-side points with only an extension left (read once, here)
     for pa, pb in zip(pair.a.points, pair.b.points, strict=True):
-        extend = _wants_more(ex, pa, pb)
+        if _wants_more(ex, pa, pb):
+            extend.add(pa.key())
         for side in SIDES:
             plan = pa if side == "A" else pb
-            if ex._pending(plan) or extend:
+            if ex._pending(plan) or pa.key() in extend:
                 todo[side].append(plan)
     for side in SIDES:
         for _ in range(len(pair.side(side).points) - len(todo[side])):
@@ -119,7 +123,7 @@ def run_pair(ex: SweepExecutor, pair: Pair) -> None:
         ex.pair_reference = None
         try:
             try:
-                asyncio.run(_interleave(ex, pair, servers, si))
+                asyncio.run(_interleave(ex, pair, servers, si, extend))
             except Stopped as stop:
                 # A deadline cut the run inside this pair: while the reference point's server is still up,
                 # re-measure it anyway (one window), so a cut run still says how far it drifted. A stop
@@ -164,8 +168,14 @@ def _launch(ex: SweepExecutor, group: ServerGroup) -> LaunchedServer | LaunchErr
 
 
 async def _interleave(
-    ex: SweepExecutor, pair: Pair, servers: dict[Side, LaunchedServer], si: dict[Side, int]
+    ex: SweepExecutor,
+    pair: Pair,
+    servers: dict[Side, LaunchedServer],
+    si: dict[Side, int],
+    extend: set[str],
 ) -> None:
+    """The pair's points in ABBA order on both live servers; `extend`: A-side keys of points whose planned
+    repeats are stored and whose interval still wants more (a resumed run), measured by extension alone."""
     async with LoadClient(servers["A"].base_url) as ca, LoadClient(servers["B"].base_url) as cb:
         clients: dict[Side, LoadClient] = {"A": ca, "B": cb}
         dead: set[Side] = set()
@@ -174,7 +184,7 @@ async def _interleave(
             pending = {side: set(ex._pending(plans[side])) for side in SIDES}
             # Only an extension left (a resumed run): counted here, since the pair's start did not count it.
             extension_only = not pending["A"] and not pending["B"]
-            if extension_only and not _wants_more(ex, pa, pb):
+            if extension_only and pa.key() not in extend:
                 continue  # counted when the pair started
             warmed: set[Side] = set()
             if ex.progress is not None:

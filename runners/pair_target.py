@@ -9,6 +9,7 @@ run counts what it stored before.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from sqlalchemy.orm import Session
@@ -20,6 +21,17 @@ from runners import store
 
 if TYPE_CHECKING:
     from runners.executor import SweepExecutor
+
+
+def measured_repeats(planned: int, stored: Iterable[int]) -> int:
+    """Repeats a point (or pair) holds so far: the planned ones, or more where an extension was stored
+    (repeat r stored means r + 1 repeats)."""
+    return max([planned, *(r + 1 for r in stored)])
+
+
+def narrow_enough(width: float | None, target: float) -> bool:
+    """The pair's interval reaches no further than `target` from its centre (two pairs at least)."""
+    return width is not None and width <= target
 
 
 def relative_half_width(
@@ -49,7 +61,6 @@ def next_repeat(ex: SweepExecutor, a: PointPlan, b: PointPlan, measured: int) ->
     target = ex.spec.measure.ratio_target
     if target is None or measured >= ex.spec.max_pair_repeats:
         return None
-    width = pair_half_width(ex, a, b)
-    if width is not None and width <= target:
+    if narrow_enough(pair_half_width(ex, a, b), target):
         return None
     return measured

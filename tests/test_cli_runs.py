@@ -302,17 +302,17 @@ def test_resume_state_counts_missing_and_extra_pair_repeats() -> None:
     v1 = next(p for g in expand(spec) for p in g.points if p.server.spec_mode == "v1")
     key = v1.key()
 
-    def left(stored: set[int], done: bool = False) -> tuple[int, bool]:
+    def left(stored: set[int], done: bool = False) -> int:
         state = estimate.ResumeState(1, {key: stored}, frozenset({key} if done else ()))
         return state.remaining(spec, v1)
 
-    assert left(set()) == (16, True)  # nothing stored: the most the pair can take
-    assert left({0, 1, 2}) == (3 + 10, True)  # 3 planned repeats missing, then up to repeat 15
-    assert left(set(range(6))) == (10, True)  # planned ones stored, interval still too wide
-    assert left(set(range(9))) == (7, True)  # an extension the run had begun
-    assert left(set(range(16))) == (0, True)  # max_repeats reached
-    assert left(set(range(6)), done=True) == (0, False)  # the interval reached the target
-    assert left({0, 2, 3, 4, 5}, done=True) == (1, False)  # a planned repeat lost with a host
+    assert left(set()) == 16  # nothing stored: the most the pair can take
+    assert left({0, 1, 2}) == 3 + 10  # 3 planned repeats missing, then up to repeat 15
+    assert left(set(range(6))) == 10  # planned ones stored, interval still too wide
+    assert left(set(range(9))) == 7  # an extension the run had begun
+    assert left(set(range(16))) == 0  # max_repeats reached
+    assert left(set(range(6)), done=True) == 0  # the interval reached the target
+    assert left({0, 2, 3, 4, 5}, done=True) == 1  # a planned repeat lost with a host
 
 
 def test_dry_run_of_a_resumed_grid_counts_only_what_is_missing(tmp_path: Path) -> None:

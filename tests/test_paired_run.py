@@ -463,3 +463,26 @@ def test_a_resumed_run_extends_a_pair_whose_interval_is_still_too_wide(
     assert {i for _, _, i in rows[:6]} == {0} and {i for _, _, i in rows[6:]} == {6}
     table = v2_vs_v1.load(engine, first.run_id)
     assert table["n"].tolist() == [5]  # repeats 3 and 4: both sides in one invocation, so they pair
+
+
+def test_a_resumed_pair_measured_by_restarts_starts_no_server_for_an_extension(
+    engine: Engine, tmp_path: Path
+) -> None:
+    # Alternating restarts never extend a pair (only interleaving on two live servers does), so a resumed run
+    # whose pairs have all their planned repeats must not start a server for an extension it would not make.
+    never_met = "measure: {min_window_s: 0.2, drift_check: false, ratio_target: 0.000000001, max_repeats: %d}"
+    restarts = TARGETED.replace("load_format: dummy", "load_format: dummy\n  pair_colocate: false")
+    planned = restarts.replace("measure: {min_window_s: 0.4}", never_met % 3)
+    grown = restarts.replace("measure: {min_window_s: 0.4}", never_met % 5)
+    first = _run(planned, engine, tmp_path)
+    second = execute_sweep(
+        parse_sweep(grown),
+        grown,
+        engine,
+        log_dir=tmp_path / "b",
+        show_progress=False,
+        resume_run_id=first.run_id,
+    )
+    assert first.launches >= 2 and second.launches == 0
+    with session_scope(engine) as s:
+        assert len(s.scalars(select(Sample.id)).all()) == 6

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PlainValidator, field_validator, model_validator
 
@@ -35,6 +35,9 @@ from bench.sweep.fields import (
     num_prompts_value,
 )
 from bench.sweep.problems import find_problems
+
+if TYPE_CHECKING:
+    from bench.sweep.plan import PointPlan
 
 
 class _Strict(BaseModel):
@@ -232,6 +235,15 @@ class SweepSpec(_Strict):
         if self.measure.ratio_target is None:
             return self.repeats
         return self.measure.max_repeats if self.measure.max_repeats is not None else 3 * self.repeats
+
+    def repeats_may_grow(self, plan: PointPlan) -> bool:
+        """`measure.ratio_target` may add ABBA repeats to this point (a v1 or v2 side of a pair whose servers
+        share the GPU: alternating restarts measure the planned repeats only), up to `max_pair_repeats`."""
+        return (
+            self.measure.ratio_target is not None
+            and self.server.pair_colocate
+            and plan.server.spec_mode in ("v1", "v2")
+        )
 
     @property
     def paired(self) -> bool:
