@@ -165,20 +165,18 @@ def _dry_run_resume(
     named with --resume-run must exist, dry run or not; `--resume` without an earlier run starts a new one."""
     if resume_run is not None:
         engine = open_db_readonly(db)
-        run_id: int | None = resolve_run_ref(engine, resume_run)
-    elif resume:
-        try:
-            engine, _ = open_database_readonly(resolve_url(db))
-        except Exception:  # no database yet: the run would be a new one
-            err_console.print(f"no earlier run of {spec.name!r} to resume; the estimate is for a new run")
-            return None
-        run_id = _latest_run_of(engine, spec.name)
-        if run_id is None:
-            err_console.print(f"no earlier run of {spec.name!r} to resume; the estimate is for a new run")
-            return None
-    else:
+        return estimate.resume_state(engine, resolve_run_ref(engine, resume_run), spec, groups)
+    if not resume:
         return None
-    assert run_id is not None
+    try:
+        engine, _ = open_database_readonly(resolve_url(db))
+    except Exception:  # no database yet: the run would be a new one
+        run_id = None
+    else:
+        run_id = _latest_run_of(engine, spec.name)
+    if run_id is None:
+        err_console.print(f"no earlier run of {spec.name!r} to resume; the estimate is for a new run")
+        return None
     return estimate.resume_state(engine, run_id, spec, groups)
 
 
