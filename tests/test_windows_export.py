@@ -122,6 +122,17 @@ def _cv(values: list[float]) -> float:
     return math.sqrt(sum((v - mean) ** 2 for v in values) / (len(values) - 1)) / mean
 
 
+# Recorded by runs since the server-CPU and GPU-utilisation readings (seeded at CPU_AT only).
+NEWER_TELEMETRY = (
+    "mem_clock_median_mhz",
+    "gpu_util_mean_pct",
+    "server_cpu_pct",
+    "server_busiest_cpu_pct",
+    "server_busiest_process",
+    "clock_event_reasons",
+)
+
+
 def test_csv_lists_every_window_in_measurement_order_with_its_telemetry(engine: Engine) -> None:
     run_id = _seed(engine)
     r = _export(engine, "csv", "--run", str(run_id))
@@ -154,12 +165,7 @@ def test_csv_lists_every_window_in_measurement_order_with_its_telemetry(engine: 
         "host_cpu_busy_pct",
         "host_cpu_steal_pct",
         "cpu_pressure_pct",
-        "mem_clock_median_mhz",
-        "gpu_util_mean_pct",
-        "server_cpu_pct",
-        "server_busiest_cpu_pct",
-        "server_busiest_process",
-        "clock_event_reasons",
+        *NEWER_TELEMETRY,
         "reason",
     ):
         assert col in header, col
@@ -180,17 +186,7 @@ def test_csv_lists_every_window_in_measurement_order_with_its_telemetry(engine: 
         assert float(row["host_load_1m_end"]) == pytest.approx(2.0 + i / 10)
         cpu = (row["host_cpu_busy_pct"], row["host_cpu_steal_pct"], row["cpu_pressure_pct"])
         assert cpu == (("42.5", "0.25", "3.5") if i == CPU_AT else ("", "", ""))
-        extra = tuple(
-            row[c]
-            for c in (
-                "mem_clock_median_mhz",
-                "gpu_util_mean_pct",
-                "server_cpu_pct",
-                "server_busiest_cpu_pct",
-                "server_busiest_process",
-                "clock_event_reasons",
-            )
-        )
+        extra = tuple(row[c] for c in NEWER_TELEMETRY)
         expected_extra = ("3201", "61.5", "104.2", "97.5", "sglang::scheduler", "gpu_idle sw_power_cap")
         assert extra == (expected_extra if i == CPU_AT else ("",) * 6)
     telemetry_cols = header[header.index("sm_clock_min_mhz") : header.index("cpu_pressure_pct") + 1]
