@@ -57,6 +57,8 @@ TELEMETRY_OPTIONAL: tuple[str, ...] = (
     "gpu_util_mean_pct",  # a slower window with an idler GPU waited for the host (bench/telemetry.py)
     "server_cpu_pct",  # the launched server's processes, percent of one core
     "server_busiest_cpu_pct",
+    "cpu_probe_ms",  # the host's time for a fixed piece of Python (bench/cpu_probe.py): higher = slower host
+    "cpu_probe_cpu_ms",  # the same probe's own CPU time: up with cpu_probe_ms means a slower CPU, not preemption
 )
 # Text keys, likewise optional: the busiest server process's name, and the NVML clock-event reasons seen
 # (a list, written space-separated).
@@ -96,6 +98,7 @@ DRIVERS: tuple[tuple[str, str], ...] = (
     ("host_cpu_steal_pct", "steal"),
     ("host_cpu_steal_max_pct", "max CPU steal"),
     ("server_busiest_cpu_pct", "busiest proc CPU"),
+    ("cpu_probe_ms", "host Python probe"),
 )
 MIN_DRIVER_WINDOWS = 4  # fewer ok windows make a correlation meaningless
 
@@ -246,6 +249,8 @@ _MD: tuple[tuple[str, str, str], ...] = (
     ("busiest proc CPU %", "server_busiest_cpu_pct", ".1f"),
     ("busiest proc", "server_busiest_process", ""),
     ("clock events", "clock_event_reasons", ""),
+    ("host probe ms", "cpu_probe_ms", ".3f"),
+    ("probe CPU ms", "cpu_probe_cpu_ms", ".3f"),
 )
 
 

@@ -17,7 +17,8 @@ same host spread by < 1%. Two readings tell the remaining causes apart. The GPU'
 time a kernel ran) and its memory clock and clock-event reasons: a slower window with the GPU as busy as before
 means slower kernels; one with the GPU idler means it waited for the host. And the CPU seconds of the server's
 own processes (`server_pid`, from /proc through psutil): a scheduler at 100% of a core in its slow windows is
-bound by that core's speed, which a VM cannot see otherwise.
+bound by that core's speed, which a VM cannot see otherwise. That speed itself is read by bench.cpu_probe: the
+time a child process takes for a fixed piece of Python, sampled through the window (`cpu_probe_ms`).
 
 Sources, first that works: NVML through `pynvml` (the nvidia-ml-py package, present on GPU hosts), then
 `nvidia-smi --query-gpu=... --format=csv` (argv, no shell), else none (the stand-in, a CPU box): the window
@@ -37,6 +38,9 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 import psutil
+
+from bench.cpu_probe import CpuProbe
+from bench.cpu_probe import summarize as summarize_probe
 
 
 class Reading(NamedTuple):
@@ -345,6 +349,8 @@ class WindowTelemetry:
     interval_s: float = 0.25
     # The launched server; None for an external one (its processes are elsewhere).
     server_pid: int | None = None
+    # The host's Python speed (bench.cpu_probe), shared by the run's windows; None: not measured.
+    probe: CpuProbe | None = None
     readings: list[list[Reading]] = field(default_factory=list)
     load_start: float | None = None
     load_end: float | None = None
@@ -353,10 +359,13 @@ class WindowTelemetry:
     server_start: ProcessCpu | None = None
     server_end: ProcessCpu | None = None
     errors: int = 0
+    probe_start: float | None = None
+    probe_end: float | None = None
     _stop: threading.Event = field(default_factory=threading.Event)
     _thread: threading.Thread | None = None
 
     def start(self) -> None:
+        self.probe_start = time.monotonic()
         self.load_start = host_load()
         self.cpu_start = read_cpu_counters()
         self.server_start = process_tree_cpu(self.server_pid) if self.server_pid is not None else None
@@ -389,6 +398,7 @@ class WindowTelemetry:
         self.load_end = host_load()
         self.cpu_end = read_cpu_counters()
         self.server_end = process_tree_cpu(self.server_pid) if self.server_pid is not None else None
+        self.probe_end = time.monotonic()
 
     def summary(self) -> dict[str, Any]:
         out = summarize(self.source, self.readings, self.load_start, self.load_end, self.errors)
@@ -396,6 +406,8 @@ class WindowTelemetry:
         if self.server_pid is not None:
             wall = self.cpu_end.wall_s - self.cpu_start.wall_s if self.cpu_start and self.cpu_end else 0.0
             out.update(server_cpu_shares(self.server_start, self.server_end, wall))
+        if self.probe is not None and self.probe_start is not None and self.probe_end is not None:
+            out.update(summarize_probe(self.probe.between(self.probe_start, self.probe_end)))
         return out
 
 
@@ -456,13 +468,20 @@ def throttle_reason(summary: dict[str, Any], run_max_mhz: float | None, fraction
 
 
 class TelemetrySource:
-    """Opens the reader once per run (NVML init is not free) and hands a fresh sampler to each window."""
+    """Opens the reader once per run (NVML init is not free) and hands a fresh sampler to each window. The
+    host-speed probe starts with the first window and runs until `close()`."""
 
     def __init__(self, indices: Sequence[int] | None = None, *, enabled: bool = True) -> None:
         self.source, self._read = gpu_reader(indices) if enabled else ("none", None)
+        self._probe = CpuProbe() if enabled else None
 
     def window(self, server_pid: int | None = None) -> WindowTelemetry:
-        return WindowTelemetry(self.source, self._read, server_pid=server_pid)
+        probe = self._probe if self._probe is not None and self._probe.start() else None
+        return WindowTelemetry(self.source, self._read, server_pid=server_pid, probe=probe)
+
+    def close(self) -> None:
+        if self._probe is not None:
+            self._probe.close()
 
 
 def now_wall() -> float:

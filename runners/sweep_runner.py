@@ -171,6 +171,7 @@ def execute_sweep(
         status, error = "failed", f"{type(e).__name__}: {e}"
         raise
     finally:
+        executor.telemetry.close()
 
         def finish(s: Any) -> None:
             run = s.get(Run, run_id)

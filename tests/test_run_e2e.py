@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -11,6 +12,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import psutil
 import pytest
 from sqlalchemy import Engine, func, select
 
@@ -81,6 +83,16 @@ def test_sweep_stores_every_point_with_resolved_config(engine: Engine, tmp_path:
         assert n_requests == sum(p.num_prompts * 2 for p in points)
         req = s.scalars(select(RequestRow)).first()
         assert req is not None and req.completion_tokens == 24 and len(req.chunk_times) >= 1
+    assert not _probe_children()  # the host-speed probe (bench/cpu_probe.py) ended with the run
+
+
+def _probe_children() -> list[psutil.Process]:
+    out = []
+    for proc in psutil.Process().children(recursive=True):
+        with contextlib.suppress(psutil.Error):
+            if any("cpu_probe" in part for part in proc.cmdline()):
+                out.append(proc)
+    return out
 
 
 def test_launch_batches_start_the_first_server_alone() -> None:

@@ -70,6 +70,7 @@ def _telemetry(i: int) -> dict[str, Any]:
         t.update(mem_clock_median_mhz=3201.0, gpu_util_mean_pct=61.5, server_cpu_pct=104.2)
         t.update(server_busiest_cpu_pct=97.5, server_busiest_process="sglang::scheduler")
         t.update(clock_event_reasons=["gpu_idle", "sw_power_cap"])
+        t.update(cpu_probe_ms=2.75, cpu_probe_cpu_ms=2.5)
     return t
 
 
@@ -130,6 +131,8 @@ NEWER_TELEMETRY = (
     "server_busiest_cpu_pct",
     "server_busiest_process",
     "clock_event_reasons",
+    "cpu_probe_ms",
+    "cpu_probe_cpu_ms",
 )
 
 
@@ -187,8 +190,17 @@ def test_csv_lists_every_window_in_measurement_order_with_its_telemetry(engine: 
         cpu = (row["host_cpu_busy_pct"], row["host_cpu_steal_pct"], row["cpu_pressure_pct"])
         assert cpu == (("42.5", "0.25", "3.5") if i == CPU_AT else ("", "", ""))
         extra = tuple(row[c] for c in NEWER_TELEMETRY)
-        expected_extra = ("3201", "61.5", "104.2", "97.5", "sglang::scheduler", "gpu_idle sw_power_cap")
-        assert extra == (expected_extra if i == CPU_AT else ("",) * 6)
+        expected_extra = (
+            "3201",
+            "61.5",
+            "104.2",
+            "97.5",
+            "sglang::scheduler",
+            "gpu_idle sw_power_cap",
+            "2.75",
+            "2.5",
+        )
+        assert extra == (expected_extra if i == CPU_AT else ("",) * len(NEWER_TELEMETRY))
     telemetry_cols = header[header.index("sm_clock_min_mhz") : header.index("cpu_pressure_pct") + 1]
     for row in rows[10:]:  # the failed window and the unordered one stored no telemetry: empty cells
         assert all(row[c] == "" for c in telemetry_cols), row
@@ -291,6 +303,7 @@ def _driver_frame() -> pd.DataFrame:
             {"batch_size": 8, "spec_mode": "v1", "steps": 2, "accept_length_pinned": 2.5, "status": "ok",
              "output_throughput": 100.0 + 10 * i, "power_mean_w": 200.0 + 10 * i,
              "host_cpu_steal_pct": 0.5 - 0.1 * i, "sm_clock_median_mhz": 1980.0, "reason": None,
+             "cpu_probe_ms": 3.0 - 0.25 * i,
              "throttled": False}
         )  # fmt: skip
     rows.append({**rows[0], "status": "failed", "output_throughput": None, "power_mean_w": 900.0})
@@ -307,8 +320,12 @@ def test_drivers_correlate_throughput_with_the_recorded_context() -> None:
     assert row["r_power_mean_w"] == 1.0  # rises with throughput, exactly
     assert row["r_host_cpu_steal_pct"] == -1.0  # falls as throughput rises
     assert row["r_sm_clock_median_mhz"] is None  # did not move: no correlation to report
+    assert row["r_cpu_probe_ms"] == -1.0  # a slower host (longer probe), a slower window
     assert "r_gpu_util_mean_pct" not in table.columns  # not recorded by this run
     text = windows_view.to_markdown(_driver_frame())
-    assert "What moved with throughput" in text and "| 8 | v1 | 2 | 2.5 | 5 | +1.00 | – | -1.00 |" in text
+    assert (
+        "What moved with throughput" in text
+        and "| 8 | v1 | 2 | 2.5 | 5 | +1.00 | – | -1.00 | -1.00 |" in text
+    )
     doc = json.loads(windows_view.to_json(_driver_frame()))
     assert doc["drivers"][0]["r_power_mean_w"] == 1.0 and doc["drivers"][0]["r_sm_clock_median_mhz"] is None
