@@ -25,6 +25,7 @@ from db.query_common import (
     if_present,
     metric_column,
     read_frame,
+    table_columns,
 )
 
 
@@ -142,6 +143,7 @@ def list_runs(
         Run.sglang_version,
         Run.started_at,
         Run.finished_at,
+        Run.sweep_yaml,  # the plan: how many points the run set out to measure
     ).order_by(Run.started_at.desc(), Run.id.desc())
     if name:
         stmt = stmt.where(func.lower(Run.sweep_name).contains(name.lower(), autoescape=True))
@@ -261,6 +263,7 @@ def run_points(engine: Engine, run_id: int, metrics: Sequence[str] | None = None
     cols = checked_metrics(
         metrics or (*FACTOR_METRICS, "accept_length_weighted", "ttft_p50_ms", "e2e_p50_ms")
     )
+    present = table_columns(engine, Point.__tablename__)
     stmt = (
         select(
             Point.id.label("point_id"),
@@ -276,7 +279,7 @@ def run_points(engine: Engine, run_id: int, metrics: Sequence[str] | None = None
             *(metric_column(m) for m in cols),
             Point.output_throughput_ci_low,
             Point.output_throughput_ci_high,
-            *if_present(engine, Point.accept_length_pinned),
+            *if_present(present, Point.accept_length_pinned),
         )
         .where(Point.run_id == run_id)
         .order_by(Point.id)
@@ -291,7 +294,8 @@ def run_windows(engine: Engine, run_id: int, metrics: Sequence[str]) -> pd.DataF
     window_started_at, telemetry (the stored dict) and the metrics; a column an older schema lacks is left
     out."""
     cols = checked_metrics(metrics)
-    order = if_present(engine, Sample.order_index)
+    present = table_columns(engine, Point.__tablename__, Sample.__tablename__)
+    order = if_present(present, Sample.order_index)
     stmt = (
         select(
             Sample.point_id,
@@ -299,15 +303,15 @@ def run_windows(engine: Engine, run_id: int, metrics: Sequence[str]) -> pd.DataF
             Point.spec_mode,
             Point.steps,
             Point.topk,
-            *if_present(engine, Point.accept_length_pinned),
+            *if_present(present, Point.accept_length_pinned),
             Sample.repeat,
             Sample.status,
             Sample.reason,
             *order,
-            *if_present(engine, Sample.invocation),
-            *if_present(engine, Sample.server_instance_id),
-            *if_present(engine, Sample.window_started_at),
-            *if_present(engine, Sample.telemetry),
+            *if_present(present, Sample.invocation),
+            *if_present(present, Sample.server_instance_id),
+            *if_present(present, Sample.window_started_at),
+            *if_present(present, Sample.telemetry),
             *(getattr(Sample, m) for m in cols),
         )
         .join(Point, Point.id == Sample.point_id)
@@ -320,13 +324,14 @@ def run_windows(engine: Engine, run_id: int, metrics: Sequence[str]) -> pd.DataF
 def run_samples(engine: Engine, run_id: int, metrics: Sequence[str]) -> pd.DataFrame:
     """Every repeat of every point of a run, long by point: point_id, repeat, status and the metrics."""
     cols = checked_metrics(metrics)
+    present = table_columns(engine, Sample.__tablename__)
     stmt = (
         select(
             Sample.point_id,
             Sample.repeat,
             Sample.status,
-            *if_present(engine, Sample.order_index),  # set when the run interleaved v1/v2 windows
-            *if_present(engine, Sample.invocation),  # which invocation measured it (a resumed run: several)
+            *if_present(present, Sample.order_index),  # set when the run interleaved v1/v2 windows
+            *if_present(present, Sample.invocation),  # which invocation measured it (a resumed run: several)
             *(getattr(Sample, m) for m in cols),
         )
         .join(Point, Point.id == Sample.point_id)

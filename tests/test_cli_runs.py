@@ -3,9 +3,11 @@ and `run --dry-run`: the CLI a new user meets first."""
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import shlex
+import sqlite3
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -27,6 +29,7 @@ from runners.commands.run import DRY_RUN_PORT
 from runners.seed_history import seed_history
 from runners.sweep_runner import execute_sweep
 from runners.tables import Column, compact_lines, print_table
+from tests.fixtures.db import grid_part1
 
 ONE_LAUNCH = """
 name: dry-one
@@ -114,6 +117,29 @@ def test_runs_csv_and_table(seeded: tuple[str, Engine]) -> None:
     assert len(out) == len(every) + 1
     assert not any(ch in res.stdout for ch in "─│┃━")
     assert out[1].split()[0] == str(every[0]["id"])
+
+
+def test_runs_counts_a_cut_run_against_its_plan(tmp_path: Path) -> None:
+    # The H200 grid's first part: a deadline ended it after 10 of its 52 points (13 server configs x 4 batch
+    # sizes), all 10 ok. Out of the stored points it read 10/10, as if complete.
+    db = grid_part1(tmp_path / "grid.db")
+
+    def points_cell() -> str:
+        res = CliRunner().invoke(app, ["runs", "--db", f"sqlite:///{db}"])
+        assert res.exit_code == 0, res.output
+        header, row = res.stdout.splitlines()
+        return row[header.index("points") :].split()[0]
+
+    with contextlib.closing(sqlite3.connect(db)) as c:
+        assert c.execute("SELECT status, error FROM runs").fetchall() == [
+            ("partial", "deadline reached; finished the current point")
+        ]
+        assert c.execute("SELECT count(*), sum(status = 'ok') FROM points").fetchall() == [(10, 10)]
+    assert points_cell() == "10/52"
+    # A run whose plan is unknown (an imported run keeps a placeholder, not a sweep): ok out of stored.
+    with contextlib.closing(sqlite3.connect(db)) as c, c:
+        c.execute("UPDATE runs SET sweep_yaml = '# imported from bench_serving results: r.jsonl\n'")
+    assert points_cell() == "10/10"
 
 
 def _rows() -> tuple[list[Column], list[list[str]]]:
@@ -316,10 +342,9 @@ def test_resume_state_counts_missing_and_extra_pair_repeats() -> None:
 
 
 def test_dry_run_of_a_resumed_grid_counts_only_what_is_missing(tmp_path: Path) -> None:
-    # The committed first part of the H200 grid: the baseline is complete; the steps-1 acceptance-1.8 pair
-    # met its target at batch 1 and 8 and its cap at 32, and has nothing at 64.
-    db = tmp_path / "grid.db"
-    db.write_bytes(Path("examples/h200-v3slice-grid/grid.db").read_bytes())
+    # The H200 grid's first part: the baseline is complete; the steps-1 acceptance-1.8 pair met its target at
+    # batch 1 and 8 and its cap at 32, and has nothing at 64.
+    db = grid_part1(tmp_path / "grid.db")
     url = f"sqlite:///{db}"
     res = CliRunner().invoke(
         app, ["run", "sweeps/h200-v3slice-grid.yaml", "--dry-run", "--resume", "--db", url]

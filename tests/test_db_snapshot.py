@@ -4,7 +4,9 @@ optionally without per-token times (docs/gpu-hosts.md, "A host lost mid-run"). R
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
+import os
 import sqlite3
 from pathlib import Path
 from typing import Any
@@ -16,6 +18,7 @@ from db.engine import make_engine, session_scope
 from db.migrate import upgrade
 from db.models import Point, RequestRow, Run, Sample
 from runners.cli import app
+from tests.fixtures.db import grid_part1
 
 TOKENS = 200  # per request: enough token times that dropping them shrinks the file visibly
 
@@ -248,8 +251,7 @@ def test_a_password_in_a_refused_url_is_never_printed() -> None:
 
 def test_import_reads_what_a_running_sweep_has_committed_to_its_write_ahead_log(tmp_path: Path) -> None:
     # A GPU host's evidence.db while its sweep runs: WAL mode, the latest commits still in the -wal file.
-    src = tmp_path / "evidence.db"
-    src.write_bytes(Path("examples/h200-v3slice-grid/grid.db").read_bytes())
+    src = grid_part1(tmp_path / "evidence.db")
     writer = sqlite3.connect(src, isolation_level=None)
     try:
         writer.execute("PRAGMA journal_mode=WAL")
@@ -268,3 +270,22 @@ def test_import_reads_what_a_running_sweep_has_committed_to_its_write_ahead_log(
     not_a_db.write_text("not a database")
     res = CliRunner().invoke(app, ["import", str(not_a_db), "--db", f"sqlite:///{tmp_path}/x.db"])
     assert res.exit_code == 2 and "error:" in res.output
+
+
+def test_import_says_why_its_snapshot_failed(
+    src: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The disk that holds the temporary copy fills up mid-copy: one error line with the paths and the cause,
+    # a non-zero exit, no traceback and nothing imported.
+    def disk_full(_src: Path, tmp: Path) -> None:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(tmp))
+
+    monkeypatch.setattr("db.snapshot._backup", disk_full)
+    dest = tmp_path / "team.db"
+    res = CliRunner().invoke(app, ["import", str(src), "--db", f"sqlite:///{dest}"])
+    assert isinstance(res.exception, SystemExit) and res.exit_code == 1, repr(res.exception)
+    lines = res.output.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in res.output
+    assert lines[0].startswith(f"error: cannot snapshot {src} to ")
+    assert "OSError: [Errno 28] No space left on device" in lines[0]
+    assert not dest.exists()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sqlite3
 import tempfile
 from pathlib import Path
 from typing import Annotated
@@ -40,11 +41,20 @@ def import_runs(
             # Work on a copy: migrating or WAL-switching the source would change a file we only read. A
             # snapshot, not a file copy: a sweep may still be writing the source, and a plain copy misses
             # what its write-ahead log holds and can tear.
-            url = f"sqlite:///{Path(tmp) / path.name}"
+            copy = Path(tmp) / path.name
+            url = f"sqlite:///{copy}"
             try:
-                snapshot(str(path), str(Path(tmp) / path.name))
+                snapshot(str(path), str(copy))
             except SnapshotError as e:
                 fail(str(e))
+            except (OSError, sqlite3.Error) as e:
+                # A full disk, a temporary directory it cannot write: the paths and the cause, not a traceback
+                # (as `specbench db snapshot` says it).
+                fail(
+                    f"cannot snapshot {source} to {copy} (a temporary copy; TMPDIR picks its directory): "
+                    f"{type(e).__name__}: {e}",
+                    code=1,
+                )
         try:
             src = open_database(url)  # brings an older file up to this schema first
         except Exception as e:

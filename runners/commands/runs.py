@@ -12,6 +12,7 @@ import typer
 
 from analysis.labels import run_tag
 from db import queries as q
+from runners import estimate
 from runners.common import DbOption, console, open_db_readonly
 from runners.tables import Column, print_table
 
@@ -63,7 +64,7 @@ def runs(
     ] = None,
     limit: Annotated[int | None, typer.Option(help="At most this many (newest first).", min=1)] = None,
 ) -> None:
-    """List runs newest first: id, sweep, GPU, simulated, status, start and point counts."""
+    """List runs newest first: id, sweep, GPU, simulated, status, start and points (ok out of planned)."""
     engine = open_db_readonly(db)
     frame = q.list_runs(engine, name=name, gpu=gpu, status=status, simulated=simulated, limit=limit)
     records = [_record(r) for r in frame.to_dict("records")]
@@ -76,7 +77,8 @@ def runs(
         writer.writerows(records)
         typer.echo(buf.getvalue(), nl=False)
     else:
-        _table(records)
+        plans = {y: estimate.planned_points(y) for y in set(frame["sweep_yaml"])}  # runs of a sweep share it
+        _table(records, [plans[y] for y in frame["sweep_yaml"]])
 
 
 def _iso(value: Any) -> str | None:
@@ -112,7 +114,14 @@ def simulated_tag(record: dict[str, Any]) -> str:
     return run_tag(record["simulated"], record["trigger"]) or ""
 
 
-def _table(records: list[dict[str, Any]]) -> None:
+def _points(record: dict[str, Any], planned: int | None) -> str:
+    """ok points out of the points the run planned (a run a deadline or Ctrl-C cut short stored fewer); out of
+    the stored points where the plan is unknown (its sweep text no longer parses, or planned fewer)."""
+    of = planned if planned is not None and planned >= record["points"] else record["points"]
+    return f"{record['points_ok']}/{of}"
+
+
+def _table(records: list[dict[str, Any]], planned: list[int | None]) -> None:
     if not records:
         console.print("no runs match")
         return
@@ -136,11 +145,11 @@ def _table(records: list[dict[str, Any]]) -> None:
             f"[{style.get(r['status'], 'white')}]{r['status']}[/]",
             _short_gpu(r["gpu"], r["gpu_count"]),
             simulated_tag(r),
-            f"{r['points_ok']}/{r['points']}",
+            _points(r, n),
             r["sglang_version"] or "?",
             r["label"] or "",
         ]
-        for r in records
+        for r, n in zip(records, planned, strict=True)
     ]
     print_table(console, columns, rows)
 
