@@ -59,10 +59,16 @@ TELEMETRY_OPTIONAL: tuple[str, ...] = (
     "server_busiest_cpu_pct",
     "cpu_probe_ms",  # the host's time for a fixed piece of Python (bench/cpu_probe.py): higher = slower host
     "cpu_probe_cpu_ms",  # the same probe's own CPU time: up with cpu_probe_ms means a slower CPU, not preemption
+    "server_busiest_cpu_moves",  # times the busiest server process was on another CPU than at the sample before
 )
 # Text keys, likewise optional: the busiest server process's name, and the NVML clock-event reasons seen
 # (a list, written space-separated).
-TELEMETRY_TEXT: tuple[str, ...] = ("server_busiest_process", "clock_event_reasons")
+TELEMETRY_TEXT: tuple[str, ...] = (
+    "server_busiest_process",
+    "clock_event_reasons",
+    "server_busiest_cpus",  # the CPUs it ran on, most often first: a window's level can follow its core
+    "cpu_probe_cpus",
+)
 HEAD: tuple[str, ...] = ("order_index", *CONFIG_KEYS, "repeat", "status", *METRICS)
 # invocation: where the `specbench run` (or job attempt) that measured the window began in the run's order; a
 # resumed run shows two or more. server_instance_id: the server row (server_instances) that measured it.
@@ -251,6 +257,9 @@ _MD: tuple[tuple[str, str, str], ...] = (
     ("clock events", "clock_event_reasons", ""),
     ("host probe ms", "cpu_probe_ms", ".3f"),
     ("probe CPU ms", "cpu_probe_cpu_ms", ".3f"),
+    ("busiest proc CPUs", "server_busiest_cpus", ""),
+    ("busiest proc moves", "server_busiest_cpu_moves", "d"),
+    ("probe CPUs", "cpu_probe_cpus", ""),
 )
 
 

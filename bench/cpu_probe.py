@@ -31,6 +31,7 @@ class ProbeSample(NamedTuple):
     at: float  # time.monotonic() when the probe finished (CLOCK_MONOTONIC: one clock for both processes)
     wall_ms: float
     cpu_ms: float
+    cpu: int | None = None  # the CPU it ran on (None where /proc does not say)
 
 
 def work(n: int = WORK_ITERATIONS) -> int:
@@ -46,11 +47,23 @@ def work(n: int = WORK_ITERATIONS) -> int:
 
 def parse_line(line: str) -> ProbeSample | None:
     parts = line.split()
-    if len(parts) != 3:
+    if len(parts) != 4:
         return None
     try:
-        return ProbeSample(float(parts[0]), float(parts[1]), float(parts[2]))
+        cpu = None if parts[3] == "-" else int(parts[3])
+        return ProbeSample(float(parts[0]), float(parts[1]), float(parts[2]), cpu)
     except ValueError:
+        return None
+
+
+def current_cpu() -> int | None:
+    """The CPU this thread last ran on: field 39 of /proc/thread-self/stat (the child has no psutil: it runs
+    with -I, outside the runner's environment)."""
+    try:
+        with open("/proc/thread-self/stat", encoding="ascii") as f:
+            stat = f.read()
+        return int(stat[stat.rindex(")") + 2 :].split()[36])  # fields after the command name start at 3
+    except (OSError, ValueError, IndexError):
         return None
 
 
@@ -59,11 +72,16 @@ def summarize(samples: list[ProbeSample]) -> dict[str, Any]:
     if not samples:
         return {}
     walls = [s.wall_ms for s in samples]
+    cpus: dict[int, int] = {}
+    for s in samples:
+        if s.cpu is not None:
+            cpus[s.cpu] = cpus.get(s.cpu, 0) + 1
     return {
         "cpu_probe_ms": round(statistics.median(walls), 3),
         "cpu_probe_cpu_ms": round(statistics.median(s.cpu_ms for s in samples), 3),
         "cpu_probe_max_ms": round(max(walls), 3),
         "cpu_probe_samples": len(samples),
+        "cpu_probe_cpus": sorted(cpus, key=lambda c: (-cpus[c], c)),  # most often first
     }
 
 
@@ -127,8 +145,10 @@ def _loop(period_s: float, parent: int) -> None:
         wall0, cpu0 = time.perf_counter(), time.thread_time()
         work()
         wall1, cpu1 = time.perf_counter(), time.thread_time()
+        cpu = current_cpu()
+        line = f"{time.monotonic():.6f} {(wall1 - wall0) * 1e3:.4f} {(cpu1 - cpu0) * 1e3:.4f} "
         try:
-            print(f"{time.monotonic():.6f} {(wall1 - wall0) * 1e3:.4f} {(cpu1 - cpu0) * 1e3:.4f}", flush=True)
+            print(line + ("-" if cpu is None else str(cpu)), flush=True)
         except BrokenPipeError:  # the reader is gone
             return
         time.sleep(period_s)

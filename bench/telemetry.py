@@ -27,6 +27,7 @@ then records only host load and `source: "none"`.
 
 from __future__ import annotations
 
+import itertools
 import os
 import shutil
 import statistics
@@ -340,6 +341,38 @@ def server_cpu_shares(start: ProcessCpu | None, end: ProcessCpu | None, wall_s: 
     return out
 
 
+def current_cpus(pids: Sequence[int]) -> dict[int, int]:
+    """The CPU each of these processes last ran on (/proc/PID/stat through psutil); a gone process is left out."""
+    out: dict[int, int] = {}
+    for pid in pids:
+        try:
+            out[pid] = psutil.Process(pid).cpu_num()
+        except (psutil.Error, AttributeError):  # gone; or a platform without cpu_num (macOS)
+            continue
+    return out
+
+
+def cpu_moves(seen: Sequence[int]) -> dict[str, Any]:
+    """The CPUs one process was seen on through a window, most often first, and how many times it was on another
+    CPU than at the sample before: a scheduler loop that moves between cores of different speed shows here."""
+    if not seen:
+        return {}
+    counts: dict[int, int] = {}
+    for cpu in seen:
+        counts[cpu] = counts.get(cpu, 0) + 1
+    return {
+        "server_busiest_cpus": sorted(counts, key=lambda c: (-counts[c], c)),
+        "server_busiest_cpu_moves": sum(1 for a, b in itertools.pairwise(seen) if a != b),
+    }
+
+
+def _busiest_pid(start: ProcessCpu | None, end: ProcessCpu | None) -> int | None:
+    if not start or not end:
+        return None
+    used = {pid: cpu - start.get(pid, (name, 0.0))[1] for pid, (name, cpu) in end.items()}
+    return max(used, key=lambda pid: used[pid]) if used else None
+
+
 @dataclass
 class WindowTelemetry:
     """Samples a window in a thread; `summary()` after `stop()` is what gets stored with the repeat."""
@@ -359,6 +392,8 @@ class WindowTelemetry:
     server_start: ProcessCpu | None = None
     server_end: ProcessCpu | None = None
     errors: int = 0
+    # pid -> the CPU it was on at each sample (the server's processes as listed at the window's start)
+    server_cpus_seen: dict[int, list[int]] = field(default_factory=dict)
     probe_start: float | None = None
     probe_end: float | None = None
     _stop: threading.Event = field(default_factory=threading.Event)
@@ -369,19 +404,22 @@ class WindowTelemetry:
         self.load_start = host_load()
         self.cpu_start = read_cpu_counters()
         self.server_start = process_tree_cpu(self.server_pid) if self.server_pid is not None else None
-        if self.read is None:
+        if self.read is None and not self.server_start:
             return
         self._stop.clear()
         self._thread = threading.Thread(target=self._loop, name="window-telemetry", daemon=True)
         self._thread.start()
 
     def _loop(self) -> None:
-        assert self.read is not None
+        pids = list(self.server_start or ())
         while True:
-            try:
-                self.readings.append(self.read())
-            except Exception:  # a flaky read costs one sample, never the window
-                self.errors += 1
+            if self.read is not None:
+                try:
+                    self.readings.append(self.read())
+                except Exception:  # a flaky read costs one sample, never the window
+                    self.errors += 1
+            for pid, cpu in current_cpus(pids).items():
+                self.server_cpus_seen.setdefault(pid, []).append(cpu)
             if self._stop.wait(self.interval_s):
                 return
 
@@ -406,6 +444,9 @@ class WindowTelemetry:
         if self.server_pid is not None:
             wall = self.cpu_end.wall_s - self.cpu_start.wall_s if self.cpu_start and self.cpu_end else 0.0
             out.update(server_cpu_shares(self.server_start, self.server_end, wall))
+            busiest = _busiest_pid(self.server_start, self.server_end)
+            if busiest is not None:
+                out.update(cpu_moves(self.server_cpus_seen.get(busiest, [])))
         if self.probe is not None and self.probe_start is not None and self.probe_end is not None:
             out.update(summarize_probe(self.probe.between(self.probe_start, self.probe_end)))
         return out

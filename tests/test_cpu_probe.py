@@ -15,14 +15,21 @@ from bench.telemetry import TelemetrySource
 
 
 def test_lines_and_summary_hand_computed() -> None:
-    assert parse_line("12.5 1.25 1.0\n") == ProbeSample(12.5, 1.25, 1.0)
-    assert parse_line("garbage") is None and parse_line("1 2 x") is None
-    samples = [ProbeSample(1.0, 2.0, 1.9), ProbeSample(2.0, 6.0, 2.1), ProbeSample(3.0, 3.0, 2.0)]
+    assert parse_line("12.5 1.25 1.0 3\n") == ProbeSample(12.5, 1.25, 1.0, 3)
+    assert parse_line("12.5 1.25 1.0 -\n") == ProbeSample(12.5, 1.25, 1.0, None)
+    assert parse_line("garbage") is None and parse_line("1 2 x 0") is None and parse_line("1 2 3") is None
+    samples = [
+        ProbeSample(1.0, 2.0, 1.9, 5),
+        ProbeSample(2.0, 6.0, 2.1, 2),
+        ProbeSample(3.0, 3.0, 2.0, 2),
+        ProbeSample(4.0, 3.5, 2.0, None),
+    ]
     assert summarize(samples) == {
-        "cpu_probe_ms": 3.0,
+        "cpu_probe_ms": 3.25,
         "cpu_probe_cpu_ms": 2.0,
         "cpu_probe_max_ms": 6.0,
-        "cpu_probe_samples": 3,
+        "cpu_probe_samples": 4,
+        "cpu_probe_cpus": [2, 5],  # most often first
     }
     assert summarize([]) == {}
 
@@ -40,6 +47,7 @@ def test_the_child_times_its_work_and_windows_get_their_own_samples() -> None:
         assert len(first) >= 5
         assert all(t0 <= s.at <= t1 for s in first)
         assert all(s.wall_ms > 0 and 0 < s.cpu_ms <= s.wall_ms * 1.05 + 0.05 for s in first)
+        assert {s.cpu for s in first} <= os.sched_getaffinity(0)  # the CPUs it may run on, as /proc reports
         later = probe.between(t1, time.monotonic())
         assert later and all(s.at >= t1 for s in later)
         assert probe.between(t0, t1) == []  # a later window's read drops what came before it

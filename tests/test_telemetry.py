@@ -18,6 +18,7 @@ from bench.telemetry import (
     Reading,
     TelemetrySource,
     _parse_smi_line,
+    cpu_moves,
     cpu_shares,
     parse_cpu_pressure,
     parse_proc_stat,
@@ -113,6 +114,9 @@ def test_a_window_records_the_server_process_tree_cpu() -> None:
         assert hot["server_busiest_cpu_pct"] > 10 and hot["server_busiest_cpu_pct"] <= hot["server_cpu_pct"]
         assert hot["server_busiest_cpu_pct"] > cold["server_cpu_pct"] + 5
         assert cold["server_cpu_pct"] < 5
+        # the spinning child's CPUs, sampled through the window (no GPU reader here: the thread runs for them)
+        assert hot["server_busiest_cpus"] and set(hot["server_busiest_cpus"]) <= os.sched_getaffinity(0)
+        assert hot["server_busiest_cpu_moves"] >= 0
     finally:
         for p in (busy, idle):
             p.kill()
@@ -132,6 +136,15 @@ def test_windows_without_a_server_pid_record_no_server_cpu() -> None:
     w.start()
     w.stop()
     assert "server_cpu_pct" not in w.summary()
+
+
+def test_cpu_moves_hand_computed() -> None:
+    assert cpu_moves([3, 3, 11, 11, 11, 3, 5]) == {
+        "server_busiest_cpus": [3, 11, 5],
+        "server_busiest_cpu_moves": 3,
+    }
+    assert cpu_moves([7]) == {"server_busiest_cpus": [7], "server_busiest_cpu_moves": 0}
+    assert cpu_moves([]) == {}
 
 
 def test_throttle_reason() -> None:

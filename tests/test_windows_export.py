@@ -70,7 +70,8 @@ def _telemetry(i: int) -> dict[str, Any]:
         t.update(mem_clock_median_mhz=3201.0, gpu_util_mean_pct=61.5, server_cpu_pct=104.2)
         t.update(server_busiest_cpu_pct=97.5, server_busiest_process="sglang::scheduler")
         t.update(clock_event_reasons=["gpu_idle", "sw_power_cap"])
-        t.update(cpu_probe_ms=2.75, cpu_probe_cpu_ms=2.5)
+        t.update(cpu_probe_ms=2.75, cpu_probe_cpu_ms=2.5, cpu_probe_cpus=[4, 12])
+        t.update(server_busiest_cpus=[3, 11], server_busiest_cpu_moves=2)
     return t
 
 
@@ -133,6 +134,9 @@ NEWER_TELEMETRY = (
     "clock_event_reasons",
     "cpu_probe_ms",
     "cpu_probe_cpu_ms",
+    "server_busiest_cpu_moves",
+    "server_busiest_cpus",
+    "cpu_probe_cpus",
 )
 
 
@@ -199,6 +203,9 @@ def test_csv_lists_every_window_in_measurement_order_with_its_telemetry(engine: 
             "gpu_idle sw_power_cap",
             "2.75",
             "2.5",
+            "2",
+            "3 11",
+            "4 12",
         )
         assert extra == (expected_extra if i == CPU_AT else ("",) * len(NEWER_TELEMETRY))
     telemetry_cols = header[header.index("sm_clock_min_mhz") : header.index("cpu_pressure_pct") + 1]
