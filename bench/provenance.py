@@ -197,6 +197,39 @@ def _synth_summary(path: Path) -> tuple[str, str] | None:
         return None
 
 
+def cpu_topology(
+    sys_cpu: Path = Path("/sys/devices/system/cpu"), cpuinfo: Path = Path("/proc/cpuinfo")
+) -> Provenance:
+    """The host's CPU model, its logical CPUs, and which of them share a physical core ("0,8 1,9 ...": SMT
+    siblings). A speculative server's cycle runs at the speed of one host core (docs/results-h200.md, run 5),
+    and a run's windows record the CPUs its scheduler ran on: this says which of those share a core."""
+    groups: set[str] = set()
+    for f in sys_cpu.glob("cpu[0-9]*/topology/thread_siblings_list"):
+        try:
+            groups.add(f.read_text(encoding="ascii").strip())
+        except OSError:
+            continue
+    model = None
+    try:
+        for line in cpuinfo.read_text(encoding="utf-8", errors="replace").splitlines():
+            key, _, value = line.partition(":")
+            if key.strip() == "model name":
+                model = value.strip()
+                break
+    except OSError:
+        pass
+
+    def first_cpu(group: str) -> int:
+        head = group.replace("-", ",").split(",")[0]
+        return int(head) if head.isdigit() else -1
+
+    return {
+        "cpu_model": model,
+        "cpu_count": os.cpu_count(),
+        "cpu_smt_groups": " ".join(sorted(groups, key=first_cpu)) or None,
+    }
+
+
 def collect_provenance(
     model_path: str | None = None,
     server_info: Mapping[str, Any] | None = None,
@@ -234,6 +267,7 @@ def collect_provenance(
         "git_dirty": dirty,
         "simulated": False,
     }
+    prov.update(cpu_topology())
     prov.update(model_info(model_path) if model_path is not None else dict.fromkeys(_MODEL_KEYS))
     if server_info:
         version = server_info.get("version")

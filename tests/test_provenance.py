@@ -168,3 +168,23 @@ def test_model_identity(tmp_path: Path) -> None:
     assert "agree seed=0" in str(pa["model_synth"])
     remote = collect_provenance("deepseek-ai/DeepSeek-V3")
     assert remote["model_identity"] == "deepseek-ai/DeepSeek-V3" and remote["model_hash"] is None
+
+
+def test_cpu_topology_groups_smt_siblings(tmp_path: Path) -> None:
+    # A 4-CPU host with two cores of two hyperthreads each, as /sys lists it (each CPU names its core's group).
+    for cpu, group in {0: "0,2", 1: "1,3", 2: "0,2", 3: "1,3", 10: "10-11", 11: "10-11"}.items():
+        d = tmp_path / "cpu" / f"cpu{cpu}" / "topology"
+        d.mkdir(parents=True)
+        (d / "thread_siblings_list").write_text(group + "\n")
+    (tmp_path / "cpu" / "cpufreq").mkdir()  # not a CPU
+    info = tmp_path / "cpuinfo"
+    info.write_text("processor\t: 0\nmodel name\t: Intel(R) Xeon(R) Platinum 8480C\n")
+    topo = provenance.cpu_topology(tmp_path / "cpu", info)
+    assert topo["cpu_smt_groups"] == "0,2 1,3 10-11"
+    assert topo["cpu_model"] == "Intel(R) Xeon(R) Platinum 8480C"
+    empty = provenance.cpu_topology(tmp_path / "none", tmp_path / "none")
+    assert empty["cpu_smt_groups"] is None and empty["cpu_model"] is None
+    here = collect_provenance()  # this host: every CPU in exactly one group
+    if here["cpu_smt_groups"] is not None:
+        listed = [c for g in str(here["cpu_smt_groups"]).split() for c in g.split(",") if "-" not in g]
+        assert len(listed) == len(set(listed))
