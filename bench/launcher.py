@@ -8,6 +8,8 @@ The server runs in its own process group with its output in a per-server log fil
 returning 200 (polled only during startup: contract §6.9 says never during a run). Afterwards `/server_info`
 says what the server actually runs, and the spec mode is resolved from it and the launch log (§1.5).
 Teardown is SIGTERM to the whole group, then SIGKILL; it runs on every exit path, KeyboardInterrupt included.
+`server.cpu_affinity` pins the server right after it starts and, once it is ready, every thread of every
+process it started (bench/cpu_affinity.py).
 Ports and teardown live in bench/processes.py, the HTTP probes in bench/server_http.py, and the check of
 requested against resolved config beside the mode rules (`bench.spec_modes.compare_requested`).
 """
@@ -27,7 +29,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from bench import reaper
+from bench import cpu_affinity, reaper
 from bench.processes import (
     LOG_TAIL_LINES,
     PortError,
@@ -81,6 +83,8 @@ class LaunchedServer:
     mismatches: list[str]
     # Adaptations to the version (renamed flags) and other facts worth keeping with the run.
     notes: list[str] = field(default_factory=list)
+    # The CPUs every thread of the server's processes was pinned to and read back on; None: not pinned.
+    cpu_affinity: list[int] | None = None
     _proc: subprocess.Popen[bytes] | None = field(default=None, repr=False)
     _stop_timeout_s: float = field(default=15.0, repr=False)
     _guard: reaper.Guard | None = field(default=None, repr=False)
@@ -129,6 +133,7 @@ class LaunchedServer:
             "spec_mode_evidence": self.mode_evidence,
             "mismatches": list(self.mismatches),
             "notes": list(self.notes),
+            "cpu_affinity": None if self.cpu_affinity is None else list(self.cpu_affinity),
             "server_info": self.server_info,
         }
 
@@ -248,6 +253,7 @@ def launch(
 
     timeout = spec.startup_timeout_s if startup_timeout_s is None else startup_timeout_s
     t0 = time.monotonic()
+    # No shell and no taskset: the launcher pins the process itself (below), so argv stays the server's own.
     with open(log_path, "wb") as log:
         try:
             proc = subprocess.Popen(
@@ -280,12 +286,19 @@ def launch(
             spec_mode_requested=config.spec_mode,
             resolved=ResolvedMode(None, "not resolved yet", config.algorithm is not None, version),
             mismatches=[],
-            notes=[*built.notes, *(f"inherited {k} not passed on (set by server.sim only)" for k in dropped)],
+            notes=[
+                *built.notes,
+                *(f"inherited {k} not passed on (set by server.sim only)" for k in dropped),
+                *plan.cpu_notes,
+            ],
             _proc=proc,
             _stop_timeout_s=stop_timeout_s,
             _guard=guard,
         )
         _LIVE[id(server)] = server
+        if plan.cpus is not None:
+            # The new process has one thread yet; the threads and children it starts inherit this.
+            _pin_started(proc.pid, plan.cpus)
         wait_healthy(proc, base_url, log_path, timeout)
         server.startup_s = time.monotonic() - t0
         info = fetch_server_info(base_url)
@@ -298,6 +311,8 @@ def launch(
         server.server_info = info
         server.resolved = resolve_mode(version, info, read_log(log_path))
         server.mismatches = compare_requested(config, info, server.resolved, version)
+        if plan.cpus is not None:
+            _pin_server_tree(server, proc.pid, plan.cpus)
     except BaseException as e:
         # Every way out of a failed launch (KeyboardInterrupt included) takes the process group down first.
         if server is not None:
@@ -316,6 +331,8 @@ class LaunchPlan:
     argv: ServerArgv
     env_delta: dict[str, str]  # what specbench and the sweep set
     env: dict[str, str]  # the server's whole environment: env_delta over the host's small base
+    cpus: cpu_affinity.CpuList | None = None  # what the server is pinned to; None: not pinned
+    cpu_notes: tuple[str, ...] = ()  # why it is pinned when the sweep did not ask, overlaps with the client
 
 
 def plan_launch(
@@ -345,7 +362,58 @@ def plan_launch(
         env = build_server_env(os.environ, dict(config.env), env_delta)
     except ServerEnvError as e:
         raise LaunchError(f"cannot launch server: {e}") from None
-    return LaunchPlan(built, env_delta, env)
+    cpus, cpu_notes = _server_cpus(spec)
+    return LaunchPlan(built, env_delta, env, cpus, cpu_notes)
+
+
+def _server_cpus(spec: ServerSpec) -> tuple[cpu_affinity.CpuList | None, tuple[str, ...]]:
+    """The CPUs to pin the server to, checked against this host's, with notes for its record."""
+    pin = cpu_affinity.runner_pin()
+    if spec.cpu_affinity is None:
+        if pin is None:
+            return None, ()
+        # A child inherits its parent's CPUs: without this, `--client-cpus` would squeeze the server onto the
+        # client's few CPUs. It gets what the runner had before it pinned itself.
+        before = tuple(sorted(pin.before))
+        return before, (
+            f"server.cpu_affinity unset: the server runs on the runner's CPUs from before --client-cpus "
+            f"({cpu_affinity.format_cpu_list(before)})",
+        )
+    try:
+        cpu_affinity.check_allowed(spec.cpu_affinity, "server.cpu_affinity")
+    except cpu_affinity.AffinityError as e:
+        raise LaunchError(f"cannot launch server: {e}") from None
+    shared = sorted(set(spec.cpu_affinity) & set(pin.cpus)) if pin is not None else []
+    if shared:
+        return spec.cpu_affinity, (
+            f"server.cpu_affinity shares CPU(s) {cpu_affinity.format_cpu_list(shared)} with --client-cpus",
+        )
+    return spec.cpu_affinity, ()
+
+
+def _pin_started(pid: int, cpus: cpu_affinity.CpuList) -> None:
+    try:
+        os.sched_setaffinity(pid, cpus)
+    except ProcessLookupError:  # died at once: waiting for it to become healthy reports why, with its log
+        pass
+    except OSError as e:
+        raise LaunchError(
+            f"cannot pin the server to CPUs {cpu_affinity.format_cpu_list(cpus)}: {e}"
+        ) from None
+
+
+def _pin_server_tree(server: LaunchedServer, pid: int, cpus: cpu_affinity.CpuList) -> None:
+    """Pin every thread of the ready server's processes again and record where they run. A thread that
+    started before the first pin, or that set its own CPUs, is caught here; one that reads back other CPUs
+    makes the server not run what was asked (a mismatch: recorded, not measured)."""
+    try:
+        tree = cpu_affinity.pin_tree(pid, cpus)
+    except cpu_affinity.AffinityError as e:
+        raise LaunchError(f"server.cpu_affinity: {e}") from None
+    listed = cpu_affinity.format_cpu_list(cpus)
+    server.cpu_affinity = list(cpus)
+    server.notes.append(f"pinned {tree.processes} process(es), {tree.threads} thread(s) to CPUs {listed}")
+    server.mismatches.extend(f"cpu_affinity: {line}" for line in tree.stray)
 
 
 def attach_external(spec: ServerSpec, config: ServerConfig, *, version: str | None = None) -> LaunchedServer:

@@ -197,8 +197,9 @@ def run_info(engine: Engine, run_id: int) -> dict[str, Any]:
 
 
 def run_servers(engine: Engine, run_id: int) -> pd.DataFrame:
-    """The launches of a run: config label, resolved mode, start time, status, and how many idle servers shared
-    the GPU while it was measured (`max_parallel_starts` > 1 leaves some; they can bias high-batch numbers)."""
+    """The launches of a run: config label, resolved mode, start time, status, how many idle servers shared
+    the GPU while it was measured (`max_parallel_starts` > 1 leaves some; they can bias high-batch numbers),
+    and the CPUs it was pinned to."""
     stmt = (
         select(
             ServerInstance.id,
@@ -217,6 +218,8 @@ def run_servers(engine: Engine, run_id: int) -> pd.DataFrame:
     ]
     # Idle because its v1/v2 partner was up for interleaved windows (paired measurement), not parallel starts.
     frame["pair_colocated"] = [(env or {}).get("specbench.pair") == "colocated" for env in frame["env"]]
+    # The CPUs its threads were pinned to (server.cpu_affinity, docs/gpu-hosts.md); None: not pinned.
+    frame["cpu_affinity"] = [(env or {}).get("specbench.cpu_affinity") for env in frame["env"]]
     return frame.drop(columns=["env"])
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 from typing import Annotated, NoReturn
 
@@ -11,6 +12,7 @@ from rich.markup import escape
 from sqlalchemy import Engine
 from sqlalchemy.engine import make_url
 
+from bench.cpu_affinity import AffinityError, check_allowed, parse_cpu_list, pinned_runner
 from db import queries as q
 from db.engine import (
     DEFAULT_URL,
@@ -76,6 +78,40 @@ OutageOption = Annotated[
         show_default=False,
     ),
 ]
+
+
+# A host setting, like --gpus, not part of the sweep: a job's config reaches no further than the server it
+# configures, and the process this pins is the runner (the benchmark client), not a server.
+ClientCpusOption = Annotated[
+    str | None,
+    typer.Option(
+        "--client-cpus",
+        help="Pin this process (the benchmark client, every thread) to these CPUs, e.g. 8-15 or 2,3; the "
+        "previous CPUs come back when it ends. Keep them apart from the sweep's server.cpu_affinity "
+        "(docs/gpu-hosts.md).",
+        show_default=False,
+    ),
+]
+
+
+def client_cpus(text: str | None) -> tuple[int, ...] | None:
+    """`--client-cpus` as CPU numbers this host has, or a clear message and exit 2."""
+    if text is None:
+        return None
+    try:
+        cpus = parse_cpu_list(text)
+    except ValueError as e:
+        fail(f"--client-cpus {text[:40]!r}: {e}")
+    try:
+        check_allowed(cpus, "--client-cpus")
+    except AffinityError as e:
+        fail(str(e))
+    return cpus
+
+
+def pinned_client(cpus: tuple[int, ...] | None) -> contextlib.AbstractContextManager[object]:
+    """The runner pinned to `cpus` (from `client_cpus`) while the block runs; nothing when None."""
+    return contextlib.nullcontext() if cpus is None else pinned_runner(cpus)
 
 
 def open_db(url: str | None) -> Engine:

@@ -19,6 +19,7 @@ from typing import Any
 from rich.progress import Progress
 from sqlalchemy import Engine
 
+from bench import cpu_affinity
 from bench.client import LoadClient
 from bench.launcher import LaunchedServer, LaunchError, launch
 from bench.measure import Window, WindowSettings, measure_windows
@@ -219,6 +220,8 @@ class SweepExecutor:
             )
             # Idle servers sharing the GPU while this one was measured (max_parallel_starts > 1).
             si.env = {**si.env, "specbench.co_resident_idle_servers": str(co_resident), **(extra_env or {})}
+            if server.cpu_affinity is not None:  # the CPUs its threads were pinned to and read back on
+                si.env = {**si.env, "specbench.cpu_affinity": list(server.cpu_affinity)}
             return int(si.id)
 
         return int(self._write(write, "recording the server"))
@@ -334,6 +337,9 @@ def run_provenance(
     prov = collect_provenance(model_path=spec.model, server_info=server_info, gpus=gpus)
     if spec.server.backend == "sim":
         prov["simulated"] = True
+    pin = cpu_affinity.runner_pin()
+    if pin is not None:  # `--client-cpus`: where the client ran, to compare runs pinned and not ("8-15")
+        prov["client_cpus"] = cpu_affinity.format_cpu_list(pin.cpus)
     return prov
 
 

@@ -6,8 +6,9 @@ import math
 import re
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BeforeValidator, Field
+from pydantic import AfterValidator, BeforeValidator, Field, PlainValidator
 
+from bench.cpu_affinity import parse_cpu_list
 from bench.server_env import ServerEnvError, as_env_value, sweep_name_problem
 
 Activity = Literal["CPU", "GPU"]
@@ -100,6 +101,15 @@ def draft_tokens_value(v: Any) -> Literal["auto"] | list[int]:
         )
     return list(v)
 
+
+def cpu_list_value(v: Any) -> tuple[int, ...]:
+    """`"2-7,10"` or `[2, 3]`: checked for syntax here, against the host's CPUs at launch (the sweep may be
+    written, or a job submitted, on another machine than the one that runs it)."""
+    return parse_cpu_list(v)
+
+
+# Sorted, distinct CPU numbers (server.cpu_affinity).
+CpuList = Annotated[tuple[int, ...], PlainValidator(cpu_list_value)]
 
 ArgValue = str | int | float | bool | list[int] | list[str]
 

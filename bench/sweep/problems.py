@@ -92,6 +92,11 @@ def find_problems(spec: SweepSpec) -> list[str]:
             )
         if s.args or s.env:
             p.append("backend external: server.args/env cannot apply to a server specbench does not launch")
+        if s.cpu_affinity is not None:
+            p.append(
+                "backend external: server.cpu_affinity cannot apply to a server specbench does not launch "
+                "(pin it where it is started, e.g. with taskset)"
+            )
     elif s.base_url:
         p.append(f"server.base_url is only for backend: external (backend is {s.backend!r})")
     if spec.profile is not None and spec.profile.at is not None:

@@ -18,6 +18,7 @@ from bench.sweep.fields import (
     ArgValue,
     Backend,
     BatchSize,
+    CpuList,
     EnvName,
     EnvValue,
     LoadFormat,
@@ -103,6 +104,9 @@ class ServerSpec(_Strict):
     # Keep both servers of a v1/v2 pair alive and interleave their repeats (docs/paired-measurement.md).
     # If the second one cannot start (GPU memory), the runner falls back to alternating restarts.
     pair_colocate: bool = True
+    # Pin the server's processes and threads to these CPUs ("2-7,10" or [2, 3]); None = wherever the runner
+    # may run. Its scheduler is bound by one host core on an H200, so which core matters (docs/gpu-hosts.md).
+    cpu_affinity: CpuList | None = None
 
 
 class GridSpec(_Strict):

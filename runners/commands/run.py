@@ -12,6 +12,7 @@ import typer
 from sqlalchemy import Engine, select
 
 from bench import reaper
+from bench.cpu_affinity import format_cpu_list
 from bench.gpus import parse_gpu_list
 from bench.launcher import LaunchError, detect_sglang_version, plan_launch
 from bench.spec_modes import KNOWN_RELEASES
@@ -22,14 +23,17 @@ from db.models import Point, Run
 from runners import estimate
 from runners.common import (
     RUN_REF_HELP,
+    ClientCpusOption,
     DbOption,
     OutageOption,
     check_label,
+    client_cpus,
     console,
     err_console,
     fail,
     open_db,
     open_db_readonly,
+    pinned_client,
     resolve_run_ref,
 )
 from runners.dbretry import DatabaseUnavailable
@@ -82,6 +86,7 @@ def run(
         ),
     ] = DEFAULT_FAIL_ON,
     db_outage_limit_s: OutageOption = None,
+    client_cpu_list: ClientCpusOption = None,
 ) -> None:
     """Run a sweep against a live SGLang server (or the stand-in) and store every point."""
     failing = _parse_fail_on(fail_on)
@@ -93,6 +98,7 @@ def run(
     if trigger not in {"manual", "schedule", "pr"}:
         fail(f"--trigger must be manual, schedule or pr, not {trigger!r}")
     gpu_list = _parse_gpus(gpus)
+    pin = client_cpus(client_cpu_list)
     groups = expand(spec)
     n_points = sum(len(g.points) for g in groups)
     console.print(
@@ -100,6 +106,10 @@ def run(
         f"on backend [cyan]{spec.server.backend}[/]"
     )
     if dry_run:
+        if pin is not None:
+            console.print(
+                f"--client-cpus {format_cpu_list(pin)}: a run pins itself there (a dry run does not)"
+            )
         _dry_run(spec, groups, gpu_list, db, _dry_run_resume(spec, groups, db, resume, resume_run))
         return
     engine = open_db(db)
@@ -116,20 +126,22 @@ def run(
     signal.signal(signal.SIGTERM, _interrupt)
     started = time.monotonic()
     try:
-        outcome = execute_sweep(
-            spec,
-            sweep.read_text(),
-            engine,
-            trigger=trigger,
-            label=label,
-            resume_run_id=resume_id,
-            gpus=gpu_list,
-            deadline=deadline,
-            log_dir=log_dir,
-            show_progress=progress,
-            console=err_console,
-            outage=OutagePolicy.from_env(db_outage_limit_s),
-        )
+        # Pinned for the run only: the previous CPUs come back however it ends (bench/cpu_affinity.py).
+        with pinned_client(pin):
+            outcome = execute_sweep(
+                spec,
+                sweep.read_text(),
+                engine,
+                trigger=trigger,
+                label=label,
+                resume_run_id=resume_id,
+                gpus=gpu_list,
+                deadline=deadline,
+                log_dir=log_dir,
+                show_progress=progress,
+                console=err_console,
+                outage=OutagePolicy.from_env(db_outage_limit_s),
+            )
     except DatabaseUnavailable as e:
         fail(
             f"{e}; every repeat measured before it is stored; continue with: specbench run {sweep} --resume",
@@ -218,7 +230,9 @@ def _dry_run(
         console.print(f"  argv: {shlex.join(built.argv)}", markup=False, highlight=False, soft_wrap=True)
         for k, v in sorted(env.items()):
             console.print(f"  env:  {k}={v}", markup=False, highlight=False, soft_wrap=True)
-        for note in built.notes:
+        if plan.cpus is not None:
+            console.print(f"  cpus: {format_cpu_list(plan.cpus)}", markup=False, highlight=False)
+        for note in (*built.notes, *plan.cpu_notes):
             console.print(f"  note: {note}", markup=False, highlight=False)
     past_startup, past_windows = _history(spec.name, db)
     est = estimate.estimate(

@@ -10,7 +10,7 @@ from typing import Annotated
 import typer
 
 from bench.gpus import detect_gpus, parse_gpu_list, select_gpus
-from runners.common import DbOption, OutageOption, fail, open_db
+from runners.common import ClientCpusOption, DbOption, OutageOption, client_cpus, fail, open_db, pinned_client
 from runners.recovery import Backoff, OutagePolicy, RecoveryPolicy
 from runners.worker import QueueWorker, WorkerOptions, install_signal_handlers
 
@@ -61,6 +61,7 @@ def worker(
     db_outage_limit_s: OutageOption = None,
     log_dir: Annotated[Path, typer.Option(help="Where server logs go.")] = Path("logs"),
     progress: Annotated[bool, typer.Option("--progress/--no-progress")] = False,
+    client_cpu_list: ClientCpusOption = None,
 ) -> None:
     """Run queued sweeps on this host."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
@@ -68,6 +69,7 @@ def worker(
         indices = parse_gpu_list(gpus)
     except ValueError as e:
         fail(str(e))
+    pin = client_cpus(client_cpu_list)
     chosen = select_gpus(detect_gpus(), indices)
     label_list = [x.strip() for x in (labels or "").split(",") if x.strip()]
     engine = open_db(db)
@@ -88,7 +90,9 @@ def worker(
     runner = QueueWorker(engine, options)
     install_signal_handlers(runner)
     try:
-        code = runner.run()
+        # Pinned for the worker's life, like --gpus: every job's client runs there (its servers do not).
+        with pinned_client(pin):
+            code = runner.run()
     finally:
         engine.dispose()
     raise typer.Exit(code)
