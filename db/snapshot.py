@@ -86,7 +86,7 @@ def snapshot(
         umask = os.umask(0)
         os.umask(umask)
         tmp.chmod(0o644 & ~umask)
-        _backup(src, tmp)
+        _backup(src, tmp, dest)
         bytes_before = tmp.stat().st_size
         thinned: int | None = None  # stays None unless asked and there is a requests table
         with contextlib.closing(sqlite3.connect(tmp, isolation_level=None)) as copy:
@@ -141,7 +141,14 @@ def _check_dest(src: Path, dest: Path, *, force: bool) -> None:
         raise SnapshotError(f"DEST {present[0]} exists: pick another name, or pass --force to replace it")
 
 
-def _backup(src: Path, tmp: Path) -> None:
+# SQLite errors a backup raises while writing its target: a full disk or a file-size limit reads as one of these
+# (the backup API reports both sides' errors alike, and blaming SRC for them sent people to a healthy file).
+_WRITE_ERRORS = frozenset(
+    {"SQLITE_FULL", "SQLITE_IOERR_WRITE", "SQLITE_IOERR_FSYNC", "SQLITE_IOERR_TRUNCATE", "SQLITE_READONLY"}
+)
+
+
+def _backup(src: Path, tmp: Path, dest: Path) -> None:
     # mode=ro: the snapshot cannot write SRC (no migration, no journal-mode switch, no checkpoint);
     # query_only is a second lock on that door. The timeout rides out a writer's commit on a rollback-journal
     # file (under WAL, SQLite's default here, readers never wait for the writer).
@@ -157,6 +164,10 @@ def _backup(src: Path, tmp: Path) -> None:
             # of SRC (a stepped backup restarts whenever another process writes, and a busy sweep writes often).
             source.backup(target, pages=-1)
     except sqlite3.DatabaseError as e:
+        if getattr(e, "sqlite_errorname", None) in _WRITE_ERRORS:
+            raise SnapshotError(
+                f"DEST {dest}: cannot write the copy in {dest.parent} ({e}; is the disk full?)"
+            ) from None
         raise SnapshotError(f"SRC {src}: not a readable SQLite database: {e}") from None
     finally:
         source.close()

@@ -8,6 +8,8 @@ import errno
 import json
 import os
 import sqlite3
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -277,7 +279,7 @@ def test_import_says_why_its_snapshot_failed(
 ) -> None:
     # The disk that holds the temporary copy fills up mid-copy: one error line with the paths and the cause,
     # a non-zero exit, no traceback and nothing imported.
-    def disk_full(_src: Path, tmp: Path) -> None:
+    def disk_full(_src: Path, tmp: Path, _dest: Path) -> None:
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(tmp))
 
     monkeypatch.setattr("db.snapshot._backup", disk_full)
@@ -289,3 +291,39 @@ def test_import_says_why_its_snapshot_failed(
     assert lines[0].startswith(f"error: cannot snapshot {src} to ")
     assert "OSError: [Errno 28] No space left on device" in lines[0]
     assert not dest.exists()
+
+
+FILL_UP = """
+import resource, signal, sys
+from db.snapshot import SnapshotError, snapshot
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails with EFBIG, like a full disk
+resource.setrlimit(resource.RLIMIT_FSIZE, (8192, 8192))
+try:
+    snapshot(sys.argv[1], sys.argv[2])
+except SnapshotError as e:
+    print(e)
+"""
+
+
+def test_a_copy_that_cannot_be_written_blames_dest_not_src(src: Path, tmp_path: Path) -> None:
+    # A file-size limit stands in for a disk that fills during the copy: SQLite reports it from the backup
+    # call, which used to name SRC "not a readable SQLite database".
+    # The limit covers every file the process writes, a WAL source's shared-memory index too (a failure on
+    # SRC's side, rightly blamed on SRC): a rollback-journal source keeps the failure on the copy's side.
+    with contextlib.closing(sqlite3.connect(src)) as c:
+        assert c.execute("PRAGMA journal_mode=DELETE").fetchone() == ("delete",)
+    dest = tmp_path / "copy.db"
+    root = Path(__file__).resolve().parents[1]
+    done = subprocess.run(
+        [sys.executable, "-c", FILL_UP, str(src), str(dest)],
+        capture_output=True,
+        text=True,
+        cwd=root,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    message = done.stdout.strip()
+    assert message.startswith(f"DEST {dest}: cannot write the copy in {tmp_path}"), message
+    assert "is the disk full?" in message and "not a readable" not in message
+    assert not dest.exists() and not list(tmp_path.glob(".copy.db.*"))  # nothing half-written left behind
