@@ -23,6 +23,9 @@
 #                                        still runs (default 0: the sweep may use all the time)
 #         JIT_CACHE=jit.tar.xz ...      unpack this JIT cache archive (scripts/jit_cache.sh) before the first
 #                                        server start when it exists; save one there after the run when not
+#         CLIENT_CPUS=4-7,12-15 ...     pin the benchmark client there (`specbench run --client-cpus`) in the
+#                                        sweep steps; pair it with the sweep's server.cpu_affinity
+#                                        (sweeps/h200-v3slice-pinned.yaml, docs/gpu-hosts.md "Pinning CPUs")
 #         SNAPSHOT_TO=/mnt/keep/evidence.db ...   while the steps run, write a consistent copy of the database
 #                                        there every SNAPSHOT_EVERY_S seconds (default 300) and once at the end
 #                                        (`specbench db snapshot`): a host lost mid-run loses at most that much;
@@ -42,6 +45,7 @@ CC_SIZES=${CROSSCHECK_BATCH_SIZES:-8,32}
 # A cross-check needs its server (up to ~250 s cold) plus ~75 s per round and batch size.
 CROSSCHECK_NEEDS=$((250 + 75 * ROUNDS * $(echo "$CC_SIZES" | tr ',' '\n' | wc -l)))
 DB="sqlite:///$WORK/evidence.db"
+PIN=(); [ -n "${CLIENT_CPUS:-}" ] && PIN=(--client-cpus "$CLIENT_CPUS")
 export SPECBENCH_ARTIFACTS_DIR=$WORK/artifacts
 export COLUMNS=${COLUMNS:-160}
 log() { echo "[gpu_evidence +${SECONDS}s] $*"; }
@@ -85,9 +89,9 @@ fi
 
 if has sweep; then
   cut=(); [ -n "${END_BY:-}" ] && cut=(--deadline-s "$(($(left) - 90 - RESERVE))")
-  log "sweep: $SWEEP (paired v1/v2 with profiles) ${cut[*]}"
+  log "sweep: $SWEEP (paired v1/v2 with profiles) ${cut[*]} ${PIN[*]}"
   "${SB[@]}" run "$SWEEP" --db "$DB" --log-dir "$WORK/logs" --resume --no-progress \
-    "${cut[@]}" || log "sweep exit $?"
+    "${cut[@]}" "${PIN[@]}" || log "sweep exit $?"
 fi
 
 if has crosscheck && [ "$(left)" -lt "$CROSSCHECK_NEEDS" ]; then log "crosscheck: skipped, $(left) s left before END_BY"; fi
@@ -138,7 +142,7 @@ if has extra && [ "$(left)" -ge 360 ]; then
   # Leave time for the point in flight, the drift check and teardown when END_BY cuts the sweep.
   cut=(); [ -n "${END_BY:-}" ] && cut=(--deadline-s "$(($(left) - 150))")
   log "extra: second pair ${cut[*]}"
-  "${SB[@]}" run sweeps/h200-v3slice-steps1.yaml --db "$DB" --log-dir "$WORK/logs" --resume --no-progress \
+  "${SB[@]}" run sweeps/h200-v3slice-steps1.yaml --db "$DB" --log-dir "$WORK/logs" --resume --no-progress "${PIN[@]}" \
     "${cut[@]}" || log "extra exit $?"
 elif has extra; then log "extra: skipped, $(left) s left before END_BY"; fi
 

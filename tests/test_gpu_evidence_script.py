@@ -5,6 +5,7 @@ GPU host lost mid-run loses at most one snapshot period (docs/gpu-hosts.md, "A h
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import sqlite3
 import subprocess
@@ -33,7 +34,7 @@ def _count(db: Path, table: str) -> int:
         return int(c.execute(f"SELECT count(*) FROM {table}").fetchone()[0])  # table names are ours
 
 
-def _evidence(tmp_path: Path, every_s: int, timeout_s: float) -> tuple[str, Path, Path]:
+def _evidence(tmp_path: Path, every_s: int, timeout_s: float, **extra_env: str) -> tuple[str, Path, Path]:
     sweep = tmp_path / "evidence-sim.yaml"
     sweep.write_text(SWEEP)
     work, keep = tmp_path / "work", tmp_path / "keep" / "evidence.db"
@@ -46,6 +47,7 @@ def _evidence(tmp_path: Path, every_s: int, timeout_s: float) -> tuple[str, Path
         "SWEEP": str(sweep),
         "SNAPSHOT_TO": str(keep),
         "SNAPSHOT_EVERY_S": str(every_s),
+        **extra_env,
     }
     done = subprocess.run(
         ["bash", str(ROOT / "scripts" / "gpu_evidence.sh"), str(work)],
@@ -62,13 +64,17 @@ def _evidence(tmp_path: Path, every_s: int, timeout_s: float) -> tuple[str, Path
 
 @pytest.mark.slow
 def test_the_sweep_step_runs_on_the_stand_in_and_snapshots_the_database(tmp_path: Path) -> None:
-    log, work, keep = _evidence(tmp_path, every_s=1, timeout_s=600)
+    cpu = min(os.sched_getaffinity(0))  # CLIENT_CPUS reaches `specbench run --client-cpus`
+    log, work, keep = _evidence(tmp_path, every_s=1, timeout_s=600, CLIENT_CPUS=str(cpu))
     # periodic snapshots while the sweep ran (it takes several seconds), then the final one
     assert log.count(f"snapshot: {keep}") >= 2, log
     assert "FAILED" not in log
     # the kept copy is the finished database: every window of the run, and a database SQLite opens alone
     assert _count(keep, "samples") == _count(work / "evidence.db", "samples") == 2 * 2 * 3
     assert not Path(f"{keep}-wal").exists()
+    with contextlib.closing(sqlite3.connect(keep)) as c:
+        (prov,) = c.execute("SELECT provenance FROM runs").fetchone()
+    assert json.loads(prov)["client_cpus"] == str(cpu)
     report = work / "evidence-sim-v2-vs-v1.md"
     assert report.exists() and "| 4 |" in report.read_text()
     leftovers = [p.name for p in keep.parent.iterdir() if p.name != keep.name]
