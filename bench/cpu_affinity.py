@@ -22,6 +22,8 @@ from dataclasses import dataclass, field
 
 import psutil
 
+from bench.processes import process_tree
+
 # The kernel's largest NR_CPUS (CONFIG_MAXSMP): a larger CPU number is a typo, and a range up to it stays small.
 MAX_CPU = 8191
 # A CPU list longer than this is not a list someone typed (8192 CPUs as single numbers fit in ~40k).
@@ -162,8 +164,7 @@ def pin_tree(pid: int, cpus: Sequence[int]) -> TreePin:
     """
     wanted = frozenset(cpus)
     try:
-        root = psutil.Process(pid)
-        procs = [root, *root.children(recursive=True)]
+        procs = process_tree(pid)
     except psutil.Error as e:
         raise AffinityError(f"cannot list the processes of {pid}: {e}") from None
     out = TreePin()
@@ -193,9 +194,8 @@ def pin_tree(pid: int, cpus: Sequence[int]) -> TreePin:
 
 def tree_affinity(pid: int) -> dict[int, frozenset[int]]:
     """tid -> CPUs of every thread of `pid` and its descendants (what a test or a check reads back)."""
-    root = psutil.Process(pid)
     out: dict[int, frozenset[int]] = {}
-    for proc in [root, *root.children(recursive=True)]:
+    for proc in process_tree(pid):
         for tid in _thread_ids(proc) or []:
             with contextlib.suppress(ProcessLookupError):
                 out[tid] = frozenset(os.sched_getaffinity(tid))

@@ -21,6 +21,8 @@ import subprocess
 import sys
 import threading
 import time
+from collections import Counter
+from collections.abc import Iterable
 from typing import Any, NamedTuple
 
 PERIOD_S = 0.25
@@ -67,21 +69,23 @@ def current_cpu() -> int | None:
         return None
 
 
+def by_use(cpus: Iterable[int]) -> list[int]:
+    """The distinct CPUs of `cpus`, the most often seen first (ties: the lower number first)."""
+    counts = Counter(cpus)
+    return sorted(counts, key=lambda c: (-counts[c], c))
+
+
 def summarize(samples: list[ProbeSample]) -> dict[str, Any]:
     """A window's probe figures: median wall and CPU milliseconds per probe, and the slowest wall time."""
     if not samples:
         return {}
     walls = [s.wall_ms for s in samples]
-    cpus: dict[int, int] = {}
-    for s in samples:
-        if s.cpu is not None:
-            cpus[s.cpu] = cpus.get(s.cpu, 0) + 1
     return {
         "cpu_probe_ms": round(statistics.median(walls), 3),
         "cpu_probe_cpu_ms": round(statistics.median(s.cpu_ms for s in samples), 3),
         "cpu_probe_max_ms": round(max(walls), 3),
         "cpu_probe_samples": len(samples),
-        "cpu_probe_cpus": sorted(cpus, key=lambda c: (-cpus[c], c)),  # most often first
+        "cpu_probe_cpus": by_use(s.cpu for s in samples if s.cpu is not None),
     }
 
 

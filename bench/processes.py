@@ -15,6 +15,8 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import psutil
+
 
 class PortError(RuntimeError):
     """No port can be given to a server on this host."""
@@ -113,6 +115,13 @@ def proc_stats(proc_dir: Path = Path("/proc")) -> Iterator[tuple[int, list[str]]
         except OSError:
             continue
         yield int(entry.name), stat[stat.rfind(")") + 2 :].split()
+
+
+def process_tree(pid: int) -> list[psutil.Process]:
+    """`pid` and all its descendants (SGLang's launch process starts its scheduler, detokenizer and tokenizer
+    as children); psutil.Error when `pid` is gone."""
+    root = psutil.Process(pid)
+    return [root, *root.children(recursive=True)]
 
 
 def signal_group(pgid: int, sig: signal.Signals) -> None:

@@ -24,6 +24,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from bench.cpu_affinity import parse_cpu_list
 from bench.gpus import assigned_gpus, describe
 
 NONE = "none"  # an absent package or GPU; versions stay strings so columns never mix types
@@ -203,11 +204,12 @@ def cpu_topology(
     """The host's CPU model, its logical CPUs, and which of them share a physical core ("0,8 1,9 ...": SMT
     siblings). A speculative server's cycle runs at the speed of one host core (docs/results-h200.md, run 5),
     and a run's windows record the CPUs its scheduler ran on: this says which of those share a core."""
-    groups: set[str] = set()
+    groups: dict[str, int] = {}  # the kernel's sibling list -> its first CPU, to order them
     for f in sys_cpu.glob("cpu[0-9]*/topology/thread_siblings_list"):
         try:
-            groups.add(f.read_text(encoding="ascii").strip())
-        except OSError:
+            text = f.read_text(encoding="ascii").strip()
+            groups[text] = parse_cpu_list(text)[0]
+        except (OSError, ValueError):
             continue
     model = None
     try:
@@ -218,15 +220,10 @@ def cpu_topology(
                 break
     except OSError:
         pass
-
-    def first_cpu(group: str) -> int:
-        head = group.replace("-", ",").split(",")[0]
-        return int(head) if head.isdigit() else -1
-
     return {
         "cpu_model": model,
         "cpu_count": os.cpu_count(),
-        "cpu_smt_groups": " ".join(sorted(groups, key=first_cpu)) or None,
+        "cpu_smt_groups": " ".join(sorted(groups, key=groups.__getitem__)) or None,
     }
 
 

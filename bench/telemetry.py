@@ -40,8 +40,9 @@ from typing import Any, NamedTuple
 
 import psutil
 
-from bench.cpu_probe import CpuProbe
+from bench.cpu_probe import CpuProbe, by_use
 from bench.cpu_probe import summarize as summarize_probe
+from bench.processes import process_tree
 
 
 class Reading(NamedTuple):
@@ -305,8 +306,7 @@ def process_tree_cpu(pid: int) -> ProcessCpu | None:
     """CPU seconds so far of `pid` and all its descendants (SGLang runs its scheduler, detokenizer and
     tokenizer as child processes of the launch_server process); None when `pid` is gone."""
     try:
-        root = psutil.Process(pid)
-        procs = [root, *root.children(recursive=True)]
+        procs = process_tree(pid)
     except psutil.Error:
         return None
     out: ProcessCpu = {}
@@ -331,7 +331,7 @@ def server_cpu_shares(start: ProcessCpu | None, end: ProcessCpu | None, wall_s: 
     }
     if start is None or end is None or wall_s <= 0:
         return out
-    used = {pid: (name, cpu - start.get(pid, (name, 0.0))[1]) for pid, (name, cpu) in end.items()}
+    used = _cpu_used(start, end)
     if not used:
         return out
     name, busiest = max(used.values(), key=lambda x: x[1])
@@ -339,6 +339,11 @@ def server_cpu_shares(start: ProcessCpu | None, end: ProcessCpu | None, wall_s: 
     out["server_busiest_cpu_pct"] = round(100.0 * busiest / wall_s, 1)
     out["server_busiest_process"] = name
     return out
+
+
+def _cpu_used(start: ProcessCpu, end: ProcessCpu) -> ProcessCpu:
+    """pid -> (name, CPU seconds used between the two readings); a process new since `start` counts from zero."""
+    return {pid: (name, cpu - start.get(pid, (name, 0.0))[1]) for pid, (name, cpu) in end.items()}
 
 
 def current_cpus(pids: Sequence[int]) -> dict[int, int]:
@@ -357,11 +362,8 @@ def cpu_moves(seen: Sequence[int]) -> dict[str, Any]:
     CPU than at the sample before: a scheduler loop that moves between cores of different speed shows here."""
     if not seen:
         return {}
-    counts: dict[int, int] = {}
-    for cpu in seen:
-        counts[cpu] = counts.get(cpu, 0) + 1
     return {
-        "server_busiest_cpus": sorted(counts, key=lambda c: (-counts[c], c)),
+        "server_busiest_cpus": by_use(seen),
         "server_busiest_cpu_moves": sum(1 for a, b in itertools.pairwise(seen) if a != b),
     }
 
@@ -369,8 +371,8 @@ def cpu_moves(seen: Sequence[int]) -> dict[str, Any]:
 def _busiest_pid(start: ProcessCpu | None, end: ProcessCpu | None) -> int | None:
     if not start or not end:
         return None
-    used = {pid: cpu - start.get(pid, (name, 0.0))[1] for pid, (name, cpu) in end.items()}
-    return max(used, key=lambda pid: used[pid]) if used else None
+    used = _cpu_used(start, end)
+    return max(used, key=lambda pid: used[pid][1]) if used else None
 
 
 @dataclass
@@ -394,13 +396,10 @@ class WindowTelemetry:
     errors: int = 0
     # pid -> the CPU it was on at each sample (the server's processes as listed at the window's start)
     server_cpus_seen: dict[int, list[int]] = field(default_factory=dict)
-    probe_start: float | None = None
-    probe_end: float | None = None
     _stop: threading.Event = field(default_factory=threading.Event)
     _thread: threading.Thread | None = None
 
     def start(self) -> None:
-        self.probe_start = time.monotonic()
         self.load_start = host_load()
         self.cpu_start = read_cpu_counters()
         self.server_start = process_tree_cpu(self.server_pid) if self.server_pid is not None else None
@@ -436,7 +435,6 @@ class WindowTelemetry:
         self.load_end = host_load()
         self.cpu_end = read_cpu_counters()
         self.server_end = process_tree_cpu(self.server_pid) if self.server_pid is not None else None
-        self.probe_end = time.monotonic()
 
     def summary(self) -> dict[str, Any]:
         out = summarize(self.source, self.readings, self.load_start, self.load_end, self.errors)
@@ -447,8 +445,9 @@ class WindowTelemetry:
             busiest = _busiest_pid(self.server_start, self.server_end)
             if busiest is not None:
                 out.update(cpu_moves(self.server_cpus_seen.get(busiest, [])))
-        if self.probe is not None and self.probe_start is not None and self.probe_end is not None:
-            out.update(summarize_probe(self.probe.between(self.probe_start, self.probe_end)))
+        if self.probe is not None and self.cpu_start is not None and self.cpu_end is not None:
+            # the counters' monotonic readings bound the window; the probe stamps its samples on that clock
+            out.update(summarize_probe(self.probe.between(self.cpu_start.wall_s, self.cpu_end.wall_s)))
         return out
 
 
