@@ -21,7 +21,7 @@ from db.engine import session_scope
 from db.models import Point, RequestRow, Run, Sample, ServerInstance
 from runners import pair_target
 from runners.pair_target import relative_half_width
-from runners.sweep_runner import execute_sweep
+from runners.sweep_runner import RunOutcome, execute_sweep
 
 PAIRED = """
 name: paired
@@ -432,15 +432,12 @@ def test_a_deadline_in_a_later_pair_measures_the_drift_of_that_pairs_first_point
         assert point is not None and point.spec_mode == "v1" and point.batch_size == 1
 
 
-def test_a_resumed_run_extends_a_pair_whose_interval_is_still_too_wide(
-    engine: Engine, tmp_path: Path
-) -> None:
-    # A grid run in parts: the deadline came after a pair's planned repeats but before its interval reached
-    # measure.ratio_target. The next invocation must add the missing ABBA repeats, not skip the point because
-    # its planned repeats are stored. (Simulated by a first invocation whose max_repeats stops at the plan.)
+def _in_two_parts(sweep: str, engine: Engine, tmp_path: Path) -> tuple[RunOutcome, RunOutcome]:
+    """`sweep` (a TARGETED variant) as a grid run in parts: a first invocation whose max_repeats stops at the
+    planned 3 repeats with the interval never narrow enough, then a resumed one allowed 5."""
     never_met = "measure: {min_window_s: 0.2, drift_check: false, ratio_target: 0.000000001, max_repeats: %d}"
-    planned = TARGETED.replace("measure: {min_window_s: 0.4}", never_met % 3)
-    grown = TARGETED.replace("measure: {min_window_s: 0.4}", never_met % 5)
+    planned = sweep.replace("measure: {min_window_s: 0.4}", never_met % 3)
+    grown = sweep.replace("measure: {min_window_s: 0.4}", never_met % 5)
     first = _run(planned, engine, tmp_path)
     second = execute_sweep(
         parse_sweep(grown),
@@ -450,6 +447,16 @@ def test_a_resumed_run_extends_a_pair_whose_interval_is_still_too_wide(
         show_progress=False,
         resume_run_id=first.run_id,
     )
+    return first, second
+
+
+def test_a_resumed_run_extends_a_pair_whose_interval_is_still_too_wide(
+    engine: Engine, tmp_path: Path
+) -> None:
+    # A grid run in parts: the deadline came after a pair's planned repeats but before its interval reached
+    # measure.ratio_target. The next invocation must add the missing ABBA repeats, not skip the point because
+    # its planned repeats are stored. (Simulated by a first invocation whose max_repeats stops at the plan.)
+    first, second = _in_two_parts(TARGETED, engine, tmp_path)
     assert second.run_id == first.run_id and second.status in ("done", "unstable")
     with session_scope(engine) as s:
         rows = s.execute(
@@ -470,19 +477,8 @@ def test_a_resumed_pair_measured_by_restarts_starts_no_server_for_an_extension(
 ) -> None:
     # Alternating restarts never extend a pair (only interleaving on two live servers does), so a resumed run
     # whose pairs have all their planned repeats must not start a server for an extension it would not make.
-    never_met = "measure: {min_window_s: 0.2, drift_check: false, ratio_target: 0.000000001, max_repeats: %d}"
     restarts = TARGETED.replace("load_format: dummy", "load_format: dummy\n  pair_colocate: false")
-    planned = restarts.replace("measure: {min_window_s: 0.4}", never_met % 3)
-    grown = restarts.replace("measure: {min_window_s: 0.4}", never_met % 5)
-    first = _run(planned, engine, tmp_path)
-    second = execute_sweep(
-        parse_sweep(grown),
-        grown,
-        engine,
-        log_dir=tmp_path / "b",
-        show_progress=False,
-        resume_run_id=first.run_id,
-    )
+    first, second = _in_two_parts(restarts, engine, tmp_path)
     assert first.launches >= 2 and second.launches == 0
     with session_scope(engine) as s:
         assert len(s.scalars(select(Sample.id)).all()) == 6
