@@ -119,6 +119,28 @@ def test_runs_csv_and_table(seeded: tuple[str, Engine]) -> None:
     assert out[1].split()[0] == str(every[0]["id"])
 
 
+def test_runs_with_a_label_on_some_runs_only(seeded: tuple[str, Engine]) -> None:
+    # `make demo`'s database: the candidate run has a label, the others none. pandas 3 turned the other
+    # labels into NaN, which crashed the table and wrote `NaN` (not JSON) into --format json.
+    url, eng = seeded
+    with session_scope(eng) as s:
+        runs = list(s.scalars(select(Run).order_by(Run.id)))
+        for run in runs:
+            run.label = None
+        runs[-1].label = "candidate"
+    res = CliRunner().invoke(app, ["runs", "--db", url, "--format", "json"])
+    assert res.exit_code == 0, res.output
+
+    def no_nan(token: str) -> None:
+        raise AssertionError(f"{token} is not JSON")
+
+    doc = json.loads(res.stdout, parse_constant=no_nan)
+    assert sorted(str(r["label"]) for r in doc) == ["None"] * (len(runs) - 1) + ["candidate"]
+    table = CliRunner().invoke(app, ["runs", "--db", url])
+    assert table.exit_code == 0, table.output
+    assert sum("candidate" in line for line in table.stdout.splitlines()) == 1
+
+
 def test_runs_counts_a_cut_run_against_its_plan(tmp_path: Path) -> None:
     # The H200 grid's first part: a deadline ended it after 10 of its 52 points (13 server configs x 4 batch
     # sizes), all 10 ok. Out of the stored points it read 10/10, as if complete.

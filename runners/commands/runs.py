@@ -10,7 +10,7 @@ from typing import Annotated, Any, Literal
 import pandas as pd
 import typer
 
-from analysis.labels import run_tag
+from analysis.labels import none_if_nan, run_tag
 from db import queries as q
 from runners import estimate
 from runners.common import DbOption, console, open_db_readonly
@@ -89,20 +89,25 @@ def _iso(value: Any) -> str | None:
 
 
 def _record(row: dict[str, Any]) -> dict[str, Any]:
+    # pandas 3 keeps a text column's NULLs as NaN once the point counts are merged in (a label set on some
+    # runs only): None again here, so the table prints them empty and the JSON says null, not NaN.
+    text = {
+        k: none_if_nan(row[k]) for k in ("label", "trigger", "backend", "model", "gpu_name", "sglang_version")
+    }
     return {
         "id": int(row["id"]),
         "uid": row["uid"],
         "name": row["sweep_name"],
-        "label": row["label"],
+        "label": text["label"],
         "status": row["status"],
-        "trigger": row["trigger"],
-        "backend": row["backend"],
+        "trigger": text["trigger"],
+        "backend": text["backend"],
         "simulated": bool(row["simulated"]),
-        "kind": run_tag(row["simulated"], row["trigger"]) or "measured",
-        "model": row["model"],
-        "gpu": row["gpu_name"],
+        "kind": run_tag(row["simulated"], text["trigger"]) or "measured",
+        "model": text["model"],
+        "gpu": text["gpu_name"],
         "gpu_count": int(row["gpu_count"]),
-        "sglang_version": row["sglang_version"],
+        "sglang_version": text["sglang_version"],
         "started": _iso(row["started_at"]),
         "finished": _iso(row["finished_at"]),
         "points": int(row["points"]),
