@@ -58,7 +58,10 @@ TELEMETRY_OPTIONAL: tuple[str, ...] = (
     "server_cpu_pct",  # the launched server's processes, percent of one core
     "server_busiest_cpu_pct",
     "cpu_probe_ms",  # the host's time for a fixed piece of Python (bench/cpu_probe.py): higher = slower host
-    "cpu_probe_cpu_ms",  # the same probe's own CPU time: up with cpu_probe_ms means a slower CPU, not preemption
+    # The same probe's own CPU time: up with cpu_probe_ms means a slower CPU, not preemption. The figure to read
+    # with cpu_probe_on = server: the probe then shares the scheduler's core, so its wall time includes waits.
+    "cpu_probe_cpu_ms",
+    "cpu_probe_on_server_pct",  # cpu_probe_on = server: percent of probe samples on the busiest process's CPU
     "server_busiest_cpu_moves",  # times the busiest server process was on another CPU than at the sample before
 )
 # Text keys, likewise optional: the busiest server process's name, and the NVML clock-event reasons seen
@@ -68,6 +71,7 @@ TELEMETRY_TEXT: tuple[str, ...] = (
     "clock_event_reasons",
     "server_busiest_cpus",  # the CPUs it ran on, most often first: a window's level can follow its core
     "cpu_probe_cpus",
+    "cpu_probe_on",  # runner: the probe ran on the runner's CPUs; server: it followed the busiest server process
 )
 HEAD: tuple[str, ...] = ("order_index", *CONFIG_KEYS, "repeat", "status", *METRICS)
 # invocation: where the `specbench run` (or job attempt) that measured the window began in the run's order; a
@@ -105,6 +109,8 @@ DRIVERS: tuple[tuple[str, str], ...] = (
     ("host_cpu_steal_max_pct", "max CPU steal"),
     ("server_busiest_cpu_pct", "busiest proc CPU"),
     ("cpu_probe_ms", "host Python probe"),
+    # with measure.cpu_probe: server, the scheduler core's own speed (wall time there includes time-sharing)
+    ("cpu_probe_cpu_ms", "probe CPU ms"),
 )
 MIN_DRIVER_WINDOWS = 4  # fewer ok windows make a correlation meaningless
 
@@ -260,6 +266,8 @@ _MD: tuple[tuple[str, str, str], ...] = (
     ("busiest proc CPUs", "server_busiest_cpus", ""),
     ("busiest proc moves", "server_busiest_cpu_moves", "d"),
     ("probe CPUs", "cpu_probe_cpus", ""),
+    ("probe on", "cpu_probe_on", ""),
+    ("probe on server %", "cpu_probe_on_server_pct", ".1f"),
 )
 
 

@@ -8,7 +8,9 @@ its duration rises when the host runs Python slower, whatever the reason. Wall t
 time are both kept: when both rise, the CPU was slower; when only wall time rises, the probe was kept off a CPU.
 
 It runs as its own process so it never holds the client's GIL, and sleeps between probes (about 1% of one
-core at the default period). The child exits when its parent does (it checks each period), so a runner
+core at the default period). With `measure.cpu_probe: server` the runner moves it (sched_setaffinity on its
+pid, bench/telemetry.py) onto the CPU of the server's busiest process for each window; the child itself does
+not know. The child exits when its parent does (it checks each period), so a runner
 killed with -9 leaves no probe behind.
 """
 
@@ -121,6 +123,12 @@ class CpuProbe:
             if sample is not None:
                 with self._lock:
                     self._samples.append(sample)
+
+    @property
+    def pid(self) -> int | None:
+        """The child's pid while it runs (bench.telemetry moves it onto the server's CPU); None otherwise."""
+        proc = self._proc
+        return proc.pid if proc is not None and proc.poll() is None else None
 
     def between(self, start: float, end: float) -> list[ProbeSample]:
         """The samples taken in [start, end]. Windows come in time order, so older samples are dropped."""

@@ -20,6 +20,11 @@ own processes (`server_pid`, from /proc through psutil): a scheduler at 100% of 
 bound by that core's speed, which a VM cannot see otherwise. That speed itself is read by bench.cpu_probe: the
 time a child process takes for a fixed piece of Python, sampled through the window (`cpu_probe_ms`).
 
+The probe runs on the runner's CPUs, so on a VM it times another vCPU than the scheduler's, and a vCPU's speed
+moves on its own there (its host sibling's load). With `measure.cpu_probe: server` (`probe_on="server"`) this
+thread moves the probe at every sample onto the CPU the server's busiest process is on now, and back to its
+own CPUs after the window; `cpu_probe_on_server_pct` says how much of the window it shared that CPU.
+
 Sources, first that works: NVML through `pynvml` (the nvidia-ml-py package, present on GPU hosts), then
 `nvidia-smi --query-gpu=... --format=csv` (argv, no shell), else none (the stand-in, a CPU box): the window
 then records only host load and `source: "none"`.
@@ -27,6 +32,7 @@ then records only host load and `source: "none"`.
 
 from __future__ import annotations
 
+import bisect
 import itertools
 import os
 import shutil
@@ -34,13 +40,13 @@ import statistics
 import subprocess
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import Any, Literal, NamedTuple
 
 import psutil
 
-from bench.cpu_probe import CpuProbe, by_use
+from bench.cpu_probe import CpuProbe, ProbeSample, by_use
 from bench.cpu_probe import summarize as summarize_probe
 from bench.processes import process_tree
 
@@ -309,9 +315,15 @@ def process_tree_cpu(pid: int) -> ProcessCpu | None:
         procs = process_tree(pid)
     except psutil.Error:
         return None
+    return processes_cpu(procs)
+
+
+def processes_cpu(procs: Iterable[psutil.Process | int]) -> ProcessCpu:
+    """CPU seconds so far of these processes (or pids); one that is gone is left out."""
     out: ProcessCpu = {}
-    for proc in procs:
+    for p in procs:
         try:
+            proc = psutil.Process(p) if isinstance(p, int) else p
             with proc.oneshot():
                 times = proc.cpu_times()
                 out[proc.pid] = (proc.name(), times.user + times.system)
@@ -375,6 +387,33 @@ def _busiest_pid(start: ProcessCpu | None, end: ProcessCpu | None) -> int | None
     return max(used, key=lambda pid: used[pid][1]) if used else None
 
 
+def _busiest_so_far(start: ProcessCpu | None, now: ProcessCpu) -> int | None:
+    """The process that used the most CPU since the window's start; right after the start, when none has used
+    a clock tick yet, the one with the most CPU in its life (a warmed-up scheduler, already)."""
+    if not now:
+        return None
+    used = _cpu_used(start or {}, now)
+    busiest = max(used, key=lambda pid: used[pid][1])
+    return busiest if used[busiest][1] > 0 else max(now, key=lambda pid: now[pid][1])
+
+
+def on_cpu_pct(samples: Sequence[ProbeSample], placed: Sequence[tuple[float, int]]) -> float | None:
+    """Percent of the probe's samples taken on the CPU a process was on (`placed`: (time.monotonic(), CPU) per
+    telemetry sample, in time order) at the telemetry sample closest in time; None without both."""
+    if not samples or not placed:
+        return None
+    ats = [at for at, _ in placed]
+    hits = 0
+    for s in samples:
+        i = bisect.bisect_left(ats, s.at)
+        near = min((j for j in (i - 1, i) if 0 <= j < len(ats)), key=lambda j: abs(ats[j] - s.at))
+        hits += s.cpu is not None and s.cpu == placed[near][1]
+    return round(100.0 * hits / len(samples), 1)
+
+
+ProbeOn = Literal["runner", "server"]
+
+
 @dataclass
 class WindowTelemetry:
     """Samples a window in a thread; `summary()` after `stop()` is what gets stored with the repeat."""
@@ -386,6 +425,9 @@ class WindowTelemetry:
     server_pid: int | None = None
     # The host's Python speed (bench.cpu_probe), shared by the run's windows; None: not measured.
     probe: CpuProbe | None = None
+    # "server": move the probe onto the CPU of the server's busiest process at every sample, and back to its
+    # own CPUs at stop() (measure.cpu_probe; needs server_pid). "runner": leave it where it is.
+    probe_on: ProbeOn = "runner"
     readings: list[list[Reading]] = field(default_factory=list)
     load_start: float | None = None
     load_end: float | None = None
@@ -396,31 +438,76 @@ class WindowTelemetry:
     errors: int = 0
     # pid -> the CPU it was on at each sample (the server's processes as listed at the window's start)
     server_cpus_seen: dict[int, list[int]] = field(default_factory=dict)
+    # Following the server (probe_on="server"): (time.monotonic(), pid -> CPU) at each sample; the probe's CPUs
+    # before the window, put back at stop(); moves that failed (a CPU outside the probe's cpuset, a gone probe).
+    placements: list[tuple[float, dict[int, int]]] = field(default_factory=list)
+    follow_errors: int = 0
+    _probe_home: tuple[int, set[int]] | None = None  # (probe pid, its CPUs)
     _stop: threading.Event = field(default_factory=threading.Event)
     _thread: threading.Thread | None = None
+
+    @property
+    def follows_server(self) -> bool:
+        return self.probe_on == "server" and self.probe is not None and self.server_pid is not None
 
     def start(self) -> None:
         self.load_start = host_load()
         self.cpu_start = read_cpu_counters()
         self.server_start = process_tree_cpu(self.server_pid) if self.server_pid is not None else None
+        if self.follows_server:
+            self._remember_probe_cpus()
         if self.read is None and not self.server_start:
             return
         self._stop.clear()
         self._thread = threading.Thread(target=self._loop, name="window-telemetry", daemon=True)
         self._thread.start()
 
+    def _remember_probe_cpus(self) -> None:
+        """The probe's CPUs before it follows the server (the runner's, which it inherited); it is not moved
+        when they cannot be read, since they could not be put back."""
+        pid = self.probe.pid if self.probe is not None else None
+        if pid is None:  # it died since the window was handed out
+            self.follow_errors += 1
+            return
+        try:
+            self._probe_home = (pid, os.sched_getaffinity(pid))
+        except (OSError, AttributeError):  # gone; not Linux (no sched_getaffinity)
+            self.follow_errors += 1
+
     def _loop(self) -> None:
         pids = list(self.server_start or ())
+        moved_to: int | None = None  # the CPU the probe was last moved to
         while True:
             if self.read is not None:
                 try:
                     self.readings.append(self.read())
                 except Exception:  # a flaky read costs one sample, never the window
                     self.errors += 1
-            for pid, cpu in current_cpus(pids).items():
+            cpus = current_cpus(pids)
+            at = time.monotonic()
+            for pid, cpu in cpus.items():
                 self.server_cpus_seen.setdefault(pid, []).append(cpu)
+            if self._probe_home is not None:
+                self.placements.append((at, cpus))
+                moved_to = self._follow(pids, cpus, moved_to)
             if self._stop.wait(self.interval_s):
                 return
+
+    def _follow(self, pids: Sequence[int], cpus: dict[int, int], moved_to: int | None) -> int | None:
+        """Move the probe onto the CPU the busiest server process (since the window's start) is on now; the
+        CPU it is on after this sample. The kernel may move the scheduler at any time, so this runs at every
+        sample; only a change costs a system call. The probe is one thread, so its pid's affinity is all of it."""
+        assert self._probe_home is not None
+        busiest = _busiest_so_far(self.server_start, processes_cpu(pids))
+        cpu = cpus.get(busiest) if busiest is not None else None
+        if cpu is None or cpu == moved_to:
+            return moved_to
+        try:
+            os.sched_setaffinity(self._probe_home[0], {cpu})
+        except OSError:  # a CPU outside the probe's cpuset, the probe gone: this sample stays where it was
+            self.follow_errors += 1
+            return moved_to
+        return cpu
 
     def stop(self) -> None:
         if self._thread is not None:
@@ -435,19 +522,36 @@ class WindowTelemetry:
         self.load_end = host_load()
         self.cpu_end = read_cpu_counters()
         self.server_end = process_tree_cpu(self.server_pid) if self.server_pid is not None else None
+        if self._probe_home is not None:  # after the window's end: back to the runner's CPUs until the next
+            try:
+                os.sched_setaffinity(*self._probe_home)
+            except ProcessLookupError:  # the probe is gone; the next window starts a new one on these CPUs
+                pass
+            except OSError:
+                self.follow_errors += 1
+            self._probe_home = None
 
     def summary(self) -> dict[str, Any]:
         out = summarize(self.source, self.readings, self.load_start, self.load_end, self.errors)
         out.update(cpu_shares(self.cpu_start, self.cpu_end))
+        busiest = _busiest_pid(self.server_start, self.server_end)
         if self.server_pid is not None:
             wall = self.cpu_end.wall_s - self.cpu_start.wall_s if self.cpu_start and self.cpu_end else 0.0
             out.update(server_cpu_shares(self.server_start, self.server_end, wall))
-            busiest = _busiest_pid(self.server_start, self.server_end)
             if busiest is not None:
                 out.update(cpu_moves(self.server_cpus_seen.get(busiest, [])))
         if self.probe is not None and self.cpu_start is not None and self.cpu_end is not None:
             # the counters' monotonic readings bound the window; the probe stamps its samples on that clock
-            out.update(summarize_probe(self.probe.between(self.cpu_start.wall_s, self.cpu_end.wall_s)))
+            samples = self.probe.between(self.cpu_start.wall_s, self.cpu_end.wall_s)
+            out.update(summarize_probe(samples))
+            out["cpu_probe_on"] = "server" if self.follows_server else "runner"
+            if self.follows_server:
+                # Did it follow? Its samples against the CPU of the window's busiest process (by the whole
+                # window's CPU time, not the running guess it followed) at the nearest telemetry sample.
+                placed = [(at, cpus[busiest]) for at, cpus in self.placements if busiest in cpus]
+                out["cpu_probe_on_server_pct"] = on_cpu_pct(samples, placed)
+                if self.follow_errors:
+                    out["cpu_probe_follow_errors"] = self.follow_errors
         return out
 
 
@@ -515,9 +619,13 @@ class TelemetrySource:
         self.source, self._read = gpu_reader(indices) if enabled else ("none", None)
         self._probe = CpuProbe() if enabled else None
 
-    def window(self, server_pid: int | None = None) -> WindowTelemetry:
+    def window(self, server_pid: int | None = None, *, cpu_probe: ProbeOn = "runner") -> WindowTelemetry:
+        """A sampler for one window; `cpu_probe="server"` moves the probe onto the server's busiest CPU for
+        the window (measure.cpu_probe)."""
         probe = self._probe if self._probe is not None and self._probe.start() else None
-        return WindowTelemetry(self.source, self._read, server_pid=server_pid, probe=probe)
+        return WindowTelemetry(
+            self.source, self._read, server_pid=server_pid, probe=probe, probe_on=cpu_probe
+        )
 
     def close(self) -> None:
         if self._probe is not None:

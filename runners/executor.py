@@ -261,7 +261,10 @@ class SweepExecutor:
             min_window_s=self.spec.min_window_s,
             expected_accept_length=plan.server.expected_accept_length(),
             accept_tolerance=self.spec.measure.accept_length_tolerance,
-            telemetry=functools.partial(self.telemetry.window, server_pid),
+            # measure.cpu_probe: server moves the host-speed probe onto the server's busiest CPU per window
+            telemetry=functools.partial(
+                self.telemetry.window, server_pid, cpu_probe=self.spec.measure.cpu_probe
+            ),
             launch_mismatches=launch_mismatches,
         )
 

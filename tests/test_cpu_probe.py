@@ -1,17 +1,38 @@
-"""The host-speed probe: a real child process timing fixed Python work, read per window, gone with its parent."""
+"""The host-speed probe: a real child process timing fixed Python work, read per window, gone with its parent;
+with `measure.cpu_probe: server`, moved onto the CPU of a real busy "server" process for each window."""
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import subprocess
 import sys
 import textwrap
 import time
+from collections.abc import Iterator
+from pathlib import Path
 
 import psutil
+import pytest
+from sqlalchemy import select
+from typer.testing import CliRunner
 
 from bench.cpu_probe import CpuProbe, ProbeSample, parse_line, summarize
-from bench.telemetry import TelemetrySource
+from bench.sweep import SweepError, parse_sweep
+from bench.telemetry import TelemetrySource, on_cpu_pct
+from db.engine import session_scope
+from db.migrate import open_database
+from db.models import Sample
+from runners.cli import app
+from runners.sweep_runner import execute_sweep
+
+ALLOWED = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
+linux_affinity = pytest.mark.skipif(not ALLOWED, reason="CPU affinity is Linux only")
+# One CPU for the "server", another the probe would take when left alone: with one CPU nothing can be seen to move.
+needs_two = pytest.mark.skipif(
+    len(ALLOWED) < 2, reason="needs at least two CPUs to see the probe follow the server"
+)
 
 
 def test_lines_and_summary_hand_computed() -> None:
@@ -99,3 +120,184 @@ def test_a_telemetry_window_carries_the_probe_figures() -> None:
     off.start()
     off.stop()
     assert "cpu_probe_ms" not in off.summary()
+
+
+# ---- measure.cpu_probe: server
+
+# A "server" that sleeps while its child spins, as SGLang's launch process waits on its scheduler.
+SPINNING_SERVER = """
+import subprocess, sys, time
+spin = "import time; end = time.time() + 30; exec('while time.time() < end: pass')"
+child = subprocess.Popen([sys.executable, "-c", spin])
+print(child.pid, flush=True)
+time.sleep(30)
+"""
+
+
+@contextlib.contextmanager
+def spinning_server(cpu: int) -> Iterator[int]:
+    """The server's pid; its spinning child (the busiest process) pinned to `cpu`, from outside."""
+    server = subprocess.Popen([sys.executable, "-c", SPINNING_SERVER], stdout=subprocess.PIPE, text=True)
+    spinner = None
+    try:
+        assert server.stdout is not None
+        spinner = int(server.stdout.readline())
+        os.sched_setaffinity(spinner, {cpu})
+        time.sleep(0.2)  # some CPU time on the pinned CPU before the window
+        yield server.pid
+    finally:
+        server.kill()
+        server.wait()
+        if spinner is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(spinner, signal.SIGKILL)
+
+
+def started_source() -> tuple[TelemetrySource, int]:
+    """A telemetry source whose probe already runs (no GPU here: host figures and the probe only)."""
+    source = TelemetrySource(enabled=True)
+    warm = source.window()  # starts the probe; the first figures follow its interpreter start
+    warm.start()
+    time.sleep(0.3)
+    warm.stop()
+    assert source._probe is not None and source._probe.pid is not None
+    return source, source._probe.pid
+
+
+def test_probe_on_server_share_hand_computed() -> None:
+    placed = [(10.0, 3), (10.25, 3), (10.5, 7), (10.75, 7)]
+    samples = [
+        ProbeSample(10.01, 5.0, 5.0, 3),  # nearest 10.0: on 3
+        ProbeSample(10.4, 5.0, 5.0, 3),  # nearest 10.5 (7): a miss, the scheduler had moved
+        ProbeSample(10.6, 5.0, 5.0, 7),  # nearest 10.5: on 7
+        ProbeSample(11.5, 5.0, 5.0, 7),  # after the last sample: the last placement
+        ProbeSample(9.0, 5.0, 5.0, None),  # no CPU known: not on it
+    ]
+    assert on_cpu_pct(samples, placed) == 60.0
+    assert on_cpu_pct([], placed) is None and on_cpu_pct(samples, []) is None
+
+
+@needs_two
+def test_server_mode_moves_the_probe_onto_the_busiest_server_cpu_and_back() -> None:
+    cpu = ALLOWED[-1]
+    source, probe_pid = started_source()
+    home = os.sched_getaffinity(probe_pid)
+    assert home == set(ALLOWED)  # inherited from the runner
+    try:
+        with spinning_server(cpu) as server_pid:
+            w = source.window(server_pid, cpu_probe="server")
+            w.start()
+            time.sleep(1.5)
+            during = os.sched_getaffinity(probe_pid)  # read from the kernel, not through the module
+            w.stop()
+            after = os.sched_getaffinity(probe_pid)
+        s = w.summary()
+    finally:
+        source.close()
+    assert during == {cpu}
+    assert after == home  # the next window starts on the runner's CPUs
+    assert s["server_busiest_cpus"] == [cpu]  # the spinning child, not its sleeping parent
+    assert s["cpu_probe_on"] == "server"
+    assert s["cpu_probe_samples"] >= 4
+    assert s["cpu_probe_cpus"][0] == cpu  # left alone, it would run on the CPU the spinner leaves idle
+    assert s["cpu_probe_on_server_pct"] >= 80, s
+    assert "cpu_probe_follow_errors" not in s
+
+
+@linux_affinity
+def test_runner_mode_leaves_the_probe_where_it_is() -> None:
+    source, probe_pid = started_source()
+    home = os.sched_getaffinity(probe_pid)
+    seen = []
+    try:
+        with spinning_server(ALLOWED[-1]) as server_pid:
+            w = source.window(server_pid)  # the default: runner
+            w.start()
+            for _ in range(6):
+                time.sleep(0.2)
+                seen.append(os.sched_getaffinity(probe_pid))
+            w.stop()
+        s = w.summary()
+    finally:
+        source.close()
+    assert all(cpus == home for cpus in seen)
+    assert s["cpu_probe_on"] == "runner"
+    assert "cpu_probe_on_server_pct" not in s and "cpu_probe_follow_errors" not in s
+
+
+@linux_affinity
+def test_a_probe_that_cannot_be_moved_costs_the_window_nothing() -> None:
+    source, probe_pid = started_source()
+    try:
+        with spinning_server(ALLOWED[-1]) as server_pid:
+            w = source.window(server_pid, cpu_probe="server")
+            os.kill(probe_pid, signal.SIGKILL)  # gone before the window starts following it
+            psutil.wait_procs([psutil.Process(probe_pid)], timeout=5)
+            w.start()
+            time.sleep(0.6)
+            w.stop()
+        s = w.summary()
+        assert s["cpu_probe_on"] == "server" and s["cpu_probe_follow_errors"] == 1
+        assert s["server_busiest_cpu_pct"] > 10  # the rest of the window was recorded as ever
+        again = source.window(server_pid=None)  # the next window restarts the probe
+        assert source._probe is not None and source._probe.pid not in (None, probe_pid)
+        again.start()
+        again.stop()
+    finally:
+        source.close()
+
+
+SWEEP = """\
+name: probe-on-server
+model: sim-tiny
+server: {{backend: {backend}, {server}}}
+grid: {{batch_sizes: [1], spec_modes: [], baseline: true}}
+workload: {{input_len: 16, output_len: 8}}
+repeats: 1
+measure: {{cpu_probe: {where}}}
+"""
+
+
+def sweep_text(where: str, backend: str = "sim") -> str:
+    server = "sim: {time_scale: 0.05}" if backend == "sim" else "base_url: 'http://127.0.0.1:30000'"
+    return SWEEP.format(backend=backend, server=server, where=where)
+
+
+def test_the_sweep_key_defaults_to_runner_and_refuses_what_cannot_work() -> None:
+    assert parse_sweep(sweep_text("runner")).measure.cpu_probe == "runner"
+    assert parse_sweep(sweep_text("server")).measure.cpu_probe == "server"
+    no_key = sweep_text("runner").replace("measure: {cpu_probe: runner}\n", "")
+    assert "cpu_probe" not in no_key and parse_sweep(no_key).measure.cpu_probe == "runner"
+    assert parse_sweep(sweep_text("runner", backend="external")).measure.cpu_probe == "runner"
+    with pytest.raises(SweepError) as e:
+        parse_sweep(sweep_text("server", backend="external"))
+    assert e.value.problems == [
+        "backend external: measure.cpu_probe: server needs the server's processes on this host to find its "
+        "busiest CPU, and specbench does not launch this one (use cpu_probe: runner)"
+    ]
+    with pytest.raises(SweepError) as e:
+        parse_sweep(sweep_text("scheduler"))
+    assert e.value.problems == ["measure.cpu_probe: must be 'runner' or 'server' (got 'scheduler')"]
+
+
+def test_dry_run_says_where_the_probe_runs(tmp_path: Path) -> None:
+    db = f"sqlite:///{tmp_path / 'x.db'}"
+    line = "cpu probe: on the server's busiest CPU in every window (takes ~1-3% of that core)"
+    for where, shown in (("server", True), ("runner", False)):
+        sweep = tmp_path / f"{where}.yaml"
+        sweep.write_text(sweep_text(where))
+        res = CliRunner().invoke(app, ["run", str(sweep), "--dry-run", "--db", db])
+        assert res.exit_code == 0, res.output
+        assert (line in res.stdout) is shown, res.stdout
+
+
+@linux_affinity
+def test_a_run_stores_where_its_windows_probe_ran(sqlite_url: str, tmp_path: Path) -> None:
+    text = sweep_text("server")
+    engine = open_database(sqlite_url)
+    out = execute_sweep(parse_sweep(text), text, engine, log_dir=tmp_path / "logs", show_progress=False)
+    assert out.status in ("done", "unstable")
+    with session_scope(engine) as s:
+        telemetry = [x.telemetry for x in s.scalars(select(Sample))]
+    engine.dispose()
+    assert telemetry and all(t is not None and t["cpu_probe_on"] == "server" for t in telemetry), telemetry

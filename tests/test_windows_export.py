@@ -72,6 +72,7 @@ def _telemetry(i: int) -> dict[str, Any]:
         t.update(clock_event_reasons=["gpu_idle", "sw_power_cap"])
         t.update(cpu_probe_ms=2.75, cpu_probe_cpu_ms=2.5, cpu_probe_cpus=[4, 12])
         t.update(server_busiest_cpus=[3, 11], server_busiest_cpu_moves=2)
+        t.update(cpu_probe_on="server", cpu_probe_on_server_pct=96.5)
     return t
 
 
@@ -137,6 +138,8 @@ NEWER_TELEMETRY = (
     "server_busiest_cpu_moves",
     "server_busiest_cpus",
     "cpu_probe_cpus",
+    "cpu_probe_on_server_pct",
+    "cpu_probe_on",
 )
 
 
@@ -206,6 +209,8 @@ def test_csv_lists_every_window_in_measurement_order_with_its_telemetry(engine: 
             "2",
             "3 11",
             "4 12",
+            "96.5",
+            "server",
         )
         assert extra == (expected_extra if i == CPU_AT else ("",) * len(NEWER_TELEMETRY))
     telemetry_cols = header[header.index("sm_clock_min_mhz") : header.index("cpu_pressure_pct") + 1]

@@ -97,6 +97,11 @@ def find_problems(spec: SweepSpec) -> list[str]:
                 "backend external: server.cpu_affinity cannot apply to a server specbench does not launch "
                 "(pin it where it is started, e.g. with taskset)"
             )
+        if m.cpu_probe == "server":
+            p.append(
+                "backend external: measure.cpu_probe: server needs the server's processes on this host to find "
+                "its busiest CPU, and specbench does not launch this one (use cpu_probe: runner)"
+            )
     elif s.base_url:
         p.append(f"server.base_url is only for backend: external (backend is {s.backend!r})")
     if spec.profile is not None and spec.profile.at is not None:

@@ -178,6 +178,14 @@ class MeasureSpec(_Strict):
     # GPU time goes where the spread is: a quiet point stops at `repeats`, a noisy one gets more.
     ratio_target: float | None = Field(None, gt=0.0, lt=1.0)
     max_repeats: int | None = Field(None, ge=2, le=1000)  # None with ratio_target: 3 x repeats
+    # Where the host-speed probe (bench/cpu_probe.py) runs during a window. `runner`: on the runner's CPUs, as
+    # a child of the benchmark client. `server`: moved, at every telemetry sample, onto the CPU the launched
+    # server's busiest process (SGLang's scheduler) is on, so it times the core that bounds a host-bound
+    # speculative server; on a VM that vCPU's speed moves on its own (another tenant on its host sibling).
+    # Cost: the probe then takes ~1-3% of that core from the scheduler, the same for v1 and v2, so ratios hold
+    # and absolute throughput reads slightly lower. Read cpu_probe_cpu_ms then (docs/gpu-hosts.md). Needs a
+    # server specbench launches (refused with backend: external).
+    cpu_probe: Literal["runner", "server"] = "runner"
 
 
 class ProfileSpec(_Strict):

@@ -209,6 +209,12 @@ def _dry_run(
             f"SGLang {version}{version_note}; --port {DRY_RUN_PORT} stands for the free port picked at launch; "
             "env lists what specbench and the sweep set (the server also gets the host's PATH, HOME, caches)"
         )
+        if spec.measure.cpu_probe == "server":
+            console.print(
+                "cpu probe: on the server's busiest CPU in every window (takes ~1-3% of that core)",
+                markup=False,
+                highlight=False,
+            )
     for i, g in enumerate(groups, 1):
         console.print(
             f"\n[bold]launch {i}/{len(groups)}[/]: {g.server.label()} - {len(g.points)} point(s), batch sizes "
