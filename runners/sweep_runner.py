@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
@@ -30,6 +31,7 @@ from db.types import uuid7
 from runners import dbretry, pair_runner, run_checks, store
 from runners.executor import Stopped, SweepExecutor, run_provenance
 from runners.recovery import OutagePolicy
+from runners.resume_guard import ResumeRefused, check_resume
 
 
 @dataclass
@@ -91,15 +93,17 @@ def execute_sweep(
 ) -> RunOutcome:
     """Run `spec`, storing every repeat as measured. Database outages shorter than `outage.limit_s` are waited
     out (each measured repeat is held until it is written); a longer one ends the run with
-    dbretry.DatabaseUnavailable."""
+    dbretry.DatabaseUnavailable. A run to resume (`resume_run_id`, or the job's) that does not exist or was
+    started from another sweep raises ResumeRefused before anything is touched (runners/resume_guard.py)."""
     console = console or Console(stderr=True)
     outage = outage or OutagePolicy.from_env()
     groups = expand(spec)
     provenance = run_provenance(spec, gpus=gpus)
     uid = uuid7()  # names the run before it exists, so a create retried after a lost commit finds it
 
-    def open_run(s: Any) -> tuple[int, dict[str, set[int]]]:
+    def open_run(s: Any) -> tuple[int, dict[str, set[int]], str | None]:
         resume = resume_run_id
+        warning = None
         if resume is None and job_id is not None:
             # A job has one run. Another worker that took the job over (our lease lapsed while we started,
             # or the reverse) may have created it since the worker looked: continue that one.
@@ -107,18 +111,20 @@ def execute_sweep(
         if resume is not None:
             run = s.get(Run, resume)
             if run is None:
-                raise ValueError(f"run {resume} does not exist")
-            if run.sweep_name != spec.name:
-                raise ValueError(f"run {resume} belongs to sweep {run.sweep_name!r}, not {spec.name!r}")
+                raise ResumeRefused(f"run {resume} does not exist")
+            # Before the run is touched: a refused resume leaves it exactly as it was.
+            warning = check_resume(run.id, run.sweep_name, run.sweep_yaml, spec)
             run.status = "running"
             run.finished_at = None
         else:
             run = s.scalars(select(Run).where(Run.uid == uid)).one_or_none() or store.create_run(
                 s, spec, sweep_yaml, provenance, trigger=trigger, label=label, job_id=job_id, uid=uid
             )
-        return run.id, store.stored_repeats(s, run.id)
+        return run.id, store.stored_repeats(s, run.id), warning
 
-    run_id, done = dbretry.in_session(engine, open_run, what="opening the run", policy=outage)
+    run_id, done, warning = dbretry.in_session(engine, open_run, what="opening the run", policy=outage)
+    if warning is not None:
+        console.print(f"[yellow]warning:[/] {escape(warning)}")
     logs = (log_dir or Path("logs")) / f"run-{run_id}"
     logs.mkdir(parents=True, exist_ok=True)
     executor = SweepExecutor(spec, engine, run_id, done, gpus, deadline, stop, logs, outage)

@@ -3,6 +3,7 @@ pinned acceptance checked against the server, telemetry and order stored per rep
 
 from __future__ import annotations
 
+import hashlib
 import math
 import threading
 import time
@@ -439,6 +440,12 @@ def _in_two_parts(sweep: str, engine: Engine, tmp_path: Path) -> tuple[RunOutcom
     planned = sweep.replace("measure: {min_window_s: 0.4}", never_met % 3)
     grown = sweep.replace("measure: {min_window_s: 0.4}", never_met % 5)
     first = _run(planned, engine, tmp_path)
+    with session_scope(engine) as s:
+        # The run is of the grown sweep, cut by a deadline just after the planned repeats: the resume below
+        # runs the run's own sweep, which the runner requires (runners/resume_guard.py).
+        run = s.get(Run, first.run_id)
+        assert run is not None
+        run.sweep_yaml, run.sweep_hash = grown, hashlib.sha256(grown.encode()).hexdigest()
     second = execute_sweep(
         parse_sweep(grown),
         grown,

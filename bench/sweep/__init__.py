@@ -9,9 +9,11 @@ one import callers need:
 - `spec`: the schema (pydantic models), which runs `problems` (the cross-field checks) on validation;
 - `errors`: SweepError and pydantic's errors in the sweep's words (did-you-mean, one line per problem);
 - `load`: reading and validating a file, every problem in one pass;
-- `plan`: the expansion into server configs and points, and their keys.
+- `plan`: the expansion into server configs and points, and their keys;
+- `diff`: the fields two sweeps differ in (a run is resumed only by the sweep it started from).
 """
 
+from bench.sweep.diff import UNSET, FieldChange, describe_changes, sweep_changes
 from bench.sweep.errors import SweepError
 from bench.sweep.fields import (
     DEFAULT_MIN_WINDOW_S,
@@ -51,10 +53,12 @@ __all__ = [
     "MAX_SERVER_CONFIGS",
     "SIMULATE_ACC_ENV",
     "TOPK1_ONLY_BACKENDS",
+    "UNSET",
     "Activity",
     "Algorithm",
     "ArgValue",
     "Backend",
+    "FieldChange",
     "GridSpec",
     "LoadFormat",
     "MeasureSpec",
@@ -68,10 +72,12 @@ __all__ = [
     "SweepSpec",
     "WarmupSpec",
     "WorkloadSpec",
+    "describe_changes",
     "expand",
     "find_problems",
     "load_sweep",
     "parse_sweep",
     "read_sweep_text",
+    "sweep_changes",
     "validate_sweep",
 ]

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from rich.markup import escape
 from sqlalchemy import Engine, select
 
 from bench import reaper
@@ -17,6 +18,7 @@ from bench.gpus import parse_gpu_list
 from bench.launcher import LaunchError, detect_sglang_version, plan_launch
 from bench.spec_modes import KNOWN_RELEASES
 from bench.sweep import ServerGroup, SweepError, SweepSpec, expand, load_sweep
+from db import queries as q
 from db.engine import resolve_url, session_scope
 from db.migrate import open_database_readonly
 from db.models import Point, Run
@@ -38,6 +40,7 @@ from runners.common import (
 )
 from runners.dbretry import DatabaseUnavailable
 from runners.recovery import OutagePolicy
+from runners.resume_guard import ResumeRefused, check_resume
 from runners.sweep_runner import RunOutcome, execute_sweep
 from runners.tables import Column, print_table
 
@@ -117,9 +120,9 @@ def run(
         err_console.print(f"[yellow]stopped server process group {pgid} left by a dead launcher[/]")
     resume_id = resolve_run_ref(engine, resume_run) if resume_run is not None else None
     if resume and resume_id is None:
-        resume_id = _latest_run_of(engine, spec.name)
+        resume_id, why_new = _run_to_resume(engine, spec)
         if resume_id is None:
-            err_console.print(f"no earlier run of {spec.name!r} to resume; starting a new one")
+            err_console.print(f"{why_new}; starting a new one")
     deadline = time.monotonic() + deadline_s if deadline_s is not None else None
     # SIGTERM (a scheduler, `timeout`, a container stop) ends the run like Ctrl-C: stored repeats stay, the
     # servers are torn down, the run is marked partial. Python's default would skip all cleanup.
@@ -142,6 +145,8 @@ def run(
                 console=err_console,
                 outage=OutagePolicy.from_env(db_outage_limit_s),
             )
+    except ResumeRefused as e:
+        fail(str(e))
     except DatabaseUnavailable as e:
         fail(
             f"{e}; every repeat measured before it is stored; continue with: specbench run {sweep} --resume",
@@ -175,21 +180,36 @@ def _dry_run_resume(
 ) -> estimate.ResumeState | None:
     """What the run a `--resume` / `--resume-run` would continue already holds; None for a new run. A run
     named with --resume-run must exist, dry run or not; `--resume` without an earlier run starts a new one."""
+    run_id: int | None = None
+    why_new = f"no earlier run of {spec.name!r} to resume"  # no database yet
     if resume_run is not None:
         engine = open_db_readonly(db)
-        return estimate.resume_state(engine, resolve_run_ref(engine, resume_run), spec, groups)
-    if not resume:
+        run_id = resolve_run_ref(engine, resume_run)
+    elif not resume:
         return None
-    try:
-        engine, _ = open_database_readonly(resolve_url(db))
-    except Exception:  # no database yet: the run would be a new one
-        run_id = None
     else:
-        run_id = _latest_run_of(engine, spec.name)
+        try:
+            engine, _ = open_database_readonly(resolve_url(db))
+        except Exception:  # no database yet: the run would be a new one
+            pass
+        else:
+            run_id, why_new = _run_to_resume(engine, spec)
     if run_id is None:
-        err_console.print(f"no earlier run of {spec.name!r} to resume; the estimate is for a new run")
+        err_console.print(f"{why_new}; the estimate is for a new run")
         return None
+    _check_resume(engine, run_id, spec)
     return estimate.resume_state(engine, run_id, spec, groups)
+
+
+def _check_resume(engine: Engine, run_id: int, spec: SweepSpec) -> None:
+    """The runner's own check (runners/resume_guard.py), so a dry run refuses what the run would refuse."""
+    run = q.run_info(engine, run_id)
+    try:
+        warning = check_resume(run_id, run["sweep_name"], run["sweep_yaml"], spec)
+    except ResumeRefused as e:
+        fail(str(e))
+    if warning is not None:
+        err_console.print(f"[yellow]warning:[/] {escape(warning)}")
 
 
 def _dry_run(
@@ -286,11 +306,26 @@ def _parse_gpus(gpus: str | None) -> list[int] | None:
         fail(str(e))
 
 
-def _latest_run_of(engine: Engine, sweep_name: str) -> int | None:
+def _run_to_resume(engine: Engine, spec: SweepSpec) -> tuple[int | None, str]:
+    """The run `--resume` continues: the latest of this sweep's name. One that finished (`done`) from another
+    version of the sweep is not continued: it has nothing left to measure by its own procedure, and an
+    edited sweep (say, a batch size added) starts a new run rather than being refused."""
     with session_scope(engine) as s:
-        return s.scalars(
-            select(Run.id).where(Run.sweep_name == sweep_name).order_by(Run.id.desc()).limit(1)
+        run = s.scalars(
+            select(Run).where(Run.sweep_name == spec.name).order_by(Run.id.desc()).limit(1)
         ).first()
+        if run is None:
+            return None, f"no earlier run of {spec.name!r} to resume"
+        run_id, status, sweep_yaml = run.id, run.status, run.sweep_yaml
+    if status == "done":
+        try:
+            check_resume(run_id, spec.name, sweep_yaml, spec)
+        except ResumeRefused:
+            return (
+                None,
+                f"the latest run of {spec.name!r} (#{run_id}) is done, from another version of the sweep",
+            )
+    return run_id, ""
 
 
 def _fmt(v: float | None, digits: int = 1) -> str:

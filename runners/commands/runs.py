@@ -1,4 +1,5 @@
-"""`specbench runs`: list the stored runs, newest first, so their ids can be given to other verbs."""
+"""`specbench runs`: list the stored runs, newest first, so their ids can be given to other verbs; `--yaml RUN`
+prints the sweep one run started from."""
 
 from __future__ import annotations
 
@@ -9,11 +10,12 @@ from typing import Annotated, Any, Literal
 
 import pandas as pd
 import typer
+from sqlalchemy import Engine
 
 from analysis.labels import none_if_nan, run_tag
 from db import queries as q
 from runners import estimate
-from runners.common import DbOption, console, open_db_readonly
+from runners.common import RUN_REF_HELP, DbOption, console, open_db_readonly, resolve_run_ref
 from runners.tables import Column, print_table
 
 JSON_FIELDS = (
@@ -63,9 +65,22 @@ def runs(
         ),
     ] = None,
     limit: Annotated[int | None, typer.Option(help="At most this many (newest first).", min=1)] = None,
+    yaml: Annotated[
+        str | None,
+        typer.Option(
+            "--yaml",
+            metavar="RUN",
+            help=f"Print only the sweep YAML this run stored, exactly as stored ({RUN_REF_HELP}): "
+            "`> sweep.yaml` gives the file that resumes it (`specbench run sweep.yaml --resume-run RUN`).",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
     """List runs newest first: id, sweep, GPU, simulated, status, start and points (ok out of planned)."""
     engine = open_db_readonly(db)
+    if yaml is not None:
+        _print_sweep_yaml(engine, yaml)
+        return
     frame = q.list_runs(engine, name=name, gpu=gpu, status=status, simulated=simulated, limit=limit)
     records = [_record(r) for r in frame.to_dict("records")]
     if format == "json":
@@ -79,6 +94,13 @@ def runs(
     else:
         plans = {y: estimate.planned_points(y) for y in set(frame["sweep_yaml"])}  # runs of a sweep share it
         _table(records, [plans[y] for y in frame["sweep_yaml"]])
+
+
+def _print_sweep_yaml(engine: Engine, ref: str) -> None:
+    # As bytes, which echo writes to the binary stream untouched (no newline added, no escape codes
+    # stripped, whatever the terminal's encoding): a redirect gives the text the run stored.
+    text: str = q.run_info(engine, resolve_run_ref(engine, ref))["sweep_yaml"]
+    typer.echo(text.encode(), nl=False)
 
 
 def _iso(value: Any) -> str | None:

@@ -1,0 +1,87 @@
+"""What differs between two sweeps, field by field: the check that keeps a resumed run one procedure.
+
+`specbench run --resume` continues a stored run. Point keys hold the server config and the workload, so
+editing those makes new points; but the measurement settings (measure.*, warmup, repeats,
+server.cpu_affinity, timeouts) are in no key, so a run resumed with an edited sweep would silently measure
+its points by two procedures while the run row keeps the first sweep's text. The runner compares the
+sweep it is given with the run's stored one and refuses on any difference listed here.
+
+The comparison is of the parsed sweeps (their `model_dump()`), not their text: comments, formatting, key
+order and spelling out a default change nothing; a different value anywhere does.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Final, NamedTuple
+
+from bench.sweep.spec import SweepSpec
+
+
+class _Unset:
+    """A key one side's mapping lacks (free-form mappings such as server.args and server.env)."""
+
+    def __repr__(self) -> str:
+        return "UNSET"
+
+
+UNSET: Final = _Unset()
+
+
+class FieldChange(NamedTuple):
+    path: (
+        str  # dotted, with [i] for an entry of a list of mappings: `measure.min_window_s`, `workload[1].seed`
+    )
+    old: Any  # UNSET where the old sweep has no such key
+    new: Any  # UNSET where the new sweep has no such key
+
+
+def sweep_changes(old: SweepSpec, new: SweepSpec) -> list[FieldChange]:
+    """Every field whose value differs between `old` and `new`, in the schema's order; [] when they are the
+    same sweep."""
+    return _changes("", old.model_dump(), new.model_dump())
+
+
+def describe_changes(changes: list[FieldChange], limit: int = 10) -> str:
+    """`path: old -> new` for the first `limit` changes, comma-separated, then `and N more`."""
+    shown = [f"{c.path}: {show_value(c.old)} -> {show_value(c.new)}" for c in changes[:limit]]
+    if len(changes) > limit:
+        shown.append(f"and {len(changes) - limit} more")
+    return ", ".join(shown)
+
+
+def show_value(value: Any, width: int = 60) -> str:
+    """A value as the sweep file would spell it (JSON is YAML's flow style: null, true, [1, 4]), cut to
+    `width` characters so one long list cannot bury the others."""
+    text = "(unset)" if value is UNSET else json.dumps(value, default=str, ensure_ascii=False)
+    return text if len(text) <= width else text[: width - 3] + "..."
+
+
+def _changes(path: str, old: Any, new: Any) -> list[FieldChange]:
+    if isinstance(old, dict) and isinstance(new, dict):
+        keys = [*old, *(k for k in new if k not in old)]
+        return [
+            change
+            for k in keys
+            for change in _changes(f"{path}.{k}" if path else str(k), old.get(k, UNSET), new.get(k, UNSET))
+        ]
+    if _mapping_list(old) and _mapping_list(new) and len(old) == len(new):
+        # A list of workloads: name the entry and field that changed, not the whole list.
+        return [
+            change
+            for i, (a, b) in enumerate(zip(old, new, strict=True))
+            for change in _changes(f"{path}[{i}]", a, b)
+        ]
+    return [] if _same(old, new) else [FieldChange(path, old, new)]
+
+
+def _mapping_list(value: Any) -> bool:
+    return isinstance(value, list | tuple) and any(isinstance(x, dict) for x in value)
+
+
+def _same(old: Any, new: Any) -> bool:
+    # Python's `True == 1`: a server flag's `1` and `true` are different arguments, so bool is its own type.
+    # An int and a float of the same value (`10` and `10.0`) are the same setting.
+    if isinstance(old, list | tuple) and isinstance(new, list | tuple):
+        return len(old) == len(new) and all(_same(a, b) for a, b in zip(old, new, strict=True))
+    return isinstance(old, bool) == isinstance(new, bool) and old == new
