@@ -315,8 +315,24 @@ def test_a_repeat_finished_by_a_resumed_run_is_not_paired_across_invocations(
     by_first = sum(sc.cost.windows_s for sc in cost["servers"][:2])
     assert by_first == pytest.approx(windows_first)  # not the point's latest server
     table = v2_vs_v1.load(engine, first.run_id).set_index("batch_size")
-    # repeat 1's two windows ran in different invocations: 3 pairs at batch 4, all 4 at batch 1
-    assert table.loc[4, "n"] == 3 and table.loc[1, "n"] == 4
+    # repeat 1's two windows ran in different invocations: at batch 4 it makes no pair, at batch 1 it does.
+    # Counted from the stored statuses: on a loaded host a stand-in window can be `unstable` (its p99 TTFT
+    # is a few ms, so one scheduling hiccup exceeds 10x the median), and such a repeat pairs nowhere.
+    with session_scope(engine) as s:
+        ok = {
+            (bs, m, r)
+            for bs, m, r in s.execute(
+                select(Point.batch_size, Point.spec_mode, Sample.repeat)
+                .join(Point)
+                .where(Sample.status == "ok")
+            )
+        }
+
+    def both_ok(bs: int, repeats: range | list[int]) -> int:
+        return sum((bs, "v1", r) in ok and (bs, "v2", r) in ok for r in repeats)
+
+    assert table.loc[4, "n"] == both_ok(4, [0, 2, 3]) >= 2  # repeat 1 left out even when both sides are ok
+    assert table.loc[1, "n"] == both_ok(1, range(4)) >= 3
     assert (table["method"] == "paired").all()
 
 
