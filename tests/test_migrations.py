@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import shutil
+import sqlite3
+from pathlib import Path
+
 from alembic import command
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
@@ -40,3 +44,26 @@ def test_sqlite_pragmas(sqlite_url: str) -> None:
         assert c.exec_driver_sql("PRAGMA busy_timeout").scalar() == 30000
         assert c.exec_driver_sql("PRAGMA foreign_keys").scalar() == 1
     eng.dispose()
+
+
+def test_upgrading_an_older_sqlite_file_keeps_every_row(tmp_path: Path) -> None:
+    """Batch mode rebuilds a SQLite table by copy and drop; with foreign keys on, the drop cascaded, and
+    upgrading a file from before 2026_12_04_invocation (which rebuilds `samples`) deleted every request row.
+    A real file from that time: the committed H200 pair, 6,281 requests."""
+    old = tmp_path / "old.db"
+    shutil.copy(Path(__file__).resolve().parents[1] / "examples" / "h200-v3slice-paired.db", old)
+    with sqlite3.connect(old) as c:
+        (revision,) = c.execute("SELECT version_num FROM alembic_version").fetchone()
+        before = {
+            t: _rows(c, t) for t in ("runs", "server_instances", "points", "samples", "requests", "profiles")
+        }
+    assert revision < "2026_12_04_invocation" and before["requests"] > 0  # the upgrade must rebuild `samples`
+    open_database(f"sqlite:///{old}").dispose()
+    with sqlite3.connect(old) as c:
+        assert {t: _rows(c, t) for t in before} == before
+        assert c.execute("PRAGMA foreign_key_check").fetchall() == []
+        assert c.execute("SELECT version_num FROM alembic_version").fetchone()[0] > revision
+
+
+def _rows(conn: sqlite3.Connection, table: str) -> int:
+    return int(conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0])  # table names are ours, not input

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from alembic import context
+from sqlalchemy import Connection
 
 from db.engine import make_engine, resolve_url
 from db.models import Base
@@ -25,11 +28,32 @@ def run_migrations_offline() -> None:
 def run_migrations_online() -> None:
     engine = make_engine(config.get_main_option("sqlalchemy.url"))
     with engine.connect() as connection:
+        sqlite = connection.dialect.name == "sqlite"
+        if sqlite:
+            # Batch mode alters a SQLite table by copying it and dropping the old one. With foreign keys on
+            # (db.engine turns them on for every connection), that drop cascades: rebuilding `samples` once
+            # deleted every row of `requests`. Off for the migration (the pragma only works outside a
+            # transaction), checked and back on after it.
+            _pragma(connection, "PRAGMA foreign_keys=OFF")
         # Batch mode lets later migrations alter columns on SQLite too.
         context.configure(connection=connection, target_metadata=target_metadata, render_as_batch=True)
         with context.begin_transaction():
             context.run_migrations()
+        if sqlite:
+            broken = _pragma(connection, "PRAGMA foreign_key_check")
+            _pragma(connection, "PRAGMA foreign_keys=ON")
+            if broken:
+                raise RuntimeError(f"foreign keys broken after migrating: {broken[:5]} ({len(broken)} rows)")
     engine.dispose()
+
+
+def _pragma(connection: Connection, statement: str) -> list[Any]:
+    # On the driver's connection, outside any transaction: through SQLAlchemy the statement would first begin
+    # one (db.engine emits BEGIN itself), and inside a transaction SQLite ignores `foreign_keys`.
+    if connection.in_transaction():  # what Alembic left open (it reads its version table); its work is done
+        connection.commit()
+    cursor = connection.connection.driver_connection.execute(statement)  # type: ignore[union-attr]
+    return list(cursor.fetchall())
 
 
 if context.is_offline_mode():
