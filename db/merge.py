@@ -2,10 +2,16 @@
 
 Runs are matched by their time-sortable `uid`, so merging is idempotent and databases from several hosts
 combine without id clashes: every row gets a new id here and its foreign keys are remapped.
+
+A run already here grows instead when the source holds more of it (the same run resumed on another host with
+`--resume`): rows are matched within the run by their natural keys (points by `point_key`, samples by point
+and `repeat`, server instances by `config_key` and `started_at`, profiles by point, TP rank, path and
+`created_at`) and only the missing ones are copied. A sample already here is never replaced.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -14,15 +20,31 @@ from sqlalchemy.orm import Session
 
 from db.models import Base, Point, Profile, RequestRow, Run, Sample, ServerInstance
 
+# What `--resume` (or a retried job) rewrites on the run row; the rest is provenance fixed at creation.
+RUN_RESUME_COLUMNS = ("status", "error", "finished_at", "overhead_s", "drift")
+# A point's identity within its run: never overwritten when its aggregates are refreshed.
+POINT_IDENTITY_COLUMNS = frozenset({"id", "run_id", "point_key", "created_at", "server_instance_id"})
+
 
 @dataclass
-class MergeReport:
-    runs_added: list[int] = field(default_factory=list)
-    runs_skipped: list[str] = field(default_factory=list)
+class Counts:
+    """Rows copied: new ones only (a point or repeat already here is not counted)."""
+
     points: int = 0
     samples: int = 0
     requests: int = 0
     profiles: int = 0
+    servers: int = 0
+
+
+@dataclass
+class MergeReport(Counts):
+    """The counts inherited from Counts are those of the imported runs; `grown` those added to runs here."""
+
+    runs_added: list[int] = field(default_factory=list)
+    runs_grown: list[int] = field(default_factory=list)  # ids here of runs that got rows
+    runs_skipped: list[str] = field(default_factory=list)  # uids of runs with nothing new
+    grown: Counts = field(default_factory=Counts)
 
 
 def _copy(row: Base, model: type[Base], **overrides: Any) -> Any:
@@ -32,57 +54,149 @@ def _copy(row: Base, model: type[Base], **overrides: Any) -> Any:
     return model(**values)
 
 
+def _remap(ids: dict[int, int], old: int | None) -> int | None:
+    return None if old is None else ids.get(old)
+
+
 def merge_runs(source: Engine, dest: Session, *, sweep: str | None = None) -> MergeReport:
-    """Copy every run of `source` (optionally only one sweep's) that `dest` does not have yet."""
+    """Copy every run of `source` (optionally only one sweep's) that `dest` lacks; grow those it has in part."""
     report = MergeReport()
-    have = set(dest.scalars(select(Run.uid)))
+    have: dict[str, int] = {uid: run_id for uid, run_id in dest.execute(select(Run.uid, Run.id))}
     with Session(source) as src:
         q = select(Run).order_by(Run.id)
         if sweep is not None:
             q = q.where(Run.sweep_name == sweep)
         for run in src.scalars(q):
-            if run.uid in have:
+            dest_id = have.get(run.uid)
+            if dest_id is None:
+                have[run.uid] = _copy_run(src, run, dest, report)
+                report.runs_added.append(have[run.uid])
+            elif _grow_run(src, run, dest, dest_id, report.grown):
+                report.runs_grown.append(dest_id)
+            else:
                 report.runs_skipped.append(run.uid)
-                continue
-            new_run = _copy(run, Run, job_id=None)  # jobs belong to the other database's queue
-            dest.add(new_run)
-            dest.flush()
-            server_ids: dict[int, int] = {}
-            point_ids: dict[int, int] = {}
-            for si in src.scalars(select(ServerInstance).where(ServerInstance.run_id == run.id)):
-                new_si = _copy(si, ServerInstance, run_id=new_run.id)
-                dest.add(new_si)
-                dest.flush()
-                server_ids[si.id] = new_si.id
-            for point in src.scalars(select(Point).where(Point.run_id == run.id)):
-                new_point = _copy(
-                    point,
-                    Point,
-                    run_id=new_run.id,
-                    server_instance_id=server_ids.get(point.server_instance_id or -1),
-                )
-                dest.add(new_point)
-                dest.flush()
-                point_ids[point.id] = new_point.id
-                report.points += 1
-                for sample in src.scalars(select(Sample).where(Sample.point_id == point.id)):
-                    new_sample = _copy(
-                        sample,
-                        Sample,
-                        point_id=new_point.id,
-                        server_instance_id=server_ids.get(sample.server_instance_id or -1),
-                    )
-                    dest.add(new_sample)
-                    dest.flush()
-                    report.samples += 1
-                    reqs = list(src.scalars(select(RequestRow).where(RequestRow.sample_id == sample.id)))
-                    dest.add_all(_copy(r, RequestRow, sample_id=new_sample.id) for r in reqs)
-                    report.requests += len(reqs)
-            # Profiles keep their `host` and `path`: the trace stays where it was captured (docs/profiles.md).
-            for prof in src.scalars(select(Profile).where(Profile.run_id == run.id)):
-                dest.add(_copy(prof, Profile, run_id=new_run.id, point_id=point_ids[prof.point_id]))
-                report.profiles += 1
-            dest.flush()
-            report.runs_added.append(new_run.id)
-            have.add(run.uid)
     return report
+
+
+def _copy_run(src: Session, run: Run, dest: Session, counts: Counts) -> int:
+    """Copy a run `dest` does not have, with everything of it; returns its id in `dest`."""
+    new_run = _copy(run, Run, job_id=None)  # jobs belong to the other database's queue
+    dest.add(new_run)
+    dest.flush()
+    _merge_contents(src, run, dest, new_run.id, counts)
+    return int(new_run.id)
+
+
+def _grow_run(src: Session, run: Run, dest: Session, dest_id: int, counts: Counts) -> bool:
+    """Add what `dest`'s copy of `run` lacks; True if anything was added (then the run row follows the
+    source's status, finished_at and the other columns a resume rewrites)."""
+    before = dataclasses.astuple(counts)
+    _merge_contents(src, run, dest, dest_id, counts)
+    if dataclasses.astuple(counts) == before:
+        return False
+    dest_run = dest.get(Run, dest_id)
+    assert dest_run is not None
+    for name in RUN_RESUME_COLUMNS:
+        setattr(dest_run, name, getattr(run, name))
+    dest.flush()
+    return True
+
+
+def _merge_contents(src: Session, run: Run, dest: Session, dest_id: int, counts: Counts) -> None:
+    """Copy the server instances, points, samples (with requests) and profiles of `run` missing in `dest`'s
+    run `dest_id` (all of them for a run just created)."""
+    server_ids = _merge_servers(src, run, dest, dest_id, counts)
+    point_ids = _merge_points(src, run, dest, dest_id, server_ids, counts)
+    _merge_profiles(src, run, dest, dest_id, point_ids, counts)
+    dest.flush()
+
+
+def _merge_servers(src: Session, run: Run, dest: Session, dest_id: int, counts: Counts) -> dict[int, int]:
+    """Source server instance id -> dest id, adding the missing ones (matched by config_key, started_at)."""
+    here = {
+        (si.config_key, si.started_at): si.id
+        for si in dest.scalars(select(ServerInstance).where(ServerInstance.run_id == dest_id))
+    }
+    ids: dict[int, int] = {}
+    for si in src.scalars(
+        select(ServerInstance).where(ServerInstance.run_id == run.id).order_by(ServerInstance.id)
+    ):
+        key = (si.config_key, si.started_at)
+        if key not in here:
+            new_si = _copy(si, ServerInstance, run_id=dest_id)
+            dest.add(new_si)
+            dest.flush()
+            here[key] = new_si.id
+            counts.servers += 1
+        ids[si.id] = here[key]
+    return ids
+
+
+def _merge_points(
+    src: Session, run: Run, dest: Session, dest_id: int, server_ids: dict[int, int], counts: Counts
+) -> dict[int, int]:
+    """Source point id -> dest id. Missing points are copied; a point here whose source holds more repeats
+    takes the source's aggregates, status and server (they were computed from the larger set)."""
+    here = {p.point_key: p for p in dest.scalars(select(Point).where(Point.run_id == dest_id))}
+    ids: dict[int, int] = {}
+    for point in src.scalars(select(Point).where(Point.run_id == run.id).order_by(Point.id)):
+        server_id = _remap(server_ids, point.server_instance_id)
+        samples = list(src.scalars(select(Sample).where(Sample.point_id == point.id).order_by(Sample.repeat)))
+        target = here.get(point.point_key)
+        repeats_here: set[int] = set()
+        if target is None:
+            target = _copy(point, Point, run_id=dest_id, server_instance_id=server_id)
+            dest.add(target)
+            dest.flush()
+            counts.points += 1
+        else:
+            repeats_here = set(dest.scalars(select(Sample.repeat).where(Sample.point_id == target.id)))
+            if len(samples) > len(repeats_here):
+                _refresh_point(target, point, server_id)
+        ids[point.id] = target.id
+        for sample in samples:
+            if sample.repeat not in repeats_here:
+                _copy_sample(src, sample, dest, target.id, server_ids, counts)
+    return ids
+
+
+def _refresh_point(target: Point, point: Point, server_id: int | None) -> None:
+    for attr in inspect(Point).column_attrs:
+        if attr.key not in POINT_IDENTITY_COLUMNS:
+            setattr(target, attr.key, getattr(point, attr.key))
+    target.server_instance_id = server_id  # a resumed run moves a point to the server that measured it last
+
+
+def _copy_sample(
+    src: Session, sample: Sample, dest: Session, point_id: int, server_ids: dict[int, int], counts: Counts
+) -> None:
+    new_sample = _copy(
+        sample, Sample, point_id=point_id, server_instance_id=_remap(server_ids, sample.server_instance_id)
+    )
+    dest.add(new_sample)
+    dest.flush()
+    reqs = list(src.scalars(select(RequestRow).where(RequestRow.sample_id == sample.id)))
+    dest.add_all(_copy(r, RequestRow, sample_id=new_sample.id) for r in reqs)
+    counts.samples += 1
+    counts.requests += len(reqs)
+
+
+def _merge_profiles(
+    src: Session, run: Run, dest: Session, dest_id: int, point_ids: dict[int, int], counts: Counts
+) -> None:
+    """Copy the profiles `dest` lacks. They keep their `host` and `path`: the trace stays where it was
+    captured (docs/profiles.md)."""
+
+    def keyed(run_id: int) -> Any:
+        return (
+            select(Profile, Point.point_key)
+            .join(Point, Profile.point_id == Point.id)
+            .where(Profile.run_id == run_id)
+            .order_by(Profile.id)
+        )
+
+    here = {(key, p.tp_rank, p.path, p.created_at) for p, key in dest.execute(keyed(dest_id))}
+    for prof, key in src.execute(keyed(run.id)):
+        if (key, prof.tp_rank, prof.path, prof.created_at) not in here:
+            dest.add(_copy(prof, Profile, run_id=dest_id, point_id=point_ids[prof.point_id]))
+            counts.profiles += 1

@@ -1,4 +1,5 @@
-"""`specbench import SOURCE`: merge the runs of another specbench database into this one (by run uid)."""
+"""`specbench import SOURCE`: merge the runs of another specbench database into this one (by run uid; a run
+already here grows by what the source adds to it)."""
 
 from __future__ import annotations
 
@@ -30,7 +31,8 @@ def import_runs(
     db: DbOption = None,
     sweep: Annotated[str | None, typer.Option(help="Only runs of this sweep.")] = None,
 ) -> None:
-    """Merge runs from another database (e.g. a GPU host's SQLite file); runs already here are skipped."""
+    """Merge runs from another database (e.g. a GPU host's SQLite file); a run already here gets only what it
+    lacks (a run resumed on another host grows), never a second copy."""
     with tempfile.TemporaryDirectory() as tmp:
         if "://" in source or source.startswith(ENV_PREFIX):
             url = db_url(source)  # refuses a password in argv, never prints one
@@ -64,7 +66,15 @@ def import_runs(
         with session_scope(engine) as s:
             report = merge_runs(src, s, sweep=sweep)
         src.dispose()
+    g = report.grown
+    grew = (
+        f", grew {len(report.runs_grown)} run(s) (+{g.points} points, +{g.samples} repeats, "
+        f"+{g.requests} requests, +{g.profiles} profiles)"
+        if report.runs_grown
+        else ""
+    )
     console.print(
         f"imported {len(report.runs_added)} run(s) ({report.points} points, {report.samples} repeats, "
-        f"{report.requests} requests, {report.profiles} profiles); {len(report.runs_skipped)} already present"
+        f"{report.requests} requests, {report.profiles} profiles){grew}; "
+        f"{len(report.runs_skipped)} already present"
     )
