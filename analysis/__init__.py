@@ -13,5 +13,6 @@ and the dashboard produce the very same tables. Modules:
 - export: a run's points as CSV / JSON / Markdown
 - v2_vs_v1: the v2/v1 ratio per cell of one run, with intervals and verdicts
 - windows: one run's measured windows in order, with their telemetry and the throughput spread
+- plain: values as JSON takes them (NaN, inf, NA -> null; datetimes -> ISO), for every export
 - profiles: overlap columns (GPU idle per cycle v1→v2, CPU hidden) from stored profiles, joinable to v2-vs-v1
 """

@@ -13,6 +13,7 @@ from sqlalchemy.orm import Session
 
 from analysis import md
 from analysis.labels import STAND_IN_TAG, SYNTHETIC_TAG, config_label, run_tag
+from analysis.plain import plain
 from bench import catalog
 from db.models import Point, Run, ServerInstance
 from db.queries import RUN_COLUMNS
@@ -96,7 +97,7 @@ def collect(session: Session, run_ids: list[int] | None = None, *, all_status: b
     rows = [dict(zip(EXPORT_COLUMNS, values, strict=True)) for values in session.connection().execute(q)]
     run_meta = [
         {
-            **{k: _plain(getattr(r, k)) for k in RUN_METADATA},
+            **{k: plain(getattr(r, k)) for k in RUN_METADATA},
             "kind": run_tag(r.simulated, r.trigger) or "measured",
         }
         for r in runs
@@ -202,10 +203,6 @@ def _header_value(v: Any) -> str:
         "\\\\" if c == "\\" else c if c.isprintable() else c.encode("unicode_escape").decode("ascii")
         for c in str(v)
     )
-
-
-def _plain(v: Any) -> Any:
-    return v.isoformat() if hasattr(v, "isoformat") else v
 
 
 def _csv_value(v: Any) -> Any:

@@ -19,6 +19,7 @@ import pandas as pd
 from analysis import md
 from analysis.compare import COMPARE_COLUMNS, center_text, one_sided, verdict_counts
 from analysis.labels import STAND_IN_TAG, run_tag, short_gpu
+from analysis.plain import plain
 from bench.catalog import direction_text, label
 
 VERDICT_BADGE = {
@@ -48,7 +49,7 @@ def to_csv(table: pd.DataFrame) -> str:
 
 
 def to_json(table: pd.DataFrame, run_a: Mapping[str, Any], run_b: Mapping[str, Any]) -> str:
-    rows = [{k: _plain(v) for k, v in r.items()} for r in table.to_dict("records")]
+    rows = [{k: plain(v) for k, v in r.items()} for r in table.to_dict("records")]
     return json.dumps(
         {
             "baseline": _run_json(run_a),
@@ -61,7 +62,7 @@ def to_json(table: pd.DataFrame, run_a: Mapping[str, Any], run_b: Mapping[str, A
 
 
 def _run_json(r: Mapping[str, Any]) -> dict[str, Any]:
-    out = {k: _plain(v) for k, v in r.items() if k != "sweep_yaml"}
+    out = {k: plain(v) for k, v in r.items() if k != "sweep_yaml"}
     out["kind"] = run_tag(r.get("simulated"), r.get("trigger")) or "measured"
     return out
 
@@ -386,13 +387,3 @@ def _num(v: Any) -> str:
 
 def _pct(v: Any) -> str:
     return f"{float(v) * 100:+.1f}%".replace("-", "−") if _real(v) else "–"
-
-
-def _plain(v: Any) -> Any:
-    if isinstance(v, datetime):
-        return v.isoformat()
-    if isinstance(v, float) and math.isnan(v):
-        return None
-    if hasattr(v, "item"):  # numpy scalars
-        return v.item()
-    return v

@@ -24,6 +24,7 @@ import pandas as pd
 from sqlalchemy import Engine, inspect
 
 from analysis import md
+from analysis.plain import plain
 from analysis.profiles import (
     DISTORTION_MARK,
     OVERLAP_CELLS,
@@ -160,12 +161,6 @@ def _missing(v: Any) -> bool:
 # ------------------------------------------------------------------------------------------- formats
 
 
-def _clean(v: Any) -> Any:
-    if isinstance(v, float) and math.isnan(v):
-        return None
-    return v
-
-
 def to_csv(frame: pd.DataFrame) -> str:
     buf = io.StringIO()
     frame.to_csv(buf, index=False, float_format="%.6g")
@@ -173,7 +168,7 @@ def to_csv(frame: pd.DataFrame) -> str:
 
 
 def to_json(frame: pd.DataFrame, meta: dict[str, Any] | None = None) -> str:
-    rows = [{c: _clean(v) for c, v in rec.items()} for rec in frame.to_dict(orient="records")]
+    rows = [{c: plain(v) for c, v in rec.items()} for rec in frame.to_dict(orient="records")]
     return json.dumps({"view": "v2-vs-v1", **(meta or {}), "rows": rows}, indent=2, default=str) + "\n"
 
 

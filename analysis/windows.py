@@ -24,6 +24,7 @@ import pandas as pd
 from sqlalchemy import Engine
 
 from analysis import md
+from analysis.plain import missing, plain
 from analysis.v2_vs_v1 import to_csv as _frame_csv
 from db import queries
 
@@ -62,6 +63,7 @@ TELEMETRY_OPTIONAL: tuple[str, ...] = (
     # with cpu_probe_on = server: the probe then shares the scheduler's core, so its wall time includes waits.
     "cpu_probe_cpu_ms",
     "cpu_probe_on_server_pct",  # cpu_probe_on = server: percent of probe samples on the busiest process's CPU
+    "cpu_probe_follow_errors",  # cpu_probe_on = server: moves onto that CPU the kernel refused (0: none)
     "server_busiest_cpu_moves",  # times the busiest server process was on another CPU than at the sample before
 )
 # Text keys, likewise optional: the busiest server process's name, and the NVML clock-event reasons seen
@@ -124,7 +126,7 @@ def windows(raw: pd.DataFrame) -> pd.DataFrame:
     """`raw` (db.queries.run_windows, already in measurement order) with the telemetry dict flattened:
     HEAD, the telemetry columns, TAIL."""
     tele = raw["telemetry"] if "telemetry" in raw else pd.Series([None] * len(raw), index=raw.index)
-    dicts = [t if isinstance(t, dict) else {} for t in tele]
+    dicts = [_with_zeros(t) if isinstance(t, dict) else {} for t in tele]
     keys = [*TELEMETRY, *(k for k in TELEMETRY_OPTIONAL if any(k in d for d in dicts))]
     texts = [k for k in TELEMETRY_TEXT if any(k in d for d in dicts)]
     out = raw.reindex(columns=[*HEAD, *keys, *texts, *TAIL]).reset_index(drop=True)
@@ -140,6 +142,15 @@ def windows(raw: pd.DataFrame) -> pd.DataFrame:
         if col != "completed":
             out[col] = pd.to_numeric(out[col], errors="coerce").astype(float)
     return out
+
+
+def _with_zeros(t: dict[str, Any]) -> dict[str, Any]:
+    """The stored telemetry with the counts its writer leaves out at zero: bench.telemetry records
+    `cpu_probe_follow_errors` only when a window that followed the server (cpu_probe_on = server, written since
+    the same change) had some, so such a window without the key had none. A copy: `raw` is not changed."""
+    if t.get("cpu_probe_on") == "server" and "cpu_probe_follow_errors" not in t:
+        return {**t, "cpu_probe_follow_errors": 0}
+    return t
 
 
 def _text(v: Any) -> str | None:
@@ -158,7 +169,7 @@ def spread(frame: pd.DataFrame) -> pd.DataFrame:
         mean = statistics.fmean(values) if values else None
         rows.append(
             {
-                **{k: None if _missing(v) else v for k, v in zip(CONFIG_KEYS, key, strict=True)},
+                **{k: None if missing(v) else v for k, v in zip(CONFIG_KEYS, key, strict=True)},
                 "n": len(values),
                 "mean_output_throughput": mean,
                 "cv_output_throughput": statistics.stdev(values) / mean
@@ -180,7 +191,7 @@ def drivers(frame: pd.DataFrame) -> pd.DataFrame:
         if len(ok) < MIN_DRIVER_WINDOWS:
             continue
         row: dict[str, Any] = {
-            **{k: None if _missing(v) else v for k, v in zip(CONFIG_KEYS, key, strict=True)},
+            **{k: None if missing(v) else v for k, v in zip(CONFIG_KEYS, key, strict=True)},
             "n": len(ok),
         }
         for col in present:
@@ -193,23 +204,11 @@ def drivers(frame: pd.DataFrame) -> pd.DataFrame:
     return out.sort_values(list(CONFIG_KEYS), na_position="first", kind="stable").reset_index(drop=True)
 
 
-def _missing(v: Any) -> bool:
-    return v is None or v is pd.NA or v is pd.NaT or (isinstance(v, float) and math.isnan(v))
-
-
 # ------------------------------------------------------------------------------------------- formats
 
 
-def _plain(v: Any) -> Any:
-    if _missing(v):
-        return None
-    if isinstance(v, pd.Timestamp):
-        return v.isoformat()
-    return v.item() if hasattr(v, "item") else v  # numpy scalars
-
-
 def _records(frame: pd.DataFrame) -> list[dict[str, Any]]:
-    return [{c: _plain(v) for c, v in rec.items()} for rec in frame.to_dict(orient="records")]
+    return [{c: plain(v) for c, v in rec.items()} for rec in frame.to_dict(orient="records")]
 
 
 def to_csv(frame: pd.DataFrame) -> str:
@@ -268,11 +267,12 @@ _MD: tuple[tuple[str, str, str], ...] = (
     ("probe CPUs", "cpu_probe_cpus", ""),
     ("probe on", "cpu_probe_on", ""),
     ("probe on server %", "cpu_probe_on_server_pct", ".1f"),
+    ("probe follow errors", "cpu_probe_follow_errors", "d"),
 )
 
 
 def _cell(v: Any, spec: str) -> str:
-    if _missing(v):
+    if missing(v):
         return "–"
     if not spec:
         return md.text(v)
@@ -280,7 +280,7 @@ def _cell(v: Any, spec: str) -> str:
 
 
 def _note(r: dict[str, Any]) -> str:
-    if not _missing(r["reason"]):
+    if not missing(r["reason"]):
         return md.text(r["reason"])
     return "throttled" if r["throttled"] is True else ""
 
@@ -309,7 +309,7 @@ def to_markdown(frame: pd.DataFrame, title: str | None = None) -> str:
         lines.append(
             f"| {_cell(s['batch_size'], 'd')} | {_cell(s['spec_mode'], '')} | {_cell(s['steps'], 'd')} "
             f"| {_cell(s['accept_length_pinned'], 'g')} | {s['n']} | {_cell(s['mean_output_throughput'], ',.1f')} "
-            f"| {'–' if _missing(cv) else f'{100 * cv:.1f} %'} |"
+            f"| {'–' if missing(cv) else f'{100 * cv:.1f} %'} |"
         )
     lines += _drivers_markdown(drivers(frame))
     return "\n".join(lines) + "\n"

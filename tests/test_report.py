@@ -245,6 +245,23 @@ def test_json_is_plain(table: pd.DataFrame) -> None:
     assert len(doc["points"]) == len(table)
 
 
+def test_json_has_no_nan_infinity_or_na(table: pd.DataFrame) -> None:
+    """Every value strict JSON (analysis.plain): before, an infinite delta was written as `Infinity` (not JSON)
+    and a missing value of a nullable integer column (pd.NA) made json.dumps raise."""
+    edged = table.copy()
+    edged.loc[0, "delta"] = np.inf
+    edged["n_baseline"] = pd.array([None, *edged["n_baseline"][1:]], dtype="Int64")
+    run_a = {**RUN_A, "finished_at": pd.NaT}
+
+    def refuse(const: str) -> None:
+        raise ValueError(f"not JSON: {const}")
+
+    doc = json.loads(report.to_json(edged, run_a, RUN_B), parse_constant=refuse)
+    assert doc["points"][0]["delta"] is None and doc["points"][0]["n_baseline"] is None
+    assert doc["points"][1]["n_baseline"] == int(table["n_baseline"][1])
+    assert doc["baseline"]["finished_at"] is None
+
+
 @pytest.fixture
 def seeded_sqlite(sqlite_url: str) -> tuple[str, Engine]:
     eng = open_database(sqlite_url)

@@ -139,6 +139,7 @@ NEWER_TELEMETRY = (
     "server_busiest_cpus",
     "cpu_probe_cpus",
     "cpu_probe_on_server_pct",
+    "cpu_probe_follow_errors",
     "cpu_probe_on",
 )
 
@@ -210,6 +211,7 @@ def test_csv_lists_every_window_in_measurement_order_with_its_telemetry(engine: 
             "3 11",
             "4 12",
             "96.5",
+            "0",  # followed the server and stored no follow errors: none
             "server",
         )
         assert extra == (expected_extra if i == CPU_AT else ("",) * len(NEWER_TELEMETRY))
@@ -275,6 +277,61 @@ def test_markdown_escapes_user_text_and_shows_the_spread(engine: Engine) -> None
     assert "| 61.5 | 104.2 | 97.5 | sglang::scheduler | gpu\\_idle sw\\_power\\_cap |" in window_lines[CPU_AT]
     assert "throttled:" in window_lines[THROTTLED_AT]
     assert "| 1 | v1 | 2 | 2.5 | 3 | 100.0 | 10.0 % |" in text
+
+
+def test_probe_follow_errors_are_a_column_next_to_the_probe_on_server_share(engine: Engine) -> None:
+    """bench.telemetry stores `cpu_probe_follow_errors` only when a window that followed the server had some:
+    a column in every format, 0 for a window that followed without errors, empty where the probe stayed on the
+    runner's CPUs (or the run had no probe)."""
+    run_id = _seed(engine)
+    with session_scope(engine) as s:  # window 1 followed the server and had 3 moves refused
+        sample = s.scalars(
+            select(Sample).join(Point).where(Point.run_id == run_id, Sample.order_index == 1)
+        ).one()
+        sample.telemetry = {
+            **(sample.telemetry or {}),
+            "cpu_probe_on": "server",
+            "cpu_probe_on_server_pct": 62.5,
+            "cpu_probe_follow_errors": 3,
+        }
+    with session_scope(engine) as s:  # window 0's probe stayed on the runner's CPUs
+        sample = s.scalars(
+            select(Sample).join(Point).where(Point.run_id == run_id, Sample.order_index == 0)
+        ).one()
+        sample.telemetry = {**(sample.telemetry or {}), "cpu_probe_on": "runner", "cpu_probe_ms": 3.0}
+
+    rows = list(csv.DictReader(io.StringIO(_export(engine, "csv", "--run", str(run_id)).stdout)))
+    header = list(rows[0])
+    assert header.index("cpu_probe_follow_errors") == header.index("cpu_probe_on_server_pct") + 1
+    by_order = {r["order_index"]: r for r in rows}
+    assert by_order["1"]["cpu_probe_follow_errors"] == "3"
+    assert by_order[str(CPU_AT)]["cpu_probe_follow_errors"] == "0"
+    assert by_order["0"]["cpu_probe_follow_errors"] == "" and by_order["2"]["cpu_probe_follow_errors"] == ""
+
+    doc = json.loads(_export(engine, "json", "--run", str(run_id)).stdout)
+    errors = {r["order_index"]: r["cpu_probe_follow_errors"] for r in doc["rows"]}
+    assert errors[1] == 3 and errors[CPU_AT] == 0 and errors[0] is None
+
+    text = _export(engine, "md", "--run", str(run_id)).stdout
+    lines = [line for line in text.splitlines() if line.startswith("|")]
+    head = [c.strip() for c in lines[0].strip("|").split("|")]
+    at = head.index("probe follow errors")
+    assert head[at - 1] == "probe on server %"
+    cells = {int(c[0]): c for c in ([x.strip() for x in line.strip("|").split("|")] for line in lines[2:13])}
+    assert (cells[1][at - 1], cells[1][at]) == ("62.5", "3")
+    assert (cells[CPU_AT][at - 1], cells[CPU_AT][at]) == ("96.5", "0")
+    assert cells[0][at] == "–"
+
+
+def test_a_run_without_the_server_probe_has_no_follow_errors_column(engine: Engine) -> None:
+    run_id = _seed(engine)
+    with session_scope(engine) as s:
+        ids = s.scalars(select(Sample.id).join(Point).where(Point.run_id == run_id))
+        for sample in s.scalars(select(Sample).where(Sample.id.in_(list(ids)))):
+            if sample.telemetry and sample.telemetry.get("cpu_probe_on") == "server":
+                sample.telemetry = {**sample.telemetry, "cpu_probe_on": "runner"}
+    rows = list(csv.DictReader(io.StringIO(_export(engine, "csv", "--run", str(run_id)).stdout)))
+    assert "cpu_probe_on" in rows[0] and "cpu_probe_follow_errors" not in rows[0]
 
 
 def test_windows_view_needs_exactly_one_run(engine: Engine) -> None:
