@@ -6,7 +6,9 @@ combine without id clashes: every row gets a new id here and its foreign keys ar
 A run already here grows instead when the source holds more of it (the same run resumed on another host with
 `--resume`): rows are matched within the run by their natural keys (points by `point_key`, samples by point
 and `repeat`, server instances by `config_key` and `started_at`, profiles by point, TP rank, path and
-`created_at`) and only the missing ones are copied. A sample already here is never replaced.
+`created_at`) and only the missing ones are copied. A sample already here is never replaced, except a `failed`
+one whose source counterpart is a measurement: a resumed run re-measures a failed repeat in place (same point,
+same repeat index; runners.store.store_sample), so the source's repeat supersedes it, with its requests.
 """
 
 from __future__ import annotations
@@ -20,21 +22,44 @@ from sqlalchemy.orm import Session
 
 from db.models import Base, Point, Profile, RequestRow, Run, Sample, ServerInstance
 
-# What `--resume` (or a retried job) rewrites on the run row; the rest is provenance fixed at creation.
-RUN_RESUME_COLUMNS = ("status", "error", "finished_at", "overhead_s", "drift")
+# What `--resume` (or a retried job) rewrites on the run row; the rest is provenance fixed at creation. A
+# resume with an edited stopping rule also rewrites the sweep and appends the old one to the provenance
+# (runners/resume_guard.py, `sweep_edits`).
+RUN_RESUME_COLUMNS = (
+    "status",
+    "error",
+    "finished_at",
+    "overhead_s",
+    "drift",
+    "sweep_yaml",
+    "sweep_hash",
+    "provenance",
+)
 # A point's identity within its run: never overwritten when its aggregates are refreshed.
 POINT_IDENTITY_COLUMNS = frozenset({"id", "run_id", "point_key", "created_at", "server_instance_id"})
+# Repeat statuses that are a measurement and so supersede a `failed` repeat here (ok | unstable | invalid |
+# mode_mismatch; `failed` is the one left, bench.results.STATUS_SEVERITY). They are the statuses that
+# bench.stats.summary counts as measured (MEASURED_STATUSES): the window ran, its requests and metrics are stored,
+# and the source point's aggregates already count the repeat, whatever its verdict (the verdict travels with the
+# row and the point's status). It is also what the GPU host itself did: runners.store.store_sample replaces a
+# stored `failed` repeat by any new result but a `failed` one. A `failed` source repeat (re-measured and failed
+# again, or never re-measured) holds no measurement and replaces nothing. An explicit list, not "not failed": a
+# status added later replaces nothing until someone decides it is a measurement.
+SUPERSEDES_FAILED = frozenset({"ok", "unstable", "invalid", "mode_mismatch"})
 
 
 @dataclass
 class Counts:
-    """Rows copied: new ones only (a point or repeat already here is not counted)."""
+    """Rows copied: new ones only (a point or repeat already here is not counted). `replaced`: repeats here that
+    were `failed` and took the source's measurement of them (not in `samples`; their requests are in
+    `requests`)."""
 
     points: int = 0
     samples: int = 0
     requests: int = 0
     profiles: int = 0
     servers: int = 0
+    replaced: int = 0
 
 
 @dataclass
@@ -45,6 +70,23 @@ class MergeReport(Counts):
     runs_grown: list[int] = field(default_factory=list)  # ids here of runs that got rows
     runs_skipped: list[str] = field(default_factory=list)  # uids of runs with nothing new
     grown: Counts = field(default_factory=Counts)
+
+    def summary(self) -> str:
+        """The import summary: the line `specbench import` prints (runners/commands/import_runs.py, checked
+        equal by tests/test_merge_replace.py), with the repeats that replaced a failed one when there are any."""
+        g = self.grown
+        replaced = f", +{g.replaced} repeats replaced a failed one" if g.replaced else ""
+        grew = (
+            f", grew {len(self.runs_grown)} run(s) (+{g.points} points, +{g.samples} repeats{replaced}, "
+            f"+{g.requests} requests, +{g.profiles} profiles)"
+            if self.runs_grown
+            else ""
+        )
+        return (
+            f"imported {len(self.runs_added)} run(s) ({self.points} points, {self.samples} repeats, "
+            f"{self.requests} requests, {self.profiles} profiles){grew}; "
+            f"{len(self.runs_skipped)} already present"
+        )
 
 
 def _copy(row: Base, model: type[Base], **overrides: Any) -> Any:
@@ -135,28 +177,46 @@ def _merge_servers(src: Session, run: Run, dest: Session, dest_id: int, counts: 
 def _merge_points(
     src: Session, run: Run, dest: Session, dest_id: int, server_ids: dict[int, int], counts: Counts
 ) -> dict[int, int]:
-    """Source point id -> dest id. Missing points are copied; a point here whose source holds more repeats
-    takes the source's aggregates, status and server (they were computed from the larger set)."""
+    """Source point id -> dest id. Missing points are copied; missing repeats too, and a `failed` repeat here
+    is replaced by the source's measurement of it (SUPERSEDES_FAILED). A point here takes the source's
+    aggregates, status and server (they were computed from its repeats) when the source holds more repeats, or
+    when one of its repeats replaced a failed one here and the source holds every repeat here: the point then
+    holds exactly the source's repeats, and its aggregates are the source's."""
     here = {p.point_key: p for p in dest.scalars(select(Point).where(Point.run_id == dest_id))}
     ids: dict[int, int] = {}
     for point in src.scalars(select(Point).where(Point.run_id == run.id).order_by(Point.id)):
         server_id = _remap(server_ids, point.server_instance_id)
         samples = list(src.scalars(select(Sample).where(Sample.point_id == point.id).order_by(Sample.repeat)))
         target = here.get(point.point_key)
-        repeats_here: set[int] = set()
+        repeats_here: dict[int, Sample] = {}
+        existed = target is not None
         if target is None:
             target = _copy(point, Point, run_id=dest_id, server_instance_id=server_id)
             dest.add(target)
             dest.flush()
             counts.points += 1
         else:
-            repeats_here = set(dest.scalars(select(Sample.repeat).where(Sample.point_id == target.id)))
-            if len(samples) > len(repeats_here):
-                _refresh_point(target, point, server_id)
+            repeats_here = {
+                x.repeat: x for x in dest.scalars(select(Sample).where(Sample.point_id == target.id))
+            }
         ids[point.id] = target.id
+        replaced = False
         for sample in samples:
-            if sample.repeat not in repeats_here:
-                _copy_sample(src, sample, dest, target.id, server_ids, counts)
+            mine = repeats_here.get(sample.repeat)
+            if mine is None:
+                counts.requests += _copy_sample(src, sample, dest, target.id, server_ids)
+                counts.samples += 1
+            elif mine.status == "failed" and sample.status in SUPERSEDES_FAILED:
+                dest.delete(mine)  # its requests go with it (Sample.requests cascades)
+                dest.flush()  # before the insert: (point_id, repeat) is unique
+                counts.requests += _copy_sample(src, sample, dest, target.id, server_ids)
+                counts.replaced += 1
+                replaced = True
+        if existed and (
+            len(samples) > len(repeats_here)
+            or (replaced and repeats_here.keys() <= {x.repeat for x in samples})
+        ):
+            _refresh_point(target, point, server_id)
     return ids
 
 
@@ -168,8 +228,9 @@ def _refresh_point(target: Point, point: Point, server_id: int | None) -> None:
 
 
 def _copy_sample(
-    src: Session, sample: Sample, dest: Session, point_id: int, server_ids: dict[int, int], counts: Counts
-) -> None:
+    src: Session, sample: Sample, dest: Session, point_id: int, server_ids: dict[int, int]
+) -> int:
+    """Copy one repeat with its requests (its window telemetry is a column of it); returns the requests copied."""
     new_sample = _copy(
         sample, Sample, point_id=point_id, server_instance_id=_remap(server_ids, sample.server_instance_id)
     )
@@ -177,8 +238,7 @@ def _copy_sample(
     dest.flush()
     reqs = list(src.scalars(select(RequestRow).where(RequestRow.sample_id == sample.id)))
     dest.add_all(_copy(r, RequestRow, sample_id=new_sample.id) for r in reqs)
-    counts.samples += 1
-    counts.requests += len(reqs)
+    return len(reqs)
 
 
 def _merge_profiles(

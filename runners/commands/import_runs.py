@@ -66,15 +66,4 @@ def import_runs(
         with session_scope(engine) as s:
             report = merge_runs(src, s, sweep=sweep)
         src.dispose()
-    g = report.grown
-    grew = (
-        f", grew {len(report.runs_grown)} run(s) (+{g.points} points, +{g.samples} repeats, "
-        f"+{g.requests} requests, +{g.profiles} profiles)"
-        if report.runs_grown
-        else ""
-    )
-    console.print(
-        f"imported {len(report.runs_added)} run(s) ({report.points} points, {report.samples} repeats, "
-        f"{report.requests} requests, {report.profiles} profiles){grew}; "
-        f"{len(report.runs_skipped)} already present"
-    )
+    console.print(report.summary())
