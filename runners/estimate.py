@@ -208,9 +208,14 @@ def estimate(
             f"({spec.min_window_s:g} s); prefill not counted"
         )
     if spec.measure.ratio_target is not None:
+        below = (
+            f", batch < {spec.measure.ratio_target_min_batch} at {spec.repeats}"
+            if spec.measure.ratio_target_min_batch > 1
+            else ""
+        )
         notes.append(
             f"v1/v2 points at measure.max_repeats ({spec.max_pair_repeats}): the most measure.ratio_target "
-            f"(+-{spec.measure.ratio_target:.0%}) can take; a quiet pair stops at {spec.repeats}"
+            f"(+-{spec.measure.ratio_target:.0%}) can take; a quiet pair stops at {spec.repeats}{below}"
         )
     notes.append(f"{POINT_OVERHEAD_S:g} s per repeat outside the window (flush, /server_info, storing)")
     return Estimate(

@@ -59,7 +59,7 @@ def pair_half_width(ex: SweepExecutor, a: PointPlan, b: PointPlan) -> float | No
 def next_repeat(ex: SweepExecutor, a: PointPlan, b: PointPlan, measured: int) -> int | None:
     """The next repeat to add to the pair (a, b) after `measured` repeats, or None when it is done."""
     target = ex.spec.measure.ratio_target
-    if target is None or measured >= ex.spec.max_pair_repeats:
+    if target is None or not ex.spec.repeats_may_grow(a) or measured >= ex.spec.max_pair_repeats:
         return None
     if narrow_enough(pair_half_width(ex, a, b), target):
         return None

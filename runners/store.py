@@ -15,7 +15,7 @@ from sqlalchemy.orm import Session
 from bench.measure import Window
 from bench.results import SampleResult
 from bench.stats.summary import Repeat, summarize_repeats
-from bench.sweep import PointPlan, ServerConfig, SweepSpec
+from bench.sweep import FieldChange, PointPlan, ServerConfig, SweepSpec
 from db.fingerprint import point_fingerprint
 from db.models import METRIC_FIELDS, PROVENANCE_COLUMNS, Point, RequestRow, Run, Sample, ServerInstance
 from db.types import utcnow
@@ -49,6 +49,22 @@ def create_run(
     session.add(run)
     session.flush()
     return run
+
+
+def adopt_sweep(run: Run, sweep_yaml: str, edits: list[FieldChange]) -> None:
+    """The run continues under an edited stopping rule (runners/resume_guard.py): the edited sweep becomes
+    the run's own, and the one it replaces, with what changed, is appended to `provenance.sweep_edits`."""
+    entry = {
+        "at": utcnow().isoformat(),
+        "changes": [{"field": c.path, "old": c.old, "new": c.new} for c in edits],
+        "previous_sweep_yaml": run.sweep_yaml,
+        "previous_sweep_hash": run.sweep_hash,
+    }
+    provenance = dict(run.provenance or {})
+    provenance["sweep_edits"] = [*provenance.get("sweep_edits", []), entry]
+    run.provenance = provenance  # a new dict: the JSON column sees the change
+    run.sweep_yaml = sweep_yaml
+    run.sweep_hash = hashlib.sha256(sweep_yaml.encode()).hexdigest()
 
 
 def apply_provenance(run: Run, provenance: dict[str, Any]) -> None:

@@ -101,9 +101,9 @@ def execute_sweep(
     provenance = run_provenance(spec, gpus=gpus)
     uid = uuid7()  # names the run before it exists, so a create retried after a lost commit finds it
 
-    def open_run(s: Any) -> tuple[int, dict[str, set[int]], str | None]:
+    def open_run(s: Any) -> tuple[int, dict[str, set[int]], list[str]]:
         resume = resume_run_id
-        warning = None
+        notes: list[str] = []
         if resume is None and job_id is not None:
             # A job has one run. Another worker that took the job over (our lease lapsed while we started,
             # or the reverse) may have created it since the worker looked: continue that one.
@@ -113,18 +113,21 @@ def execute_sweep(
             if run is None:
                 raise ResumeRefused(f"run {resume} does not exist")
             # Before the run is touched: a refused resume leaves it exactly as it was.
-            warning = check_resume(run.id, run.sweep_name, run.sweep_yaml, spec)
+            check = check_resume(run.id, run.sweep_name, run.sweep_yaml, spec)
+            if check.edits:
+                store.adopt_sweep(run, sweep_yaml, check.edits)
+            notes = check.lines(run.id)
             run.status = "running"
             run.finished_at = None
         else:
             run = s.scalars(select(Run).where(Run.uid == uid)).one_or_none() or store.create_run(
                 s, spec, sweep_yaml, provenance, trigger=trigger, label=label, job_id=job_id, uid=uid
             )
-        return run.id, store.stored_repeats(s, run.id), warning
+        return run.id, store.stored_repeats(s, run.id), notes
 
-    run_id, done, warning = dbretry.in_session(engine, open_run, what="opening the run", policy=outage)
-    if warning is not None:
-        console.print(f"[yellow]warning:[/] {escape(warning)}")
+    run_id, done, notes = dbretry.in_session(engine, open_run, what="opening the run", policy=outage)
+    for note in notes:
+        console.print(escape(note))
     logs = (log_dir or Path("logs")) / f"run-{run_id}"
     logs.mkdir(parents=True, exist_ok=True)
     executor = SweepExecutor(spec, engine, run_id, done, gpus, deadline, stop, logs, outage)

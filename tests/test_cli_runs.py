@@ -375,8 +375,9 @@ def test_dry_run_of_a_resumed_grid_counts_only_what_is_missing(tmp_path: Path) -
     out = res.stdout
     assert out.count("complete in run 1: not started again") == 1
     assert out.index("complete in run 1") < out.index("launch 2/13")  # the baseline's launch
-    # bs 64 of the first pair: 6 planned + 10 extra per side; 5 untouched pairs x 4 batch sizes x 16 x 2
-    assert "12 start(s)" in out and f"{2 * 16 + 5 * 4 * 16 * 2} measured window(s)" in out
+    # bs 64 of the first pair: 6 planned + 10 extra per side; 5 untouched pairs x (3 batch sizes x 16, and
+    # batch 1, below measure.ratio_target_min_batch, at its 6 planned) x 2
+    assert "12 start(s)" in out and f"{2 * 16 + 5 * (3 * 16 + 6) * 2} measured window(s)" in out
     assert "run 1 resumed: 1 of 13 server config(s) complete" in out
     fresh = CliRunner().invoke(app, ["run", "sweeps/h200-v3slice-grid.yaml", "--dry-run", "--db", url])
     assert "13 start(s)" in fresh.stdout and "complete in run" not in fresh.stdout  # no --resume: a new run

@@ -224,3 +224,95 @@ def test_a_stored_sweep_this_version_cannot_parse_is_resumed_with_a_warning(
         assert f"warning: run {run_id}'s stored sweep does not parse with this specbench" in warning
         assert "legacy_knob" in warning and "without checking" in warning
     assert _count(engine, Sample) == REPEATS
+
+
+# A colocated v1/v2 pair whose interval can never be that narrow: it grows to measure.max_repeats.
+PAIRED = """name: widening
+model: sim-tiny
+server:
+  backend: sim
+  attention_backend: flashmla
+  sim: {time_scale: 0.05, seed: 3, instant: true}
+grid: {batch_sizes: [1, 2], spec_modes: [v1, v2], steps: [2], topk: [1], baseline: false}
+workload: {input_len: 16, output_len: 8}
+measure: {min_window_s: 0.05, drift_check: false, ratio_target: 0.000000001, max_repeats: 3}
+repeats: 2"""
+
+
+def _repeats(engine: Engine, run_id: int) -> dict[tuple[int, str], list[int]]:
+    with session_scope(engine) as s:
+        rows = s.execute(
+            select(Point.batch_size, Point.spec_mode, Sample.repeat).join(Point).where(Point.run_id == run_id)
+        ).all()
+    out: dict[tuple[int, str], list[int]] = {}
+    for bs, mode, r in rows:
+        out.setdefault((bs, mode), []).append(r)
+    return {k: sorted(v) for k, v in out.items()}
+
+
+def test_a_finished_run_resumed_with_a_wider_stopping_rule_grows_and_keeps_its_old_sweep(
+    sqlite_url: str, tmp_path: Path, restore_signals: None
+) -> None:
+    """The stopping rule (measure.ratio_target, max_repeats, ratio_target_min_batch) decides how many pairs a
+    point takes, not how a window is measured: raising max_repeats on a finished run adds pairs to it (a
+    point left wide gets narrower) instead of being refused or starting over; the run stores the edited
+    sweep and keeps the replaced one with the change in its provenance."""
+    engine = open_database(sqlite_url)
+    first = execute_sweep(parse_sweep(PAIRED), PAIRED, engine, log_dir=tmp_path / "a", show_progress=False)
+    assert all(r == [0, 1, 2] for r in _repeats(engine, first.run_id).values())  # grown to max_repeats 3
+    with session_scope(engine) as s:
+        run = s.get(Run, first.run_id)
+        assert run is not None
+        run.status = "done"  # finished (the stand-in may call a tiny run unstable)
+    wider = PAIRED.replace("max_repeats: 3", "max_repeats: 4, ratio_target_min_batch: 2")
+    edited = tmp_path / "wider.yaml"
+    edited.write_text(wider)
+    dry = CliRunner().invoke(app, ["run", str(edited), "--db", sqlite_url, "--dry-run", "--resume"])
+    assert dry.exit_code == 0, dry.output
+    note = _words(dry.stderr)
+    assert f"note: run {first.run_id} continues with a changed stopping rule" in note
+    assert "measure.max_repeats: 3 -> 4" in note and "measure.ratio_target_min_batch: 1 -> 2" in note
+    assert " 2 measured window(s)" in _words(dry.stdout)  # only batch 2's fourth pair is left to measure
+    team = f"sqlite:///{tmp_path / 'team.db'}"  # a team database that imported the run before the resume
+    source = sqlite_url.removeprefix("sqlite:///")
+    assert CliRunner().invoke(app, ["import", source, "--db", team]).exit_code == 0
+    res = _run_cli(edited, sqlite_url, tmp_path, "--resume")
+    assert res.exit_code == 0, res.output
+    assert "starting a new one" not in res.stderr
+    # batch 1 is below ratio_target_min_batch now: it keeps what it has; batch 2 takes a fourth pair.
+    assert _repeats(engine, first.run_id) == {
+        (1, "v1"): [0, 1, 2],
+        (1, "v2"): [0, 1, 2],
+        (2, "v1"): [0, 1, 2, 3],
+        (2, "v2"): [0, 1, 2, 3],
+    }
+    with session_scope(engine) as s:
+        runs = list(s.scalars(select(Run)))
+        assert [r.id for r in runs] == [first.run_id]
+        edits = runs[0].provenance["sweep_edits"]
+        assert runs[0].sweep_yaml == wider
+        assert len(edits) == 1 and edits[0]["previous_sweep_yaml"] == PAIRED
+        assert {c["field"]: (c["old"], c["new"]) for c in edits[0]["changes"]} == {
+            "measure.max_repeats": (3, 4),
+            "measure.ratio_target_min_batch": (1, 2),
+        }
+    shown = CliRunner().invoke(app, ["runs", "--db", sqlite_url, "--yaml", str(first.run_id)])
+    assert shown.stdout == wider
+    # The team's copy grows with the new pairs and takes the edited sweep and its history too.
+    grown = CliRunner().invoke(app, ["import", source, "--db", team])
+    assert grown.exit_code == 0 and "grew 1 run(s) (+0 points, +2 repeats" in _words(grown.output)
+    team_engine = open_database(team)
+    with session_scope(team_engine) as s:
+        copy = s.scalars(select(Run)).one()
+        assert copy.sweep_yaml == wider and copy.provenance["sweep_edits"][0]["previous_sweep_yaml"] == PAIRED
+    team_engine.dispose()
+    # A stopping-rule edit next to a procedure edit is still refused, naming only the procedure's field.
+    mixed = tmp_path / "mixed.yaml"
+    mixed.write_text(
+        wider.replace("max_repeats: 4", "max_repeats: 5").replace("min_window_s: 0.05", "min_window_s: 0.1")
+    )
+    refused = _run_cli(mixed, sqlite_url, tmp_path, "--resume-run", str(first.run_id))
+    assert refused.exit_code == 2, refused.output
+    err = _words(refused.stderr)
+    assert "measure.min_window_s: 0.05 -> 0.1" in err and "max_repeats" not in err
+    engine.dispose()

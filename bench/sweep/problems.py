@@ -41,6 +41,14 @@ def find_problems(spec: SweepSpec) -> list[str]:
     m = spec.measure
     if m.max_repeats is not None and m.ratio_target is None:
         p.append("measure.max_repeats: only used with measure.ratio_target (set both, or neither)")
+    if m.ratio_target_min_batch != 1:
+        if m.ratio_target is None:
+            p.append("measure.ratio_target_min_batch: only used with measure.ratio_target")
+        elif g.batch_sizes and m.ratio_target_min_batch > max(g.batch_sizes):
+            p.append(
+                f"measure.ratio_target_min_batch: {m.ratio_target_min_batch} is above every batch size "
+                f"(largest {max(g.batch_sizes)}), so measure.ratio_target would apply nowhere"
+            )
     if m.ratio_target is not None:
         if not spec.paired:
             p.append(

@@ -178,6 +178,9 @@ class MeasureSpec(_Strict):
     # GPU time goes where the spread is: a quiet point stops at `repeats`, a noisy one gets more.
     ratio_target: float | None = Field(None, gt=0.0, lt=1.0)
     max_repeats: int | None = Field(None, ge=2, le=1000)  # None with ratio_target: 3 x repeats
+    # Batch sizes below this stop at `repeats`: the target is for the batches the question is about (a PR
+    # asks about batch >= 8; batch 1 is light and its extra pairs cost as much GPU time as any other).
+    ratio_target_min_batch: int = Field(1, ge=1, le=1_000_000)
     # Where the host-speed probe (bench/cpu_probe.py) runs during a window. `runner`: on the runner's CPUs, as
     # a child of the benchmark client. `server`: moved, at every telemetry sample, onto the CPU the launched
     # server's busiest process (SGLang's scheduler) is on, so it times the core that bounds a host-bound
@@ -250,11 +253,13 @@ class SweepSpec(_Strict):
 
     def repeats_may_grow(self, plan: PointPlan) -> bool:
         """`measure.ratio_target` may add ABBA repeats to this point (a v1 or v2 side of a pair whose servers
-        share the GPU: alternating restarts measure the planned repeats only), up to `max_pair_repeats`."""
+        share the GPU: alternating restarts measure the planned repeats only, at a batch size of at least
+        `measure.ratio_target_min_batch`), up to `max_pair_repeats`."""
         return (
             self.measure.ratio_target is not None
             and self.server.pair_colocate
             and plan.server.spec_mode in ("v1", "v2")
+            and plan.batch_size >= self.measure.ratio_target_min_batch
         )
 
     @property

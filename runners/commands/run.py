@@ -205,11 +205,11 @@ def _check_resume(engine: Engine, run_id: int, spec: SweepSpec) -> None:
     """The runner's own check (runners/resume_guard.py), so a dry run refuses what the run would refuse."""
     run = q.run_info(engine, run_id)
     try:
-        warning = check_resume(run_id, run["sweep_name"], run["sweep_yaml"], spec)
+        check = check_resume(run_id, run["sweep_name"], run["sweep_yaml"], spec)
     except ResumeRefused as e:
         fail(str(e))
-    if warning is not None:
-        err_console.print(f"[yellow]warning:[/] {escape(warning)}")
+    for note in check.lines(run_id):
+        err_console.print(escape(note))
 
 
 def _dry_run(
