@@ -21,7 +21,9 @@ SWEEP_COLUMNS: tuple[str, ...] = (
 def sweep_grid(points: pd.DataFrame) -> pd.DataFrame:
     """The ok points of one run (one workload, one topk), spec mode as `baseline`/`v1`/`v2`, with speedups.
 
-    speedup_v2_over_v1 (v2 rows only): throughput over the v1 point at the same batch size and steps.
+    speedup_v2_over_v1 (v2 rows only): throughput over the v1 point at the same batch size, steps, draft
+    tokens and pinned acceptance (grid.accept_lengths; a run without it pins none). Where that v1 point is
+    not unique (the caller did not pick one workload and topk), none: a ratio to either would be a guess.
     speedup_over_baseline (spec rows): throughput over the no-spec point at the same batch size.
     """
     f = points[points["status"] == "ok"].copy()
@@ -31,11 +33,21 @@ def sweep_grid(points: pd.DataFrame) -> pd.DataFrame:
     base = f[f["spec_mode"] == "baseline"].set_index("batch_size")["output_throughput"]
     spec = f[f["spec_mode"] != "baseline"].copy()
     spec["speedup_over_baseline"] = spec["output_throughput"] / spec["batch_size"].map(base)
-    v1 = spec[spec["spec_mode"] == "v1"].set_index(["batch_size", "steps"])["output_throughput"]
-    keys = list(zip(spec["batch_size"], spec["steps"], strict=True))
+    cell = ("batch_size", "steps", "draft_tokens", "accept_length_pinned")
+    keys = list(zip(*(_key(spec, c) for c in cell), strict=True))
+    v1_keys = [k for k, m in zip(keys, spec["spec_mode"], strict=True) if m == "v1"]
+    v1_values = spec.loc[spec["spec_mode"] == "v1", "output_throughput"].tolist()
+    v1 = {k: v for k, v in zip(v1_keys, v1_values, strict=True) if v1_keys.count(k) == 1}
     spec["speedup_v2_over_v1"] = [
         (t / v1.get(k, np.nan)) if m == "v2" else np.nan
         for t, k, m in zip(spec["output_throughput"], keys, spec["spec_mode"], strict=True)
     ]
     out = pd.concat([f[f["spec_mode"] == "baseline"], spec], ignore_index=True)
     return out.reindex(columns=list(SWEEP_COLUMNS))
+
+
+def _key(frame: pd.DataFrame, column: str) -> list[float | None]:
+    """`column` as hashable cell-key parts: None for a missing value (NaN never equals itself) or column."""
+    if column not in frame:
+        return [None] * len(frame)
+    return [None if pd.isna(v) else float(v) for v in frame[column]]

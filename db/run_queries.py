@@ -188,12 +188,22 @@ def _with_point_counts(engine: Engine, runs: pd.DataFrame, names: Sequence[str])
 
 
 def run_info(engine: Engine, run_id: int) -> dict[str, Any]:
-    stmt = select(*(getattr(Run, c) for c in RUN_COLUMNS), Run.sweep_yaml).where(Run.id == run_id)
+    """The run's columns and stored sweep, and `sweep_edits`: the stopping-rule edits it was resumed with
+    (runners/resume_guard.py), oldest first, each {at, changes: [{field, old, new}]}, without the replaced
+    sweeps' text."""
+    stmt = select(*(getattr(Run, c) for c in RUN_COLUMNS), Run.sweep_yaml, Run.provenance).where(
+        Run.id == run_id
+    )
     with engine.connect() as c:
         row = c.execute(stmt).mappings().first()
     if row is None:
         raise QueryError(f"no run with id {run_id}")
-    return dict(row)
+    info = dict(row)
+    provenance = info.pop("provenance") or {}
+    info["sweep_edits"] = [
+        {"at": e.get("at"), "changes": e.get("changes", [])} for e in provenance.get("sweep_edits", [])
+    ]
+    return info
 
 
 def run_servers(engine: Engine, run_id: int) -> pd.DataFrame:

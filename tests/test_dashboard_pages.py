@@ -8,6 +8,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
+import pyarrow as pa
 import pytest
 from sqlalchemy import Engine
 from streamlit.testing.v1 import AppTest
@@ -54,6 +56,12 @@ def open_page(url: str, page: str, monkeypatch: pytest.MonkeyPatch, **params: st
 
 def charts(at: AppTest) -> list[dict[str, Any]]:
     return [json.loads(c.proto.spec) for c in at.get("vega_lite_chart")]
+
+
+def chart_rows(at: AppTest, index: int) -> pd.DataFrame:
+    """The data the page handed to its `index`-th chart (Streamlit sends it as an Arrow stream)."""
+    data = at.get("vega_lite_chart")[index].proto.datasets[0].data.data
+    return pa.ipc.open_stream(data).read_all().to_pandas()
 
 
 def test_overview(seeded_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -250,3 +258,84 @@ def test_overview_lists_what_the_regressions_command_prints(
     shown = sorted(zip(table["Series"], (round(float(d), 6) for d in table["Δ"]), strict=True))
     printed = sorted((r["series"], round(r["rel_change"] * 100, 6)) for r in rows)
     assert shown == printed
+
+
+def _grid_copy(tmp_path: Path, name: str) -> str:
+    """A copy of the committed H200 grid (two pinned acceptances, v1/v2 pairs, a baseline) as a URL."""
+    import shutil
+
+    db_file = tmp_path / name
+    shutil.copy(Path(__file__).resolve().parents[1] / "examples" / "h200-v3slice-grid" / "grid.db", db_file)
+    return f"sqlite:///{db_file}"
+
+
+def test_sweep_of_a_grid_with_two_acceptances_shows_one_at_a_time(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """grid.accept_lengths puts two points of each mode at every (batch, steps) cell. The page picks one
+    acceptance (from the URL too), so each heatmap cell is one point and v2/v1 compares like with like; it
+    used to draw both acceptances into one cell and divide by a Series."""
+    url = _grid_copy(tmp_path, "grid.db")
+    eng = open_database(url)
+    points = q.run_points(eng, 1)
+    eng.dispose()
+    for accept in (1.8, 2.5):
+        at = open_page(url, "pages/sweep.py", monkeypatch, run="1", accept=str(accept))
+        box = next(s for s in at.selectbox if s.label == "Acceptance (pinned)")
+        assert box.options == ["1.8", "2.5"] and box.value == accept
+        heat = chart_rows(at, 0)  # output throughput, one panel per spec mode
+        rows = heat.to_dict("records")
+        cells = [(r["spec_mode"], r["batch_size"], r["steps_label"]) for r in rows]
+        assert len(cells) == len(set(cells)) > 0
+        ok = points[(points["status"] == "ok") & (points["accept_length_pinned"] == accept)]
+        expected = {
+            (m, int(b), str(int(s))): v
+            for m, b, s, v in zip(
+                ok["spec_mode"], ok["batch_size"], ok["steps"], ok["output_throughput"], strict=True
+            )
+        }
+        assert {c: r["output_throughput"] for c, r in zip(cells, rows, strict=True)} == pytest.approx(
+            expected
+        )
+        index = next(i for i, c in enumerate(charts(at)) if "v2/v1" in json.dumps(c))
+        assert set(chart_rows(at, index)["accept"]) == {f"accept {accept:g}"}
+        # v2 over v1 at the same cell and acceptance, not over a Series of both acceptances
+        v2 = heat[heat["spec_mode"] == "v2"]
+        assert v2["speedup_v2_over_v1"].notna().all() and len(v2) > 0
+        for r in v2.to_dict("records"):
+            v1 = expected[("v1", r["batch_size"], r["steps_label"])]
+            assert r["speedup_v2_over_v1"] == pytest.approx(r["output_throughput"] / v1)
+
+
+def test_sweep_says_when_a_resume_edited_the_stopping_rule(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The H200 grid resumed with `measure.ratio_target_min_batch` added (as its part 4 is): the Sweep page
+    says the stopping rule changed and when. The unedited grid says nothing of the kind."""
+    from bench.sweep import load_sweep
+    from db.engine import session_scope
+    from db.models import Run
+    from runners import store
+    from runners.resume_guard import check_resume
+
+    plain = open_page(_grid_copy(tmp_path, "plain.db"), "pages/sweep.py", monkeypatch, run="1")
+    assert not any("stopping rule" in c.value for c in plain.caption)
+    url = _grid_copy(tmp_path, "edited.db")
+    eng = open_database(url)
+    sweep_file = Path(__file__).resolve().parents[1] / "sweeps" / "h200-v3slice-grid.yaml"
+    with session_scope(eng) as s:
+        run = s.get(Run, 1)
+        assert run is not None
+        old = run.sweep_yaml.replace(", ratio_target_min_batch: 8}", "}")  # as parts 1-3 stored it
+        run.sweep_yaml = old
+        check = check_resume(1, run.sweep_name, old, load_sweep(sweep_file))
+        assert [c.path for c in check.edits] == ["measure.ratio_target_min_batch"]
+        store.adopt_sweep(run, sweep_file.read_text(), check.edits)
+    assert q.run_info(eng, 1)["sweep_edits"][0]["changes"] == [
+        {"field": "measure.ratio_target_min_batch", "old": 1, "new": 8}
+    ]
+    eng.dispose()
+    at = open_page(url, "pages/sweep.py", monkeypatch, run="1")
+    edited = [c.value for c in at.caption if "stopping rule" in c.value]
+    assert len(edited) == 1 and "ratio\\_target\\_min\\_batch 1 → 8" in edited[0], edited
+    assert "specbench runs --yaml 1" in edited[0]

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import pandas as pd
 import streamlit as st
 
+from analysis import md
 from analysis.labels import STAND_IN_TAG, run_tag, short_gpu, short_workload
 from analysis.sweep import sweep_grid
 from dashboard import charts
@@ -16,6 +18,7 @@ PARAMS = (
     state.Param("run", "sw_run", None, int),
     state.Param("workload", "sw_workload", None),
     state.Param("topk", "sw_topk", None, int),
+    state.Param("accept", "sw_accept", None, float),
 )
 
 url = layout.page_start("Sweep")
@@ -30,7 +33,10 @@ points = data.run_points(url, run_id)
 
 workloads = sorted(points["workload_key"].dropna().unique().tolist())
 topks = sorted(int(k) for k in points["topk"].dropna().unique())
-c1, c2 = st.columns(2)
+# A grid with grid.accept_lengths has one point per pinned acceptance at each (batch, steps): one at a time.
+pinned = points["accept_length_pinned"] if "accept_length_pinned" in points else pd.Series(dtype=float)
+accepts = sorted(float(a) for a in pinned.dropna().unique())
+c1, c2, c3 = st.columns(3)
 if len(workloads) > 1:
     state.ensure_choice("sw_workload", workloads)
     c1.selectbox("Workload", workloads, key="sw_workload", format_func=short_workload)
@@ -41,6 +47,11 @@ if len(topks) > 1:
     c2.selectbox("Eagle topk", topks, key="sw_topk")
 else:
     st.session_state["sw_topk"] = topks[0] if topks else None
+if len(accepts) > 1:
+    state.ensure_choice("sw_accept", accepts)
+    c3.selectbox("Acceptance (pinned)", accepts, key="sw_accept", format_func=lambda a: f"{a:g}")
+else:
+    st.session_state["sw_accept"] = accepts[0] if accepts else None
 state.publish(PARAMS)
 
 # Versions such as 0.5.13.post1 are the widest value here; equal columns cut them off.
@@ -78,15 +89,31 @@ if kind:
         ),
         icon=":material/smart_toy:",
     )
-commit = f" @ `{str(info['sglang_commit'])[:10]}`" if info["sglang_commit"] else ""
+commit = f" @ {md.code(str(info['sglang_commit'])[:10])}" if info["sglang_commit"] else ""
 st.caption(
-    f"{info['sweep_name']} · {info['model']}{commit} · sgl-kernel {info['sgl_kernel_version'] or '?'} · "
-    f"trigger {info['trigger']} · run uid `{info['uid']}`"
+    f"{md.text(info['sweep_name'])} · {md.text(info['model'])}{commit} · sgl-kernel "
+    f"{md.text(info['sgl_kernel_version'] or '?')} · trigger {md.text(info['trigger'])} · run uid "
+    f"{md.code(info['uid'])}"
 )
+if info["sweep_edits"]:
+    # A resume may change the stopping rule (how many pairs a point takes); say so next to the run.
+    edits = "; ".join(
+        f"{md.text(str(e['at'])[:16])}: "
+        + ", ".join(f"{md.text(c['field'])} {md.text(c['old'])} → {md.text(c['new'])}" for c in e["changes"])
+        for e in info["sweep_edits"]
+    )
+    st.caption(
+        f"Resumed with an edited stopping rule ({edits}). Pairs measured before an edit stopped by the older "
+        f"rule; `specbench runs --yaml {run_id}` prints the sweep as it is now."
+    )
 
 sel = points[points["workload_key"] == st.session_state["sw_workload"]]
 if st.session_state.get("sw_topk") is not None:
     sel = sel[sel["topk"].isna() | (sel["topk"] == st.session_state["sw_topk"])]
+if st.session_state.get("sw_accept") is not None:  # the baseline pins nothing: kept
+    sel = sel[
+        sel["accept_length_pinned"].isna() | (sel["accept_length_pinned"] == st.session_state["sw_accept"])
+    ]
 grid = sweep_grid(sel)
 if grid.empty:
     st.info("This run has no ok points for this selection.")
@@ -116,6 +143,8 @@ with left:
     ratios = ratios[ratios["workload_key"] == st.session_state["sw_workload"]]
     if st.session_state.get("sw_topk") is not None:
         ratios = ratios[ratios["topk"].isna() | (ratios["topk"] == st.session_state["sw_topk"])]
+    if st.session_state.get("sw_accept") is not None:
+        ratios = ratios[ratios["accept_length"] == st.session_state["sw_accept"]]
     if ratios["ratio"].notna().any():
         st.altair_chart(charts.ratio_heatmap(ratios), width="content")
         st.caption(
