@@ -12,6 +12,12 @@ core at the default period). With `measure.cpu_probe: server` the runner moves i
 pid, bench/telemetry.py) onto the CPU of the server's busiest process for each window; the child itself does
 not know. The child exits when its parent does (it checks each period), so a runner
 killed with -9 leaves no probe behind.
+
+The child runs with -I: none of the runner's environment (PYTHONPATH, PYTHON* settings, the user's site
+directory) reaches the interpreter it times. On a host that runs specbench from the tree (the offline bundle,
+docs/gpu-hosts.md) PYTHONPATH is also what makes this project, and psutil if only the bundle has it,
+importable, so the child is handed the project's root and imports nothing beyond the standard library and
+bench.processes (which reads /proc for it, as for the rest of specbench).
 """
 
 from __future__ import annotations
@@ -26,6 +32,8 @@ import time
 from collections import Counter
 from collections.abc import Iterable
 from typing import Any, NamedTuple
+
+from bench.processes import current_cpu
 
 PERIOD_S = 0.25
 WORK_ITERATIONS = 20_000  # about 1-2 ms of interpreter work on a current server CPU
@@ -57,17 +65,6 @@ def parse_line(line: str) -> ProbeSample | None:
         cpu = None if parts[3] == "-" else int(parts[3])
         return ProbeSample(float(parts[0]), float(parts[1]), float(parts[2]), cpu)
     except ValueError:
-        return None
-
-
-def current_cpu() -> int | None:
-    """The CPU this thread last ran on: field 39 of /proc/thread-self/stat (the child has no psutil: it runs
-    with -I, outside the runner's environment)."""
-    try:
-        with open("/proc/thread-self/stat", encoding="ascii") as f:
-            stat = f.read()
-        return int(stat[stat.rindex(")") + 2 :].split()[36])  # fields after the command name start at 3
-    except (OSError, ValueError, IndexError):
         return None
 
 
@@ -105,10 +102,13 @@ class CpuProbe:
         """Start the child; False (and no probe figures) where it cannot run."""
         if self._proc is not None and self._proc.poll() is None:
             return True
-        argv = [sys.executable, "-I", os.path.abspath(__file__), str(self.period_s), str(os.getpid())]
         try:
             self._proc = subprocess.Popen(
-                argv, stdout=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True, bufsize=1
+                child_argv(self.period_s, os.getpid()),
+                stdout=subprocess.PIPE,
+                stdin=subprocess.DEVNULL,
+                text=True,
+                bufsize=1,
             )
         except OSError:
             return False
@@ -152,6 +152,23 @@ class CpuProbe:
             self._reader.join(timeout=5)
 
 
+# The child's program: the project's root on sys.path unless already there (an installed specbench), then _loop.
+_CHILD = """\
+import sys
+if sys.argv[1] not in sys.path:
+    sys.path.insert(0, sys.argv[1])
+from bench.cpu_probe import _loop
+_loop(float(sys.argv[2]), int(sys.argv[3]))
+"""
+
+
+def child_argv(period_s: float, parent: int) -> list[str]:
+    """The child's command line: with -I, which also leaves the project's root off sys.path, so it is passed
+    along (the module's docstring says why)."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    return [sys.executable, "-I", "-c", _CHILD, root, str(period_s), str(parent)]
+
+
 def _loop(period_s: float, parent: int) -> None:
     while os.getppid() == parent:
         wall0, cpu0 = time.perf_counter(), time.thread_time()
@@ -164,7 +181,3 @@ def _loop(period_s: float, parent: int) -> None:
         except BrokenPipeError:  # the reader is gone
             return
         time.sleep(period_s)
-
-
-if __name__ == "__main__":
-    _loop(float(sys.argv[1]), int(sys.argv[2]))

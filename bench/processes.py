@@ -1,6 +1,9 @@
-"""Server processes on this host: which port a server may take, and how its whole process group goes away.
+"""Server processes on this host: which port a server may take, how its whole process group goes away, and what
+/proc says about a process.
 
-Used by the launcher (bench/launcher.py) for every server it starts; no SGLang knowledge here.
+Used by the launcher (bench/launcher.py) for every server it starts; no SGLang knowledge here. The host-speed
+probe's child (bench/cpu_probe.py) reads its CPU through this module too, in an interpreter started with -I,
+where psutil may be missing: so psutil is imported where it is used, not at the top.
 """
 
 from __future__ import annotations
@@ -14,8 +17,10 @@ import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import psutil
+if TYPE_CHECKING:
+    import psutil
 
 
 class PortError(RuntimeError):
@@ -101,12 +106,21 @@ def group_alive(pgid: int) -> bool:
     return False
 
 
-def proc_stats(proc_dir: Path = Path("/proc")) -> Iterator[tuple[int, list[str]]]:
-    """(pid, stat fields after the command name: state ppid pgrp ...) of every process /proc lets us read.
+def stat_fields(stat: str) -> list[str]:
+    """The fields of a /proc stat line (/proc/PID/stat, /proc/thread-self/stat) after the command name: state
+    ppid pgrp ..., so proc(5)'s field N is at index N - 3.
 
     The command name is in parentheses and may itself contain spaces or parentheses, so the fields start
     after the last ')'.
     """
+    return stat[stat.rfind(")") + 2 :].split()
+
+
+STAT_PROCESSOR = 39 - 3  # proc(5) field 39, "processor": the CPU the task last ran on, in stat_fields()
+
+
+def proc_stats(proc_dir: Path = Path("/proc")) -> Iterator[tuple[int, list[str]]]:
+    """(pid, stat_fields()) of every process /proc lets us read."""
     for entry in proc_dir.iterdir():
         if not entry.name.isdigit():
             continue
@@ -114,12 +128,24 @@ def proc_stats(proc_dir: Path = Path("/proc")) -> Iterator[tuple[int, list[str]]
             stat = (entry / "stat").read_text()
         except OSError:
             continue
-        yield int(entry.name), stat[stat.rfind(")") + 2 :].split()
+        yield int(entry.name), stat_fields(stat)
+
+
+def current_cpu(stat_path: str = "/proc/thread-self/stat") -> int | None:
+    """The CPU the calling thread last ran on (by default; or the task of another stat file); None where /proc
+    does not say. Standard library only: the host-speed probe's child calls it (see the module's docstring)."""
+    try:
+        with open(stat_path, encoding="ascii") as f:
+            return int(stat_fields(f.read())[STAT_PROCESSOR])
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 def process_tree(pid: int) -> list[psutil.Process]:
     """`pid` and all its descendants (SGLang's launch process starts its scheduler, detokenizer and tokenizer
     as children); psutil.Error when `pid` is gone."""
+    import psutil  # not at the top: see the module's docstring
+
     root = psutil.Process(pid)
     return [root, *root.children(recursive=True)]
 

@@ -311,24 +311,52 @@ ProcessCpu = dict[int, tuple[str, float]]
 def process_tree_cpu(pid: int) -> ProcessCpu | None:
     """CPU seconds so far of `pid` and all its descendants (SGLang runs its scheduler, detokenizer and
     tokenizer as child processes of the launch_server process); None when `pid` is gone."""
+    procs = _tree(pid)
+    return processes_cpu(procs) if procs is not None else None
+
+
+def _tree(pid: int) -> list[psutil.Process] | None:
     try:
-        procs = process_tree(pid)
+        return process_tree(pid)
     except psutil.Error:
         return None
-    return processes_cpu(procs)
 
 
-def processes_cpu(procs: Iterable[psutil.Process | int]) -> ProcessCpu:
-    """CPU seconds so far of these processes (or pids); one that is gone is left out."""
+def processes_cpu(procs: Iterable[psutil.Process]) -> ProcessCpu:
+    """CPU seconds so far of these processes; one that is gone is left out."""
     out: ProcessCpu = {}
-    for p in procs:
+    for proc in procs:
         try:
-            proc = psutil.Process(p) if isinstance(p, int) else p
             with proc.oneshot():
                 times = proc.cpu_times()
                 out[proc.pid] = (proc.name(), times.user + times.system)
         except psutil.Error:  # exited between listing and reading
             continue
+    return out
+
+
+class ProcessNow(NamedTuple):
+    """One process at one telemetry sample."""
+
+    cpu_s: float  # user + system CPU seconds so far
+    cpu: int | None  # the CPU it last ran on; None where psutil does not say (macOS)
+
+
+def processes_now(procs: Iterable[psutil.Process]) -> dict[int, ProcessNow]:
+    """CPU seconds so far and the CPU each of these processes is on, from one read of /proc/PID/stat per
+    process (inside oneshot() psutil parses it once for both); one that is gone is left out."""
+    out: dict[int, ProcessNow] = {}
+    for proc in procs:
+        try:
+            with proc.oneshot():
+                times = proc.cpu_times()
+                try:
+                    cpu: int | None = proc.cpu_num()
+                except AttributeError:  # a platform without cpu_num (macOS)
+                    cpu = None
+        except psutil.Error:  # exited since the window's start
+            continue
+        out[proc.pid] = ProcessNow(times.user + times.system, cpu)
     return out
 
 
@@ -358,17 +386,6 @@ def _cpu_used(start: ProcessCpu, end: ProcessCpu) -> ProcessCpu:
     return {pid: (name, cpu - start.get(pid, (name, 0.0))[1]) for pid, (name, cpu) in end.items()}
 
 
-def current_cpus(pids: Sequence[int]) -> dict[int, int]:
-    """The CPU each of these processes last ran on (/proc/PID/stat through psutil); a gone process is left out."""
-    out: dict[int, int] = {}
-    for pid in pids:
-        try:
-            out[pid] = psutil.Process(pid).cpu_num()
-        except (psutil.Error, AttributeError):  # gone; or a platform without cpu_num (macOS)
-            continue
-    return out
-
-
 def cpu_moves(seen: Sequence[int]) -> dict[str, Any]:
     """The CPUs one process was seen on through a window, most often first, and how many times it was on another
     CPU than at the sample before: a scheduler loop that moves between cores of different speed shows here."""
@@ -387,14 +404,15 @@ def _busiest_pid(start: ProcessCpu | None, end: ProcessCpu | None) -> int | None
     return max(used, key=lambda pid: used[pid][1]) if used else None
 
 
-def _busiest_so_far(start: ProcessCpu | None, now: ProcessCpu) -> int | None:
+def _busiest_so_far(start: ProcessCpu | None, now: dict[int, ProcessNow]) -> int | None:
     """The process that used the most CPU since the window's start; right after the start, when none has used
     a clock tick yet, the one with the most CPU in its life (a warmed-up scheduler, already)."""
     if not now:
         return None
-    used = _cpu_used(start or {}, now)
-    busiest = max(used, key=lambda pid: used[pid][1])
-    return busiest if used[busiest][1] > 0 else max(now, key=lambda pid: now[pid][1])
+    before = start or {}
+    used = {pid: p.cpu_s - before[pid][1] if pid in before else p.cpu_s for pid, p in now.items()}
+    busiest = max(used, key=used.__getitem__)
+    return busiest if used[busiest] > 0 else max(now, key=lambda pid: now[pid].cpu_s)
 
 
 def on_cpu_pct(samples: Sequence[ProbeSample], placed: Sequence[tuple[float, int]]) -> float | None:
@@ -442,6 +460,7 @@ class WindowTelemetry:
     # before the window, put back at stop(); moves that failed (a CPU outside the probe's cpuset, a gone probe).
     placements: list[tuple[float, dict[int, int]]] = field(default_factory=list)
     follow_errors: int = 0
+    _server_procs: list[psutil.Process] = field(default_factory=list)  # those read at the start, sampled
     _probe_home: tuple[int, set[int]] | None = None  # (probe pid, its CPUs)
     _stop: threading.Event = field(default_factory=threading.Event)
     _thread: threading.Thread | None = None
@@ -453,7 +472,9 @@ class WindowTelemetry:
     def start(self) -> None:
         self.load_start = host_load()
         self.cpu_start = read_cpu_counters()
-        self.server_start = process_tree_cpu(self.server_pid) if self.server_pid is not None else None
+        procs = _tree(self.server_pid) if self.server_pid is not None else None
+        self.server_start = processes_cpu(procs) if procs is not None else None
+        self._server_procs = [p for p in procs or () if p.pid in (self.server_start or {})]
         if self.follows_server:
             self._remember_probe_cpus()
         if self.read is None and not self.server_start:
@@ -475,7 +496,6 @@ class WindowTelemetry:
             self.follow_errors += 1
 
     def _loop(self) -> None:
-        pids = list(self.server_start or ())
         moved_to: int | None = None  # the CPU the probe was last moved to
         while True:
             if self.read is not None:
@@ -483,22 +503,24 @@ class WindowTelemetry:
                     self.readings.append(self.read())
                 except Exception:  # a flaky read costs one sample, never the window
                     self.errors += 1
-            cpus = current_cpus(pids)
+            # Each server process read once per sample: the CPU it is on, and its CPU seconds for _follow.
+            now = processes_now(self._server_procs)
             at = time.monotonic()
+            cpus = {pid: p.cpu for pid, p in now.items() if p.cpu is not None}
             for pid, cpu in cpus.items():
                 self.server_cpus_seen.setdefault(pid, []).append(cpu)
             if self._probe_home is not None:
                 self.placements.append((at, cpus))
-                moved_to = self._follow(pids, cpus, moved_to)
+                moved_to = self._follow(now, cpus, moved_to)
             if self._stop.wait(self.interval_s):
                 return
 
-    def _follow(self, pids: Sequence[int], cpus: dict[int, int], moved_to: int | None) -> int | None:
+    def _follow(self, now: dict[int, ProcessNow], cpus: dict[int, int], moved_to: int | None) -> int | None:
         """Move the probe onto the CPU the busiest server process (since the window's start) is on now; the
         CPU it is on after this sample. The kernel may move the scheduler at any time, so this runs at every
         sample; only a change costs a system call. The probe is one thread, so its pid's affinity is all of it."""
         assert self._probe_home is not None
-        busiest = _busiest_so_far(self.server_start, processes_cpu(pids))
+        busiest = _busiest_so_far(self.server_start, now)
         cpu = cpus.get(busiest) if busiest is not None else None
         if cpu is None or cpu == moved_to:
             return moved_to

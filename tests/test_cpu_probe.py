@@ -18,7 +18,8 @@ import pytest
 from sqlalchemy import select
 from typer.testing import CliRunner
 
-from bench.cpu_probe import CpuProbe, ProbeSample, parse_line, summarize
+from bench.cpu_probe import CpuProbe, ProbeSample, child_argv, parse_line, summarize
+from bench.processes import current_cpu, proc_stats
 from bench.sweep import SweepError, parse_sweep
 from bench.telemetry import TelemetrySource, on_cpu_pct
 from db.engine import session_scope
@@ -75,6 +76,55 @@ def test_the_child_times_its_work_and_windows_get_their_own_samples() -> None:
     finally:
         probe.close()
     assert probe._proc is None
+
+
+@linux_affinity
+def test_the_child_needs_neither_psutil_nor_an_installed_specbench() -> None:
+    """As on a host that runs specbench from the tree through PYTHONPATH (the offline bundle), which -I drops:
+    -S here drops site-packages too, so the child has the standard library and the root it is handed."""
+    argv = child_argv(0.02, os.getpid())
+    assert argv[1] == "-I"
+    argv.insert(2, "-S")
+    for module in ("psutil", "bench"):
+        bare = subprocess.run([sys.executable, "-I", "-S", "-c", f"import {module}"], capture_output=True)
+        assert bare.returncode != 0, module  # neither is importable there on its own
+    child = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert child.stdout is not None and child.stderr is not None
+    try:
+        samples = [parse_line(child.stdout.readline()) for _ in range(3)]  # "" at once if it failed to start
+    finally:
+        child.kill()
+        child.wait()
+    assert all(s is not None for s in samples), child.stderr.read()
+    assert {s.cpu for s in samples if s is not None} <= os.sched_getaffinity(0)
+
+
+# Pins itself (the kernel moves it before the call returns), then takes a name that reads like stat fields.
+TRICKY_NAME = """
+import os, sys, time
+os.sched_setaffinity(0, {int(sys.argv[1])})
+with open("/proc/self/comm", "w") as f:
+    f.write("x) Z 1 1 (y ")
+print("ready", flush=True)
+time.sleep(30)
+"""
+
+
+@linux_affinity
+def test_stat_fields_of_a_real_process_whose_name_looks_like_stat_fields() -> None:
+    cpu = ALLOWED[-1]
+    proc = subprocess.Popen([sys.executable, "-c", TRICKY_NAME, str(cpu)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None and proc.stdout.readline() == "ready\n"
+        assert psutil.Process(proc.pid).name() == "x) Z 1 1 (y "
+        fields = dict(proc_stats())[proc.pid]
+        assert fields[0] in ("S", "R") and int(fields[1]) == os.getpid()  # state, ppid: after the whole name
+        assert current_cpu(f"/proc/{proc.pid}/stat") == cpu == psutil.Process(proc.pid).cpu_num()
+    finally:
+        proc.kill()
+        proc.wait()
+    assert current_cpu(f"/proc/{proc.pid}/stat") is None  # gone
+    assert current_cpu() in os.sched_getaffinity(0)  # this thread, as the child reads itself
 
 
 PARENT = textwrap.dedent(

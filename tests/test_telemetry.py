@@ -10,6 +10,8 @@ import sys
 import time
 from typing import Any
 
+import psutil
+import pytest
 from sqlalchemy import Engine, select
 
 from bench.sweep import expand, parse_sweep
@@ -23,6 +25,8 @@ from bench.telemetry import (
     parse_cpu_pressure,
     parse_proc_stat,
     process_tree_cpu,
+    processes_cpu,
+    processes_now,
     read_cpu_counters,
     server_cpu_shares,
     summarize,
@@ -129,6 +133,39 @@ def test_a_window_records_the_server_process_tree_cpu() -> None:
     gone.start()
     gone.stop()
     assert gone.summary()["server_cpu_pct"] is None
+
+
+PINNED_SPINNER = """
+import os, sys, time
+os.sched_setaffinity(0, {int(sys.argv[1])})
+end = time.time() + 30
+while time.time() < end:
+    pass
+"""
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_getaffinity"), reason="CPU affinity is Linux only")
+def test_one_read_per_process_gives_its_cpu_seconds_and_its_cpu() -> None:
+    cpu = sorted(os.sched_getaffinity(0))[-1]
+    spinner = subprocess.Popen([sys.executable, "-c", PINNED_SPINNER, str(cpu)])
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        procs = [psutil.Process(p.pid) for p in (spinner, sleeper)]
+        time.sleep(0.5)
+        now = processes_now(procs)
+        assert now[spinner.pid].cpu == cpu  # pinned by itself, so the kernel moved it there at once
+        assert now[spinner.pid].cpu_s > now[sleeper.pid].cpu_s + 0.1
+        assert now[sleeper.pid].cpu in os.sched_getaffinity(0)
+        sleeper.kill()
+        sleeper.wait()
+        later = processes_now(procs)
+        assert set(later) == {spinner.pid}  # gone since: left out
+        assert later[spinner.pid].cpu_s >= now[spinner.pid].cpu_s
+        assert processes_cpu(procs)[spinner.pid][1] >= later[spinner.pid].cpu_s  # the same CPU seconds
+    finally:
+        for p in (spinner, sleeper):
+            p.kill()
+            p.wait()
 
 
 def test_windows_without_a_server_pid_record_no_server_cpu() -> None:
