@@ -25,7 +25,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench.processes import group_alive
+from bench.processes import group_alive, stat_fields
 
 RECORDS_ENV = "SPECBENCH_SERVER_RECORDS"
 WATCHDOG_MARK = "specbench-server-watchdog"
@@ -43,9 +43,8 @@ def start_time(pid: int) -> int | None:
         stat = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
         return None
-    fields = stat[stat.rfind(")") + 2 :].split()
     try:
-        return int(fields[19])  # field 22 of stat; fields[0] is field 3
+        return int(stat_fields(stat)[22 - 3])  # proc(5) field 22, starttime
     except (IndexError, ValueError):
         return None
 
