@@ -84,3 +84,25 @@ def test_describe_lists_old_and_new_values_then_how_many_more() -> None:
     assert text.count(" -> ") == 10 and text.endswith("server.env.V9: 9 -> 10, and 3 more")
     long = describe_changes([FieldChange("grid.batch_sizes", list(range(100)), [1])])
     assert len(long) < 100 and "..." in long
+
+
+def test_a_default_left_out_or_written_out_is_the_same_and_a_changed_default_is_named() -> None:
+    """Fields whose default depends on the sweep compare as resolved: the value the runner uses."""
+    gpu = BASE.replace("backend: sim", "backend: sglang").replace(
+        "measure: {min_window_s: 10}", "measure: {}"
+    )
+    spelled = gpu.replace(
+        "measure: {}", "measure: {min_window_s: 10, drift_check: true}\nwarmup: {after_start_s: 10}"
+    )
+    assert _changes(gpu, spelled) == []  # SGLang's defaults: 10 s windows, warmup after start, drift check on
+    targeted = gpu.replace("measure: {}", "measure: {ratio_target: 0.05}").replace("[v2]", "[v1, v2]")
+    assert (
+        _changes(targeted, targeted.replace("ratio_target: 0.05", "ratio_target: 0.05, max_repeats: 6")) == []
+    )
+    # The same text on another backend resolves differently: the change is named by the values in use.
+    assert _changes(gpu, gpu.replace("backend: sglang", "backend: sim")) == [
+        FieldChange("server.backend", "sglang", "sim"),
+        FieldChange("warmup.after_start_s", 10.0, 0.0),
+        FieldChange("measure.min_window_s", 10.0, 0.0),
+        FieldChange("measure.drift_check", True, False),  # on for GPU servers, off for an unpaired stand-in
+    ]

@@ -7,7 +7,9 @@ its points by two procedures while the run row keeps the first sweep's text. The
 sweep it is given with the run's stored one and refuses on any difference listed here.
 
 The comparison is of the parsed sweeps (their `model_dump()`), not their text: comments, formatting, key
-order and spelling out a default change nothing; a different value anywhere does.
+order and spelling out a default change nothing; a different value anywhere does. Fields whose default
+depends on the rest of the sweep (null = "by backend", "3 x repeats") are compared as resolved, so leaving
+one out and writing its value out are the same sweep.
 """
 
 from __future__ import annotations
@@ -39,7 +41,19 @@ class FieldChange(NamedTuple):
 def sweep_changes(old: SweepSpec, new: SweepSpec) -> list[FieldChange]:
     """Every field whose value differs between `old` and `new`, in the schema's order; [] when they are the
     same sweep."""
-    return _changes("", old.model_dump(), new.model_dump())
+    return _changes("", _resolved(old), _resolved(new))
+
+
+def _resolved(spec: SweepSpec) -> dict[str, Any]:
+    """`spec.model_dump()` with each null that means a computed default replaced by that default (the values
+    the runner uses: SweepSpec's properties), so `min_window_s: null` on SGLang and `min_window_s: 10` match."""
+    dump = spec.model_dump()
+    dump["measure"]["min_window_s"] = spec.min_window_s
+    dump["measure"]["drift_check"] = spec.drift_check
+    dump["warmup"]["after_start_s"] = spec.warmup_after_start_s
+    if spec.measure.ratio_target is not None:
+        dump["measure"]["max_repeats"] = spec.max_pair_repeats
+    return dump
 
 
 def describe_changes(changes: list[FieldChange], limit: int = 10) -> str:
