@@ -32,6 +32,23 @@ def _point(s: Session, key: str) -> Point:
     return s.scalars(select(Point).join(Run).where(Run.uid == UID, Point.point_key == key)).one()
 
 
+def resumed_server(s: Session, point: Point, started_at: datetime) -> ServerInstance:
+    """A new server of `point`'s config, as `--resume` on a GPU host launches one (stored, with an id)."""
+    old = s.get(ServerInstance, point.server_instance_id)
+    assert old is not None
+    server = ServerInstance(
+        run_id=point.run_id,
+        config_key=old.config_key,
+        label=old.label,
+        requested=old.requested,
+        status="stopped",
+        started_at=started_at,
+    )
+    s.add(server)
+    s.flush()
+    return server
+
+
 def _parts(tmp_path: Path) -> tuple[Path, Path]:
     """The example as a run measured in two parts: `full` (part 2: the run resumed on a new server that
     measured RESUMED's last repeats, then CUT) and `part1`, that run as the first part left it."""
@@ -42,16 +59,7 @@ def _parts(tmp_path: Path) -> tuple[Path, Path]:
         point = _point(s, RESUMED)
         server = s.get(ServerInstance, point.server_instance_id)
         assert server is not None
-        resumed = ServerInstance(
-            run_id=point.run_id,
-            config_key=server.config_key,
-            label=server.label,
-            requested=server.requested,
-            status="stopped",
-            started_at=RESUMED_AT,
-        )
-        s.add(resumed)
-        s.flush()
+        resumed = resumed_server(s, point, RESUMED_AT)
         point.server_instance_id = resumed.id
         for sample in point.samples:
             sample.server_instance_id = resumed.id if sample.repeat >= 3 else server.id

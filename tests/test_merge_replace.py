@@ -25,7 +25,7 @@ from db.models import METRIC_FIELDS, Point, RequestRow, Run, Sample, ServerInsta
 from db.snapshot import snapshot
 from runners.cli import app
 from runners.store import store_sample
-from tests.test_merge_grow import _parts
+from tests.test_merge_grow import _parts, resumed_server
 
 V3_EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "h200-v3slice-paired.db"
 UID = "01a23d40-50f0-7c93-8dde-f78e50822bcb"  # the example's paired run: 8 points of 5 repeats
@@ -125,18 +125,7 @@ def _resume(host: Path, result: SampleResult, *, started_at: datetime = RESUMED_
     eng = open_database(f"sqlite:///{host}")
     with session_scope(eng) as s:
         point = _point(s)
-        old = s.get(ServerInstance, point.server_instance_id)
-        assert old is not None
-        server = ServerInstance(
-            run_id=point.run_id,
-            config_key=old.config_key,
-            label=old.label,
-            requested=old.requested,
-            status="stopped",
-            started_at=started_at,
-        )
-        s.add(server)
-        s.flush()
+        server = resumed_server(s, point, started_at)
         window = Window(
             started_at=started_at.timestamp() + 60, telemetry={"sm_clock_mhz": 1755.0, "power_w": 640.0}
         )
