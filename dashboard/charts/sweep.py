@@ -44,7 +44,7 @@ def heatmap(
     )
     rect = base.mark_rect(stroke="white", strokeWidth=1).encode(
         # In a narrow column a legend on the right is cut off; `bottom` keeps it inside the chart's width.
-        color=alt.Color(f"{value}:Q", scale=scale, title=title, legend=alt.Legend(orient=legend)),
+        color=alt.Color(f"{value}:Q", scale=scale, title=title, legend=alt.Legend(orient=legend, format=fmt)),
         tooltip=[
             alt.Tooltip("batch_size:O", title="batch"),
             alt.Tooltip("steps_label:O", title="steps"),

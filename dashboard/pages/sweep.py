@@ -36,20 +36,20 @@ topks = sorted(int(k) for k in points["topk"].dropna().unique())
 # A grid with grid.accept_lengths has one point per pinned acceptance at each (batch, steps): one at a time.
 pinned = points["accept_length_pinned"] if "accept_length_pinned" in points else pd.Series(dtype=float)
 accepts = sorted(float(a) for a in pinned.dropna().unique())
-c1, c2, c3 = st.columns(3)
+slots = iter(st.columns(3))  # only the choices this run has, from the left
 if len(workloads) > 1:
     state.ensure_choice("sw_workload", workloads)
-    c1.selectbox("Workload", workloads, key="sw_workload", format_func=short_workload)
+    next(slots).selectbox("Workload", workloads, key="sw_workload", format_func=short_workload)
 else:
     st.session_state["sw_workload"] = workloads[0] if workloads else None
 if len(topks) > 1:
     state.ensure_choice("sw_topk", topks)
-    c2.selectbox("Eagle topk", topks, key="sw_topk")
+    next(slots).selectbox("Eagle topk", topks, key="sw_topk")
 else:
     st.session_state["sw_topk"] = topks[0] if topks else None
 if len(accepts) > 1:
     state.ensure_choice("sw_accept", accepts)
-    c3.selectbox("Acceptance (pinned)", accepts, key="sw_accept", format_func=lambda a: f"{a:g}")
+    next(slots).selectbox("Acceptance (pinned)", accepts, key="sw_accept", format_func=lambda a: f"{a:g}")
 else:
     st.session_state["sw_accept"] = accepts[0] if accepts else None
 state.publish(PARAMS)
