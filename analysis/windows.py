@@ -126,7 +126,7 @@ def windows(raw: pd.DataFrame) -> pd.DataFrame:
     """`raw` (db.queries.run_windows, already in measurement order) with the telemetry dict flattened:
     HEAD, the telemetry columns, TAIL."""
     tele = raw["telemetry"] if "telemetry" in raw else pd.Series([None] * len(raw), index=raw.index)
-    dicts = [_with_zeros(t) if isinstance(t, dict) else {} for t in tele]
+    dicts = [t if isinstance(t, dict) else {} for t in tele]
     keys = [*TELEMETRY, *(k for k in TELEMETRY_OPTIONAL if any(k in d for d in dicts))]
     texts = [k for k in TELEMETRY_TEXT if any(k in d for d in dicts)]
     out = raw.reindex(columns=[*HEAD, *keys, *texts, *TAIL]).reset_index(drop=True)
@@ -142,15 +142,6 @@ def windows(raw: pd.DataFrame) -> pd.DataFrame:
         if col != "completed":
             out[col] = pd.to_numeric(out[col], errors="coerce").astype(float)
     return out
-
-
-def _with_zeros(t: dict[str, Any]) -> dict[str, Any]:
-    """The stored telemetry with the counts its writer leaves out at zero: bench.telemetry records
-    `cpu_probe_follow_errors` only when a window that followed the server (cpu_probe_on = server, written since
-    the same change) had some, so such a window without the key had none. A copy: `raw` is not changed."""
-    if t.get("cpu_probe_on") == "server" and "cpu_probe_follow_errors" not in t:
-        return {**t, "cpu_probe_follow_errors": 0}
-    return t
 
 
 def _text(v: Any) -> str | None:

@@ -572,8 +572,7 @@ class WindowTelemetry:
                 # window's CPU time, not the running guess it followed) at the nearest telemetry sample.
                 placed = [(at, cpus[busiest]) for at, cpus in self.placements if busiest in cpus]
                 out["cpu_probe_on_server_pct"] = on_cpu_pct(samples, placed)
-                if self.follow_errors:
-                    out["cpu_probe_follow_errors"] = self.follow_errors
+                out["cpu_probe_follow_errors"] = self.follow_errors
         return out
 
 
