@@ -409,10 +409,9 @@ def _busiest_so_far(start: ProcessCpu | None, now: dict[int, ProcessNow]) -> int
     a clock tick yet, the one with the most CPU in its life (a warmed-up scheduler, already)."""
     if not now:
         return None
-    before = start or {}
-    used = {pid: p.cpu_s - before[pid][1] if pid in before else p.cpu_s for pid, p in now.items()}
-    busiest = max(used, key=used.__getitem__)
-    return busiest if used[busiest] > 0 else max(now, key=lambda pid: now[pid].cpu_s)
+    used = _cpu_used(start or {}, {pid: ("", p.cpu_s) for pid, p in now.items()})  # names unused here
+    busiest = max(used, key=lambda pid: used[pid][1])
+    return busiest if used[busiest][1] > 0 else max(now, key=lambda pid: now[pid].cpu_s)
 
 
 def on_cpu_pct(samples: Sequence[ProbeSample], placed: Sequence[tuple[float, int]]) -> float | None:

@@ -36,7 +36,7 @@ def create_run(
         **({"uid": uid} if uid else {}),
         sweep_name=spec.name,
         sweep_yaml=sweep_yaml,
-        sweep_hash=hashlib.sha256(sweep_yaml.encode()).hexdigest(),
+        sweep_hash=_sweep_hash(sweep_yaml),
         trigger=trigger,
         label=label,
         backend=spec.server.backend,
@@ -64,7 +64,12 @@ def adopt_sweep(run: Run, sweep_yaml: str, edits: list[FieldChange]) -> None:
     provenance["sweep_edits"] = [*provenance.get("sweep_edits", []), entry]
     run.provenance = provenance  # a new dict: the JSON column sees the change
     run.sweep_yaml = sweep_yaml
-    run.sweep_hash = hashlib.sha256(sweep_yaml.encode()).hexdigest()
+    run.sweep_hash = _sweep_hash(sweep_yaml)
+
+
+def _sweep_hash(sweep_yaml: str) -> str:
+    """runs.sweep_hash: derived from the stored text, whoever stores it."""
+    return hashlib.sha256(sweep_yaml.encode()).hexdigest()
 
 
 def apply_provenance(run: Run, provenance: dict[str, Any]) -> None:
