@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import difflib
 import json
-import math
 from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
@@ -19,7 +18,7 @@ import pandas as pd
 from analysis import md
 from analysis.compare import COMPARE_COLUMNS, center_text, one_sided, verdict_counts
 from analysis.labels import STAND_IN_TAG, run_tag, short_gpu
-from analysis.plain import plain
+from analysis.plain import missing, plain
 from bench.catalog import direction_text, label
 
 VERDICT_BADGE = {
@@ -216,7 +215,7 @@ def _points_table(table: pd.DataFrame, max_rows: int, *, workload: bool = True) 
             _num(r["baseline"]),
             _num(r["candidate"]),
             _pct(r["delta"]),
-            f"[{_pct(r['ci_low'])}, {_pct(r['ci_high'])}]" if _real(r["ci_low"]) else "–",
+            f"[{_pct(r['ci_low'])}, {_pct(r['ci_high'])}]" if not missing(r["ci_low"]) else "–",
             VERDICT_BADGE.get(r["verdict"]) or md.text(r["verdict"]),
             md.text(r.get("why") or r.get("note") or ""),
         ]
@@ -374,16 +373,12 @@ def _is_synthetic(r: Mapping[str, Any]) -> bool:
     return r.get("trigger") == "synthetic" or str(r.get("sweep_name") or "").startswith("synthetic-")
 
 
-def _real(v: Any) -> bool:
-    return v is not None and not (isinstance(v, float) and math.isnan(v))
-
-
 def _num(v: Any) -> str:
-    if not _real(v):
+    if missing(v):
         return "–"
     x = float(v)
     return f"{x:,.0f}" if abs(x) >= 100 else f"{x:,.2f}"
 
 
 def _pct(v: Any) -> str:
-    return f"{float(v) * 100:+.1f}%".replace("-", "−") if _real(v) else "–"
+    return f"{float(v) * 100:+.1f}%".replace("-", "−") if not missing(v) else "–"

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import io
 import json
-import math
 import statistics
 from typing import Any
 
@@ -24,7 +23,7 @@ import pandas as pd
 from sqlalchemy import Engine, inspect
 
 from analysis import md
-from analysis.plain import plain
+from analysis.plain import missing, plain
 from analysis.profiles import (
     DISTORTION_MARK,
     OVERLAP_CELLS,
@@ -95,7 +94,7 @@ def _by_repeat(rows: pd.DataFrame, metric: str) -> dict[int, float]:
 def _invocations(rows: pd.DataFrame) -> dict[int, int | None]:
     """repeat -> the invocation that measured it (None before runs recorded it)."""
     inv = rows["invocation"] if "invocation" in rows else pd.Series([None] * len(rows), index=rows.index)
-    return {int(r): None if _missing(i) else int(i) for r, i in zip(rows["repeat"], inv, strict=True)}
+    return {int(r): None if missing(i) else int(i) for r, i in zip(rows["repeat"], inv, strict=True)}
 
 
 def v2_vs_v1(points: pd.DataFrame, samples: pd.DataFrame, confidence: float = 0.95) -> pd.DataFrame:
@@ -119,11 +118,9 @@ def v2_vs_v1(points: pd.DataFrame, samples: pd.DataFrame, confidence: float = 0.
         paired = bool(group["order_index"].notna().all()) if "order_index" in group else False
         row: dict[str, Any] = {
             "batch_size": int(k["batch_size"]),
-            "steps": None if _missing(k["steps"]) else int(k["steps"]),
-            "accept_length": None
-            if _missing(k["accept_length_pinned"])
-            else float(k["accept_length_pinned"]),
-            "topk": None if _missing(k["topk"]) else int(k["topk"]),
+            "steps": None if missing(k["steps"]) else int(k["steps"]),
+            "accept_length": None if missing(k["accept_length_pinned"]) else float(k["accept_length_pinned"]),
+            "topk": None if missing(k["topk"]) else int(k["topk"]),
             "workload_key": k["workload_key"],
         }
         for metric, prefix, higher in (("output_throughput", "", True), ("tpot_mean_ms", "tpot_", False)):
@@ -154,10 +151,6 @@ def v2_vs_v1(points: pd.DataFrame, samples: pd.DataFrame, confidence: float = 0.
     ).reset_index(drop=True)
 
 
-def _missing(v: Any) -> bool:
-    return v is None or (isinstance(v, float) and math.isnan(v))
-
-
 # ------------------------------------------------------------------------------------------- formats
 
 
@@ -173,16 +166,16 @@ def to_json(frame: pd.DataFrame, meta: dict[str, Any] | None = None) -> str:
 
 
 def _fmt(v: Any, spec: str) -> str:
-    return "–" if _missing(v) else format(v, spec)
+    return "–" if missing(v) else format(v, spec)
 
 
 def _ci(low: Any, high: Any) -> str:
-    return "–" if _missing(low) or _missing(high) else f"[{low:.3f}, {high:.3f}]"
+    return "–" if missing(low) or missing(high) else f"[{low:.3f}, {high:.3f}]"
 
 
 def _wider_than_target(r: dict[str, Any]) -> bool:
     """A paired cell whose interval reaches further than TARGET from its ratio."""
-    if r.get("method") != "paired" or any(_missing(r.get(c)) for c in ("ratio", "ci_low", "ci_high")):
+    if r.get("method") != "paired" or any(missing(r.get(c)) for c in ("ratio", "ci_low", "ci_high")):
         return False
     width = half_width(float(r["ci_low"]), float(r["ratio"]), float(r["ci_high"]))
     return width is not None and width > TARGET
@@ -191,14 +184,14 @@ def _wider_than_target(r: dict[str, Any]) -> bool:
 def _cell_name(r: dict[str, Any]) -> str:
     return (
         f"batch {r['batch_size']}"
-        + ("" if _missing(r["steps"]) else f" steps {int(r['steps'])}")
-        + ("" if _missing(r["accept_length"]) else f" accept len {r['accept_length']:g}")
+        + ("" if missing(r["steps"]) else f" steps {int(r['steps'])}")
+        + ("" if missing(r["accept_length"]) else f" accept len {r['accept_length']:g}")
     )
 
 
 def _pairs_needed(r: dict[str, Any]) -> str:
     n = r.get("pairs_for_5pct")
-    return "more than 1000" if n is None or _missing(n) else f"about {int(n)}"
+    return "more than 1000" if n is None or missing(n) else f"about {int(n)}"
 
 
 def _profiled(frame: pd.DataFrame) -> pd.DataFrame:
@@ -250,13 +243,13 @@ def to_markdown(frame: pd.DataFrame, title: str | None = None) -> str:
             "Cells without a v1/v2 profile pair show –.",
         ]
         for r in profiled.to_dict(orient="records"):
-            acc = "" if _missing(r["accept_length"]) else f", accept len {r['accept_length']:g}"
+            acc = "" if missing(r["accept_length"]) else f", accept len {r['accept_length']:g}"
             lines.append(
                 f"- batch {r['batch_size']}, steps {_fmt(r['steps'], 'd')}{acc} "
                 f"({r['profile_activities']}): {r['profile_verdict']}"
                 + (
                     f" (distortion v1 ×{_fmt(r['v1_distortion'], '.2f')}, v2 ×{_fmt(r['v2_distortion'], '.2f')})"
-                    if not (_missing(r["v1_distortion"]) and _missing(r["v2_distortion"]))
+                    if not (missing(r["v1_distortion"]) and missing(r["v2_distortion"]))
                     else ""
                 )
             )
