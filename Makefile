@@ -34,7 +34,7 @@ test: setup
 lint: setup
 	$(BIN)/ruff format --check .
 	$(BIN)/ruff check .
-	$(BIN)/mypy bench db analysis runners dashboard
+	$(BIN)/mypy bench db analysis runners dashboard synthetic
 
 bench: setup
 	$(BIN)/python benchmarks/client_ceiling.py

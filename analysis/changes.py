@@ -9,9 +9,9 @@ import numpy as np
 import pandas as pd
 
 from analysis import md
+from analysis.stats.attribution import ThroughputFactors, attribute
+from analysis.stats.changepoint import ChangePointParams, detect_change_points
 from bench.catalog import higher_is_better
-from bench.stats.attribution import ThroughputFactors, attribute
-from bench.stats.changepoint import ChangePointParams, detect_change_points
 
 CHANGE_COLUMNS: tuple[str, ...] = (
     "fingerprint",

@@ -17,8 +17,8 @@ from analysis.labels import (
     short_workload,
     spec_mode_key,
 )
-from bench.stats.attribution import ThroughputFactors, attribute
-from bench.stats.compare import DEFAULT_CONFIDENCE, DEFAULT_THRESHOLD, Method, compare_samples
+from analysis.stats.attribution import ThroughputFactors, attribute
+from analysis.stats.compare import DEFAULT_CONFIDENCE, DEFAULT_THRESHOLD, Method, compare_samples
 from db.queries import CONFIG_COLUMNS
 
 VERDICT_ORDER = ("regression", "improvement", "insufficient data", "no change")

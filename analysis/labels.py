@@ -75,7 +75,7 @@ def key_part(v: Any) -> str:
 
 
 # What kind of numbers a run holds, as every page, export and comment names it. Real measurements carry no
-# tag. A run on the stand-in server (`bench.sim`, no GPU) is "simulated (stand-in)": its numbers come from a
+# tag. A run on the stand-in server (`synthetic.server`, no GPU) is "simulated (stand-in)": its numbers come from a
 # performance model. Runs written by `specbench seed` are "synthetic" history for load tests. Both are
 # `simulated` in the store; the trigger tells them apart.
 STAND_IN_TAG = "simulated (stand-in)"

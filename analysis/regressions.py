@@ -14,7 +14,7 @@ from sqlalchemy import Engine
 
 from analysis.changes import CHANGE_COLUMNS, attach_triage, scan_changes
 from analysis.labels import series_label
-from bench.stats.changepoint import ChangePointParams
+from analysis.stats.changepoint import ChangePointParams
 from db import queries as q
 from db import triage
 from db.types import utcnow

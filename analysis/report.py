@@ -349,7 +349,7 @@ def _uncommented(text: str) -> list[str]:
 
 def _install_lines(r: Mapping[str, Any]) -> list[str]:
     if run_tag(r.get("simulated"), r.get("trigger")) == STAND_IN_TAG:
-        return ["# stand-in server (bench.sim): nothing to install besides specbench"]
+        return ["# stand-in server (synthetic.server): nothing to install besides specbench"]
     version, commit = _known(r.get("sglang_version")), _known(r.get("sglang_commit"))
     lines = []
     if commit:

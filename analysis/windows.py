@@ -2,7 +2,7 @@
 
 Why: the repeats of a point spread, and the point's median hides why. Next to each window's throughput,
 latency and measured acceptance this puts the GPU and host context the window recorded (`samples.telemetry`,
-bench.telemetry: SM clock, temperature, power, host load and, in newer runs, host CPU busy / steal / pressure),
+bench.host.telemetry: SM clock, temperature, power, host load and, in newer runs, host CPU busy / steal / pressure),
 so a slow window reads as throttled, loaded or accepting fewer tokens. A window is one `samples` row (one
 repeat of one point); every status is listed, a failed or throttled window with its `reason`.
 
@@ -55,10 +55,10 @@ TELEMETRY_OPTIONAL: tuple[str, ...] = (
     "host_cpu_max_busy_pct",  # the busiest single CPU (a server's scheduler loop shows as ~100)
     "host_cpu_steal_max_pct",  # the most any single CPU had stolen by the hypervisor
     "mem_clock_median_mhz",
-    "gpu_util_mean_pct",  # a slower window with an idler GPU waited for the host (bench/telemetry.py)
+    "gpu_util_mean_pct",  # a slower window with an idler GPU waited for the host (bench/host/telemetry.py)
     "server_cpu_pct",  # the launched server's processes, percent of one core
     "server_busiest_cpu_pct",
-    "cpu_probe_ms",  # the host's time for a fixed piece of Python (bench/cpu_probe.py): higher = slower host
+    "cpu_probe_ms",  # the host's time for a fixed piece of Python (bench/host/cpu_probe.py): higher = slower host
     # The same probe's own CPU time: up with cpu_probe_ms means a slower CPU, not preemption. The figure to read
     # with cpu_probe_on = server: the probe then shares the scheduler's core, so its wall time includes waits.
     "cpu_probe_cpu_ms",

@@ -40,9 +40,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from bench.client import FlushError, LoadClient, ServerUnavailableError, error_summary
+from bench.host.telemetry import WindowTelemetry
 from bench.metrics import compute_metrics
 from bench.results import STATUS_SEVERITY, PointStatus, RequestRecord, SampleMetrics, SampleResult
-from bench.telemetry import WindowTelemetry
 from bench.workload import Prompt, window_prompt
 
 

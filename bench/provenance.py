@@ -24,8 +24,8 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from bench.cpu_affinity import parse_cpu_list
-from bench.gpus import assigned_gpus, describe
+from bench.host.cpu_affinity import parse_cpu_list
+from bench.host.gpus import assigned_gpus, describe
 
 NONE = "none"  # an absent package or GPU; versions stay strings so columns never mix types
 SPECBENCH_FALLBACK_VERSION = "0.1.0"
@@ -109,7 +109,7 @@ def _torch_cuda_version() -> str:
 
 
 def gpu_info(indices: Sequence[int] | None = None) -> tuple[str, int, str]:
-    """(GPU name(s), count, driver version) of the GPUs a run's servers use (`bench.gpus.assigned_gpus`);
+    """(GPU name(s), count, driver version) of the GPUs a run's servers use (`bench.host.gpus.assigned_gpus`);
     ("none", 0, "none") on a machine without a visible GPU."""
     return describe(assigned_gpus(indices))
 

@@ -1,6 +1,6 @@
 """The chaos bench's fleet: `specbench worker` and `scheduler` processes, and the stand-in servers they start.
 
-Servers are found through /proc: a live `bench.sim` process whose stdout is a log file under the bench's work
+Servers are found through /proc: a live `synthetic.server` process whose stdout is a log file under the bench's work
 folder is one of ours, and one whose parent is not a live worker of the fleet is an orphan.
 """
 
@@ -18,7 +18,7 @@ from pathlib import Path
 
 from sqlalchemy import Engine, select
 
-from bench.reaper import RECORDS_ENV
+from bench.host.reaper import RECORDS_ENV
 from db.models import Job, Worker
 
 REPO = Path(__file__).resolve().parents[1]
@@ -124,7 +124,7 @@ def our_servers(workdir: Path) -> list[int]:
             target = os.readlink(entry / "fd" / "1")
         except OSError:
             continue
-        if b"bench.sim" not in cmd or not target.startswith(str(workdir)):
+        if b"synthetic.server" not in cmd or not target.startswith(str(workdir)):
             continue
         if stat[stat.rfind(")") + 2 :].split()[0] in ("Z", "X"):
             continue

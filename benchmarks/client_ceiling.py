@@ -37,7 +37,7 @@ from typing import Any
 import aiohttp
 
 from bench.client import LoadClient
-from bench.processes import free_port
+from bench.host.processes import free_port
 from bench.sweep import WorkloadSpec
 from bench.workload import Prompt, build_prompts
 
@@ -191,7 +191,16 @@ def main(argv: Sequence[str] | None = None) -> None:
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     env = {**os.environ, "SPECBENCH_SIM_INSTANT": "1", "SPECBENCH_SIM_STARTUP_S": "0"}
-    cmd = [sys.executable, "-m", "bench.sim", "--model-path", "sim-tiny", "--port", str(port), *SIM_FLAGS]
+    cmd = [
+        sys.executable,
+        "-m",
+        "synthetic.server",
+        "--model-path",
+        "sim-tiny",
+        "--port",
+        str(port),
+        *SIM_FLAGS,
+    ]
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         if pin:

@@ -27,7 +27,7 @@ import pandas as pd  # noqa: E402
 
 from db import queries as q  # noqa: E402
 from db.migrate import open_database  # noqa: E402
-from runners.seed_history import seed_history  # noqa: E402
+from synthetic.history.seed import seed_history  # noqa: E402
 
 PAGES = ("pages/overview.py", "pages/trends.py", "pages/sweep.py", "pages/compare.py")
 

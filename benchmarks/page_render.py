@@ -28,7 +28,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.launcher import free_port  # noqa: E402
+from bench.server.launcher import free_port  # noqa: E402
 
 CHROMIUM = "/usr/bin/chromium"
 PAGES = {

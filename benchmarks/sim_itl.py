@@ -1,6 +1,6 @@
 """Stand-in streaming fidelity: does each scheduler step reach the client as its own event, on time?
 
-Starts the stand-in (`python -m bench.sim`) at a given time scale and measures closed-loop windows with
+Starts the stand-in (`python -m synthetic.server`) at a given time scale and measures closed-loop windows with
 specbench's client at a few batch sizes. Per batch size it prints TPOT p50, ITL p50/mean/p95, the events
 per request against the decode steps the server ran, and the share of ITL values under 50 us (events that
 arrived in one burst). On SGLang, ITL p50 is about one step divided by the tokens it committed; a burst
@@ -77,7 +77,7 @@ def main() -> int:
         flags += ["--attention-backend", "flashmla", "--speculative-algorithm", "NEXTN"]
     env = {**os.environ, "SPECBENCH_SIM_TIME_SCALE": str(args.time_scale), "SPECBENCH_SIM_STARTUP_S": "0"}
     proc = subprocess.Popen(
-        [sys.executable, "-m", "bench.sim", *flags],
+        [sys.executable, "-m", "synthetic.server", *flags],
         env=env,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,

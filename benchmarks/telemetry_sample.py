@@ -1,4 +1,4 @@
-"""What one telemetry sample of a launched server's processes costs the sampler thread (bench/telemetry.py).
+"""What one telemetry sample of a launched server's processes costs the sampler thread (bench/host/telemetry.py).
 
 With a launched server, the window's sampler thread reads every server process at every sample: the CPU it is on
 (`server_busiest_cpus`), and with `measure.cpu_probe: server` also its CPU seconds, to move the host-speed probe
@@ -38,8 +38,8 @@ from typing import Any
 import psutil
 import psutil._common as psutil_common
 
-from bench.cpu_probe import CpuProbe
-from bench.telemetry import ProbeOn, WindowTelemetry
+from bench.host.cpu_probe import CpuProbe
+from bench.host.telemetry import ProbeOn, WindowTelemetry
 
 # The launch process starts its children, names them as SGLang's setproctitle does (the kernel keeps 15
 # characters, so psutil's name() also reads the cmdline), and waits. The first `spinners` children spin.

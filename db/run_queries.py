@@ -34,7 +34,7 @@ class Totals:
     runs: int
     synthetic_runs: int
     last_run_at: datetime | None
-    # Measured on the stand-in server (bench.sim): simulated, but not synthetic history.
+    # Measured on the stand-in server (synthetic.server): simulated, but not synthetic history.
     stand_in_runs: int = 0
 
 

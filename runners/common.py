@@ -12,7 +12,7 @@ from rich.markup import escape
 from sqlalchemy import Engine
 from sqlalchemy.engine import make_url
 
-from bench.cpu_affinity import AffinityError, check_allowed, parse_cpu_list, pinned_runner
+from bench.host.cpu_affinity import AffinityError, check_allowed, parse_cpu_list, pinned_runner
 from db import queries as q
 from db.engine import (
     DEFAULT_URL,
@@ -42,7 +42,7 @@ DbOption = Annotated[
         show_default=False,
     ),
 ]
-# What `compare` and `ci` judge a change by (their defaults come from bench.stats.compare).
+# What `compare` and `ci` judge a change by (their defaults come from analysis.stats.compare).
 ThresholdOption = Annotated[
     float, typer.Option(help="Smallest relative change flagged (0.05 = 5%).", min=0.0)
 ]

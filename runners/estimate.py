@@ -27,7 +27,9 @@ SGLANG_STARTUP_S = 300.0
 SIM_PROCESS_START_S = 3.0
 # One decode step per output token, i.e. no credit for accepted draft tokens: an upper bound on the window.
 SGLANG_STEP_MS = 25.0
-SIM_STEP_MS = 5.0  # the stand-in's performance model: 2.4-5.8 ms per step at time_scale 1 (bench/sim/perf.py)
+SIM_STEP_MS = (
+    5.0  # the stand-in's performance model: 2.4-5.8 ms per step at time_scale 1 (synthetic/server/perf.py)
+)
 POINT_OVERHEAD_S = 1.0  # flush, /server_info, storing the repeat
 
 

@@ -19,13 +19,13 @@ from typing import Any
 from rich.progress import Progress
 from sqlalchemy import Engine
 
-from bench import cpu_affinity
 from bench.client import LoadClient
-from bench.launcher import LaunchedServer, LaunchError, launch
+from bench.host import cpu_affinity
+from bench.host.telemetry import TelemetrySource
 from bench.measure import Window, WindowSettings, measure_windows
 from bench.provenance import collect_provenance
+from bench.server.launcher import LaunchedServer, LaunchError, launch
 from bench.sweep import PointPlan, ServerConfig, ServerGroup, SweepSpec
-from bench.telemetry import TelemetrySource
 from bench.workload import build_prompts
 from db.models import Run, ServerInstance
 from db.types import utcnow

@@ -1,11 +1,11 @@
-"""Whether a worker's GPUs meet a job's requirements (detection itself is `bench.gpus`)."""
+"""Whether a worker's GPUs meet a job's requirements (detection itself is `bench.host.gpus`)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from bench.gpus import Gpu
+from bench.host.gpus import Gpu
 
 REQUIREMENT_KEYS = frozenset({"gpu", "count", "labels"})
 

@@ -13,8 +13,8 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from bench.client import LoadClient
-from bench.launcher import LaunchedServer, LaunchError
 from bench.pairing import Pair, Side, abba_order, abba_sides, pair_units, restart_blocks
+from bench.server.launcher import LaunchedServer, LaunchError
 from bench.sweep import PointPlan, ServerGroup, SweepSpec
 from db.models import Run
 from runners import pair_target, profiling, run_checks, store

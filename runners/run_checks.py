@@ -23,10 +23,10 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy import select
 
 from bench.client import LoadClient
-from bench.launcher import LaunchedServer, LaunchError
+from bench.host.telemetry import throttle_reason
 from bench.measure import Window, measure_windows
 from bench.results import SampleResult
-from bench.telemetry import throttle_reason
+from bench.server.launcher import LaunchedServer, LaunchError
 from bench.workload import build_prompts
 from db.models import Point, Run, Sample
 from runners import dbretry, store

@@ -28,7 +28,7 @@ from typing import Any, Protocol
 
 from sqlalchemy import Engine
 
-from bench import reaper
+from bench.host import reaper
 from bench.sweep import SweepError, SweepSpec, parse_sweep
 from runners import dbretry, queue
 from runners.gpus import Gpu

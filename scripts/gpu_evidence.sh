@@ -84,7 +84,7 @@ if has model && [ ! -f "$MODEL/config.json" ]; then
   "${SB[@]}" synth-model "$MODEL" --preset deepseek-v3-slice --layers 4
 fi
 if has model && [ ! -f "$MODEL/tokenizer.json" ]; then  # for the text-mode client of the cross-check
-  "$PY" -m bench.synth.tokenizer "$MODEL"
+  "$PY" -m synthetic.model.tokenizer "$MODEL"
 fi
 
 if has sweep; then

@@ -13,7 +13,7 @@ from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
-from bench.processes import free_port, proc_stats
+from bench.host.processes import free_port, proc_stats
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -118,12 +118,12 @@ def external_sweep(name: str, base_url: str) -> str:
 
 @contextmanager
 def standin_server(log: Path) -> Iterator[str]:
-    """`python -m bench.sim` on a free port, instant mode; yields its base URL."""
+    """`python -m synthetic.server` on a free port, instant mode; yields its base URL."""
     port = free_port()
     env = cli_env(SPECBENCH_SIM_INSTANT="1", SPECBENCH_SIM_STARTUP_S="0")
     # The backend the sweeps ask for (the default, flashmla): anything else is a mode mismatch, and a run
     # whose points all mismatch is `failed`.
-    argv = [sys.executable, "-m", "bench.sim", "--model-path", "sim-tiny", "--host", "127.0.0.1",
+    argv = [sys.executable, "-m", "synthetic.server", "--model-path", "sim-tiny", "--host", "127.0.0.1",
             "--attention-backend", "flashmla"]  # fmt: skip
     with open(log, "wb") as out:
         proc = subprocess.Popen(

@@ -33,9 +33,9 @@ from bench.crosscheck import (
     write_sharegpt,
 )
 from bench.sweep import WorkloadSpec
-from bench.synth.tokenizer import write_tokenizer
 from bench.workload import build_prompts
 from runners.cli import app
+from synthetic.model.tokenizer import write_tokenizer
 from tests.fixtures.sim import SimFactory, SimHandle, request
 
 VOCAB = 4096

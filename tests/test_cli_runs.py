@@ -18,7 +18,6 @@ from typer.testing import CliRunner
 
 from analysis.export import read_csv_rows
 from bench.sweep import expand, load_sweep, parse_sweep
-from bench.synthetic_history import SMALL_SHAPE
 from db import queries as q
 from db.engine import session_scope
 from db.migrate import open_database
@@ -26,9 +25,10 @@ from db.models import Run, ServerInstance
 from runners import estimate
 from runners.cli import app
 from runners.commands.run import DRY_RUN_PORT
-from runners.seed_history import seed_history
 from runners.sweep_runner import execute_sweep
 from runners.tables import Column, compact_lines, print_table
+from synthetic.history import SMALL_SHAPE
+from synthetic.history.seed import seed_history
 from tests.fixtures.db import grid_part1
 
 ONE_LAUNCH = """

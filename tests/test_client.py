@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 
 from bench.client import FlushError, LoadClient, ServerUnavailableError, _read_stream
+from bench.host.processes import free_port
 from bench.metrics import compute_metrics
-from bench.processes import free_port
 from bench.results import RequestRecord
 from bench.sweep import WorkloadSpec
 from bench.workload import Prompt, build_prompts

@@ -21,7 +21,7 @@ import pytest
 import yaml
 from sqlalchemy import select, update
 
-from bench.processes import free_port
+from bench.host.processes import free_port
 from db.migrate import open_database
 from db.models import Job, Schedule
 from runners import queue, schedules

@@ -18,7 +18,7 @@ import pytest
 from sqlalchemy import select
 from typer.testing import CliRunner
 
-from bench.cpu_affinity import (
+from bench.host.cpu_affinity import (
     AffinityError,
     format_cpu_list,
     parse_cpu_list,
@@ -26,7 +26,7 @@ from bench.cpu_affinity import (
     pinned_runner,
     runner_pin,
 )
-from bench.launcher import LaunchError, launch
+from bench.server.launcher import LaunchError, launch
 from bench.sweep import ServerConfig, ServerSpec, SimSettings, SweepError, parse_sweep
 from db import queries as q
 from db.engine import make_engine, session_scope

@@ -18,10 +18,10 @@ import pytest
 from sqlalchemy import select
 from typer.testing import CliRunner
 
-from bench.cpu_probe import CpuProbe, ProbeSample, child_argv, parse_line, summarize
-from bench.processes import current_cpu, proc_stats
+from bench.host.cpu_probe import CpuProbe, ProbeSample, child_argv, parse_line, summarize
+from bench.host.processes import current_cpu, proc_stats
+from bench.host.telemetry import TelemetrySource, on_cpu_pct
 from bench.sweep import SweepError, parse_sweep
-from bench.telemetry import TelemetrySource, on_cpu_pct
 from db.engine import session_scope
 from db.migrate import open_database
 from db.models import Sample
@@ -131,7 +131,7 @@ PARENT = textwrap.dedent(
     """
     import sys, time
     sys.path.insert(0, sys.argv[1])
-    from bench.cpu_probe import CpuProbe
+    from bench.host.cpu_probe import CpuProbe
     probe = CpuProbe(period_s=0.05)
     probe.start()
     print(probe._proc.pid, flush=True)

@@ -18,11 +18,11 @@ from pathlib import Path
 
 import pytest
 
-from bench.processes import free_port
-from bench.synthetic_history import SMALL_SHAPE
+from bench.host.processes import free_port
 from db import queries as q
 from db.migrate import open_database
-from runners.seed_history import seed_history
+from synthetic.history import SMALL_SHAPE
+from synthetic.history.seed import seed_history
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(120)]
 

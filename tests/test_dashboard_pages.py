@@ -14,12 +14,12 @@ import pytest
 from sqlalchemy import Engine
 from streamlit.testing.v1 import AppTest
 
-from bench.synthetic_history import SMALL_SHAPE
 from db import queries as q
 from db import triage
 from db.migrate import open_database
 from runners.commands.dashboard import streamlit_argv, streamlit_env
-from runners.seed_history import seed_history
+from synthetic.history import SMALL_SHAPE
+from synthetic.history.seed import seed_history
 
 APP = str(Path(__file__).resolve().parents[1] / "dashboard" / "app.py")
 PAGES = ["pages/overview.py", "pages/trends.py", "pages/sweep.py", "pages/compare.py", "pages/jobs.py"]

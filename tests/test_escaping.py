@@ -116,9 +116,9 @@ def test_export_markdown_with_hostile_names_stays_inert() -> None:
 def test_dashboard_renders_the_report_without_raw_html(
     sqlite_url: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    from bench.synthetic_history import SMALL_SHAPE
     from db.migrate import open_database
-    from runners.seed_history import seed_history
+    from synthetic.history import SMALL_SHAPE
+    from synthetic.history.seed import seed_history
 
     eng = open_database(sqlite_url)
     seed_history(eng, 80, shape=SMALL_SHAPE, end=datetime(2026, 11, 30, tzinfo=UTC), seed=3)

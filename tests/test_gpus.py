@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from bench.gpus import NVIDIA_SMI_ARGV, Gpu, detect_gpus, parse_gpu_list, select_gpus
+from bench.host.gpus import NVIDIA_SMI_ARGV, Gpu, detect_gpus, parse_gpu_list, select_gpus
 from runners.gpus import matches, parse_requires, requirements_for, unmet
 
 H100x2 = [Gpu(0, "NVIDIA H100 80GB HBM3"), Gpu(1, "NVIDIA H100 80GB HBM3")]
@@ -25,7 +25,7 @@ def test_detect_falls_back_when_nvidia_smi_fails(monkeypatch: pytest.MonkeyPatch
     def broken(argv: list[str]) -> str:
         raise OSError("no driver")
 
-    monkeypatch.setattr("bench.gpus._torch_gpus", lambda: [])
+    monkeypatch.setattr("bench.host.gpus._torch_gpus", lambda: [])
     assert detect_gpus(broken) == []
 
 

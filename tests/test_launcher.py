@@ -15,7 +15,15 @@ from pathlib import Path
 
 import pytest
 
-from bench.launcher import (
+from bench.host.processes import (
+    PortError,
+    ephemeral_port_range,
+    free_port,
+    server_port_range,
+    terminate_group,
+)
+from bench.server.http import wait_healthy
+from bench.server.launcher import (
     LaunchedServer,
     LaunchError,
     attach_external,
@@ -23,8 +31,6 @@ from bench.launcher import (
     fetch_server_info,
     launch,
 )
-from bench.processes import PortError, ephemeral_port_range, free_port, server_port_range, terminate_group
-from bench.server_http import wait_healthy
 from bench.sweep import ServerConfig, ServerSpec, SimSettings
 from tests.fixtures.sim import DEFAULT_MODEL as SIM_MODEL
 from tests.fixtures.sim import SimFactory

@@ -10,9 +10,9 @@ from sqlalchemy import inspect
 
 from analysis.compare import compare_runs
 from analysis.export import EXPORT_COLUMNS
+from analysis.stats.compare import compare_samples
 from bench import catalog
 from bench.results import SampleMetrics
-from bench.stats.compare import compare_samples
 from db.migrate import open_database
 from db.models import METRIC_FIELDS
 

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 from sqlalchemy import select
 
-from bench.processes import group_alive
-from bench.reaper import RECORDS_ENV
+from bench.host.processes import group_alive
+from bench.host.reaper import RECORDS_ENV
 from db.migrate import open_database
 from db.models import Job
 from runners import queue

@@ -13,7 +13,7 @@ import pyarrow as pa
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from bench.processes import free_port
+from bench.host.processes import free_port
 from bench.profile.overlap import verdict
 from bench.sweep import parse_sweep
 from db import profile_queries as pq
@@ -88,8 +88,8 @@ def test_side_by_side_view(profiled_url: str, monkeypatch: pytest.MonkeyPatch) -
 def test_empty_state_without_profiles(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from datetime import UTC, datetime
 
-    from bench.synthetic_history import SMALL_SHAPE
-    from runners.seed_history import seed_history
+    from synthetic.history import SMALL_SHAPE
+    from synthetic.history.seed import seed_history
 
     url = f"sqlite:///{tmp_path / 'e.db'}"
     eng = open_database(url)
@@ -156,7 +156,7 @@ def test_overlap_columns_for_the_v2_v1_export(profiled_url: str) -> None:
     assert len(table) == 1
     row = table.iloc[0]
     assert (row["batch_size"], row["steps"], row["profile_activities"]) == (8, 3, "CPU+GPU")
-    # Stand-in cost model at bs 8 with CPU profiling (bench/sim/profiler.py): v1 idles for the CPU work,
+    # Stand-in cost model at bs 8 with CPU profiling (synthetic/server/profiler.py): v1 idles for the CPU work,
     # 0.72 ms x 1.5; v2 only for the 0.1 ms sync.
     assert row["v1_gpu_idle_ms"] == pytest.approx(0.72 * 1.5)
     assert row["v2_gpu_idle_ms"] == pytest.approx(0.1)

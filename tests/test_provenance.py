@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from bench import provenance, synth
+from bench import provenance
 from bench.provenance import collect_provenance
+from synthetic import model as synth
 
 # The keys runners/store.py maps onto columns of `runs`, plus the simulated flag.
 COLUMN_KEYS = {

@@ -14,14 +14,7 @@ from sqlalchemy import Engine, event, func, select, text
 from typer.testing import CliRunner
 
 from analysis.changes import change_points
-from bench.stats.changepoint import ChangePointParams
-from bench.synthetic_history import (
-    INJECTED_STEPS,
-    SMALL_SHAPE,
-    SYNTHETIC_LABEL,
-    SYNTHETIC_PREFIX,
-    SYNTHETIC_TRIGGER,
-)
+from analysis.stats.changepoint import ChangePointParams
 from db import queries as q
 from db import triage
 from db.engine import session_scope
@@ -29,7 +22,14 @@ from db.fingerprint import point_fingerprint
 from db.migrate import open_database
 from db.models import Point, Run, Sample, ServerInstance, Triage
 from runners.cli import app
-from runners.seed_history import delete_synthetic, seed_history
+from synthetic.history import (
+    INJECTED_STEPS,
+    SMALL_SHAPE,
+    SYNTHETIC_LABEL,
+    SYNTHETIC_PREFIX,
+    SYNTHETIC_TRIGGER,
+)
+from synthetic.history.seed import delete_synthetic, seed_history
 
 END = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 ROUNDS = 30

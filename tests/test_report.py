@@ -16,11 +16,11 @@ from typer.testing import CliRunner
 
 from analysis import report
 from analysis.compare import COMPARE_COLUMNS, compare_runs, verdict_counts
-from bench.synthetic_history import SMALL_SHAPE
 from db import queries as q
 from db.migrate import open_database
 from runners.cli import app
-from runners.seed_history import seed_history
+from synthetic.history import SMALL_SHAPE
+from synthetic.history.seed import seed_history
 
 CONFIG = {
     "model": "deepseek-ai/DeepSeek-V3",

@@ -83,7 +83,7 @@ def test_sweep_stores_every_point_with_resolved_config(engine: Engine, tmp_path:
         assert n_requests == sum(p.num_prompts * 2 for p in points)
         req = s.scalars(select(RequestRow)).first()
         assert req is not None and req.completion_tokens == 24 and len(req.chunk_times) >= 1
-    assert not _probe_children()  # the host-speed probe (bench/cpu_probe.py) ended with the run
+    assert not _probe_children()  # the host-speed probe (bench/host/cpu_probe.py) ended with the run
 
 
 def _probe_children() -> list[psutil.Process]:

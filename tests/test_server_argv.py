@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.server_argv import ArgvError, build_argv, program, resolve_python, sim_env, translate_args
+from bench.server.argv import ArgvError, build_argv, program, resolve_python, sim_env, translate_args
 from bench.sweep import ServerConfig, SimSettings, expand, parse_sweep
 
 SPEC = ServerConfig(
@@ -52,7 +52,7 @@ def test_sglang_argv_shape() -> None:
 def test_sim_argv_uses_the_same_flags() -> None:
     real = build_argv(SPEC, backend="sglang", version="0.5.14", port=1234).argv
     sim = build_argv(SPEC, backend="sim", version="0.5.14", port=1234).argv
-    assert sim[:3] == [sys.executable, "-m", "bench.sim"]
+    assert sim[:3] == [sys.executable, "-m", "synthetic.server"]
     assert sim[3:] == real[3:]
 
 

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from bench.launcher import launch
-from bench.server_env import ServerEnvError, build_server_env, sweep_name_problem
+from bench.server.env import ServerEnvError, build_server_env, sweep_name_problem
+from bench.server.launcher import launch
 from bench.sweep import ServerConfig, ServerSpec, SimSettings, SweepError, expand, parse_sweep
 
 SWEEP = """

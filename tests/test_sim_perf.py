@@ -6,9 +6,9 @@ import random
 
 import pytest
 
-from bench.sim.acceptance import AcceptanceModel
-from bench.sim.config import PerfParams
-from bench.sim.perf import PerfModel
+from synthetic.server.acceptance import AcceptanceModel
+from synthetic.server.config import PerfParams
+from synthetic.server.perf import PerfModel
 from tests.fixtures.sim import SimFactory, generate
 
 

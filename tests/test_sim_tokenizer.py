@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.synth.tokenizer import write_tokenizer
+from synthetic.model.tokenizer import write_tokenizer
 from tests.fixtures.sim import SimFactory, generate, get_json
 
 tokenizers = pytest.importorskip("tokenizers")

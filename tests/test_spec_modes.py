@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from bench.spec_modes import (
+from bench.server.spec_modes import (
     ENV_SPEC_V2,
     FLAG_NON_OVERLAP,
     VersionError,

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from bench.stats.attribution import ThroughputFactors, attribute
+from analysis.stats.attribution import ThroughputFactors, attribute
 
 
 def test_pure_acceptance_drop() -> None:

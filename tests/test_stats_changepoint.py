@@ -12,14 +12,14 @@ import itertools
 import numpy as np
 import pytest
 
-from bench.stats.changepoint import ChangePointParams, detect_change_points
-from bench.stats.edivisive import (
+from analysis.stats.changepoint import ChangePointParams, detect_change_points
+from analysis.stats.edivisive import (
     ChangePointDetector,
     PairDistanceCalculator,
     PermutationSignificanceTester,
     TTestSignificanceTester,
 )
-from bench.stats.edivisive.base import Interval, intervals_between, segments_around
+from analysis.stats.edivisive.base import Interval, intervals_between, segments_around
 from bench.stats.tdist import betainc, student_ttest, t_two_sided_p, welch_ttest
 
 # Output throughput (tok/s) of one point over 70 nightly runs; drops 8% at index 40 (noise 0.8%).

@@ -7,8 +7,8 @@ import math
 
 import pytest
 
+from analysis.stats.compare import compare_samples, verdict_for
 from bench.catalog import higher_is_better
-from bench.stats.compare import compare_samples, verdict_for
 
 BASE = [1480.2, 1492.7, 1471.9]
 

@@ -12,9 +12,9 @@ import typer
 from safetensors import safe_open
 from typer.testing import CliRunner
 
-from bench import synth
-from bench.synth.reference import ReferenceModel
 from runners.commands import synth_model
+from synthetic import model as synth
+from synthetic.model.reference import ReferenceModel
 
 # Small enough for a CPU test, but with DeepSeek-V3's MLA head geometry that FlashMLA needs.
 SMALL: dict[str, Any] = {"hidden": 256, "vocab": 2048, "layers": 2, "experts": 8, "heads": 16}
@@ -41,7 +41,7 @@ def random_model(random_dir: Path) -> ReferenceModel:
 
 
 def expected_layout(cfg: dict) -> dict[str, tuple[tuple[int, ...], str]]:
-    """Derived from config.json alone, independently of bench.synth.layout."""
+    """Derived from config.json alone, independently of synthetic.model.layout."""
     h, heads, q_rank = cfg["hidden_size"], cfg["num_attention_heads"], cfg["q_lora_rank"]
     kv, nope, rope, v = (
         cfg["kv_lora_rank"],

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from bench.synth import SynthConfigError, approx_params, build_preset, preset_config
 from runners.cli import app
+from synthetic.model import SynthConfigError, approx_params, build_preset, preset_config
 
 # Values from the published deepseek-ai/DeepSeek-V3 config.json (huggingface.co/deepseek-ai/DeepSeek-V3,
 # found through its copies in public code; DeepSeek-R1 ships the same shape), typed in by hand here so a

@@ -10,8 +10,8 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from bench.synth import tokenizer as synth_tok
 from runners.commands import synth_model
+from synthetic.model import tokenizer as synth_tok
 
 transformers = pytest.importorskip("transformers")
 tokenizers = pytest.importorskip("tokenizers")

@@ -14,8 +14,7 @@ import psutil
 import pytest
 from sqlalchemy import Engine, select
 
-from bench.sweep import expand, parse_sweep
-from bench.telemetry import (
+from bench.host.telemetry import (
     CpuCounters,
     Reading,
     TelemetrySource,
@@ -32,6 +31,7 @@ from bench.telemetry import (
     summarize,
     throttle_reason,
 )
+from bench.sweep import expand, parse_sweep
 from db.engine import session_scope
 from db.models import Point, Run, Sample
 from runners import store

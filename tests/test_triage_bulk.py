@@ -11,12 +11,12 @@ from typer.testing import CliRunner
 
 from analysis.changes import changes_of_run, main_cause
 from analysis.regressions import recent_changes
-from bench.stats.changepoint import ChangePointParams
-from bench.synthetic_history import SMALL_SHAPE
+from analysis.stats.changepoint import ChangePointParams
 from db import triage as stored_triage
 from db.migrate import open_database
 from runners.cli import app
-from runners.seed_history import seed_history
+from synthetic.history import SMALL_SHAPE
+from synthetic.history.seed import seed_history
 
 APP = str(Path(__file__).resolve().parents[1] / "dashboard" / "app.py")
 

@@ -13,13 +13,13 @@ from sqlalchemy import Engine
 from typer.testing import CliRunner
 
 from analysis.v2_vs_v1 import to_markdown, v2_vs_v1
-from bench.sim.config import PerfParams
-from bench.sim.perf import PerfModel
 from bench.stats.ratio import half_width, paired_ratio, pairs_for, t_quantile, unpaired_ratio, verdict
 from bench.sweep import parse_sweep
 from dashboard.charts import GREY_CELL, ratio_heatmap
 from runners.cli import app
 from runners.sweep_runner import execute_sweep
+from synthetic.server.config import PerfParams
+from synthetic.server.perf import PerfModel
 from tests.test_dashboard_pages import open_page
 
 T_975 = {2: 4.302652729911275, 4: 2.776445105197793, 5: 2.570581835636314, 10: 2.228138851986274}

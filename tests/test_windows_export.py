@@ -280,7 +280,7 @@ def test_markdown_escapes_user_text_and_shows_the_spread(engine: Engine) -> None
 
 
 def test_probe_follow_errors_are_a_column_next_to_the_probe_on_server_share(engine: Engine) -> None:
-    """bench.telemetry stores `cpu_probe_follow_errors` for every window that followed the server: a column in
+    """bench.host.telemetry stores `cpu_probe_follow_errors` for every window that followed the server: a column in
     every format, 0 for a window that followed without errors, empty where the probe stayed on the runner's
     CPUs (or the run had no probe)."""
     run_id = _seed(engine)
@@ -329,7 +329,7 @@ def test_a_run_without_the_server_probe_has_no_follow_errors_column(engine: Engi
         ids = s.scalars(select(Sample.id).join(Point).where(Point.run_id == run_id))
         for sample in s.scalars(select(Sample).where(Sample.id.in_(list(ids)))):
             if sample.telemetry and sample.telemetry.get("cpu_probe_on") == "server":
-                # as bench.telemetry writes a window whose probe stayed on the runner's CPUs
+                # as bench.host.telemetry writes a window whose probe stayed on the runner's CPUs
                 kept = {k: v for k, v in sample.telemetry.items() if k != "cpu_probe_follow_errors"}
                 sample.telemetry = {**kept, "cpu_probe_on": "runner"}
     rows = list(csv.DictReader(io.StringIO(_export(engine, "csv", "--run", str(run_id)).stdout)))

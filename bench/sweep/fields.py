@@ -8,8 +8,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BeforeValidator, Field, PlainValidator
 
-from bench.cpu_affinity import parse_cpu_list
-from bench.server_env import ServerEnvError, as_env_value, sweep_name_problem
+from bench.host.cpu_affinity import parse_cpu_list
+from bench.server.env import ServerEnvError, as_env_value, sweep_name_problem
 
 Activity = Literal["CPU", "GPU"]
 Backend = Literal["sglang", "sim", "external"]

@@ -8,7 +8,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from bench.spec_modes import SpecMode
+from bench.server.spec_modes import SpecMode
 from bench.sweep.fields import SIMULATE_ACC_ENV, ArgValue
 from bench.sweep.spec import SweepSpec, WorkloadSpec
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
-from bench.sglang_flags import check_passthrough_flag
+from bench.server.flags import check_passthrough_flag
 from bench.sweep.fields import MAX_POINTS, MAX_SERVER_CONFIGS, SIMULATE_ACC_ENV, TOPK1_ONLY_BACKENDS
 
 if TYPE_CHECKING:  # the schema runs these checks on validation, so it imports this module

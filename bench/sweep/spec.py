@@ -6,8 +6,9 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PlainValidator, field_validator, model_validator
 
-from bench.sim.versions import DEFAULT_VERSION, EMULATED_VERSIONS
-from bench.spec_modes import SpecMode
+from bench.server.spec_modes import DEFAULT_RELEASE as DEFAULT_VERSION
+from bench.server.spec_modes import RELEASES as EMULATED_VERSIONS
+from bench.server.spec_modes import SpecMode
 from bench.sweep.fields import (
     DEFAULT_MIN_WINDOW_S,
     DEFAULT_PAIRED_REPEATS,
@@ -181,7 +182,7 @@ class MeasureSpec(_Strict):
     # Batch sizes below this stop at `repeats`: the target is for the batches the question is about (a PR
     # asks about batch >= 8; batch 1 is light and its extra pairs cost as much GPU time as any other).
     ratio_target_min_batch: int = Field(1, ge=1, le=1_000_000)
-    # Where the host-speed probe (bench/cpu_probe.py) runs during a window. `runner`: on the runner's CPUs, as
+    # Where the host-speed probe (bench/host/cpu_probe.py) runs during a window. `runner`: on the runner's CPUs, as
     # a child of the benchmark client. `server`: moved, at every telemetry sample, onto the CPU the launched
     # server's busiest process (SGLang's scheduler) is on, so it times the core that bounds a host-bound
     # speculative server; on a VM that vCPU's speed moves on its own (another tenant on its host sibling).

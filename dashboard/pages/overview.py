@@ -10,7 +10,7 @@ import streamlit as st
 from analysis.changes import summarize_by_run
 from analysis.labels import run_tag, short_gpu
 from analysis.regressions import DEFAULT_LOOKBACK, DEFAULT_SINCE, flagged
-from bench.stats.changepoint import ChangePointParams
+from analysis.stats.changepoint import ChangePointParams
 from dashboard.components import layout, triage
 from dashboard.services import data
 

@@ -7,8 +7,8 @@ from typing import cast
 import streamlit as st
 
 from analysis.facets import annotate_catalog
+from analysis.stats.changepoint import ChangePointParams
 from bench.catalog import direction_text, label
-from bench.stats.changepoint import ChangePointParams
 from dashboard import charts
 from dashboard.components import layout, state, triage
 from dashboard.components.export import frame_with_csv

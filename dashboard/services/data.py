@@ -14,7 +14,7 @@ from sqlalchemy import Engine, inspect
 
 from analysis import regressions, v2_vs_v1
 from analysis.changes import attach_triage, change_points
-from bench.stats.changepoint import ChangePointParams
+from analysis.stats.changepoint import ChangePointParams
 from db import queries as q
 from db import triage as stored_triage
 from db.engine import DatabaseMissingError, make_engine, make_readonly_engine, redact, resolve_url

@@ -16,7 +16,7 @@ from typing import Annotated, Literal
 import typer
 from sqlalchemy import Engine, select
 
-from bench.stats.compare import DEFAULT_CONFIDENCE, DEFAULT_THRESHOLD
+from analysis.stats.compare import DEFAULT_CONFIDENCE, DEFAULT_THRESHOLD
 from bench.sweep import SweepError, load_sweep
 from db.engine import session_scope
 from db.models import Run

@@ -10,7 +10,7 @@ from sqlalchemy import Engine
 
 from analysis import report
 from analysis.compare import comparable_pair, compare_runs, verdict_counts
-from bench.stats.compare import DEFAULT_CONFIDENCE, DEFAULT_THRESHOLD, Method
+from analysis.stats.compare import DEFAULT_CONFIDENCE, DEFAULT_THRESHOLD, Method
 from db import queries as q
 from runners.common import (
     RUN_REF_HELP,

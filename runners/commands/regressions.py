@@ -11,7 +11,7 @@ import pandas as pd
 import typer
 
 from analysis.regressions import flagged, recent_changes
-from bench.stats.changepoint import ChangePointParams
+from analysis.stats.changepoint import ChangePointParams
 from db import queries as q
 from runners.common import DbOption, console, fail, open_db_readonly
 from runners.tables import Column, print_table

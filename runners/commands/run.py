@@ -12,11 +12,11 @@ import typer
 from rich.markup import escape
 from sqlalchemy import Engine, select
 
-from bench import reaper
-from bench.cpu_affinity import format_cpu_list
-from bench.gpus import parse_gpu_list
-from bench.launcher import LaunchError, detect_sglang_version, plan_launch
-from bench.spec_modes import KNOWN_RELEASES
+from bench.host import reaper
+from bench.host.cpu_affinity import format_cpu_list
+from bench.host.gpus import parse_gpu_list
+from bench.server.launcher import LaunchError, detect_sglang_version, plan_launch
+from bench.server.spec_modes import KNOWN_RELEASES
 from bench.sweep import ServerGroup, SweepError, SweepSpec, expand, load_sweep
 from db import queries as q
 from db.engine import resolve_url, session_scope
@@ -129,7 +129,7 @@ def run(
     signal.signal(signal.SIGTERM, _interrupt)
     started = time.monotonic()
     try:
-        # Pinned for the run only: the previous CPUs come back however it ends (bench/cpu_affinity.py).
+        # Pinned for the run only: the previous CPUs come back however it ends (bench/host/cpu_affinity.py).
         with pinned_client(pin):
             outcome = execute_sweep(
                 spec,

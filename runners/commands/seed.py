@@ -7,9 +7,9 @@ from typing import Annotated
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from bench.synthetic_history import SYNTHETIC_TRIGGER
 from runners.common import DbOption, err_console, open_db
-from runners.seed_history import delete_synthetic, seed_history
+from synthetic.history import SYNTHETIC_TRIGGER
+from synthetic.history.seed import delete_synthetic, seed_history
 
 
 def register(app: typer.Typer) -> None:

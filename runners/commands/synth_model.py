@@ -12,8 +12,8 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from bench import synth
-from bench.synth.tokenizer import write_for_checkpoint as write_synthetic_tokenizer
+from synthetic import model as synth
+from synthetic.model.tokenizer import write_for_checkpoint as write_synthetic_tokenizer
 
 
 class ModeChoice(StrEnum):

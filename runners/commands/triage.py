@@ -13,7 +13,7 @@ import typer
 
 from analysis.changes import changes_of_run, main_cause
 from analysis.regressions import recent_changes
-from bench.stats.changepoint import ChangePointParams
+from analysis.stats.changepoint import ChangePointParams
 from db import queries as q
 from db import triage as stored_triage
 from runners.commands.regressions import parse_span

@@ -9,7 +9,7 @@ from typing import Annotated
 
 import typer
 
-from bench.gpus import detect_gpus, parse_gpu_list, select_gpus
+from bench.host.gpus import detect_gpus, parse_gpu_list, select_gpus
 from runners.common import ClientCpusOption, DbOption, OutageOption, client_cpus, fail, open_db, pinned_client
 from runners.recovery import Backoff, OutagePolicy, RecoveryPolicy
 from runners.worker import QueueWorker, WorkerOptions, install_signal_handlers

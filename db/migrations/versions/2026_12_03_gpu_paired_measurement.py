@@ -26,7 +26,7 @@ def upgrade() -> None:
         # Position in the run's measurement order (interleaved pairs: A B B A ...), and the window's start.
         t.add_column(sa.Column("order_index", sa.Integer(), nullable=True))
         t.add_column(sa.Column("window_started_at", db.types.UTCDateTime(), nullable=True))
-        # GPU SM clock / power / temperature and host load sampled during the window (bench.telemetry).
+        # GPU SM clock / power / temperature and host load sampled during the window (bench.host.telemetry).
         t.add_column(sa.Column("telemetry", sa.JSON(), nullable=True))
     with op.batch_alter_table("runs") as t:
         # The reference point re-measured at the end of the run, against its first measurement.

@@ -1,0 +1,150 @@
+"""Change points over a series: E-divisive means with Otava's (Hunter's) windowed split and merge.
+
+1. Split: slide a window of `window` points over the series and run E-divisive inside each window at a
+   relaxed first-pass significance (10x `max_pvalue` below 0.05). The union of what the windows find are
+   the *weak* change points. Windows keep one old shift from masking a new, smaller one and bound the cost:
+   O(window²) per window instead of O(n²) per split. The window advances by window/4 (Otava: window/2), so
+   every point sits well inside several windows: with window/2 a shift that falls on a window edge can be
+   seen only by a window that also holds the next shift, whose mixed segment then fails the t-test.
+2. Merge: re-test every weak change point against its neighbours (Student's t between the segments it
+   separates) and repeatedly drop the weakest, the one with the largest p-value while any p-value is above
+   `max_pvalue`, then the smallest relative change while any is below `min_magnitude`, re-testing the
+   neighbours of each dropped point, until every survivor is significant and large enough.
+
+See docs/regressions.md for the parameters and the false-positive rates they give.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from analysis.stats.edivisive.base import ChangePoint, FloatArray, intervals_between
+from analysis.stats.edivisive.detector import ChangePointDetector
+from analysis.stats.edivisive.significance import (
+    TTestSignificanceTester,
+    TTestStats,
+)
+
+TTestChangePoint = ChangePoint[TTestStats]
+
+
+@dataclass(frozen=True, slots=True)
+class ChangePointParams:
+    """window: points per split window; max_pvalue: significance level of the final (merge) test;
+    min_magnitude: smallest relative change kept (0.05 = 5 %), the floor that silences real-but-tiny shifts."""
+
+    window: int = 50
+    max_pvalue: float = 0.001
+    min_magnitude: float = 0.05
+
+    def __post_init__(self) -> None:
+        if self.window < 3:
+            raise ValueError(f"window must be at least 3 points, got {self.window}")
+        if not 0.0 < self.max_pvalue < 1.0:
+            raise ValueError(f"max_pvalue must lie in (0, 1), got {self.max_pvalue}")
+        if self.min_magnitude < 0.0:
+            raise ValueError(f"min_magnitude must be >= 0, got {self.min_magnitude}")
+
+    @property
+    def first_pass_pvalue(self) -> float:
+        # Otava's relaxation: the split step over-collects so that the merge step has something to choose from.
+        p = self.max_pvalue
+        return p * 10 if p < 0.05 else (p * 2 if p < 0.5 else p)
+
+
+@dataclass(frozen=True, slots=True)
+class SeriesChangePoint(TTestStats):
+    """A change between series[index - 1] and series[index]: `index` is the first point of the new level.
+
+    The t-test's figures of the segments it separates (pvalue, means, stds, sizes; `rel_change` and
+    `magnitude`), with its place in the series and its Q-hat.
+    """
+
+    index: int
+    qhat: float
+
+
+def detect_change_points(
+    values: Sequence[float] | FloatArray, params: ChangePointParams | None = None
+) -> list[SeriesChangePoint]:
+    """Significant, large-enough level shifts of `values` (in series order), sorted by index."""
+    p = params or ChangePointParams()
+    x = np.asarray(values, dtype=np.float64)
+    if x.ndim != 1:
+        raise ValueError("values must be one-dimensional")
+    if not np.all(np.isfinite(x)):
+        raise ValueError("values must be finite: drop missing points before detecting change points")
+    if len(x) < 3:
+        return []
+    lo, hi = float(x.min()), float(x.max())
+    if p.min_magnitude > 0 and lo > 0 and hi / lo - 1.0 < p.min_magnitude:
+        # Segment means lie within [min, max], so no change can reach the floor: skip the work (exact).
+        return []
+    weak = split(x, p.window, p.first_pass_pvalue)
+    strong = merge(weak, x, p.max_pvalue, p.min_magnitude)
+    return [_public(cp) for cp in strong]
+
+
+def split(x: FloatArray, window: int, pvalue: float) -> list[TTestChangePoint]:
+    """Weak change points: the union of E-divisive over overlapping windows, re-tested on the whole series."""
+    detector = ChangePointDetector(TTestSignificanceTester(pvalue))
+    step = max(1, window // 4)
+    found: dict[int, TTestChangePoint] = {}
+    start = 0
+    while start < len(x):
+        end = min(start + window, len(x))
+        new = detector.change_points(x[start:end], offset=start) if end - start >= 3 else []
+        for cp in new:
+            found.setdefault(cp.index, cp)
+        last = new[-1].index if new else 0
+        start = max(last, start + step)
+    return _retest(sorted(found.values(), key=lambda c: c.index), x)
+
+
+def merge(
+    change_points: list[TTestChangePoint], x: FloatArray, max_pvalue: float, min_magnitude: float
+) -> list[TTestChangePoint]:
+    """Drop the weakest change point until every survivor has p <= max_pvalue and magnitude >= min_magnitude."""
+    cps = list(change_points)
+    while cps:
+        weakest = max(range(len(cps)), key=lambda i: cps[i].stats.pvalue)
+        if cps[weakest].stats.pvalue <= max_pvalue:
+            weakest = min(range(len(cps)), key=lambda i: cps[i].stats.magnitude)
+            if cps[weakest].stats.magnitude >= min_magnitude:
+                return cps
+        del cps[weakest]
+        # The neighbours of the removed point now border a longer segment: re-test them. (Otava re-tests the
+        # right neighbour and the one after it; the left neighbour, whose right segment grew, is the one
+        # that changed, so we re-test both sides.)
+        cps = _retest(cps, x, only={weakest - 1, weakest})
+    return cps
+
+
+def _retest(
+    cps: list[TTestChangePoint], x: FloatArray, only: set[int] | None = None
+) -> list[TTestChangePoint]:
+    tester = TTestSignificanceTester(max_pvalue=1.0)
+    intervals = intervals_between(cps, len(x))
+    return [
+        tester.change_point(cp.to_candidate(), x, intervals) if only is None or i in only else cp
+        for i, cp in enumerate(cps)
+    ]
+
+
+def _public(cp: TTestChangePoint) -> SeriesChangePoint:
+    s = cp.stats
+    return SeriesChangePoint(
+        index=cp.index,
+        pvalue=s.pvalue,
+        mean_before=s.mean_before,
+        mean_after=s.mean_after,
+        std_before=s.std_before,
+        std_after=s.std_after,
+        n_before=s.n_before,
+        n_after=s.n_after,
+        qhat=cp.qhat if math.isfinite(cp.qhat) else 0.0,
+    )

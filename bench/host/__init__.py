@@ -1,0 +1,1 @@
+"""The host around a measurement: GPUs, CPU affinity, processes, telemetry, the host-speed probe, the reaper."""

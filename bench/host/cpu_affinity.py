@@ -1,0 +1,273 @@
+"""CPU lists ("2-7,10") and pinning to them: a launched server's whole process tree, or the runner itself.
+
+On an H200 a speculative server is bound by one host core: SGLang's scheduler process holds it at 100% while
+the GPU idles for a third of each cycle, so a window runs as fast as that core runs Python, and the host's cores
+ran the same Python up to 2x apart from moment to moment. Pinning the server to chosen CPUs (`server.cpu_affinity`)
+and the benchmark client to others (`specbench run --client-cpus`) takes the core's neighbours out of the
+measurement (docs/gpu-hosts.md, "Pinning CPUs").
+
+Linux only (`os.sched_setaffinity`): elsewhere a pin is a clear error, never silently skipped. On Linux the
+affinity belongs to each thread, and a new thread or child process inherits its creator's. So pinning a process
+means pinning every thread it has now; whatever it starts afterwards follows.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import sys
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+
+import psutil
+
+from bench.host.processes import process_tree
+
+# The kernel's largest NR_CPUS (CONFIG_MAXSMP): a larger CPU number is a typo, and a range up to it stays small.
+MAX_CPU = 8191
+# A CPU list longer than this is not a list someone typed (8192 CPUs as single numbers fit in ~40k).
+MAX_TEXT = 50_000
+EXPECTED = 'expected a Linux CPU list such as "2-7,10", or a list of CPU numbers such as [2, 3]'
+_ITEM = re.compile(r"([0-9]+)(?:-([0-9]+))?")  # ASCII digits only: str.isdigit() also takes "²"
+
+CpuList = tuple[int, ...]  # sorted, distinct
+
+
+class AffinityError(RuntimeError):
+    """A pin that cannot be applied on this host (not Linux, a CPU it lacks, no permission)."""
+
+
+def parse_cpu_list(value: object) -> CpuList:
+    """`"2-7,10"` (the kernel's and taskset's syntax), `[2, 3]` or `3` as sorted, distinct CPU numbers. ValueError
+    says which part is wrong and how; an empty list is one (it would leave the process nowhere to run)."""
+    if isinstance(value, str):
+        return _parse_text(value)
+    if isinstance(value, int) and not isinstance(value, bool):
+        value = [value]  # YAML reads `cpu_affinity: 3` as a number: one CPU, as "3" would be
+    if isinstance(value, list | tuple):
+        if not value:
+            raise ValueError(f"must not be empty; {EXPECTED}")
+        for x in value:
+            if isinstance(x, bool) or not isinstance(x, int):
+                raise ValueError(f"{x!r} is not a CPU number; {EXPECTED}")
+            if not 0 <= x <= MAX_CPU:
+                raise ValueError(f"CPU {x} is out of range (0 to {MAX_CPU})")
+        return tuple(sorted(set(value)))
+    raise ValueError(f"{EXPECTED}, not {type(value).__name__}")
+
+
+def _parse_text(text: str) -> CpuList:
+    if len(text) > MAX_TEXT:
+        raise ValueError(f"longer than {MAX_TEXT:,} characters")
+    if not text.strip():
+        raise ValueError(f"must not be empty; {EXPECTED}")
+    cpus: set[int] = set()
+    for raw in text.split(","):
+        part = raw.strip()
+        if not part:
+            raise ValueError(f"an empty item (a comma too many); {EXPECTED}")
+        m = _ITEM.fullmatch(part)
+        if m is None:
+            why = "CPU numbers start at 0" if part.startswith("-") else EXPECTED
+            raise ValueError(f"{part!r} is not a CPU number or range ({why})")
+        lo = int(m.group(1))
+        hi = lo if m.group(2) is None else int(m.group(2))
+        if max(lo, hi) > MAX_CPU:
+            raise ValueError(f"{part!r}: CPU numbers go up to {MAX_CPU}")
+        if hi < lo:
+            raise ValueError(f"{part!r}: a range runs from the lower CPU to the higher ({hi}-{lo})")
+        cpus.update(range(lo, hi + 1))
+    return tuple(sorted(cpus))
+
+
+def format_cpu_list(cpus: Iterable[int]) -> str:
+    """The kernel's compact form: [2, 3, 4, 5, 10] -> "2-5,10"."""
+    ordered = sorted(set(cpus))
+    out: list[str] = []
+    i = 0
+    while i < len(ordered):
+        j = i
+        while j + 1 < len(ordered) and ordered[j + 1] == ordered[j] + 1:
+            j += 1
+        out.append(str(ordered[i]) if i == j else f"{ordered[i]}-{ordered[j]}")
+        i = j + 1
+    return ",".join(out)
+
+
+def supported() -> bool:
+    return hasattr(os, "sched_setaffinity")
+
+
+def require_support(what: str) -> None:
+    if not supported():
+        raise AffinityError(
+            f"{what}: CPU pinning needs Linux (os.sched_setaffinity); this host is {sys.platform}"
+        )
+
+
+@dataclass(frozen=True)
+class RunnerPin:
+    """This process pinned itself (`pinned_runner`): to `cpus`, from the CPUs it had `before`."""
+
+    cpus: CpuList
+    before: frozenset[int]
+
+
+# The pin `pinned_runner` holds, if any. Affinity is process state, so this is too: the launcher, in whatever
+# thread it runs, must check a server's CPUs against the host's and not against the client's few.
+_runner_pin: RunnerPin | None = None
+
+
+def runner_pin() -> RunnerPin | None:
+    return _runner_pin
+
+
+def allowed_cpus() -> frozenset[int]:
+    """The CPUs this process may give a server: its own affinity, or what it was before it pinned itself."""
+    if _runner_pin is not None:
+        return _runner_pin.before
+    return frozenset(os.sched_getaffinity(0))
+
+
+def check_allowed(cpus: Sequence[int], what: str) -> None:
+    """AffinityError naming the CPUs of `cpus` that this process may not use (not on the host, or outside the
+    cgroup / taskset it runs in)."""
+    require_support(what)
+    allowed = allowed_cpus()
+    outside = sorted(set(cpus) - allowed)
+    if outside:
+        one = len(outside) == 1
+        raise AffinityError(
+            f"{what}: {'CPU' if one else 'CPUs'} {format_cpu_list(outside)} {'is' if one else 'are'} not "
+            f"available on this host (specbench may use CPUs {format_cpu_list(allowed)}, its "
+            "os.sched_getaffinity)"
+        )
+
+
+@dataclass
+class TreePin:
+    """What `pin_tree` did: how many processes and threads it pinned, and each thread that reads back other
+    CPUs (one line each; empty when all of them run where asked)."""
+
+    processes: int = 0
+    threads: int = 0
+    stray: list[str] = field(default_factory=list)
+
+
+def pin_tree(pid: int, cpus: Sequence[int]) -> TreePin:
+    """Pin every thread of `pid` and of all its descendants to `cpus`, then read each one back.
+
+    A thread started before the process was pinned (or one that set its own affinity) would otherwise keep
+    running anywhere. Processes and threads that end meanwhile are skipped; AffinityError when `pid` is gone
+    or the kernel refuses.
+    """
+    wanted = frozenset(cpus)
+    try:
+        procs = process_tree(pid)
+    except psutil.Error as e:
+        raise AffinityError(f"cannot list the processes of {pid}: {e}") from None
+    out = TreePin()
+    for proc in procs:
+        tids = _thread_ids(proc)
+        if tids is None:
+            continue
+        out.processes += 1
+        for tid in tids:
+            try:
+                os.sched_setaffinity(tid, wanted)
+            except ProcessLookupError:  # the thread ended between listing and pinning
+                continue
+            except OSError as e:
+                raise AffinityError(f"cannot pin thread {tid} of process {proc.pid}: {e}") from None
+            out.threads += 1
+        for tid in tids:
+            with contextlib.suppress(ProcessLookupError):
+                got = frozenset(os.sched_getaffinity(tid))
+                if got != wanted:
+                    out.stray.append(
+                        f"thread {tid} of process {proc.pid} ({_name(proc)}) runs on CPUs {format_cpu_list(got)}, "
+                        f"not {format_cpu_list(wanted)}"
+                    )
+    return out
+
+
+def tree_affinity(pid: int) -> dict[int, frozenset[int]]:
+    """tid -> CPUs of every thread of `pid` and its descendants (what a test or a check reads back)."""
+    out: dict[int, frozenset[int]] = {}
+    for proc in process_tree(pid):
+        for tid in _thread_ids(proc) or []:
+            with contextlib.suppress(ProcessLookupError):
+                out[tid] = frozenset(os.sched_getaffinity(tid))
+    return out
+
+
+def _thread_ids(proc: psutil.Process) -> list[int] | None:
+    try:
+        return [t.id for t in proc.threads()]
+    except psutil.Error:  # exited between listing and reading
+        return None
+
+
+def _name(proc: psutil.Process) -> str:
+    try:
+        return proc.name()
+    except psutil.Error:
+        return "?"
+
+
+@contextlib.contextmanager
+def pinned_runner(cpus: Sequence[int], what: str = "--client-cpus") -> Iterator[RunnerPin]:
+    """Pin this process (every thread it has, hence every thread it starts) to `cpus` while the block runs,
+    then give each thread back the CPUs it had; threads started inside the block get the caller's."""
+    global _runner_pin
+    check_allowed(cpus, what)
+    wanted = frozenset(cpus)
+    me = os.getpid()
+    before = frozenset(os.sched_getaffinity(0))
+    saved: dict[int, frozenset[int]] = {}
+    previous = _runner_pin
+    try:
+        # A thread started while the first pass runs inherits from an unpinned creator: pass again until the
+        # list stops growing (threads start rarely, so this is one or two passes).
+        for _ in range(5):
+            fresh = [tid for tid in _own_threads(me) if tid not in saved]
+            if not fresh:
+                break
+            for tid in fresh:
+                with contextlib.suppress(ProcessLookupError):
+                    saved[tid] = frozenset(os.sched_getaffinity(tid))
+                    os.sched_setaffinity(tid, wanted)
+        pin = RunnerPin(tuple(sorted(wanted)), previous.before if previous is not None else before)
+        _runner_pin = pin
+        yield pin
+    finally:
+        _runner_pin = previous
+        for tid in _own_threads(me):
+            with contextlib.suppress(ProcessLookupError):
+                os.sched_setaffinity(tid, saved.get(tid, before))
+
+
+def _own_threads(pid: int) -> list[int]:
+    # /proc/self/task lists this process's threads; psutil reads the same directory.
+    return sorted(int(t) for t in os.listdir(f"/proc/{pid}/task") if t.isdigit())
+
+
+__all__ = [
+    "EXPECTED",
+    "MAX_CPU",
+    "AffinityError",
+    "CpuList",
+    "RunnerPin",
+    "TreePin",
+    "allowed_cpus",
+    "check_allowed",
+    "format_cpu_list",
+    "parse_cpu_list",
+    "pin_tree",
+    "pinned_runner",
+    "require_support",
+    "runner_pin",
+    "supported",
+    "tree_affinity",
+]

@@ -1,0 +1,207 @@
+"""Server processes on this host: which port a server may take, how its whole process group goes away, and what
+/proc says about a process.
+
+Used by the launcher (bench/server/launcher.py) for every server it starts; no SGLang knowledge here. The host-speed
+probe's child (bench/host/cpu_probe.py) reads its CPU through this module too, in an interpreter started with -I,
+where psutil may be missing: so psutil is imported where it is used, not at the top.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import random
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import psutil
+
+
+class PortError(RuntimeError):
+    """No port can be given to a server on this host."""
+
+
+# SGLang derives other ports from --port: gRPC at port+10000 (0.5.13 refuses to start if that exceeds 65535),
+# ZMQ at port+233.. with DP attention. And the port must lie below the kernel's ephemeral range (often
+# 32768-60999): a health probe sent before the server listens gets a source port from that range, and when
+# it happens to equal the destination, TCP connects the probe to itself. The probe then reads its own
+# "GET /health" back as the answer, and the server cannot bind its port while that socket lives. Two workers
+# starting servers on one host hit this (CI saw `BadStatusLine: GET /health HTTP/1.1`).
+PORT_FLOOR = 20000
+_EPHEMERAL_FILE = Path("/proc/sys/net/ipv4/ip_local_port_range")
+
+
+def ephemeral_port_range(path: Path = _EPHEMERAL_FILE) -> tuple[int, int]:
+    """The kernel's range for outgoing source ports (Linux's default where it cannot be read)."""
+    try:
+        low, high = (int(v) for v in path.read_text().split())
+    except (OSError, ValueError):
+        return 32768, 60999
+    return low, high
+
+
+def server_port_range(ephemeral: tuple[int, int] | None = None) -> tuple[int, int]:
+    """[low, high) for server ports: above the well-known and registered crowd, below the ephemeral range,
+    with room for SGLang's port+10000."""
+    low, high = ephemeral or ephemeral_port_range()
+    if low - PORT_FLOOR >= 1000:  # the usual case: 20000-32767
+        return PORT_FLOOR, low
+    # A kernel whose ephemeral range starts low: take what lies above it, keeping port+10000 valid.
+    top = 65535 - 10000
+    if top - (high + 1) >= 1000:
+        return high + 1, top + 1
+    raise PortError(
+        f"no room for server ports outside the ephemeral range {low}-{high} "
+        "(/proc/sys/net/ipv4/ip_local_port_range); pass an explicit port"
+    )
+
+
+def free_port(host: str = "127.0.0.1", port_range: tuple[int, int] | None = None, attempts: int = 200) -> int:
+    """A port that is free now, cannot be taken by an outgoing connection, and whose SGLang-derived ports
+    stay valid."""
+    lo, hi = port_range or server_port_range()
+    rng = random.Random()
+    for _ in range(attempts):
+        port = rng.randrange(lo, hi)
+        if port_is_free(port, host):
+            return port
+    raise PortError(f"no free port in {lo}-{hi - 1} on {host} after {attempts} tries")
+
+
+def port_is_free(port: int, host: str = "127.0.0.1") -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        try:
+            s.bind((host, port))
+        except OSError:
+            return False
+        return True
+
+
+# ---- process-group teardown ----------------------------------------------------------------------------
+
+
+def group_alive(pgid: int) -> bool:
+    """Whether any non-zombie process is left in the group.
+
+    kill(0) also succeeds for zombies, which linger in containers whose PID 1 does not reap; /proc tells.
+    """
+    proc_dir = Path("/proc")
+    if not proc_dir.is_dir():
+        try:
+            os.killpg(pgid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            return True
+        return True
+    for _, fields in proc_stats(proc_dir):
+        if len(fields) >= 3 and int(fields[2]) == pgid and fields[0] not in ("Z", "X"):
+            return True
+    return False
+
+
+def stat_fields(stat: str) -> list[str]:
+    """The fields of a /proc stat line (/proc/PID/stat, /proc/thread-self/stat) after the command name: state
+    ppid pgrp ..., so proc(5)'s field N is at index N - 3.
+
+    The command name is in parentheses and may itself contain spaces or parentheses, so the fields start
+    after the last ')'.
+    """
+    return stat[stat.rfind(")") + 2 :].split()
+
+
+STAT_PROCESSOR = 39 - 3  # proc(5) field 39, "processor": the CPU the task last ran on, in stat_fields()
+
+
+def proc_stats(proc_dir: Path = Path("/proc")) -> Iterator[tuple[int, list[str]]]:
+    """(pid, stat_fields()) of every process /proc lets us read."""
+    for entry in proc_dir.iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        yield int(entry.name), stat_fields(stat)
+
+
+def current_cpu(stat_path: str = "/proc/thread-self/stat") -> int | None:
+    """The CPU the calling thread last ran on (by default; or the task of another stat file); None where /proc
+    does not say. Standard library only: the host-speed probe's child calls it (see the module's docstring)."""
+    try:
+        with open(stat_path, encoding="ascii") as f:
+            return int(stat_fields(f.read())[STAT_PROCESSOR])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def process_tree(pid: int) -> list[psutil.Process]:
+    """`pid` and all its descendants (SGLang's launch process starts its scheduler, detokenizer and tokenizer
+    as children); psutil.Error when `pid` is gone."""
+    import psutil  # not at the top: see the module's docstring
+
+    root = psutil.Process(pid)
+    return [root, *root.children(recursive=True)]
+
+
+def signal_group(pgid: int, sig: signal.Signals) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, sig)
+
+
+def terminate_group(proc: subprocess.Popen[bytes], grace_s: float) -> None:
+    """SIGTERM the process group led by `proc`, SIGKILL whatever is left after `grace_s`."""
+    # start_new_session made the server a group leader, so its pid is the group id.
+    pgid = proc.pid
+    if proc.poll() is not None and not group_alive(pgid):
+        return
+    try:
+        signal_group(pgid, signal.SIGTERM)
+        deadline = time.monotonic() + grace_s
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout=max(0.0, deadline - time.monotonic()))
+        while group_alive(pgid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+    finally:
+        # Also reached on KeyboardInterrupt mid-wait: nothing of the group may outlive the launcher.
+        if proc.poll() is None or group_alive(pgid):
+            signal_group(pgid, signal.SIGKILL)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(timeout=5.0)
+            end = time.monotonic() + 5.0
+            while group_alive(pgid) and time.monotonic() < end:
+                time.sleep(0.05)
+
+
+# ---- a server's log and exit ------------------------------------------------------------------------------
+
+LOG_TAIL_LINES = 40
+
+
+def read_log(path: Path | None) -> str:
+    if path is None:
+        return ""
+    try:
+        return path.read_bytes().decode("utf-8", errors="replace")
+    except OSError:
+        return ""
+
+
+def log_tail_of(path: Path | None, lines: int = LOG_TAIL_LINES) -> str:
+    text = read_log(path)
+    return "\n".join(text.splitlines()[-lines:]) if text else "(empty log)"
+
+
+def describe_exit(rc: int) -> str:
+    if rc < 0:
+        try:
+            return f"killed by {signal.Signals(-rc).name}"
+        except ValueError:
+            return f"killed by signal {-rc}"
+    return "see the log tail"

@@ -1,0 +1,101 @@
+"""Talking to a starting or started server over HTTP: readiness (`/health`) and what it runs (`/server_info`)."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+from bench.host.processes import describe_exit, log_tail_of, terminate_group
+
+
+class LaunchError(RuntimeError):
+    """The server could not be started or reached; the message carries the exit code and the log tail."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        exit_code: int | None = None,
+        log_tail: str = "",
+        pid: int | None = None,
+        log_path: Path | None = None,
+    ):
+        self.exit_code = exit_code
+        self.log_tail = log_tail
+        self.pid = pid
+        self.log_path = log_path
+        full = message if not log_tail else f"{message}\n--- last lines of the server log ---\n{log_tail}"
+        super().__init__(full)
+
+
+def http_get(url: str, timeout_s: float) -> tuple[int, bytes]:
+    """GET without proxies (a loopback server must not go through http_proxy). HTTP errors are returned."""
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    try:
+        with opener.open(url, timeout=timeout_s) as r:
+            return int(r.status), r.read()
+    except urllib.error.HTTPError as e:
+        body = e.read()
+        e.close()
+        return int(e.code), body
+
+
+def wait_healthy(proc: subprocess.Popen[bytes], base_url: str, log_path: Path, timeout_s: float) -> None:
+    """Poll `/health` until 200 (only during start-up: contract §6.9); raise with the log tail if the server
+    exits first or the time runs out (then it is killed)."""
+    deadline = time.monotonic() + timeout_s
+    delay = 0.05
+    while True:
+        rc = proc.poll()
+        if rc is not None:
+            raise LaunchError(
+                f"server exited with code {rc} before it was ready ({describe_exit(rc)})",
+                exit_code=rc,
+                log_tail=log_tail_of(log_path),
+            )
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            # Kill first so the tail includes whatever the server printed while dying.
+            terminate_group(proc, 5.0)
+            raise LaunchError(
+                f"server not healthy within {timeout_s:g} s at {base_url}/health (killed)",
+                log_tail=log_tail_of(log_path),
+            )
+        try:
+            status, _ = http_get(f"{base_url}/health", timeout_s=max(0.5, min(remaining, 30.0)))
+        except (OSError, http.client.HTTPException):  # not listening yet, or not speaking HTTP yet
+            status = None
+        if status == 200:
+            return
+        time.sleep(max(0.0, min(delay, deadline - time.monotonic())))
+        delay = min(delay * 1.5, 1.0)
+
+
+def fetch_server_info(base_url: str, timeout_s: float = 30.0) -> dict[str, Any]:
+    """`/server_info`, or the deprecated `/get_server_info` where the first is missing."""
+    last = ""
+    for path in ("/server_info", "/get_server_info"):
+        url = f"{base_url}{path}"
+        try:
+            status, body = http_get(url, timeout_s)
+        except OSError as e:
+            raise LaunchError(f"cannot reach the server at {base_url}: {e}") from None
+        if status == 404:
+            last = f"{url}: 404"
+            continue
+        if status != 200:
+            raise LaunchError(f"{url} answered HTTP {status}: {body[:200]!r}")
+        try:
+            info = json.loads(body)
+        except ValueError:
+            raise LaunchError(f"{url} did not return JSON: {body[:200]!r}") from None
+        if not isinstance(info, dict):
+            raise LaunchError(f"{url} returned {type(info).__name__}, expected an object")
+        return info
+    raise LaunchError(f"{base_url} has neither /server_info nor /get_server_info ({last})")

@@ -1,0 +1,489 @@
+"""Launch, verify and tear down one server for one ServerConfig.
+
+    with launch(spec.server, config, log_dir="logs/servers") as server:
+        if server.mismatches: ...   # the server does not run what was asked: record, don't measure
+        run_points(server.base_url)
+
+The server runs in its own process group with its output in a per-server log file. Readiness is `/health`
+returning 200 (polled only during startup: contract §6.9 says never during a run). Afterwards `/server_info`
+says what the server actually runs, and the spec mode is resolved from it and the launch log (§1.5).
+Teardown is SIGTERM to the whole group, then SIGKILL; it runs on every exit path, KeyboardInterrupt included.
+`server.cpu_affinity` pins the server right after it starts and, once it is ready, every thread of every
+process it started (bench/host/cpu_affinity.py).
+Ports and teardown live in bench/host/processes.py, the HTTP probes in bench/server/http.py, and the check of
+requested against resolved config beside the mode rules (`bench.server.spec_modes.compare_requested`).
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import os
+import subprocess
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from bench.host import cpu_affinity, reaper
+from bench.host.processes import (
+    LOG_TAIL_LINES,
+    PortError,
+    free_port,
+    log_tail_of,
+    port_is_free,
+    read_log,
+    terminate_group,
+)
+from bench.server.argv import ArgvError, ServerArgv, build_argv, resolve_python, sim_env
+from bench.server.env import ServerEnvError, build_server_env
+from bench.server.http import LaunchError, fetch_server_info, wait_healthy
+from bench.server.spec_modes import ENV_SPEC_V2, ResolvedMode, VersionError, compare_requested, resolve_mode
+from bench.sweep import SIMULATE_ACC_ENV, ServerConfig, ServerSpec
+
+# The directory that holds the `bench` package: the sim's working directory, so `-m synthetic.server` imports it
+# whether or not specbench is installed.
+_PROJECT_ROOT = Path(__file__).resolve().parents[1]
+# Environment the sweep may not set: the spec mode and the sim settings own these.
+_OWNED_ENV_PREFIXES = ("SPECBENCH_SIM_",)
+_OWNED_ENV = frozenset({ENV_SPEC_V2})
+
+_VERSION_PROBE = """\
+import importlib.metadata as m
+try:
+    print(m.version("sglang"))
+except m.PackageNotFoundError:
+    # A site tree on PYTHONPATH may lack the dist-info; the package knows its own version.
+    from sglang.version import __version__
+    print(__version__)
+"""
+
+
+@dataclass(eq=False)
+class LaunchedServer:
+    """One running (or attached) server and what it was verified to run."""
+
+    base_url: str
+    backend: str
+    argv: list[str]
+    # Only the variables specbench set on top of its own environment.
+    env_delta: dict[str, str]
+    log_path: Path | None
+    pid: int | None
+    version: str
+    startup_s: float
+    server_info: dict[str, Any]
+    spec_mode_requested: str | None
+    resolved: ResolvedMode
+    # Empty when the server runs what was asked; otherwise one human line per difference.
+    mismatches: list[str]
+    # Adaptations to the version (renamed flags) and other facts worth keeping with the run.
+    notes: list[str] = field(default_factory=list)
+    # The CPUs every thread of the server's processes was pinned to and read back on; None: not pinned.
+    cpu_affinity: list[int] | None = None
+    _proc: subprocess.Popen[bytes] | None = field(default=None, repr=False)
+    _stop_timeout_s: float = field(default=15.0, repr=False)
+    _guard: reaper.Guard | None = field(default=None, repr=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    _stopped: bool = field(default=False, repr=False)
+
+    @property
+    def spec_mode_resolved(self) -> str | None:
+        return self.resolved.mode
+
+    @property
+    def mode_detail(self) -> str:
+        return self.resolved.detail
+
+    @property
+    def mode_evidence(self) -> dict[str, Any]:
+        return self.resolved.evidence
+
+    @property
+    def ok(self) -> bool:
+        return not self.mismatches
+
+    @property
+    def exit_code(self) -> int | None:
+        return None if self._proc is None else self._proc.poll()
+
+    def is_running(self) -> bool:
+        return self._proc is not None and self._proc.poll() is None
+
+    def log_tail(self, lines: int = LOG_TAIL_LINES) -> str:
+        return log_tail_of(self.log_path, lines)
+
+    def to_record(self) -> dict[str, Any]:
+        """JSON-able provenance of the launch, for the run's record."""
+        return {
+            "backend": self.backend,
+            "base_url": self.base_url,
+            "argv": list(self.argv),
+            "env_delta": dict(self.env_delta),
+            "log_path": str(self.log_path) if self.log_path else None,
+            "version": self.version,
+            "startup_s": self.startup_s,
+            "spec_mode_requested": self.spec_mode_requested,
+            "spec_mode_resolved": self.spec_mode_resolved,
+            "spec_mode_detail": self.mode_detail,
+            "spec_mode_evidence": self.mode_evidence,
+            "mismatches": list(self.mismatches),
+            "notes": list(self.notes),
+            "cpu_affinity": None if self.cpu_affinity is None else list(self.cpu_affinity),
+            "server_info": self.server_info,
+        }
+
+    def stop(self, timeout_s: float | None = None) -> None:
+        """SIGTERM the process group, SIGKILL what is left after `timeout_s`. Idempotent; attached: no-op."""
+        proc = self._proc
+        if proc is None:
+            return
+        with self._lock:
+            # Once the group is gone its id may be reused by an unrelated process: never signal it again.
+            if self._stopped:
+                return
+            terminate_group(proc, self._stop_timeout_s if timeout_s is None else timeout_s)
+            if self._guard is not None:
+                self._guard.release()
+            self._stopped = True
+            _LIVE.pop(id(self), None)
+
+    def __enter__(self) -> LaunchedServer:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()
+
+
+# Servers started and not yet stopped; the atexit hook stops them should a caller forget (or crash).
+_LIVE: dict[int, LaunchedServer] = {}
+
+
+@atexit.register
+def _stop_all() -> None:
+    for server in list(_LIVE.values()):
+        with contextlib.suppress(Exception):
+            server.stop()
+
+
+def detect_sglang_version(python: str | None = None, timeout_s: float = 120.0) -> str:
+    """The SGLang version installed for the interpreter that will run the server."""
+    interpreter = resolve_python(python)
+    try:
+        out = subprocess.run(
+            [interpreter, "-c", _VERSION_PROBE],
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired) as e:
+        raise LaunchError(f"cannot ask {interpreter} for its SGLang version: {e}") from None
+    version = out.stdout.strip().splitlines()[-1] if out.stdout.strip() else ""
+    if out.returncode != 0 or not version:
+        last = (out.stderr.strip().splitlines() or ["(no output)"])[-1]
+        raise LaunchError(f"SGLang is not installed for {interpreter}: {last}")
+    return version
+
+
+def launch(
+    spec: ServerSpec,
+    config: ServerConfig,
+    *,
+    log_dir: str | Path = "logs/servers",
+    port: int | None = None,
+    gpus: Sequence[int] | None = None,
+    version: str | None = None,
+    startup_timeout_s: float | None = None,
+    stop_timeout_s: float = 15.0,
+) -> LaunchedServer:
+    """Start (or, for `external`, attach to) the server for `config` and verify what it runs.
+
+    `version` skips detection (the runner may already know it). Raises LaunchError if the server cannot be
+    started, dies, or is not healthy within `startup_timeout_s` (default: the spec's); a started process is
+    always torn down before the error propagates. A server that runs something other than what was asked is
+    returned with `mismatches` filled in, for the caller to record.
+    """
+    if spec.backend == "external":
+        return attach_external(spec, config, version=version)
+    # The config carries the args/env (they are part of its identity); `expand` copies them from the spec.
+    # A spec whose own args/env the config lacks would have them silently dropped.
+    # Lists in the spec are tuples in the (hashable) config.
+    spec_args = {k: tuple(v) if isinstance(v, list) else v for k, v in spec.args.items()}
+    # Fields the sweep turns into args/env of their own (server.load_format, grid.accept_lengths) are not
+    # in the spec's args/env; leave them out of the comparison.
+    cfg_args = {k: v for k, v in config.args if not (k == "load-format" and spec.load_format != "auto")}
+    cfg_env = {
+        k: v for k, v in config.env if not (k == SIMULATE_ACC_ENV and config.accept_length is not None)
+    }
+    if (spec.args and cfg_args != spec_args) or (spec.env and cfg_env != spec.env):
+        raise LaunchError(
+            "server.args/env differ from the config's args/env; build configs with bench.sweep.expand "
+            f"(spec: {spec.args!r} {spec.env!r}; config: {dict(config.args)!r} {dict(config.env)!r})"
+        )
+
+    if spec.backend == "sim":
+        version = spec.sim.version
+    elif version is None:
+        version = detect_sglang_version(spec.python)
+    host = "127.0.0.1"
+    if port is None:
+        try:
+            port = free_port(host)
+        except PortError as e:
+            raise LaunchError(str(e)) from None
+    elif not port_is_free(port, host):
+        # Another server on that port would answer our health checks for a process that never binds.
+        raise LaunchError(f"port {port} on {host} is already in use")
+
+    plan = plan_launch(spec, config, version=version, port=port, gpus=gpus, log_dir=log_dir)
+    built, env_delta, env = plan.argv, plan.env_delta, plan.env
+    # Sim knobs come from the sweep alone: one exported by a developer would silently change the stand-in.
+    dropped = sorted(k for k in os.environ if k.startswith(_OWNED_ENV_PREFIXES) and k not in env_delta)
+    log_dir = Path(log_dir)
+    log_dir.mkdir(parents=True, exist_ok=True)
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S%fZ")
+    log_path = log_dir / f"server-{config.key()}-{config.spec_mode or 'base'}-{port}-{stamp}.log"
+
+    timeout = spec.startup_timeout_s if startup_timeout_s is None else startup_timeout_s
+    t0 = time.monotonic()
+    # No shell and no taskset: the launcher pins the process itself (below), so argv stays the server's own.
+    with open(log_path, "wb") as log:
+        try:
+            proc = subprocess.Popen(
+                built.argv,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=env,
+                cwd=_PROJECT_ROOT if spec.backend == "sim" else None,
+                start_new_session=True,  # own process group: teardown reaches the scheduler/detokenizer too
+                close_fds=True,
+            )
+        except OSError as e:
+            raise LaunchError(f"cannot start {built.argv[0]}: {e}") from None
+    # The server dies with us, even on SIGKILL (bench/host/reaper.py).
+    guard = reaper.guard(proc.pid, grace_s=stop_timeout_s, label=config.label())
+    server: LaunchedServer | None = None
+    try:
+        base_url = f"http://{host}:{port}"
+        server = LaunchedServer(
+            base_url=base_url,
+            backend=spec.backend,
+            argv=built.argv,
+            env_delta=env_delta,
+            log_path=log_path,
+            pid=proc.pid,
+            version=version,
+            startup_s=0.0,
+            server_info={},
+            spec_mode_requested=config.spec_mode,
+            resolved=ResolvedMode(None, "not resolved yet", config.algorithm is not None, version),
+            mismatches=[],
+            notes=[
+                *built.notes,
+                *(f"inherited {k} not passed on (set by server.sim only)" for k in dropped),
+                *plan.cpu_notes,
+            ],
+            _proc=proc,
+            _stop_timeout_s=stop_timeout_s,
+            _guard=guard,
+        )
+        _LIVE[id(server)] = server
+        if plan.cpus is not None:
+            # The new process has one thread yet; the threads and children it starts inherit this.
+            _pin_started(proc.pid, plan.cpus)
+        wait_healthy(proc, base_url, log_path, timeout)
+        server.startup_s = time.monotonic() - t0
+        info = fetch_server_info(base_url)
+        if proc.poll() is not None:
+            raise LaunchError(
+                f"server exited with code {proc.returncode} right after becoming healthy",
+                exit_code=proc.returncode,
+                log_tail=log_tail_of(log_path),
+            )
+        server.server_info = info
+        server.resolved = resolve_mode(version, info, read_log(log_path))
+        server.mismatches = compare_requested(config, info, server.resolved, version)
+        if plan.cpus is not None:
+            _pin_server_tree(server, proc.pid, plan.cpus)
+    except BaseException as e:
+        # Every way out of a failed launch (KeyboardInterrupt included) takes the process group down first.
+        if server is not None:
+            server.stop()
+        else:
+            terminate_group(proc, stop_timeout_s)
+            guard.release()
+        if isinstance(e, LaunchError):
+            e.pid, e.log_path = proc.pid, log_path
+        raise
+    return server
+
+
+@dataclass(frozen=True)
+class LaunchPlan:
+    argv: ServerArgv
+    env_delta: dict[str, str]  # what specbench and the sweep set
+    env: dict[str, str]  # the server's whole environment: env_delta over the host's small base
+    cpus: cpu_affinity.CpuList | None = None  # what the server is pinned to; None: not pinned
+    cpu_notes: tuple[str, ...] = ()  # why it is pinned when the sweep did not ask, overlaps with the client
+
+
+def plan_launch(
+    spec: ServerSpec,
+    config: ServerConfig,
+    *,
+    version: str,
+    port: int,
+    gpus: Sequence[int] | None = None,
+    log_dir: str | Path = "logs/servers",
+) -> LaunchPlan:
+    """The argv and environment of one launch: what `launch` starts, and what `specbench run --dry-run`
+    prints. Raises LaunchError listing every problem."""
+    if spec.backend == "external":
+        raise LaunchError("backend external launches nothing")
+    try:
+        built = build_argv(config, backend=spec.backend, version=version, port=port, python=spec.python)
+    except (ArgvError, VersionError) as e:
+        raise LaunchError(str(e)) from None
+    env_delta = _env_delta(spec, config, built.mode_env, gpus)
+    if spec.backend == "sim" and spec.sim.shared_gpu:
+        # The run's stand-in servers share one emulated GPU (synthetic/server/gpu_ledger.py), as on a real host.
+        device = env_delta.get("CUDA_VISIBLE_DEVICES", "all").replace(",", "_")
+        env_delta["SPECBENCH_SIM_GPU_LEDGER"] = str(Path(log_dir).resolve() / f"sim-gpu-{device}.json")
+    # Built from nothing (bench.server.env): the worker's own environment holds the database URL.
+    try:
+        env = build_server_env(os.environ, dict(config.env), env_delta)
+    except ServerEnvError as e:
+        raise LaunchError(f"cannot launch server: {e}") from None
+    cpus, cpu_notes = _server_cpus(spec)
+    return LaunchPlan(built, env_delta, env, cpus, cpu_notes)
+
+
+def _server_cpus(spec: ServerSpec) -> tuple[cpu_affinity.CpuList | None, tuple[str, ...]]:
+    """The CPUs to pin the server to, checked against this host's, with notes for its record."""
+    pin = cpu_affinity.runner_pin()
+    if spec.cpu_affinity is None:
+        if pin is None:
+            return None, ()
+        # A child inherits its parent's CPUs: without this, `--client-cpus` would squeeze the server onto the
+        # client's few CPUs. It gets what the runner had before it pinned itself.
+        before = tuple(sorted(pin.before))
+        return before, (
+            f"server.cpu_affinity unset: the server runs on the runner's CPUs from before --client-cpus "
+            f"({cpu_affinity.format_cpu_list(before)})",
+        )
+    try:
+        cpu_affinity.check_allowed(spec.cpu_affinity, "server.cpu_affinity")
+    except cpu_affinity.AffinityError as e:
+        raise LaunchError(f"cannot launch server: {e}") from None
+    shared = sorted(set(spec.cpu_affinity) & set(pin.cpus)) if pin is not None else []
+    if shared:
+        return spec.cpu_affinity, (
+            f"server.cpu_affinity shares CPU(s) {cpu_affinity.format_cpu_list(shared)} with --client-cpus",
+        )
+    return spec.cpu_affinity, ()
+
+
+def _pin_started(pid: int, cpus: cpu_affinity.CpuList) -> None:
+    try:
+        os.sched_setaffinity(pid, cpus)
+    except ProcessLookupError:  # died at once: waiting for it to become healthy reports why, with its log
+        pass
+    except OSError as e:
+        raise LaunchError(
+            f"cannot pin the server to CPUs {cpu_affinity.format_cpu_list(cpus)}: {e}"
+        ) from None
+
+
+def _pin_server_tree(server: LaunchedServer, pid: int, cpus: cpu_affinity.CpuList) -> None:
+    """Pin every thread of the ready server's processes again and record where they run. A thread that
+    started before the first pin, or that set its own CPUs, is caught here; one that reads back other CPUs
+    makes the server not run what was asked (a mismatch: recorded, not measured)."""
+    try:
+        tree = cpu_affinity.pin_tree(pid, cpus)
+    except cpu_affinity.AffinityError as e:
+        raise LaunchError(f"server.cpu_affinity: {e}") from None
+    listed = cpu_affinity.format_cpu_list(cpus)
+    server.cpu_affinity = list(cpus)
+    server.notes.append(f"pinned {tree.processes} process(es), {tree.threads} thread(s) to CPUs {listed}")
+    server.mismatches.extend(f"cpu_affinity: {line}" for line in tree.stray)
+
+
+def attach_external(spec: ServerSpec, config: ServerConfig, *, version: str | None = None) -> LaunchedServer:
+    """A server someone else runs: check it answers, read what it runs. Nothing is started or stopped."""
+    if not spec.base_url:
+        raise LaunchError("backend external needs server.base_url")
+    base_url = spec.base_url.rstrip("/")
+    info = fetch_server_info(base_url)
+    detected = str(info.get("version") or version or "")
+    if not detected:
+        raise LaunchError(f"{base_url}/server_info reports no version and none was given")
+    try:
+        resolved = resolve_mode(detected, info, None)
+    except VersionError as e:
+        raise LaunchError(f"{base_url}: {e}") from None
+    mismatches = compare_requested(config, info, resolved, version or detected)
+    return LaunchedServer(
+        base_url=base_url,
+        backend="external",
+        argv=[],
+        env_delta={},
+        log_path=None,
+        pid=None,
+        version=detected,
+        startup_s=0.0,
+        server_info=info,
+        spec_mode_requested=config.spec_mode,
+        resolved=resolved,
+        mismatches=mismatches,
+        notes=[
+            "external server: no launch log, the spec mode rests on /server_info alone",
+            *(["the external server is the specbench stand-in"] if "specbench_sim" in info else []),
+        ],
+    )
+
+
+def _env_delta(
+    spec: ServerSpec, config: ServerConfig, mode_env: dict[str, str], gpus: Sequence[int] | None
+) -> dict[str, str]:
+    sweep_env = dict(config.env)
+    problems = [
+        f"server.env.{name}: set by specbench itself (spec mode / sim settings), not by the sweep"
+        for name in sweep_env
+        if name in _OWNED_ENV or name.startswith(_OWNED_ENV_PREFIXES)
+    ]
+    delta = {**sweep_env, **mode_env}
+    if spec.backend == "sim":
+        delta.update(sim_env(spec.sim))
+    if gpus is not None:
+        if "CUDA_VISIBLE_DEVICES" in sweep_env:
+            problems.append("server.env.CUDA_VISIBLE_DEVICES conflicts with the GPUs given to the launcher")
+        if not gpus or any(isinstance(g, bool) or not isinstance(g, int) or g < 0 for g in gpus):
+            problems.append(f"gpus {list(gpus)!r}: expected a non-empty list of GPU indices")
+        elif len(gpus) < config.tp:
+            problems.append(f"gpus {list(gpus)!r}: tp {config.tp} needs at least {config.tp} GPUs")
+        else:
+            delta["CUDA_VISIBLE_DEVICES"] = ",".join(str(g) for g in gpus)
+    if problems:
+        raise LaunchError("cannot launch server:\n" + "\n".join(f"  - {p}" for p in problems))
+    # Python's stdout is block-buffered into a file; unbuffered output keeps the log tail current on a crash.
+    delta["PYTHONUNBUFFERED"] = "1"
+    return delta
+
+
+__all__ = [
+    "LaunchError",
+    "LaunchedServer",
+    "attach_external",
+    "compare_requested",
+    "detect_sglang_version",
+    "fetch_server_info",
+    "launch",
+]

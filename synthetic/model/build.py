@@ -1,0 +1,311 @@
+"""Write a synthetic DeepSeek-V3 + MTP checkpoint that sglang serves with `--attention-backend flashmla`.
+
+Two modes:
+
+* `agree`: the recipe's agreeing draft (shared/gpu/README.md). Every block's output projection is zero, so
+  the residual stream is just embed(x); `lm_head = embed[perm^-1]` makes the target compute
+  next(x) = perm[x]; the MTP layer sees only the token embedding (`eh_proj = [I | 0]`) and predicts the same.
+  Greedy acceptance is then exactly steps + 1, which pins the acceptance plumbing end to end.
+* `random`: plain N(0, 0.02) init with an independent lm_head; acceptance is whatever it is.
+
+Every tensor is drawn from its own generator, seeded from (seed, tensor name), so one tensor's bytes do not
+depend on which other tensors exist or how they were drawn. With the default `device="cpu"` the file is
+byte-identical on every machine for a given seed and sizes (the GPU box and a CPU box agree on the hash).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from synthetic.model.layout import (
+    BOS_TOKEN_ID,
+    EOS_TOKEN_ID,
+    MODES,
+    Init,
+    Mode,
+    SynthConfigError,
+    SynthSizes,
+    TensorSpec,
+    hf_config,
+    tensor_layout,
+)
+
+if TYPE_CHECKING:
+    import torch
+
+# Files this builder owns in an output directory; `force` replaces exactly these.
+CONFIG_FILE = "config.json"
+GENERATION_CONFIG_FILE = "generation_config.json"
+WEIGHTS_FILE = "model.safetensors"
+PERM_FILE = "perm.json"
+MANIFEST_FILE = "specbench_synth.json"
+OWNED_FILES = (CONFIG_FILE, GENERATION_CONFIG_FILE, WEIGHTS_FILE, PERM_FILE, MANIFEST_FILE)
+
+BUILDER_VERSION = 1  # bump when the same arguments would produce different bytes
+INIT_STD = 0.02
+
+
+class OutputDirError(ValueError):
+    """The output directory holds files that would be overwritten or loaded next to the checkpoint."""
+
+
+def check_output_dir(out_dir: Path, force: bool) -> None:
+    """Refuse a non-empty directory unless `force`; never accept foreign weights sglang would also load."""
+    if out_dir.exists() and not out_dir.is_dir():
+        raise OutputDirError(f"{out_dir} exists and is not a directory")
+    if not out_dir.exists():
+        return
+    present = sorted(p.name for p in out_dir.iterdir())
+    if not present:
+        return
+    if not force:
+        listing = ", ".join(present[:5]) + (", ..." if len(present) > 5 else "")
+        raise OutputDirError(f"{out_dir} is not empty ({listing}); pass force=True (--force) to overwrite")
+    foreign = [n for n in present if n not in OWNED_FILES and (n.endswith(".safetensors") or "index" in n)]
+    if foreign:
+        # sglang loads every *.safetensors (or follows an index), so stale shards would mix into the model.
+        raise OutputDirError(f"{out_dir} holds weights this builder did not write: {', '.join(foreign)}")
+
+
+def _tensor_seed(seed: int, name: str) -> int:
+    digest = hashlib.sha256(f"specbench-synth:{seed}:{name}".encode()).digest()
+    return int.from_bytes(digest[:8], "little") & ((1 << 63) - 1)
+
+
+def _normal(shape: tuple[int, ...], std: float, seed: int, name: str, device: str) -> torch.Tensor:
+    import torch
+
+    gen = torch.Generator(device=device)
+    gen.manual_seed(_tensor_seed(seed, name))
+    return torch.randn(shape, generator=gen, device=device, dtype=torch.float32).mul_(std)
+
+
+def make_perm(vocab: int, seed: int) -> list[int]:
+    """A random bigram map that is a permutation with eos as a fixed point.
+
+    Pinning perm[eos] = eos keeps eos out of every other token's cycle, so a trajectory that does not start at
+    eos never produces it: a request that forgets `ignore_eos` still runs to its full length.
+    """
+    import torch
+
+    gen = torch.Generator(device="cpu")
+    gen.manual_seed(_tensor_seed(seed, "perm"))
+    others = [t for t in range(vocab) if t != EOS_TOKEN_ID]
+    shuffled = torch.randperm(len(others), generator=gen).tolist()
+    perm = [0] * vocab
+    perm[EOS_TOKEN_ID] = EOS_TOKEN_ID
+    for src, dst_index in zip(others, shuffled, strict=True):
+        perm[src] = others[dst_index]
+    return perm
+
+
+def _check_mode(mode: str, noise: float) -> None:
+    if mode not in MODES:
+        raise SynthConfigError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
+    if not noise >= 0:  # also refuses NaN
+        raise SynthConfigError(f"noise must be >= 0, got {noise}")
+    if noise and mode != "agree":
+        raise SynthConfigError("noise only applies to agree mode (random mode is all noise already)")
+
+
+def _check_device(device: str) -> None:
+    import torch
+
+    try:
+        dev = torch.device(device)
+    except (RuntimeError, TypeError) as exc:
+        raise SynthConfigError(f"device {device!r} is not a torch device: {exc}") from None
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise SynthConfigError(f"device {device!r}: torch sees no CUDA GPU here (use the default, cpu)")
+
+
+def make_tensors(
+    sizes: SynthSizes,
+    mode: Mode,
+    seed: int,
+    noise: float = 0.0,
+    device: str = "cpu",
+) -> tuple[dict[str, torch.Tensor], list[int] | None]:
+    """All tensors of the checkpoint (on CPU, ready to save) and the bigram permutation (agree mode only)."""
+    import torch
+
+    _check_mode(mode, noise)
+    _check_device(device)
+    sizes.validate()
+    layout = tensor_layout(sizes)
+    perm = make_perm(sizes.vocab, seed) if mode == "agree" else None
+
+    def draw(spec: TensorSpec) -> torch.Tensor:
+        if spec.init is Init.NORM:
+            return torch.ones(spec.shape, dtype=torch.float32, device=device)
+        if spec.init is Init.ROUTER_BIAS:
+            return torch.zeros(spec.shape, dtype=torch.float32, device=device)
+        if mode == "random" or spec.init is Init.LINEAR:
+            return _normal(spec.shape, INIT_STD, seed, spec.name, device)
+        if spec.init is Init.EMBED:
+            # Unit variance, not scaled down: the correct logit is ~hidden, the others ~sqrt(hidden).
+            return _normal(spec.shape, 1.0, seed, spec.name, device)
+        if spec.init is Init.SILENCED:
+            if noise:
+                return _normal(spec.shape, noise, seed, spec.name, device)
+            return torch.zeros(spec.shape, dtype=torch.float32, device=device)
+        if spec.init is Init.EH_PROJ:
+            h = sizes.hidden
+            w = torch.zeros(spec.shape, dtype=torch.float32, device=device)
+            w[:, :h] = torch.eye(h, dtype=torch.float32, device=device)  # embedding half first
+            return w
+        raise AssertionError(f"unhandled init {spec.init} for {spec.name}")  # LM_HEAD is derived below
+
+    tensors: dict[str, torch.Tensor] = {}
+    for spec in layout:
+        if spec.init is Init.LM_HEAD and mode == "agree":
+            continue
+        dtype = torch.bfloat16 if spec.dtype == "bfloat16" else torch.float32
+        tensors[spec.name] = draw(spec).to(dtype).cpu().contiguous()
+    if perm is not None:
+        # Row y is the (already bf16-rounded) embedding of perm^-1(y): logit[perm[x]] = |embed[x]|^2 exactly.
+        inverse = torch.empty(sizes.vocab, dtype=torch.long)
+        inverse[torch.tensor(perm, dtype=torch.long)] = torch.arange(sizes.vocab, dtype=torch.long)
+        tensors["lm_head.weight"] = tensors["model.embed_tokens.weight"][inverse].contiguous()
+    return tensors, perm
+
+
+def _write_atomic(path: Path, data: bytes) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_bytes(data)
+    os.replace(tmp, path)
+
+
+def _json_bytes(obj: Any) -> bytes:
+    return (json.dumps(obj, indent=2, sort_keys=False) + "\n").encode()
+
+
+def file_sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as f:
+        for chunk in iter(lambda: f.read(1 << 22), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _count_params(tensors: Mapping[str, torch.Tensor]) -> int:
+    return sum(t.numel() for t in tensors.values())
+
+
+def build_checkpoint(
+    out_dir: str | os.PathLike[str],
+    mode: Mode = "agree",
+    hidden: int = 1024,
+    layers: int = 2,
+    seed: int = 0,
+    vocab: int = 32000,
+    experts: int = 8,
+    heads: int = 16,
+    *,
+    experts_per_tok: int = 2,
+    intermediate: int = 2048,
+    moe_intermediate: int = 256,
+    q_lora_rank: int = 512,
+    first_k_dense: int = 1,
+    max_position_embeddings: int = 4096,
+    noise: float = 0.0,
+    device: str = "cpu",
+    force: bool = False,
+) -> Path:
+    """Write the checkpoint into `out_dir` and return its path.
+
+    Files: config.json, generation_config.json (bos 0, eos 1), model.safetensors (metadata format pt),
+    perm.json (agree mode: the list perm with next(x) = perm[x]) and specbench_synth.json (how it was built,
+    with content hashes). `device` is where the random draws happen: "cpu" (default) gives bytes that are the
+    same on every machine; "cuda" is faster for huge sizes but draws a different (still seeded) stream.
+    """
+    from safetensors.torch import save_file
+
+    sizes = SynthSizes(
+        hidden=hidden,
+        layers=layers,
+        vocab=vocab,
+        experts=experts,
+        heads=heads,
+        experts_per_tok=experts_per_tok,
+        intermediate=intermediate,
+        moe_intermediate=moe_intermediate,
+        q_lora_rank=q_lora_rank,
+        first_k_dense=first_k_dense,
+        max_position_embeddings=max_position_embeddings,
+    )
+    _check_mode(mode, noise)
+    _check_device(device)
+    sizes.validate()
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        raise SynthConfigError(f"seed must be a non-negative integer, got {seed!r}")
+    out = Path(out_dir)
+    check_output_dir(out, force)
+    tensors, perm = make_tensors(sizes, mode, seed, noise=noise, device=device)
+
+    out.mkdir(parents=True, exist_ok=True)
+    for (
+        stale
+    ) in OWNED_FILES:  # a forced rebuild must not leave e.g. an agree-mode perm.json next to random weights
+        (out / stale).unlink(missing_ok=True)
+    config = hf_config(sizes)
+    _write_atomic(out / CONFIG_FILE, _json_bytes(config))
+    _write_atomic(
+        out / GENERATION_CONFIG_FILE,
+        _json_bytes({"bos_token_id": BOS_TOKEN_ID, "eos_token_id": EOS_TOKEN_ID}),
+    )
+    tmp_weights = out / (WEIGHTS_FILE + ".tmp")
+    save_file(tensors, str(tmp_weights), metadata={"format": "pt"})
+    os.replace(tmp_weights, out / WEIGHTS_FILE)
+    if perm is not None:
+        _write_atomic(out / PERM_FILE, (json.dumps(perm, separators=(",", ":")) + "\n").encode())
+
+    manifest = {
+        "builder": "specbench.bench.synth",
+        "builder_version": BUILDER_VERSION,
+        "mode": mode,
+        "seed": seed,
+        "noise": noise,
+        "rng_device": str(device).split(":")[0],
+        "sizes": dataclasses.asdict(sizes),
+        "num_tensors": len(tensors),
+        "num_params": _count_params(tensors),
+        "weights_bytes": (out / WEIGHTS_FILE).stat().st_size,
+        "sha256": {
+            WEIGHTS_FILE: file_sha256(out / WEIGHTS_FILE),
+            CONFIG_FILE: file_sha256(out / CONFIG_FILE),
+            GENERATION_CONFIG_FILE: file_sha256(out / GENERATION_CONFIG_FILE),
+            **({PERM_FILE: file_sha256(out / PERM_FILE)} if perm is not None else {}),
+        },
+        "expect": (
+            {"next_token": "perm[last token]", "greedy_accept_length": "speculative_num_steps + 1"}
+            if mode == "agree"
+            else {"next_token": "unknown", "greedy_accept_length": "unknown"}
+        ),
+    }
+    _write_atomic(out / MANIFEST_FILE, _json_bytes(manifest))
+    return out
+
+
+def read_manifest(model_dir: str | os.PathLike[str]) -> dict[str, Any]:
+    return dict(json.loads((Path(model_dir) / MANIFEST_FILE).read_text()))
+
+
+def read_perm(model_dir: str | os.PathLike[str]) -> list[int]:
+    return [int(x) for x in json.loads((Path(model_dir) / PERM_FILE).read_text())]
+
+
+def expected_continuation(perm: list[int], last_token: int, n: int) -> list[int]:
+    """The `n` greedy tokens an agree-mode checkpoint produces after a prompt ending in `last_token`."""
+    out: list[int] = []
+    tok = last_token
+    for _ in range(n):
+        tok = perm[tok]
+        out.append(tok)
+    return out

@@ -1,0 +1,217 @@
+"""Config-only checkpoints of published DeepSeek shapes, served with SGLang's `--load-format dummy`.
+
+With `--load-format dummy` SGLang builds the model from `config.json` and fills every weight on the GPU with
+random values; no tensors are read. A cost-realistic model therefore needs only the published config, with
+`num_hidden_layers` cut down so the slice fits one GPU (docs/paired-measurement.md: the cost-equivalent slice).
+
+The values below are those of the published `config.json` files on the Hugging Face Hub:
+- deepseek-ai/DeepSeek-V3 (identical in shape to DeepSeek-R1): hidden 7168, 128 heads, MLA q_lora 1536,
+  kv_lora 512, rope 64, nope 128, v 128, 256 routed + 1 shared experts, top-8 in 8 groups (top-4 groups),
+  moe_intermediate 2048, intermediate 18432, 3 dense layers first, vocab 129280, 1 MTP (NextN) layer.
+- deepseek-ai/DeepSeek-V2-Lite: hidden 2048, 16 heads, no query LoRA, kv_lora 512, 64 routed + 2 shared
+  experts, top-6 greedy, moe_intermediate 1408, intermediate 10944, 1 dense layer first, vocab 102400, 27
+  layers, no MTP layer.
+Left out on purpose: V3's FP8 block quantisation (`quantization_config`); the slice is served in bf16, so
+its weights are twice the bytes of the FP8 original (see the docs for what that means for the slice size).
+
+The NextN draft of DeepSeek-V3 lives in the same checkpoint (`num_nextn_predict_layers: 1`): SGLang loads the
+MTP layer from the target's path when `--speculative-draft-model-path` is unset (contract §1.2), and with
+dummy weights it needs no tensors either. So a sweep leaves `draft_model` empty (or points it at the same
+directory, which SGLang accepts with a warning).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any, Literal
+
+from synthetic.model.build import CONFIG_FILE, GENERATION_CONFIG_FILE, MANIFEST_FILE, check_output_dir
+from synthetic.model.layout import SynthConfigError
+
+Preset = Literal["deepseek-v3-slice", "deepseek-v2-lite"]
+PRESETS: tuple[Preset, ...] = ("deepseek-v3-slice", "deepseek-v2-lite")
+PRESET_FILES = (CONFIG_FILE, GENERATION_CONFIG_FILE, MANIFEST_FILE)
+
+# Published deepseek-ai/DeepSeek-V3 config.json, less `quantization_config` and the `auto_map` of the remote
+# code (SGLang has its own DeepseekV3ForCausalLM; no trust_remote_code needed).
+DEEPSEEK_V3: dict[str, Any] = {
+    "architectures": ["DeepseekV3ForCausalLM"],
+    "attention_bias": False,
+    "attention_dropout": 0.0,
+    "bos_token_id": 0,
+    "eos_token_id": 1,
+    "ep_size": 1,
+    "first_k_dense_replace": 3,
+    "hidden_act": "silu",
+    "hidden_size": 7168,
+    "initializer_range": 0.02,
+    "intermediate_size": 18432,
+    "kv_lora_rank": 512,
+    "max_position_embeddings": 163840,
+    "model_type": "deepseek_v3",
+    "moe_intermediate_size": 2048,
+    "moe_layer_freq": 1,
+    "n_group": 8,
+    "n_routed_experts": 256,
+    "n_shared_experts": 1,
+    "norm_topk_prob": True,
+    "num_attention_heads": 128,
+    "num_experts_per_tok": 8,
+    "num_hidden_layers": 61,
+    "num_key_value_heads": 128,
+    "num_nextn_predict_layers": 1,
+    "q_lora_rank": 1536,
+    "qk_nope_head_dim": 128,
+    "qk_rope_head_dim": 64,
+    "rms_norm_eps": 1e-06,
+    "rope_scaling": {
+        "beta_fast": 32,
+        "beta_slow": 1,
+        "factor": 40,
+        "mscale": 1.0,
+        "mscale_all_dim": 1.0,
+        "original_max_position_embeddings": 4096,
+        "type": "yarn",
+    },
+    "rope_theta": 10000,
+    "routed_scaling_factor": 2.5,
+    "scoring_func": "sigmoid",
+    "tie_word_embeddings": False,
+    "topk_group": 4,
+    "topk_method": "noaux_tc",
+    "torch_dtype": "bfloat16",
+    "use_cache": True,
+    "v_head_dim": 128,
+    "vocab_size": 129280,
+}
+
+# Published deepseek-ai/DeepSeek-V2-Lite config.json, less its `auto_map`.
+DEEPSEEK_V2_LITE: dict[str, Any] = {
+    "architectures": ["DeepseekV2ForCausalLM"],
+    "attention_bias": False,
+    "attention_dropout": 0.0,
+    "aux_loss_alpha": 0.001,
+    "bos_token_id": 100000,
+    "eos_token_id": 100001,
+    "first_k_dense_replace": 1,
+    "hidden_act": "silu",
+    "hidden_size": 2048,
+    "initializer_range": 0.02,
+    "intermediate_size": 10944,
+    "kv_lora_rank": 512,
+    "max_position_embeddings": 163840,
+    "model_type": "deepseek_v2",
+    "moe_intermediate_size": 1408,
+    "moe_layer_freq": 1,
+    "n_group": 1,
+    "n_routed_experts": 64,
+    "n_shared_experts": 2,
+    "norm_topk_prob": False,
+    "num_attention_heads": 16,
+    "num_experts_per_tok": 6,
+    "num_hidden_layers": 27,
+    "num_key_value_heads": 16,
+    "q_lora_rank": None,
+    "qk_nope_head_dim": 128,
+    "qk_rope_head_dim": 64,
+    "rms_norm_eps": 1e-06,
+    "rope_scaling": {
+        "beta_fast": 32,
+        "beta_slow": 1,
+        "factor": 40,
+        "mscale": 0.707,
+        "mscale_all_dim": 0.707,
+        "original_max_position_embeddings": 4096,
+        "type": "yarn",
+    },
+    "rope_theta": 10000,
+    "routed_scaling_factor": 1.0,
+    "scoring_func": "softmax",
+    "seq_aux": True,
+    "tie_word_embeddings": False,
+    "topk_group": 1,
+    "topk_method": "greedy",
+    "torch_dtype": "bfloat16",
+    "use_cache": True,
+    "v_head_dim": 128,
+    "vocab_size": 102400,
+}
+
+_PUBLISHED: dict[Preset, dict[str, Any]] = {
+    "deepseek-v3-slice": DEEPSEEK_V3,
+    "deepseek-v2-lite": DEEPSEEK_V2_LITE,
+}
+_SOURCE: dict[Preset, str] = {
+    "deepseek-v3-slice": "https://huggingface.co/deepseek-ai/DeepSeek-V3/blob/main/config.json",
+    "deepseek-v2-lite": "https://huggingface.co/deepseek-ai/DeepSeek-V2-Lite/blob/main/config.json",
+}
+
+
+def preset_config(preset: str, layers: int | None = None) -> dict[str, Any]:
+    """The `config.json` of `preset`, with `layers` decoder layers (None = the published count).
+
+    Cutting layers keeps the dense-first structure where it can: `first_k_dense_replace` becomes
+    min(published, layers - 1), so a slice of N >= 2 layers always has at least one MoE layer (N = 4 gives
+    V3's 3 dense + 1 MoE; N = 5 the 3 + 2 measured on an H200). The MTP layer is one more, always MoE.
+    """
+    if preset not in _PUBLISHED:
+        raise SynthConfigError(f"unknown preset {preset!r}; choose one of {', '.join(PRESETS)}")
+    cfg = json.loads(json.dumps(_PUBLISHED[preset]))  # a deep copy
+    published_layers = int(cfg["num_hidden_layers"])
+    if layers is None:
+        return dict(cfg)
+    if isinstance(layers, bool) or not isinstance(layers, int) or not 1 <= layers <= published_layers:
+        raise SynthConfigError(
+            f"layers must be an integer in [1, {published_layers}] for {preset}, got {layers!r}"
+        )
+    cfg["num_hidden_layers"] = layers
+    cfg["first_k_dense_replace"] = min(int(cfg["first_k_dense_replace"]), max(layers - 1, 0))
+    return dict(cfg)
+
+
+def build_preset(
+    out_dir: str | os.PathLike[str], preset: str, layers: int | None = None, *, force: bool = False
+) -> Path:
+    """Write config.json, generation_config.json and a manifest (no weights) into `out_dir`."""
+    cfg = preset_config(preset, layers)
+    out = Path(out_dir)
+    check_output_dir(out, force)
+    out.mkdir(parents=True, exist_ok=True)
+    for stale in ("model.safetensors", "perm.json", *PRESET_FILES):  # no weights may sit next to dummy load
+        (out / stale).unlink(missing_ok=True)
+    generation = {"bos_token_id": cfg["bos_token_id"], "eos_token_id": cfg["eos_token_id"]}
+    manifest = {
+        "builder": "specbench.bench.synth.presets",
+        "preset": preset,
+        "source": _SOURCE[preset],  # type: ignore[index]
+        "layers": cfg["num_hidden_layers"],
+        "first_k_dense_replace": cfg["first_k_dense_replace"],
+        "mtp_layers": cfg.get("num_nextn_predict_layers", 0),
+        "weights": "none: serve with --load-format dummy (sweep: server.load_format: dummy)",
+        "left_out": ["quantization_config (FP8 block quantisation): served in bf16"],
+    }
+    for name, obj in ((CONFIG_FILE, cfg), (GENERATION_CONFIG_FILE, generation), (MANIFEST_FILE, manifest)):
+        tmp = out / (name + ".tmp")
+        tmp.write_text(json.dumps(obj, indent=2) + "\n")
+        os.replace(tmp, out / name)
+    return out
+
+
+def approx_params(cfg: dict[str, Any]) -> dict[str, int]:
+    """Parameter counts of the target layers and of the MTP layer (bf16 bytes = 2x), for the size printout."""
+    h, v = int(cfg["hidden_size"]), int(cfg["vocab_size"])
+    heads = int(cfg["num_attention_heads"])
+    nope, rope, vd = int(cfg["qk_nope_head_dim"]), int(cfg["qk_rope_head_dim"]), int(cfg["v_head_dim"])
+    kv, q = int(cfg["kv_lora_rank"]), cfg.get("q_lora_rank")
+    q_proj = (h * q + q * heads * (nope + rope)) if q else h * heads * (nope + rope)
+    attn = q_proj + h * (kv + rope) + kv * heads * (nope + vd) + heads * vd * h
+    dense = 3 * h * int(cfg["intermediate_size"])
+    experts = int(cfg["n_routed_experts"]) + int(cfg["n_shared_experts"])
+    moe = 3 * h * int(cfg["moe_intermediate_size"]) * experts + h * int(cfg["n_routed_experts"])
+    n, k = int(cfg["num_hidden_layers"]), int(cfg["first_k_dense_replace"])
+    target = 2 * v * h + k * (attn + dense) + (n - k) * (attn + moe)
+    # SGLang's NextN module holds its own embedding and head copies (25.1 GiB measured for V3's).
+    mtp = (2 * v * h + attn + moe + 2 * h * h) if cfg.get("num_nextn_predict_layers") else 0
+    return {"target": target, "mtp": mtp}

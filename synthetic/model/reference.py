@@ -1,0 +1,190 @@
+"""A small pure-torch forward pass of the synthetic DeepSeek-V3 + MTP checkpoint, for tests and spot checks.
+
+It follows DeepSeek-V3's structure closely enough to show that a checkpoint behaves as built: RMSNorm, MLA
+attention through q_a/q_b/kv_a/kv_b/o with the nope/rope split, the sigmoid-routed MoE with a shared expert
+(noaux_tc with one group), the final norm and lm_head, and the MTP step
+enorm(embed(next token)) ‖ hnorm(hidden) → eh_proj → MoE decoder layer → shared_head.norm → lm_head.
+
+Deliberate simplifications (none changes what the agree-mode checks rely on): plain NeoX rotary embedding
+with no YaRN scaling, float32 math from the bf16 weights, no KV cache (every call recomputes the whole
+sequence), and the hidden state handed to the MTP layer is the target's final-norm output, as sglang's logits
+processor captures it; later draft steps reuse the MTP layer's own final-norm output.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+from synthetic.model.build import CONFIG_FILE, WEIGHTS_FILE
+
+
+@dataclass(frozen=True)
+class SpecResult:
+    """Greedy speculative decoding: committed tokens and one accept length per verify step."""
+
+    output_ids: list[int]
+    accept_lengths: list[int]
+
+
+class ReferenceModel:
+    def __init__(self, weights: dict[str, torch.Tensor], config: dict[str, Any]) -> None:
+        self.w = {k: v.to(torch.float32) for k, v in weights.items()}
+        self.cfg = config
+        self.layers = int(config["num_hidden_layers"])
+        self.heads = int(config["num_attention_heads"])
+        self.nope = int(config["qk_nope_head_dim"])
+        self.rope = int(config["qk_rope_head_dim"])
+        self.v_dim = int(config["v_head_dim"])
+        self.kv_lora = int(config["kv_lora_rank"])
+        self.eps = float(config["rms_norm_eps"])
+        self.top_k = int(config["num_experts_per_tok"])
+        self.experts = int(config["n_routed_experts"])
+        self.first_dense = int(config["first_k_dense_replace"])
+        self.theta = float(config["rope_theta"])
+
+    @classmethod
+    def from_dir(cls, model_dir: str | os.PathLike[str]) -> ReferenceModel:
+        from safetensors.torch import load_file
+
+        d = Path(model_dir)
+        config = json.loads((d / CONFIG_FILE).read_text())
+        return cls(load_file(str(d / WEIGHTS_FILE)), config)
+
+    # ---- building blocks ----
+    def _rms(self, x: torch.Tensor, name: str) -> torch.Tensor:
+        var = x.pow(2).mean(-1, keepdim=True)
+        return x * torch.rsqrt(var + self.eps) * self.w[name]
+
+    def _lin(self, x: torch.Tensor, name: str) -> torch.Tensor:
+        return x @ self.w[name].T
+
+    def _rotary(self, x: torch.Tensor) -> torch.Tensor:
+        """NeoX-style rotary embedding over the last dim of x [B, T, ..., rope]."""
+        t = x.shape[1]
+        half = self.rope // 2
+        inv = 1.0 / (self.theta ** (torch.arange(half, dtype=torch.float32) / half))
+        ang = torch.arange(t, dtype=torch.float32)[:, None] * inv[None, :]  # [T, half]
+        shape = [1, t] + [1] * (x.dim() - 3) + [half]
+        cos, sin = ang.cos().view(shape), ang.sin().view(shape)
+        x1, x2 = x[..., :half], x[..., half:]
+        return torch.cat([x1 * cos - x2 * sin, x2 * cos + x1 * sin], dim=-1)
+
+    def _attention(self, p: str, x: torch.Tensor) -> torch.Tensor:
+        b, t, _ = x.shape
+        q = self._lin(
+            self._rms(self._lin(x, f"{p}q_a_proj.weight"), f"{p}q_a_layernorm.weight"), f"{p}q_b_proj.weight"
+        )
+        q = q.view(b, t, self.heads, self.nope + self.rope)
+        q_nope, q_pe = q[..., : self.nope], self._rotary(q[..., self.nope :])
+        kv_a = self._lin(x, f"{p}kv_a_proj_with_mqa.weight")
+        latent = self._rms(kv_a[..., : self.kv_lora], f"{p}kv_a_layernorm.weight")
+        k_pe = self._rotary(kv_a[..., self.kv_lora :].unsqueeze(2))  # one rope key shared by all heads
+        kv = self._lin(latent, f"{p}kv_b_proj.weight").view(b, t, self.heads, self.nope + self.v_dim)
+        k_nope, v = kv[..., : self.nope], kv[..., self.nope :]
+        k = torch.cat([k_nope, k_pe.expand(b, t, self.heads, self.rope)], dim=-1)
+        qf = torch.cat([q_nope, q_pe], dim=-1)
+        scores = torch.einsum("bthd,bshd->bhts", qf, k) / math.sqrt(self.nope + self.rope)
+        causal = torch.ones(t, t, dtype=torch.bool).tril()
+        attn = scores.masked_fill(~causal, float("-inf")).softmax(-1)
+        out = torch.einsum("bhts,bshd->bthd", attn, v).reshape(b, t, self.heads * self.v_dim)
+        return self._lin(out, f"{p}o_proj.weight")
+
+    def _mlp(self, p: str, x: torch.Tensor) -> torch.Tensor:
+        gate = F.silu(self._lin(x, f"{p}gate_proj.weight"))
+        return self._lin(gate * self._lin(x, f"{p}up_proj.weight"), f"{p}down_proj.weight")
+
+    def _moe(self, p: str, x: torch.Tensor) -> torch.Tensor:
+        scores = torch.sigmoid(self._lin(x, f"{p}gate.weight"))
+        # noaux_tc: the bias only steers the choice; the weights are the unbiased scores.
+        chosen = (scores + self.w[f"{p}gate.e_score_correction_bias"]).topk(self.top_k, dim=-1).indices
+        weights = scores.gather(-1, chosen)
+        if self.cfg.get("norm_topk_prob", True):
+            weights = weights / weights.sum(-1, keepdim=True)
+        weights = weights * float(self.cfg.get("routed_scaling_factor", 1.0))
+        out = self._mlp(f"{p}shared_experts.", x)
+        for e in range(self.experts):
+            gate_e = (weights * (chosen == e)).sum(-1, keepdim=True)
+            if bool((gate_e != 0).any()):
+                out = out + gate_e * self._mlp(f"{p}experts.{e}.", x)
+        return out
+
+    def _layer(self, i: int, x: torch.Tensor) -> torch.Tensor:
+        p = f"model.layers.{i}."
+        x = x + self._attention(f"{p}self_attn.", self._rms(x, f"{p}input_layernorm.weight"))
+        h = self._rms(x, f"{p}post_attention_layernorm.weight")
+        is_moe = i >= self.first_dense or i == self.layers
+        return x + (self._moe(f"{p}mlp.", h) if is_moe else self._mlp(f"{p}mlp.", h))
+
+    def _logits(self, normed: torch.Tensor) -> torch.Tensor:
+        return self._lin(normed, "lm_head.weight")
+
+    # ---- the target ----
+    @torch.no_grad()
+    def target(self, ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """ids [B, T] → (logits [B, T, V], final-norm hidden [B, T, H])."""
+        x = self.w["model.embed_tokens.weight"][ids]
+        for i in range(self.layers):
+            x = self._layer(i, x)
+        normed = self._rms(x, "model.norm.weight")
+        return self._logits(normed), normed
+
+    def target_next(self, ids: torch.Tensor) -> torch.Tensor:
+        """Greedy next token after each row of ids [B, T] → [B]."""
+        logits, _ = self.target(ids)
+        return logits[:, -1].argmax(-1)
+
+    # ---- the MTP draft ----
+    @torch.no_grad()
+    def mtp(self, hidden: torch.Tensor, next_ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Position i pairs hidden[:, i] with the token after it, next_ids[:, i] → (logits, MTP hidden)."""
+        p = f"model.layers.{self.layers}."
+        e = self._rms(self.w["model.embed_tokens.weight"][next_ids], f"{p}enorm.weight")
+        h = self._rms(hidden, f"{p}hnorm.weight")
+        x = self._lin(torch.cat([e, h], dim=-1), f"{p}eh_proj.weight")  # embedding half first
+        x = self._layer(self.layers, x)
+        normed = self._rms(x, f"{p}shared_head.norm.weight")
+        return self._logits(normed), normed
+
+    def draft(self, context: list[int], steps: int) -> list[int]:
+        """EAGLE-style chain of `steps` greedy drafts after `context` (>= 2 tokens, the last committed)."""
+        if len(context) < 2:
+            raise ValueError("draft needs at least two context tokens (a prompt token and the first output)")
+        ids = torch.tensor([context], dtype=torch.long)
+        _, target_hidden = self.target(ids[:, :-1])
+        hidden, nxt = target_hidden, ids[:, 1:]
+        drafts: list[int] = []
+        for _ in range(steps):
+            logits, mtp_hidden = self.mtp(hidden, nxt)
+            tok = int(logits[0, -1].argmax())
+            drafts.append(tok)
+            # The next draft step extends the MTP sequence with its own hidden state and the token it drafted.
+            hidden = torch.cat([hidden, mtp_hidden[:, -1:]], dim=1)
+            nxt = torch.cat([nxt, torch.tensor([[tok]], dtype=torch.long)], dim=1)
+        return drafts
+
+    def speculative_generate(self, prompt: list[int], steps: int, max_new_tokens: int) -> SpecResult:
+        """Greedy chain speculative decoding (topk 1): draft `steps` tokens, verify with the target."""
+        if steps < 1 or max_new_tokens < 1:
+            raise ValueError("steps and max_new_tokens must be >= 1")
+        out = [int(self.target_next(torch.tensor([prompt], dtype=torch.long))[0])]  # the prefill token
+        accepts: list[int] = []
+        while len(out) < max_new_tokens:
+            context = prompt + out
+            drafts = self.draft(context, steps)
+            logits, _ = self.target(torch.tensor([context + drafts], dtype=torch.long))
+            # preds[j] is the target's token after context + drafts[:j]
+            preds = logits[0, len(context) - 1 :].argmax(-1).tolist()
+            accepted = 0
+            while accepted < steps and drafts[accepted] == preds[accepted]:
+                accepted += 1
+            out += [*drafts[:accepted], preds[accepted]]
+            accepts.append(accepted + 1)
+        return SpecResult(output_ids=out[:max_new_tokens], accept_lengths=accepts)

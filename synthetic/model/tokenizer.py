@@ -1,0 +1,125 @@
+"""A tokenizer for synthetic checkpoints, so text-mode clients work on a host with no hub access.
+
+A synthetic checkpoint has no tokenizer of its own, yet SGLang's server (unless `--skip-tokenizer-init`)
+and SGLang's `bench_serving` (always) load one from the model directory. This writes a word-level
+tokenizer with exactly `vocab_size` entries: id 0 `<s>`, 1 `</s>` (the synthetic config's BOS and EOS),
+2 `<unk>`, and every other id `i` the word `t<i>`. Text is split on whitespace and decoded by joining
+words with spaces, so `encode(decode(ids)) == ids` for every id sequence: a client that decodes token
+ids into a prompt and the server that re-encodes it count the same tokens. It adds no BOS, so
+`bench_serving`'s text mode (which subtracts the tokens a tokenizer adds) reports exactly what the
+server prefills.
+
+The files are what `transformers.AutoTokenizer.from_pretrained(dir)` reads offline
+(`PreTrainedTokenizerFast`), and `tokenizers.Tokenizer.from_file(dir/tokenizer.json)` for the stand-in.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from synthetic.model.layout import BOS_TOKEN_ID, EOS_TOKEN_ID
+
+TOKENIZER_FILE = "tokenizer.json"
+TOKENIZER_CONFIG_FILE = "tokenizer_config.json"
+TOKENIZER_FILES = (TOKENIZER_FILE, TOKENIZER_CONFIG_FILE)
+
+BOS_TOKEN = "<s>"
+EOS_TOKEN = "</s>"
+UNK_TOKEN = "<unk>"
+UNK_TOKEN_ID = 2
+SPECIAL_TOKENS = {BOS_TOKEN: BOS_TOKEN_ID, EOS_TOKEN: EOS_TOKEN_ID, UNK_TOKEN: UNK_TOKEN_ID}
+MIN_VOCAB = len(SPECIAL_TOKENS) + 1
+
+# Roles are rendered as plain words; with a word-level vocabulary they become <unk>, which is harmless:
+# the template only has to turn messages into a prompt the way a chat model's would.
+CHAT_TEMPLATE = (
+    "{% for message in messages %}{{ message['role'] }}: {{ message['content'] }}\n{% endfor %}"
+    "{% if add_generation_prompt %}assistant:{% endif %}"
+)
+
+
+def word(token_id: int) -> str:
+    """The text of an ordinary token."""
+    return f"t{token_id}"
+
+
+def vocabulary(vocab_size: int) -> dict[str, int]:
+    if vocab_size < MIN_VOCAB:
+        raise ValueError(f"a synthetic tokenizer needs vocab_size >= {MIN_VOCAB}, got {vocab_size}")
+    vocab = {word(i): i for i in range(vocab_size) if i not in SPECIAL_TOKENS.values()}
+    vocab.update(SPECIAL_TOKENS)
+    return vocab
+
+
+def write_tokenizer(
+    out_dir: str | os.PathLike[str], vocab_size: int, *, model_max_length: int = 1 << 20
+) -> list[Path]:
+    """Write tokenizer.json and tokenizer_config.json into `out_dir`; return their paths."""
+    from tokenizers import AddedToken, Tokenizer
+    from tokenizers.models import WordLevel
+    from tokenizers.pre_tokenizers import WhitespaceSplit
+
+    tok = Tokenizer(WordLevel(vocabulary(vocab_size), unk_token=UNK_TOKEN))
+    tok.pre_tokenizer = WhitespaceSplit()  # type: ignore[assignment]  # tokenizers' stubs type it narrowly
+    # Special tokens are matched before splitting, so "<s>" in a decoded prompt re-encodes to id 0.
+    tok.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in SPECIAL_TOKENS])
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    paths = [out / TOKENIZER_FILE, out / TOKENIZER_CONFIG_FILE]
+    _write_atomic(paths[0], tok.to_str(pretty=False).encode())
+    _write_atomic(paths[1], (json.dumps(tokenizer_config(model_max_length), indent=2) + "\n").encode())
+    return paths
+
+
+def tokenizer_config(model_max_length: int) -> dict[str, Any]:
+    return {
+        "tokenizer_class": "PreTrainedTokenizerFast",
+        "bos_token": BOS_TOKEN,
+        "eos_token": EOS_TOKEN,
+        "unk_token": UNK_TOKEN,
+        "pad_token": EOS_TOKEN,
+        "add_bos_token": False,
+        "add_eos_token": False,
+        "clean_up_tokenization_spaces": False,
+        "model_max_length": model_max_length,
+        "chat_template": CHAT_TEMPLATE,
+    }
+
+
+def _write_atomic(path: Path, data: bytes) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_bytes(data)
+    os.replace(tmp, path)
+
+
+def write_for_checkpoint(model_dir: str | os.PathLike[str]) -> list[Path]:
+    """Write the tokenizer next to a checkpoint, sized from its config.json."""
+    config = json.loads((Path(model_dir) / "config.json").read_text())
+    return write_tokenizer(
+        model_dir,
+        int(config["vocab_size"]),
+        model_max_length=int(config.get("max_position_embeddings", 1 << 20)),
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m synthetic.model.tokenizer MODEL_DIR`: add the tokenizer to an existing synthetic checkpoint."""
+    import sys
+
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 1 or not (Path(args[0]) / "config.json").is_file():
+        print(
+            "usage: python -m synthetic.model.tokenizer MODEL_DIR  (a directory with config.json)",
+            file=sys.stderr,
+        )
+        return 2
+    for p in write_for_checkpoint(args[0]):
+        print(p)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

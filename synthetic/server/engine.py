@@ -1,0 +1,341 @@
+"""The continuous-batching scheduler: one asyncio task that plays SGLang's event loop.
+
+Each iteration is either a prefill batch (waiting requests admitted up to max_running_requests
+and the chunked-prefill token budget; each gets its first token) or a decode batch (every running
+request takes one verify step). The iteration first waits out its modelled cost (`PerfModel`), then
+commits tokens and wakes the HTTP handlers. Time is kept on a deadline clock, and waits shorter than
+the event loop's 1 ms timer granularity sleep in the OS after a yield, so each step (and its stream event) lands at its
+modelled time: ITL is one step's gap, as on SGLang, not a burst of zeros.
+
+Acceptance bookkeeping follows contract §3.4: per-iteration drafts and request-steps accumulate in
+a window that moves into the lifetime totals every `--decode-log-interval` decode iterations; that
+is when `avg_spec_accept_length` first appears, the decode log line is printed and the scheduler
+gauges are refreshed. `/flush_cache` resets the totals and the iteration counter.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections import deque
+from collections.abc import Callable
+
+from synthetic.server import logs
+from synthetic.server.acceptance import AcceptanceModel
+from synthetic.server.args import Resolved
+from synthetic.server.metrics import Metrics
+from synthetic.server.perf import PerfModel
+from synthetic.server.radix import RadixCache
+from synthetic.server.request import Req
+
+# Instant mode: iterations run back to back and yield to the event loop only every few of them,
+# so each handler finds several events queued and sends them in one write.
+INSTANT_BURST_ITERATIONS = 16
+# How far the deadline clock may fall behind before it forgives the debt (e.g. after idling).
+MAX_CLOCK_DEBT_S = 0.05
+# Waits at least this long go to the event loop's timer; shorter ones block in the OS (see `_advance`).
+SLEEP_GRANULARITY_S = 0.001
+
+
+class SpecCounters:
+    __slots__ = (
+        "decode_iters",
+        "last_accept_len",
+        "last_accept_rate",
+        "last_gen_throughput",
+        "total_drafts",
+        "total_steps",
+        "win_drafts",
+        "win_start",
+        "win_steps",
+        "win_tokens",
+    )
+
+    def __init__(self) -> None:
+        self.last_gen_throughput = 0.0
+        self.last_accept_len = 0.0
+        self.last_accept_rate = 0.0
+        self.reset()
+
+    def reset(self) -> None:
+        self.decode_iters = 0
+        self.win_drafts = 0
+        self.win_steps = 0
+        self.win_tokens = 0
+        self.win_start = time.perf_counter()
+        self.total_drafts = 0
+        self.total_steps = 0
+
+    def avg_accept_length(self) -> float | None:
+        if self.total_steps == 0:
+            return None
+        return 1.0 + self.total_drafts / self.total_steps
+
+
+class Engine:
+    def __init__(
+        self,
+        *,
+        resolved: Resolved,
+        perf: PerfModel,
+        acceptance: AcceptanceModel | None,
+        radix: RadixCache,
+        metrics: Metrics | None,
+        instant: bool,
+        record_step_time: bool,
+    ) -> None:
+        args = resolved.args
+        self.resolved = resolved
+        self.perf = perf
+        self.acceptance = acceptance
+        self.radix = radix
+        self.metrics = metrics
+        self.instant = instant
+        self.max_running = resolved.effective_max_running_requests
+        self.prefill_budget = args.chunked_prefill_size
+        self.log_interval = args.decode_log_interval
+        self.draft_tokens = args.speculative_num_draft_tokens or 1
+        # 0.5.12's v1 verify recounts a request that finishes mid-step; the V2 paths do not (§3.4).
+        self.count_truncated = resolved.mode.worker == "v1"
+        self.waiting: deque[Req] = deque()
+        self.running: list[Req] = []
+        self.counters = SpecCounters()
+        self.step_time: dict[str, list[float]] | None = {} if record_step_time else None
+        self.last_batch_graph = False
+        self._work = asyncio.Event()
+        self._idle = asyncio.Event()
+        self._idle.set()
+        self._clock = time.perf_counter()
+        self._iters_since_yield = 0
+        self._sample = acceptance.sampler() if acceptance is not None else None
+        # Called at the top of each scheduler step (kind, batch size, uncached tokens): the profiler's clock.
+        self.step_observer: Callable[[str, int, int], None] | None = None
+
+    # -- interface for the HTTP side -------------------------------------------------------------
+    def submit(self, req: Req) -> None:
+        self.waiting.append(req)
+        self._idle.clear()
+        self._work.set()
+
+    def abort(self, req: Req) -> None:
+        if req.finished:
+            return
+        req.finished = True
+        req.aborted = True
+        # A running request is dropped at the next iteration.
+        with contextlib.suppress(ValueError):
+            self.waiting.remove(req)
+
+    @property
+    def idle(self) -> bool:
+        return not self.waiting and not self.running
+
+    async def wait_idle(self, timeout: float) -> bool:
+        if self.idle or timeout <= 0:
+            return self.idle
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._idle.wait(), timeout)
+        return self.idle
+
+    def flush(self) -> None:
+        self.radix.reset()
+        self.counters.reset()
+
+    # -- the loop --------------------------------------------------------------------------------
+    async def run(self) -> None:
+        while True:
+            self.running = [r for r in self.running if not r.finished]
+            if not self.waiting and not self.running:
+                if self.metrics is not None:
+                    self._refresh_gauges()  # so an idle server does not keep reporting its last batch
+                self._idle.set()
+                self._work.clear()
+                await self._work.wait()
+                self._clock = time.perf_counter()  # idle time is not debt to catch up on
+                continue
+            if self.waiting and len(self.running) < self.max_running:
+                await self._prefill()
+            else:
+                await self._decode()
+
+    async def _advance(self, cost_ms: float) -> None:
+        if self.instant:
+            self._iters_since_yield += 1
+            if self._iters_since_yield >= INSTANT_BURST_ITERATIONS:
+                self._iters_since_yield = 0
+                await asyncio.sleep(0)
+            return
+        now = time.perf_counter()
+        self._clock = max(self._clock, now - MAX_CLOCK_DEBT_S) + cost_ms / 1000.0
+        delay = self._clock - now
+        if delay >= SLEEP_GRANULARITY_S:
+            await asyncio.sleep(delay)
+            return
+        # The event loop cannot sleep less than ~1 ms (epoll rounds up). Banking shorter steps on the clock
+        # made steps run back to back in bursts, so clients saw ITL p50 = 0 while TPOT was 0.5 ms. Instead:
+        # yield once so the handlers stream what the previous step produced, then sleep the rest of this
+        # step in the OS (sub-millisecond and idle, unlike spinning the loop, which starved a client on the
+        # same small host), like a scheduler blocked on the GPU.
+        await asyncio.sleep(0)
+        remaining = self._clock - time.perf_counter()
+        if remaining > 0:
+            time.sleep(remaining)
+
+    async def _prefill(self) -> None:
+        room = self.max_running - len(self.running)
+        batch: list[Req] = []
+        uncached = 0
+        while self.waiting and len(batch) < room:
+            req = self.waiting[0]
+            cached = self.radix.match(req.prompt)
+            need = len(req.prompt) - cached
+            if batch and 0 < self.prefill_budget < uncached + need:
+                break
+            self.waiting.popleft()
+            req.cached_tokens = cached
+            batch.append(req)
+            uncached += need
+        if self.step_observer is not None:
+            self.step_observer("prefill", len(batch), uncached)
+        await self._advance(self.perf.prefill_ms(len(batch), uncached))
+        now = time.perf_counter()
+        metrics = self.metrics
+        for req in batch:
+            if req.finished:
+                continue
+            self.radix.insert(req.prompt)
+            req.t_first = req.t_last = now
+            req.n_out = 1 if req.limit > 0 else 0
+            if metrics is not None and not req.internal:
+                metrics.ttft.observe(now - req.t_created)
+            if req.n_out >= req.limit or "stall" in req.faults:
+                self._finish(req, now)
+            else:
+                self.running.append(req)
+            req.bounds.append(req.n_out)
+            req.sink.wake()
+        if metrics is not None:
+            self._refresh_gauges()
+
+    async def _decode(self) -> None:
+        running = self.running
+        batch = len(running)
+        self.last_batch_graph = batch <= self.perf.graph_max_bs
+        if self.step_observer is not None:
+            self.step_observer("decode", batch, 0)
+        cost = self.perf.decode_ms(batch)
+        await self._advance(cost)
+        now = time.perf_counter()
+        if self.step_time is not None:
+            self.step_time.setdefault(str(batch), []).append(cost / 1000.0)
+        sample = self._sample
+        itl = self.metrics.itl if self.metrics is not None else None
+        count_truncated = self.count_truncated
+        drafts = tokens = steps = 0
+        for req in running:
+            if req.finished:
+                continue  # aborted while this iteration ran
+            if sample is not None:
+                accepted = sample(req.rng)  # type: ignore[arg-type]  # set whenever spec is on
+                req.verify_ct += 1
+                req.correct_drafts += accepted
+                req.hist[accepted] += 1
+                new = accepted + 1
+            else:
+                accepted = 0
+                new = 1
+            room = req.limit - req.n_out
+            done = new >= room
+            committed = room if done else new
+            drafts += committed - 1 if count_truncated else accepted
+            steps += 1
+            tokens += committed
+            req.n_out += committed
+            if itl is not None and not req.internal:
+                itl.observe((now - req.t_last) / committed, committed)
+                req.t_last = now
+            if done:
+                self._finish(req, now)
+            elif req.stream_interval > 1:
+                req.decode_steps += 1
+                if req.decode_steps % req.stream_interval:
+                    continue
+            req.bounds.append(req.n_out)
+            req.sink.wake()
+        c = self.counters
+        c.decode_iters += 1
+        c.win_drafts += drafts
+        c.win_steps += steps
+        c.win_tokens += tokens
+        if c.decode_iters % self.log_interval == 0:
+            self._close_window(now)
+
+    def _finish(self, req: Req, now: float) -> None:
+        req.finish(now)
+        if "stall" in req.faults:
+            req.aborted = True  # its handler never streams again; nothing is counted
+            return
+        req.tape.extend_to(req.n_out)
+        self.radix.insert(req.prompt + req.tape.ids[: req.n_out])
+        metrics = self.metrics
+        if metrics is not None and not req.internal:
+            metrics.e2e.observe(now - req.t_created)
+            metrics.prompt_tokens += len(req.prompt)
+            metrics.generation_tokens += req.n_out
+            metrics.cached_tokens += req.cached_tokens
+            metrics.num_requests += 1
+            metrics.spec_verify_calls += req.verify_ct
+
+    def _close_window(self, now: float) -> None:
+        c = self.counters
+        elapsed = now - c.win_start
+        c.last_gen_throughput = c.win_tokens / elapsed if elapsed > 0 else 0.0
+        spec = self.acceptance is not None
+        if spec and c.win_steps:
+            c.total_drafts += c.win_drafts
+            c.total_steps += c.win_steps
+            c.last_accept_len = 1.0 + c.win_drafts / c.win_steps
+            c.last_accept_rate = c.win_drafts / (c.win_steps * max(1, self.draft_tokens - 1))
+        c.win_drafts = c.win_steps = c.win_tokens = 0
+        c.win_start = now
+        used = self.used_tokens()
+        parts = [
+            f"Decode batch, #running-req: {len(self.running)}",
+            f"#token: {used}",
+            f"token usage: {used / self.resolved.max_total_num_tokens:.2f}",
+        ]
+        if spec:
+            parts += [f"accept len: {c.last_accept_len:.2f}", f"accept rate: {c.last_accept_rate:.2f}"]
+        parts += [
+            f"cuda graph: {self.last_batch_graph}",
+            f"gen throughput (token/s): {c.last_gen_throughput:.2f}",
+            f"#queue-req: {len(self.waiting)}",
+        ]
+        logs.scheduler.info(", ".join(parts))
+        if self.metrics is not None:
+            self._refresh_gauges()
+
+    def used_tokens(self) -> int:
+        return sum(len(r.prompt) + r.n_out for r in self.running if not r.finished)
+
+    def _refresh_gauges(self) -> None:
+        assert self.metrics is not None
+        g = self.metrics.gauges
+        c = self.counters
+        used = self.used_tokens()
+        g["num_running_reqs"] = float(sum(1 for r in self.running if not r.finished))
+        g["num_queue_reqs"] = float(len(self.waiting))
+        g["gen_throughput"] = c.last_gen_throughput
+        g["num_used_tokens"] = float(used)
+        g["token_usage"] = used / self.resolved.max_total_num_tokens
+        g["max_total_num_tokens"] = float(self.resolved.max_total_num_tokens)
+        g["is_cuda_graph"] = 1.0 if self.last_batch_graph else 0.0
+        if self.metrics.prompt_tokens:
+            g["cache_hit_rate"] = self.metrics.cached_tokens / self.metrics.prompt_tokens
+        if "spec_accept_length" in g:
+            g["spec_accept_length"] = c.last_accept_len
+            g["spec_accept_rate"] = c.last_accept_rate
+        if "spec_num_steps" in g:
+            g["spec_num_steps"] = float(self.resolved.args.speculative_num_steps or 0)
+            g["spec_num_draft_tokens"] = float(self.draft_tokens)

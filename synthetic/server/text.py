@@ -1,0 +1,57 @@
+"""How the stand-in turns a text prompt into token ids: the server's tokenizer when it has one.
+
+SGLang loads its tokenizer from `--tokenizer-path` (default: the model path) and encodes text prompts
+with special tokens added. The stand-in does the same with the HF `tokenizers` library, offline, when
+that path holds a `tokenizer.json` (e.g. one `specbench synth-model` wrote); a client that counts prompt
+tokens with the same tokenizer (SGLang's `bench_serving` in text mode) then agrees with the server's
+count. Without one it falls back to the toy hash in `synthetic.server.tokens`, which has no vocabulary to agree
+with. An explicit `--tokenizer-path` that cannot be loaded is a start-up error, as on SGLang.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from synthetic.server.tokens import tokenize as hash_tokenize
+
+TOKENIZER_FILE = "tokenizer.json"
+
+Encode = Callable[[str], list[int]]
+
+
+class TokenizerLoadError(RuntimeError):
+    """`--tokenizer-path` names something the stand-in cannot load as an HF tokenizer."""
+
+
+def tokenizer_file(path: str) -> Path | None:
+    """The tokenizer.json a path refers to (the file itself or one inside a directory), if it exists."""
+    p = Path(path)
+    if p.is_file() and p.name.endswith(".json"):
+        return p
+    if p.is_dir() and (p / TOKENIZER_FILE).is_file():
+        return p / TOKENIZER_FILE
+    return None
+
+
+def load_encoder(tokenizer_path: str, *, explicit: bool, vocab_size: int) -> tuple[Encode, str | None]:
+    """The prompt encoder and the file it came from (None: the hash fallback)."""
+    found = tokenizer_file(tokenizer_path)
+    if found is None:
+        if explicit:
+            raise TokenizerLoadError(
+                f"OSError: Can't load tokenizer for '{tokenizer_path}': no {TOKENIZER_FILE} there "
+                "(the specbench stand-in loads HF fast tokenizers only, offline)"
+            )
+        return (lambda text: hash_tokenize(text, vocab_size)), None
+    from tokenizers import Tokenizer
+
+    try:
+        tok = Tokenizer.from_file(str(found))
+    except Exception as exc:  # the library raises a bare Exception on a malformed file
+        raise TokenizerLoadError(f"OSError: Can't load tokenizer from '{found}': {exc}") from exc
+
+    def encode(text: str) -> list[int]:
+        return tok.encode(text, add_special_tokens=True).ids
+
+    return encode, str(found)
