@@ -10,7 +10,7 @@ the same input and output lengths (`--random-range-ratio 1`: every request exact
 What still differs, by design, is how each client talks to the server: bench_serving (`--dataset-name
 random`) sends text that the server tokenizes, and reads text back; specbench sends token ids. The
 ShareGPT-format file bench_serving samples from is written here from the server's tokenizer, so no hub
-access is needed. docs/bench-serving.md lists the causes of disagreement this can and cannot expose.
+access is needed. docs/reference/bench-serving.md lists the causes of disagreement this can and cannot expose.
 
 bench_serving runs as a subprocess of the given interpreter (`python -m sglang.bench_serving`); argv only.
 """

@@ -245,7 +245,7 @@ def _merge_profiles(
     src: Session, run: Run, dest: Session, dest_id: int, point_ids: dict[int, int], counts: Counts
 ) -> None:
     """Copy the profiles `dest` lacks. They keep their `host` and `path`: the trace stays where it was
-    captured (docs/profiles.md)."""
+    captured (docs/reference/profiles.md)."""
 
     def keyed(run_id: int) -> Any:
         return (

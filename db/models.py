@@ -372,7 +372,7 @@ class Schedule(Base):
 class Profile(Base):
     """One SGLang profiler trace of a point (one row per TP rank's file), captured after its measured windows.
 
-    `path` is where the compressed trace lies on `host` (see docs/profiles.md); `summary` holds the figures of
+    `path` is where the compressed trace lies on `host` (see docs/reference/profiles.md); `summary` holds the figures of
     `bench.profile.summary.summarize` plus the distortion against the point's unprofiled figures.
     """
 

@@ -228,7 +228,7 @@ def run_servers(engine: Engine, run_id: int) -> pd.DataFrame:
     ]
     # Idle because its v1/v2 partner was up for interleaved windows (paired measurement), not parallel starts.
     frame["pair_colocated"] = [(env or {}).get("specbench.pair") == "colocated" for env in frame["env"]]
-    # The CPUs its threads were pinned to (server.cpu_affinity, docs/gpu-hosts.md); None: not pinned.
+    # The CPUs its threads were pinned to (server.cpu_affinity, docs/guide/gpu-hosts.md); None: not pinned.
     frame["cpu_affinity"] = [(env or {}).get("specbench.cpu_affinity") for env in frame["env"]]
     return frame.drop(columns=["env"])
 

@@ -1,7 +1,7 @@
 """A consistent copy of a SQLite database that may be in use: `specbench db snapshot SRC DEST`.
 
 Why: a GPU host that writes SQLite (scripts/gpu_evidence.sh's `WORK_DIR/evidence.db`) can be lost mid-run.
-docs/gpu-hosts.md ("A host lost mid-run") tells users to copy a consistent snapshot off the host while the sweep
+docs/guide/gpu-hosts.md ("A host lost mid-run") tells users to copy a consistent snapshot off the host while the sweep
 runs and resume on the next host (`specbench run SWEEP --resume`); a plain `cp` of a file being written can
 tear, and the sqlite3 CLI is often not installed there. The copy goes through SQLite's online backup API
 (`sqlite3.Connection.backup`), from a read-only connection, so it is one committed state of the database and

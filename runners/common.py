@@ -88,7 +88,7 @@ ClientCpusOption = Annotated[
         "--client-cpus",
         help="Pin this process (the benchmark client, every thread) to these CPUs, e.g. 8-15 or 2,3; the "
         "previous CPUs come back when it ends. Keep them apart from the sweep's server.cpu_affinity "
-        "(docs/gpu-hosts.md).",
+        "(docs/guide/gpu-hosts.md).",
         show_default=False,
     ),
 ]

@@ -4,7 +4,7 @@ Artifacts lie under the artifacts directory: $SPECBENCH_ARTIFACTS_DIR, else `art
 database file, else `./artifacts`. Each capture gets `run-<id>/point-<id>-<time>/` and the server writes its
 trace files there directly. The `profiles` table records the host and absolute path of each file, so with
 PostgreSQL and several worker hosts a trace stays on the host that captured it unless the artifacts directory
-is a shared mount (docs/profiles.md).
+is a shared mount (docs/reference/profiles.md).
 """
 
 from __future__ import annotations

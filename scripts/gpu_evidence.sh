@@ -9,7 +9,7 @@
 #   4. extra:      sweeps/h200-v3slice-steps1.yaml (a second pair), bounded by EXTRA_DEADLINE_S;
 #   5. report:     the v2-vs-v1 table (Markdown, CSV), run cost and profile summaries next to the database.
 #
-# Needs sglang installed (docs/gpu-hosts.md; offline hosts too) and one Hopper GPU with ~110 GB free.
+# Needs sglang installed (docs/guide/gpu-hosts.md; offline hosts too) and one Hopper GPU with ~110 GB free.
 # About 25 minutes on an H200 from a cold start (the first server start JIT-compiles for ~4-5 minutes).
 # Usage:  bash scripts/gpu_evidence.sh [WORK_DIR]          (default: ./evidence)
 #         STEPS="sweep report" bash scripts/gpu_evidence.sh   runs only those steps
@@ -25,7 +25,7 @@
 #                                        server start when it exists; save one there after the run when not
 #         CLIENT_CPUS=4-7,12-15 ...     pin the benchmark client there (`specbench run --client-cpus`) in the
 #                                        sweep steps; pair it with the sweep's server.cpu_affinity
-#                                        (sweeps/h200-v3slice-pinned.yaml, docs/gpu-hosts.md "Pinning CPUs")
+#                                        (sweeps/h200-v3slice-pinned.yaml, docs/guide/gpu-hosts.md "Pinning CPUs")
 #         SNAPSHOT_TO=/mnt/keep/evidence.db ...   while the steps run, write a consistent copy of the database
 #                                        there every SNAPSHOT_EVERY_S seconds (default 300) and once at the end
 #                                        (`specbench db snapshot`): a host lost mid-run loses at most that much;

@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # gpu_smoke.sh: a smoke sweep on a Hopper GPU host, end to end (launch, verify the spec mode, measure, store).
 #
-#   bash scripts/gpu_smoke.sh [DB_URL]        from the project root, after the install of docs/gpu-hosts.md
+#   bash scripts/gpu_smoke.sh [DB_URL]        from the project root, after the install of docs/guide/gpu-hosts.md
 #
 # 1. checks the host: a visible NVIDIA GPU, and sglang, sgl-kernel, flashinfer and CUDA torch importable;
 # 2. builds the tiny synthetic DeepSeek-V3 + MTP checkpoint (`specbench synth-model --mode agree`: the draft
 #    agrees with the target, so greedy acceptance is exactly steps + 1) unless it is already there;
 # 3. runs sweeps/h200-smoke.yaml against it (baseline + EAGLE steps 1-3 in v1 and v2, batch sizes 1-32):
-#    7 server launches, about 10-15 minutes on an H200, most of it the first (cold) start, see docs/gpu-hosts.md;
+#    7 server launches, about 10-15 minutes on an H200, most of it the first (cold) start, see docs/guide/gpu-hosts.md;
 # 4. prints the stored run as a Markdown table.
 # Interrupted? Run it again: the sweep resumes and skips what is stored.
 #
@@ -29,7 +29,7 @@ say() { echo "[gpu_smoke] $*"; }
 # ---- 1. the host
 command -v nvidia-smi > /dev/null || { say "no nvidia-smi: this host has no NVIDIA driver"; exit 1; }
 say "GPU: $(nvidia-smi --query-gpu=index,name,driver_version --format=csv,noheader | tr '\n' ';')"
-"$PY" - << 'PY' || { say "the GPU stack is incomplete: see docs/gpu-hosts.md"; exit 1; }
+"$PY" - << 'PY' || { say "the GPU stack is incomplete: see docs/guide/gpu-hosts.md"; exit 1; }
 import sys
 from importlib.metadata import PackageNotFoundError, version
 

@@ -2,7 +2,7 @@
 # jit_cache.sh: carry SGLang's just-in-time kernel caches from one GPU host to a fresh one.
 #
 # A first server start on a fresh host spends most of its 250-300 s compiling FlashInfer, tvm-ffi, Triton
-# and torch-inductor kernels (docs/gpu-hosts.md). Hosts that start bare every time (a nightly container,
+# and torch-inductor kernels (docs/guide/gpu-hosts.md). Hosts that start bare every time (a nightly container,
 # an offline host re-imaged between runs) pay it on every run. This packs the caches after a run and
 # unpacks them before the next one. The caches are keyed by the compiler and the package tree: a host
 # with another CXX or another sglang/flashinfer build recompiles anyway (no harm, just no gain).

@@ -138,7 +138,7 @@ def test_docs_and_compose_keep_passwords_out_of_argv() -> None:
     for name, service in compose["services"].items():
         command = service.get("command") or []
         assert "--db" not in command, name  # the URL reaches containers through DATABASE_URL
-    docs = (root / "docs" / "team-setup.md").read_text()
+    docs = (root / "docs" / "guide" / "team-setup.md").read_text()
     assert "--db postgresql" not in docs and "--db $" not in docs
 
 

@@ -1,4 +1,4 @@
-"""Every "contract §x" citation in code, tests and docs resolves to a section of docs/sglang-contract.md."""
+"""Every "contract §x" citation in code, tests and docs resolves to a section of docs/reference/sglang-contract.md."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-DOC = ROOT / "docs" / "sglang-contract.md"
+DOC = ROOT / "docs" / "reference" / "sglang-contract.md"
 # "contract §3.4", "contract §6.1-6.2", "contract §2, §3, §7", "sglang-contract.md §1.4-1.5"
 CITATION = re.compile(r"contract(?:\.md)?,?\s+(§\d+(?:\.\d+)?(?:\s*(?:[-–]|,\s*§|and\s+§)\s*\d+(?:\.\d+)?)*)")
 SECTION = re.compile(r"^#{2,3} (\d+(?:\.\d+)?)[. ]", re.MULTILINE)
@@ -43,6 +43,6 @@ def test_the_doc_has_the_sections_the_code_leans_on() -> None:
 
 
 def test_the_pattern_reads_ranges_and_lists() -> None:
-    text = "see contract §6.1-6.2 and (contract §2, §3, §7); docs/sglang-contract.md §1.4-1.5"
+    text = "see contract §6.1-6.2 and (contract §2, §3, §7); docs/reference/sglang-contract.md §1.4-1.5"
     numbers = {n for m in CITATION.finditer(text) for n in re.findall(r"\d+(?:\.\d+)?", m.group(1))}
     assert numbers == {"6.1", "6.2", "2", "3", "7", "1.4", "1.5"}

@@ -1,5 +1,5 @@
 """`specbench db snapshot`: a consistent, read-only-sourced copy of a SQLite database that a sweep may be writing,
-optionally without per-token times (docs/gpu-hosts.md, "A host lost mid-run"). Real files, the real CLI."""
+optionally without per-token times (docs/guide/gpu-hosts.md, "A host lost mid-run"). Real files, the real CLI."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """scripts/gpu_evidence.sh end to end on the stand-in: its sweep step and report run on any host, and
 SNAPSHOT_TO keeps a consistent copy of the database outside the work directory while the steps run, so a
-GPU host lost mid-run loses at most one snapshot period (docs/gpu-hosts.md, "A host lost mid-run")."""
+GPU host lost mid-run loses at most one snapshot period (docs/guide/gpu-hosts.md, "A host lost mid-run")."""
 
 from __future__ import annotations
 

@@ -500,7 +500,7 @@ def test_magnitude_floor_suppresses_a_tiny_step() -> None:
 
 
 def test_false_positive_rate_on_noise_stays_low() -> None:
-    """The rates docs/regressions.md quotes, on 200 seeded noise series of 100 points (1.5% CV)."""
+    """The rates docs/reference/regressions.md quotes, on 200 seeded noise series of 100 points (1.5% CV)."""
     rng = np.random.default_rng(7)
     series = rng.normal(1000.0, 15.0, size=(200, 100))
     with_floor = sum(bool(detect_change_points(s, DEFAULT)) for s in series)

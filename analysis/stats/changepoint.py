@@ -11,7 +11,7 @@
    `max_pvalue`, then the smallest relative change while any is below `min_magnitude`, re-testing the
    neighbours of each dropped point, until every survivor is significant and large enough.
 
-See docs/regressions.md for the parameters and the false-positive rates they give.
+See docs/reference/regressions.md for the parameters and the false-positive rates they give.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ On an H200 a speculative server is bound by one host core: SGLang's scheduler pr
 the GPU idles for a third of each cycle, so a window runs as fast as that core runs Python, and the host's cores
 ran the same Python up to 2x apart from moment to moment. Pinning the server to chosen CPUs (`server.cpu_affinity`)
 and the benchmark client to others (`specbench run --client-cpus`) takes the core's neighbours out of the
-measurement (docs/gpu-hosts.md, "Pinning CPUs").
+measurement (docs/guide/gpu-hosts.md, "Pinning CPUs").
 
 Linux only (`os.sched_setaffinity`): elsewhere a pin is a clear error, never silently skipped. On Linux the
 affinity belongs to each thread, and a new thread or child process inherits its creator's. So pinning a process

@@ -1,7 +1,7 @@
 """How fast the host runs a fixed piece of Python, timed every period in a child process, read per window.
 
 A speculative server on a small model per GPU is bound by the host CPU: its scheduler's Python loop sets the
-cycle (docs/results-h200.md). On a shared VM that CPU's speed moves with the neighbours (caches, memory
+cycle (docs/results/2026-12-04-h200-v3-slice.md). On a shared VM that CPU's speed moves with the neighbours (caches, memory
 bandwidth, frequency, steal) in ways /proc/stat does not show: run 4's speculative windows spread 10% with the
 host 90% idle. The probe measures the speed itself. It times the same interpreter-bound work each period, so
 its duration rises when the host runs Python slower, whatever the reason. Wall time and the probe's own CPU
@@ -15,7 +15,7 @@ killed with -9 leaves no probe behind.
 
 The child runs with -I: none of the runner's environment (PYTHONPATH, PYTHON* settings, the user's site
 directory) reaches the interpreter it times. On a host that runs specbench from the tree (the offline bundle,
-docs/gpu-hosts.md) PYTHONPATH is also what makes this project, and psutil if only the bundle has it,
+docs/guide/gpu-hosts.md) PYTHONPATH is also what makes this project, and psutil if only the bundle has it,
 importable, so the child is handed the project's root and imports nothing beyond the standard library and
 bench.host.processes (which reads /proc for it, as for the rest of specbench).
 """

@@ -5,14 +5,14 @@ clock and every figure with it, and nothing in the requests shows why. So a back
 GPUs the server uses every `interval_s` and the window gets a summary: min and median SM clock, max
 temperature, mean power, plus the host's 1-minute load average at the start and end.
 
-A speculative cycle on a small model per GPU is bound by the host CPU (docs/results-h200.md: the GPU idles
+A speculative cycle on a small model per GPU is bound by the host CPU (docs/results/2026-12-04-h200-v3-slice.md: the GPU idles
 half of each cycle), so the host matters as much as the GPU. Each window also records, from counters read at
 its start and end: the share of all host CPUs that was busy and that the hypervisor stole (`/proc/stat`), and
 the share of the window in which runnable tasks waited for a CPU (`/proc/pressure/cpu`, "some"). Where a
 file is missing (not Linux, no PSI) the figure is None.
 
 What the GPU and the host show did not explain the 5-13% window-to-window spread of speculative servers on
-an H200 (docs/results-h200.md, run 4): the SM clock held, the host was 90% idle, and a baseline server on the
+an H200 (docs/results/2026-12-04-h200-v3-slice.md, run 4): the SM clock held, the host was 90% idle, and a baseline server on the
 same host spread by < 1%. Two readings tell the remaining causes apart. The GPU's utilisation (the share of
 time a kernel ran) and its memory clock and clock-event reasons: a slower window with the GPU as busy as before
 means slower kernels; one with the GPU idler means it waited for the host. And the CPU seconds of the server's

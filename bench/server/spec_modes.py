@@ -1,6 +1,6 @@
 """Spec v1/v2 per SGLang release: what to pass at launch, and how to tell afterwards what actually ran.
 
-Pure (no I/O). Facts from docs/sglang-contract.md §1.4-1.5:
+Pure (no I/O). Facts from docs/reference/sglang-contract.md §1.4-1.5:
 
 * v1 = non-overlap speculative decoding, v2 = overlap-scheduled. `--disable-overlap-schedule` selects
   non-overlap in every release; `SGLANG_ENABLE_SPEC_V2` exists up to 0.5.13 only (0.5.14-0.5.15 log a
@@ -29,7 +29,7 @@ FLAG_NON_OVERLAP = "--disable-overlap-schedule"
 # Algorithms that 0.5.12 switches between the v1 and v2 worker classes (NEXTN is aliased to EAGLE).
 EAGLE_FAMILY = frozenset({"EAGLE", "EAGLE3", "NEXTN", "STANDALONE"})
 
-# The SGLang releases whose source the contract was read from (docs/sglang-contract.md): the one list. The
+# The SGLang releases whose source the contract was read from (docs/reference/sglang-contract.md): the one list. The
 # stand-in emulates exactly these; anything else is placed by the nearest rule.
 RELEASES: tuple[str, ...] = ("0.5.12", "0.5.13", "0.5.13.post1", "0.5.14", "0.5.15", "0.5.23")
 # The release specbench is tested against (pyproject's `[gpu]` extra pins it).

@@ -102,11 +102,11 @@ class ServerSpec(_Strict):
     # `dummy`: SGLang initialises weights from config.json alone (`--load-format dummy`), for the
     # config-only checkpoints of `specbench synth-model --preset ...`. `auto` passes no flag.
     load_format: LoadFormat = "auto"
-    # Keep both servers of a v1/v2 pair alive and interleave their repeats (docs/paired-measurement.md).
+    # Keep both servers of a v1/v2 pair alive and interleave their repeats (docs/reference/paired-measurement.md).
     # If the second one cannot start (GPU memory), the runner falls back to alternating restarts.
     pair_colocate: bool = True
     # Pin the server's processes and threads to these CPUs ("2-7,10" or [2, 3]); None = wherever the runner
-    # may run. Its scheduler is bound by one host core on an H200, so which core matters (docs/gpu-hosts.md).
+    # may run. Its scheduler is bound by one host core on an H200, so which core matters (docs/guide/gpu-hosts.md).
     cpu_affinity: CpuList | None = None
 
 
@@ -152,7 +152,7 @@ class WorkloadSpec(_Strict):
 class WarmupSpec(_Strict):
     waves: int = Field(1, ge=1, le=100)
     # A server's first point after its start keeps warming up (whole waves) until this long has passed: the
-    # first windows after an H200 start read 15-20% slow with one wave (docs/results-h200.md). None = by
+    # first windows after an H200 start read 15-20% slow with one wave (docs/results/2026-12-04-h200-v3-slice.md). None = by
     # backend: the GPU's min_window_s for servers specbench starts, 0 for the stand-in and external servers.
     after_start_s: float | None = Field(None, ge=0.0, le=3600.0)
 
@@ -166,7 +166,7 @@ class MeasureSpec(_Strict):
     # Measure each v1/v2 pair interleaved (ABBA) when the grid has both modes; false = one server at a time
     # in launch order (then `server.max_parallel_starts` applies to every config).
     paired: bool = True
-    # Re-measure the first point at the end of the run and store the drift (docs/paired-measurement.md).
+    # Re-measure the first point at the end of the run and store the drift (docs/reference/paired-measurement.md).
     # None = on for GPU servers and for v1/v2 pairs; off for unpaired stand-in sweeps, where it would only
     # restart a stand-in (seconds per job on a busy queue) to measure a performance model.
     drift_check: bool | None = None
@@ -187,13 +187,13 @@ class MeasureSpec(_Strict):
     # server's busiest process (SGLang's scheduler) is on, so it times the core that bounds a host-bound
     # speculative server; on a VM that vCPU's speed moves on its own (another tenant on its host sibling).
     # Cost: the probe then takes ~1-3% of that core from the scheduler, the same for v1 and v2, so ratios hold
-    # and absolute throughput reads slightly lower. Read cpu_probe_cpu_ms then (docs/gpu-hosts.md). Needs a
+    # and absolute throughput reads slightly lower. Read cpu_probe_cpu_ms then (docs/guide/gpu-hosts.md). Needs a
     # server specbench launches (refused with backend: external).
     cpu_probe: Literal["runner", "server"] = "runner"
 
 
 class ProfileSpec(_Strict):
-    """Capture an SGLang profiler trace of chosen points after their measured windows (docs/profiles.md)."""
+    """Capture an SGLang profiler trace of chosen points after their measured windows (docs/reference/profiles.md)."""
 
     steps: int = Field(12, ge=2, le=1000)  # `num_steps` of /start_profile
     activities: list[Activity] = Field(

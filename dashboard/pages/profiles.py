@@ -85,7 +85,7 @@ runs = _runs(url)
 if not runs:
     st.info(
         "No profiles yet. Add a `profile:` block to a sweep, e.g. "
-        "`profile: {steps: 12, activities: [GPU], at: [1, 8, 32]}` (see docs/profiles.md).",
+        "`profile: {steps: 12, activities: [GPU], at: [1, 8, 32]}` (see docs/reference/profiles.md).",
         icon=":material/inbox:",
     )
     st.stop()

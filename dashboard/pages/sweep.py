@@ -68,7 +68,7 @@ shared = servers[(servers["idle_neighbours"] > 0) & ~servers["pair_colocated"]]
 if servers["pair_colocated"].any():
     st.caption(
         "v1/v2 pairs were measured interleaved (A B B A ...) with both servers of a pair up; each idled while "
-        "its partner was measured (docs/paired-measurement.md)."
+        "its partner was measured (docs/reference/paired-measurement.md)."
     )
 if len(shared):
     st.warning(

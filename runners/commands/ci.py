@@ -5,7 +5,7 @@ Each side is either an existing run (`--base-run` / `--head-run`: an id, uid, `l
 (`--base` / `--head`, e.g. `base-3f2a9c1`): the newest finished run of SWEEP with that label is reused, and
 when there is none SWEEP runs now under that label, on the SGLang installed here. A PR job therefore installs
 the base SGLang, runs `specbench run SWEEP --label base-SHA` (or reuses a nightly run), installs the PR's
-SGLang and runs `specbench ci SWEEP --base base-SHA --head head-SHA`. See docs/ci.md.
+SGLang and runs `specbench ci SWEEP --base base-SHA --head head-SHA`. See docs/guide/ci.md.
 """
 
 from __future__ import annotations

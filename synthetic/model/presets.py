@@ -2,7 +2,7 @@
 
 With `--load-format dummy` SGLang builds the model from `config.json` and fills every weight on the GPU with
 random values; no tensors are read. A cost-realistic model therefore needs only the published config, with
-`num_hidden_layers` cut down so the slice fits one GPU (docs/paired-measurement.md: the cost-equivalent slice).
+`num_hidden_layers` cut down so the slice fits one GPU (docs/reference/paired-measurement.md: the cost-equivalent slice).
 
 The values below are those of the published `config.json` files on the Hugging Face Hub:
 - deepseek-ai/DeepSeek-V3 (identical in shape to DeepSeek-R1): hidden 7168, 128 heads, MLA q_lora 1536,

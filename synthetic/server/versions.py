@@ -1,4 +1,4 @@
-"""What differs between the emulated SGLang releases (docs/sglang-contract.md), as data.
+"""What differs between the emulated SGLang releases (docs/reference/sglang-contract.md), as data.
 
 Every version-dependent branch in the stand-in reads one of these fields, so a new release is a
 new table row rather than a hunt through the code.
