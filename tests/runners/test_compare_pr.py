@@ -14,9 +14,10 @@ from analysis import report
 from analysis.compare import comparable_pair, compare_runs, one_sided
 from analysis.labels import STAND_IN_TAG
 from runners.cli import app
-from tests.test_report import RUN_A, RUN_B, _points, _samples, _tables
+from tests.analysis.test_report import RUN_A, RUN_B, _points, _samples, _tables
+from tests.paths import REPO_ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = REPO_ROOT
 DEMO_YAML = (ROOT / "sweeps" / "demo-sim.yaml").read_text()
 GRID = [
     (m, s, bs)

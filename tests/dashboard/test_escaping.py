@@ -18,7 +18,8 @@ from streamlit.testing.v1 import AppTest
 from analysis import md, report
 from analysis.compare import compare_runs
 from analysis.export import EXPORT_COLUMNS, RUN_METADATA, Export, read_csv_rows, to_csv, to_markdown
-from tests.test_report import KEYS, RUN_A, RUN_B, _points, _samples, _tables
+from tests.analysis.test_report import KEYS, RUN_A, RUN_B, _points, _samples, _tables
+from tests.paths import REPO_ROOT
 
 HOSTILE = "m`x``|y```\n</details><img src=x onerror=alert(1)> [l](http://e.x) ![i](http://e.x/p.png) *b* ~~s~~ $x$ &amp;"
 HOSTILE_YAML = "name: x\n````\n</details>\n<img src=x onerror=alert(1)>\n```\n~~~\nmodel: '|'\n"
@@ -128,9 +129,7 @@ def test_dashboard_renders_the_report_without_raw_html(
         c.execute(text("UPDATE runs SET model = :m, sweep_yaml = :y"), {"m": HOSTILE, "y": HOSTILE_YAML})
     eng.dispose()
     monkeypatch.setenv("DATABASE_URL", sqlite_url)
-    at = AppTest.from_file(
-        str(Path(__file__).resolve().parents[1] / "dashboard" / "app.py"), default_timeout=60
-    )
+    at = AppTest.from_file(str(REPO_ROOT / "dashboard" / "app.py"), default_timeout=60)
     at.run()
     for page in ["pages/overview.py", "pages/compare.py"]:
         at.switch_page(page).run()

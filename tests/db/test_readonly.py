@@ -13,8 +13,9 @@ from typer.testing import CliRunner
 
 from db.engine import make_readonly_engine
 from runners.cli import app
+from tests.paths import REPO_ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = REPO_ROOT
 EXAMPLE = ROOT / "examples" / "h200-sglang-0.5.13.post1.db"
 APP = str(ROOT / "dashboard" / "app.py")
 

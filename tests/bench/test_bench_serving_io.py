@@ -17,10 +17,11 @@ from db.engine import session_scope
 from db.migrate import open_database
 from db.models import Point, Run, Sample
 from runners.cli import app
+from tests.paths import FIXTURES
 
 # Two lines written by sglang 0.5.13.post1's bench_serving (batch 4 and 16, 256 in / 256 out) against the
 # stand-in, with server_info's model path renamed.
-FIXTURE = Path(__file__).parent / "fixtures" / "bench_serving_results.jsonl"
+FIXTURE = FIXTURES / "bench_serving_results.jsonl"
 
 
 def _cli(*argv: str) -> str:

@@ -25,9 +25,10 @@ from db.models import METRIC_FIELDS, Point, RequestRow, Run, Sample, ServerInsta
 from db.snapshot import snapshot
 from runners.cli import app
 from runners.store import store_sample
-from tests.test_merge_grow import _parts, resumed_server
+from tests.db.test_merge_grow import _parts, resumed_server
+from tests.paths import REPO_ROOT
 
-V3_EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "h200-v3slice-paired.db"
+V3_EXAMPLE = REPO_ROOT / "examples" / "h200-v3slice-paired.db"
 UID = "01a23d40-50f0-7c93-8dde-f78e50822bcb"  # the example's paired run: 8 points of 5 repeats
 KEY = "2bff612da9aafe1f/bs64/random:random:in256:out256:seed1:t0.0/n256"
 REPEAT = 2  # the repeat whose server died in part 1, measured again by the resumed run

@@ -21,6 +21,7 @@ from db.migrate import upgrade
 from db.models import Point, RequestRow, Run, Sample
 from runners.cli import app
 from tests.fixtures.db import grid_part1
+from tests.paths import REPO_ROOT
 
 TOKENS = 200  # per request: enough token times that dropping them shrinks the file visibly
 
@@ -313,7 +314,7 @@ def test_a_copy_that_cannot_be_written_blames_dest_not_src(src: Path, tmp_path: 
     with contextlib.closing(sqlite3.connect(src)) as c:
         assert c.execute("PRAGMA journal_mode=DELETE").fetchone() == ("delete",)
     dest = tmp_path / "copy.db"
-    root = Path(__file__).resolve().parents[1]
+    root = REPO_ROOT
     done = subprocess.run(
         [sys.executable, "-c", FILL_UP, str(src), str(dest)],
         capture_output=True,

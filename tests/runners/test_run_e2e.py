@@ -23,8 +23,9 @@ from db.migrate import open_database
 from db.models import Point, RequestRow, Run, Sample, ServerInstance
 from runners.sweep_runner import execute_sweep, launch_batches
 from tests.fixtures.sim import DEFAULT_MODEL
+from tests.paths import REPO_ROOT
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = REPO_ROOT
 # A finished run: `unstable` when a repeat's p99 TTFT strays (a busy test machine does that to the stand-in).
 FINISHED = ("done", "unstable")
 

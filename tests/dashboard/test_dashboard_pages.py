@@ -20,8 +20,9 @@ from db.migrate import open_database
 from runners.commands.dashboard import streamlit_argv, streamlit_env
 from synthetic.history import SMALL_SHAPE
 from synthetic.history.seed import seed_history
+from tests.paths import REPO_ROOT
 
-APP = str(Path(__file__).resolve().parents[1] / "dashboard" / "app.py")
+APP = str(REPO_ROOT / "dashboard" / "app.py")
 PAGES = ["pages/overview.py", "pages/trends.py", "pages/sweep.py", "pages/compare.py", "pages/jobs.py"]
 TIMEOUT = 60
 
@@ -212,7 +213,7 @@ def test_sweep_warns_when_servers_shared_the_gpu(tmp_path: Path, monkeypatch: py
     import shutil
 
     db_file = tmp_path / "h200.db"
-    shutil.copy(Path(__file__).resolve().parents[1] / "examples" / "h200-sglang-0.5.13.post1.db", db_file)
+    shutil.copy(REPO_ROOT / "examples" / "h200-sglang-0.5.13.post1.db", db_file)
     url = f"sqlite:///{db_file}"
     eng = open_database(url)
     runs = q.run_choices(eng)
@@ -265,7 +266,7 @@ def _grid_copy(tmp_path: Path, name: str) -> str:
     import shutil
 
     db_file = tmp_path / name
-    shutil.copy(Path(__file__).resolve().parents[1] / "examples" / "h200-v3slice-grid" / "grid.db", db_file)
+    shutil.copy(REPO_ROOT / "examples" / "h200-v3slice-grid" / "grid.db", db_file)
     return f"sqlite:///{db_file}"
 
 
@@ -322,7 +323,7 @@ def test_sweep_says_when_a_resume_edited_the_stopping_rule(
     assert not any("stopping rule" in c.value for c in plain.caption)
     url = _grid_copy(tmp_path, "edited.db")
     eng = open_database(url)
-    sweep_file = Path(__file__).resolve().parents[1] / "sweeps" / "h200-v3slice-grid.yaml"
+    sweep_file = REPO_ROOT / "sweeps" / "h200-v3slice-grid.yaml"
     with session_scope(eng) as s:
         run = s.get(Run, 1)
         assert run is not None

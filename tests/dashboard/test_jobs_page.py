@@ -14,9 +14,10 @@ from db.migrate import open_database
 from db.models import Worker
 from db.types import utcnow
 from runners import queue
+from tests.paths import REPO_ROOT
 from tests.queue_support import sim_sweep
 
-PAGE = str(Path(__file__).resolve().parents[1] / "dashboard" / "pages" / "jobs.py")
+PAGE = str(REPO_ROOT / "dashboard" / "pages" / "jobs.py")
 
 
 def populate(engine: Engine) -> dict[str, int]:

@@ -11,8 +11,9 @@ from typer.testing import CliRunner
 
 from db.engine import redact, resolve_url, scrub
 from runners.cli import app
+from tests.paths import REPO_ROOT
 
-EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "h200-sglang-0.5.13.post1.db"
+EXAMPLE = REPO_ROOT / "examples" / "h200-sglang-0.5.13.post1.db"
 PASSWORD = "Sup3r-s3cret"
 PG_WITH_PASSWORD = f"postgresql://specbench:{PASSWORD}@127.0.0.1:1/specbench"
 
@@ -133,7 +134,7 @@ def test_redaction_helpers_use_the_library() -> None:
 def test_docs_and_compose_keep_passwords_out_of_argv() -> None:
     import yaml
 
-    root = Path(__file__).resolve().parents[1]
+    root = REPO_ROOT
     compose = yaml.safe_load((root / "docker-compose.yml").read_text())
     for name, service in compose["services"].items():
         command = service.get("command") or []

@@ -19,9 +19,10 @@ from bench.sweep import parse_sweep
 from db import profile_queries as pq
 from db.migrate import open_database
 from runners.sweep_runner import execute_sweep
+from tests.paths import REPO_ROOT
 
-APP = str(Path(__file__).resolve().parents[1] / "dashboard" / "app.py")
-ROOT = Path(__file__).resolve().parents[1]
+APP = str(REPO_ROOT / "dashboard" / "app.py")
+ROOT = REPO_ROOT
 
 SWEEP = """
 name: prof-page
@@ -104,7 +105,13 @@ def test_empty_state_without_profiles(tmp_path: Path, monkeypatch: pytest.Monkey
 def test_profiles_page_in_chromium(profiled_url: str, tmp_path: Path) -> None:
     from playwright.sync_api import expect, sync_playwright
 
-    from tests.test_dashboard_e2e import CHART, CHROMIUM, CHROMIUM_ARGS, _require_browser, _wait_healthy
+    from tests.dashboard.test_dashboard_e2e import (
+        CHART,
+        CHROMIUM,
+        CHROMIUM_ARGS,
+        _require_browser,
+        _wait_healthy,
+    )
 
     _require_browser()
     port = free_port()

@@ -23,11 +23,12 @@ from db import queries as q
 from db.migrate import open_database
 from synthetic.history import SMALL_SHAPE
 from synthetic.history.seed import seed_history
+from tests.paths import REPO_ROOT
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(120)]
 
 CHROMIUM = "/usr/bin/chromium"
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = REPO_ROOT
 CHART = "[data-testid='stVegaLiteChart'] canvas, [data-testid='stVegaLiteChart'] svg"
 CHROMIUM_ARGS = [
     "--no-sandbox",

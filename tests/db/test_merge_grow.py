@@ -19,8 +19,9 @@ from db.migrate import open_database
 from db.models import METRIC_FIELDS, Point, Profile, RequestRow, Run, Sample, ServerInstance
 from db.snapshot import snapshot
 from runners.cli import app
+from tests.paths import REPO_ROOT
 
-V3_EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "h200-v3slice-paired.db"
+V3_EXAMPLE = REPO_ROOT / "examples" / "h200-v3slice-paired.db"
 UID = "01a23d40-50f0-7c93-8dde-f78e50822bcb"  # the example's paired run: 8 points of 5 repeats, 7 profiled
 CUT = "a3c5a06964831f83/bs32/random:random:in256:out256:seed1:t0.0/n128"  # measured in part 2 only
 RESUMED = "2bff612da9aafe1f/bs64/random:random:in256:out256:seed1:t0.0/n256"  # repeats 3, 4 in part 2

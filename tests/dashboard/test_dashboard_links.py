@@ -4,7 +4,6 @@ something the database lacks answered with a notice that names it."""
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from streamlit.testing.v1 import AppTest
@@ -13,8 +12,9 @@ from analysis.labels import STAND_IN_TAG
 from bench.sweep import parse_sweep
 from db.migrate import open_database
 from runners.sweep_runner import execute_sweep
+from tests.paths import REPO_ROOT
 
-APP = str(Path(__file__).resolve().parents[1] / "dashboard" / "app.py")
+APP = str(REPO_ROOT / "dashboard" / "app.py")
 PAGES = ["pages/overview.py", "pages/trends.py", "pages/sweep.py", "pages/compare.py", "pages/jobs.py"]
 
 SWEEP = """

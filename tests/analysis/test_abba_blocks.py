@@ -12,7 +12,7 @@ from analysis import v2_vs_v1, windows
 from bench.pairing import abba_sides
 from benchmarks.abba_blocks import block_table
 from db.migrate import open_database_readonly
-from tests.test_dashboard_pages import _grid_copy
+from tests.dashboard.test_dashboard_pages import _grid_copy
 
 
 def _windows(ratio: float, drift_per_window: float, repeats: int = 8) -> pd.DataFrame:

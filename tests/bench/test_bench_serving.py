@@ -37,6 +37,7 @@ from bench.workload import build_prompts
 from runners.cli import app
 from synthetic.model.tokenizer import write_tokenizer
 from tests.fixtures.sim import SimFactory, SimHandle, request
+from tests.paths import REPO_ROOT
 
 VOCAB = 4096
 SIM_ENV = {"SPECBENCH_SIM_STARTUP_S": "0", "SPECBENCH_SIM_TIME_SCALE": "0.2"}
@@ -48,7 +49,7 @@ def _bench_serving_python() -> str:
         return explicit
     if importlib.util.find_spec("sglang") is not None:
         return sys.executable
-    local = Path(__file__).resolve().parents[1] / ".venv-bench-serving" / "bin" / "python"
+    local = REPO_ROOT / ".venv-bench-serving" / "bin" / "python"
     if local.exists():
         return str(local)
     if os.environ.get("SPECBENCH_REQUIRE_BENCH_SERVING") == "1":

@@ -14,6 +14,7 @@ from sqlalchemy import Engine, inspect
 from db.engine import make_engine
 from db.migrate import alembic_config, open_database
 from db.models import Base
+from tests.paths import REPO_ROOT
 
 
 def test_upgrade_head_creates_every_table(engine: Engine) -> None:
@@ -51,7 +52,7 @@ def test_upgrading_an_older_sqlite_file_keeps_every_row(tmp_path: Path) -> None:
     upgrading a file from before 2026_12_04_invocation (which rebuilds `samples`) deleted every request row.
     A real file from that time: the committed H200 pair, 6,281 requests."""
     old = tmp_path / "old.db"
-    shutil.copy(Path(__file__).resolve().parents[1] / "examples" / "h200-v3slice-paired.db", old)
+    shutil.copy(REPO_ROOT / "examples" / "h200-v3slice-paired.db", old)
     with sqlite3.connect(old) as c:
         (revision,) = c.execute("SELECT version_num FROM alembic_version").fetchone()
         before = {

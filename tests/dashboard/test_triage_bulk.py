@@ -17,8 +17,9 @@ from db.migrate import open_database
 from runners.cli import app
 from synthetic.history import SMALL_SHAPE
 from synthetic.history.seed import seed_history
+from tests.paths import REPO_ROOT
 
-APP = str(Path(__file__).resolve().parents[1] / "dashboard" / "app.py")
+APP = str(REPO_ROOT / "dashboard" / "app.py")
 
 
 @pytest.fixture

@@ -27,6 +27,7 @@ from db.migrate import open_database
 from db.models import Sample
 from runners.cli import app
 from runners.sweep_runner import execute_sweep
+from tests.paths import REPO_ROOT
 
 ALLOWED = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
 linux_affinity = pytest.mark.skipif(not ALLOWED, reason="CPU affinity is Linux only")
@@ -141,7 +142,7 @@ PARENT = textwrap.dedent(
 
 
 def test_the_child_exits_when_its_runner_is_killed() -> None:
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    root = str(REPO_ROOT)
     parent = subprocess.Popen([sys.executable, "-c", PARENT, root], stdout=subprocess.PIPE, text=True)
     assert parent.stdout is not None
     child = psutil.Process(int(parent.stdout.readline()))

@@ -12,8 +12,9 @@ from db.engine import session_scope
 from db.merge import merge_runs
 from db.migrate import open_database
 from db.models import Point, Profile, RequestRow, Run, Sample, ServerInstance
+from tests.paths import REPO_ROOT
 
-EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "h200-sglang-0.5.13.post1.db"
+EXAMPLE = REPO_ROOT / "examples" / "h200-sglang-0.5.13.post1.db"
 
 
 def _counts(engine) -> tuple[int, ...]:  # type: ignore[no-untyped-def]
@@ -88,7 +89,7 @@ def test_markdown_export_of_the_h200_run_renders_as_a_table(tmp_path: Path) -> N
     )
 
 
-V3_EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "h200-v3slice-paired.db"
+V3_EXAMPLE = REPO_ROOT / "examples" / "h200-v3slice-paired.db"
 
 
 def _profiles(engine) -> list[tuple[object, ...]]:  # type: ignore[no-untyped-def]
