@@ -148,7 +148,7 @@ def execute_sweep(
     try:
         with progress:
             task = progress.add_task("starting", total=total_points)
-            executor.progress, executor.task = progress, task
+            executor.progress, executor.task, executor.console = progress, task, console
             steps = pair_runner.schedule(groups, spec)
             for i, step in enumerate(steps):
                 # The last pair re-measures the reference point on its still-running server when it holds it.
