@@ -88,3 +88,20 @@ def test_slice_page_says_routing_collapsed(tmp_path: Path, monkeypatch: pytest.M
         c.startswith("Numbers: dummy weights, acceptance pinned at 2.5, routing collapsed") for c in captions
     )
     assert any("Expert routing collapsed" in w.value for w in at.warning)
+
+
+def test_v2_vs_v1_export_carries_each_sides_floor(runs: tuple[str, int, int]) -> None:
+    from analysis import v2_vs_v1
+
+    url, shard, _ = runs
+    eng = open_database(url)
+    frame = v2_vs_v1.load(eng, shard)
+    points = q.run_points(eng, shard)
+    eng.dispose()
+    assert len(frame) == 2  # batch 1 and 4, steps 1 at 1.8
+    for row in frame.to_dict("records"):
+        for mode in ("v1", "v2"):
+            want = points[(points["spec_mode"] == mode) & (points["batch_size"] == row["batch_size"])]
+            assert row[f"{mode}_floor_fraction"] == pytest.approx(float(want["floor_fraction"].iloc[0]))
+    text = v2_vs_v1.to_markdown(frame)
+    assert "floor v1 / v2" in text and "above 1 is impossible" in text
