@@ -387,3 +387,58 @@ def run_samples(engine: Engine, run_id: int, metrics: Sequence[str]) -> pd.DataF
         .order_by(Sample.point_id, Sample.repeat)
     )
     return read_frame(engine, stmt)
+
+
+# What pairing two runs as a shard and its tensor-parallel deployment reads of a run's provenance.
+MODEL_FACT_KEYS: tuple[str, ...] = (
+    "model_shape",
+    "model_synth",
+    "model_path",
+    "sim_gpu_name",
+    "sim_gpu_count",
+)
+
+
+def run_model_facts(engine: Engine, run_id: int) -> dict[str, Any]:
+    """A run's identity, GPUs and model as stored: id, uid, sweep_name, model, sglang_version, gpu_name,
+    gpu_count, simulated, the provenance's MODEL_FACT_KEYS (None where the run predates them), and `tps`: the
+    distinct tensor-parallel widths of its points, ascending."""
+    with engine.connect() as c:
+        row = (
+            c.execute(
+                select(
+                    Run.id,
+                    Run.uid,
+                    Run.sweep_name,
+                    Run.model,
+                    Run.sglang_version,
+                    Run.gpu_name,
+                    Run.gpu_count,
+                    Run.simulated,
+                    Run.provenance,
+                ).where(Run.id == run_id)
+            )
+            .mappings()
+            .first()
+        )
+        if row is None:
+            raise QueryError(f"no run with id {run_id}")
+        tps = c.execute(select(Point.tp).where(Point.run_id == run_id).distinct()).scalars().all()
+    facts = dict(row)
+    provenance = facts.pop("provenance") or {}
+    facts.update({k: provenance.get(k) for k in MODEL_FACT_KEYS})
+    facts["tps"] = sorted(int(t) for t in tps if t is not None)
+    return facts
+
+
+def run_tp_widths(engine: Engine, run_ids: Sequence[int]) -> dict[int, list[int]]:
+    """run id -> the distinct tensor-parallel widths of its points, ascending (a run without points: absent).
+    Walks `ix_points_run_id` in chunks of ids."""
+    out: dict[int, set[int]] = {}
+    with engine.connect() as c:
+        for part in chunks(list(run_ids)):
+            stmt = select(Point.run_id, Point.tp).where(Point.run_id.in_(part)).distinct()
+            for run_id, tp in c.execute(stmt):
+                if tp is not None:
+                    out.setdefault(int(run_id), set()).add(int(tp))
+    return {r: sorted(t) for r, t in out.items()}

@@ -77,6 +77,9 @@ def _table(trace: Path, s: dict[str, Any]) -> None:
             t.add_row(f"GPU {name} (ms)", _fmt(ph["gpu_ms"]))
         if ph["cpu_ms"]:
             t.add_row(f"CPU {name} (ms)", _fmt(ph["cpu_ms"]))
+    for kind, c in (s.get("collectives") or {}).items():
+        t.add_row(f"{kind.replace('_', '-')} per cycle (ms)", _fmt(c["ms_per_cycle"]))
+        t.add_row(f"{kind.replace('_', '-')} share of the cycle (%)", _fmt(c["share_of_cycle"], 100.0, 1))
     console.print(t)
     d = s.get("distortion")
     if d and d["ratio"] is not None:

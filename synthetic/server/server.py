@@ -202,6 +202,8 @@ class SimServer:
         out["graph_max_bs"] = self.resolved.graph_max_bs
         out["tokenizer"] = self.tokenizer_file or "hash (no tokenizer.json at the tokenizer path)"
         out["expert_routing"] = self.expert_routing()
+        # One emulated GPU per tensor-parallel rank, as a real TP-N server holds N (run provenance records it).
+        out["gpu_count"] = self.args.tp_size
         if self.acceptance is not None:
             out["expected_tokens_per_verify_step"] = self.acceptance.expected_tokens_per_step()
         return out
