@@ -187,6 +187,8 @@ def all_reduce_of(summary: dict[str, Any] | None) -> dict[str, Any]:
     if "collectives" not in s:
         return {"known": False, "ms": None, "share": None, "kernels": None, "cycle_ms": cycle}
     ar = (s.get("collectives") or {}).get("all_reduce")
+    if cycle is None:  # no whole cycle in the trace: nothing per cycle to read
+        return {"known": True, "ms": None, "share": None, "kernels": None, "cycle_ms": None}
     if not ar:
         return {"known": True, "ms": 0.0, "share": 0.0, "kernels": 0.0, "cycle_ms": cycle}
     med = lambda key: (ar.get(key) or {}).get("median")  # noqa: E731 - three reads of one shape
@@ -340,7 +342,11 @@ def conclusion(frame: pd.DataFrame, target: float = TARGET_ERROR) -> dict[str, A
         b["agree" if agree is True else "disagree" if agree is False else "undecided"] += 1
         # One run says faster where the other says slower: the shard got the answer wrong, not just unsure.
         b["opposite"] += {r.get("shard_verdict"), r.get("tp_verdict")} == {"faster", "slower"}
-    decided = bool(by_batch) and all(b["undecided"] == 0 for b in by_batch.values())
+    # False as soon as one verdict differs; None while a cell lacks a verdict on either side and none differs.
+    if not by_batch or any(b["disagree"] for b in by_batch.values()):
+        predicts: bool | None = False if by_batch else None
+    else:
+        predicts = True if all(b["undecided"] == 0 for b in by_batch.values()) else None
 
     def errors(col: str) -> dict[str, Any]:
         vals = [float(v) for v in spec[col] if not missing(v)]
@@ -357,9 +363,7 @@ def conclusion(frame: pd.DataFrame, target: float = TARGET_ERROR) -> dict[str, A
     with_ar = errors("cycle_error_with_all_reduce")
     return {
         "verdicts_by_batch": by_batch,
-        "predicts_every_batch": (
-            decided and all(b["disagree"] == 0 for b in by_batch.values()) if by_batch else None
-        ),
+        "predicts_every_batch": predicts,
         "cycle_error": errors("cycle_error"),
         "cycle_error_with_all_reduce": with_ar,
         "target": target,

@@ -53,6 +53,9 @@ IMPLAUSIBLE_DISTORTION = 0.5
 # The kernel that checks the draft tokens against the target's logits, right after the verify forward:
 # sgl-kernel's verify_tree_greedy (greedy) and tree_speculative_sampling_target_only (sampling).
 VERIFY_KERNEL = re.compile(r"verify_?tree|tree_?speculative_?sampling", re.IGNORECASE)
+# Trace times are microseconds since an epoch (~1e12-1e15): a double resolves them to ~0.25 us, so a replay
+# that ends back to back with the next kernel can read as ending a fraction of a microsecond after it starts.
+TIMESTAMP_RESOLUTION_US = 0.5
 
 
 @dataclass
@@ -214,7 +217,7 @@ def graph_verify_steps(kernels: list[Span]) -> list[Step]:
     for k in kernels:  # in start order
         if not VERIFY_KERNEL.search(k.name):
             continue
-        while i < len(replays) and replays[i][1] <= k.start:
+        while i < len(replays) and replays[i][1] <= k.start + TIMESTAMP_RESOLUTION_US:
             i += 1
         if i:  # else the trace starts after that step's verify: nothing to name
             verify_graphs.add(replays[i - 1][2])  # the last replay that ended before the verification

@@ -229,33 +229,38 @@ def _kernels(
     """The phase's kernels back to back. A CUDA-graph replay gives all its kernels one correlation id (one
     cudaGraphLaunch); eager kernels get one each (one cudaLaunchKernel each). `comm` (microseconds, part of
     `dur`) is drawn as ALL_REDUCES_PER_LAYER all-reduce kernels per repeat (layer)."""
-    out, t = [], start
+    out = []
     graph_id = next(corr) if graph else None
     compute = max(dur - comm, 0.0)
     mix = list(KERNELS[phase])
     # The all-reduces close the layer's attention (after its first kernel) and its MLP (after its last).
     closing = [0, len(mix) - 1] if comm > 0 else []
+    kernels: list[tuple[str, float]] = []
     for _ in range(repeat):
         for i, (name, share) in enumerate(mix):
-            kernels = [(name, compute * share / repeat)]
-            ar = comm / (ALL_REDUCES_PER_LAYER * repeat)
-            kernels += [(ALL_REDUCE_KERNEL, ar)] * closing.count(i)
-            for kname, d in kernels:
-                c = graph_id if graph_id is not None else next(corr)
-                out.append(
-                    _x(
-                        "kernel",
-                        kname,
-                        t,
-                        d,
-                        GPU_PID,
-                        KERNEL_STREAM,
-                        stream=KERNEL_STREAM,
-                        device=0,
-                        correlation=c,
-                    )
-                )
-                t += d
+            kernels.append((name, compute * share / repeat))
+            kernels += [(ALL_REDUCE_KERNEL, comm / (ALL_REDUCES_PER_LAYER * repeat))] * closing.count(i)
+    # Each kernel ends where the next starts and the last exactly at start + dur, whatever the rounding of the
+    # large absolute times: the phases tile the time axis as the cost model says.
+    t, done = start, 0.0
+    for n, (kname, d) in enumerate(kernels):
+        done += d
+        end = start + dur if n == len(kernels) - 1 else start + done
+        c = graph_id if graph_id is not None else next(corr)
+        out.append(
+            _x(
+                "kernel",
+                kname,
+                t,
+                end - t,
+                GPU_PID,
+                KERNEL_STREAM,
+                stream=KERNEL_STREAM,
+                device=0,
+                correlation=c,
+            )
+        )
+        t = end
     return out
 
 
