@@ -251,3 +251,37 @@ def test_the_dashboard_page_renders_the_pair(
     assert any("not a shard and its TP deployment" in w.value for w in at.warning)
     assert any("is not a one-GPU shard run" in m.value for m in at.markdown)
     assert not at.get("vega_lite_chart")
+
+
+def _page(url: str, monkeypatch: pytest.MonkeyPatch, **params: str) -> AppTest:
+    monkeypatch.setenv("DATABASE_URL", url)
+    at = AppTest.from_file(APP, default_timeout=60)
+    for k, v in params.items():
+        at.query_params[k] = v
+    at.run()
+    at.switch_page("pages/shard_vs_tp.py").run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def test_the_page_without_runs_or_without_a_pair(
+    two_hosts: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    empty = f"sqlite:///{tmp_path / 'empty.db'}"
+    open_database(empty).dispose()
+    assert any("No runs in" in i.value for i in _page(empty, monkeypatch).info)
+    lonely = f"sqlite:///{tmp_path / 'shard-only.db'}"
+    assert _cli("import", str(two_hosts["shard"]), "--db", lonely).exit_code == 0
+    at = _page(lonely, monkeypatch)
+    assert any("No shard/TP pair in this database" in i.value for i in at.info)
+    assert any("the same run" in m.value for m in at.markdown)  # one run: picked for both sides, and said
+    assert not at.get("vega_lite_chart")
+
+
+def test_a_link_names_the_pair(combined: tuple[str, int, int], monkeypatch: pytest.MonkeyPatch) -> None:
+    url, shard, tp = combined
+    at = _page(url, monkeypatch, shard=str(tp), tp=str(shard))  # swapped by the link
+    assert (at.selectbox(key="tp_shard").value, at.selectbox(key="tp_tp").value) == (tp, shard)
+    assert any("not a shard and its TP deployment" in w.value for w in at.warning)
+    at = _page(url, monkeypatch, shard=str(shard), tp="99999")
+    assert any("does not hold" in w.value for w in at.warning)  # an unknown run: said, the default shown
