@@ -161,6 +161,11 @@ def pair_notes(shard: RunSide, tp: RunSide) -> list[str]:
         out.append(
             f"SGLang {shard.sglang_version or '?'} (shard) vs {tp.sglang_version or '?'} (TP): two releases"
         )
+    if shard.gpus > 1:
+        out.append(
+            f"run #{shard.run_id} recorded {shard.gpus} GPUs for a one-GPU shard: the host's, not the one it ran "
+            "on (pin it with `specbench run --gpus 0` or CUDA_VISIBLE_DEVICES=0 next time)"
+        )
     if 0 < tp.gpus < tp.tp:
         out.append(f"run #{tp.run_id} recorded {tp.gpus} GPU(s) for tp {tp.tp}: its provenance is incomplete")
     return out
