@@ -11,6 +11,7 @@ from dashboard.components.filters import run_picker
 from dashboard.components.shard_vs_tp import shard_vs_tp_section
 from dashboard.services import data
 
+DEFAULT_SEARCH = 100
 PARAMS = (
     state.Param("shard", "tp_shard", None, int),
     state.Param("tp", "tp_tp", None, int),
@@ -25,7 +26,8 @@ state.restore(PARAMS, "shard_vs_tp")
 
 runs = data.run_choices(url)
 ids = [int(i) for i in runs["id"]]
-pair = data.shard_tp_default(url, tuple(ids))
+# The default pair is looked for among the newest runs only: a pair is measured together, not years apart.
+pair = data.shard_tp_default(url, tuple(ids[:DEFAULT_SEARCH]))
 if pair is None:
     st.info(
         "No shard/TP pair in this database: it needs a run of a model's one-GPU shard at tp 1 and a run of the "

@@ -285,3 +285,18 @@ def test_a_link_names_the_pair(combined: tuple[str, int, int], monkeypatch: pyte
     assert any("not a shard and its TP deployment" in w.value for w in at.warning)
     at = _page(url, monkeypatch, shard=str(shard), tp="99999")
     assert any("does not hold" in w.value for w in at.warning)  # an unknown run: said, the default shown
+
+
+def test_profile_summarize_shows_the_all_reduce_rows_of_a_tp_rank(two_hosts: dict[str, Path]) -> None:
+    traces = sorted((two_hosts["tp8"].parent / "artifacts").rglob("*-TP-*.trace.json.gz"))
+    ranks = {t.name.split("-TP-")[1].split(".")[0] for t in traces}
+    assert ranks == {str(r) for r in range(8)}  # one file per rank, as SGLang writes them
+    rank0 = next(t for t in traces if "-TP-0." in t.name)
+    res = _cli("profile", "summarize", str(rank0))
+    assert res.exit_code == 0, res.output
+    assert "all-reduce per cycle (ms)" in res.output and "all-reduce share of the cycle (%)" in res.output
+    doc = json.loads(_cli("profile", "summarize", str(rank0), "--format", "json").stdout)
+    assert doc["collectives"]["all_reduce"]["kernels_per_cycle"]["median"] == 16
+    shard_traces = sorted((two_hosts["shard"].parent / "artifacts").rglob("*-TP-0.trace.json.gz"))
+    one_gpu = json.loads(_cli("profile", "summarize", str(shard_traces[0]), "--format", "json").stdout)
+    assert one_gpu["collectives"] == {}
