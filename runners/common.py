@@ -10,7 +10,6 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 from sqlalchemy import Engine
-from sqlalchemy.engine import make_url
 
 from bench.host.cpu_affinity import AffinityError, check_allowed, parse_cpu_list, pinned_runner
 from db import queries as q
@@ -22,6 +21,7 @@ from db.engine import (
     redact,
     resolve_url,
     scrub,
+    url_secrets,
 )
 from db.migrate import SchemaBehindError, open_database, open_database_readonly
 
@@ -59,11 +59,12 @@ def db_url(url: str | None) -> str:
         resolved = resolve_url(url)
     except DatabaseURLError as e:
         fail(str(e))
-    if url and not url.startswith(ENV_PREFIX) and make_url(resolved).password:
+    secrets = url_secrets(resolved) if url and not url.startswith(ENV_PREFIX) else []
+    if secrets:
         fail(
-            f"--db {redact(resolved)}: a password on the command line is visible to every user of this host "
-            "(ps, shell history); put the URL in an environment variable and pass --db env:NAME, or set "
-            "DATABASE_URL"
+            f"--db {redact(resolved)}: a secret ({', '.join(secrets)}) on the command line is visible to every "
+            "user of this host (ps, shell history); put the URL in an environment variable and pass --db "
+            "env:NAME, or set DATABASE_URL"
         )
     return resolved
 
