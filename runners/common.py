@@ -24,6 +24,7 @@ from db.engine import (
     url_secrets,
 )
 from db.migrate import SchemaBehindError, open_database, open_database_readonly
+from runners import host_recovery
 
 console = Console()
 err_console = Console(stderr=True)
@@ -116,12 +117,22 @@ def pinned_client(cpus: tuple[int, ...] | None) -> contextlib.AbstractContextMan
 
 
 def open_db(url: str | None) -> Engine:
-    """The migrated database, or a clear message and exit 2 when it cannot be reached."""
+    """The migrated database, or a clear message and exit 2 when it cannot be reached. Runs and server rows
+    that a dead specbench process on this host left open are closed first (runners/host_recovery.py)."""
     resolved = db_url(url)
     try:
-        return open_database(resolved)
+        engine = open_database(resolved)
     except Exception as e:  # driver errors vary by backend; the user needs the URL and the cause
         fail(f"cannot open database {redact(resolved)}: {type(e).__name__}: {scrub(str(e), resolved)}")
+    try:
+        notes = host_recovery.close_dead_owners(engine)
+    except Exception as e:  # a best effort: the command itself must not fail for it (the next one retries)
+        notes = [
+            f"could not check for runs left by dead processes: {type(e).__name__}: {scrub(str(e), resolved)}"
+        ]
+    for note in notes:
+        err_console.print(f"note: {escape(note)}", style="yellow")
+    return engine
 
 
 def open_db_readonly(url: str | None) -> Engine:

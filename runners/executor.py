@@ -21,6 +21,7 @@ from sqlalchemy import Engine
 
 from bench.client import LoadClient
 from bench.host import cpu_affinity
+from bench.host.policy import HostPolicy
 from bench.host.telemetry import TelemetrySource
 from bench.measure import Window, WindowSettings, measure_windows
 from bench.provenance import collect_provenance
@@ -56,9 +57,11 @@ class SweepExecutor:
         stop: threading.Event | None,
         log_dir: Path,
         outage: OutagePolicy,
+        policy: HostPolicy | None = None,
     ) -> None:
         self.spec, self.engine, self.run_id, self.done = spec, engine, run_id, done
         self.outage = outage
+        self.policy = policy or HostPolicy.author()
         self.gpus, self.deadline, self.stop, self.log_dir = gpus, deadline, stop, log_dir
         self.progress: Progress | None = None
         self.task: Any = None
@@ -138,7 +141,7 @@ class SweepExecutor:
 
     def _start(self, cfg: ServerConfig) -> LaunchedServer | LaunchError:
         try:
-            return launch(self.spec.server, cfg, log_dir=self.log_dir, gpus=self.gpus)
+            return launch(self.spec.server, cfg, log_dir=self.log_dir, gpus=self.gpus, policy=self.policy)
         except LaunchError as e:
             return e
 

@@ -12,6 +12,7 @@ from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
+from bench.host import reaper
 from bench.measure import Window
 from bench.results import SampleResult
 from bench.stats.summary import Repeat, summarize_repeats
@@ -44,6 +45,7 @@ def create_run(
         job_id=job_id,
         model=spec.model,
         provenance={},
+        owner=reaper.owner(),  # while it runs: a later process on this host notices if this one dies
     )
     apply_provenance(run, provenance)
     session.add(run)
@@ -114,6 +116,7 @@ def record_server(
         startup_s=startup_s,
         status=status,
         error=error,
+        owner=reaper.owner(),  # the launcher: this process (runners/host_recovery.py closes what it leaves)
     )
     session.add(si)
     session.flush()

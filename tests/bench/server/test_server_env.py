@@ -199,3 +199,26 @@ def test_launched_server_does_not_see_the_database_url(
     assert env["SGLANG_RECORD_STEP_TIME"] == "1"
     assert env["SPECBENCH_SIM_INSTANT"] == "1"
     assert env["PATH"]
+
+
+def test_the_version_probe_gets_the_servers_environment_not_the_callers(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 30 §1: the probe `python -c "import importlib.metadata..."` ran with the worker's whole
+    environment, DATABASE_URL and its password included."""
+    from bench.server.launcher import detect_sglang_version
+
+    seen = tmp_path / "probe.env"
+    python = tmp_path / "bin" / "python3"
+    python.parent.mkdir()
+    python.write_text(f"#!/bin/sh\nenv > '{seen}'\necho 0.5.13.post1\n")
+    python.chmod(0o755)
+    monkeypatch.setenv("DATABASE_URL", "postgresql://specbench:s3cret@db.example/specbench?password=s3cret")
+    monkeypatch.setenv("PGPASSWORD", "s3cret")
+    monkeypatch.setenv("SPECBENCH_DB", "x")
+    monkeypatch.setenv("LD_PRELOAD", "/tmp/evil.so")
+    assert detect_sglang_version(str(python)) == "0.5.13.post1"
+    env = dict(line.split("=", 1) for line in seen.read_text().splitlines() if "=" in line)
+    assert "s3cret" not in seen.read_text()
+    assert not {"DATABASE_URL", "PGPASSWORD", "SPECBENCH_DB", "LD_PRELOAD"} & set(env)
+    assert env.get("PATH")
