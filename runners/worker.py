@@ -241,8 +241,9 @@ class QueueWorker:
             return
         refusal = self._refusal(spec)
         if refusal is not None:
-            # Nothing ran: no interpreter, no server, no request, no file read. Retrying elsewhere would
-            # only repeat it where the same rules hold; the submitter fixes the sweep.
+            # Nothing ran: no interpreter, no server, no request, no file read. Failed for good, not retried:
+            # the submitter fixes the sweep (a job submitted today is claimed only by workers that offer the
+            # interpreter or external server it names, so this is mostly a job stored without those checks).
             self._db(lambda: queue.fail(self.engine, job.id, self.id, refusal, retry=False), "failing a job")
             log.error("job %d refused: %s", job.id, refusal)
             return
