@@ -287,3 +287,23 @@ def test_a_model_outside_the_models_dirs_is_refused(db_url: str, tmp_path: Path,
     row = job(engine, job_id)
     assert row["status"] == "failed" and "--models-dir" in row["last_error"]
     engine.dispose()
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["--python", "sg"], "expected NAME=PATH"),
+        (["--python", "sg=python3"], "not an executable file"),
+        (["--python", "../sg=/usr/bin/python3"], "the name is a word"),
+        (["--models-dir", "/no/such/dir"], "not a directory"),
+        (["--allow-external", "gpu-box"], "expected HOST:PORT"),
+    ],
+)
+def test_a_workers_own_bad_settings_fail_in_one_line(tmp_path: Path, args: list[str], needle: str) -> None:
+    from typer.testing import CliRunner
+
+    from runners.cli import app
+
+    result = CliRunner().invoke(app, ["worker", "--once", "--db", f"sqlite:///{tmp_path}/w.db", *args])
+    assert result.exit_code == 2 and needle in result.output and "Traceback" not in result.output
+    assert not (tmp_path / "w.db").exists()  # refused before the database is opened
