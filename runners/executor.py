@@ -27,6 +27,7 @@ from sqlalchemy.orm import Session
 from bench import floor
 from bench.client import LoadClient
 from bench.host import cpu_affinity
+from bench.host.policy import HostPolicy
 from bench.host.telemetry import TelemetrySource
 from bench.measure import Window, WindowSettings, measure_windows
 from bench.model_config import DEFAULT_VOCAB_SIZE, read_model_config, vocab_size
@@ -66,9 +67,11 @@ class SweepExecutor:
         stop: threading.Event | None,
         log_dir: Path,
         outage: OutagePolicy,
+        policy: HostPolicy | None = None,
     ) -> None:
         self.spec, self.engine, self.run_id, self.done = spec, engine, run_id, done
         self.outage = outage
+        self.policy = policy or HostPolicy.author()
         self.gpus, self.deadline, self.stop, self.log_dir = gpus, deadline, stop, log_dir
         self.progress: Progress | None = None
         self.task: TaskID | None = None
@@ -177,7 +180,7 @@ class SweepExecutor:
     def start_server(self, cfg: ServerConfig) -> LaunchedServer | LaunchError:
         """Start `cfg` (not counted as a launch: the drift check's restart, or `launch`'s own start)."""
         try:
-            return launch(self.spec.server, cfg, log_dir=self.log_dir, gpus=self.gpus)
+            return launch(self.spec.server, cfg, log_dir=self.log_dir, gpus=self.gpus, policy=self.policy)
         except LaunchError as e:
             return e
 

@@ -12,7 +12,6 @@ import typer
 from rich.markup import escape
 from sqlalchemy import Engine, select
 
-from bench.host import reaper
 from bench.host.cpu_affinity import format_cpu_list
 from bench.host.gpus import parse_gpu_list
 from bench.server.launcher import LaunchError, detect_sglang_version, plan_launch
@@ -41,7 +40,7 @@ from runners.common import (
 from runners.dbretry import DatabaseUnavailable
 from runners.recovery import OutagePolicy
 from runners.resume_guard import ResumeRefused, check_resume
-from runners.sweep_runner import RunOutcome, execute_sweep
+from runners.sweep_runner import RunOutcome, Terminated, execute_sweep
 from runners.tables import Column, print_table
 
 EXIT_FAILED = (
@@ -116,8 +115,6 @@ def run(
         _dry_run(spec, groups, gpu_list, db, _dry_run_resume(spec, groups, db, resume, resume_run))
         return
     engine = open_db(db)
-    for pgid in reaper.reap_orphans():  # servers of a run or worker that was killed on this host
-        err_console.print(f"[yellow]stopped server process group {pgid} left by a dead launcher[/]")
     resume_id = resolve_run_ref(engine, resume_run) if resume_run is not None else None
     if resume and resume_id is None:
         resume_id, why_new = _run_to_resume(engine, spec)
@@ -125,7 +122,7 @@ def run(
             err_console.print(f"{why_new}; starting a new one")
     deadline = time.monotonic() + deadline_s if deadline_s is not None else None
     # SIGTERM (a scheduler, `timeout`, a container stop) ends the run like Ctrl-C: stored repeats stay, the
-    # servers are torn down, the run is marked partial. Python's default would skip all cleanup.
+    # servers are torn down, the run is marked partial, as terminated. Python's default would skip all cleanup.
     signal.signal(signal.SIGTERM, _interrupt)
     started = time.monotonic()
     try:
@@ -312,7 +309,7 @@ def _history(sweep_name: str, db: str | None) -> tuple[float | None, dict[int, f
 
 
 def _interrupt(signum: int, _frame: object) -> None:
-    raise KeyboardInterrupt(f"signal {signum}")
+    raise Terminated(signal.Signals(signum).name)
 
 
 def _parse_gpus(gpus: str | None) -> list[int] | None:
