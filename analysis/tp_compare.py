@@ -191,7 +191,10 @@ def all_reduce_of(summary: dict[str, Any] | None) -> dict[str, Any]:
         return {"known": True, "ms": None, "share": None, "kernels": None, "cycle_ms": None}
     if not ar:
         return {"known": True, "ms": 0.0, "share": 0.0, "kernels": 0.0, "cycle_ms": cycle}
-    med = lambda key: (ar.get(key) or {}).get("median")  # noqa: E731 - three reads of one shape
+
+    def med(key: str) -> float | None:
+        return (ar.get(key) or {}).get("median")
+
     return {
         "known": True,
         "ms": med("ms_per_cycle"),
