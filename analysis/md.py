@@ -12,13 +12,16 @@ import re
 import shlex
 from typing import Any
 
+from analysis.text import printable
+
 # CommonMark lets any ASCII punctuation be backslash-escaped, and an escaped character is always literal.
 # These are the ones that can start something inline: code, emphasis, links and images, HTML tags and
 # autolinks, entities, table cells, strikethrough, GitHub math.
 _INLINE = frozenset("\\`*_[]<>&|~$")
 # At the start of a line these make a heading, list, quote, setext underline or thematic break.
 _LINE_START = re.compile(r"^([#>+=-]|\d+(?=[.)]))")
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]+")
+# Control characters, line separators and bidi controls (analysis.text lists the same ones).
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069]+")
 
 
 def one_line(value: Any) -> str:
@@ -60,7 +63,9 @@ def html_code(value: Any) -> str:
 def fence(body: str, info: str = "") -> list[str]:
     """A fenced code block holding `body` verbatim; the fence is longer than any backtick run inside."""
     ticks = "`" * max(3, _longest_run(body, "`") + 1)
-    return [ticks + one_line(info).replace("`", ""), *body.splitlines(), ticks]
+    # Control characters are shown as escapes: the block is printed to terminals too (`compare`, `export`).
+    lines = printable(body, multiline=True).splitlines()
+    return [ticks + one_line(info).replace("`", ""), *lines, ticks]
 
 
 def shell(value: Any) -> str:

@@ -24,9 +24,11 @@ from db.engine import (
     scrub,
 )
 from db.migrate import SchemaBehindError, open_database, open_database_readonly
+from runners.terminal import guard
 
-console = Console()
-err_console = Console(stderr=True)
+# Everything either prints has its control characters escaped (runners/terminal.py): stored names reach them.
+console = guard(Console())
+err_console = guard(Console(stderr=True))
 # Logs and pipes have no width: Rich's default of 80 columns would fold every long line there.
 for _c in (console, err_console):
     _c.soft_wrap = not _c.is_terminal

@@ -21,6 +21,7 @@ from bench.crosscheck import (
     CrossCheckError,
     tokenizer_json,
 )
+from runners.terminal import guard
 
 
 def _batch_sizes(text: str) -> list[int]:
@@ -66,7 +67,7 @@ def crosscheck(
     ] = None,
 ) -> None:
     """Measure one server with specbench and SGLang's bench_serving, interleaved, and print both sides."""
-    err = Console(stderr=True, soft_wrap=True)
+    err = guard(Console(stderr=True, soft_wrap=True))
     sizes = _batch_sizes(batch_sizes)
     try:
         tokenizer_json(str(tokenizer))
@@ -85,7 +86,7 @@ def crosscheck(
         out_dir=out_dir,
         seed=seed,
     )
-    console = Console(soft_wrap=True)
+    console = guard(Console(soft_wrap=True))
     try:
         results = CrossCheck(
             cfg, progress=lambda line: console.print(line, markup=False, highlight=False)

@@ -12,6 +12,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from runners.terminal import guard
 from synthetic import model as synth
 from synthetic.model.tokenizer import write_for_checkpoint as write_synthetic_tokenizer
 
@@ -72,7 +73,7 @@ def synth_model(
     ] = True,
 ) -> None:
     """Write a synthetic DeepSeek-V3 + MTP checkpoint (FlashMLA dims) that sglang serves with EAGLE/NextN."""
-    console = Console()
+    console = guard(Console())
     if preset is not None:
         _write_preset(console, out_dir, preset.value, layers, force)
         if tokenizer:
@@ -98,7 +99,9 @@ def synth_model(
         )
     except (synth.SynthConfigError, synth.OutputDirError) as exc:
         # soft_wrap: a long path must not be broken across lines (logs are grepped)
-        Console(stderr=True, soft_wrap=True).print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False)
+        guard(Console(stderr=True, soft_wrap=True)).print(
+            f"[bold red]error:[/] {escape(str(exc))}", highlight=False
+        )
         raise typer.Exit(code=2) from exc
     tokenizer_files = write_synthetic_tokenizer(path) if tokenizer else []
     manifest = synth.read_manifest(path)
@@ -134,7 +137,9 @@ def _write_preset(console: Console, out_dir: Path, preset: str, layers: int | No
     try:
         path = synth.build_preset(out_dir, preset, layers, force=force)
     except (synth.SynthConfigError, synth.OutputDirError) as exc:
-        Console(stderr=True, soft_wrap=True).print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False)
+        guard(Console(stderr=True, soft_wrap=True)).print(
+            f"[bold red]error:[/] {escape(str(exc))}", highlight=False
+        )
         raise typer.Exit(code=2) from exc
     cfg = synth.preset_config(preset, layers)
     params = synth.approx_params(cfg)

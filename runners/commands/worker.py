@@ -3,7 +3,6 @@ until nothing is left for it)."""
 
 from __future__ import annotations
 
-import logging
 from pathlib import Path
 from typing import Annotated
 
@@ -12,6 +11,7 @@ import typer
 from bench.host.gpus import detect_gpus, parse_gpu_list, select_gpus
 from runners.common import ClientCpusOption, DbOption, OutageOption, client_cpus, fail, open_db, pinned_client
 from runners.recovery import Backoff, OutagePolicy, RecoveryPolicy
+from runners.terminal import log_to_stderr
 from runners.worker import QueueWorker, WorkerOptions, install_signal_handlers
 
 
@@ -64,7 +64,7 @@ def worker(
     client_cpu_list: ClientCpusOption = None,
 ) -> None:
     """Run queued sweeps on this host."""
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    log_to_stderr()
     try:
         indices = parse_gpu_list(gpus)
     except ValueError as e:
