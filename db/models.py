@@ -367,6 +367,8 @@ class Schedule(Base):
     enabled: Mapped[bool] = mapped_column(Boolean, default=True)
     last_fire_time: Mapped[datetime | None] = mapped_column(UTCDateTime)
     created_at: Mapped[datetime] = _created()
+    # Why the scheduler cannot fire it (an impossible cron, a sweep that no longer validates); NULL: it fires.
+    broken: Mapped[str | None] = mapped_column(Text)
 
 
 class Profile(Base):
