@@ -13,6 +13,7 @@ from sqlalchemy import Engine
 from sqlalchemy.engine import make_url
 
 from bench.host.cpu_affinity import AffinityError, check_allowed, parse_cpu_list, pinned_runner
+from db import models
 from db import queries as q
 from db.engine import (
     DEFAULT_URL,
@@ -49,8 +50,8 @@ ThresholdOption = Annotated[
     float, typer.Option(help="Smallest relative change flagged (0.05 = 5%).", min=0.0)
 ]
 ConfidenceOption = Annotated[float, typer.Option(help="Interval confidence.", min=0.5, max=0.999)]
-# Ids are 64-bit integers in both databases; a larger one is a typo, not a lookup.
-MAX_ID = 2**63 - 1
+# Ids are 32-bit integers on PostgreSQL (db.models.MAX_ID); a larger one is a typo, not a lookup.
+MAX_ID = models.MAX_ID
 # Job priorities are stored as 32-bit integers; a million levels is more than any queue needs.
 MAX_PRIORITY = 1_000_000
 
@@ -150,11 +151,18 @@ def write_output(path: Path, text: str) -> None:
         fail(f"cannot write {path}: {e.strerror or e}")
 
 
+def check_text(option: str, value: str | None, max_length: int) -> str | None:
+    """Free text from the command line that is stored (a name, a model, a GPU) or matched (a filter): one line of
+    printable text that fits its column (PostgreSQL refuses longer text and NUL bytes; SQLite would keep them),
+    else a clear message and exit 2. `max_length` is the column's width (db/models.py)."""
+    if value is not None and (not value.strip() or not value.isprintable() or len(value) > max_length):
+        fail(f"{option} {value[:40]!r}: one line of printable text, at most {max_length} characters")
+    return value
+
+
 def check_label(label: str | None) -> str | None:
     """A run or job label: one printable line of at most 200 characters (it is shown in tables and PR text)."""
-    if label is not None and (not label.strip() or not label.isprintable() or len(label) > 200):
-        fail(f"--label {label[:40]!r}: one line of printable text, at most 200 characters")
-    return label
+    return check_text("--label", label, 200)
 
 
 def fail(message: str, code: int = 2) -> NoReturn:
