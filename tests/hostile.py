@@ -22,9 +22,12 @@ from pathlib import Path
 from sqlalchemy import Engine, String, Text, insert, select, update
 from typer.testing import CliRunner
 
+from analysis.regressions import recent_changes
 from db.migrate import open_database
 from db.models import Base, Job, Point, Profile, Run, Sample, Schedule, ServerInstance, Triage, Worker
 from runners.cli import app
+from synthetic.history import SMALL_SHAPE
+from synthetic.history.seed import seed_history
 
 EVIL_HOST = "evil.invalid"
 # Starts with a formula (with a comma and quotes, so a naive header line would split it), then terminal control
@@ -133,21 +136,24 @@ def poison(engine: Engine) -> None:
                 note="x",
             )
         )
-        c.execute(
-            insert(Profile).values(
-                run_id=run_id,
-                point_id=point_id,
-                spec_mode="v1",
-                batch_size=1,
-                activities=["GPU"],
-                num_steps=4,
-                tp_rank=0,
-                status="failed",
-                host="x",
-                path="/nonexistent/x.trace.json.gz",
-                error="x",
+        for mode, status in (("v1", "ok"), ("v2", "ok"), ("v1", "failed")):
+            # A v1/v2 pair (the Profiles page draws both sides) whose summary carries a hostile warning.
+            c.execute(
+                insert(Profile).values(
+                    run_id=run_id,
+                    point_id=point_id,
+                    spec_mode=mode,
+                    batch_size=1,
+                    activities=["GPU"],
+                    num_steps=4,
+                    tp_rank=0,
+                    status=status,
+                    host="x",
+                    path="/nonexistent/x.trace.json.gz",
+                    error="x",
+                    summary={"cycles": 3, "distortion": {"warning": HOSTILE}},
+                )
             )
-        )
         for model, columns in TEXT_COLUMNS.items():
             table = model.__table__
             values = {}
@@ -158,14 +164,36 @@ def poison(engine: Engine) -> None:
             c.execute(update(model).values(**values))
 
 
-def hostile_database(tmp: Path, url: str | None = None) -> str:
+def hostile_database(tmp: Path, url: str | None = None, *, history: bool = False) -> str:
+    """Two measured stand-in runs, poisoned; `history` adds seeded history ending now, so that change points are
+    flagged (Overview, Trends, triage) before the poisoning reaches its runs too."""
     url = measured_database(tmp, url)
     engine = open_database(url)
     try:
+        if history:
+            seed_history(engine, 400, shape=SMALL_SHAPE, end=datetime.now(UTC), seed=4)
+            # Triage notes on flagged changes, so that pages showing changes show notes (poisoned below).
+            with engine.begin() as c:
+                for fp, run_id in flagged(engine)[:5]:
+                    c.execute(
+                        insert(Triage).values(
+                            fingerprint=fp,
+                            metric="output_throughput",
+                            run_id=run_id,
+                            state="acknowledged",
+                            note="x",
+                        )
+                    )
         poison(engine)
     finally:
         engine.dispose()
     return url
+
+
+def flagged(engine: Engine) -> list[tuple[str, int]]:
+    """(fingerprint, run id) of each change `specbench regressions` lists, newest first."""
+    changes = recent_changes(engine, "output_throughput")
+    return [(str(fp), int(r)) for fp, r in zip(changes["fingerprint"], changes["run_id"], strict=True)]
 
 
 def csv_cells(text: str) -> Iterator[str]:
