@@ -72,10 +72,12 @@ def _share(some: int, runs: int) -> str:
     return "all" if some == runs else f"{some:,} of {runs:,}"
 
 
-def missing_link_target(what: str, asked: object, shown: object | None = None) -> None:
-    """A link named something this database does not hold: say what was asked for (and what is shown)."""
+def missing_link_target(what: str, asked: object, shown: object | None = None, *, code: bool = False) -> None:
+    """A link named something this database does not hold: say what was asked for (and what is shown);
+    `code` shows it as an identifier (a series fingerprint)."""
     instead = f" Showing {md.text(shown)} instead." if shown is not None else ""
-    st.warning(  # what a link asks for is whatever its author typed
-        f"The link asks for {what} **{md.text(asked)}**, which this database does not hold.{instead}",
+    named = md.code(asked) if code else md.text(asked)  # what a link asks for is whatever its author typed
+    st.warning(
+        f"The link asks for {what} **{named}**, which this database does not hold.{instead}",
         icon=":material/link_off:",
     )
