@@ -47,7 +47,7 @@ DbOption = Annotated[
 ]
 # What `compare` and `ci` judge a change by (their defaults come from analysis.stats.compare).
 ThresholdOption = Annotated[
-    float, typer.Option(help="Smallest relative change flagged (0.05 = 5%).", min=0.0)
+    float, typer.Option(help="Smallest relative change flagged (0.05 = 5%).", min=0.0, max=100.0)
 ]
 ConfidenceOption = Annotated[float, typer.Option(help="Interval confidence.", min=0.5, max=0.999)]
 # Ids are 32-bit integers on PostgreSQL (db.models.MAX_ID); a larger one is a typo, not a lookup.
@@ -71,11 +71,15 @@ def db_url(url: str | None) -> str:
     return resolved
 
 
+# The longest wait any option may ask for (a week): a larger one is a typo, and `inf` or 1e309 would overflow
+# the timers that wait it out.
+MAX_WAIT_S = 7 * 86_400.0
 OutageOption = Annotated[
     float | None,
     typer.Option(
         "--db-outage-limit-s",
         min=0.0,
+        max=MAX_WAIT_S,
         help="How long to wait out an unreachable (or, on SQLite, locked) database before giving up. "
         "Default: $SPECBENCH_DB_OUTAGE_LIMIT_S, else 900.",
         show_default=False,

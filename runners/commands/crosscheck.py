@@ -45,12 +45,19 @@ def crosscheck(
     batch_sizes: Annotated[
         str, typer.Option("--batch-sizes", help="Comma-separated concurrencies, e.g. 8,32.")
     ] = "8,32",
-    input_len: Annotated[int, typer.Option(min=1, help="Prompt tokens per request, both clients.")] = 256,
-    output_len: Annotated[int, typer.Option(min=2, help="Output tokens per request (ignore_eos).")] = 256,
+    input_len: Annotated[
+        int, typer.Option(min=1, max=1_000_000, help="Prompt tokens per request, both clients.")
+    ] = 256,
+    output_len: Annotated[
+        int, typer.Option(min=2, max=1_000_000, help="Output tokens per request (ignore_eos).")
+    ] = 256,
     min_window_s: Annotated[
-        float, typer.Option(min=0.0, help="Each window sends enough requests to last at least this long.")
+        float,
+        typer.Option(
+            min=0.0, max=3600.0, help="Each window sends enough requests to last at least this long."
+        ),
     ] = 10.0,
-    rounds: Annotated[int, typer.Option(min=1, help="A B B A rounds per batch size.")] = 1,
+    rounds: Annotated[int, typer.Option(min=1, max=1000, help="A B B A rounds per batch size.")] = 1,
     python: Annotated[
         str,
         typer.Option(help="Interpreter with sglang installed; runs `-m sglang.bench_serving`."),
@@ -58,11 +65,13 @@ def crosscheck(
     out_dir: Annotated[
         Path, typer.Option(help="Where bench_serving's JSONL, logs and crosscheck.json go.")
     ] = Path("crosscheck-out"),
-    seed: Annotated[int, typer.Option(help="Seed for prompts on both sides.")] = 1,
+    seed: Annotated[int, typer.Option(min=0, max=2**32 - 1, help="Seed for prompts on both sides.")] = 1,
     max_diff: Annotated[
         float | None,
         typer.Option(
-            help="Exit 1 when output throughput or mean TPOT differ by more than this fraction (e.g. 0.02)."
+            min=0.0,
+            max=100.0,
+            help="Exit 1 when output throughput or mean TPOT differ by more than this fraction (e.g. 0.02).",
         ),
     ] = None,
 ) -> None:

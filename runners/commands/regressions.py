@@ -46,9 +46,11 @@ def regressions(
     ] = "30d",
     format: Annotated[Literal["table", "json"], typer.Option("--format", help="table | json")] = "table",
     metric: Annotated[str, typer.Option(help="Metric to scan.")] = "output_throughput",
-    window: Annotated[int, typer.Option(help="E-divisive window, in points.", min=3)] = 50,
+    window: Annotated[int, typer.Option(help="E-divisive window, in points.", min=3, max=100_000)] = 50,
     pvalue: Annotated[float, typer.Option("--pvalue", help="Significance level.", min=1e-9, max=0.5)] = 0.001,
-    min_magnitude: Annotated[float, typer.Option(help="Magnitude floor (0.05 = 5%).", min=0.0)] = 0.05,
+    min_magnitude: Annotated[
+        float, typer.Option(help="Magnitude floor (0.05 = 5%).", min=0.0, max=100.0)
+    ] = 0.05,
     lookback: Annotated[
         str, typer.Option(help="History before --since used as context for detection.")
     ] = "60d",

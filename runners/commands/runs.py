@@ -68,7 +68,9 @@ def runs(
             show_default=False,
         ),
     ] = None,
-    limit: Annotated[int | None, typer.Option(help="At most this many (newest first).", min=1)] = None,
+    limit: Annotated[
+        int | None, typer.Option(help="At most this many (newest first).", min=1, max=1_000_000)
+    ] = None,
     yaml: Annotated[
         str | None,
         typer.Option(

@@ -22,7 +22,7 @@ def register(app: typer.Typer) -> None:
 def scheduler(
     db: DbOption = None,
     interval_s: Annotated[
-        float, typer.Option("--interval-s", min=0.01, help="Seconds between ticks.")
+        float, typer.Option("--interval-s", min=0.01, max=86_400.0, help="Seconds between ticks.")
     ] = 30.0,
     once: Annotated[
         bool, typer.Option("--once", help="One tick, then exit (cron-driven setups, tests).")

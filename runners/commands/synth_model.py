@@ -37,11 +37,15 @@ def synth_model(
             help="agree: draft == target (accept length exactly steps+1); random: plain random init."
         ),
     ] = ModeChoice.agree,
-    hidden: Annotated[int, typer.Option(help="Hidden size (multiple of 64, divisible by --heads).")] = 1024,
+    hidden: Annotated[
+        int, typer.Option(min=64, max=65_536, help="Hidden size (multiple of 64, divisible by --heads).")
+    ] = 1024,
     layers: Annotated[
         int | None,
         typer.Option(
-            help="Decoder layers; the MTP layer is one more. Default: 2 (tiny model); a preset's published count."
+            min=1,
+            max=256,
+            help="Decoder layers; the MTP layer is one more. Default: 2 (tiny model); a preset's published count.",
         ),
     ] = None,
     preset: Annotated[
@@ -51,12 +55,20 @@ def synth_model(
             "server.load_format: dummy). Only --layers and --force apply."
         ),
     ] = None,
-    seed: Annotated[int, typer.Option(help="Seed; the same seed and sizes give byte-identical weights.")] = 0,
-    vocab: Annotated[int, typer.Option(help="Vocabulary size.")] = 32000,
-    experts: Annotated[int, typer.Option(help="Routed experts per MoE layer.")] = 8,
-    heads: Annotated[int, typer.Option(help="Attention heads (MLA head dims stay DeepSeek-V3's).")] = 16,
+    seed: Annotated[
+        int,
+        typer.Option(min=0, max=2**32 - 1, help="Seed; the same seed and sizes give byte-identical weights."),
+    ] = 0,
+    vocab: Annotated[int, typer.Option(min=8, max=2**20, help="Vocabulary size.")] = 32000,
+    experts: Annotated[int, typer.Option(min=1, max=1024, help="Routed experts per MoE layer.")] = 8,
+    heads: Annotated[
+        int, typer.Option(min=1, max=128, help="Attention heads (MLA head dims stay DeepSeek-V3's).")
+    ] = 16,
     noise: Annotated[
-        float, typer.Option(help="agree mode: std of noise on the silenced projections (0 = exact zeros).")
+        float,
+        typer.Option(
+            min=0.0, max=1e3, help="agree mode: std of noise on the silenced projections (0 = exact zeros)."
+        ),
     ] = 0.0,
     device: Annotated[
         str, typer.Option(help="Where random draws happen; 'cpu' gives the same bytes on every machine.")

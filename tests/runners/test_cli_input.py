@@ -168,8 +168,9 @@ def test_other_arguments_fail_cleanly(example_url: str, argv: list[str]) -> None
         ("١٢٣٤٥٦٧", "no run with uid"),  # Arabic-Indic digits: not an id, not a uid
         ("2147483648", "no run with id"),  # past PostgreSQL's 32-bit id columns
         ("0", "no run with id"),
-        ("a" * 100_000, "no run with uid"),  # not a LIKE pattern too complex
-        ("0" * 100_000, "no run with id"),
+        ("a" * 100_000, "characters long"),  # refused before any LIKE pattern is built
+        ("a" * 4000, "no run with uid"),
+        ("0" * 4000, "no run with id"),
         ("latest~" + "9" * 50, "latest~N"),
         ("../../etc/passwd", "no run with uid"),
     ],
