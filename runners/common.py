@@ -62,6 +62,9 @@ def db_url(url: str | None) -> str:
         resolved = resolve_url(url)
     except DatabaseURLError as e:
         fail(str(e))
+    if make_url(resolved).database in (None, "", ":memory:") and resolved.startswith("sqlite"):
+        # Each connection would get its own empty database, gone when the command ends.
+        fail(f"--db {redact(resolved)}: an in-memory SQLite database keeps nothing; give a file")
     if url and not url.startswith(ENV_PREFIX) and make_url(resolved).password:
         fail(
             f"--db {redact(resolved)}: a password on the command line is visible to every user of this host "

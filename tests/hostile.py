@@ -93,6 +93,7 @@ def sim_grid_sweep(name: str, rate: float) -> str:
 
 def measured_database(tmp: Path, url: str | None = None) -> str:
     """Two stand-in runs of one grid (so Compare and v2-vs-v1 have something), measured by the real CLI."""
+    tmp.mkdir(parents=True, exist_ok=True)
     url = url or f"sqlite:///{tmp / 'hostile.db'}"
     runner = CliRunner()
     for name, rate in (("base", 0.7), ("cand", 0.4)):
