@@ -160,7 +160,7 @@ DB_VALUES = [
     "env:SPECBENCH_FUZZ_NOT_SET",
     "postgresql://u:pw@127.0.0.1:1/x",
     "postgresql://u@127.0.0.1:1/x?password=pw",
-    "sqlite:////nonexistent/dir/x.db",
+    "sqlite:///{work}/no/such/dir/x.db",
     "mysql://x/y",
     "sqlite:///:memory:",
     "postgresql://127.0.0.1:1/x",
@@ -336,6 +336,7 @@ def build_corpus(t: Targets) -> list[Case]:
     for argv in _reads(db, t.work):
         add("read", *argv)
     for value in DB_VALUES:
+        value = value.replace("{work}", str(t.work))  # never a path outside the corpus's own directory
         add("--db", "runs", "--db", value)
         add("--db", "jobs", "--db", value)
     return cases
