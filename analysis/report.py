@@ -15,7 +15,7 @@ from typing import Any
 
 import pandas as pd
 
-from analysis import md
+from analysis import csvsafe, md
 from analysis.compare import COMPARE_COLUMNS, center_text, one_sided, verdict_counts
 from analysis.labels import STAND_IN_TAG, numbers_caption, run_tag, short_gpu
 from analysis.plain import missing, plain
@@ -44,7 +44,8 @@ def to_csv(table: pd.DataFrame) -> str:
     for c in ("steps", "point_baseline", "point_candidate"):  # ids and counts, not measurements: no 3.0
         if c in out:
             out[c] = out[c].astype("Int64")
-    return str(out.to_csv(index=False, float_format="%.6g", lineterminator="\n", na_rep=""))
+    # Stored names (model, config, why) may start a formula in a spreadsheet: analysis.csvsafe.
+    return str(csvsafe.frame(out).to_csv(index=False, float_format="%.6g", lineterminator="\n", na_rep=""))
 
 
 def to_json(table: pd.DataFrame, run_a: Mapping[str, Any], run_b: Mapping[str, Any]) -> str:

@@ -22,7 +22,7 @@ from typing import Any
 import pandas as pd
 from sqlalchemy import Engine, inspect
 
-from analysis import md
+from analysis import csvsafe, md
 from analysis.plain import missing, plain
 from analysis.profiles import (
     DISTORTION_MARK,
@@ -171,7 +171,7 @@ def v2_vs_v1(points: pd.DataFrame, samples: pd.DataFrame, confidence: float = 0.
 
 def to_csv(frame: pd.DataFrame) -> str:
     buf = io.StringIO()
-    frame.to_csv(buf, index=False, float_format="%.6g")
+    csvsafe.frame(frame).to_csv(buf, index=False, float_format="%.6g")  # no cell starts a formula
     return buf.getvalue()
 
 

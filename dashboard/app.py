@@ -2,7 +2,9 @@
 
 import streamlit as st
 
-st.set_page_config(page_title="specbench", page_icon=":material/speed:", layout="wide")
+# An emoji icon is drawn in the page itself; a Material one is fetched from Google's font servers by every
+# viewer's browser, and no request leaves the dashboard (tests/dashboard/test_hostile_pages.py).
+st.set_page_config(page_title="specbench", page_icon="⚡", layout="wide")
 
 pages = [
     st.Page("pages/overview.py", title="Overview", icon=":material/dashboard:", default=True),

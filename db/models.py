@@ -8,6 +8,7 @@ Only portable types (JSON, not JSONB or ARRAY) so SQLite and PostgreSQL hold the
 
 from __future__ import annotations
 
+import re
 from datetime import datetime
 from typing import Any, ClassVar
 
@@ -15,6 +16,14 @@ from sqlalchemy import JSON, Boolean, Float, ForeignKey, Index, Integer, String,
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
 from db.types import UTCDateTime, uuid7
+
+# Ids are INTEGER columns: 32-bit on PostgreSQL (SERIAL), so no id is larger; a bigger one is a typo, and a
+# query with it would fail on PostgreSQL ("integer out of range") instead of finding nothing.
+MAX_ID = 2**31 - 1
+# A run's uid (db.types.uuid7): 36 characters; a prefix of it, as users type one, is hex digits and dashes.
+UID_LENGTH = 36
+UID_PREFIX = re.compile(r"[0-9a-fA-F-]{1,36}")
+UID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 
 
 class Base(DeclarativeBase):
@@ -385,6 +394,8 @@ class Schedule(Base):
     enabled: Mapped[bool] = mapped_column(Boolean, default=True)
     last_fire_time: Mapped[datetime | None] = mapped_column(UTCDateTime)
     created_at: Mapped[datetime] = _created()
+    # Why the scheduler cannot fire it (an impossible cron, a sweep that no longer validates); NULL: it fires.
+    broken: Mapped[str | None] = mapped_column(Text)
 
 
 class Profile(Base):

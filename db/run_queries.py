@@ -13,7 +13,7 @@ from typing import Any
 import pandas as pd
 from sqlalchemy import Engine, and_, case, func, select
 
-from db.models import Point, Run, Sample, ServerInstance
+from db.models import MAX_ID, UID_LENGTH, UID_PREFIX, Point, Run, Sample, ServerInstance
 from db.query_common import (
     FACTOR_METRICS,
     PROBLEM_STATUSES,
@@ -266,15 +266,28 @@ def run_servers(engine: Engine, run_id: int) -> pd.DataFrame:
 
 
 def resolve_run(engine: Engine, ref: str) -> int:
-    """A run id from what a user types: an id, a uid (or its unique prefix), `latest` or `latest~N`."""
+    """A run id from what a user types: an id, a uid (or its unique prefix), `latest` or `latest~N`.
+
+    What is typed is checked before any query: ASCII digits only (`¹²³` passes `str.isdigit` but not `int`),
+    an id within the id columns' range (32-bit on PostgreSQL), a uid prefix of hex digits and dashes no longer
+    than a uid (a 100,000-character reference is not a LIKE pattern).
+    """
     ref = ref.strip()
-    latest = re.fullmatch(r"latest(?:~(\d{1,9}))?", ref)
+    latest = re.fullmatch(r"latest(?:~([0-9]{1,9}))?", ref)
     if ref.startswith("latest") and not latest:
         raise QueryError(
             f"{ref[:40]!r}: write `latest` or `latest~N` with N a whole number (latest~1 = the one before)"
         )
-    if ref.isdigit() and (len(ref) > 19 or int(ref) > 2**63 - 1):  # beyond any 64-bit id column
-        raise QueryError(f"no run with id {ref[:40]}")
+    is_id = re.fullmatch(r"[0-9]+", ref) is not None
+    if is_id and (len(ref) > 10 or not 1 <= int(ref) <= MAX_ID):  # beyond every id column
+        raise QueryError(f"no run with id {ref[:40]} (run ids are 1 to {MAX_ID:,})")
+    if not latest and not is_id:
+        if len(ref) < 6:
+            raise QueryError(
+                f"{ref[:40]!r}: give a run id, `latest`, `latest~N` or at least 6 characters of a uid"
+            )
+        if not UID_PREFIX.fullmatch(ref):
+            raise QueryError(f"no run with uid {ref[:40]!r} (a uid is {UID_LENGTH} hex digits and dashes)")
     with engine.connect() as c:
         if latest:
             back = int(latest.group(1) or 0)
@@ -284,17 +297,15 @@ def resolve_run(engine: Engine, ref: str) -> int:
             if rid is None:
                 raise QueryError(f"{ref}: the database holds fewer than {back + 1} runs")
             return int(rid)
-        if ref.isdigit():
+        if is_id:
             rid = c.execute(select(Run.id).where(Run.id == int(ref))).scalar()
             if rid is None:
                 raise QueryError(f"no run with id {ref}")
             return int(rid)
-        if len(ref) < 6:
-            raise QueryError(
-                f"{ref!r}: give a run id, `latest`, `latest~N` or at least 6 characters of a uid"
-            )
         found = (
-            c.execute(select(Run.id).where(Run.uid.startswith(ref, autoescape=True)).limit(2)).scalars().all()
+            c.execute(select(Run.id).where(Run.uid.startswith(ref.lower(), autoescape=True)).limit(2))
+            .scalars()
+            .all()
         )
     if not found:
         raise QueryError(f"no run with uid {ref!r}")

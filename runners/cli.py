@@ -3,11 +3,34 @@
 from __future__ import annotations
 
 import importlib
+from typing import Any
 
 import typer
+from typer.core import TyperGroup
+
+from runners.common import fail
+
+# No argument a person types is longer than a path may be; a longer one is pasted by accident or by a script
+# gone wrong, and would reach queries, LIKE patterns and messages whole.
+MAX_ARGUMENT_CHARS = 4096
+
+
+class _BoundedArguments(TyperGroup):
+    """Every verb's arguments checked before any is parsed: no NUL byte (no database column or file name
+    holds one, and PostgreSQL refuses it mid-query), none longer than MAX_ARGUMENT_CHARS."""
+
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        for i, arg in enumerate(args, 1):
+            if "\x00" in arg:
+                fail(f"argument {i} holds a NUL byte")
+            if len(arg) > MAX_ARGUMENT_CHARS:
+                fail(f"argument {i} is {len(arg):,} characters long; at most {MAX_ARGUMENT_CHARS:,}")
+        return super().parse_args(ctx, args)
+
 
 app = typer.Typer(
     name="specbench",
+    cls=_BoundedArguments,
     help="Speculative-decoding benchmarks for SGLang on FlashMLA: sweep, store, compare, chart.",
     no_args_is_help=True,
     add_completion=False,

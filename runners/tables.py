@@ -10,13 +10,15 @@ and a CI log viewer see every row whole.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from rich import box
 from rich.console import Console
 from rich.measure import Measurement
 from rich.table import Table
 from rich.text import Text
+
+from analysis.text import printable
 
 
 @dataclass(frozen=True)
@@ -79,6 +81,10 @@ def print_table(
 
     Cells of `markup` columns may carry Rich markup (`[green]ok[/]`); the compact layout strips it.
     """
+    # Escaped before anything is measured, so an escaped control character keeps its column aligned.
+    columns = [replace(c, header=printable(c.header)) for c in columns]
+    rows = [[printable(v) for v in r] for r in rows]
+    title = printable(title) if title else title
     if not console.is_terminal:
         if title:
             console.print(title, markup=False, highlight=False, soft_wrap=True)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from analysis import report
+from analysis import md, report
 from analysis.compare import (
     center_text,
     comparability_key,
@@ -75,7 +75,8 @@ row_a, row_b = (runs[runs["id"] == r].iloc[0] for r in (a, b))
 if comparability_key(row_a) != comparability_key(row_b):
     st.warning(
         f"Run #{a} and run #{b} differ in model, GPU class or kind of numbers "
-        f"({' · '.join(comparability_key(row_a))} vs {' · '.join(comparability_key(row_b))}): Δ compares "
+        f"({' · '.join(map(md.text, comparability_key(row_a)))} vs "
+        f"{' · '.join(map(md.text, comparability_key(row_b)))}): Δ compares "
         "different setups.",
         icon=":material/warning:",
     )
@@ -141,5 +142,7 @@ markdown = report.to_markdown(
 )
 download_buttons(report.to_csv(table), markdown, f"compare-{a}-vs-{b}-{metric}", key="cmp_dl")
 with st.expander("PR comment preview"):
-    st.markdown(markdown, unsafe_allow_html=False)  # stored names are escaped text, never HTML
+    st.markdown(
+        markdown, unsafe_allow_html=False
+    )  # stored names went through analysis.md: text, never elements
     st.code(markdown, language="markdown")

@@ -9,6 +9,7 @@ import pandas as pd
 import streamlit as st
 from sqlalchemy import inspect
 
+from analysis import md
 from bench.profile.overlap import verdict
 from bench.profile.summary import spans_for_cycles
 from bench.profile.trace import TraceError, load_trace
@@ -57,7 +58,7 @@ def _side(
     summary = prof["summary"] or {}
     warning = (summary.get("distortion") or {}).get("warning")
     if warning:
-        col.warning(warning, icon=":material/warning:")
+        col.warning(md.text(warning), icon=":material/warning:")
     if rows:
         col.altair_chart(
             profile_charts.timeline(rows, f"{SHOWN_CYCLES} cycles, {title}", x_max),
@@ -65,7 +66,9 @@ def _side(
             height=260,
         )
     else:
-        col.caption(f"Trace not readable on this host (captured on `{prof['host']}` at `{prof['path']}`).")
+        col.caption(
+            f"Trace not readable on this host (captured on {md.code(prof['host'])} at {md.code(prof['path'])})."
+        )
     col.dataframe(profile_charts.figures_table(summary), hide_index=True, width="stretch")
     path = Path(prof["path"] or "")
     if rows and path.is_file():

@@ -56,9 +56,10 @@ state.publish(PARAMS)
 
 # Versions such as 0.5.13.post1 are the widest value here; equal columns cut them off.
 m = st.columns([1.6, 1.1, 0.8, 0.9, 1.1])
-m[0].metric("SGLang", f"{info['sglang_version'] or '?'}")
-m[1].metric("GPU", short_gpu(info["gpu_name"], info["gpu_count"]))
-m[2].metric("Status", info["status"])
+# A metric's value is Markdown too: stored text goes through analysis.md like everywhere else.
+m[0].metric("SGLang", md.text(info["sglang_version"] or "?"))
+m[1].metric("GPU", md.text(short_gpu(info["gpu_name"], info["gpu_count"])))
+m[2].metric("Status", md.text(info["status"]))
 m[3].metric("Points ok", f"{int((points['status'] == 'ok').sum())} / {len(points)}")
 m[4].metric(
     "Started", f"{info['started_at']:%m-%d %H:%M}", help=f"{info['started_at']:%Y-%m-%d %H:%M:%S} UTC"
@@ -126,7 +127,7 @@ spec = grid[grid["spec_mode"] != "baseline"]
 not_ok = sel[sel["status"] != "ok"]["status"].value_counts()
 if len(not_ok):
     # A missing cell is a point that did not measure cleanly, not a hole in the sweep: say which.
-    kinds = ", ".join(f"{n} {status}" for status, n in not_ok.items())
+    kinds = ", ".join(f"{n} {md.text(status)}" for status, n in not_ok.items())
     st.caption(f"Charts show ok points only. Left out: {kinds} (all points are listed at the bottom).")
 
 st.markdown("##### Output throughput (tok/s)")

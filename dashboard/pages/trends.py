@@ -6,6 +6,7 @@ from typing import cast
 
 import streamlit as st
 
+from analysis import md
 from analysis.facets import annotate_catalog
 from analysis.stats.changepoint import ChangePointParams
 from bench.catalog import direction_text, label
@@ -55,9 +56,9 @@ if row is None:
     st.stop()
 
 fp = str(row["fingerprint"])
-st.subheader(str(row["label"]))
+st.subheader(md.text(row["label"]), anchor=False)  # no "#..." link made from a stored name
 st.caption(
-    f"{label(metric)} · {direction_text(metric)} · {int(row['n_points']):,} points · series `{fp}` · "
+    f"{label(metric)} · {direction_text(metric)} · {int(row['n_points']):,} points · series {md.code(fp)} · "
     "share this view by copying the address bar"
 )
 

@@ -23,6 +23,7 @@ from db.migrate import open_database_readonly
 from db.models import Point, Run
 from runners import estimate
 from runners.common import (
+    MAX_WAIT_S,
     RUN_REF_HELP,
     ClientCpusOption,
     DbOption,
@@ -67,7 +68,10 @@ def run(
     deadline_s: Annotated[
         float | None,
         typer.Option(
-            "--deadline-s", help="Stop cleanly after the current point once this many seconds passed."
+            "--deadline-s",
+            min=0.0,
+            max=MAX_WAIT_S,
+            help="Stop cleanly after the current point once this many seconds passed.",
         ),
     ] = None,
     label: Annotated[str | None, typer.Option(help="Free-form label, e.g. pr-24640.")] = None,

@@ -7,7 +7,6 @@ and `--allow-external HOST:PORT` (external servers it may measure). See bench/ho
 
 from __future__ import annotations
 
-import logging
 from pathlib import Path
 from typing import Annotated
 
@@ -15,8 +14,18 @@ import typer
 
 from bench.host.gpus import detect_gpus, parse_gpu_list, select_gpus
 from bench.host.policy import HostPolicy, PolicyError
-from runners.common import ClientCpusOption, DbOption, OutageOption, client_cpus, fail, open_db, pinned_client
+from runners.common import (
+    MAX_WAIT_S,
+    ClientCpusOption,
+    DbOption,
+    OutageOption,
+    client_cpus,
+    fail,
+    open_db,
+    pinned_client,
+)
 from runners.recovery import Backoff, OutagePolicy, RecoveryPolicy
+from runners.terminal import log_to_stderr
 from runners.worker import QueueWorker, WorkerOptions, install_signal_handlers
 
 
@@ -40,26 +49,38 @@ def worker(
         bool, typer.Option("--once", help="Exit when no job this worker can run is queued.")
     ] = False,
     poll_interval: Annotated[
-        float, typer.Option("--poll-interval", min=0.01, help="Seconds between looks at an empty queue.")
+        float,
+        typer.Option(
+            "--poll-interval", min=0.01, max=3600.0, help="Seconds between looks at an empty queue."
+        ),
     ] = 5.0,
     lease_s: Annotated[
         float,
-        typer.Option("--lease-s", min=0.3, help="Lease length; heartbeats renew it three times per lease."),
+        typer.Option(
+            "--lease-s",
+            min=0.3,
+            max=86_400.0,
+            help="Lease length; heartbeats renew it three times per lease.",
+        ),
     ] = 60.0,
     retry_backoff_s: Annotated[
         float,
         typer.Option(
-            "--retry-backoff-s", min=0.0, help="First retry of a failed attempt; doubles per attempt."
+            "--retry-backoff-s",
+            min=0.0,
+            max=MAX_WAIT_S,
+            help="First retry of a failed attempt; doubles per attempt.",
         ),
     ] = 30.0,
     retry_backoff_cap_s: Annotated[
-        float, typer.Option("--retry-backoff-cap-s", min=0.0, help="Longest retry delay.")
+        float, typer.Option("--retry-backoff-cap-s", min=0.0, max=MAX_WAIT_S, help="Longest retry delay.")
     ] = 3600.0,
     requeue_backoff_s: Annotated[
         float,
         typer.Option(
             "--requeue-backoff-s",
             min=0.0,
+            max=MAX_WAIT_S,
             help="Delay before a job whose worker died is claimable again; doubles per expiry, up to 60 s.",
         ),
     ] = 1.0,
@@ -104,7 +125,7 @@ def worker(
     ] = None,
 ) -> None:
     """Run queued sweeps on this host."""
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    log_to_stderr()
     try:
         indices = parse_gpu_list(gpus)
     except ValueError as e:
