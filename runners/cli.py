@@ -21,10 +21,12 @@ class _BoundedArguments(TyperGroup):
 
     def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
         for i, arg in enumerate(args, 1):
+            # Name the option a value belongs to ("--model"), not only its position: that is what the user typed.
+            what = f"{args[i - 2]} (argument {i})" if i > 1 and args[i - 2].startswith("--") else f"argument {i}"
             if "\x00" in arg:
-                fail(f"argument {i} holds a NUL byte")
+                fail(f"{what} holds a NUL byte; at most printable text")
             if len(arg) > MAX_ARGUMENT_CHARS:
-                fail(f"argument {i} is {len(arg):,} characters long; at most {MAX_ARGUMENT_CHARS:,}")
+                fail(f"{what} is {len(arg):,} characters long; at most {MAX_ARGUMENT_CHARS:,}")
         return super().parse_args(ctx, args)
 
 
