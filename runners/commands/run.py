@@ -38,6 +38,7 @@ from runners.common import (
     pinned_client,
     resolve_run_ref,
 )
+from runners.correctness import GateSummary
 from runners.dbretry import DatabaseUnavailable
 from runners.recovery import OutagePolicy
 from runners.resume_guard import ResumeRefused, check_resume
@@ -48,6 +49,7 @@ EXIT_FAILED = (
     1  # no point measured (none ok or unstable), or the run could not go on (the database stayed away)
 )
 EXIT_PARTIAL = 3  # any other status named in --fail-on: partial (stopped, or some points not ok), unstable
+EXIT_WRONG = 1  # the correctness gate failed a launch: its speed was measured on a wrong path
 RUN_STATUSES = ("done", "unstable", "partial", "failed")
 DEFAULT_FAIL_ON = "failed,partial"
 
@@ -153,12 +155,17 @@ def run(
             1,
         )
     _summary(engine, outcome, time.monotonic() - started)
+    wrong = print_correctness(outcome.correctness)
     if outcome.status in ("partial", "failed") and outcome.error:
         colour = "red" if outcome.status == "failed" else "yellow"
         err_console.print(
             f"[{colour}]run {outcome.run_id} is {outcome.status} ({outcome.error}); "
             f"measure what is missing with: specbench run {sweep} --resume-run {outcome.run_id}[/]"
         )
+    if wrong:
+        # A wrong path is a finding about the code under test, even in a run that stopped short: it outranks
+        # the run's own status. 1 = runners.exit_codes.ExitCode.FINDING (branch newcomer).
+        raise typer.Exit(EXIT_WRONG)
     if outcome.status in failing:
         raise typer.Exit(EXIT_FAILED if outcome.status == "failed" else EXIT_PARTIAL)
 
@@ -328,6 +335,36 @@ def _run_to_resume(engine: Engine, spec: SweepSpec) -> tuple[int | None, str]:
     return run_id, ""
 
 
+CHECK_MARK = {"pass": "[green]pass[/]", "fail": "[bold red]FAIL[/]", "not checked": "[dim]not checked[/]"}
+
+
+def print_correctness(summary: GateSummary | None) -> bool:
+    """The correctness gate's verdict per launch, a failure loudly; True when a launch failed."""
+    if summary is None or not summary.launches:
+        return False
+    counts = summary.counts()
+    spread = summary.baseline_spread
+    same = (
+        f"; baseline batched vs one at a time: {spread[1] - spread[0]}/{spread[1]} prompts agree"
+        if spread
+        else ""
+    )
+    console.print(
+        f"correctness: {counts['pass']} pass, {counts['fail']} fail, {counts['not checked']} not checked{same}",
+        highlight=False,
+    )
+    for v in summary.launches:
+        mark = CHECK_MARK[v.verdict.verdict]
+        console.print(f"  {mark} {escape(v.label)}: {escape(v.verdict.why)}", highlight=False)
+    if summary.failed:
+        names = ", ".join(v.label for v in summary.failed)
+        err_console.print(
+            f"[bold red]WRONG: {escape(names)} computed wrong tokens or acceptance; their speed was measured on a "
+            "wrong path (struck through above, `wrong` in exports and the dashboard)[/]"
+        )
+    return bool(summary.failed)
+
+
 def _fmt(v: float | None, digits: int = 1) -> str:
     return "-" if v is None else f"{v:,.{digits}f}"
 
@@ -339,12 +376,13 @@ def _summary(engine: Engine, outcome: RunOutcome, elapsed_s: float) -> None:
         Column("config"),
         Column("bs", "right"),
         Column("status", markup=True),
-        Column("out tok/s", "right"),
+        Column("out tok/s", "right", markup=True),
         Column("95% CI", "right", drop=3),
         Column("accept", "right"),
         Column("TTFT p50", "right", drop=2),
         Column("TPOT p50", "right"),
         Column("ITL p50", "right", drop=1),
+        Column("check", markup=True),
     ]
     rows = []
     for p in points:
@@ -366,12 +404,16 @@ def _summary(engine: Engine, outcome: RunOutcome, elapsed_s: float) -> None:
                 cfg,
                 str(p.batch_size),
                 f"[{style}]{p.status}[/]",
-                _fmt(p.output_throughput),
+                # A wrong path's speed is struck through and labelled: it is not a number to quote.
+                f"[strike]{_fmt(p.output_throughput)}[/] [bold red]wrong[/]"
+                if p.correctness == "fail"
+                else _fmt(p.output_throughput),
                 ci,
                 _fmt(p.accept_length, 2),
                 _fmt(p.ttft_p50_ms),
                 _fmt(p.tpot_p50_ms, 2),
                 _fmt(p.itl_p50_ms, 2),
+                CHECK_MARK.get(p.correctness or "", "-"),
             ]
         )
     print_table(console, columns, rows, title=f"run {outcome.run_id}: {outcome.status}")
