@@ -24,6 +24,7 @@ COMMAND_MODULES = [
     "dashboard",
     "compare",
     "ci",
+    "gate",
     "regressions",
     "triage",
     "seed",

@@ -35,6 +35,7 @@ from db.models import CorrectnessOutput, Point
 T = TypeVar("T")
 Write = Callable[[Callable[[Session], T], str], T]
 REFERENCE_KEY = "reference"  # correctness_outputs.config_key of the reference's expectation
+NO_ANSWERS = "no answers stored: the server did not start, or the run stopped before it"
 
 
 class CorrectnessCheck:
@@ -143,7 +144,7 @@ def gate(
         if why is not None:
             verdict = not_checked(why)
         elif mine is None:
-            verdict = not_checked("no answers stored: the server did not start, or the run stopped before it")
+            verdict = not_checked(NO_ANSWERS)
         else:
             partner = next(
                 (
