@@ -8,6 +8,7 @@ what is stored (at the end of `execute_sweep`, and again with other tolerances f
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -16,21 +17,14 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from bench.client import LoadClient
-from bench.correctness import (
-    LaunchOutputs,
-    ReferenceOutputs,
-    Verdict,
-    check_prompts,
-    collect,
-    judge_launch,
-    model_vocab,
-    not_checked,
-    why_not_checked,
-)
-from bench.correctness.judge import self_divergence
+from bench.correctness.collect import collect
+from bench.correctness.judge import Verdict, judge_launch, not_checked, self_divergence
+from bench.correctness.outputs import LaunchOutputs, ReferenceOutputs
+from bench.correctness.prompts import check_prompts, model_vocab, why_not_checked
+from bench.server.known_bugs import bugs_for
 from bench.server.launcher import LaunchedServer
 from bench.sweep import CorrectnessSpec, ServerConfig, SweepSpec, expand
-from db.models import CorrectnessOutput, Point
+from db.models import CorrectnessOutput, Point, ServerInstance
 
 T = TypeVar("T")
 Write = Callable[[Callable[[Session], T], str], T]
@@ -128,6 +122,7 @@ def gate(
     settings = settings or spec.measure.correctness
     configs = {g.server.key(): g.server for g in expand(spec)}
     rows = write(lambda s: _stored(s, run_id), "reading the correctness checks")
+    servers = write(lambda s: _servers(s, run_id), "reading the run's servers")
     launches = {k: LaunchOutputs.from_json(v) for k, v in rows.items() if k != REFERENCE_KEY}
     summary = GateSummary()
     ref, summary.reference_note = _reference(
@@ -144,7 +139,7 @@ def gate(
         if why is not None:
             verdict = not_checked(why)
         elif mine is None:
-            verdict = not_checked(NO_ANSWERS)
+            verdict = not_checked(_no_answers(servers.get(key)))
         else:
             partner = next(
                 (
@@ -162,11 +157,51 @@ def gate(
                 reference=ref,
                 reference_note=None if ref is not None else summary.reference_note,
             )
+        verdict = _with_known_bugs(verdict, cfg, spec, servers.get(key))
         summary.launches.append(LaunchVerdict(key, cfg.label(), cfg.spec_mode, verdict))
     if store:
         by_key = {v.config_key: v.verdict for v in summary.launches}
         write(lambda s: _write_verdicts(s, run_id, by_key), "storing the correctness verdicts")
     return summary
+
+
+def _servers(s: Session, run_id: int) -> dict[str, tuple[str, str | None, str | None]]:
+    """config_key -> (status, error, sglang version) of its latest server row."""
+    rows = s.execute(
+        select(
+            ServerInstance.config_key,
+            ServerInstance.status,
+            ServerInstance.error,
+            ServerInstance.sglang_version,
+        )
+        .where(ServerInstance.run_id == run_id)
+        .order_by(ServerInstance.id)
+    )
+    return {key: (status, error, version) for key, status, error, version in rows}
+
+
+def _no_answers(server: tuple[str, str | None, str | None] | None) -> str:
+    if server is not None and server[0] == "failed" and server[1]:
+        first = next((line for line in server[1].splitlines() if line.strip()), server[1])
+        return f"the server failed before it answered the check: {first.strip()[:300]}"
+    return NO_ANSWERS
+
+
+def _with_known_bugs(
+    verdict: Verdict, cfg: ServerConfig, spec: SweepSpec, server: tuple[str, str | None, str | None] | None
+) -> Verdict:
+    """The verdict with a note when the launch's release has a known wrong path here (bench.server.known_bugs)."""
+    version = server[2] if server is not None else None
+    if spec.server.backend == "sim":
+        version = spec.server.sim.version
+    if not version:
+        return verdict
+    try:
+        bugs = bugs_for(version, spec.server.attention_backend, cfg.spec_mode)
+    except ValueError:  # a version string no rule reads
+        return verdict
+    notes = "; ".join(f"sglang {version} has a known wrong path here: {b.summary}" for b in bugs)
+    return dataclasses.replace(verdict, why=f"{verdict.why}; {notes}") if notes else verdict
 
 
 def _stored(s: Session, run_id: int) -> dict[str, dict[str, Any]]:

@@ -3,10 +3,17 @@
 from __future__ import annotations
 
 import asyncio
+import uuid
 from typing import Any
 
 from bench.client import LoadClient, ServerUnavailableError
-from bench.correctness.outputs import CheckPass, LaunchOutputs, RequestOutput, prompts_digest
+from bench.correctness.outputs import (
+    CHECK_RID_PREFIX,
+    CheckPass,
+    LaunchOutputs,
+    RequestOutput,
+    prompts_digest,
+)
 from bench.sweep import CorrectnessSpec, ServerConfig
 
 
@@ -60,18 +67,18 @@ async def _one_pass(
 ) -> CheckPass:
     params = sampling_params(settings)
     slots = asyncio.Semaphore(concurrency)
+    tag = uuid.uuid4().hex[:12]
 
-    async def one(ids: list[int]) -> RequestOutput:
+    async def one(i: int, ids: list[int]) -> RequestOutput:
+        payload = {"input_ids": ids, "sampling_params": params, "rid": f"{CHECK_RID_PREFIX}{tag}-{i}"}
         async with slots:
             try:
-                out = await client.generate_once(
-                    {"input_ids": ids, "sampling_params": params}, timeout_s=timeout_s
-                )
+                out = await client.generate_once(payload, timeout_s=timeout_s)
             except (ServerUnavailableError, RuntimeError) as e:
                 return RequestOutput(output_ids=[], error=str(e))
         return _answer(out)
 
-    return CheckPass(concurrency, list(await asyncio.gather(*(one(p) for p in prompts))))
+    return CheckPass(concurrency, list(await asyncio.gather(*(one(i, p) for i, p in enumerate(prompts)))))
 
 
 def _answer(out: Any) -> RequestOutput:

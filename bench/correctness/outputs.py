@@ -8,6 +8,10 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+# The check's request ids (SGLang's `rid`, unique per request): the stand-in's crash/stall faults count the
+# measurement's requests only, so a fault meant for a window still strikes there (synthetic/server/server.py).
+CHECK_RID_PREFIX = "specbench-check-"
+
 
 @dataclass(frozen=True)
 class RequestOutput:

@@ -2,7 +2,7 @@
 
 Every launch's answers to the check's greedy prompts are stored (`correctness_outputs`), so the verdicts can be
 recomputed without a GPU: with the run's own settings, or with `--max-diverging-prompts` /
-`--min-acceptance-ratio` to see what a tolerance set from measurement would say (docs/guide/correctness.md).
+`--min-acceptance-ratio` to see what a tolerance set from measurement would say (docs/reference/correctness-gate.md).
 Nothing is written unless `--write`. Exits 1 when a launch fails, like `run`.
 """
 

@@ -12,9 +12,11 @@ import typer
 from rich.markup import escape
 from sqlalchemy import Engine, select
 
+from bench.correctness.prompts import why_not_checked
 from bench.host import reaper
 from bench.host.cpu_affinity import format_cpu_list
 from bench.host.gpus import parse_gpu_list
+from bench.server.known_bugs import KNOWN_BUGS, bugs_for
 from bench.server.launcher import LaunchError, detect_sglang_version, plan_launch
 from bench.server.spec_modes import KNOWN_RELEASES
 from bench.sweep import ServerGroup, SweepError, SweepSpec, expand, load_sweep
@@ -229,6 +231,7 @@ def _dry_run(
     """Each launch's real argv and environment (from the launcher's own builder) and a time estimate (of what
     is missing, for a run to resume)."""
     version, version_note = _launch_version(spec)
+    _warn_known_bugs(spec, groups, version, version_note)
     if spec.server.backend == "external":
         console.print(f"backend external: nothing is launched; points are measured on {spec.server.base_url}")
     else:
@@ -242,12 +245,23 @@ def _dry_run(
                 markup=False,
                 highlight=False,
             )
+    check = spec.measure.correctness
+    if check.enabled:
+        console.print(
+            f"correctness check (measure.correctness): {check.prompts} greedy prompts of {check.input_len} tokens "
+            f"-> {check.output_len} new tokens per launch, before its windows; tolerance "
+            f"{check.max_diverging_prompts} diverging prompt(s), acceptance ratio >= {check.min_acceptance_ratio:g}",
+            markup=False,
+            highlight=False,
+        )
     for i, g in enumerate(groups, 1):
         console.print(
             f"\n[bold]launch {i}/{len(groups)}[/]: {g.server.label()} - {len(g.points)} point(s), batch sizes "
             f"{sorted({p.batch_size for p in g.points})}",
             highlight=False,
         )
+        if check.enabled and (why := why_not_checked(spec, g.server)) is not None:
+            console.print(f"  correctness: not checked: {why}", markup=False, highlight=False)
         if resume is not None and resume.complete(spec, g):
             console.print(f"  complete in run {resume.run_id}: not started again", highlight=False)
             continue
@@ -278,6 +292,27 @@ def _dry_run(
     )
     for note in est.assumptions:
         console.print(f"  assuming {note}", markup=False, highlight=False)
+
+
+def _warn_known_bugs(spec: SweepSpec, groups: list[ServerGroup], version: str, version_note: str) -> None:
+    """A loud line per known wrong path the sweep asks for on this release (bench.server.known_bugs)."""
+    if spec.server.backend == "external" or version == "?":
+        return
+    seen: dict[str, list[str]] = {}
+    for g in groups:
+        for bug in bugs_for(version, spec.server.attention_backend, g.server.spec_mode):
+            seen.setdefault(bug.key, []).append(g.server.label())
+    for bug in KNOWN_BUGS:
+        if bug.key not in seen:
+            continue
+        fixed = ".".join(map(str, bug.fixed_in))
+        err_console.print(
+            f"[bold yellow]warning:[/] SGLang {escape(version)}{escape(version_note)} predates the fix of "
+            f"{escape(bug.key)}: {escape(bug.summary)}. {len(seen[bug.key])} launch(es) take that path "
+            f"({escape(', '.join(seen[bug.key]))}); their speed is a wrong path's unless the correctness gate "
+            f"passes them (docs/reference/correctness-gate.md). Use sglang >= {fixed} to measure the fixed path.",
+            highlight=False,
+        )
 
 
 def _launch_version(spec: SweepSpec) -> tuple[str, str]:

@@ -13,7 +13,7 @@ import time
 from collections.abc import Iterable
 from pathlib import Path
 
-from bench.correctness import ReferenceOutputs, prompts_digest
+from bench.correctness.outputs import ReferenceOutputs, prompts_digest
 from synthetic.model.build import is_synthetic_checkpoint, read_manifest
 
 # Modes whose logits have clear margins, so a bf16 server and the float32 reference pick the same tokens.

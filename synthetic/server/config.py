@@ -52,7 +52,8 @@ WRONG_FAULTS = ("v2_draft", "v2_verify")
 
 @dataclass(frozen=True)
 class Faults:
-    """Request numbers are 1-based over user requests; health probes and the warmup do not count.
+    """Request numbers are 1-based over user requests; health probes, the warmup and the correctness check's
+    requests (rid `specbench-check-*`) do not count.
 
     `v2_draft` and `v2_verify` hit every request of an overlap (v2) speculative launch: v2's drafts are computed
     wrongly (acceptance falls, the tokens stay the baseline's), or its verification is (its tokens leave the

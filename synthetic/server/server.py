@@ -7,6 +7,7 @@ import random
 import time
 from typing import Any
 
+from bench.correctness.outputs import CHECK_RID_PREFIX
 from synthetic.server import wrong
 from synthetic.server.acceptance import AcceptanceModel
 from synthetic.server.args import Resolved
@@ -113,6 +114,8 @@ class SimServer:
             self._internal_requests += 1
             faults: frozenset[str] = frozenset()
             seed_key = f"internal-{self._internal_requests}"
+        elif spec.rid is not None and spec.rid.startswith(CHECK_RID_PREFIX):
+            faults = frozenset()  # the correctness check's requests: a fault is meant for the measurement's
         else:
             self.user_requests += 1
             faults = cfg.faults.for_request(self.user_requests)
