@@ -126,7 +126,7 @@ def gate(
     launches = {k: LaunchOutputs.from_json(v) for k, v in rows.items() if k != REFERENCE_KEY}
     summary = GateSummary()
     ref, summary.reference_note = _reference(
-        spec, run_id, write, launches, rows.get(REFERENCE_KEY), reference, say
+        spec, run_id, write, launches, rows.get(REFERENCE_KEY), reference, say, store=store
     )
     if ref is not None:
         summary.reference_seconds = ref.seconds
@@ -220,6 +220,8 @@ def _reference(
     stored: dict[str, Any] | None,
     compute: ReferenceFn | None,
     say: Callable[[str], None] | None,
+    *,
+    store: bool,
 ) -> tuple[ReferenceOutputs | None, str | None]:
     from synthetic.model.expected import reference_note, reference_outputs
 
@@ -245,6 +247,8 @@ def _reference(
         return None, f"not checked: the reference failed ({type(e).__name__}: {e})"
     if ref.prompts_digest != first.prompts_digest:
         return None, "not checked: the reference's prompt set differs from the launches' (model vocabulary?)"
+    if not store:
+        return ref, None
     row = {"config_key": REFERENCE_KEY, "spec_mode": None, "outputs": ref.to_json()}
     write(
         lambda s: s.add(CorrectnessOutput(run_id=run_id, server_instance_id=None, **row)),

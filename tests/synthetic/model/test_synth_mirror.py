@@ -151,3 +151,30 @@ def test_cli_mirror(tmp_path: Path) -> None:
     result = CliRunner().invoke(_cli_app(), [*args, "--no-tokenizer"])
     assert result.exit_code == 0, result.output
     assert "next_of_previous" in result.output and (d / "mirror_perms.json").exists()
+
+
+# ---- what the correctness gate compares a server with ----
+
+
+def test_reference_outputs_are_the_mirror_continuation(mirror_dir: Path, prompts: list[list[int]]) -> None:
+    from synthetic.model.expected import reference_outputs
+
+    out = 10
+    ref = reference_outputs(mirror_dir, prompts[:3], out, [1, 3], device="cpu")
+    _, q_map = synth.read_mirror_maps(mirror_dir)
+    assert ref.tokens == [mirror.continuation(q_map, p, out) for p in prompts[:3]]
+    for steps in (1, 3):
+        verify_steps = -(
+            -(out - 1) // (steps + 1)
+        )  # the prefill token, then full steps, the last one cut short
+        assert ref.accept_lengths[steps] == [out / verify_steps] * 3
+
+
+def test_reference_note(tmp_path: Path, mirror_dir: Path) -> None:
+    from synthetic.model.expected import reference_note
+
+    assert reference_note(str(mirror_dir), "sglang") is None
+    assert "stand-in" in (reference_note(str(mirror_dir), "sim") or "")
+    assert "not a specbench synthetic checkpoint" in (reference_note(str(tmp_path), "sglang") or "")
+    rnd = synth.build_checkpoint(tmp_path / "rnd", mode="random", seed=1, **SMALL)
+    assert "no clear logit margins" in (reference_note(str(rnd), "sglang") or "")
