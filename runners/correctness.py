@@ -18,7 +18,7 @@ from sqlalchemy.orm import Session
 
 from bench.client import LoadClient
 from bench.correctness.collect import collect
-from bench.correctness.judge import Verdict, judge_launch, not_checked, self_divergence
+from bench.correctness.judge import Verdict, divergences, judge_launch, not_checked, self_divergence, unusable
 from bench.correctness.outputs import LaunchOutputs, ReferenceOutputs
 from bench.correctness.prompts import check_prompts, model_vocab, why_not_checked
 from bench.server.known_bugs import bugs_for
@@ -86,6 +86,8 @@ class GateSummary:
     launches: list[LaunchVerdict] = field(default_factory=list)
     # (prompts whose tokens differ, prompts) between the baseline's batched and one-at-a-time passes.
     baseline_spread: tuple[int, int] | None = None
+    # The same between this run's baseline launches, when it holds several (a resumed run starts a new one).
+    baseline_launches: list[tuple[int, int]] = field(default_factory=list)
     reference_note: str | None = None
     reference_seconds: float | None = None
 
@@ -133,6 +135,9 @@ def gate(
     baseline = next((o for o in launches.values() if o.spec_mode is None), None)
     if baseline is not None and (spread := self_divergence(baseline)) is not None:
         summary.baseline_spread = (spread[0], len(baseline.passes[0].requests))
+    if baseline is not None:
+        earlier = write(lambda s: _baselines(s, run_id), "reading the run's baseline launches")[:-1]
+        summary.baseline_launches = [d for o in earlier if (d := baseline_agreement(o, baseline)) is not None]
     for key, cfg in configs.items():
         why = why_not_checked(spec, cfg)
         mine = launches.get(key)
@@ -202,6 +207,36 @@ def _with_known_bugs(
         return verdict
     notes = "; ".join(f"sglang {version} has a known wrong path here: {b.summary}" for b in bugs)
     return dataclasses.replace(verdict, why=f"{verdict.why}; {notes}") if notes else verdict
+
+
+def baseline_agreement(a: LaunchOutputs, b: LaunchOutputs) -> tuple[int, int] | None:
+    """(prompts whose tokens differ, prompts) between two baseline launches' first passes: how often two
+    launches of the same greedy decoding disagree. None when they cannot be compared."""
+    if unusable(a) or unusable(b) or a.prompts_digest != b.prompts_digest:
+        return None
+    assert a.first is not None and b.first is not None
+    divs = divergences([r.output_ids for r in a.first.requests], [r.output_ids for r in b.first.requests])
+    return sum(d is not None for d in divs), len(divs)
+
+
+def _baselines(s: Session, run_id: int) -> list[LaunchOutputs]:
+    """Every baseline launch's answers in the run, oldest first."""
+    rows = s.scalars(
+        select(CorrectnessOutput)
+        .where(
+            CorrectnessOutput.run_id == run_id,
+            CorrectnessOutput.spec_mode.is_(None),
+            CorrectnessOutput.config_key != REFERENCE_KEY,
+        )
+        .order_by(CorrectnessOutput.id)
+    )
+    return [LaunchOutputs.from_json(dict(r.outputs)) for r in rows]
+
+
+def run_baseline(write: Write[Any], run_id: int) -> LaunchOutputs | None:
+    """The latest baseline launch's answers of a run (for comparing runs' baselines: `specbench gate --against`)."""
+    found = write(lambda s: _baselines(s, run_id), "reading a run's baseline")
+    return found[-1] if found else None
 
 
 def _stored(s: Session, run_id: int) -> dict[str, dict[str, Any]]:

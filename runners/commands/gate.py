@@ -47,6 +47,14 @@ def gate(
         bool,
         typer.Option("--write", help="Store the new verdicts on the run's points (default: only print)."),
     ] = False,
+    against: Annotated[
+        str | None,
+        typer.Option(
+            "--against",
+            help="Another run of the same check: how many prompts its baseline launch answers differently "
+            "(two launches of the same greedy decoding; the floor for --max-diverging-prompts).",
+        ),
+    ] = None,
 ) -> None:
     """Judge a run's stored correctness answers again and print each launch's verdict."""
     engine = open_db(db)
@@ -76,6 +84,22 @@ def gate(
         spec, run_id, write_fn, settings=settings, store=write, say=lambda m: console.print(m, markup=False)
     )
     console.print(f"run {run_id} ({info['sweep_name']}){' - verdicts stored' if write else ''}", markup=False)
+    if against is not None:
+        other = resolve_run_ref(engine, against)
+        mine, theirs = correctness.run_baseline(write_fn, run_id), correctness.run_baseline(write_fn, other)
+        found = correctness.baseline_agreement(theirs, mine) if mine and theirs else None
+        if found is None:
+            console.print(
+                f"baseline of run {other} vs run {run_id}: not comparable (a baseline missing, failed, or another "
+                "prompt set)",
+                markup=False,
+            )
+        else:
+            console.print(
+                f"baseline of run {other} vs run {run_id}: {found[1] - found[0]}/{found[1]} prompts agree "
+                f"({found[0]} differ)",
+                markup=False,
+            )
     if all(v.verdict.why == correctness.NO_ANSWERS for v in summary.launches):
         console.print(
             "no launch of this run answered the check (a run made before the gate, or none started)"

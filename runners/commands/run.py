@@ -384,6 +384,8 @@ def print_correctness(summary: GateSummary | None) -> bool:
         if spread
         else ""
     )
+    for n, total in summary.baseline_launches:
+        same += f"; an earlier baseline launch of this run: {total - n}/{total} prompts agree"
     console.print(
         f"correctness: {counts['pass']} pass, {counts['fail']} fail, {counts['not checked']} not checked{same}",
         highlight=False,

@@ -158,6 +158,9 @@ def test_gate_judges_stored_answers_again(runs: tuple[str, Path, dict[str, Any]]
     assert lenient.exit_code == 0, lenient.output
     assert "3 pass, 0 fail" in lenient.output
     assert {r["correctness"] for r in by_mode(export(url, 2))["v2"]} == {"fail"}  # printed only, not stored
+    # Two baseline launches (runs 1 and 3): how often the same greedy decoding disagrees across launches.
+    across = CliRunner().invoke(app, ["gate", "3", "--db", url, "--against", "1"])
+    assert "baseline of run 1 vs run 3: 8/8 prompts agree (0 differ)" in across.output
     strict = CliRunner().invoke(app, ["gate", "3", "--db", url, "--max-diverging-prompts", "7"])
     assert strict.exit_code == 1 and "max_diverging_prompts=7" in strict.output
 
