@@ -142,7 +142,7 @@ def _correctness_block(table: pd.DataFrame, a: Mapping[str, Any], b: Mapping[str
             return []
         n_pass = int((checked == "pass").sum())
         if not n_pass:
-            return ["Correctness gate: no point was checked (its reason is in `specbench export`).", ""]
+            return ["Correctness gate: no point was checked (why: `specbench export --all-status`).", ""]
         return [
             f"✅ Correctness gate: {n_pass} checked point(s) reproduced the baseline's tokens and v1's acceptance.",
             "",
