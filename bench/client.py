@@ -99,8 +99,8 @@ class LoadClient:
                     if resp.status == 404:
                         continue
                     body = await resp.read()
-                    if resp.status != 200:
-                        raise RuntimeError(f"GET {path}: HTTP {resp.status}: {_snippet(body)}")
+                    if resp.status != 200:  # the body is not SGLang's: never kept (bench/server/http.py)
+                        raise RuntimeError(f"GET {path}: HTTP {resp.status} (the reply is not kept)")
                     self._info_path = path
                     info: dict[str, Any] = orjson.loads(body)
                     return info

@@ -135,6 +135,10 @@ class Run(Base):
     overhead_s: Mapped[float | None] = mapped_column(Float)
     # The reference point re-measured at the end (measure.drift_check), against its first measurement.
     drift: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    # The process running the run while it is `running`: {"host", "pid", "start"} (start: its start time in
+    # clock ticks since boot, so a recycled pid is not mistaken for it). A later specbench process on that host
+    # marks a run whose process is gone `partial` (runners/host_recovery.py).
+    owner: Mapped[dict[str, Any] | None] = mapped_column(JSON)
 
     servers: Mapped[list[ServerInstance]] = relationship(back_populates="run", cascade="all, delete-orphan")
     points: Mapped[list[Point]] = relationship(back_populates="run", cascade="all, delete-orphan")
@@ -160,7 +164,8 @@ class ServerInstance(Base):
     sglang_version: Mapped[str | None] = mapped_column(String(64))
     log_path: Mapped[str | None] = mapped_column(String(500))
     startup_s: Mapped[float | None] = mapped_column(Float)
-    # starting | ok | failed (never came up) | crashed (died while measured) | stopped
+    # starting | ok | failed (never came up) | crashed (died while measured) | stopped | reaped (its launcher
+    # died; the watchdog or the reaper stopped it)
     status: Mapped[str] = mapped_column(String(16), default="starting")
     error: Mapped[str | None] = mapped_column(Text)
     # A server that died: its exit code (negative: killed by that signal) and the last lines of its log, kept
@@ -169,6 +174,9 @@ class ServerInstance(Base):
     log_tail: Mapped[str | None] = mapped_column(Text)
     started_at: Mapped[datetime] = _created()
     stopped_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    # The process that launched it, like runs.owner: a row left `ok` by a launcher that died is closed as
+    # `reaped` by the next specbench process on that host.
+    owner: Mapped[dict[str, Any] | None] = mapped_column(JSON)
 
     run: Mapped[Run] = relationship(back_populates="servers")
 
@@ -219,6 +227,13 @@ class Point(MetricColumns, Base):
     # SGLANG_SIMULATE_ACC_LEN of the point's server (grid.accept_lengths); None = acceptance not pinned.
     accept_length_pinned: Mapped[float | None] = mapped_column(Float)
     overhead_s: Mapped[float | None] = mapped_column(Float)
+    # balanced | collapsed: the expert routing of a dummy-weight MoE server (bench/server/routing.py); NULL:
+    # real weights or a dense model.
+    expert_routing: Mapped[str | None] = mapped_column(String(16))
+    # The least time one step (speculative: one cycle) can take on this GPU (bench/floor.py), and floor / the
+    # measured step; above 1 is impossible (the point is flagged invalid).
+    step_floor_ms: Mapped[float | None] = mapped_column(Float)
+    floor_fraction: Mapped[float | None] = mapped_column(Float)
     # The correctness gate's verdict on the point's server config (docs/reference/correctness-gate.md):
     # pass | fail | not checked; NULL = the run predates the check. A `fail` means the speed is a wrong path's.
     correctness: Mapped[str | None] = mapped_column(String(16))
@@ -375,6 +390,9 @@ class Worker(Base):
     gpu_name: Mapped[str] = mapped_column(String(100), default="none")
     gpu_count: Mapped[int] = mapped_column(Integer, default=0)
     labels: Mapped[list[Any]] = mapped_column(JSON, default=list)
+    # What its operator lets jobs use, by name: {"python": [interpreter names], "external": ["host:port"]}
+    # (bench/host/policy.py); never paths. `submit` refuses an interpreter no worker offers.
+    offers: Mapped[dict[str, Any] | None] = mapped_column(JSON)
     status: Mapped[str] = mapped_column(String(16), default="idle")  # idle | busy | stopped
     current_job_id: Mapped[int | None] = mapped_column(Integer)
     started_at: Mapped[datetime] = _created()

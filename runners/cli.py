@@ -14,6 +14,17 @@ app = typer.Typer(
     pretty_exceptions_show_locals=False,
 )
 
+
+@app.callback()
+def _on_start() -> None:
+    """Every specbench command first stops the servers a dead launcher on this host left running (their
+    watchdog died too), not only a worker or a run (runners/host_recovery.py)."""
+    from runners.common import err_console  # the CLI's own console; imported here to keep start-up light
+    from runners.host_recovery import reap_servers
+
+    reap_servers(lambda line: err_console.print(f"note: {line}", style="yellow", markup=False))
+
+
 # Each module exposes `register(app)`; the order here is the order of `specbench --help`.
 COMMAND_MODULES = [
     "run",

@@ -10,7 +10,6 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 from sqlalchemy import Engine
-from sqlalchemy.engine import make_url
 
 from bench.host.cpu_affinity import AffinityError, check_allowed, parse_cpu_list, pinned_runner
 from db import queries as q
@@ -22,8 +21,10 @@ from db.engine import (
     redact,
     resolve_url,
     scrub,
+    url_secrets,
 )
 from db.migrate import SchemaBehindError, open_database, open_database_readonly
+from runners import host_recovery
 
 console = Console()
 err_console = Console(stderr=True)
@@ -59,11 +60,12 @@ def db_url(url: str | None) -> str:
         resolved = resolve_url(url)
     except DatabaseURLError as e:
         fail(str(e))
-    if url and not url.startswith(ENV_PREFIX) and make_url(resolved).password:
+    secrets = url_secrets(resolved) if url and not url.startswith(ENV_PREFIX) else []
+    if secrets:
         fail(
-            f"--db {redact(resolved)}: a password on the command line is visible to every user of this host "
-            "(ps, shell history); put the URL in an environment variable and pass --db env:NAME, or set "
-            "DATABASE_URL"
+            f"--db {redact(resolved)}: a secret ({', '.join(secrets)}) on the command line is visible to every "
+            "user of this host (ps, shell history); put the URL in an environment variable and pass --db "
+            "env:NAME, or set DATABASE_URL"
         )
     return resolved
 
@@ -115,12 +117,22 @@ def pinned_client(cpus: tuple[int, ...] | None) -> contextlib.AbstractContextMan
 
 
 def open_db(url: str | None) -> Engine:
-    """The migrated database, or a clear message and exit 2 when it cannot be reached."""
+    """The migrated database, or a clear message and exit 2 when it cannot be reached. Runs and server rows
+    that a dead specbench process on this host left open are closed first (runners/host_recovery.py)."""
     resolved = db_url(url)
     try:
-        return open_database(resolved)
+        engine = open_database(resolved)
     except Exception as e:  # driver errors vary by backend; the user needs the URL and the cause
         fail(f"cannot open database {redact(resolved)}: {type(e).__name__}: {scrub(str(e), resolved)}")
+    try:
+        notes = host_recovery.close_dead_owners(engine)
+    except Exception as e:  # a best effort: the command itself must not fail for it (the next one retries)
+        notes = [
+            f"could not check for runs left by dead processes: {type(e).__name__}: {scrub(str(e), resolved)}"
+        ]
+    for note in notes:
+        err_console.print(f"note: {escape(note)}", style="yellow")
+    return engine
 
 
 def open_db_readonly(url: str | None) -> Engine:

@@ -20,7 +20,8 @@ from bench.client import LoadClient
 from bench.correctness.collect import collect
 from bench.correctness.judge import Verdict, divergences, judge_launch, not_checked, self_divergence, unusable
 from bench.correctness.outputs import LaunchOutputs, ReferenceOutputs
-from bench.correctness.prompts import check_prompts, model_vocab, why_not_checked
+from bench.correctness.prompts import check_prompts, why_not_checked
+from bench.model_config import prompt_vocab
 from bench.server.known_bugs import bugs_for
 from bench.server.launcher import LaunchedServer
 from bench.sweep import CorrectnessSpec, ServerConfig, SweepSpec, expand
@@ -44,7 +45,7 @@ class CorrectnessCheck:
     @property
     def prompts(self) -> list[list[int]]:
         if self._prompts is None:
-            self._prompts = check_prompts(self.settings, model_vocab(self.spec.model))
+            self._prompts = check_prompts(self.settings, prompt_vocab(self.spec.model))
         return self._prompts
 
     def check_server(
@@ -270,7 +271,7 @@ def _reference(
         if ref.prompts_digest == first.prompts_digest and set(steps) <= set(ref.accept_lengths):
             return ref, None
     settings = spec.measure.correctness
-    prompts = check_prompts(settings, model_vocab(spec.model))
+    prompts = check_prompts(settings, prompt_vocab(spec.model))
     if say is not None:
         say(f"correctness: computing the reference's answers ({len(prompts)} prompts, steps {steps or '-'})")
     try:

@@ -1,4 +1,5 @@
-"""Whether a worker's GPUs meet a job's requirements (detection itself is `bench.host.gpus`)."""
+"""Whether a worker meets a job's requirements: its GPUs and labels, and what its operator lets jobs use
+(an interpreter by name, an external server; bench/host/policy.py). GPU detection is `bench.host.gpus`."""
 
 from __future__ import annotations
 
@@ -35,17 +36,34 @@ def parse_requires(text: str | None) -> dict[str, Any]:
     return out
 
 
-def requirements_for(sweep_backend: str, tp: int, explicit: Mapping[str, Any]) -> dict[str, Any]:
+def requirements_for(
+    sweep_backend: str,
+    tp: int,
+    explicit: Mapping[str, Any],
+    *,
+    python: str | None = None,
+    external: str | None = None,
+) -> dict[str, Any]:
     """What a job needs. A real SGLang server needs at least `tp` GPUs even when the user said nothing,
-    so a GPU-less worker never claims a job it can only fail."""
+    so a GPU-less worker never claims a job it can only fail; a named interpreter (`server.python`) and an
+    external server's `host:port` need a worker whose operator offers them."""
     req = dict(explicit)
     if sweep_backend == "sglang":
         req["count"] = max(int(req.get("count", 0)), tp)
+    if python is not None and sweep_backend != "external":
+        req["python"] = python
+    if external is not None and sweep_backend == "external":
+        req["external"] = external
     return req
 
 
-def unmet(requires: Mapping[str, Any], gpus: Sequence[Gpu], labels: Sequence[str] = ()) -> str | None:
-    """Why these GPUs and labels do not meet the requirements, or None when they do."""
+def unmet(
+    requires: Mapping[str, Any],
+    gpus: Sequence[Gpu],
+    labels: Sequence[str] = (),
+    offers: Mapping[str, Sequence[str]] | None = None,
+) -> str | None:
+    """Why these GPUs, labels and offers (HostPolicy.offered) do not meet the requirements, or None."""
     want_count = int(requires.get("count", 0) or 0)
     want_name = str(requires.get("gpu") or "").lower()
     if want_name:
@@ -59,8 +77,20 @@ def unmet(requires: Mapping[str, Any], gpus: Sequence[Gpu], labels: Sequence[str
     missing = sorted(set(requires.get("labels") or ()) - set(labels))
     if missing:
         return f"needs worker label(s) {', '.join(missing)}"
+    offers = offers or {}
+    python = requires.get("python")
+    if python is not None and python not in (offers.get("python") or ()):
+        return f"needs a worker that offers interpreter {python!r} (worker --python {python}=PATH)"
+    external = requires.get("external")
+    if external is not None and external not in (offers.get("external") or ()):
+        return f"needs a worker allowed to measure {external} (worker --allow-external {external})"
     return None
 
 
-def matches(requires: Mapping[str, Any], gpus: Sequence[Gpu], labels: Sequence[str] = ()) -> bool:
-    return unmet(requires, gpus, labels) is None
+def matches(
+    requires: Mapping[str, Any],
+    gpus: Sequence[Gpu],
+    labels: Sequence[str] = (),
+    offers: Mapping[str, Sequence[str]] | None = None,
+) -> bool:
+    return unmet(requires, gpus, labels, offers) is None

@@ -91,7 +91,12 @@ def add_schedule(
     priority: int = 0,
 ) -> int:
     expr = check_cron(cron)
-    parse_sweep(sweep_yaml, sweep_path or "<sweep>")  # a schedule of an invalid sweep would fail every night
+    spec = parse_sweep(
+        sweep_yaml, sweep_path or "<sweep>"
+    )  # a schedule of an invalid sweep would fail every night
+    problems = queue.job_problems(spec)  # nor may it name what a job may not (an interpreter by path)
+    if problems:
+        raise SweepError(sweep_path or "<sweep>", problems)
     with engine.begin() as conn:
         now = queue.db_now(conn)
         result = conn.execute(

@@ -25,6 +25,8 @@ from rich.progress import (
 from sqlalchemy import Engine, func, select
 from sqlalchemy.orm import Session
 
+from bench.host import reaper
+from bench.host.policy import HostPolicy
 from bench.pairing import Pair
 from bench.sweep import SweepSpec, expand
 from db.models import Point, Run
@@ -35,6 +37,11 @@ from runners.executor import Stopped, SweepExecutor, run_provenance
 from runners.recovery import OutagePolicy
 from runners.resume_guard import ResumeRefused, check_resume
 from runners.steps import schedule
+
+
+class Terminated(KeyboardInterrupt):
+    """A signal asked the run to end (SIGTERM from `timeout`, a scheduler, a container stop): it ends as
+    Ctrl-C does (stored repeats stay, servers stop, the run is `partial`), and is recorded as what it was."""
 
 
 @dataclass
@@ -86,11 +93,13 @@ def execute_sweep(
     show_progress: bool = True,
     console: Console | None = None,
     outage: OutagePolicy | None = None,
+    policy: HostPolicy | None = None,
 ) -> RunOutcome:
     """Run `spec`, storing every repeat as measured. Database outages shorter than `outage.limit_s` are waited
     out (each measured repeat is held until it is written); a longer one ends the run with
     dbretry.DatabaseUnavailable. A run to resume (`resume_run_id`, or the job's) that does not exist or was
-    started from another sweep raises ResumeRefused before anything is touched (runners/resume_guard.py)."""
+    started from another sweep raises ResumeRefused before anything is touched (runners/resume_guard.py).
+    `policy` is what this host lets the sweep use (a worker's policy; default: the author's, as written)."""
     console = console or Console(stderr=True)
     outage = outage or OutagePolicy.from_env()
     groups = expand(spec)
@@ -115,6 +124,7 @@ def execute_sweep(
             notes = check.lines(run.id)
             run.status = "running"
             run.finished_at = None
+            run.owner = reaper.owner()  # this process runs it now (runners/host_recovery.py)
         else:
             run = s.scalars(select(Run).where(Run.uid == uid)).one_or_none() or store.create_run(
                 s, spec, sweep_yaml, provenance, trigger=trigger, label=label, job_id=job_id, uid=uid
@@ -126,7 +136,7 @@ def execute_sweep(
         console.print(escape(note))
     logs = (log_dir or Path("logs")) / f"run-{run_id}"
     logs.mkdir(parents=True, exist_ok=True)
-    executor = SweepExecutor(spec, engine, run_id, done, gpus, deadline, stop, logs, outage)
+    executor = SweepExecutor(spec, engine, run_id, done, gpus, deadline, stop, logs, outage, policy)
     total_points = sum(len(g.points) for g in groups)
     status, error = "done", None
     judge = True  # the correctness gate judges what was stored, unless the user interrupted the run
@@ -145,7 +155,7 @@ def execute_sweep(
     try:
         with progress:
             task = progress.add_task("starting", total=total_points)
-            executor.show_progress(progress, task)
+            executor.show_progress(progress, task, console)
             steps = schedule(groups, spec)
             for i, step in enumerate(steps):
                 # The last pair re-measures the reference point on its still-running server when it holds it.
@@ -166,6 +176,8 @@ def execute_sweep(
         )
     except Stopped as e:
         status, error = "partial", str(e)
+    except Terminated as e:
+        status, error = "partial", f"terminated ({e}); stored repeats stay"
     except KeyboardInterrupt:
         status, error = "partial", "interrupted (Ctrl-C)"
         judge = False

@@ -2,14 +2,8 @@
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
-
 from bench.sweep import SIMULATE_ACC_ENV, CorrectnessSpec, ServerConfig, SweepSpec, WorkloadSpec
 from bench.workload import build_prompts
-
-# The vocabulary the workload's random prompts assume when the model's config.json is not readable here.
-DEFAULT_VOCAB = 32000
 
 SIMULATED_WHY = (
     "acceptance simulated ({env}={value}): SGLang overwrites every token a verify step commits with id 100 and "
@@ -23,23 +17,13 @@ DUMMY_WHY = (
 OFF_WHY = "switched off (measure.correctness.enabled: false)"
 
 
-def model_vocab(model: str) -> int | None:
-    """The model's `vocab_size` from its config.json when the path is a readable directory here."""
-    try:
-        cfg = json.loads((Path(model) / "config.json").read_text())
-    except (OSError, ValueError):
-        return None
-    vocab = cfg.get("vocab_size") if isinstance(cfg, dict) else None
-    return vocab if isinstance(vocab, int) and not isinstance(vocab, bool) and vocab > 2 else None
-
-
-def check_prompts(settings: CorrectnessSpec, vocab: int | None) -> list[list[int]]:
-    """`settings.prompts` seeded random prompts of token ids below the vocabulary, each opening differently
-    (no prefix shared with another, contract §6.6): the same set on every launch and every host."""
+def check_prompts(settings: CorrectnessSpec, vocab: int) -> list[list[int]]:
+    """`settings.prompts` seeded random prompts of token ids below `vocab` (bench.model_config.prompt_vocab), each
+    opening differently (no prefix shared with another, contract §6.6): the same set on every launch and host."""
     workload = WorkloadSpec(
         dataset="random", input_len=settings.input_len, output_len=settings.output_len, seed=settings.seed
     )
-    prompts = build_prompts(workload, settings.prompts, vocab_size=vocab or DEFAULT_VOCAB)
+    prompts = build_prompts(workload, settings.prompts, vocab_size=vocab)
     return [list(p.input_ids or []) for p in prompts]
 
 

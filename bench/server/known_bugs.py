@@ -1,4 +1,4 @@
-"""Known wrong paths per SGLang release, read from each release's source (contract §1.6), beside spec_modes.
+"""Known wrong paths per SGLang release, read from each release's source (contract §1.8), beside spec_modes.
 
 Pure. The dry run warns when a sweep asks for one of them; the stand-in reproduces its symptom; the
 correctness gate (docs/reference/correctness-gate.md) is what shows whether a real server took it.

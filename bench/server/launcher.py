@@ -30,6 +30,7 @@ from types import TracebackType
 from typing import Any
 
 from bench.host import cpu_affinity, reaper
+from bench.host.policy import HostPolicy, PolicyError
 from bench.host.processes import (
     LOG_TAIL_LINES,
     PortError,
@@ -39,18 +40,28 @@ from bench.host.processes import (
     read_log,
     terminate_group,
 )
+from bench.model_config import is_moe, read_model_config
 from bench.server.argv import ArgvError, ServerArgv, build_argv, resolve_python, sim_env
 from bench.server.env import ServerEnvError, build_server_env
 from bench.server.http import LaunchError, fetch_server_info, wait_healthy
-from bench.server.spec_modes import ENV_SPEC_V2, ResolvedMode, VersionError, compare_requested, resolve_mode
+from bench.server.routing import RoutingPlan, plan_routing
+from bench.server.spec_modes import (
+    ENV_ROUND_ROBIN_EXPERTS,
+    ENV_SPEC_V2,
+    ENV_UNIFORM_EXPERTS,
+    ResolvedMode,
+    VersionError,
+    compare_requested,
+    resolve_mode,
+)
 from bench.sweep import SIMULATE_ACC_ENV, ServerConfig, ServerSpec
 
 # The directory that holds the `bench` package: the sim's working directory, so `-m synthetic.server` imports it
 # whether or not specbench is installed.
-_PROJECT_ROOT = Path(__file__).resolve().parents[1]
+_PROJECT_ROOT = Path(__file__).resolve().parents[2]
 # Environment the sweep may not set: the spec mode and the sim settings own these.
 _OWNED_ENV_PREFIXES = ("SPECBENCH_SIM_",)
-_OWNED_ENV = frozenset({ENV_SPEC_V2})
+_OWNED_ENV = frozenset({ENV_SPEC_V2, ENV_UNIFORM_EXPERTS, ENV_ROUND_ROBIN_EXPERTS})
 
 _VERSION_PROBE = """\
 import importlib.metadata as m
@@ -85,6 +96,8 @@ class LaunchedServer:
     notes: list[str] = field(default_factory=list)
     # The CPUs every thread of the server's processes was pinned to and read back on; None: not pinned.
     cpu_affinity: list[int] | None = None
+    # Expert routing of a dummy-weight MoE launch (bench/server/routing.py); None: real weights or dense.
+    expert_routing: str | None = None
     _proc: subprocess.Popen[bytes] | None = field(default=None, repr=False)
     _stop_timeout_s: float = field(default=15.0, repr=False)
     _guard: reaper.Guard | None = field(default=None, repr=False)
@@ -134,6 +147,7 @@ class LaunchedServer:
             "mismatches": list(self.mismatches),
             "notes": list(self.notes),
             "cpu_affinity": None if self.cpu_affinity is None else list(self.cpu_affinity),
+            "expert_routing": self.expert_routing,
             "server_info": self.server_info,
         }
 
@@ -173,7 +187,9 @@ def _stop_all() -> None:
 
 
 def detect_sglang_version(python: str | None = None, timeout_s: float = 120.0) -> str:
-    """The SGLang version installed for the interpreter that will run the server."""
+    """The SGLang version installed for the interpreter that will run the server. The probe runs with the
+    server's own scrubbed environment (bench/server/env.py), never the caller's: the caller may be a worker
+    holding the database URL, and the interpreter is code the caller does not own."""
     interpreter = resolve_python(python)
     try:
         out = subprocess.run(
@@ -182,6 +198,8 @@ def detect_sglang_version(python: str | None = None, timeout_s: float = 120.0) -
             text=True,
             timeout=timeout_s,
             check=False,
+            env=build_server_env(os.environ, {}, {}),
+            stdin=subprocess.DEVNULL,
         )
     except (OSError, subprocess.TimeoutExpired) as e:
         raise LaunchError(f"cannot ask {interpreter} for its SGLang version: {e}") from None
@@ -202,14 +220,21 @@ def launch(
     version: str | None = None,
     startup_timeout_s: float | None = None,
     stop_timeout_s: float = 15.0,
+    policy: HostPolicy | None = None,
 ) -> LaunchedServer:
     """Start (or, for `external`, attach to) the server for `config` and verify what it runs.
 
     `version` skips detection (the runner may already know it). Raises LaunchError if the server cannot be
     started, dies, or is not healthy within `startup_timeout_s` (default: the spec's); a started process is
     always torn down before the error propagates. A server that runs something other than what was asked is
-    returned with `mismatches` filled in, for the caller to record.
+    returned with `mismatches` filled in, for the caller to record. `policy` (a worker's HostPolicy) says which
+    interpreters, model paths and external servers this host allows; it is checked before anything runs.
     """
+    policy = policy or HostPolicy.author()
+    try:
+        spec = _host_checked(policy, spec, config)
+    except PolicyError as e:
+        raise LaunchError(f"cannot launch server: {e}") from None
     if spec.backend == "external":
         return attach_external(spec, config, version=version)
     # The config carries the args/env (they are part of its identity); `expand` copies them from the spec.
@@ -262,7 +287,9 @@ def launch(
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 env=env,
-                cwd=_PROJECT_ROOT if spec.backend == "sim" else None,
+                # The sim imports specbench from its checkout. A worker's SGLang server runs in its log
+                # directory, so a model id can never name a directory relative to the worker's own.
+                cwd=_PROJECT_ROOT if spec.backend == "sim" else (log_dir if policy.confined else None),
                 start_new_session=True,  # own process group: teardown reaches the scheduler/detokenizer too
                 close_fds=True,
             )
@@ -290,7 +317,9 @@ def launch(
                 *built.notes,
                 *(f"inherited {k} not passed on (set by server.sim only)" for k in dropped),
                 *plan.cpu_notes,
+                *([plan.routing.warning] if plan.routing.warning else []),
             ],
+            expert_routing=plan.routing.routing,
             _proc=proc,
             _stop_timeout_s=stop_timeout_s,
             _guard=guard,
@@ -326,6 +355,23 @@ def launch(
     return server
 
 
+def _host_checked(policy: HostPolicy, spec: ServerSpec, config: ServerConfig) -> ServerSpec:
+    """`spec` with its interpreter name turned into the host's path, once the host allows everything the
+    launch names (again: the worker checked the whole sweep when it claimed the job, and a symlink may have
+    moved since)."""
+    if spec.backend == "external":
+        policy.check_external(spec.base_url)
+        return spec
+    policy.check_model(config.model, "model")
+    if config.draft_model is not None:
+        policy.check_model(config.draft_model, "draft_model")
+    for name, value in config.args:
+        if name == "tokenizer-path" and isinstance(value, str):
+            policy.check_model(value, "server.args.tokenizer-path")
+    python = policy.interpreter(spec.python)
+    return spec if python == spec.python else spec.model_copy(update={"python": python})
+
+
 @dataclass(frozen=True)
 class LaunchPlan:
     argv: ServerArgv
@@ -333,6 +379,9 @@ class LaunchPlan:
     env: dict[str, str]  # the server's whole environment: env_delta over the host's small base
     cpus: cpu_affinity.CpuList | None = None  # what the server is pinned to; None: not pinned
     cpu_notes: tuple[str, ...] = ()  # why it is pinned when the sweep did not ask, overlaps with the client
+    routing: RoutingPlan = field(
+        default_factory=lambda: RoutingPlan(None)
+    )  # dummy-weight MoE routing and its env
 
 
 def plan_launch(
@@ -352,7 +401,14 @@ def plan_launch(
         built = build_argv(config, backend=spec.backend, version=version, port=port, python=spec.python)
     except (ArgvError, VersionError) as e:
         raise LaunchError(str(e)) from None
-    env_delta = _env_delta(spec, config, built.mode_env, gpus)
+    # Dummy weights on a MoE model: the release's balanced-routing switch, set like the spec-mode switch.
+    routing = plan_routing(
+        version=version,
+        load_format=spec.load_format,
+        setting=spec.balanced_routing,
+        moe=is_moe(read_model_config(config.model)),
+    )
+    env_delta = _env_delta(spec, config, {**built.mode_env, **routing.env}, gpus)
     if spec.backend == "sim" and spec.sim.shared_gpu:
         # The run's stand-in servers share one emulated GPU (synthetic/server/gpu_ledger.py), as on a real host.
         device = env_delta.get("CUDA_VISIBLE_DEVICES", "all").replace(",", "_")
@@ -363,7 +419,7 @@ def plan_launch(
     except ServerEnvError as e:
         raise LaunchError(f"cannot launch server: {e}") from None
     cpus, cpu_notes = _server_cpus(spec)
-    return LaunchPlan(built, env_delta, env, cpus, cpu_notes)
+    return LaunchPlan(built, env_delta, env, cpus, cpu_notes, routing)
 
 
 def _server_cpus(spec: ServerSpec) -> tuple[cpu_affinity.CpuList | None, tuple[str, ...]]:
@@ -455,7 +511,8 @@ def _env_delta(
 ) -> dict[str, str]:
     sweep_env = dict(config.env)
     problems = [
-        f"server.env.{name}: set by specbench itself (spec mode / sim settings), not by the sweep"
+        f"server.env.{name}: set by specbench itself (spec mode / balanced routing / sim settings), not by the "
+        "sweep"
         for name in sweep_env
         if name in _OWNED_ENV or name.startswith(_OWNED_ENV_PREFIXES)
     ]

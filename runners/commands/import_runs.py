@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from sqlalchemy.engine import make_url
 
 from db.engine import ENV_PREFIX, redact, scrub, session_scope
 from db.merge import merge_runs
@@ -33,30 +34,32 @@ def import_runs(
 ) -> None:
     """Merge runs from another database (e.g. a GPU host's SQLite file); a run already here gets only what it
     lacks (a run resumed on another host grows), never a second copy."""
+    db_url(db)  # a bad or secret-holding --db is refused before the source is touched
     with tempfile.TemporaryDirectory() as tmp:
-        if "://" in source or source.startswith(ENV_PREFIX):
-            url = db_url(source)  # refuses a password in argv, never prints one
-        else:
-            path = Path(source)
-            if not path.is_file():
-                fail(f"no database file at {source}")
-            # Work on a copy: migrating or WAL-switching the source would change a file we only read. A
-            # snapshot, not a file copy: a sweep may still be writing the source, and a plain copy misses
+        url = db_url(source) if "://" in source or source.startswith(ENV_PREFIX) else None
+        # A SQLite source, named by path or by URL, is read from a snapshot: never created (a missing file is an
+        # error, not a new empty database), never migrated or WAL-switched in place.
+        local = Path(source) if url is None else _sqlite_file(url)
+        if local is not None:
+            if not local.is_file():
+                fail(f"no database file at {local}")
+            # A snapshot, not a file copy: a sweep may still be writing the source, and a plain copy misses
             # what its write-ahead log holds and can tear.
-            copy = Path(tmp) / path.name
+            copy = Path(tmp) / local.name
             url = f"sqlite:///{copy}"
             try:
-                snapshot(str(path), str(copy))
+                snapshot(str(local), str(copy))
             except SnapshotError as e:
                 fail(str(e))
             except (OSError, sqlite3.Error) as e:
                 # A full disk, a temporary directory it cannot write: the paths and the cause, not a traceback
                 # (as `specbench db snapshot` says it).
                 fail(
-                    f"cannot snapshot {source} to {copy} (a temporary copy; TMPDIR picks its directory): "
+                    f"cannot snapshot {local} to {copy} (a temporary copy; TMPDIR picks its directory): "
                     f"{type(e).__name__}: {e}",
                     code=1,
                 )
+        assert url is not None
         try:
             src = open_database(url)  # brings an older file up to this schema first
         except Exception as e:
@@ -67,3 +70,13 @@ def import_runs(
             report = merge_runs(src, s, sweep=sweep)
         src.dispose()
     console.print(report.summary())
+
+
+def _sqlite_file(url: str) -> Path | None:
+    """The file a SQLite URL names; None for another database. An in-memory SQLite source holds nothing."""
+    parsed = make_url(url)
+    if parsed.get_backend_name() != "sqlite":
+        return None
+    if not parsed.database or parsed.database == ":memory:":
+        fail("an in-memory SQLite database has no runs to import; give a file (sqlite:///PATH)")
+    return Path(parsed.database)

@@ -13,7 +13,6 @@ from rich.markup import escape
 from sqlalchemy import Engine, select
 
 from bench.correctness.prompts import why_not_checked
-from bench.host import reaper
 from bench.host.cpu_affinity import format_cpu_list
 from bench.host.gpus import parse_gpu_list
 from bench.server.known_bugs import KNOWN_BUGS, bugs_for
@@ -44,7 +43,7 @@ from runners.correctness import GateSummary
 from runners.dbretry import DatabaseUnavailable
 from runners.recovery import OutagePolicy
 from runners.resume_guard import ResumeRefused, check_resume
-from runners.sweep_runner import RunOutcome, execute_sweep
+from runners.sweep_runner import RunOutcome, Terminated, execute_sweep
 from runners.tables import Column, print_table
 
 EXIT_FAILED = (
@@ -120,8 +119,6 @@ def run(
         _dry_run(spec, groups, gpu_list, db, _dry_run_resume(spec, groups, db, resume, resume_run))
         return
     engine = open_db(db)
-    for pgid in reaper.reap_orphans():  # servers of a run or worker that was killed on this host
-        err_console.print(f"[yellow]stopped server process group {pgid} left by a dead launcher[/]")
     resume_id = resolve_run_ref(engine, resume_run) if resume_run is not None else None
     if resume and resume_id is None:
         resume_id, why_new = _run_to_resume(engine, spec)
@@ -129,7 +126,7 @@ def run(
             err_console.print(f"{why_new}; starting a new one")
     deadline = time.monotonic() + deadline_s if deadline_s is not None else None
     # SIGTERM (a scheduler, `timeout`, a container stop) ends the run like Ctrl-C: stored repeats stay, the
-    # servers are torn down, the run is marked partial. Python's default would skip all cleanup.
+    # servers are torn down, the run is marked partial, as terminated. Python's default would skip all cleanup.
     signal.signal(signal.SIGTERM, _interrupt)
     started = time.monotonic()
     try:
@@ -254,6 +251,7 @@ def _dry_run(
             markup=False,
             highlight=False,
         )
+    collapsed = 0
     for i, g in enumerate(groups, 1):
         console.print(
             f"\n[bold]launch {i}/{len(groups)}[/]: {g.server.label()} - {len(g.points)} point(s), batch sizes "
@@ -281,6 +279,21 @@ def _dry_run(
             console.print(f"  cpus: {format_cpu_list(plan.cpus)}", markup=False, highlight=False)
         for note in (*built.notes, *plan.cpu_notes):
             console.print(f"  note: {note}", markup=False, highlight=False)
+        if plan.routing.routing == "balanced":
+            console.print(
+                "  routing: balanced (dummy weights on a MoE model: SGLang's uniform expert routing)",
+                markup=False,
+                highlight=False,
+            )
+        if plan.routing.warning:
+            collapsed += 1
+            console.print(f"  [bold yellow]WARNING[/]: {escape(plan.routing.warning)}", highlight=False)
+    if collapsed:
+        console.print(
+            f"\n[bold yellow]WARNING[/]: expert routing stays collapsed on {collapsed} launch(es); their points "
+            "are labelled 'routing collapsed' (docs/reference/synthetic-models.md)",
+            highlight=False,
+        )
     past_startup, past_windows = _history(spec.name, db)
     est = estimate.estimate(
         spec, groups, past_startup_s=past_startup, past_window_s=past_windows, resume=resume
@@ -338,7 +351,7 @@ def _history(sweep_name: str, db: str | None) -> tuple[float | None, dict[int, f
 
 
 def _interrupt(signum: int, _frame: object) -> None:
-    raise KeyboardInterrupt(f"signal {signum}")
+    raise Terminated(signal.Signals(signum).name)
 
 
 def _parse_gpus(gpus: str | None) -> list[int] | None:

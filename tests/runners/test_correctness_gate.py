@@ -13,6 +13,7 @@ from typer.testing import CliRunner
 
 from analysis.export import read_csv_rows
 from bench.correctness.prompts import check_prompts
+from bench.model_config import DEFAULT_VOCAB_SIZE
 from bench.sweep import CorrectnessSpec
 from db.engine import session_scope
 from db.migrate import open_database
@@ -110,7 +111,7 @@ def test_wrong_v2_verification_fails_v2_on_tokens_at_the_first_diverging_positio
     res = results["verify"]
     assert res.exit_code == 1, res.output
     modes = by_mode(export(url, 3))
-    first = check_prompts(CHECK, None)[0]
+    first = check_prompts(CHECK, DEFAULT_VOCAB_SIZE)[0]
     at = wrong.diverge_at(prompt_key(first, SEED))
     for r in modes["v2"]:
         assert (

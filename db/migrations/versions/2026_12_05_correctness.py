@@ -2,7 +2,7 @@
 acceptance v2/v1) and each launch's raw answers to the check's greedy prompts
 
 Revision ID: 2026_12_05_correctness
-Revises: 2026_12_04_invocation
+Revises: 2026_12_05_crash_records
 Create Date: 2026-12-05 13:00:00
 """
 
@@ -14,7 +14,7 @@ from alembic import op
 import db.types
 
 revision = "2026_12_05_correctness"
-down_revision = "2026_12_04_invocation"
+down_revision = "2026_12_05_crash_records"
 branch_labels = None
 depends_on = None
 
