@@ -11,7 +11,7 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from analysis import csvsafe, md
+from analysis import correctness, csvsafe, md
 from analysis.labels import STAND_IN_TAG, SYNTHETIC_TAG, config_label, numbers_caption, run_tag
 from analysis.plain import plain
 from bench import catalog
@@ -51,6 +51,9 @@ EXPORT_COLUMNS: tuple[str, ...] = (
     *_BASIS,
     "repeats",
     "fingerprint",
+    # The correctness gate (docs/reference/correctness-gate.md): pass | fail | not checked, why, where the tokens
+    # first diverged, acceptance v2/v1. A `fail` row's throughput was measured on a wrong path.
+    *correctness.COLUMNS,
 )
 # A run as the export header describes it: what `db.queries` reads of a run, less the error text.
 RUN_METADATA: tuple[str, ...] = tuple(c for c in RUN_COLUMNS if c != "error")
@@ -152,6 +155,7 @@ _MD_COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("E2E p50 ms", "e2e_p50_ms", ".0f"),
     ("floor ms", "step_floor_ms", ".2f"),
     ("floor frac", "floor_fraction", ".2f"),
+    ("check", "correctness", ""),
 )
 
 
@@ -185,15 +189,26 @@ def to_markdown(export: Export) -> str:
         if run.get("numbers"):
             out.append(md.text(f"Numbers: {run['numbers']}.", line_start=True))
             out.append("")
+        rows = [r for r in export.rows if r["run_id"] == run["id"]]
+        failed = {
+            config_label(r, with_batch=False): str(r.get("correctness_reason") or "")
+            for r in rows
+            if correctness.is_wrong(r.get("correctness"))
+        }
+        out += correctness.banner_md(list(failed.items()), f"run {run['id']}")
         header = ["config", "status", *(h for h, _, _ in _MD_COLUMNS)]
         out.append("| " + " | ".join(header) + " |")
         out.append("|" + "|".join(["---", "---", *("---:" for _ in _MD_COLUMNS)]) + "|")
-        for row in (r for r in export.rows if r["run_id"] == run["id"]):
+        for row in rows:
             cells = [md.text(config_label(row, with_batch=False)), md.text(row["status"])]
             for _, key, fmt in _MD_COLUMNS:
                 if not key:
                     lo, hi = row["output_throughput_ci_low"], row["output_throughput_ci_high"]
                     cells.append("-" if lo is None else f"{max(lo, 0):,.0f}-{hi:,.0f}")
+                elif key == "output_throughput":
+                    cells.append(correctness.speed_md(row[key], row.get("correctness"), fmt))
+                elif key == "correctness":
+                    cells.append(correctness.verdict_md(row[key]))
                 else:
                     v = row[key]
                     cells.append("-" if v is None else format(v, fmt))

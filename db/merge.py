@@ -21,7 +21,7 @@ from sqlalchemy import Engine, inspect, select, text
 from sqlalchemy.orm import Session
 
 from db import validate
-from db.models import Base, Point, Profile, RequestRow, Run, Sample, ServerInstance
+from db.models import Base, CorrectnessOutput, Point, Profile, RequestRow, Run, Sample, ServerInstance
 
 # What `--resume` (or a retried job) rewrites on the run row; the rest is provenance fixed at creation. A
 # resume with an edited stopping rule also rewrites the sweep and appends the old one to the provenance
@@ -61,6 +61,7 @@ class Counts:
     profiles: int = 0
     servers: int = 0
     replaced: int = 0
+    checks: int = 0  # correctness_outputs rows: what a launch answered to the correctness check
 
 
 @dataclass
@@ -191,6 +192,7 @@ def _merge_contents(src: Session, run: Run, dest: Session, dest_id: int, counts:
     server_ids = _merge_servers(src, run, dest, dest_id, counts)
     point_ids = _merge_points(src, run, dest, dest_id, server_ids, counts)
     _merge_profiles(src, run, dest, dest_id, point_ids, counts)
+    _merge_checks(src, run, dest, dest_id, server_ids, counts)
     dest.flush()
 
 
@@ -301,3 +303,21 @@ def _merge_profiles(
         if (key, prof.tp_rank, prof.path, prof.created_at) not in here:
             dest.add(_copy(prof, Profile, run_id=dest_id, point_id=point_ids[prof.point_id]))
             counts.profiles += 1
+
+
+def _merge_checks(
+    src: Session, run: Run, dest: Session, dest_id: int, server_ids: dict[int, int], counts: Counts
+) -> None:
+    """Copy the correctness check's raw answers `dest` lacks (matched by config_key and created_at), so the
+    points' verdicts can be judged again where the run was imported."""
+    here = {
+        (c.config_key, c.created_at)
+        for c in dest.scalars(select(CorrectnessOutput).where(CorrectnessOutput.run_id == dest_id))
+    }
+    for row in src.scalars(
+        select(CorrectnessOutput).where(CorrectnessOutput.run_id == run.id).order_by(CorrectnessOutput.id)
+    ):
+        if (row.config_key, row.created_at) not in here:
+            server = _remap(server_ids, row.server_instance_id)
+            dest.add(_copy(row, CorrectnessOutput, run_id=dest_id, server_instance_id=server))
+            counts.checks += 1

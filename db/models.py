@@ -243,6 +243,15 @@ class Point(MetricColumns, Base):
     # measured step; above 1 is impossible (the point is flagged invalid).
     step_floor_ms: Mapped[float | None] = mapped_column(Float)
     floor_fraction: Mapped[float | None] = mapped_column(Float)
+    # The correctness gate's verdict on the point's server config (docs/reference/correctness-gate.md):
+    # pass | fail | not checked; NULL = the run predates the check. A `fail` means the speed is a wrong path's.
+    correctness: Mapped[str | None] = mapped_column(String(16))
+    correctness_reason: Mapped[str | None] = mapped_column(Text)
+    # The first position where its tokens left the baseline's (or the reference's): request index, token index.
+    correctness_diverge_request: Mapped[int | None] = mapped_column(Integer)
+    correctness_diverge_token: Mapped[int | None] = mapped_column(Integer)
+    # Token-weighted acceptance of v2 over v1 on the check's prompts (set on both points of a pair).
+    acceptance_v2_v1: Mapped[float | None] = mapped_column(Float)
     created_at: Mapped[datetime] = _created()
 
     run: Mapped[Run] = relationship(back_populates="points")
@@ -307,6 +316,24 @@ class RequestRow(Base):
     chunk_tokens: Mapped[list[Any]] = mapped_column(JSON, default=list)
 
     sample: Mapped[Sample] = relationship(back_populates="requests")
+
+
+class CorrectnessOutput(Base):
+    """What one launch answered to the correctness check's greedy prompts (bench.correctness.LaunchOutputs as
+    JSON), or the reference's expectation (`config_key` = "reference"): the raw material the verdicts on the
+    points are judged from, kept so they can be judged again (`specbench gate`)."""
+
+    __tablename__ = "correctness_outputs"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    run_id: Mapped[int] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"), index=True)
+    server_instance_id: Mapped[int | None] = mapped_column(
+        ForeignKey("server_instances.id", ondelete="SET NULL")
+    )
+    config_key: Mapped[str] = mapped_column(String(32))
+    spec_mode: Mapped[str | None] = mapped_column(String(8))
+    outputs: Mapped[dict[str, Any]] = mapped_column(JSON)
+    created_at: Mapped[datetime] = _created()
 
 
 class Triage(Base):

@@ -28,6 +28,14 @@ from db.query_common import (
     table_columns,
 )
 
+CORRECTNESS_COLUMNS = (
+    Point.correctness,
+    Point.correctness_reason,
+    Point.correctness_diverge_request,
+    Point.correctness_diverge_token,
+    Point.acceptance_v2_v1,
+)
+
 
 @dataclass(frozen=True)
 class Totals:
@@ -339,6 +347,8 @@ def run_points(engine: Engine, run_id: int, metrics: Sequence[str] | None = None
             *if_present(present, Point.expert_routing),
             *if_present(present, Point.step_floor_ms),
             *if_present(present, Point.floor_fraction),
+            # The correctness gate's verdict (docs/reference/correctness-gate.md); absent on an older schema.
+            *(c for col in CORRECTNESS_COLUMNS for c in if_present(present, col)),
         )
         .where(Point.run_id == run_id)
         .order_by(Point.id)

@@ -22,7 +22,9 @@ class _BoundedArguments(TyperGroup):
     def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
         for i, arg in enumerate(args, 1):
             # Name the option a value belongs to ("--model"), not only its position: that is what the user typed.
-            what = f"{args[i - 2]} (argument {i})" if i > 1 and args[i - 2].startswith("--") else f"argument {i}"
+            what = (
+                f"{args[i - 2]} (argument {i})" if i > 1 and args[i - 2].startswith("--") else f"argument {i}"
+            )
             if "\x00" in arg:
                 fail(f"{what} holds a NUL byte; at most printable text")
             if len(arg) > MAX_ARGUMENT_CHARS:
@@ -60,6 +62,7 @@ COMMAND_MODULES = [
     "dashboard",
     "compare",
     "ci",
+    "gate",
     "regressions",
     "triage",
     "seed",

@@ -31,7 +31,8 @@ from bench.pairing import Pair
 from bench.sweep import SweepSpec, expand
 from db.models import Point, Run
 from db.types import uuid7
-from runners import dbretry, pair_runner, run_checks, store
+from runners import correctness, dbretry, pair_runner, run_checks, store
+from runners.correctness import GateSummary
 from runners.executor import Stopped, SweepExecutor, run_provenance
 from runners.recovery import OutagePolicy
 from runners.resume_guard import ResumeRefused, check_resume
@@ -53,6 +54,8 @@ class RunOutcome:
     error: str | None = None
     overhead_s_per_point: float | None = None
     drift: dict[str, Any] | None = None
+    # The correctness gate's verdicts (None: not judged, e.g. interrupted with Ctrl-C).
+    correctness: GateSummary | None = None
 
 
 def final_status(point_statuses: list[str], points_total: int) -> tuple[str, str | None]:
@@ -136,6 +139,7 @@ def execute_sweep(
     executor = SweepExecutor(spec, engine, run_id, done, gpus, deadline, stop, logs, outage, policy)
     total_points = sum(len(g.points) for g in groups)
     status, error = "done", None
+    judge = True  # the correctness gate judges what was stored, unless the user interrupted the run
     progress = Progress(
         TextColumn("[bold]{task.description}"),
         BarColumn(),
@@ -176,6 +180,7 @@ def execute_sweep(
         status, error = "partial", f"terminated ({e}); stored repeats stay"
     except KeyboardInterrupt:
         status, error = "partial", "interrupted (Ctrl-C)"
+        judge = False
     except dbretry.DatabaseUnavailable as e:
         # Nothing measured is lost: stored repeats stay, the rest is measured again by --resume (or the
         # job's retry). One last try to say so on the run row; the database is most likely still away.
@@ -200,6 +205,7 @@ def execute_sweep(
                 raise
             # Still away: the run row stays `running` until a resume or the job's retry takes it over.
     run_checks.flag_throttled(executor.write, run_id, spec.measure.throttle_fraction)
+    verdicts = _judge(spec, run_id, executor, console) if judge else None
     stored = executor.points_stored
     return RunOutcome(
         run_id=run_id,
@@ -212,4 +218,18 @@ def execute_sweep(
         if executor.points_measured
         else None,
         drift=executor.drift,
+        correctness=verdicts,
     )
+
+
+def _judge(spec: SweepSpec, run_id: int, executor: SweepExecutor, console: Console) -> GateSummary | None:
+    """The run's correctness verdicts onto its points; a failure here costs the verdicts, never the run."""
+    try:
+        return correctness.gate(spec, run_id, executor.write, say=lambda m: console.print(m, markup=False))
+    except dbretry.DatabaseUnavailable:
+        console.print(
+            "[yellow]correctness: the database went away; judge the run later with `specbench gate`[/]"
+        )
+    except Exception as e:  # reported; the measured run stays as it is
+        console.print(f"[yellow]correctness: the gate failed ({escape(f'{type(e).__name__}: {e}')})[/]")
+    return None

@@ -51,6 +51,12 @@ def find_problems(spec: SweepSpec) -> list[str]:
                             f"draft_tokens to steps+1 = {st + 1}; use `draft_tokens: auto`"
                         )
     m = spec.measure
+    c = m.correctness
+    if c.max_diverging_prompts >= c.prompts:
+        p.append(
+            f"measure.correctness.max_diverging_prompts: {c.max_diverging_prompts} lets every one of the "
+            f"{c.prompts} prompts differ, so the check could never fail; keep it below measure.correctness.prompts"
+        )
     if m.max_repeats is not None and m.ratio_target is None:
         p.append("measure.max_repeats: only used with measure.ratio_target (set both, or neither)")
     if m.ratio_target_min_batch != 1:

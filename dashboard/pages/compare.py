@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from analysis import md, report
+from analysis import correctness, md, report
 from analysis.compare import (
     center_text,
     comparability_key,
@@ -89,6 +89,22 @@ if table.empty or one_sided(table).all():
     )
     st.stop()
 center = center_text(table)
+# The correctness gate first: a point measured on a wrong path is a finding, not a speed to compare.
+for side, run_id in (("candidate", b), ("baseline", a)):
+    wrong_rows = table[table[f"correctness_{side}"] == "fail"]
+    if len(wrong_rows):
+        failed = {
+            str(r["config"]).split(" · ")[0]: str(r["correctness_why"]) for r in wrong_rows.to_dict("records")
+        }
+        lines = [
+            line.removeprefix("> ").replace("🛑 ", "")
+            for line in correctness.banner_md(list(failed.items()), f"the {side} run #{run_id}")
+        ]
+        speeds = [
+            f"- {r['config']}: {side} {correctness.speed_md(r[side], 'fail', ',.4g')}"
+            for r in wrong_rows.to_dict("records")
+        ]
+        st.error("\n".join([*lines, *speeds]), icon=":material/dangerous:")
 
 counts = verdict_counts(table)
 cols = st.columns(4)
@@ -106,12 +122,21 @@ with st.expander(f"Intervals of all {len(table)} points"):
     st.altair_chart(charts.compare_forest(table, threshold), width="stretch")
 
 view = table.assign(
-    delta_pct=table["delta"] * 100, ci_low_pct=table["ci_low"] * 100, ci_high_pct=table["ci_high"] * 100
+    delta_pct=table["delta"] * 100,
+    ci_low_pct=table["ci_low"] * 100,
+    ci_high_pct=table["ci_high"] * 100,
+    check=[
+        f"🛑 {correctness.WRONG} ({' and '.join(s for s, v in (('baseline', va), ('candidate', vb)) if v == 'fail')})"
+        if "fail" in (va, vb)
+        else (vb or "–")
+        for va, vb in zip(table["correctness_baseline"], table["correctness_candidate"], strict=True)
+    ],
 )
 st.dataframe(
     view[
         [
             "verdict",
+            "check",
             "config",
             "workload",
             "baseline",
@@ -128,6 +153,9 @@ st.dataframe(
     hide_index=True,
     column_config={
         "delta_pct": st.column_config.NumberColumn("Δ", format="%+.2f%%"),
+        "check": st.column_config.TextColumn(
+            "correctness", help="The correctness gate; wrong = measured on a wrong path"
+        ),
         "ci_low_pct": st.column_config.NumberColumn("interval low", format="%+.2f%%"),
         "ci_high_pct": st.column_config.NumberColumn("interval high", format="%+.2f%%"),
         "baseline": st.column_config.NumberColumn(f"baseline ({center})", format="%.4g"),

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from analysis import md
-from analysis.labels import STAND_IN_TAG, run_tag, short_gpu, short_workload
+from analysis import correctness, md
+from analysis.labels import STAND_IN_TAG, config_label, run_tag, short_gpu, short_workload
 from analysis.sweep import sweep_grid
 from dashboard import charts
 from dashboard.components import evidence, layout, state
@@ -64,6 +64,29 @@ m[3].metric("Points ok", f"{int((points['status'] == 'ok').sum())} / {len(points
 m[4].metric(
     "Started", f"{info['started_at']:%m-%d %H:%M}", help=f"{info['started_at']:%Y-%m-%d %H:%M:%S} UTC"
 )
+# The correctness gate first: a point that computed wrong tokens or acceptance is a finding, and its speed is
+# struck through and labelled `wrong` wherever it shows (docs/reference/correctness-gate.md).
+verdicts = correctness.counts(points["correctness"]) if "correctness" in points else None
+if verdicts is not None and verdicts["not recorded"] < len(points):
+    failed = correctness.failed_launches(points, lambda r: config_label(r, with_batch=False))
+    if failed:
+        st.error(
+            "\n".join(
+                [
+                    *(
+                        line.removeprefix("> ").replace("🛑 ", "")
+                        for line in correctness.banner_md(failed, f"Run #{run_id}")
+                    ),
+                    *correctness.wrong_points_md(points, lambda r: config_label(r, with_batch=False)),
+                ]
+            ),
+            icon=":material/dangerous:",
+        )
+    else:
+        st.caption(
+            f"Correctness gate: {verdicts['pass']} point(s) pass, {verdicts['not checked']} not checked "
+            "(reasons in the table at the bottom)."
+        )
 servers = data.run_servers(url, run_id)
 shared = servers[(servers["idle_neighbours"] > 0) & ~servers["pair_colocated"]]
 if servers["pair_colocated"].any():
@@ -131,12 +154,16 @@ if len(not_ok):
     st.caption(f"Charts show ok points only. Left out: {kinds} (all points are listed at the bottom).")
 
 st.markdown("##### Output throughput (tok/s)")
-st.altair_chart(charts.heatmap(spec, "output_throughput", "tok/s", width=330), width="content")
+st.altair_chart(
+    charts.heatmap(spec, "output_throughput", "tok/s", width=330, strike_wrong=True), width="content"
+)
 st.markdown("##### Acceptance length (tokens per verify step)")
 st.altair_chart(charts.heatmap(spec, "accept_length", "tokens", fmt=".2f", width=330), width="content")
 st.markdown("##### Speculative over no-spec baseline (throughput ratio)")
 if spec["speedup_over_baseline"].notna().any():
-    chart = charts.heatmap(spec, "speedup_over_baseline", "×", fmt=".2f", diverging=True, width=330)
+    chart = charts.heatmap(
+        spec, "speedup_over_baseline", "×", fmt=".2f", diverging=True, width=330, strike_wrong=True
+    )
     st.altair_chart(chart, width="content")
 else:
     st.caption("Needs a baseline point at the same batch size.")

@@ -12,8 +12,10 @@ import typer
 from rich.markup import escape
 from sqlalchemy import Engine, select
 
+from bench.correctness.prompts import why_not_checked
 from bench.host.cpu_affinity import format_cpu_list
 from bench.host.gpus import parse_gpu_list
+from bench.server.known_bugs import KNOWN_BUGS, bugs_for
 from bench.server.launcher import LaunchError, detect_sglang_version, plan_launch
 from bench.server.spec_modes import KNOWN_RELEASES
 from bench.sweep import ServerGroup, SweepError, SweepSpec, expand, load_sweep
@@ -38,6 +40,7 @@ from runners.common import (
     pinned_client,
     resolve_run_ref,
 )
+from runners.correctness import GateSummary
 from runners.dbretry import DatabaseUnavailable
 from runners.recovery import OutagePolicy
 from runners.resume_guard import ResumeRefused, check_resume
@@ -48,6 +51,7 @@ EXIT_FAILED = (
     1  # no point measured (none ok or unstable), or the run could not go on (the database stayed away)
 )
 EXIT_PARTIAL = 3  # any other status named in --fail-on: partial (stopped, or some points not ok), unstable
+EXIT_WRONG = 1  # the correctness gate failed a launch: its speed was measured on a wrong path
 RUN_STATUSES = ("done", "unstable", "partial", "failed")
 DEFAULT_FAIL_ON = "failed,partial"
 
@@ -154,12 +158,17 @@ def run(
             1,
         )
     _summary(engine, outcome, time.monotonic() - started)
+    wrong = print_correctness(outcome.correctness)
     if outcome.status in ("partial", "failed") and outcome.error:
         colour = "red" if outcome.status == "failed" else "yellow"
         err_console.print(
             f"[{colour}]run {outcome.run_id} is {outcome.status} ({outcome.error}); "
             f"measure what is missing with: specbench run {sweep} --resume-run {outcome.run_id}[/]"
         )
+    if wrong:
+        # A wrong path is a finding about the code under test, even in a run that stopped short: it outranks
+        # the run's own status. 1 = runners.exit_codes.ExitCode.FINDING (branch newcomer).
+        raise typer.Exit(EXIT_WRONG)
     if outcome.status in failing:
         raise typer.Exit(EXIT_FAILED if outcome.status == "failed" else EXIT_PARTIAL)
 
@@ -223,6 +232,7 @@ def _dry_run(
     """Each launch's real argv and environment (from the launcher's own builder) and a time estimate (of what
     is missing, for a run to resume)."""
     version, version_note = _launch_version(spec)
+    _warn_known_bugs(spec, groups, version, version_note)
     if spec.server.backend == "external":
         console.print(f"backend external: nothing is launched; points are measured on {spec.server.base_url}")
     else:
@@ -236,6 +246,15 @@ def _dry_run(
                 markup=False,
                 highlight=False,
             )
+    check = spec.measure.correctness
+    if check.enabled:
+        console.print(
+            f"correctness check (measure.correctness): {check.prompts} greedy prompts of {check.input_len} tokens "
+            f"-> {check.output_len} new tokens per launch, before its windows; tolerance "
+            f"{check.max_diverging_prompts} diverging prompt(s), acceptance ratio >= {check.min_acceptance_ratio:g}",
+            markup=False,
+            highlight=False,
+        )
     collapsed = 0
     for i, g in enumerate(groups, 1):
         console.print(
@@ -243,6 +262,8 @@ def _dry_run(
             f"{sorted({p.batch_size for p in g.points})}",
             highlight=False,
         )
+        if check.enabled and (why := why_not_checked(spec, g.server)) is not None:
+            console.print(f"  correctness: not checked: {why}", markup=False, highlight=False)
         if resume is not None and resume.complete(spec, g):
             console.print(f"  complete in run {resume.run_id}: not started again", highlight=False)
             continue
@@ -288,6 +309,27 @@ def _dry_run(
     )
     for note in est.assumptions:
         console.print(f"  assuming {note}", markup=False, highlight=False)
+
+
+def _warn_known_bugs(spec: SweepSpec, groups: list[ServerGroup], version: str, version_note: str) -> None:
+    """A loud line per known wrong path the sweep asks for on this release (bench.server.known_bugs)."""
+    if spec.server.backend == "external" or version == "?":
+        return
+    seen: dict[str, list[str]] = {}
+    for g in groups:
+        for bug in bugs_for(version, spec.server.attention_backend, g.server.spec_mode):
+            seen.setdefault(bug.key, []).append(g.server.label())
+    for bug in KNOWN_BUGS:
+        if bug.key not in seen:
+            continue
+        fixed = ".".join(map(str, bug.fixed_in))
+        err_console.print(
+            f"[bold yellow]warning:[/] SGLang {escape(version)}{escape(version_note)} predates the fix of "
+            f"{escape(bug.key)}: {escape(bug.summary)}. {len(seen[bug.key])} launch(es) take that path "
+            f"({escape(', '.join(seen[bug.key]))}); their speed is a wrong path's unless the correctness gate "
+            f"passes them (docs/reference/correctness-gate.md). Use sglang >= {fixed} to measure the fixed path.",
+            highlight=False,
+        )
 
 
 def _launch_version(spec: SweepSpec) -> tuple[str, str]:
@@ -345,6 +387,38 @@ def _run_to_resume(engine: Engine, spec: SweepSpec) -> tuple[int | None, str]:
     return run_id, ""
 
 
+CHECK_MARK = {"pass": "[green]pass[/]", "fail": "[bold red]FAIL[/]", "not checked": "[dim]not checked[/]"}
+
+
+def print_correctness(summary: GateSummary | None) -> bool:
+    """The correctness gate's verdict per launch, a failure loudly; True when a launch failed."""
+    if summary is None or not summary.launches:
+        return False
+    counts = summary.counts()
+    spread = summary.baseline_spread
+    same = (
+        f"; baseline batched vs one at a time: {spread[1] - spread[0]}/{spread[1]} prompts agree"
+        if spread
+        else ""
+    )
+    for n, total in summary.baseline_launches:
+        same += f"; an earlier baseline launch of this run: {total - n}/{total} prompts agree"
+    console.print(
+        f"correctness: {counts['pass']} pass, {counts['fail']} fail, {counts['not checked']} not checked{same}",
+        highlight=False,
+    )
+    for v in summary.launches:
+        mark = CHECK_MARK[v.verdict.verdict]
+        console.print(f"  {mark} {escape(v.label)}: {escape(v.verdict.why)}", highlight=False)
+    if summary.failed:
+        names = ", ".join(v.label for v in summary.failed)
+        err_console.print(
+            f"[bold red]WRONG: {escape(names)} computed wrong tokens or acceptance; their speed was measured on a "
+            "wrong path (struck through above, `wrong` in exports and the dashboard)[/]"
+        )
+    return bool(summary.failed)
+
+
 def _fmt(v: float | None, digits: int = 1) -> str:
     return "-" if v is None else f"{v:,.{digits}f}"
 
@@ -356,12 +430,13 @@ def _summary(engine: Engine, outcome: RunOutcome, elapsed_s: float) -> None:
         Column("config"),
         Column("bs", "right"),
         Column("status", markup=True),
-        Column("out tok/s", "right"),
+        Column("out tok/s", "right", markup=True),
         Column("95% CI", "right", drop=3),
         Column("accept", "right"),
         Column("TTFT p50", "right", drop=2),
         Column("TPOT p50", "right"),
         Column("ITL p50", "right", drop=1),
+        Column("check", markup=True),
     ]
     rows = []
     for p in points:
@@ -383,12 +458,16 @@ def _summary(engine: Engine, outcome: RunOutcome, elapsed_s: float) -> None:
                 cfg,
                 str(p.batch_size),
                 f"[{style}]{p.status}[/]",
-                _fmt(p.output_throughput),
+                # A wrong path's speed is struck through and labelled: it is not a number to quote.
+                f"[strike]{_fmt(p.output_throughput)}[/] [bold red]wrong[/]"
+                if p.correctness == "fail"
+                else _fmt(p.output_throughput),
                 ci,
                 _fmt(p.accept_length, 2),
                 _fmt(p.ttft_p50_ms),
                 _fmt(p.tpot_p50_ms, 2),
                 _fmt(p.itl_p50_ms, 2),
+                CHECK_MARK.get(p.correctness or "", "-"),
             ]
         )
     print_table(console, columns, rows, title=f"run {outcome.run_id}: {outcome.status}")

@@ -20,6 +20,7 @@ from synthetic.model.tokenizer import write_for_checkpoint as write_synthetic_to
 class ModeChoice(StrEnum):
     agree = "agree"
     random = "random"
+    mirror = "mirror"
 
 
 class PresetChoice(StrEnum):
@@ -35,7 +36,8 @@ def synth_model(
     mode: Annotated[
         ModeChoice,
         typer.Option(
-            help="agree: draft == target (accept length exactly steps+1); random: plain random init."
+            help="agree: draft == target (accept length exactly steps+1); random: plain random init; "
+            "mirror: attention picks every token and the draft mirrors it (the correctness gate's checkpoint)."
         ),
     ] = ModeChoice.agree,
     hidden: Annotated[
@@ -154,6 +156,12 @@ def synth_model(
     if manifest["mode"] == "agree":
         console.print(
             "expect: next(x) = perm[x] (perm.json); greedy accept length = speculative_num_steps + 1",
+            markup=False,
+        )
+    elif manifest["mode"] == "mirror":
+        console.print(
+            "expect: next = next_of_previous[token before the last] (mirror_perms.json); greedy accept length "
+            "= speculative_num_steps + 1; a wrong attention changes tokens (target) or acceptance (draft)",
             markup=False,
         )
 
