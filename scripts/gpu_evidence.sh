@@ -11,7 +11,8 @@
 #   4. extra:      sweeps/h200-v3slice-steps1.yaml (a second pair), bounded by EXTRA_DEADLINE_S;
 #   5. report:     the v2-vs-v1 table (Markdown, CSV), run cost and profile summaries next to the database.
 #
-# Needs sglang installed (docs/guide/gpu-hosts.md; offline hosts too) and one Hopper GPU with ~110 GB free.
+# Needs sglang installed (docs/guide/gpu-hosts.md; on an offline host `source .whl/<release>/bootstrap.sh` first,
+# with SPECBENCH="python3 -m runners.cli") and one Hopper GPU with ~110 GB free.
 # About 25 minutes on an H200 from a cold start (the first server start JIT-compiles for ~4-5 minutes).
 # Usage:  bash scripts/gpu_evidence.sh [WORK_DIR]          (default: ./evidence)
 #         STEPS="sweep report" bash scripts/gpu_evidence.sh   runs only those steps

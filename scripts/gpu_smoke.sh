@@ -11,7 +11,7 @@
 # 4. prints the stored run as a Markdown table.
 # Interrupted? Run it again: the sweep resumes and skips what is stored.
 #
-# Environment: SPECBENCH (the command, default `specbench`; `python3 -m runners.cli` after bootstrap.sh), SMOKE_DIR (checkpoint, logs and database;
+# Environment: SPECBENCH (the command, default `specbench`; `python3 -m runners.cli` after `source .whl/<release>/bootstrap.sh`), SMOKE_DIR (checkpoint, logs and database;
 # default ./.smoke), SMOKE_SWEEP (default sweeps/h200-smoke.yaml), SMOKE_GPUS (e.g. 0; default all).
 set -euo pipefail
 
