@@ -181,6 +181,9 @@ class ServerInstance(Base):
     # here because the log file lives on the worker host only.
     exit_code: Mapped[int | None] = mapped_column(Integer)
     log_tail: Mapped[str | None] = mapped_column(Text)
+    # A failed launch whose log showed a known SGLang bug of its release (bench.server.known_bugs): that bug's
+    # key. The correctness gate counts it as a finding (`fail`), not as a launch that merely failed.
+    known_bug: Mapped[str | None] = mapped_column(String(64))
     started_at: Mapped[datetime] = _created()
     stopped_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     # The process that launched it, like runs.owner: a row left `ok` by a launcher that died is closed as

@@ -78,6 +78,8 @@ class LaunchVerdict:
     label: str
     spec_mode: str | None
     verdict: Verdict
+    # The known SGLang bug its launch died of (bench.server.known_bugs), when that is why it failed.
+    known_bug: str | None = None
 
 
 @dataclass
@@ -142,6 +144,15 @@ def gate(
     for key, cfg in configs.items():
         why = why_not_checked(spec, cfg)
         mine = launches.get(key)
+        known = _known_bug_failure(servers.get(key))
+        if known is not None and settings.enabled:
+            # A launch that died of a known SGLang bug is a finding whatever the check could have compared: the
+            # release cannot run this configuration (docs/reference/correctness-gate.md).
+            bug = servers[key][3]
+            summary.launches.append(
+                LaunchVerdict(key, cfg.label(), cfg.spec_mode, Verdict("fail", known), bug)
+            )
+            continue
         if why is not None:
             verdict = not_checked(why)
         elif mine is None:
@@ -171,22 +182,39 @@ def gate(
     return summary
 
 
-def _servers(s: Session, run_id: int) -> dict[str, tuple[str, str | None, str | None]]:
-    """config_key -> (status, error, sglang version) of its latest server row."""
+# A server row as the gate reads it: (status, error, sglang version, known bug).
+ServerRow = tuple[str, str | None, str | None, str | None]
+
+
+def _servers(s: Session, run_id: int) -> dict[str, ServerRow]:
+    """config_key -> (status, error, sglang version, known bug) of its latest server row."""
     rows = s.execute(
         select(
             ServerInstance.config_key,
             ServerInstance.status,
             ServerInstance.error,
             ServerInstance.sglang_version,
+            ServerInstance.known_bug,
         )
         .where(ServerInstance.run_id == run_id)
         .order_by(ServerInstance.id)
     )
-    return {key: (status, error, version) for key, status, error, version in rows}
+    return {key: (status, error, version, bug) for key, status, error, version, bug in rows}
 
 
-def _no_answers(server: tuple[str, str | None, str | None] | None) -> str:
+def _known_bug_failure(server: ServerRow | None) -> str | None:
+    """Why the config fails the gate when its latest launch died of a known SGLang bug (the launcher named it:
+    the error's first line), else None."""
+    if server is None or server[0] != "failed" or server[3] is None:
+        return None
+    error = server[1] or ""
+    first = next(
+        (line.strip() for line in error.splitlines() if line.strip()), f"known SGLang bug {server[3]}"
+    )
+    return f"{first}; the server never served, so this configuration has no speed on this release"
+
+
+def _no_answers(server: ServerRow | None) -> str:
     if server is not None and server[0] == "failed" and server[1]:
         first = next((line for line in server[1].splitlines() if line.strip()), server[1])
         return f"the server failed before it answered the check: {first.strip()[:300]}"
@@ -194,7 +222,7 @@ def _no_answers(server: tuple[str, str | None, str | None] | None) -> str:
 
 
 def _with_known_bugs(
-    verdict: Verdict, cfg: ServerConfig, spec: SweepSpec, server: tuple[str, str | None, str | None] | None
+    verdict: Verdict, cfg: ServerConfig, spec: SweepSpec, server: ServerRow | None
 ) -> Verdict:
     """The verdict with a note when the launch's release has a known wrong path here (bench.server.known_bugs)."""
     version = server[2] if server is not None else None

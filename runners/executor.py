@@ -3,8 +3,8 @@
 `runners.sweep_runner.execute_sweep` drives it through the sweep's steps; `pair_runner` (v1/v2 pairs),
 `pair_target` (extra pairs until the interval is narrow) and `run_checks` (the drift check) compose the same
 public steps: check_stop, pending_repeats, launch / start_server, record_server / record_launch_failure,
-check_correctness, measure_plan, server_ended, point_done and write. Every write is one transaction retried through a
-database outage (`dbretry`), so a measured repeat waits in memory until it is stored.
+check_correctness, measure_on, measure_plan, server_ended, point_done and write. Every write is one transaction
+retried through a database outage (`dbretry`), so a measured repeat waits in memory until it is stored.
 """
 
 from __future__ import annotations
@@ -172,7 +172,7 @@ class SweepExecutor:
                     self.record_launch_failure(group, todo, server)
                     continue
                 try:
-                    self._measure_on(group, todo, server, co_resident=len(pending) - 1 - i)
+                    self.measure_on(group, todo, server, co_resident=len(pending) - 1 - i)
                 finally:
                     server.stop()
         finally:
@@ -201,6 +201,7 @@ class SweepExecutor:
                 s, run, group.server, status="failed", error=str(err), log_path=_str_or_none(err.log_path)
             )
             row.exit_code, row.log_tail = err.exit_code, err.log_tail or None
+            row.known_bug = err.known_bug  # a known SGLang bug: the correctness gate's finding, not a mishap
             for plan in todo:
                 store.fail_point(s, run, plan, row.id, f"server failed to start: {_first_line(str(err))}")
 
@@ -208,9 +209,11 @@ class SweepExecutor:
         for _ in todo:
             self.advance()
 
-    def _measure_on(
+    def measure_on(
         self, group: ServerGroup, todo: list[PointPlan], server: LaunchedServer, co_resident: int
     ) -> None:
+        """Record `server`, check it, measure every pending repeat of `todo` on it and close its row (the
+        caller stops it)."""
         server_row_id = self.record_server(group.server, server, co_resident)
         try:
             self.check_correctness(group.server, server, server_row_id)

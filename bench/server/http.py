@@ -15,7 +15,10 @@ from bench.host.processes import describe_exit, log_tail_of, terminate_group
 
 
 class LaunchError(RuntimeError):
-    """The server could not be started or reached; the message carries the exit code and the log tail."""
+    """The server could not be started or reached; the message carries the exit code and the log tail.
+
+    `known_bug`: the key of the known SGLang bug the failure was identified as (bench.server.known_bugs), whose
+    one-line description then opens the message."""
 
     def __init__(
         self,
@@ -25,11 +28,14 @@ class LaunchError(RuntimeError):
         log_tail: str = "",
         pid: int | None = None,
         log_path: Path | None = None,
+        known_bug: str | None = None,
     ):
+        self.message = message
         self.exit_code = exit_code
         self.log_tail = log_tail
         self.pid = pid
         self.log_path = log_path
+        self.known_bug = known_bug
         full = message if not log_tail else f"{message}\n--- last lines of the server log ---\n{log_tail}"
         super().__init__(full)
 

@@ -44,6 +44,7 @@ from bench.model_config import is_moe, read_model_config
 from bench.server.argv import ArgvError, ServerArgv, build_argv, resolve_python, sim_env
 from bench.server.env import ServerEnvError, build_server_env
 from bench.server.http import LaunchError, fetch_server_info, wait_healthy
+from bench.server.known_bugs import identify_failure
 from bench.server.routing import RoutingPlan, plan_routing
 from bench.server.spec_modes import (
     ENV_ROUND_ROBIN_EXPERTS,
@@ -226,8 +227,9 @@ def launch(
 
     `version` skips detection (the runner may already know it). Raises LaunchError if the server cannot be
     started, dies, or is not healthy within `startup_timeout_s` (default: the spec's); a started process is
-    always torn down before the error propagates. A server that runs something other than what was asked is
-    returned with `mismatches` filled in, for the caller to record. `policy` (a worker's HostPolicy) says which
+    always torn down before the error propagates; when its log shows a known SGLang bug of this release, backend
+    and spec mode (bench.server.known_bugs), the error names it (`known_bug`, and its first line). A server that
+    runs something other than what was asked is returned with `mismatches` filled in, for the caller to record. `policy` (a worker's HostPolicy) says which
     interpreters, model paths and external servers this host allows; it is checked before anything runs.
     """
     policy = policy or HostPolicy.author()
@@ -351,8 +353,43 @@ def launch(
             guard.release()
         if isinstance(e, LaunchError):
             e.pid, e.log_path = proc.pid, log_path
+            named = _known_failure(e, version, config)
+            if named is not None:
+                raise named from None
         raise
     return server
+
+
+# How much of a failed launch's log the known-bug signatures read: a traceback is a few KiB, and the end of the
+# log is where it lands (SGLang's first lines hold one huge `server_args=` line worth skipping).
+_SIGNATURE_BYTES = 256 * 1024
+
+
+def _known_failure(err: LaunchError, version: str, config: ServerConfig) -> LaunchError | None:
+    """`err` named as the known SGLang bug its log shows (bench.server.known_bugs), or None when it shows none."""
+    found = identify_failure(version, config.attention_backend, config.spec_mode, _log_end(err.log_path))
+    if found is None:
+        return None
+    return LaunchError(
+        f"{found.line()}\n{err.message}",
+        exit_code=err.exit_code,
+        log_tail=err.log_tail,
+        pid=err.pid,
+        log_path=err.log_path,
+        known_bug=found.bug.key,
+    )
+
+
+def _log_end(path: Path | None) -> str:
+    if path is None:
+        return ""
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            f.seek(max(0, f.tell() - _SIGNATURE_BYTES))
+            return f.read().decode("utf-8", errors="replace")
+    except OSError:
+        return ""
 
 
 def _host_checked(policy: HostPolicy, spec: ServerSpec, config: ServerConfig) -> ServerSpec:

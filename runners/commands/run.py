@@ -410,11 +410,17 @@ def print_correctness(summary: GateSummary | None) -> bool:
     for v in summary.launches:
         mark = CHECK_MARK[v.verdict.verdict]
         console.print(f"  {mark} {escape(v.label)}: {escape(v.verdict.why)}", highlight=False)
-    if summary.failed:
-        names = ", ".join(v.label for v in summary.failed)
+    wrong = [v.label for v in summary.failed if v.known_bug is None]
+    crashed = [v.label for v in summary.failed if v.known_bug is not None]
+    if wrong:
         err_console.print(
-            f"[bold red]WRONG: {escape(names)} computed wrong tokens or acceptance; their speed was measured on a "
-            "wrong path (struck through above, `wrong` in exports and the dashboard)[/]"
+            f"[bold red]WRONG: {escape(', '.join(wrong))} computed wrong tokens or acceptance; their speed was "
+            "measured on a wrong path (struck through above, `wrong` in exports and the dashboard)[/]"
+        )
+    if crashed:
+        err_console.print(
+            f"[bold red]WRONG: {escape(', '.join(crashed))} cannot run on this release: the server died of a known "
+            "SGLang bug (named above), so no speed exists for it[/]"
         )
     return bool(summary.failed)
 

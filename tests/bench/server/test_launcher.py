@@ -82,6 +82,9 @@ def assert_gone(pid: int) -> None:
 @pytest.mark.parametrize("version", VERSIONS)
 def test_each_release_runs_the_requested_mode(tmp_path: Path, version: str, mode: str) -> None:
     cfg = replace(SPEC_CONFIG, spec_mode=mode)
+    if (version, mode) == ("0.5.12", "v2"):
+        # 0.5.12's FlashMLA v2 dies at its warm-up (test_a_known_sglang_bug_names_the_failed_launch): FA3 here.
+        cfg = replace(cfg, attention_backend="fa3")
     with launch(sim_spec(version), cfg, log_dir=tmp_path) as server:
         assert server.is_running()
         assert server.mismatches == []
@@ -103,6 +106,31 @@ def test_each_release_runs_the_requested_mode(tmp_path: Path, version: str, mode
         pid = server.pid
         assert pid is not None
     assert_gone(pid)
+
+
+def test_a_known_sglang_bug_names_the_failed_launch(tmp_path: Path) -> None:
+    """sglang 0.5.12 + FlashMLA + spec v2 dies at its start-up warm-up, as measured on an H100: the launch error
+    opens with the bug's one line and carries its key; the server's process group is gone."""
+    cfg = replace(SPEC_CONFIG, algorithm="NEXTN", spec_mode="v2")
+    with pytest.raises(LaunchError) as info:
+        launch(sim_spec("0.5.12"), cfg, log_dir=tmp_path)
+    err = info.value
+    assert err.known_bug == "flashmla-draft-extend-v2"
+    first, second = str(err).splitlines()[:2]
+    assert first == (
+        "server crashed in spec v2's draft extend: known SGLang bug flashmla-draft-extend-v2, fixed in 0.5.13 by "
+        "PR #24640: AttributeError: 'PrefillMetadata' object has no attribute 'block_kv_indices'"
+    )
+    assert second == "server exited with code -9 before it was ready (killed by SIGKILL)"  # SGLang's own end
+    assert err.exit_code == -9 and "SIGQUIT received" in err.log_tail
+    assert err.pid is not None
+    assert_gone(err.pid)
+    # A failure no known bug explains stays as it was: unnamed.
+    topk2 = replace(cfg, topk=2, draft_tokens=6, spec_mode="v1")
+    with pytest.raises(LaunchError) as other:
+        launch(sim_spec("0.5.12"), topk2, log_dir=tmp_path)
+    assert other.value.known_bug is None
+    assert str(other.value).startswith("server exited with code 1 before it was ready")
 
 
 def test_nextn_and_draft_overwrite_are_not_mismatches(tmp_path: Path) -> None:
