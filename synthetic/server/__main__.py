@@ -5,6 +5,8 @@ post-processed (warnings logged; a refused combination exits 1 with the error in
 resolved `server_args=ServerArgs(...)` is printed, the HTTP server comes up answering 503, and after
 SPECBENCH_SIM_STARTUP_S plus a self-sent warmup generation the server logs
 "The server is fired up and ready to roll!". SIGTERM or SIGINT shut it down within about a second.
+Emulating sglang 0.5.12 with FlashMLA and spec v2, the warm-up dies instead, as SGLang's did on a GPU
+(synthetic/server/crashes.py).
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from collections.abc import Sequence
 
 from aiohttp import web
 
-from synthetic.server import gpu_ledger, logs
+from synthetic.server import crashes, gpu_ledger, logs
 from synthetic.server.app import build_app
 from synthetic.server.args import MODEL_ARCHITECTURE, Resolved, ServerArgsError, parse_flags, resolve
 from synthetic.server.config import SimConfig, SimConfigError
@@ -77,7 +79,12 @@ async def _serve(resolved: Resolved, cfg: SimConfig, traits: VersionTraits, flag
         logs.plain(str(exc))
         return 1
     for fault, why in server.wrong.describe().items():  # never silently wrong: the log says it too
-        logs.launch.warning(f"specbench stand-in computes wrongly on purpose ({fault}): {why}")
+        what = (
+            "reproduces a known SGLang crash"
+            if fault == "draft_extend_crash"
+            else "computes wrongly on purpose"
+        )
+        logs.launch.warning(f"specbench stand-in {what} ({fault}): {why}")
     runner = web.AppRunner(
         build_app(server), access_log=None, handler_cancellation=True, shutdown_timeout=SHUTDOWN_GRACE_S
     )
@@ -153,6 +160,11 @@ async def _start_up(server: SimServer) -> None:
     )
     if cfg.startup_s > 0:
         await asyncio.sleep(cfg.startup_s)
+    if server.wrong.draft_extend_crash:
+        # SGLang's warm-up as 0.5.12 runs it on FlashMLA with spec v2: the prefill works (its draft extend is
+        # DRAFT_EXTEND, routed right); the first decode step's draft extend (DRAFT_EXTEND_V2) kills the server.
+        await warmup(server, max_new_tokens=1)
+        crashes.draft_extend_v2()
     await warmup(server)
     server.ready = True
     logs.launch.info("The server is fired up and ready to roll!")

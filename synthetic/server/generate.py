@@ -155,12 +155,17 @@ async def health_generation(server: SimServer) -> bool:
         server.engine.abort(req)
 
 
-async def warmup(server: SimServer) -> None:
-    """The request SGLang sends itself before declaring readiness (contract §1.1)."""
+async def warmup(server: SimServer, max_new_tokens: int = 8) -> None:
+    """The request SGLang sends itself before declaring readiness (contract §1.1): 8 tokens."""
     ids = [10, 11, 12] if server.args.skip_tokenizer_init else server.encode("The capital city of France is")
     sink = Sink()
     spec = PromptSpec(
-        ids=ids, rid=None, max_new_tokens=8, min_new_tokens=0, ignore_eos=False, stream_interval=None
+        ids=ids,
+        rid=None,
+        max_new_tokens=max_new_tokens,
+        min_new_tokens=0,
+        ignore_eos=False,
+        stream_interval=None,
     )
     req = server.new_request(spec, sink, internal=True)
     server.engine.submit(req)

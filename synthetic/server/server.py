@@ -41,7 +41,8 @@ class SimServer:
         spec = args.speculative
         steps = args.speculative_num_steps or 0
         flashmla = "flashmla" in (args.attention_backend, args.prefill_attention_backend)
-        # Which wrong computations this launch makes (synthetic.server.wrong): asked for, or 0.5.12's FlashMLA bug.
+        # What this launch computes wrongly (synthetic.server.wrong): the faults asked for, and whether it dies of
+        # 0.5.12's FlashMLA draft-extend bug at its warm-up.
         self.wrong = wrong.for_launch(
             cfg.faults,
             overlap_spec=spec and resolved.mode.overlap,
@@ -221,6 +222,7 @@ class SimServer:
         out["gpu_count"] = self.args.tp_size
         if self.acceptance is not None:
             out["expected_tokens_per_verify_step"] = self.acceptance.expected_tokens_per_step()
-        if self.wrong.draft or self.wrong.verify:
-            out["wrong"] = self.wrong.describe()
+        wrong_here = self.wrong.describe()
+        if wrong_here:
+            out["wrong"] = wrong_here
         return out

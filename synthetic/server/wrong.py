@@ -8,10 +8,12 @@ Two faults (`server.sim.fault`, `SPECBENCH_SIM_FAULT`), each on overlap (v2) spe
 * `v2_verify`: v2's verification is wrong. Each request's tokens leave the baseline's at a position that
   depends on its prompt (1 to 32: never the first token, which the prefill computes).
 
-Emulating sglang 0.5.12 with FlashMLA and v2 turns `v2_draft` on by itself: 0.5.12 runs v2's draft extend
-down FlashMLA's decode path (bench.server.known_bugs). Which symptom that has on a GPU (wrong drafts, or a
-crash) is what the GPU run of the correctness sweep measures; until then the stand-in shows the drafts
-going wrong, and `/server_info` says so under `specbench_sim.wrong`.
+And one known bug, on by itself: emulating sglang 0.5.12 with FlashMLA and spec v2 (every algorithm the
+stand-in emulates is of the EAGLE family, whose v2 worker runs the draft extend) reproduces what the GPU measured
+for FLASHMLA_DRAFT_EXTEND_V2 (bench.server.known_bugs): the server comes up, answers /health 503 while its
+start-up warm-up runs, and its scheduler dies at the warm-up's first draft extend with SGLang's traceback
+(synthetic/server/crashes.py). No v2 speed exists on that release. `/server_info` says so under
+`specbench_sim.wrong` while the warm-up runs, and the log says it before anything else.
 """
 
 from __future__ import annotations
@@ -26,9 +28,10 @@ DRAFT_FAULT_FACTOR = 0.25
 # v2_verify: the first wrong token lies in 1..DIVERGE_SPAN.
 DIVERGE_SPAN = 32
 
-AUTO_0_5_12 = (
-    "auto: sglang 0.5.12 with FlashMLA and spec v2 (" + FLASHMLA_DRAFT_EXTEND_V2.summary + "); the stand-in "
-    "shows it as the v2_draft fault until a GPU run of sweeps/correctness-flashmla.yaml measures the real symptom"
+CRASH_0_5_12 = (
+    f"auto: sglang 0.5.12 with FlashMLA and spec v2 ({FLASHMLA_DRAFT_EXTEND_V2.key}: "
+    f"{FLASHMLA_DRAFT_EXTEND_V2.summary}); as measured on an H100, the scheduler dies at the start-up warm-up's "
+    "first draft extend and the server exits before it is ready"
 )
 
 
@@ -36,12 +39,15 @@ AUTO_0_5_12 = (
 class Wrong:
     draft: bool = False
     verify: bool = False
-    draft_why: str | None = None
+    # sglang 0.5.12's FlashMLA draft-extend crash (synthetic/server/crashes.py).
+    draft_extend_crash: bool = False
 
     def describe(self) -> dict[str, str]:
         out: dict[str, str] = {}
+        if self.draft_extend_crash:
+            out["draft_extend_crash"] = CRASH_0_5_12
         if self.draft:
-            out["v2_draft"] = self.draft_why or (
+            out["v2_draft"] = (
                 f"asked for (server.sim.fault): each draft accepted with {DRAFT_FAULT_FACTOR:g} x acceptance_rate; "
                 "tokens unchanged"
             )
@@ -57,11 +63,10 @@ def for_launch(faults: Faults, *, overlap_spec: bool, flashmla: bool, draft_exte
     """What this launch computes wrongly: nothing unless it is an overlap (v2) speculative server."""
     if not overlap_spec:
         return Wrong()
-    auto = flashmla and not draft_extend_v2_routed
     return Wrong(
-        draft=faults.v2_draft or auto,
+        draft=faults.v2_draft,
         verify=faults.v2_verify,
-        draft_why=AUTO_0_5_12 if auto and not faults.v2_draft else None,
+        draft_extend_crash=flashmla and not draft_extend_v2_routed,
     )
 
 
