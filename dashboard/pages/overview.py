@@ -10,6 +10,7 @@ import streamlit as st
 from analysis.changes import summarize_by_run
 from analysis.labels import run_tag, short_gpu
 from analysis.regressions import DEFAULT_LOOKBACK, DEFAULT_SINCE, flagged
+from analysis.run_counts import points_text
 from analysis.stats.changepoint import ChangePointParams
 from dashboard.components import layout, triage
 from dashboard.services import data
@@ -108,7 +109,10 @@ runs_view = pd.DataFrame(
         "kernel / flashinfer": runs["sgl_kernel_version"].fillna("?")
         + " / "
         + runs["flashinfer_version"].fillna("?"),
-        "Points ok": runs["points_ok"],
+        "Points ok": [
+            points_text(int(ok), int(n), y)
+            for ok, n, y in zip(runs["points_ok"], runs["points"], runs["sweep_yaml"], strict=True)
+        ],
         "Problems": runs["points_problem"],
         "Sweep view": ["sweep?" + urlencode({"run": int(r)}) for r in runs["id"]],
     }
@@ -120,6 +124,10 @@ st.dataframe(
         "Started": st.column_config.DatetimeColumn(format="YYYY-MM-DD HH:mm"),
         "Sweep view": st.column_config.LinkColumn(display_text="heatmaps ↗"),
         "Problems": st.column_config.NumberColumn(help="failed, invalid, unstable or mode_mismatch points"),
+        "Points ok": st.column_config.TextColumn(
+            help="ok points out of the points the sweep planned (a run cut short reads as cut), as "
+            "`specbench runs` counts them"
+        ),
     },
 )
 

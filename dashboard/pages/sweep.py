@@ -7,6 +7,7 @@ import streamlit as st
 
 from analysis import md
 from analysis.labels import STAND_IN_TAG, run_tag, short_gpu, short_workload
+from analysis.run_counts import points_of
 from analysis.sweep import sweep_grid
 from dashboard import charts
 from dashboard.components import layout, state
@@ -59,7 +60,12 @@ m = st.columns([1.6, 1.1, 0.8, 0.9, 1.1])
 m[0].metric("SGLang", f"{info['sglang_version'] or '?'}")
 m[1].metric("GPU", short_gpu(info["gpu_name"], info["gpu_count"]))
 m[2].metric("Status", info["status"])
-m[3].metric("Points ok", f"{int((points['status'] == 'ok').sum())} / {len(points)}")
+n_ok, n_of = points_of(int((points["status"] == "ok").sum()), len(points), info["sweep_yaml"])
+m[3].metric(
+    "Points ok",
+    f"{n_ok} / {n_of}",
+    help=f"ok points out of the {n_of} the sweep planned ({len(points)} stored), as `specbench runs` counts them",
+)
 m[4].metric(
     "Started", f"{info['started_at']:%m-%d %H:%M}", help=f"{info['started_at']:%Y-%m-%d %H:%M:%S} UTC"
 )

@@ -100,10 +100,11 @@ def _table(changes: pd.DataFrame, metric: str, since: str) -> None:
         console.print(f"no flagged {metric} changes in the last {since}")
         return
     columns = [
+        # Δ, the run where the change starts and why are the finding: never cut, never left out.
         Column("Δ", "right", markup=True),
-        Column("series"),
-        Column("why", drop=1),
-        Column("from → to", drop=3),
+        Column("series", shrink=22),
+        Column("why", shrink=22, fold=True),
+        Column("from → to", drop=3, shrink=16),
         Column("run", "right"),
         Column("runs after", "right", drop=4),
         Column("triage", drop=2),
