@@ -1,8 +1,13 @@
 """specbench dashboard: the router. Pages live in dashboard/pages; data access and charts live elsewhere."""
 
+from pathlib import Path
+
 import streamlit as st
 
-st.set_page_config(page_title="specbench", page_icon=":material/speed:", layout="wide")
+# The tab icon ships with the package: a Material or emoji icon here makes the browser fetch it from the
+# internet (fonts.gstatic.com), which fails offline.
+ICON = Path(__file__).with_name("assets") / "specbench.png"
+st.set_page_config(page_title="specbench", page_icon=str(ICON), layout="wide")
 
 pages = [
     st.Page("pages/overview.py", title="Overview", icon=":material/dashboard:", default=True),

@@ -53,6 +53,7 @@ class Layout:
     widths: dict[int, int]
     hidden: list[str] = field(default_factory=list)
     cut: list[str] = field(default_factory=list)
+    wrapped: list[str] = field(default_factory=list)
 
 
 def _plain(value: str, column: Column) -> str:
@@ -79,7 +80,13 @@ def fit(columns: Sequence[Column], rows: Sequence[Sequence[str]], width: int | N
             return Layout(keep, widths, hidden)
         if room >= excess or not droppable:
             cut = _shrink(widths, columns, excess)
-            return Layout(keep, widths, hidden, [columns[i].header for i in cut])
+            return Layout(
+                keep,
+                widths,
+                hidden,
+                [columns[i].header for i in cut if not columns[i].fold],
+                [columns[i].header for i in cut if columns[i].fold],
+            )
         worst = max(droppable, key=lambda i: (columns[i].drop, i))
         keep.remove(worst)
         hidden.append(columns[worst].header)
@@ -110,23 +117,33 @@ def _cut(text: str, width: int) -> str:
 def compact_lines(
     columns: Sequence[Column], rows: Sequence[Sequence[str]], layout: Layout | None = None
 ) -> list[str]:
-    """Aligned plain-text lines: header, then one line per row, columns two spaces apart (every column at
-    its full width, unless a `layout` says otherwise)."""
+    """Aligned plain-text lines: header, then each row, columns two spaces apart (every column at its full
+    width, one line per row, unless a `layout` says otherwise: then cut cells end in `…`, and a `fold`
+    column's cells wrap onto the row's next lines)."""
     layout = layout or fit(columns, rows, None, COMPACT_GAP)
-    cells = [
-        [columns[i].header for i in layout.keep],
-        *[[" ".join(_plain(r[i], columns[i]).splitlines()) for i in layout.keep] for r in rows],
-    ]
-    out = []
-    for row in cells:
-        parts = []
-        for v, i in zip(row, layout.keep, strict=True):
+    out = [_line([columns[i].header for i in layout.keep], columns, layout)]
+    for r in rows:
+        cells: list[list[str]] = []
+        for i in layout.keep:
+            text = " ".join(_plain(r[i], columns[i]).splitlines())
             w = layout.widths[i]
-            v = _cut(v, w)
-            pad = " " * (w - cell_len(v))
-            parts.append(pad + v if columns[i].justify == "right" else v + pad)
-        out.append("  ".join(parts).rstrip())
+            if columns[i].fold and cell_len(text) > w:
+                cells.append(textwrap.wrap(text, w) or [""])
+            else:
+                cells.append([_cut(text, w)])
+        for n in range(max(len(c) for c in cells)):
+            out.append(_line([c[n] if n < len(c) else "" for c in cells], columns, layout))
     return out
+
+
+def _line(values: Sequence[str], columns: Sequence[Column], layout: Layout) -> str:
+    parts = []
+    for v, i in zip(values, layout.keep, strict=True):
+        w = layout.widths[i]
+        v = _cut(v, w)
+        pad = " " * (w - cell_len(v))
+        parts.append(pad + v if columns[i].justify == "right" else v + pad)
+    return "  ".join(parts).rstrip()
 
 
 def _rich_table(
@@ -168,7 +185,7 @@ def _footnote(layout: Layout, width: int, terminal: bool) -> str | None:
         )
     if layout.cut:
         parts.append(f"{', '.join(layout.cut)} cut short (…)")
-    if not parts:
+    if not parts:  # wrapped cells lose nothing: no footnote for them alone
         return None
     every = "widen the terminal, or pipe the output" if terminal else "unset COLUMNS"
     return "; ".join(parts) + f" ({every} for every column)"

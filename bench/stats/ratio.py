@@ -17,6 +17,7 @@ it sits next to the ratio of the medians shown beside it.
 
 from __future__ import annotations
 
+import functools
 import math
 import statistics
 from collections.abc import Sequence
@@ -38,8 +39,12 @@ class RatioInterval:
     method: Method
 
 
+@functools.lru_cache(maxsize=4096)
 def t_quantile(confidence: float, df: float) -> float:
-    """t with P(|T| <= t) = confidence for Student's T with `df` > 0 (fractional allowed) degrees of freedom."""
+    """t with P(|T| <= t) = confidence for Student's T with `df` > 0 (fractional allowed) degrees of freedom.
+
+    Cached: `pairs_for` asks for the same few (confidence, df) for every point of a run, and each answer is a
+    bisection over the incomplete beta function (hundreds of evaluations)."""
     if not 0.0 < confidence < 1.0:
         raise ValueError(f"confidence must lie in (0, 1), got {confidence}")
     if df <= 0:

@@ -77,11 +77,13 @@ if servers["pair_colocated"].any():
         "its partner was measured (docs/reference/paired-measurement.md)."
     )
 if len(shared):
+    most = int(shared["idle_neighbours"].max())
     st.warning(
-        f"{len(shared)} of {len(servers)} servers were measured with idle servers of this run sharing the GPU "
-        f"(parallel starts; up to {int(shared['idle_neighbours'].max())} at once). Idle SGLang servers keep CPU "
-        "cores busy, so comparisons between servers with different neighbour counts, especially at high batch "
-        "size, can be biased. Rerun with `max_parallel_starts: 1` for a clean comparison.",
+        f"**Co-started servers:** {len(shared)} of {len(servers)} servers were measured while up to {most} other "
+        "server(s) of this run sat idle beside them (`server.max_parallel_starts` > 1 starts several at once to "
+        "save start-up time). An idle SGLang scheduler still spins a host core, so these numbers, most at high "
+        "batch sizes, may read lower than a server measured alone; rerun with `max_parallel_starts: 1` before "
+        "comparing servers with different neighbour counts.",
         icon=":material/warning:",
     )
 kind = run_tag(info["simulated"], info["trigger"])

@@ -14,7 +14,7 @@ from analysis.regressions import flagged, recent_changes
 from analysis.stats.changepoint import ChangePointParams
 from db import queries as q
 from runners.common import DbOption, console, fail, open_db_readonly
-from runners.tables import Column, print_table
+from runners.tables import Column, print_table, say
 
 _SPAN = re.compile(r"^(\d+)\s*([hdw])$")
 
@@ -48,7 +48,11 @@ def regressions(
     include_improvements: Annotated[bool, typer.Option("--include-improvements")] = False,
     include_dismissed: Annotated[bool, typer.Option("--include-dismissed")] = False,
 ) -> None:
-    """List flagged changes: where a series shifted, by how much, why (for throughput), and its triage state."""
+    """List flagged changes: where a series shifted, by how much, why (for throughput), and its triage state.
+
+    This looks for change points along each series' history (E-divisive means); `specbench compare A B`
+    compares two runs point by point instead.
+    """
     try:
         recent, context = parse_span(since), parse_span(lookback)
         q.metric_column(metric)
@@ -98,11 +102,17 @@ def _records(changes: pd.DataFrame) -> list[dict[str, object]]:
 def _table(changes: pd.DataFrame, metric: str, since: str) -> None:
     if changes.empty:
         console.print(f"no flagged {metric} changes in the last {since}")
+        say(
+            console,
+            "This looks for change points along each series' history; to compare two runs point by point: "
+            "specbench compare BASELINE CANDIDATE.",
+            "dim",
+        )
         return
     columns = [
         # Δ, the run where the change starts and why are the finding: never cut, never left out.
         Column("Δ", "right", markup=True),
-        Column("series", shrink=22),
+        Column("series", shrink=22, fold=True),
         Column("why", shrink=22, fold=True),
         Column("from → to", drop=3, shrink=16),
         Column("run", "right"),
@@ -124,3 +134,9 @@ def _table(changes: pd.DataFrame, metric: str, since: str) -> None:
             ]
         )
     print_table(console, columns, rows, title=f"{len(changes)} flagged change(s) in {metric}, last {since}")
+    say(
+        console,
+        "Change points along each series' history (E-divisive means; run = the first run after the change). "
+        "To compare two runs point by point: specbench compare BASELINE CANDIDATE.",
+        "dim",
+    )
