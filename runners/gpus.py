@@ -1,11 +1,14 @@
-"""Whether a worker's GPUs meet a job's requirements (detection itself is `bench.host.gpus`)."""
+"""What a job requires of a worker (`--requires gpu=H100,count=8,labels=a+b`); whether a worker's GPUs meet
+it is `bench.host.gpus.unmet`, beside the detector, so the dashboard can say why a job waits."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
-from bench.host.gpus import Gpu
+from bench.host.gpus import Gpu, matches, unmet
+
+__all__ = ["REQUIREMENT_KEYS", "Gpu", "matches", "parse_requires", "requirements_for", "unmet"]
 
 REQUIREMENT_KEYS = frozenset({"gpu", "count", "labels"})
 
@@ -42,25 +45,3 @@ def requirements_for(sweep_backend: str, tp: int, explicit: Mapping[str, Any]) -
     if sweep_backend == "sglang":
         req["count"] = max(int(req.get("count", 0)), tp)
     return req
-
-
-def unmet(requires: Mapping[str, Any], gpus: Sequence[Gpu], labels: Sequence[str] = ()) -> str | None:
-    """Why these GPUs and labels do not meet the requirements, or None when they do."""
-    want_count = int(requires.get("count", 0) or 0)
-    want_name = str(requires.get("gpu") or "").lower()
-    if want_name:
-        fitting = [g for g in gpus if want_name in g.name.lower()]
-        if not fitting:
-            return f"needs a {requires['gpu']} GPU"
-        if len(fitting) < max(want_count, 1):
-            return f"needs {max(want_count, 1)} x {requires['gpu']}, has {len(fitting)}"
-    elif len(gpus) < want_count:
-        return f"needs {want_count} GPU(s), has {len(gpus)}"
-    missing = sorted(set(requires.get("labels") or ()) - set(labels))
-    if missing:
-        return f"needs worker label(s) {', '.join(missing)}"
-    return None
-
-
-def matches(requires: Mapping[str, Any], gpus: Sequence[Gpu], labels: Sequence[str] = ()) -> bool:
-    return unmet(requires, gpus, labels) is None

@@ -11,8 +11,9 @@ import os
 import shutil
 import subprocess
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 NVIDIA_SMI_ARGV = ["nvidia-smi", "--query-gpu=index,name,driver_version", "--format=csv,noheader"]
 NONE = "none"
@@ -120,3 +121,25 @@ def describe(gpus: Sequence[Gpu]) -> tuple[str, int, str]:
         return NONE, 0, NONE
     names = list(dict.fromkeys(g.name for g in gpus))
     return " + ".join(names), len(gpus), gpus[0].driver
+
+
+def unmet(requires: Mapping[str, Any], gpus: Sequence[Gpu], labels: Sequence[str] = ()) -> str | None:
+    """Why these GPUs and labels do not meet the requirements, or None when they do."""
+    want_count = int(requires.get("count", 0) or 0)
+    want_name = str(requires.get("gpu") or "").lower()
+    if want_name:
+        fitting = [g for g in gpus if want_name in g.name.lower()]
+        if not fitting:
+            return f"needs a {requires['gpu']} GPU"
+        if len(fitting) < max(want_count, 1):
+            return f"needs {max(want_count, 1)} x {requires['gpu']}, has {len(fitting)}"
+    elif len(gpus) < want_count:
+        return f"needs {want_count} GPU(s), has {len(gpus)}"
+    missing = sorted(set(requires.get("labels") or ()) - set(labels))
+    if missing:
+        return f"needs worker label(s) {', '.join(missing)}"
+    return None
+
+
+def matches(requires: Mapping[str, Any], gpus: Sequence[Gpu], labels: Sequence[str] = ()) -> bool:
+    return unmet(requires, gpus, labels) is None
