@@ -1,7 +1,9 @@
 """One run in progress: launching a sweep's servers, recording them, measuring their points, storing repeats.
 
-`runners.sweep_runner.execute_sweep` drives it through the sweep's steps; `pair_runner` (v1/v2 pairs) and
-`run_checks` (the drift check) use the same steps. Every write is one transaction retried through a
+`runners.sweep_runner.execute_sweep` drives it through the sweep's steps; `pair_runner` (v1/v2 pairs),
+`pair_target` (extra pairs until the interval is narrow) and `run_checks` (the drift check) compose the same
+public steps: check_stop, pending_repeats, launch / start_server, record_server / record_launch_failure,
+measure_plan, server_ended, point_done and write. Every write is one transaction retried through a
 database outage (`dbretry`), so a measured repeat waits in memory until it is stored.
 """
 
@@ -11,19 +13,25 @@ import asyncio
 import functools
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
-from rich.progress import Progress
+from rich.console import Console
+from rich.markup import escape
+from rich.progress import Progress, TaskID
 from sqlalchemy import Engine
+from sqlalchemy.orm import Session
 
+from bench import floor
 from bench.client import LoadClient
 from bench.host import cpu_affinity
 from bench.host.telemetry import TelemetrySource
 from bench.measure import Window, WindowSettings, measure_windows
+from bench.model_config import DEFAULT_VOCAB_SIZE, read_model_config, vocab_size
 from bench.provenance import collect_provenance
+from bench.results import SampleResult
 from bench.server.launcher import LaunchedServer, LaunchError, launch
 from bench.sweep import PointPlan, ServerConfig, ServerGroup, SweepSpec
 from bench.workload import build_prompts
@@ -31,6 +39,8 @@ from db.models import Run, ServerInstance
 from db.types import utcnow
 from runners import dbretry, profiling, store
 from runners.recovery import OutagePolicy
+
+T = TypeVar("T")
 
 
 class Stopped(Exception):
@@ -61,7 +71,7 @@ class SweepExecutor:
         self.outage = outage
         self.gpus, self.deadline, self.stop, self.log_dir = gpus, deadline, stop, log_dir
         self.progress: Progress | None = None
-        self.task: Any = None
+        self.task: TaskID | None = None
         self.launches = 0
         self.points_stored = 0
         self.points_measured = 0
@@ -83,20 +93,50 @@ class SweepExecutor:
         # A pair's second server could not start next to the first: later pairs use alternating restarts.
         self.colocate_failed = False
         self.telemetry = TelemetrySource(gpus, enabled=spec.server.backend != "external")
+        # Random prompt ids stay below the model's vocabulary (16,160 on the TP-8 shard): its config.json when
+        # the model is a local directory, else the workload's default.
+        self.model_config = read_model_config(spec.model)
+        self.vocab_size = vocab_size(self.model_config) or DEFAULT_VOCAB_SIZE
+        self.floor_note: str | None = None  # why points have no floor (no config, unknown GPU), for the run
+        self.console: Console | None = None  # where run-time warnings go (set by execute_sweep)
+        self.warned: set[str] = set()
 
-    def _check_stop(self) -> None:
+    def check_stop(self) -> None:
+        """Raise Stopped when a stop was requested (SIGTERM) or the deadline passed; called between windows."""
         if self.stop is not None and self.stop.is_set():
             raise Stopped("stop requested (SIGTERM); finished the current point")
         if self.deadline is not None and time.monotonic() >= self.deadline:
             raise Stopped("deadline reached; finished the current point", deadline=True)
 
-    def _advance(self, description: str | None = None) -> None:
-        if self.progress is not None:
+    def show_progress(self, progress: Progress, task: TaskID, console: Console | None = None) -> None:
+        """Report the run's progress on `progress`'s `task` (one tick per point), warnings on `console`."""
+        self.progress, self.task, self.console = progress, task, console
+
+    def advance(self, description: str | None = None) -> None:
+        """One point fewer to go (measured, failed or already stored)."""
+        if self.progress is not None and self.task is not None:
             self.progress.update(self.task, advance=1, description=description or "")
 
-    def _pending(self, plan: PointPlan) -> list[int]:
+    def pending_repeats(self, plan: PointPlan) -> list[int]:
+        """The planned repeats of `plan` not stored yet (a resumed run skips the stored ones)."""
         have = self.done.get(plan.key(), set())
         return [r for r in range(plan.repeats) if r not in have]
+
+    def launch(self, group: ServerGroup) -> LaunchedServer | LaunchError:
+        """Start one server config alone (a pair's side, a restart block), counted as a launch."""
+        self.describe(f"launching {group.server.label()}")
+        self.launches += 1
+        return self.start_server(group.server)
+
+    def point_done(self) -> None:
+        """A point's last planned repeat is stored (or it was given up): count it, move the progress bar."""
+        self.points_stored += 1
+        self.advance()
+
+    def describe(self, description: str) -> None:
+        """What the progress line says the run is doing now."""
+        if self.progress is not None and self.task is not None:
+            self.progress.update(self.task, description=description)
 
     def run_batch(self, groups: list[ServerGroup]) -> None:
         """Start the servers of `groups` together, then measure them one at a time.
@@ -107,25 +147,23 @@ class SweepExecutor:
         """
         pending: list[tuple[ServerGroup, list[PointPlan]]] = []
         for group in groups:
-            todo = [p for p in group.points if self._pending(p)]
+            todo = [p for p in group.points if self.pending_repeats(p)]
             for _ in range(len(group.points) - len(todo)):
-                self._advance()
+                self.advance()
             if todo:
                 pending.append((group, todo))
         if not pending:
             return
-        self._check_stop()
-        if self.progress is not None:
-            names = ", ".join(g.server.label() for g, _ in pending)
-            self.progress.update(self.task, description=f"launching {names}")
+        self.check_stop()
+        self.describe(f"launching {', '.join(g.server.label() for g, _ in pending)}")
         self.launches += len(pending)
         with ThreadPoolExecutor(max_workers=len(pending)) as pool:
-            futures = [pool.submit(self._start, g.server) for g, _ in pending]
+            futures = [pool.submit(self.start_server, g.server) for g, _ in pending]
             started = [f.result() for f in futures]
         try:
             for i, ((group, todo), server) in enumerate(zip(pending, started, strict=True)):
                 if isinstance(server, LaunchError):
-                    self._record_launch_failure(group, todo, server)
+                    self.record_launch_failure(group, todo, server)
                     continue
                 try:
                     self._measure_on(group, todo, server, co_resident=len(pending) - 1 - i)
@@ -136,67 +174,73 @@ class SweepExecutor:
                 if isinstance(server, LaunchedServer):
                     server.stop()
 
-    def _start(self, cfg: ServerConfig) -> LaunchedServer | LaunchError:
+    def start_server(self, cfg: ServerConfig) -> LaunchedServer | LaunchError:
+        """Start `cfg` (not counted as a launch: the drift check's restart, or `launch`'s own start)."""
         try:
             return launch(self.spec.server, cfg, log_dir=self.log_dir, gpus=self.gpus)
         except LaunchError as e:
             return e
 
-    def _write(self, fn: Any, what: str) -> Any:
+    def write(self, fn: Callable[[Session], T], what: str) -> T:
         """One transaction, retried through a database outage (a measured repeat waits in memory meanwhile)."""
         return dbretry.in_session(self.engine, fn, what=what, policy=self.outage)
 
-    def _record_launch_failure(self, group: ServerGroup, todo: list[PointPlan], err: LaunchError) -> None:
-        def write(s: Any) -> None:
+    def record_launch_failure(self, group: ServerGroup, todo: list[PointPlan], err: LaunchError) -> None:
+        """A server row saying why `group`'s server did not start, and each of `todo` failed with it."""
+
+        def write(s: Session) -> None:
             run = s.get(Run, self.run_id)
             assert run is not None
-            si = store.record_server(
+            row = store.record_server(
                 s, run, group.server, status="failed", error=str(err), log_path=_str_or_none(err.log_path)
             )
-            si.exit_code, si.log_tail = err.exit_code, err.log_tail or None
+            row.exit_code, row.log_tail = err.exit_code, err.log_tail or None
             for plan in todo:
-                store.fail_point(s, run, plan, si.id, f"server failed to start: {_first_line(str(err))}")
+                store.fail_point(s, run, plan, row.id, f"server failed to start: {_first_line(str(err))}")
 
-        self._write(write, "recording a failed launch")
+        self.write(write, "recording a failed launch")
         for _ in todo:
-            self._advance()
+            self.advance()
 
     def _measure_on(
         self, group: ServerGroup, todo: list[PointPlan], server: LaunchedServer, co_resident: int
     ) -> None:
-        si_id = self._record_server(group.server, server, co_resident)
+        server_row_id = self.record_server(group.server, server, co_resident)
         try:
-            asyncio.run(self._measure_group(todo, server, si_id, group.server.label()))
+            asyncio.run(self._measure_group(todo, server, server_row_id, group.server.label()))
         finally:
-            self.server_ended(si_id, server)
+            self.server_ended(server_row_id, server)
 
-    def server_ended(self, si_id: int, server: LaunchedServer) -> None:
+    def server_ended(self, server_row_id: int, server: LaunchedServer) -> None:
         """Close the server's row: `stopped`, or `crashed` with its exit code and log tail."""
         # Read before stop(): an exit code now means the server died under us, not by our teardown.
         exit_code = server.exit_code
 
-        def close(s: Any) -> None:
-            si = s.get(ServerInstance, si_id)
-            if si is None or si.status != "ok":
+        def close(s: Session) -> None:
+            row = s.get(ServerInstance, server_row_id)
+            if row is None or row.status != "ok":
                 return
-            si.stopped_at = utcnow()
+            row.stopped_at = utcnow()
             if exit_code is None:
-                si.status = "stopped"
+                row.status = "stopped"
                 return
             # The log file stays on this host; the database keeps what a reader elsewhere needs.
-            si.status, si.exit_code, si.log_tail = "crashed", exit_code, server.log_tail()
-            si.error = f"server exited with code {exit_code} while it was measured"
+            row.status, row.exit_code, row.log_tail = "crashed", exit_code, server.log_tail()
+            row.error = f"server exited with code {exit_code} while it was measured"
 
-        self._write(close, "recording the server's end")
+        self.write(close, "recording the server's end")
 
-    def _record_server(
+    def record_server(
         self,
         cfg: ServerConfig,
         server: LaunchedServer,
         co_resident: int,
         extra_env: dict[str, str] | None = None,
     ) -> int:
-        def write(s: Any) -> int:
+        """The server's row (what was asked, what it resolved, argv, env, version); returns its id.
+        `co_resident`: idle servers sharing the GPU while it is measured; `extra_env`: notes on the row."""
+
+        def write(s: Session) -> int:
             run = s.get(Run, self.run_id)
             assert run is not None
             if run.provenance.get("server_version") is None:
@@ -204,7 +248,7 @@ class SweepExecutor:
                 prov = run_provenance(self.spec, server.server_info, self.gpus)
                 prov["server_version"] = server.version
                 store.apply_provenance(run, prov)
-            si = store.record_server(
+            row = store.record_server(
                 s,
                 run,
                 cfg,
@@ -218,26 +262,44 @@ class SweepExecutor:
                 log_path=str(server.log_path) if server.log_path else None,
                 startup_s=server.startup_s,
             )
+            if server.expert_routing is not None:
+                # What the run's dummy-weight MoE servers routed like: every number of the run says it.
+                seen = run.provenance.get("expert_routing")
+                routing = server.expert_routing if seen in (None, server.expert_routing) else "mixed"
+                run.provenance = {**run.provenance, "expert_routing": routing}
             # Idle servers sharing the GPU while this one was measured (max_parallel_starts > 1).
-            si.env = {**si.env, "specbench.co_resident_idle_servers": str(co_resident), **(extra_env or {})}
+            row.env = {**row.env, "specbench.co_resident_idle_servers": str(co_resident), **(extra_env or {})}
             if server.cpu_affinity is not None:  # the CPUs its threads were pinned to and read back on
-                si.env = {**si.env, "specbench.cpu_affinity": list(server.cpu_affinity)}
-            return int(si.id)
+                row.env = {**row.env, "specbench.cpu_affinity": list(server.cpu_affinity)}
+            return int(row.id)
 
-        return int(self._write(write, "recording the server"))
+        server_row_id = int(self.write(write, "recording the server"))
+        self.warn_routing(server)
+        return server_row_id
+
+    def warn_routing(self, server: LaunchedServer) -> None:
+        """Say loudly, once per run, that a dummy-weight MoE server's routing collapsed."""
+        if server.expert_routing != "collapsed" or "routing" in self.warned:
+            return
+        self.warned.add("routing")
+        warning = next((n for n in server.notes if "routing" in n), "expert routing collapsed")
+        if self.console is not None:
+            self.console.print(f"[bold yellow]WARNING[/]: {escape(warning)}", highlight=False)
 
     async def _measure_group(
-        self, todo: list[PointPlan], server: LaunchedServer, si_id: int, label: str
+        self, todo: list[PointPlan], server: LaunchedServer, server_row_id: int, label: str
     ) -> None:
         async with LoadClient(server.base_url) as client:
             for plan in todo:
-                self._check_stop()
-                if self.progress is not None:
-                    self.progress.update(self.task, description=f"{label} bs={plan.batch_size}")
-                await self.measure_plan(client, plan, server, si_id, self._pending(plan), warmup=True)
-                await profiling.profile_point(self.engine, self.spec, plan, client, self.run_id, si_id)
-                self.points_stored += 1
-                self._advance()
+                self.check_stop()
+                self.describe(f"{label} bs={plan.batch_size}")
+                await self.measure_plan(
+                    client, plan, server, server_row_id, self.pending_repeats(plan), warmup=True
+                )
+                await profiling.profile_point(
+                    self.engine, self.spec, plan, client, self.run_id, server_row_id
+                )
+                self.point_done()
 
     def window_settings(
         self,
@@ -273,7 +335,7 @@ class SweepExecutor:
         client: LoadClient,
         plan: PointPlan,
         server: LaunchedServer,
-        si_id: int,
+        server_row_id: int,
         repeats: list[int],
         *,
         warmup: bool,
@@ -281,10 +343,10 @@ class SweepExecutor:
         """Measure `repeats` of `plan` on `server` (warming up first if asked), storing each as it ends."""
         if not repeats:
             return
-        prompts = build_prompts(plan.workload, plan.num_prompts)
-        after_start = warmup and si_id not in self.warmed_servers
+        prompts = build_prompts(plan.workload, plan.num_prompts, self.vocab_size)
+        after_start = warmup and server_row_id not in self.warmed_servers
         if after_start:
-            self.warmed_servers.add(si_id)
+            self.warmed_servers.add(server_row_id)
         settings = self.window_settings(
             plan,
             warmup=warmup,
@@ -297,7 +359,7 @@ class SweepExecutor:
         async for sample, win in measure_windows(client, prompts, repeats, settings):
             if sample.metrics is not None:
                 window += sample.metrics.duration_s
-            self._store(plan, sample, si_id, server.spec_mode_resolved, win)
+            self._store(plan, sample, server_row_id, server, win)
             if self.reference is None and sample.metrics is not None:
                 self.reference = plan
             if self.pair_reference is None and sample.metrics is not None:
@@ -306,30 +368,65 @@ class SweepExecutor:
             self.points_measured += 1
         self.overhead_total += max(time.perf_counter() - t_point - window, 0.0)
 
+    def point_floor(self, plan: PointPlan, server: LaunchedServer, run_gpu: str | None) -> float | None:
+        """The floor of `plan` on `server` (bench/floor.py), or None; why there is none goes to the run once."""
+        cfg = plan.server
+        gpu = floor.gpu_for_floor(server.server_info, run_gpu)
+        result, why = floor.point_floor(
+            self.model_config,
+            gpu,
+            tp=cfg.tp,
+            batch=plan.batch_size,
+            input_len=plan.workload.input_len,
+            output_len=plan.workload.output_len,
+            steps=cfg.steps,
+            draft_tokens=cfg.draft_tokens,
+            kv_bytes=floor.kv_cache_bytes(dict(cfg.args)),
+            # Balanced routing touches the experts in expectation; any other routing at least top-k of them.
+            routing="balanced" if server.expert_routing == "balanced" else "minimum",
+        )
+        if why is not None:
+            self.floor_note = why
+        return None if result is None else result.ms
+
     def _store(
-        self, plan: PointPlan, sample: Any, si_id: int, spec_mode_resolved: str | None, window: Window
+        self,
+        plan: PointPlan,
+        sample: SampleResult,
+        server_row_id: int,
+        server: LaunchedServer,
+        window: Window,
     ) -> None:
         """One repeat as one transaction (sample, requests, point refresh), idempotent on (point, repeat): a
         retry after a connection lost mid-commit finds the repeat stored and adds nothing."""
         order = self.order_index
         self.order_index += 1
 
-        def write(s: Any) -> None:
+        def write(s: Session) -> None:
             run = s.get(Run, self.run_id)
             assert run is not None
-            point = store.get_or_create_point(s, run, plan, si_id)
+            point = store.get_or_create_point(
+                s,
+                run,
+                plan,
+                server_row_id,
+                expert_routing=server.expert_routing,
+                step_floor_ms=self.point_floor(plan, server, run.gpu_name),
+            )
+            if self.floor_note is not None and run.provenance.get("floor_note") != self.floor_note:
+                run.provenance = {**run.provenance, "floor_note": self.floor_note}
             store.store_sample(
                 s,
                 point,
                 sample,
-                spec_mode_resolved=spec_mode_resolved,
+                spec_mode_resolved=server.spec_mode_resolved,
                 window=window,
                 order_index=order,
                 invocation=self.first_order_index,
-                server_instance_id=si_id,
+                server_instance_id=server_row_id,
             )
 
-        self._write(write, f"storing {plan.key()} repeat {sample.repeat}")
+        self.write(write, f"storing {plan.key()} repeat {sample.repeat}")
         if sample.status != "failed":
             self.done.setdefault(plan.key(), set()).add(sample.repeat)
 
