@@ -133,3 +133,37 @@ def test_run_statuses_map_to_exit_codes(tmp_path: Path, fail_on: str) -> None:
     out = run_cli("run", str(sweep), "--db", f"sqlite:///{tmp_path / 'p.db'}", "--fail-on", fail_on)
     expected = ExitCode.ERROR if "partial" in fail_on else ExitCode.OK
     assert out.returncode == expected, out.stdout + out.stderr
+
+
+def test_a_job_that_no_launch_could_start_fails_once_with_the_reason(db_url: str) -> None:
+    """Workers run sweeps through the same executor: a job needing SGLang on a host without it fails its
+    attempt with one error, before a run or a server row exists."""
+    from sqlalchemy import func, select
+
+    from bench.host.gpus import Gpu
+    from db.engine import session_scope
+    from db.migrate import open_database
+    from db.models import Job, Run, ServerInstance
+    from runners import queue
+    from runners.worker import QueueWorker, WorkerOptions
+
+    engine = open_database(db_url)
+    text = NEEDS_SGLANG.format(model="deepseek-ai/DeepSeek-V3", python="")
+    job_id = queue.submit(engine, text, max_attempts=1)
+    options = WorkerOptions(
+        gpus=[Gpu(0, "NVIDIA H100 80GB HBM3")],  # enough GPUs to claim it; no SGLang to run it
+        lease_s=30,
+        poll_s=0.02,
+        once=True,
+        backoff=queue.Backoff(base_s=0.0),
+    )
+    assert QueueWorker(engine, options).run() == 0
+    with session_scope(engine) as s:
+        job = s.get(Job, job_id)
+        assert job is not None and job.status == "failed"
+        assert "SGLang is not installed" in (job.last_error or "") and "no run stored" in (
+            job.last_error or ""
+        )
+        assert s.scalar(select(func.count(Run.id))) == 0
+        assert s.scalar(select(func.count(ServerInstance.id))) == 0
+    engine.dispose()
