@@ -12,7 +12,7 @@ import pandas as pd
 import typer
 from sqlalchemy import Engine
 
-from analysis.labels import STAND_IN_TAG, none_if_nan, run_tag
+from analysis.labels import STAND_IN_TAG, none_if_nan, run_tag, short_gpu
 from analysis.run_counts import points_text
 from db import queries as q
 from runners.common import RUN_REF_HELP, DbOption, console, open_db_readonly, resolve_run_ref
@@ -163,7 +163,7 @@ def _table(records: list[dict[str, Any]], sweeps: list[str | None]) -> None:
             (r["started"] or "")[:16].replace("T", " "),
             r["name"],
             f"[{style.get(r['status'], 'white')}]{r['status']}[/]",
-            _short_gpu(r["gpu"], r["gpu_count"]),
+            short_gpu(r["gpu"], r["gpu_count"]) if r["gpu_count"] else "none",
             _short_kind(r),
             points_text(r["points_ok"], r["points"], y),
             r["sglang_version"] or "?",
@@ -179,9 +179,3 @@ def _short_kind(record: dict[str, Any]) -> str:
     enough for 80 columns (the JSON's `kind` has the full tag)."""
     tag = simulated_tag(record)
     return "measured" if not tag else ("simulated" if tag == STAND_IN_TAG else tag)
-
-
-def _short_gpu(name: str | None, count: int) -> str:
-    if not name or name == "none" or count == 0:
-        return "none"
-    return f"{count}x {name.removeprefix('NVIDIA ')}"
