@@ -35,7 +35,6 @@ from runners.common import (
 from runners.exit_codes import ExitCode
 from runners.tables import Column, print_table, say
 
-EXIT_REGRESSION = ExitCode.FINDING
 Format = Literal["table", "md", "comment", "csv", "json"]
 
 
@@ -73,7 +72,9 @@ def compare(
     ] = None,
     fail_on_regression: Annotated[
         bool,
-        typer.Option("--fail-on-regression", help=f"Exit {EXIT_REGRESSION} when any point regressed (CI)."),
+        typer.Option(
+            "--fail-on-regression", help=f"Exit {int(ExitCode.FINDING)} when any point regressed (CI)."
+        ),
     ] = False,
 ) -> None:
     """Compare two runs point by point: Δ with an interval and a verdict for every configuration.
@@ -120,7 +121,7 @@ def compare(
         f"run {b} vs baseline {a}: " + ", ".join(f"{n} {v}" for v, n in counts.items() if n) + f" ({metric})"
     )
     if fail_on_regression and counts["regression"]:
-        raise typer.Exit(EXIT_REGRESSION)
+        raise typer.Exit(ExitCode.FINDING)
 
 
 @dataclass(frozen=True)
@@ -191,25 +192,6 @@ def render(
     else:
         text = report.to_json(table, run_a, run_b)
     return text, result.counts
-
-
-def compare_report(
-    engine: Engine,
-    a: int,
-    b: int,
-    *,
-    format: Format = "md",
-    metric: str = "output_throughput",
-    threshold: float = DEFAULT_THRESHOLD,
-    confidence: float = DEFAULT_CONFIDENCE,
-    method: Method = "t",
-) -> tuple[str, dict[str, int]]:
-    """Run `b` against baseline `a`: the report text in `format`, and the verdict counts (no refusal check:
-    the caller decides, see `compare_result`)."""
-    result = compare_result(
-        engine, a, b, metric=metric, threshold=threshold, confidence=confidence, method=method
-    )
-    return render(result, format, threshold=threshold, confidence=confidence)
 
 
 _VERDICT_STYLE = {
