@@ -47,6 +47,10 @@ COMPARE_COLUMNS: tuple[str, ...] = (
     "point_baseline",
     "point_candidate",
     "fingerprint",
+    # The correctness gate's verdict on each side's point, and why the failing side failed (candidate first).
+    "correctness_baseline",
+    "correctness_candidate",
+    "correctness_why",
 )
 
 
@@ -116,6 +120,7 @@ def compare_runs(
                 "point_baseline": pa,
                 "point_candidate": pb,
                 "fingerprint": none_if_nan(rec.get("fingerprint_b")) or none_if_nan(rec.get("fingerprint_a")),
+                **_checks(rec),
             }
         )
     table = pd.DataFrame(rows, columns=list(COMPARE_COLUMNS))
@@ -130,8 +135,31 @@ def compare_runs(
     return table.drop(columns=["_v", "_m", "_p"]).reset_index(drop=True)
 
 
+def _checks(rec: Mapping[str, Any]) -> dict[str, Any]:
+    a, b = none_if_nan(rec.get("correctness_a")), none_if_nan(rec.get("correctness_b"))
+    why = next(
+        (
+            none_if_nan(rec.get(f"correctness_reason_{side}"))
+            for side, v in (("b", b), ("a", a))
+            if v == "fail"
+        ),
+        None,
+    )
+    return {"correctness_baseline": a, "correctness_candidate": b, "correctness_why": why or ""}
+
+
 def _keyed(points: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
-    cols = [*keys, "point_id", "status", "fingerprint", "output_throughput", "accept_length", "tpot_mean_ms"]
+    cols = [
+        *keys,
+        "point_id",
+        "status",
+        "fingerprint",
+        "output_throughput",
+        "accept_length",
+        "tpot_mean_ms",
+        "correctness",
+        "correctness_reason",
+    ]
     frame = points.reindex(columns=cols).copy()
     # One string key: NULL-safe (baseline points have NULL steps) and blind to int-vs-float columns.
     frame["_key"] = ["|".join(key_part(v) for v in row) for row in frame[keys].itertuples(index=False)]

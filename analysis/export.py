@@ -11,7 +11,7 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from analysis import md
+from analysis import correctness, csvsafe, md
 from analysis.labels import STAND_IN_TAG, SYNTHETIC_TAG, config_label, numbers_caption, run_tag
 from analysis.plain import plain
 from bench import catalog
@@ -51,6 +51,9 @@ EXPORT_COLUMNS: tuple[str, ...] = (
     *_BASIS,
     "repeats",
     "fingerprint",
+    # The correctness gate (docs/reference/correctness-gate.md): pass | fail | not checked, why, where the tokens
+    # first diverged, acceptance v2/v1. A `fail` row's throughput was measured on a wrong path.
+    *correctness.COLUMNS,
 )
 # A run as the export header describes it: what `db.queries` reads of a run, less the error text.
 RUN_METADATA: tuple[str, ...] = tuple(c for c in RUN_COLUMNS if c != "error")
@@ -116,16 +119,20 @@ def collect(session: Session, run_ids: list[int] | None = None, *, all_status: b
 
 def to_csv(export: Export) -> str:
     buf = io.StringIO()
-    for run in export.runs:
-        buf.write(f"# run {run['id']}\n")
-        for k, v in run.items():  # one line per field, whatever the value holds (see _header_value)
-            buf.write(f"#   {k}: {_header_value(v)}\n")
-    buf.write(
-        f"# points: {'all statuses' if export.all_status else 'status ok only (--all-status for all)'}\n"
-    )
     writer = csv.writer(buf, lineterminator="\n")
+    # Each header line is one CSV cell that starts with `#`: quoted when the value holds a comma or a quote,
+    # so a spreadsheet never splits it into a second cell that could start a formula (`x,=HYPERLINK(...)`).
+    header: list[str] = []
+    for run in export.runs:
+        header.append(f"# run {_header_value(run['id'])}")
+        # One line per field, whatever the value holds (see _header_value).
+        header += [f"#   {k}: {_header_value(v)}" for k, v in run.items()]
+    header.append(
+        f"# points: {'all statuses' if export.all_status else 'status ok only (--all-status for all)'}"
+    )
+    writer.writerows([line] for line in header)
     writer.writerow(EXPORT_COLUMNS)
-    writer.writerows([_csv_value(row[k]) for k in EXPORT_COLUMNS] for row in export.rows)
+    writer.writerows(csvsafe.row([_csv_value(row[k]) for k in EXPORT_COLUMNS]) for row in export.rows)
     return buf.getvalue()
 
 
@@ -148,6 +155,7 @@ _MD_COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("E2E p50 ms", "e2e_p50_ms", ".0f"),
     ("floor ms", "step_floor_ms", ".2f"),
     ("floor frac", "floor_fraction", ".2f"),
+    ("check", "correctness", ""),
 )
 
 
@@ -181,15 +189,26 @@ def to_markdown(export: Export) -> str:
         if run.get("numbers"):
             out.append(md.text(f"Numbers: {run['numbers']}.", line_start=True))
             out.append("")
+        rows = [r for r in export.rows if r["run_id"] == run["id"]]
+        failed = {
+            config_label(r, with_batch=False): str(r.get("correctness_reason") or "")
+            for r in rows
+            if correctness.is_wrong(r.get("correctness"))
+        }
+        out += correctness.banner_md(list(failed.items()), f"run {run['id']}")
         header = ["config", "status", *(h for h, _, _ in _MD_COLUMNS)]
         out.append("| " + " | ".join(header) + " |")
         out.append("|" + "|".join(["---", "---", *("---:" for _ in _MD_COLUMNS)]) + "|")
-        for row in (r for r in export.rows if r["run_id"] == run["id"]):
+        for row in rows:
             cells = [md.text(config_label(row, with_batch=False)), md.text(row["status"])]
             for _, key, fmt in _MD_COLUMNS:
                 if not key:
                     lo, hi = row["output_throughput_ci_low"], row["output_throughput_ci_high"]
                     cells.append("-" if lo is None else f"{max(lo, 0):,.0f}-{hi:,.0f}")
+                elif key == "output_throughput":
+                    cells.append(correctness.speed_md(row[key], row.get("correctness"), fmt))
+                elif key == "correctness":
+                    cells.append(correctness.verdict_md(row[key]))
                 else:
                     v = row[key]
                     cells.append("-" if v is None else format(v, fmt))
@@ -214,10 +233,11 @@ def to_markdown(export: Export) -> str:
 def read_csv_rows(text: str) -> list[dict[str, str]]:
     """Parse an export back, skipping the `#` header (used by tests and by anyone scripting on exports).
 
-    Only the leading `#` lines are the header: a quoted value further down may hold a line starting with `#`.
+    Only the leading `#` lines are the header (a line that is one quoted cell, `"# ...`, included): a quoted
+    value further down may hold a line starting with `#`.
     """
     lines = text.splitlines(keepends=True)
-    start = next((i for i, line in enumerate(lines) if not line.startswith("#")), len(lines))
+    start = next((i for i, line in enumerate(lines) if not line.startswith(("#", '"#'))), len(lines))
     return list(csv.DictReader(io.StringIO("".join(lines[start:]))))
 
 
@@ -234,5 +254,5 @@ def _header_value(v: Any) -> str:
 
 def _csv_value(v: Any) -> Any:
     if isinstance(v, float):
-        return f"{v:.6g}"
+        return f"{v:.6g}"  # text that is a number: analysis.csvsafe leaves it as it is, "-5.2" included
     return "" if v is None else v

@@ -2,7 +2,15 @@
 
 Model names, sweep names, hosts and stored sweep YAML come from whoever ran or submitted a sweep. Put raw
 into a PR comment they could close a `<details>`, inject `<img>` or a link, end a table cell with `|`, or
-close a code fence (issue 10 §5). Every user string goes through one of these on its way into Markdown.
+close a code fence (issue 10 §5). Every user string goes through one of these on its way into Markdown:
+PR comments and exports, and every page of the dashboard (`text` is the dashboard's one escaping helper,
+issue 30 §6).
+
+Escaping is not enough for every renderer. GitHub and Streamlit turn some text into elements after the
+Markdown is parsed, where a backslash no longer counts: bare URLs and `www.` names become links, `@name`
+becomes a mention (GitHub) or an e-mail link, and Streamlit turns `:material/icon:` into an icon, `:name:`
+into an emoji and `:red[...]` into coloured text. `text` puts a WORD JOINER (U+2060, invisible and zero-width) inside each such
+pattern, so it shows as the characters it holds and creates nothing.
 """
 
 from __future__ import annotations
@@ -12,13 +20,22 @@ import re
 import shlex
 from typing import Any
 
+from analysis.text import printable
+
 # CommonMark lets any ASCII punctuation be backslash-escaped, and an escaped character is always literal.
 # These are the ones that can start something inline: code, emphasis, links and images, HTML tags and
 # autolinks, entities, table cells, strikethrough, GitHub math.
 _INLINE = frozenset("\\`*_[]<>&|~$")
+# U+2060 WORD JOINER: breaks a pattern that renderers match on parsed text, and shows as nothing.
+WORD_JOINER = "\u2060"
+# Where text becomes an element after parsing: a URL scheme (`http://`, `ftp://`), `www.`, a mention or an
+# e-mail address (`@`), a shortcode or icon (`:name:`, `:material/name:`), Streamlit's colour and size
+# directives (`:red[...]`, `:small[...]`). The joiner goes where the match would begin.
+_AFTER_PARSE = re.compile(r"(?i)(?<=:)(?=//)|(?<=\bwww)(?=\.)|(?<=@)(?=\S)|(?<=:)(?=[a-z_+-][\w/+-]*[:\[])")
 # At the start of a line these make a heading, list, quote, setext underline or thematic break.
 _LINE_START = re.compile(r"^([#>+=-]|\d+(?=[.)]))")
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]+")
+# Control characters, line separators and bidi controls (analysis.text lists the same ones).
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069]+")
 
 
 def one_line(value: Any) -> str:
@@ -29,7 +46,8 @@ def one_line(value: Any) -> str:
 def text(value: Any, *, line_start: bool = False) -> str:
     """Literal inline text, safe in a table cell (pipes included) and inside a line; `line_start=True`
     when it begins a line, where `#`, `-`, `1.` and the like would start a block."""
-    escaped = "".join("\\" + c if c in _INLINE else c for c in one_line(value))
+    plain = _AFTER_PARSE.sub(WORD_JOINER, one_line(value))
+    escaped = "".join("\\" + c if c in _INLINE else c for c in plain)
     m = _LINE_START.match(escaped) if line_start else None
     if m:  # a digit run is kept and its `.`/`)` escaped; a single mark is escaped itself
         end = m.end()
@@ -60,7 +78,9 @@ def html_code(value: Any) -> str:
 def fence(body: str, info: str = "") -> list[str]:
     """A fenced code block holding `body` verbatim; the fence is longer than any backtick run inside."""
     ticks = "`" * max(3, _longest_run(body, "`") + 1)
-    return [ticks + one_line(info).replace("`", ""), *body.splitlines(), ticks]
+    # Control characters are shown as escapes: the block is printed to terminals too (`compare`, `export`).
+    lines = printable(body, multiline=True).splitlines()
+    return [ticks + one_line(info).replace("`", ""), *lines, ticks]
 
 
 def shell(value: Any) -> str:

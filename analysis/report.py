@@ -15,7 +15,7 @@ from typing import Any
 
 import pandas as pd
 
-from analysis import md
+from analysis import correctness, csvsafe, md
 from analysis.compare import COMPARE_COLUMNS, center_text, one_sided, verdict_counts
 from analysis.labels import STAND_IN_TAG, numbers_caption, run_tag, short_gpu
 from analysis.plain import missing, plain
@@ -44,7 +44,8 @@ def to_csv(table: pd.DataFrame) -> str:
     for c in ("steps", "point_baseline", "point_candidate"):  # ids and counts, not measurements: no 3.0
         if c in out:
             out[c] = out[c].astype("Int64")
-    return str(out.to_csv(index=False, float_format="%.6g", lineterminator="\n", na_rep=""))
+    # Stored names (model, config, why) may start a formula in a spreadsheet: analysis.csvsafe.
+    return str(csvsafe.frame(out).to_csv(index=False, float_format="%.6g", lineterminator="\n", na_rep=""))
 
 
 def to_json(table: pd.DataFrame, run_a: Mapping[str, Any], run_b: Mapping[str, Any]) -> str:
@@ -101,6 +102,7 @@ def to_markdown(
         f"({direction_text(metric)}); {confidence:.0%} interval from the per-repeat samples; flagged when the "
         f"interval excludes 0 and |Δ| ≥ {threshold:.0%}.",
         "",
+        *_correctness_block(table, run_a, run_b),
         *_provenance_table(run_a, run_b, only_differences=short),
         "",
         *(_short_points(table) if short else _points_table(table, max_rows)),
@@ -123,6 +125,32 @@ def to_markdown(
     if notices:
         lines[2:2] = [*notices, ""]
     return "\n".join(lines).rstrip() + "\n"
+
+
+def _correctness_block(table: pd.DataFrame, a: Mapping[str, Any], b: Mapping[str, Any]) -> list[str]:
+    """The correctness gate first: a wrong path's speed is a finding, not a number (empty before the gate)."""
+    if table.empty or "correctness_candidate" not in table:
+        return []
+    out: list[str] = []
+    for side, run, whose in (("candidate", b, "the candidate"), ("baseline", a, "the baseline")):
+        col = table[f"correctness_{side}"]
+        rows = table[col == "fail"]
+        failed = {
+            str(r["config"]).split(" · ")[0]: str(r["correctness_why"] or "") for r in rows.to_dict("records")
+        }
+        out += correctness.banner_md(list(failed.items()), f"{whose} run #{run.get('id')}")
+    if not out:
+        checked = table[["correctness_baseline", "correctness_candidate"]].stack()
+        if checked.empty:
+            return []
+        n_pass = int((checked == "pass").sum())
+        if not n_pass:
+            return ["Correctness gate: no point was checked (why: `specbench export --all-status`).", ""]
+        return [
+            f"✅ Correctness gate: {n_pass} checked point(s) reproduced the baseline's tokens and v1's acceptance.",
+            "",
+        ]
+    return out
 
 
 def _provenance_table(
@@ -214,15 +242,18 @@ def _points_table(table: pd.DataFrame, max_rows: int, *, workload: bool = True) 
     ]
     out = ["| " + " | ".join(head) + " |", "| " + " | ".join(align) + " |"]
     for r in shown.to_dict("records"):
+        wrong = [s for s in ("baseline", "candidate") if correctness.is_wrong(r.get(f"correctness_{s}"))]
         cells = [  # user text escaped; numbers are ours
             md.text(r["config"]),
             *([md.code(r["model"])] if multi_model else []),
             *([md.text(r["workload"])] if workload else []),
-            _num(r["baseline"]),
-            _num(r["candidate"]),
+            _num(r["baseline"], "baseline" in wrong),
+            _num(r["candidate"], "candidate" in wrong),
             _pct(r["delta"]),
             f"[{_pct(r['ci_low'])}, {_pct(r['ci_high'])}]" if not missing(r["ci_low"]) else "–",
-            VERDICT_BADGE.get(r["verdict"]) or md.text(r["verdict"]),
+            f"🛑 **{correctness.WRONG}** ({' and '.join(wrong)})"
+            if wrong
+            else VERDICT_BADGE.get(r["verdict"]) or md.text(r["verdict"]),
             md.text(r.get("why") or r.get("note") or ""),
         ]
         out.append("| " + " | ".join(cells) + " |")
@@ -236,7 +267,12 @@ def _short_points(table: pd.DataFrame) -> list[str]:
     if table.empty or one_sided(table).all():
         return ["_No points to compare: the runs share no configuration._"]
     sided = one_sided(table)
-    changed = table[table["verdict"].isin(["regression", "improvement"]) & ~sided]
+    wrong = pd.Series(False, index=table.index)
+    for side in ("baseline", "candidate"):
+        if f"correctness_{side}" in table:
+            wrong |= table[f"correctness_{side}"] == "fail"
+    # Rows the correctness gate failed are always shown: a wrong path's speed is the headline, not a count.
+    changed = table[(table["verdict"].isin(["regression", "improvement"]) | wrong) & ~sided]
     rest = table[~table.index.isin(changed.index)]
     parts = []
     for what, n in (
@@ -248,15 +284,17 @@ def _short_points(table: pd.DataFrame) -> list[str]:
         if n:
             parts.append(f"{n} {what}")
     # Largest changes first within each verdict, and at most SHORT_ROWS of them: a comment stays a comment.
-    changed = changed.assign(_size=changed["delta"].abs()).sort_values(
-        ["verdict", "_size"],
-        ascending=[False, False],
+    changed = changed.assign(_size=changed["delta"].abs(), _wrong=wrong[changed.index]).sort_values(
+        ["_wrong", "verdict", "_size"],
+        ascending=[False, False, False],
         key=lambda c: c.map(_VERDICT_RANK) if c.name == "verdict" else c,
     )
-    shown = changed.head(SHORT_ROWS).drop(columns=["_size"])
+    # Every wrong row, then the largest changes up to SHORT_ROWS.
+    limit = max(SHORT_ROWS, int(changed["_wrong"].sum()))
+    shown = changed.head(limit).drop(columns=["_size", "_wrong"])
     # The largest factor only (the attribution lists them largest first); the full form has them all.
     shown = shown.assign(why=[str(w or "").split(", ")[0] for w in shown["why"]])
-    hidden = changed.iloc[SHORT_ROWS:]
+    hidden = changed.iloc[limit:]
     for verdict, n in hidden["verdict"].value_counts().items():
         parts.insert(0, f"{n} smaller {verdict}{'s' if n != 1 else ''}")
     out = (
@@ -379,11 +417,12 @@ def _is_synthetic(r: Mapping[str, Any]) -> bool:
     return r.get("trigger") == "synthetic" or str(r.get("sweep_name") or "").startswith("synthetic-")
 
 
-def _num(v: Any) -> str:
+def _num(v: Any, wrong: bool = False) -> str:
     if missing(v):
         return "–"
     x = float(v)
-    return f"{x:,.0f}" if abs(x) >= 100 else f"{x:,.2f}"
+    text = f"{x:,.0f}" if abs(x) >= 100 else f"{x:,.2f}"
+    return f"~~{text}~~ **{correctness.WRONG}**" if wrong else text
 
 
 def _pct(v: Any) -> str:

@@ -15,6 +15,7 @@ SWEEP_COLUMNS: tuple[str, ...] = (
     "accept_length",
     "speedup_v2_over_v1",
     "speedup_over_baseline",
+    "correctness",  # the correctness gate's verdict: a `fail` cell's speed was measured on a wrong path
 )
 
 

@@ -22,7 +22,7 @@ from typing import Any
 import pandas as pd
 from sqlalchemy import Engine, inspect
 
-from analysis import md
+from analysis import correctness, csvsafe, md
 from analysis.plain import missing, plain
 from analysis.profiles import (
     DISTORTION_MARK,
@@ -71,6 +71,11 @@ COLUMNS: tuple[str, ...] = (
     "workload_key",
     # Paired pairs the throughput interval needs for +-5% at the spread it shows (bench.stats.ratio.pairs_for).
     "pairs_for_5pct",
+    # The correctness gate's verdict on each side and the check's acceptance v2/v1: a pair with a `fail` compares
+    # a wrong path's speed (docs/reference/correctness-gate.md).
+    "v1_correctness",
+    "v2_correctness",
+    "acceptance_v2_v1",
     # Each side's physical floor / measured cycle (bench/floor.py): how close to the memory bus it ran.
     "v1_floor_fraction",
     "v2_floor_fraction",
@@ -106,6 +111,24 @@ def _invocations(rows: pd.DataFrame) -> dict[int, int | None]:
     """repeat -> the invocation that measured it (None before runs recorded it)."""
     inv = rows["invocation"] if "invocation" in rows else pd.Series([None] * len(rows), index=rows.index)
     return {int(r): None if missing(i) else int(i) for r, i in zip(rows["repeat"], inv, strict=True)}
+
+
+def _checks(points: pd.DataFrame, v1: pd.DataFrame, v2: pd.DataFrame) -> dict[str, Any]:
+    """Each side's correctness verdict and the check's acceptance v2/v1 (None for runs before the gate)."""
+    if "correctness" not in points:
+        return {"v1_correctness": None, "v2_correctness": None, "acceptance_v2_v1": None}
+    by_id = points.set_index("point_id")
+
+    def side(rows: pd.DataFrame, column: str) -> Any:
+        value = by_id.at[int(rows["point_id"].iloc[0]), column]
+        return None if missing(value) else value
+
+    ratio = side(v2, "acceptance_v2_v1") if "acceptance_v2_v1" in points else None
+    return {
+        "v1_correctness": side(v1, "correctness"),
+        "v2_correctness": side(v2, "correctness"),
+        "acceptance_v2_v1": None if ratio is None else float(ratio),
+    }
 
 
 def v2_vs_v1(points: pd.DataFrame, samples: pd.DataFrame, confidence: float = 0.95) -> pd.DataFrame:
@@ -159,6 +182,7 @@ def v2_vs_v1(points: pd.DataFrame, samples: pd.DataFrame, confidence: float = 0.
                     if paired
                     else None
                 )
+        row.update(_checks(points, v1, v2))
         out.append(row)
     frame = pd.DataFrame(out, columns=list(COLUMNS))
     return frame.sort_values(
@@ -171,7 +195,7 @@ def v2_vs_v1(points: pd.DataFrame, samples: pd.DataFrame, confidence: float = 0.
 
 def to_csv(frame: pd.DataFrame) -> str:
     buf = io.StringIO()
-    frame.to_csv(buf, index=False, float_format="%.6g")
+    csvsafe.frame(frame).to_csv(buf, index=False, float_format="%.6g")  # no cell starts a formula
     return buf.getvalue()
 
 
@@ -194,6 +218,12 @@ def _wider_than_target(r: dict[str, Any]) -> bool:
         return False
     width = half_width(float(r["ci_low"]), float(r["ratio"]), float(r["ci_high"]))
     return width is not None and width > TARGET
+
+
+def _wrong_side(r: dict[str, Any]) -> str:
+    """'v1', 'v2' or 'v1 and v2': which side of a cell the correctness gate failed ('' when none)."""
+    sides = [m for m in ("v1", "v2") if correctness.is_wrong(r.get(f"{m}_correctness"))]
+    return " and ".join(sides)
 
 
 def _cell_name(r: dict[str, Any]) -> str:
@@ -237,17 +267,31 @@ def to_markdown(frame: pd.DataFrame, title: str | None = None) -> str:
         + "---:|---|---:|"
         + "---:|" * (len(floor_head) + len(extra)),
     ]
-    for r in frame.to_dict(orient="records"):
+    records = frame.to_dict(orient="records")
+    wrong = [r for r in records if _wrong_side(r)]
+    if wrong:
+        at = 2 if title else 0  # under the title
+        lines[at:at] = [
+            f"> 🛑 **Correctness gate: {len(wrong)} cell(s) compare a speed measured on a wrong path** (struck "
+            f"through, verdict `{correctness.WRONG}`): "
+            + "; ".join(f"{_cell_name(r)}: {_wrong_side(r)} failed" for r in wrong),
+            "",
+        ]
+    for r in records:
         cells = overlap_cells(r) if extra else {}
         floor_cell = (
             [f"{_fmt(r.get('v1_floor_fraction'), '.2f')} / {_fmt(r.get('v2_floor_fraction'), '.2f')}"]
             if floors
             else []
         )
+        verdict_cell = (
+            f"**{correctness.WRONG}** ({_wrong_side(r)} failed the check)" if _wrong_side(r) else r["verdict"]
+        )
         lines.append(
             f"| {r['batch_size']} | {_fmt(r['steps'], 'd')} | {_fmt(r['accept_length'], 'g')} "
-            f"| {_fmt(r['v1_output_throughput'], ',.0f')} | {_fmt(r['v2_output_throughput'], ',.0f')} "
-            f"| {_fmt(r['ratio'], '.3f')} | {_ci(r['ci_low'], r['ci_high'])} | {r['verdict']} |"
+            f"| {correctness.speed_md(r['v1_output_throughput'], r.get('v1_correctness'))} "
+            f"| {correctness.speed_md(r['v2_output_throughput'], r.get('v2_correctness'))} "
+            f"| {_fmt(r['ratio'], '.3f')} | {_ci(r['ci_low'], r['ci_high'])} | {verdict_cell} |"
             + "".join(f" {cells[c]} |" for c in share)
             + f" {_fmt(r['tpot_ratio'], '.3f')} | {_ci(r['tpot_ci_low'], r['tpot_ci_high'])} "
             f"| {r['n']} ({r['method'] or '–'}) |"

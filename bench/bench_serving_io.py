@@ -46,42 +46,120 @@ class ResultLine:
     server: dict[str, Any] = field(default_factory=dict)  # the line's server_info, or {}
 
 
+# Bounds a result cannot pass without being nonsense: PostgreSQL's INTEGER for counts and lengths, and far
+# beyond any throughput, latency or token count for the measured figures (1e30 is not a measurement).
+MAX_COUNT = 2**31 - 1
+MAX_FIGURE = 1e15
+MAX_TEXT = 1000  # an argument's or server_info's text (a tag, a backend name, a model path)
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _count(
+    line: dict[str, Any], key: str, *, least: int = 0, required: bool = False, where: str = ""
+) -> int | None:
+    """A whole number from `least` to MAX_COUNT (JSON's 5.0 is not one; nor is true)."""
+    value = line.get(key)
+    key = where + key
+    if value is None:
+        if required:
+            raise BenchServingFormatError(f"{key}: required (a whole number from {least} to {MAX_COUNT:,})")
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or not least <= value <= MAX_COUNT:
+        raise BenchServingFormatError(
+            f"{key}: must be a whole number from {least} to {MAX_COUNT:,} (got {_shown(value)})"
+        )
+    return value
+
+
+def _figure(key: str, value: Any) -> float | int:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise BenchServingFormatError(f"{key}: must be a number (got {_shown(value)})")
+    if not math.isfinite(value) or not 0 <= value <= MAX_FIGURE:
+        raise BenchServingFormatError(
+            f"{key}: must be a finite number from 0 to {MAX_FIGURE:g} (got {_shown(value)})"
+        )
+    return value
+
+
+def _text(where: str, value: Any) -> None:
+    if isinstance(value, str) and ("\x00" in value or len(value) > MAX_TEXT):
+        raise BenchServingFormatError(f"{where}: text with a NUL byte or longer than {MAX_TEXT} characters")
+
+
 def read_line(raw: str | bytes) -> ResultLine:
+    """One result line, every field this module reads checked against its type and range: the first problem
+    is raised as BenchServingFormatError naming the field (`completed: must be a whole number ...`)."""
     try:
         line = json.loads(raw)  # bench_serving writes Infinity for request_rate inf; json reads it
+    except RecursionError:
+        raise BenchServingFormatError("not a bench_serving result (JSON nested too deep)") from None
     except ValueError as exc:
         raise BenchServingFormatError(f"not JSON: {exc}") from None
     if not isinstance(line, dict) or "output_throughput" not in line or "completed" not in line:
         raise BenchServingFormatError("not a bench_serving result (no output_throughput / completed)")
+    completed = _count(line, "completed", least=1, required=True)
+    assert completed is not None
     metrics: dict[str, float | int] = {}
     for m in catalog.METRICS:
         key = m.bench_serving
-        value = line.get(key) if key else None
-        if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
-            metrics[m.name] = value
-    completed = int(line["completed"])
-    if completed < 1:
-        raise BenchServingFormatError("a result with no completed request")
+        if key is None or line.get(key) is None:
+            continue  # a figure the file does not have stays unknown
+        if key in _COUNTS:
+            metrics[m.name] = _count(line, key) or 0
+        else:
+            metrics[m.name] = _figure(key, line[key])
     server = line.get("server_info")
-    mc = line.get("max_concurrency")
-    in_len = line.get("random_input_len") if str(line.get("dataset_name", "")).startswith("random") else None
-    out_len = (
-        line.get("random_output_len") if str(line.get("dataset_name", "")).startswith("random") else None
-    )
+    if server is not None and not isinstance(server, dict):
+        raise BenchServingFormatError(f"server_info: must be a mapping (got {_shown(server)})")
+    server = server or {}
+    for key in _SERVER_TEXT:
+        if server.get(key) is not None and not isinstance(server[key], str):
+            raise BenchServingFormatError(f"server_info.{key}: must be text (got {_shown(server[key])})")
+        _text(f"server_info.{key}", server.get(key))
+    for key in _SERVER_COUNTS:
+        _count(server, key, least=1 if key == "tp_size" else 0, where="server_info.")
+    for key in ARG_KEYS:
+        value = line.get(key)
+        if value is not None and not isinstance(value, str | int | float):
+            raise BenchServingFormatError(f"{key}: must be text or a number (got {_shown(value)})")
+        _text(key, value)
+    dataset = line.get("dataset_name")
+    random = isinstance(dataset, str) and dataset.startswith("random")
+    # Without fixed lengths the file knows only totals: the mean per request stands in.
+    if random and line.get("random_input_len") is not None:
+        input_len = _count(line, "random_input_len", least=1)
+    else:
+        input_len = round((_count(line, "total_input_tokens", required=True) or 0) / completed)
+    if random and line.get("random_output_len") is not None:
+        output_len = _count(line, "random_output_len", least=1)
+    else:
+        output_len = round((_count(line, "total_output_tokens", required=True) or 0) / completed)
+    assert input_len is not None and output_len is not None
     return ResultLine(
         metrics=metrics,
         args={k: line[k] for k in ARG_KEYS if k in line},
-        batch_size=int(mc) if isinstance(mc, int) else None,
-        # Without fixed lengths the file knows only totals: the mean per request stands in.
-        input_len=int(in_len)
-        if isinstance(in_len, int)
-        else round(int(line.get("total_input_tokens", 0)) / completed),
-        output_len=int(out_len)
-        if isinstance(out_len, int)
-        else round(int(line.get("total_output_tokens", 0)) / completed),
+        batch_size=_count(line, "max_concurrency", least=1),
+        input_len=input_len,
+        output_len=output_len,
         completed=completed,
-        server=server if isinstance(server, dict) else {},
+        server=server,
     )
+
+
+# Result keys that count (requests, tokens): whole numbers.
+_COUNTS = frozenset({"completed", "total_input_tokens", "total_output_tokens"})
+# What specbench reads of server_info (runners/commands/import_results.py).
+_SERVER_TEXT = ("model_path", "version", "attention_backend", "speculative_algorithm")
+_SERVER_COUNTS = (
+    "tp_size",
+    "speculative_num_steps",
+    "speculative_eagle_topk",
+    "speculative_num_draft_tokens",
+)
 
 
 def to_line(metrics: dict[str, Any], args: dict[str, Any], extra: dict[str, Any] | None = None) -> str:

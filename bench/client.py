@@ -99,8 +99,8 @@ class LoadClient:
                     if resp.status == 404:
                         continue
                     body = await resp.read()
-                    if resp.status != 200:
-                        raise RuntimeError(f"GET {path}: HTTP {resp.status}: {_snippet(body)}")
+                    if resp.status != 200:  # the body is not SGLang's: never kept (bench/server/http.py)
+                        raise RuntimeError(f"GET {path}: HTTP {resp.status} (the reply is not kept)")
                     self._info_path = path
                     info: dict[str, Any] = orjson.loads(body)
                     return info
@@ -209,6 +209,31 @@ class LoadClient:
         except aiohttp.ClientError as e:
             rec.error = f"client error: {type(e).__name__}: {e}"
         return rec
+
+    async def generate_once(self, payload: dict[str, Any], *, timeout_s: float = 600.0) -> Any:
+        """One non-streaming `/generate` (SGLang answers with `output_ids` and the final `meta_info`, contract
+        §3.2); its parsed JSON. Raises RuntimeError with SGLang's message on any HTTP error, and
+        ServerUnavailableError when the server refuses connections."""
+        try:
+            async with self.session.post(
+                self.base_url + "/generate",
+                data=orjson.dumps({**payload, "stream": False}),
+                headers=_JSON_HEADERS,
+                timeout=aiohttp.ClientTimeout(total=timeout_s, sock_connect=self._connect_timeout_s),
+            ) as resp:
+                body = await resp.read()
+                if resp.status != 200:
+                    raise RuntimeError(f"HTTP {resp.status}: {_snippet(body)}")
+                return orjson.loads(body)
+        except aiohttp.ClientConnectorError as e:
+            self.server_down = True
+            raise ServerUnavailableError(f"connection refused: {e}") from None
+        except (aiohttp.ClientConnectionError, aiohttp.ClientPayloadError) as e:
+            raise RuntimeError(f"connection lost: {type(e).__name__}: {e}") from None
+        except TimeoutError:
+            raise RuntimeError(f"stalled: no answer in {timeout_s:g} s") from None
+        except orjson.JSONDecodeError as e:
+            raise RuntimeError(f"malformed JSON answer: {e}") from None
 
     async def run_closed_loop(
         self,

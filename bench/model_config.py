@@ -6,7 +6,9 @@ floor of a step (`bench.floor`) reads the model's shape. A model given by a hub 
 `config.json`, has no config here: each reader says what it does then.
 
 `shard_config` is what one GPU of an N-way tensor-parallel deployment holds of a config: heads, sharded widths
-and the vocabulary divided by N, ranks and replicated layers unchanged. The `deepseek-v3-tp8-shard` preset
+and the vocabulary divided by N, ranks and replicated layers unchanged. `model_shape` is the part of a config
+that decides what a step computes; a run records it (provenance `model_shape`), so two runs can be checked to
+be a shard and its TP-N deployment (`is_shard_of`) long after the model directories are gone. The `deepseek-v3-tp8-shard` preset
 (synthetic/model/presets.py) is DeepSeek-V3 through it with N = 8, and the floor of a TP-N server is the
 floor of its shard.
 """
@@ -126,3 +128,50 @@ def shard_config(cfg: dict[str, Any], tp: int) -> dict[str, Any]:
         if isinstance(out.get(key), int):
             out[key] = out[key] // tp
     return dict(out)
+
+
+# What decides what a step of a DeepSeek-style model computes: widths, depth, heads, ranks, experts, vocabulary,
+# the MTP layer and the stored dtype. Names and values, tokenizer ids and rope scaling are left out.
+SHAPE_KEYS: tuple[str, ...] = (
+    "architectures",
+    "hidden_size",
+    "num_hidden_layers",
+    "first_k_dense_replace",
+    "num_attention_heads",
+    "num_key_value_heads",
+    "q_lora_rank",
+    "kv_lora_rank",
+    "qk_nope_head_dim",
+    "qk_rope_head_dim",
+    "v_head_dim",
+    "intermediate_size",
+    "moe_intermediate_size",
+    *_EXPERT_KEYS,
+    "n_shared_experts",
+    "num_experts_per_tok",
+    "vocab_size",
+    "num_nextn_predict_layers",
+    "quantization_config",
+)
+
+
+def model_shape(cfg: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The SHAPE_KEYS a config has, as plain JSON values; None without a config."""
+    if cfg is None:
+        return None
+    return {k: json.loads(json.dumps(cfg[k])) for k in SHAPE_KEYS if k in cfg}
+
+
+def shape_differences(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
+    """`key a vs b` for every SHAPE_KEYS entry in which two shapes differ (a key only one has counts)."""
+    return [f"{k} {a.get(k)!r} vs {b.get(k)!r}" for k in SHAPE_KEYS if a.get(k) != b.get(k)]
+
+
+def is_shard_of(shard: dict[str, Any], whole: dict[str, Any], tp: int) -> list[str]:
+    """Why `shard` (a model shape) is not what one GPU of `whole` served at tensor parallelism `tp` computes;
+    [] when it is."""
+    try:
+        expected = model_shape(shard_config(whole, tp)) or {}
+    except ShardError as e:
+        return [str(e)]
+    return shape_differences(shard, expected)

@@ -26,6 +26,7 @@ from typing import Any
 
 from bench.host.cpu_affinity import parse_cpu_list
 from bench.host.gpus import assigned_gpus, describe
+from bench.model_config import model_shape
 
 NONE = "none"  # an absent package or GPU; versions stay strings so columns never mix types
 SPECBENCH_FALLBACK_VERSION = "0.1.0"
@@ -35,7 +36,8 @@ _SGL_KERNEL_DISTS = ("sglang-kernel", "sgl-kernel")  # renamed upstream; either 
 _FLASH_MLA_DIST = "sgl-flash-mla"  # later sglang releases ship FlashMLA separately
 _CMD_TIMEOUT_S = 10.0
 
-Provenance = dict[str, str | int | None]
+# `model_shape` (bench.model_config.model_shape) is the one nested value.
+Provenance = dict[str, str | int | dict[str, Any] | None]
 
 
 def _dist(name: str) -> metadata.Distribution | None:
@@ -138,7 +140,18 @@ def _short_hash(parts: list[bytes]) -> str:
     return h.hexdigest()[:16]
 
 
-_MODEL_KEYS = ("model_identity", "model_path", "model_architectures", "model_hash", "model_synth")
+_MODEL_KEYS = (
+    "model_identity",
+    "model_path",
+    "model_architectures",
+    "model_hash",
+    "model_synth",
+    "model_shape",
+)
+
+
+def _str_or_none(v: object) -> str | None:
+    return None if v is None else str(v)
 
 
 def _specbench_version() -> str:
@@ -159,9 +172,10 @@ def model_info(model_path: str) -> Provenance:
         return {**dict.fromkeys(_MODEL_KEYS), "model_identity": model_path[:200], "model_path": model_path}
     config_bytes = config_file.read_bytes()
     try:
-        archs = json.loads(config_bytes).get("architectures") or []
+        cfg = json.loads(config_bytes)
+        archs = cfg.get("architectures") or []
     except (ValueError, AttributeError):
-        archs = []
+        cfg, archs = None, []
     arch = ",".join(str(a) for a in archs) or "unknown"
     parts = [config_bytes]
     for index in sorted(path.glob("*.safetensors.index.json")):
@@ -178,6 +192,8 @@ def model_info(model_path: str) -> Provenance:
         "model_architectures": arch,
         "model_hash": digest,
         "model_synth": synth[0] if synth is not None else None,
+        # What a step computes (widths, depth, experts, dtype): how a shard run and its TP-N run are paired.
+        "model_shape": model_shape(cfg) if isinstance(cfg, dict) else None,
     }
 
 
@@ -277,6 +293,14 @@ def collect_provenance(
         if isinstance(version, str) and version.strip():
             prov["sglang_version"] = version.strip()
             prov["sglang_version_source"] = "server_info"
-        if "specbench_sim" in server_info:
+        sim = server_info.get("specbench_sim")
+        if sim is not None:
             prov["simulated"] = True
+            if isinstance(sim, Mapping):
+                # The GPUs the stand-in emulates (one per TP rank), apart from the host's own (gpu_name/count).
+                prov["sim_gpu_name"] = _str_or_none(sim.get("gpu_name"))
+                count = sim.get("gpu_count")
+                prov["sim_gpu_count"] = (
+                    count if isinstance(count, int) and not isinstance(count, bool) else None
+                )
     return prov

@@ -13,6 +13,8 @@ server's `prompt_tokens`.
 
 from __future__ import annotations
 
+import os
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -27,6 +29,11 @@ from bench.sweep import WorkloadSpec
 FIRST_RANDOM_ID = 2
 # Problems listed at once for a bad file before giving up; enough to spot a pattern, not a wall of text.
 _MAX_REPORTED_PROBLEMS = 10
+# A workload file is read whole into memory: at most this much (a JSONL of prompts, not a corpus; ShareGPT
+# converted to JSONL is about 600 MB). /dev/zero, once read until memory ran out, is refused before a byte.
+MAX_WORKLOAD_BYTES = 1 << 30
+# Pseudo file systems: their files claim to be regular, with a size of 0, and are not data.
+_PSEUDO_ROOTS = ("/proc", "/sys", "/dev")
 
 
 class WorkloadError(ValueError):
@@ -83,11 +90,47 @@ def _random_prompts(workload: WorkloadSpec, n: int, vocab_size: int) -> list[Pro
     return [Prompt(prompt_len=length, output_len=workload.output_len, input_ids=row) for row in ids.tolist()]
 
 
-def _jsonl_prompts(path: Path, default_output_len: int, n: int, vocab_size: int) -> list[Prompt]:
+def workload_file_problem(path: str | Path, cap: int = MAX_WORKLOAD_BYTES) -> str | None:
+    """Why `path` cannot be a workload file (not a regular file, larger than `cap`, unreadable), or None.
+    From its metadata alone: nothing is opened, so a FIFO cannot block the caller."""
+    real = os.path.realpath(path)
+    if any(real == root or real.startswith(root + "/") for root in _PSEUDO_ROOTS):
+        return f"{path}: not a regular file (a device or a /proc, /sys file is never read)"
     try:
-        raw_lines = path.read_bytes().splitlines()
+        st = os.stat(real)
+    except OSError as e:
+        return f"{path}: cannot read ({e.strerror or e})"
+    if not stat.S_ISREG(st.st_mode):
+        return f"{path}: not a regular file (a directory, FIFO, socket or device is never read)"
+    if st.st_size > cap:
+        return f"{path}: {st.st_size:,} bytes, more than the {cap:,}-byte limit of a workload file"
+    return None
+
+
+def read_workload_file(path: str | Path, cap: int = MAX_WORKLOAD_BYTES) -> bytes:
+    """The bytes of a workload file: a regular file of at most `cap` bytes. Opened without blocking (a FIFO
+    that nobody writes to would hang the run forever) and read no further than `cap`, whatever it claims."""
+    problem = workload_file_problem(path, cap)
+    if problem:
+        raise WorkloadError(problem)
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError as e:
         raise WorkloadError(f"{path}: cannot read ({e.strerror or e})") from None
+    with os.fdopen(fd, "rb") as f:
+        # Checked again on what was opened: the path may have been swapped since the look above.
+        if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+            raise WorkloadError(
+                f"{path}: not a regular file (a directory, FIFO, socket or device is never read)"
+            )
+        data = f.read(cap + 1)
+    if len(data) > cap:
+        raise WorkloadError(f"{path}: more than the {cap:,}-byte limit of a workload file")
+    return data
+
+
+def _jsonl_prompts(path: Path, default_output_len: int, n: int, vocab_size: int) -> list[Prompt]:
+    raw_lines = read_workload_file(path).splitlines()
     prompts: list[Prompt] = []
     problems: list[str] = []
     for lineno, raw in enumerate(raw_lines, start=1):

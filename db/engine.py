@@ -10,7 +10,7 @@ from typing import Any
 from urllib.parse import quote, quote_plus
 
 from sqlalchemy import Engine, create_engine, event
-from sqlalchemy.engine import make_url
+from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -23,14 +23,29 @@ class DatabaseURLError(ValueError):
 
 
 ENV_PREFIX = "env:"
+# libpq's connection parameters that hold a secret or point at one ("Parameter Key Words" in the PostgreSQL
+# docs): a password, the client key's passphrase, the password file, the client key, the TLS key log, the
+# OAuth client secret. Any of them on a command line is visible to every user of the host (`ps`), and none
+# may appear in a message. Matched in any case: a driver may not care, a reader of `ps` certainly does not.
+SECRET_PARAMS = frozenset(
+    {"password", "sslpassword", "passfile", "sslkey", "sslkeylogfile", "oauth_client_secret"}
+)
+_MASK = "***"
+_PLACEHOLDER = "SPECBENCHMASKED"  # letters only: survives URL rendering unquoted, then becomes ***
 
 
 def resolve_url(url: str | None = None) -> str:
     """The URL to use, with `postgresql://` mapped to the psycopg 3 driver we ship.
 
     `env:NAME` reads the URL from the environment variable NAME, so a password never has to appear in argv
-    (where `ps` shows it to every user of the host).
+    (where `ps` shows it to every user of the host). An empty URL and SQLite's `file:` URIs are refused: the
+    first silently meant ./specbench.db, the second made SQLAlchemy create a database under `./file:...`.
     """
+    if url is not None and not url.strip():
+        raise DatabaseURLError(
+            "--db is empty; give sqlite:///PATH, postgresql://USER@HOST[:PORT]/DB or env:NAME, or leave --db out "
+            f"to use $DATABASE_URL, else {DEFAULT_URL}"
+        )
     if url and url.startswith(ENV_PREFIX):
         name = url.removeprefix(ENV_PREFIX)
         raw = os.environ.get(name)
@@ -46,33 +61,70 @@ def resolve_url(url: str | None = None) -> str:
             "the database URL cannot be parsed; expected sqlite:///PATH or postgresql://USER@HOST[:PORT]/DB "
             "(or env:NAME for a variable holding one)"
         ) from None
+    if parsed.get_backend_name() == "sqlite" and (
+        (parsed.database or "").startswith("file:") or "uri" in {k.lower() for k in parsed.query}
+    ):
+        raise DatabaseURLError(
+            "SQLite URI filenames (sqlite:///file:...?uri=true) are not supported; give a path: sqlite:///PATH"
+        )
     if parsed.drivername in ("postgresql", "postgres"):
         parsed = parsed.set(drivername="postgresql+psycopg")
     return parsed.render_as_string(hide_password=False)
 
 
-def redact(url: str) -> str:
-    """The URL for logs, messages and provenance, never with its password."""
+def _secret_values(parsed: URL) -> list[tuple[str, str]]:
+    """(where, value) of every secret in a parsed URL: the userinfo password and each secret parameter."""
+    out: list[tuple[str, str]] = []
+    if parsed.password:
+        out.append(("password", str(parsed.password)))
+    for key, value in parsed.query.items():
+        if key.lower() in SECRET_PARAMS:
+            for v in (value,) if isinstance(value, str) else value:
+                out.append((key, v))
+    return out
+
+
+def url_secrets(url: str) -> list[str]:
+    """Where `url` carries a secret: "password" for the userinfo one, else the parameter's name as written.
+    An unparseable URL counts as holding one (it cannot be shown to be clean)."""
     try:
-        return make_url(url).render_as_string(hide_password=True)
+        parsed = make_url(url)
+    except (ArgumentError, ValueError):
+        return ["an unparseable URL"]
+    return list(dict.fromkeys(where for where, _ in _secret_values(parsed)))
+
+
+def redact(url: str) -> str:
+    """The URL for logs, messages and provenance, with every secret (userinfo password, `?password=`,
+    `?sslpassword=`, ... in any case) shown as ***."""
+    try:
+        parsed = make_url(url)
     except (ArgumentError, ValueError):
         return "<unparseable database URL>"
+    masked = parsed.set(
+        query={
+            k: (_PLACEHOLDER if k.lower() in SECRET_PARAMS else v)
+            for k, v in parsed.query.items()  # a repeated key holds a tuple: masked as one value
+        }
+    )
+    if masked.password:
+        masked = masked.set(password=_PLACEHOLDER)
+    return masked.render_as_string(hide_password=False).replace(_PLACEHOLDER, _MASK)
 
 
 def scrub(text: str, url: str | None) -> str:
-    """`text` (say, a driver's error message) with `url`'s password masked wherever it appears."""
+    """`text` (say, a driver's error message) with every secret of `url` masked wherever it appears, raw or
+    percent-encoded."""
     if not url:
         return text
     try:
-        password = make_url(url).password
+        secrets = [v for _, v in _secret_values(make_url(url))]
     except (ArgumentError, ValueError):
         return text
-    if not password:
-        return text
-    password = str(password)
-    for form in {password, quote(password, safe=""), quote_plus(password)}:
-        if form:
-            text = text.replace(form, "***")
+    # Longest first: a secret that contains another is masked whole.
+    forms = {f for v in secrets for f in (v, quote(v, safe=""), quote_plus(v)) if f}
+    for form in sorted(forms, key=len, reverse=True):
+        text = text.replace(form, _MASK)
     return text
 
 

@@ -17,10 +17,11 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import Engine, inspect, select
+from sqlalchemy import Engine, inspect, select, text
 from sqlalchemy.orm import Session
 
-from db.models import Base, Point, Profile, RequestRow, Run, Sample, ServerInstance
+from db import validate
+from db.models import Base, CorrectnessOutput, Point, Profile, RequestRow, Run, Sample, ServerInstance
 
 # What `--resume` (or a retried job) rewrites on the run row; the rest is provenance fixed at creation. A
 # resume with an edited stopping rule also rewrites the sweep and appends the old one to the provenance
@@ -60,6 +61,7 @@ class Counts:
     profiles: int = 0
     servers: int = 0
     replaced: int = 0
+    checks: int = 0  # correctness_outputs rows: what a launch answered to the correctness check
 
 
 @dataclass
@@ -98,6 +100,46 @@ def _copy(row: Base, model: type[Base], **overrides: Any) -> Any:
 
 def _remap(ids: dict[int, int], old: int | None) -> int | None:
     return None if old is None else ids.get(old)
+
+
+# What `merge_runs` copies, table by table: the rows of the runs it reads, and the id columns it replaces (new
+# ids here, remapped foreign keys, the source's job), which are not checked.
+_RUNS = "SELECT id FROM runs{where}"
+_COPIED: tuple[tuple[type[Base], str, tuple[str, ...]], ...] = (
+    (Run, "{where_runs}", ("id", "job_id")),
+    (ServerInstance, f"WHERE run_id IN ({_RUNS})", ("id", "run_id")),
+    (Point, f"WHERE run_id IN ({_RUNS})", ("id", "run_id", "server_instance_id")),
+    (
+        Sample,
+        f"WHERE point_id IN (SELECT id FROM points WHERE run_id IN ({_RUNS}))",
+        ("id", "point_id", "server_instance_id"),
+    ),
+    (
+        RequestRow,
+        f"WHERE sample_id IN (SELECT id FROM samples WHERE point_id IN (SELECT id FROM points WHERE run_id IN "
+        f"({_RUNS})))",
+        ("id", "sample_id"),
+    ),
+    (Profile, f"WHERE run_id IN ({_RUNS})", ("id", "run_id", "point_id")),
+)
+
+
+def check_source(source: Engine, *, sweep: str | None = None) -> None:
+    """Raise validate.RowProblem (`points row 12: batch_size: ...`) for the first value of the rows
+    `merge_runs` would copy that does not fit this schema: read as the driver returns them, before the ORM
+    parses anything (a timestamp that is not one, malformed JSON, text in a number column)."""
+    where = " WHERE sweep_name = :sweep" if sweep is not None else ""
+    params = {"sweep": sweep} if sweep is not None else {}
+    with source.connect() as conn:
+        for model, clause, skip in _COPIED:
+            table = model.__tablename__
+            # Table and column names are this schema's own, never input; the one value is a bound parameter.
+            sql = f"SELECT * FROM {table} " + clause.format(where=where, where_runs=where.strip())
+            result = conn.execute(text(sql), params)
+            names = list(result.keys())
+            for values in result:
+                row = dict(zip(names, values, strict=True))
+                validate.check_row(model, row, f"{table} row {row.get('id')!r}", skip=skip)
 
 
 def merge_runs(source: Engine, dest: Session, *, sweep: str | None = None) -> MergeReport:
@@ -150,6 +192,7 @@ def _merge_contents(src: Session, run: Run, dest: Session, dest_id: int, counts:
     server_ids = _merge_servers(src, run, dest, dest_id, counts)
     point_ids = _merge_points(src, run, dest, dest_id, server_ids, counts)
     _merge_profiles(src, run, dest, dest_id, point_ids, counts)
+    _merge_checks(src, run, dest, dest_id, server_ids, counts)
     dest.flush()
 
 
@@ -260,3 +303,21 @@ def _merge_profiles(
         if (key, prof.tp_rank, prof.path, prof.created_at) not in here:
             dest.add(_copy(prof, Profile, run_id=dest_id, point_id=point_ids[prof.point_id]))
             counts.profiles += 1
+
+
+def _merge_checks(
+    src: Session, run: Run, dest: Session, dest_id: int, server_ids: dict[int, int], counts: Counts
+) -> None:
+    """Copy the correctness check's raw answers `dest` lacks (matched by config_key and created_at), so the
+    points' verdicts can be judged again where the run was imported."""
+    here = {
+        (c.config_key, c.created_at)
+        for c in dest.scalars(select(CorrectnessOutput).where(CorrectnessOutput.run_id == dest_id))
+    }
+    for row in src.scalars(
+        select(CorrectnessOutput).where(CorrectnessOutput.run_id == run.id).order_by(CorrectnessOutput.id)
+    ):
+        if (row.config_key, row.created_at) not in here:
+            server = _remap(server_ids, row.server_instance_id)
+            dest.add(_copy(row, CorrectnessOutput, run_id=dest_id, server_instance_id=server))
+            counts.checks += 1

@@ -8,6 +8,7 @@ Only portable types (JSON, not JSONB or ARRAY) so SQLite and PostgreSQL hold the
 
 from __future__ import annotations
 
+import re
 from datetime import datetime
 from typing import Any, ClassVar
 
@@ -15,6 +16,14 @@ from sqlalchemy import JSON, Boolean, Float, ForeignKey, Index, Integer, String,
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
 from db.types import UTCDateTime, uuid7
+
+# Ids are INTEGER columns: 32-bit on PostgreSQL (SERIAL), so no id is larger; a bigger one is a typo, and a
+# query with it would fail on PostgreSQL ("integer out of range") instead of finding nothing.
+MAX_ID = 2**31 - 1
+# A run's uid (db.types.uuid7): 36 characters; a prefix of it, as users type one, is hex digits and dashes.
+UID_LENGTH = 36
+UID_PREFIX = re.compile(r"[0-9a-fA-F-]{1,36}")
+UID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 
 
 class Base(DeclarativeBase):
@@ -135,6 +144,10 @@ class Run(Base):
     overhead_s: Mapped[float | None] = mapped_column(Float)
     # The reference point re-measured at the end (measure.drift_check), against its first measurement.
     drift: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    # The process running the run while it is `running`: {"host", "pid", "start"} (start: its start time in
+    # clock ticks since boot, so a recycled pid is not mistaken for it). A later specbench process on that host
+    # marks a run whose process is gone `partial` (runners/host_recovery.py).
+    owner: Mapped[dict[str, Any] | None] = mapped_column(JSON)
 
     servers: Mapped[list[ServerInstance]] = relationship(back_populates="run", cascade="all, delete-orphan")
     points: Mapped[list[Point]] = relationship(back_populates="run", cascade="all, delete-orphan")
@@ -160,7 +173,8 @@ class ServerInstance(Base):
     sglang_version: Mapped[str | None] = mapped_column(String(64))
     log_path: Mapped[str | None] = mapped_column(String(500))
     startup_s: Mapped[float | None] = mapped_column(Float)
-    # starting | ok | failed (never came up) | crashed (died while measured) | stopped
+    # starting | ok | failed (never came up) | crashed (died while measured) | stopped | reaped (its launcher
+    # died; the watchdog or the reaper stopped it)
     status: Mapped[str] = mapped_column(String(16), default="starting")
     error: Mapped[str | None] = mapped_column(Text)
     # A server that died: its exit code (negative: killed by that signal) and the last lines of its log, kept
@@ -169,6 +183,9 @@ class ServerInstance(Base):
     log_tail: Mapped[str | None] = mapped_column(Text)
     started_at: Mapped[datetime] = _created()
     stopped_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    # The process that launched it, like runs.owner: a row left `ok` by a launcher that died is closed as
+    # `reaped` by the next specbench process on that host.
+    owner: Mapped[dict[str, Any] | None] = mapped_column(JSON)
 
     run: Mapped[Run] = relationship(back_populates="servers")
 
@@ -226,6 +243,15 @@ class Point(MetricColumns, Base):
     # measured step; above 1 is impossible (the point is flagged invalid).
     step_floor_ms: Mapped[float | None] = mapped_column(Float)
     floor_fraction: Mapped[float | None] = mapped_column(Float)
+    # The correctness gate's verdict on the point's server config (docs/reference/correctness-gate.md):
+    # pass | fail | not checked; NULL = the run predates the check. A `fail` means the speed is a wrong path's.
+    correctness: Mapped[str | None] = mapped_column(String(16))
+    correctness_reason: Mapped[str | None] = mapped_column(Text)
+    # The first position where its tokens left the baseline's (or the reference's): request index, token index.
+    correctness_diverge_request: Mapped[int | None] = mapped_column(Integer)
+    correctness_diverge_token: Mapped[int | None] = mapped_column(Integer)
+    # Token-weighted acceptance of v2 over v1 on the check's prompts (set on both points of a pair).
+    acceptance_v2_v1: Mapped[float | None] = mapped_column(Float)
     created_at: Mapped[datetime] = _created()
 
     run: Mapped[Run] = relationship(back_populates="points")
@@ -292,6 +318,24 @@ class RequestRow(Base):
     sample: Mapped[Sample] = relationship(back_populates="requests")
 
 
+class CorrectnessOutput(Base):
+    """What one launch answered to the correctness check's greedy prompts (bench.correctness.LaunchOutputs as
+    JSON), or the reference's expectation (`config_key` = "reference"): the raw material the verdicts on the
+    points are judged from, kept so they can be judged again (`specbench gate`)."""
+
+    __tablename__ = "correctness_outputs"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    run_id: Mapped[int] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"), index=True)
+    server_instance_id: Mapped[int | None] = mapped_column(
+        ForeignKey("server_instances.id", ondelete="SET NULL")
+    )
+    config_key: Mapped[str] = mapped_column(String(32))
+    spec_mode: Mapped[str | None] = mapped_column(String(8))
+    outputs: Mapped[dict[str, Any]] = mapped_column(JSON)
+    created_at: Mapped[datetime] = _created()
+
+
 class Triage(Base):
     """A human's verdict on a flagged change (change point or run-vs-baseline), shown on the charts."""
 
@@ -355,6 +399,9 @@ class Worker(Base):
     gpu_name: Mapped[str] = mapped_column(String(100), default="none")
     gpu_count: Mapped[int] = mapped_column(Integer, default=0)
     labels: Mapped[list[Any]] = mapped_column(JSON, default=list)
+    # What its operator lets jobs use, by name: {"python": [interpreter names], "external": ["host:port"]}
+    # (bench/host/policy.py); never paths. `submit` refuses an interpreter no worker offers.
+    offers: Mapped[dict[str, Any] | None] = mapped_column(JSON)
     status: Mapped[str] = mapped_column(String(16), default="idle")  # idle | busy | stopped
     current_job_id: Mapped[int | None] = mapped_column(Integer)
     started_at: Mapped[datetime] = _created()
@@ -374,6 +421,8 @@ class Schedule(Base):
     enabled: Mapped[bool] = mapped_column(Boolean, default=True)
     last_fire_time: Mapped[datetime | None] = mapped_column(UTCDateTime)
     created_at: Mapped[datetime] = _created()
+    # Why the scheduler cannot fire it (an impossible cron, a sweep that no longer validates); NULL: it fires.
+    broken: Mapped[str | None] = mapped_column(Text)
 
 
 class Profile(Base):

@@ -13,7 +13,7 @@ from typing import Any
 import pandas as pd
 from sqlalchemy import Engine, and_, case, func, select
 
-from db.models import Point, Run, Sample, ServerInstance
+from db.models import MAX_ID, UID_LENGTH, UID_PREFIX, Point, Run, Sample, ServerInstance
 from db.query_common import (
     FACTOR_METRICS,
     PROBLEM_STATUSES,
@@ -26,6 +26,14 @@ from db.query_common import (
     metric_column,
     read_frame,
     table_columns,
+)
+
+CORRECTNESS_COLUMNS = (
+    Point.correctness,
+    Point.correctness_reason,
+    Point.correctness_diverge_request,
+    Point.correctness_diverge_token,
+    Point.acceptance_v2_v1,
 )
 
 
@@ -270,15 +278,28 @@ def run_servers(engine: Engine, run_id: int) -> pd.DataFrame:
 
 
 def resolve_run(engine: Engine, ref: str) -> int:
-    """A run id from what a user types: an id, a uid (or its unique prefix), `latest` or `latest~N`."""
+    """A run id from what a user types: an id, a uid (or its unique prefix), `latest` or `latest~N`.
+
+    What is typed is checked before any query: ASCII digits only (`¹²³` passes `str.isdigit` but not `int`),
+    an id within the id columns' range (32-bit on PostgreSQL), a uid prefix of hex digits and dashes no longer
+    than a uid (a 100,000-character reference is not a LIKE pattern).
+    """
     ref = ref.strip()
-    latest = re.fullmatch(r"latest(?:~(\d{1,9}))?", ref)
+    latest = re.fullmatch(r"latest(?:~([0-9]{1,9}))?", ref)
     if ref.startswith("latest") and not latest:
         raise QueryError(
             f"{ref[:40]!r}: write `latest` or `latest~N` with N a whole number (latest~1 = the one before)"
         )
-    if ref.isdigit() and (len(ref) > 19 or int(ref) > 2**63 - 1):  # beyond any 64-bit id column
-        raise QueryError(f"no run with id {ref[:40]}")
+    is_id = re.fullmatch(r"[0-9]+", ref) is not None
+    if is_id and (len(ref) > 10 or not 1 <= int(ref) <= MAX_ID):  # beyond every id column
+        raise QueryError(f"no run with id {ref[:40]} (run ids are 1 to {MAX_ID:,})")
+    if not latest and not is_id:
+        if len(ref) < 6:
+            raise QueryError(
+                f"{ref[:40]!r}: give a run id, `latest`, `latest~N` or at least 6 characters of a uid"
+            )
+        if not UID_PREFIX.fullmatch(ref):
+            raise QueryError(f"no run with uid {ref[:40]!r} (a uid is {UID_LENGTH} hex digits and dashes)")
     with engine.connect() as c:
         if latest:
             back = int(latest.group(1) or 0)
@@ -288,17 +309,15 @@ def resolve_run(engine: Engine, ref: str) -> int:
             if rid is None:
                 raise QueryError(f"{ref}: the database holds fewer than {back + 1} runs")
             return int(rid)
-        if ref.isdigit():
+        if is_id:
             rid = c.execute(select(Run.id).where(Run.id == int(ref))).scalar()
             if rid is None:
                 raise QueryError(f"no run with id {ref}")
             return int(rid)
-        if len(ref) < 6:
-            raise QueryError(
-                f"{ref!r}: give a run id, `latest`, `latest~N` or at least 6 characters of a uid"
-            )
         found = (
-            c.execute(select(Run.id).where(Run.uid.startswith(ref, autoescape=True)).limit(2)).scalars().all()
+            c.execute(select(Run.id).where(Run.uid.startswith(ref.lower(), autoescape=True)).limit(2))
+            .scalars()
+            .all()
         )
     if not found:
         raise QueryError(f"no run with uid {ref!r}")
@@ -332,6 +351,8 @@ def run_points(engine: Engine, run_id: int, metrics: Sequence[str] | None = None
             *if_present(present, Point.expert_routing),
             *if_present(present, Point.step_floor_ms),
             *if_present(present, Point.floor_fraction),
+            # The correctness gate's verdict (docs/reference/correctness-gate.md); absent on an older schema.
+            *(c for col in CORRECTNESS_COLUMNS for c in if_present(present, col)),
         )
         .where(Point.run_id == run_id)
         .order_by(Point.id)
@@ -391,3 +412,58 @@ def run_samples(engine: Engine, run_id: int, metrics: Sequence[str]) -> pd.DataF
         .order_by(Sample.point_id, Sample.repeat)
     )
     return read_frame(engine, stmt)
+
+
+# What pairing two runs as a shard and its tensor-parallel deployment reads of a run's provenance.
+MODEL_FACT_KEYS: tuple[str, ...] = (
+    "model_shape",
+    "model_synth",
+    "model_path",
+    "sim_gpu_name",
+    "sim_gpu_count",
+)
+
+
+def run_model_facts(engine: Engine, run_id: int) -> dict[str, Any]:
+    """A run's identity, GPUs and model as stored: id, uid, sweep_name, model, sglang_version, gpu_name,
+    gpu_count, simulated, the provenance's MODEL_FACT_KEYS (None where the run predates them), and `tps`: the
+    distinct tensor-parallel widths of its points, ascending."""
+    with engine.connect() as c:
+        row = (
+            c.execute(
+                select(
+                    Run.id,
+                    Run.uid,
+                    Run.sweep_name,
+                    Run.model,
+                    Run.sglang_version,
+                    Run.gpu_name,
+                    Run.gpu_count,
+                    Run.simulated,
+                    Run.provenance,
+                ).where(Run.id == run_id)
+            )
+            .mappings()
+            .first()
+        )
+        if row is None:
+            raise QueryError(f"no run with id {run_id}")
+        tps = c.execute(select(Point.tp).where(Point.run_id == run_id).distinct()).scalars().all()
+    facts = dict(row)
+    provenance = facts.pop("provenance") or {}
+    facts.update({k: provenance.get(k) for k in MODEL_FACT_KEYS})
+    facts["tps"] = sorted(int(t) for t in tps if t is not None)
+    return facts
+
+
+def run_tp_widths(engine: Engine, run_ids: Sequence[int]) -> dict[int, list[int]]:
+    """run id -> the distinct tensor-parallel widths of its points, ascending (a run without points: absent).
+    Walks `ix_points_run_id` in chunks of ids."""
+    out: dict[int, set[int]] = {}
+    with engine.connect() as c:
+        for part in chunks(list(run_ids)):
+            stmt = select(Point.run_id, Point.tp).where(Point.run_id.in_(part)).distinct()
+            for run_id, tp in c.execute(stmt):
+                if tp is not None:
+                    out.setdefault(int(run_id), set()).add(int(tp))
+    return {r: sorted(t) for r, t in out.items()}

@@ -55,6 +55,7 @@ VERBS: dict[str, Verb] = {
         "Compare a PR's run against its base run; write the PR comment; exit 1 on a regression, 2 when a run "
         "or the tool failed.",
     ),
+    "gate": Verb("gate", "Judge a run's stored correctness answers again and print each launch's verdict."),
     "regressions": Verb(
         "regressions",
         "List flagged changes: where a series shifted, by how much, why (for throughput), and its triage state.",
@@ -97,8 +98,30 @@ def load_verb(name: str) -> Command:
     return typer.main.get_group(holder).commands[name]
 
 
+# No argument a person types is longer than a path may be; a longer one is pasted by accident or by a script
+# gone wrong, and would reach queries, LIKE patterns and messages whole.
+MAX_ARGUMENT_CHARS = 4096
+
+
 class LazyVerbs(TyperGroup):
-    """A group whose verbs are imported when one is run, not when the CLI starts."""
+    """A group whose verbs are imported when one is run, not when the CLI starts; every verb's arguments are
+    checked before any is parsed: no NUL byte (no database column or file name holds one, and PostgreSQL
+    refuses it mid-query), none longer than MAX_ARGUMENT_CHARS."""
+
+    def parse_args(self, ctx: Context, args: list[str]) -> list[str]:
+        for i, arg in enumerate(args, 1):
+            if "\x00" in arg or len(arg) > MAX_ARGUMENT_CHARS:
+                from runners.common import fail  # only on bad input: --help starts without it
+
+                # Name the option a value belongs to ("--model"), not only its position: what the user typed.
+                what = (
+                    f"{args[i - 2]} (argument {i})" if i > 1 and args[i - 2].startswith("--") else f"argument {i}"
+                )
+                if "\x00" in arg:
+                    fail(f"{what} holds a NUL byte; at most printable text")
+                fail(f"{what} is {len(arg):,} characters long; at most {MAX_ARGUMENT_CHARS:,}")
+        result: list[str] = super().parse_args(ctx, args)
+        return result
 
     def list_commands(self, ctx: Context) -> list[str]:
         return list(VERBS)
@@ -126,9 +149,13 @@ app = typer.Typer(
 
 
 @app.callback()
-def _root() -> None:
-    # A callback makes typer build a group even though no verb is registered on `app` itself.
-    pass
+def _on_start() -> None:
+    """Every specbench command first stops the servers a dead launcher on this host left running (their
+    watchdog died too), not only a worker or a run (runners/host_recovery.py)."""
+    from runners.common import err_console  # the CLI's own console; imported here to keep start-up light
+    from runners.host_recovery import reap_servers
+
+    reap_servers(lambda line: err_console.print(f"note: {line}", style="yellow", markup=False))
 
 
 def main() -> None:

@@ -13,6 +13,7 @@ from sqlalchemy import Engine
 from sqlalchemy.engine import make_url
 
 from bench.host.cpu_affinity import AffinityError, check_allowed, parse_cpu_list, pinned_runner
+from db import models
 from db.engine import (
     DEFAULT_URL,
     ENV_PREFIX,
@@ -21,11 +22,15 @@ from db.engine import (
     redact,
     resolve_url,
     scrub,
+    url_secrets,
 )
 from db.migrate import SchemaBehindError, open_database, open_database_readonly
+from runners import host_recovery
+from runners.terminal import guard
 
-console = Console()
-err_console = Console(stderr=True)
+# Everything either prints has its control characters escaped (runners/terminal.py): stored names reach them.
+console = guard(Console())
+err_console = guard(Console(stderr=True))
 # Logs and pipes have no width: Rich's default of 80 columns would fold every long line there.
 for _c in (console, err_console):
     _c.soft_wrap = not _c.is_terminal
@@ -43,11 +48,11 @@ DbOption = Annotated[
 ]
 # What `compare` and `ci` judge a change by (their defaults come from analysis.stats.compare).
 ThresholdOption = Annotated[
-    float, typer.Option(help="Smallest relative change flagged (0.05 = 5%).", min=0.0)
+    float, typer.Option(help="Smallest relative change flagged (0.05 = 5%).", min=0.0, max=100.0)
 ]
 ConfidenceOption = Annotated[float, typer.Option(help="Interval confidence.", min=0.5, max=0.999)]
-# Ids are 64-bit integers in both databases; a larger one is a typo, not a lookup.
-MAX_ID = 2**63 - 1
+# Ids are 32-bit integers on PostgreSQL (db.models.MAX_ID); a larger one is a typo, not a lookup.
+MAX_ID = models.MAX_ID
 # Job priorities are stored as 32-bit integers; a million levels is more than any queue needs.
 MAX_PRIORITY = 1_000_000
 
@@ -58,20 +63,28 @@ def db_url(url: str | None) -> str:
         resolved = resolve_url(url)
     except DatabaseURLError as e:
         fail(str(e))
-    if url and not url.startswith(ENV_PREFIX) and make_url(resolved).password:
+    if make_url(resolved).database in (None, "", ":memory:") and resolved.startswith("sqlite"):
+        # Each connection would get its own empty database, gone when the command ends.
+        fail(f"--db {redact(resolved)}: an in-memory SQLite database keeps nothing; give a file")
+    secrets = url_secrets(resolved) if url and not url.startswith(ENV_PREFIX) else []
+    if secrets:
         fail(
-            f"--db {redact(resolved)}: a password on the command line is visible to every user of this host "
-            "(ps, shell history); put the URL in an environment variable and pass --db env:NAME, or set "
-            "DATABASE_URL"
+            f"--db {redact(resolved)}: a secret ({', '.join(secrets)}) on the command line is visible to every "
+            "user of this host (ps, shell history); put the URL in an environment variable and pass --db "
+            "env:NAME, or set DATABASE_URL"
         )
     return resolved
 
 
+# The longest wait any option may ask for (a week): a larger one is a typo, and `inf` or 1e309 would overflow
+# the timers that wait it out.
+MAX_WAIT_S = 7 * 86_400.0
 OutageOption = Annotated[
     float | None,
     typer.Option(
         "--db-outage-limit-s",
         min=0.0,
+        max=MAX_WAIT_S,
         help="How long to wait out an unreachable (or, on SQLite, locked) database before giving up. "
         "Default: $SPECBENCH_DB_OUTAGE_LIMIT_S, else 900.",
         show_default=False,
@@ -114,12 +127,22 @@ def pinned_client(cpus: tuple[int, ...] | None) -> contextlib.AbstractContextMan
 
 
 def open_db(url: str | None) -> Engine:
-    """The migrated database, or a clear message and exit 2 when it cannot be reached."""
+    """The migrated database, or a clear message and exit 2 when it cannot be reached. Runs and server rows
+    that a dead specbench process on this host left open are closed first (runners/host_recovery.py)."""
     resolved = db_url(url)
     try:
-        return open_database(resolved)
+        engine = open_database(resolved)
     except Exception as e:  # driver errors vary by backend; the user needs the URL and the cause
         fail(f"cannot open database {redact(resolved)}: {type(e).__name__}: {scrub(str(e), resolved)}")
+    try:
+        notes = host_recovery.close_dead_owners(engine)
+    except Exception as e:  # a best effort: the command itself must not fail for it (the next one retries)
+        notes = [
+            f"could not check for runs left by dead processes: {type(e).__name__}: {scrub(str(e), resolved)}"
+        ]
+    for note in notes:
+        err_console.print(f"note: {escape(note)}", style="yellow")
+    return engine
 
 
 def open_db_readonly(url: str | None) -> Engine:
@@ -147,11 +170,18 @@ def write_output(path: Path, text: str) -> None:
         fail(f"cannot write {path}: {e.strerror or e}")
 
 
+def check_text(option: str, value: str | None, max_length: int) -> str | None:
+    """Free text from the command line that is stored (a name, a model, a GPU) or matched (a filter): one line of
+    printable text that fits its column (PostgreSQL refuses longer text and NUL bytes; SQLite would keep them),
+    else a clear message and exit 2. `max_length` is the column's width (db/models.py)."""
+    if value is not None and (not value.strip() or not value.isprintable() or len(value) > max_length):
+        fail(f"{option} {value[:40]!r}: one line of printable text, at most {max_length} characters")
+    return value
+
+
 def check_label(label: str | None) -> str | None:
     """A run or job label: one printable line of at most 200 characters (it is shown in tables and PR text)."""
-    if label is not None and (not label.strip() or not label.isprintable() or len(label) > 200):
-        fail(f"--label {label[:40]!r}: one line of printable text, at most 200 characters")
-    return label
+    return check_text("--label", label, 200)
 
 
 def fail(message: str, code: int = 2) -> NoReturn:

@@ -66,13 +66,13 @@ def retry(
                 log.warning(
                     "database unavailable (%s): %s; retrying for up to %.0f s",
                     what,
-                    _short(e),
+                    short(e),
                     policy.limit_s,
                 )
             waited = now - started
             if waited >= policy.limit_s:
                 raise DatabaseUnavailable(
-                    f"database unavailable for {waited:.0f} s ({what}): {_short(e)}"
+                    f"database unavailable for {waited:.0f} s ({what}): {short(e)}"
                 ) from e
             pause = min(delay, policy.limit_s - waited)
             if stop is not None:
@@ -104,6 +104,6 @@ def in_session(
     return retry(unit, what=what, policy=policy, stop=stop)
 
 
-def _short(e: BaseException) -> str:
+def short(e: BaseException) -> str:
     text = str(getattr(e, "orig", None) or e).strip().splitlines()
     return f"{type(e).__name__}: {text[0] if text else ''}"[:300]

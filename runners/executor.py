@@ -3,7 +3,7 @@
 `runners.sweep_runner.execute_sweep` drives it through the sweep's steps; `pair_runner` (v1/v2 pairs),
 `pair_target` (extra pairs until the interval is narrow) and `run_checks` (the drift check) compose the same
 public steps: check_stop, pending_repeats, launch / start_server, record_server / record_launch_failure,
-measure_plan, server_ended, point_done and write. Every write is one transaction retried through a
+check_correctness, measure_plan, server_ended, point_done and write. Every write is one transaction retried through a
 database outage (`dbretry`), so a measured repeat waits in memory until it is stored.
 """
 
@@ -27,6 +27,7 @@ from sqlalchemy.orm import Session
 from bench import floor
 from bench.client import LoadClient
 from bench.host import cpu_affinity
+from bench.host.policy import HostPolicy
 from bench.host.telemetry import TelemetrySource
 from bench.measure import Window, WindowSettings, measure_windows
 from bench.model_config import DEFAULT_VOCAB_SIZE, read_model_config, vocab_size
@@ -38,6 +39,7 @@ from bench.workload import build_prompts
 from db.models import Run, ServerInstance
 from db.types import utcnow
 from runners import dbretry, profiling, store
+from runners.correctness import CorrectnessCheck
 from runners.recovery import OutagePolicy
 
 T = TypeVar("T")
@@ -66,9 +68,11 @@ class SweepExecutor:
         stop: threading.Event | None,
         log_dir: Path,
         outage: OutagePolicy,
+        policy: HostPolicy | None = None,
     ) -> None:
         self.spec, self.engine, self.run_id, self.done = spec, engine, run_id, done
         self.outage = outage
+        self.policy = policy or HostPolicy.author()
         self.gpus, self.deadline, self.stop, self.log_dir = gpus, deadline, stop, log_dir
         self.progress: Progress | None = None
         self.task: TaskID | None = None
@@ -100,6 +104,8 @@ class SweepExecutor:
         self.floor_note: str | None = None  # why points have no floor (no config, unknown GPU), for the run
         self.console: Console | None = None  # where run-time warnings go (set by execute_sweep)
         self.warned: set[str] = set()
+        # The correctness gate's prompt set and the launches asked so far (runners/correctness.py).
+        self.correctness = CorrectnessCheck(spec, run_id, self.write)
 
     def check_stop(self) -> None:
         """Raise Stopped when a stop was requested (SIGTERM) or the deadline passed; called between windows."""
@@ -177,7 +183,7 @@ class SweepExecutor:
     def start_server(self, cfg: ServerConfig) -> LaunchedServer | LaunchError:
         """Start `cfg` (not counted as a launch: the drift check's restart, or `launch`'s own start)."""
         try:
-            return launch(self.spec.server, cfg, log_dir=self.log_dir, gpus=self.gpus)
+            return launch(self.spec.server, cfg, log_dir=self.log_dir, gpus=self.gpus, policy=self.policy)
         except LaunchError as e:
             return e
 
@@ -207,6 +213,7 @@ class SweepExecutor:
     ) -> None:
         server_row_id = self.record_server(group.server, server, co_resident)
         try:
+            self.check_correctness(group.server, server, server_row_id)
             asyncio.run(self._measure_group(todo, server, server_row_id, group.server.label()))
         finally:
             self.server_ended(server_row_id, server)
@@ -229,6 +236,12 @@ class SweepExecutor:
             row.error = f"server exited with code {exit_code} while it was measured"
 
         self.write(close, "recording the server's end")
+
+    def check_correctness(self, cfg: ServerConfig, server: LaunchedServer, server_row_id: int) -> None:
+        """Send the correctness check's greedy prompts to a freshly started server (before its first window)
+        and store its answers; the run's verdicts are judged from them at the end (runners/correctness.py)."""
+        self.describe(f"correctness check: {cfg.label()}")
+        self.correctness.check_server(cfg, server, server_row_id)
 
     def record_server(
         self,

@@ -1,5 +1,6 @@
-"""What a job requires of a worker (`--requires gpu=H100,count=8,labels=a+b`); whether a worker's GPUs meet
-it is `bench.host.gpus.unmet`, beside the detector, so the dashboard can say why a job waits."""
+"""What a job requires of a worker: GPUs and labels (`--requires gpu=H100,count=8,labels=a+b`), and what its
+operator lets jobs use (an interpreter by name, an external server; bench/host/policy.py). Whether a worker
+meets it is `bench.host.gpus.unmet`, beside the GPU detector, so the dashboard can say why a job waits."""
 
 from __future__ import annotations
 
@@ -38,10 +39,22 @@ def parse_requires(text: str | None) -> dict[str, Any]:
     return out
 
 
-def requirements_for(sweep_backend: str, tp: int, explicit: Mapping[str, Any]) -> dict[str, Any]:
+def requirements_for(
+    sweep_backend: str,
+    tp: int,
+    explicit: Mapping[str, Any],
+    *,
+    python: str | None = None,
+    external: str | None = None,
+) -> dict[str, Any]:
     """What a job needs. A real SGLang server needs at least `tp` GPUs even when the user said nothing,
-    so a GPU-less worker never claims a job it can only fail."""
+    so a GPU-less worker never claims a job it can only fail; a named interpreter (`server.python`) and an
+    external server's `host:port` need a worker whose operator offers them."""
     req = dict(explicit)
     if sweep_backend == "sglang":
         req["count"] = max(int(req.get("count", 0)), tp)
+    if python is not None and sweep_backend != "external":
+        req["python"] = python
+    if external is not None and sweep_backend == "external":
+        req["external"] = external
     return req

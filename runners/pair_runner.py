@@ -106,6 +106,8 @@ def run_pair(executor: SweepExecutor, pair: Pair) -> None:
         }
         executor.pair_reference = None
         try:
+            for side in SIDES:
+                executor.check_correctness(pair.side(side).server, servers[side], server_rows[side])
             try:
                 asyncio.run(_interleave(executor, pair, servers, server_rows, extend))
             except Stopped as stop:
@@ -251,6 +253,7 @@ def _alternate(
             try:
                 server_row_id = executor.record_server(group.server, server, 0)
                 try:
+                    executor.check_correctness(group.server, server, server_row_id)
                     asyncio.run(_block(executor, plans, server, server_row_id, reps))
                 finally:
                     executor.server_ended(server_row_id, server)

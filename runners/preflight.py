@@ -15,6 +15,7 @@ import importlib.metadata
 import re
 from pathlib import Path
 
+from bench.host.policy import HostPolicy
 from bench.server.argv import ArgvError
 from bench.server.launcher import LaunchError, detect_sglang_version
 from bench.server.spec_modes import KNOWN_RELEASES
@@ -79,13 +80,20 @@ def missing_paths(spec: SweepSpec) -> list[str]:
     return out
 
 
-def check(spec: SweepSpec) -> None:
-    """Raise PreflightError when every launch of `spec` would fail the same way."""
+def check(spec: SweepSpec, policy: HostPolicy | None = None) -> None:
+    """Raise PreflightError when every launch of `spec` would fail the same way on this host.
+
+    `policy` is what this host lets the sweep use (a worker's; default: the author's). Its refusals come
+    first and alone: whether a file exists is asked only of a path the policy allows."""
     if spec.server.backend != "sglang":
         return
+    policy = policy or HostPolicy.author()
+    refused = policy.problems(spec)
+    if refused:
+        raise PreflightError("; ".join(refused) + ". Nothing was run and no run stored.")
     problems = [p for p in missing_paths(spec) if p.startswith(("model", "draft_model"))]
     try:
-        detect_sglang_version(spec.server.python, timeout_s=120.0)
+        detect_sglang_version(policy.interpreter(spec.server.python), timeout_s=120.0)
     except (LaunchError, ArgvError) as e:
         problems.insert(0, "; ".join(e.problems) if isinstance(e, ArgvError) else str(e))
         where = "server.python" if spec.server.python else "this interpreter"
@@ -94,8 +102,7 @@ def check(spec: SweepSpec) -> None:
         )
     if problems:
         raise PreflightError(
-            "; ".join(problems)
-            + ". No server of this sweep could start, so nothing was run and no run stored."
+            "; ".join(problems) + ". No server of this sweep could start, so nothing was run and no run stored."
         )
 
 

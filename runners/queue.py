@@ -18,9 +18,10 @@ from typing import Any, TypedDict, Unpack
 
 from sqlalchemy import Connection, Engine, func, insert, or_, select, update
 
-from bench.sweep import parse_sweep
+from bench.host.policy import external_address, interpreter_name_problem
+from bench.sweep import SweepError, SweepSpec, parse_sweep
 from db.engine import SQLITE_IMMEDIATE
-from db.models import Job, Run
+from db.models import Job, Run, Worker
 from runners.gpus import Gpu, matches, requirements_for, unmet
 from runners.job_states import (
     ACTIVE,
@@ -62,7 +63,9 @@ __all__ = [
     "fail",
     "finish",
     "has_claimable",
+    "job_problems",
     "new_worker_id",
+    "offered_interpreters",
     "register_worker",
     "release",
     "renew_lease",
@@ -129,7 +132,16 @@ def enqueue(
     if max_attempts < 1:
         raise ValueError("max_attempts must be >= 1")
     spec = parse_sweep(sweep_yaml, source)  # raises SweepError with every problem listed
-    need = requirements_for(spec.server.backend, spec.server.tp, requires or {})
+    problems = job_problems(spec)
+    if problems:
+        raise SweepError(source, problems)
+    need = requirements_for(
+        spec.server.backend,
+        spec.server.tp,
+        requires or {},
+        python=spec.server.python,
+        external=external_address(spec.server.base_url) if spec.server.base_url else None,
+    )
     result = conn.execute(
         insert(Job)
         .values(
@@ -150,12 +162,23 @@ def enqueue(
     return int(result.scalar_one())
 
 
+def job_problems(spec: SweepSpec) -> list[str]:
+    """What a sweep may do when run by `specbench run` but never as a job: a job names an interpreter its
+    worker offers, never a file (bench/host/policy.py). The worker checks again when it claims the job."""
+    if spec.server.python is not None and spec.server.backend != "external":
+        problem = interpreter_name_problem(spec.server.python)
+        if problem:
+            return [problem]
+    return []
+
+
 def claim(
     engine: Engine,
     worker_id: str,
     gpus: Sequence[Gpu],
     *,
     labels: Sequence[str] = (),
+    offers: Mapping[str, Sequence[str]] | None = None,
     lease_s: float = 60.0,
 ) -> ClaimedJob | None:
     """Take the best queued job this worker can run (highest priority, then oldest), or None."""
@@ -170,7 +193,7 @@ def claim(
             page = conn.execute(
                 select(Job.id, Job.requires).where(ready).order_by(*order).limit(SCAN_PAGE).offset(offset)
             ).all()
-            fitting = [job_id for job_id, req in page if matches(req or {}, gpus, labels)]
+            fitting = [job_id for job_id, req in page if matches(req or {}, gpus, labels, offers)]
             if fitting:
                 # Rows another worker has locked are skipped rather than waited for; PostgreSQL re-checks
                 # `ready` on the locked row, so a job claimed since our scan is skipped too.
@@ -318,27 +341,43 @@ def cancel(engine: Engine, job_id: int) -> bool:
 
 
 def unclaimable(
-    engine: Engine, gpus: Sequence[Gpu], labels: Sequence[str] = ()
+    engine: Engine,
+    gpus: Sequence[Gpu],
+    labels: Sequence[str] = (),
+    offers: Mapping[str, Sequence[str]] | None = None,
 ) -> list[tuple[int, str, str]]:
-    """Queued jobs these GPUs and labels can never run, as (job id, sweep name, why): what `worker --once`
-    says before it leaves them waiting."""
+    """Queued jobs this worker (its GPUs, labels and offers) can never run, as (job id, sweep name, why): what
+    `worker --once` says before it leaves them waiting."""
     with engine.connect() as conn:
         rows = conn.execute(
             select(Job.id, Job.sweep_name, Job.requires).where(Job.status == QUEUED).order_by(Job.id)
         ).all()
     out = []
     for job_id, name, req in rows:
-        why = unmet(req or {}, gpus, labels)
+        why = unmet(req or {}, gpus, labels, offers)
         if why is not None:
             out.append((int(job_id), str(name), why))
     return out
 
 
-def has_claimable(engine: Engine, gpus: Sequence[Gpu], labels: Sequence[str] = ()) -> datetime | None:
+def has_claimable(
+    engine: Engine,
+    gpus: Sequence[Gpu],
+    labels: Sequence[str] = (),
+    offers: Mapping[str, Sequence[str]] | None = None,
+) -> datetime | None:
     """The earliest time a queued job this worker could run becomes claimable (now, or after its backoff),
     or None when there is none; `worker --once` exits on None."""
     with engine.connect() as conn:
         rows = conn.execute(select(Job.requires, Job.not_before).where(Job.status == QUEUED)).all()
         now = db_now(conn)
-    times = [nb or now for req, nb in rows if matches(req or {}, gpus, labels)]
+    times = [nb or now for req, nb in rows if matches(req or {}, gpus, labels, offers)]
     return min(times) if times else None
+
+
+def offered_interpreters(engine: Engine) -> set[str]:
+    """Every interpreter name a worker of this database has offered (workers.offers), live or not: what a
+    job's `server.python` may name."""
+    with engine.connect() as conn:
+        rows = conn.execute(select(Worker.offers)).scalars().all()
+    return {str(n) for offers in rows if isinstance(offers, dict) for n in offers.get("python") or ()}

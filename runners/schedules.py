@@ -8,6 +8,12 @@ race gets nothing to do or an IntegrityError, which means "already enqueued" and
 Missed fire times (the scheduler was down): only the latest one is enqueued, never a burst. A nightly sweep
 after three days of downtime runs once, tagged with the most recent fire time it missed; the older ones are
 counted in the log and skipped. Benchmarks of the same code three times in a row measure nothing new.
+
+A schedule that cannot fire never stops the scheduler (issue 30 §5): `schedule add` refuses a cron that fires
+nowhere in the next year (`0 0 31 2 *`), and a stored schedule that breaks at run time (a cron stored before
+that check or edited in the database, a sweep that no longer validates, an unreadable row) is marked broken
+(`schedules.broken` says why), skipped with one logged error, and tried again each tick: it fires again, and
+the mark is cleared, once it is mended. The other schedules fire, and dead workers' jobs are requeued, as ever.
 """
 
 from __future__ import annotations
@@ -15,21 +21,26 @@ from __future__ import annotations
 import logging
 import threading
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from croniter import croniter
+from croniter import CroniterError, croniter
 from sqlalchemy import Engine, delete, insert, or_, select, update
 from sqlalchemy.exc import IntegrityError
 
 from bench.sweep import SweepError, parse_sweep
 from db.models import Schedule
 from runners import dbretry, queue
+from runners.gpus import requirements_for
 
 log = logging.getLogger("specbench.scheduler")
 
 # Counting skipped fire times walks the cron; past this many we say "at least".
 _MAX_COUNTED = 10_000
+# How much of the reason a broken schedule keeps (schedules.broken, `schedule list`).
+_MAX_REASON = 500
+# The column's width (schedules.cron); no cron expression needs more.
+MAX_CRON_LENGTH = 100
 
 
 @dataclass(frozen=True)
@@ -40,13 +51,30 @@ class Fired:
     skipped: int  # older fire times missed while no scheduler ran
 
 
-def check_cron(expr: str) -> str:
-    """A five-field cron expression (or @daily-style alias), evaluated in UTC."""
+def check_cron(expr: str, now: datetime | None = None) -> str:
+    """A five-field cron expression (or @daily-style alias), evaluated in UTC, that fires within a year of
+    `now` (default: the current time): `0 0 31 2 *` (31 February) is refused, as is 29 February more than a
+    year ahead (a benchmark schedule that runs once in four years is a mistake)."""
     expr = " ".join(expr.split())
     fields = expr.split(" ")
-    if not (len(fields) == 5 or (len(fields) == 1 and expr.startswith("@"))) or not croniter.is_valid(expr):
+    if (
+        len(expr) > MAX_CRON_LENGTH
+        or not (len(fields) == 5 or (len(fields) == 1 and expr.startswith("@")))
+        or not croniter.is_valid(expr)
+    ):
         raise ValueError(
-            f"cron {expr!r}: expected five fields (minute hour day month weekday), e.g. '0 2 * * *'"
+            f"cron {expr[:MAX_CRON_LENGTH]!r}: expected five fields (minute hour day month weekday), "
+            "e.g. '0 2 * * *'"
+        )
+    now = now or datetime.now(UTC)
+    try:
+        first = next_fire(expr, now)
+    except (CroniterError, ValueError, OverflowError):
+        first = None
+    if first is None or first > now + timedelta(days=366):
+        raise ValueError(
+            f"cron {expr!r} never fires in the next year (no such date, e.g. 31 February or 31 April); "
+            "check the day and month fields"
         )
     return expr
 
@@ -91,7 +119,12 @@ def add_schedule(
     priority: int = 0,
 ) -> int:
     expr = check_cron(cron)
-    parse_sweep(sweep_yaml, sweep_path or "<sweep>")  # a schedule of an invalid sweep would fail every night
+    spec = parse_sweep(
+        sweep_yaml, sweep_path or "<sweep>"
+    )  # a schedule of an invalid sweep would fail every night
+    problems = queue.job_problems(spec)  # nor may it name what a job may not (an interpreter by path)
+    if problems:
+        raise SweepError(sweep_path or "<sweep>", problems)
     with engine.begin() as conn:
         now = queue.db_now(conn)
         result = conn.execute(
@@ -119,24 +152,36 @@ def remove_schedule(engine: Engine, schedule_id: int) -> bool:
 
 
 def list_schedules(engine: Engine, now: datetime | None = None) -> list[dict[str, Any]]:
+    """Every schedule with its next fire time; a broken one (or one whose row cannot be read) is listed with
+    why, never raised."""
     with engine.connect() as conn:
         now = now or queue.db_now(conn)
-        rows = conn.execute(select(Schedule).order_by(Schedule.id)).mappings().all()
-    out = []
-    for r in rows:
-        out.append(
-            {
-                "id": r["id"],
-                "cron": r["cron"],
-                "sweep": r["sweep_path"] or parse_sweep(r["sweep_yaml"]).name,
-                "label": r["label"],
-                "requires": r["requires"],
-                "priority": r["priority"],
-                "enabled": r["enabled"],
-                "last_fire_time": r["last_fire_time"],
-                "next_fire_time": next_fire(r["cron"], now) if r["enabled"] else None,
-            }
-        )
+        ids = conn.execute(select(Schedule.id).order_by(Schedule.id)).scalars().all()
+    return [_listed(engine, int(sid), now) for sid in ids]
+
+
+def _listed(engine: Engine, schedule_id: int, now: datetime) -> dict[str, Any]:
+    try:
+        with engine.connect() as conn:
+            r = conn.execute(select(Schedule).where(Schedule.id == schedule_id)).mappings().one()
+    except Exception as e:
+        if dbretry.is_transient(e):
+            raise
+        return {"id": schedule_id, "broken": f"unreadable row: {_why(e)}"}
+    out: dict[str, Any] = {
+        k: r[k] for k in ("id", "cron", "label", "requires", "priority", "enabled", "last_fire_time")
+    }
+    out["broken"] = r["broken"]
+    try:
+        out["sweep"] = r["sweep_path"] or parse_sweep(r["sweep_yaml"]).name
+    except Exception as e:  # a stored sweep that no longer validates: the schedule is broken, the list is not
+        out["sweep"] = None
+        out["broken"] = out["broken"] or f"sweep: {_why(e)}"
+    try:
+        out["next_fire_time"] = next_fire(check_cron(str(r["cron"]), now), now) if r["enabled"] else None
+    except Exception as e:
+        out["next_fire_time"] = None
+        out["broken"] = out["broken"] or _why(e)
     return out
 
 
@@ -170,31 +215,72 @@ def enqueue_fire(engine: Engine, schedule: Any, fire_time: datetime) -> int | No
 
 
 def tick(engine: Engine, now: datetime | None = None) -> list[Fired]:
-    """Enqueue every schedule's due fire time (at most one per schedule: the latest)."""
+    """Enqueue every schedule's due fire time (at most one per schedule: the latest). A schedule that cannot
+    fire is marked broken and skipped; only a database outage ends the tick (dbretry waits it out)."""
     with engine.connect() as conn:
         now = now or queue.db_now(conn)
-        schedules = conn.execute(
-            select(Schedule).where(Schedule.enabled.is_(True)).order_by(Schedule.id)
-        ).all()
+        ids = (
+            conn.execute(select(Schedule.id).where(Schedule.enabled.is_(True)).order_by(Schedule.id))
+            .scalars()
+            .all()
+        )
     fired: list[Fired] = []
-    for sched in schedules:
-        since = sched.last_fire_time or sched.created_at
-        fire = due_fire(sched.cron, since, now)
-        if fire is None:
-            continue
-        skipped = count_between(sched.cron, since, fire)
+    for sid in ids:
         try:
-            job_id = enqueue_fire(engine, sched, fire)
-        except SweepError as e:  # the stored sweep no longer validates; keep serving the other schedules
-            log.error("schedule %d: not enqueued: %s", sched.id, e)
+            one = _tick_one(engine, int(sid), now)
+        except Exception as e:
+            if dbretry.is_transient(e):
+                raise
+            _mark_broken(engine, int(sid), _why(e))
             continue
-        fired.append(Fired(sched.id, fire, job_id, skipped))
-        if job_id is not None:
-            extra = f"; skipped {skipped} older missed fire time(s)" if skipped else ""
-            log.info(
-                "schedule %d: fire time %s enqueued as job %d%s", sched.id, fire.isoformat(), job_id, extra
-            )
+        if one is not None:
+            fired.append(one)
     return fired
+
+
+def _tick_one(engine: Engine, schedule_id: int, now: datetime) -> Fired | None:
+    with engine.connect() as conn:
+        sched = conn.execute(select(Schedule).where(Schedule.id == schedule_id)).one()
+    since = sched.last_fire_time or sched.created_at
+    # The checks `schedule add` makes: a cron stored before them (or edited since) fails here, not in croniter,
+    # and a sweep that no longer validates fails on every tick, not only when a fire time is due.
+    fire = due_fire(check_cron(sched.cron, now), since, now)
+    spec = parse_sweep(sched.sweep_yaml, f"schedule {schedule_id}")
+    requirements_for(spec.server.backend, spec.server.tp, sched.requires or {})
+    if sched.broken is not None:
+        _mark_mended(engine, schedule_id)
+    if fire is None:
+        return None
+    skipped = count_between(sched.cron, since, fire)
+    job_id = enqueue_fire(engine, sched, fire)
+    if job_id is not None:
+        extra = f"; skipped {skipped} older missed fire time(s)" if skipped else ""
+        log.info("schedule %d: fire time %s enqueued as job %d%s", sched.id, fire.isoformat(), job_id, extra)
+    return Fired(sched.id, fire, job_id, skipped)
+
+
+def _why(e: BaseException) -> str:
+    """One line saying why (a SweepError lists its problems on several lines)."""
+    text = " ".join(str(e).split())
+    return f"{type(e).__name__}: {text}"[:_MAX_REASON]
+
+
+def _mark_broken(engine: Engine, schedule_id: int, why: str) -> None:
+    """Record why the schedule cannot fire; log it once (not on every tick while it stays broken)."""
+    with engine.begin() as conn:
+        changed = conn.execute(
+            update(Schedule)
+            .where(Schedule.id == schedule_id, or_(Schedule.broken.is_(None), Schedule.broken != why))
+            .values(broken=why)
+        ).rowcount
+    if changed:
+        log.error("schedule %d: broken, skipped until mended: %s", schedule_id, why)
+
+
+def _mark_mended(engine: Engine, schedule_id: int) -> None:
+    with engine.begin() as conn:
+        conn.execute(update(Schedule).where(Schedule.id == schedule_id).values(broken=None))
+    log.warning("schedule %d: mended, fires again", schedule_id)
 
 
 def run_scheduler(

@@ -13,6 +13,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from bench import floor
+from bench.host import reaper
 from bench.measure import Window
 from bench.results import STATUS_SEVERITY, SampleResult
 from bench.stats.summary import MEASURED_STATUSES, Repeat, summarize_repeats
@@ -45,6 +46,7 @@ def create_run(
         job_id=job_id,
         model=spec.model,
         provenance={},
+        owner=reaper.owner(),  # while it runs: a later process on this host notices if this one dies
     )
     apply_provenance(run, provenance)
     session.add(run)
@@ -115,6 +117,7 @@ def record_server(
         startup_s=startup_s,
         status=status,
         error=error,
+        owner=reaper.owner(),  # the launcher: this process (runners/host_recovery.py closes what it leaves)
     )
     session.add(si)
     session.flush()

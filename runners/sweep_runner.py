@@ -25,15 +25,23 @@ from rich.progress import (
 from sqlalchemy import Engine, func, select
 from sqlalchemy.orm import Session
 
+from bench.host import reaper
+from bench.host.policy import HostPolicy
 from bench.pairing import Pair
 from bench.sweep import SweepSpec, expand
 from db.models import Point, Run
 from db.types import uuid7
-from runners import dbretry, pair_runner, preflight, run_checks, store
+from runners import correctness, dbretry, pair_runner, preflight, run_checks, store
+from runners.correctness import GateSummary
 from runners.executor import Stopped, SweepExecutor, run_provenance
 from runners.recovery import OutagePolicy
 from runners.resume_guard import ResumeRefused, check_resume
 from runners.steps import schedule
+
+
+class Terminated(KeyboardInterrupt):
+    """A signal asked the run to end (SIGTERM from `timeout`, a scheduler, a container stop): it ends as
+    Ctrl-C does (stored repeats stay, servers stop, the run is `partial`), and is recorded as what it was."""
 
 
 @dataclass
@@ -46,6 +54,8 @@ class RunOutcome:
     error: str | None = None
     overhead_s_per_point: float | None = None
     drift: dict[str, Any] | None = None
+    # The correctness gate's verdicts (None: not judged, e.g. interrupted with Ctrl-C).
+    correctness: GateSummary | None = None
 
 
 def final_status(point_statuses: list[str], points_total: int) -> tuple[str, str | None]:
@@ -83,17 +93,19 @@ def execute_sweep(
     show_progress: bool = True,
     console: Console | None = None,
     outage: OutagePolicy | None = None,
+    policy: HostPolicy | None = None,
 ) -> RunOutcome:
     """Run `spec`, storing every repeat as measured. Database outages shorter than `outage.limit_s` are waited
     out (each measured repeat is held until it is written); a longer one ends the run with
     dbretry.DatabaseUnavailable. A run to resume (`resume_run_id`, or the job's) that does not exist or was
     started from another sweep raises ResumeRefused before anything is touched (runners/resume_guard.py); a
-    launch every server would fail the same way raises preflight.PreflightError, also before."""
+    launch every server would fail the same way raises preflight.PreflightError, also before.
+    `policy` is what this host lets the sweep use (a worker's policy; default: the author's, as written)."""
     console = console or Console(stderr=True)
     outage = outage or OutagePolicy.from_env()
     # What every launch would repeat (no interpreter, SGLang not installed, no model) fails here, once,
     # before a run row exists: not one failed server and point after another (runners/preflight.py).
-    preflight.check(spec)
+    preflight.check(spec, policy)
     groups = expand(spec)
     provenance = run_provenance(spec, gpus=gpus)
     uid = uuid7()  # names the run before it exists, so a create retried after a lost commit finds it
@@ -116,6 +128,7 @@ def execute_sweep(
             notes = check.lines(run.id)
             run.status = "running"
             run.finished_at = None
+            run.owner = reaper.owner()  # this process runs it now (runners/host_recovery.py)
         else:
             run = s.scalars(select(Run).where(Run.uid == uid)).one_or_none() or store.create_run(
                 s, spec, sweep_yaml, provenance, trigger=trigger, label=label, job_id=job_id, uid=uid
@@ -127,9 +140,10 @@ def execute_sweep(
         console.print(escape(note))
     logs = (log_dir or Path("logs")) / f"run-{run_id}"
     logs.mkdir(parents=True, exist_ok=True)
-    executor = SweepExecutor(spec, engine, run_id, done, gpus, deadline, stop, logs, outage)
+    executor = SweepExecutor(spec, engine, run_id, done, gpus, deadline, stop, logs, outage, policy)
     total_points = sum(len(g.points) for g in groups)
     status, error = "done", None
+    judge = True  # the correctness gate judges what was stored, unless the user interrupted the run
     progress = Progress(
         TextColumn("[bold]{task.description}"),
         BarColumn(),
@@ -166,8 +180,11 @@ def execute_sweep(
         )
     except Stopped as e:
         status, error = "partial", str(e)
+    except Terminated as e:
+        status, error = "partial", f"terminated ({e}); stored repeats stay"
     except KeyboardInterrupt:
         status, error = "partial", "interrupted (Ctrl-C)"
+        judge = False
     except dbretry.DatabaseUnavailable as e:
         # Nothing measured is lost: stored repeats stay, the rest is measured again by --resume (or the
         # job's retry). One last try to say so on the run row; the database is most likely still away.
@@ -192,6 +209,7 @@ def execute_sweep(
                 raise
             # Still away: the run row stays `running` until a resume or the job's retry takes it over.
     run_checks.flag_throttled(executor.write, run_id, spec.measure.throttle_fraction)
+    verdicts = _judge(spec, run_id, executor, console) if judge else None
     stored = executor.points_stored
     return RunOutcome(
         run_id=run_id,
@@ -204,4 +222,18 @@ def execute_sweep(
         if executor.points_measured
         else None,
         drift=executor.drift,
+        correctness=verdicts,
     )
+
+
+def _judge(spec: SweepSpec, run_id: int, executor: SweepExecutor, console: Console) -> GateSummary | None:
+    """The run's correctness verdicts onto its points; a failure here costs the verdicts, never the run."""
+    try:
+        return correctness.gate(spec, run_id, executor.write, say=lambda m: console.print(m, markup=False))
+    except dbretry.DatabaseUnavailable:
+        console.print(
+            "[yellow]correctness: the database went away; judge the run later with `specbench gate`[/]"
+        )
+    except Exception as e:  # reported; the measured run stays as it is
+        console.print(f"[yellow]correctness: the gate failed ({escape(f'{type(e).__name__}: {e}')})[/]")
+    return None

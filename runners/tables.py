@@ -15,13 +15,15 @@ from __future__ import annotations
 import os
 import textwrap
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from rich import box
 from rich.cells import cell_len
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
+
+from analysis.text import printable
 
 # Between two columns: one space of padding and the divider on a terminal (padding collapsed), two spaces in
 # the compact layout.
@@ -219,6 +221,10 @@ def print_table(
 
     Cells of `markup` columns may carry Rich markup (`[green]ok[/]`); the compact layout strips it.
     """
+    # Escaped before anything is measured, so an escaped control character keeps its column aligned.
+    columns = [replace(c, header=printable(c.header)) for c in columns]
+    rows = [[printable(v) for v in r] for r in rows]
+    title = printable(title) if title else title
     if not console.is_terminal:
         if title:
             console.print(title, markup=False, highlight=False, soft_wrap=True)

@@ -7,6 +7,11 @@ stops its server, then the job is released to the queue (or marked done if that 
 
 A retried job resumes the run its first attempt created, so repeats already stored are skipped.
 
+A job is data: before anything runs, the worker checks the sweep against its host policy (the interpreters,
+model and data directories and external servers its operator allows; bench/host/policy.py) and its workload
+files (regular files within the size cap). A job that asks for anything else fails at once, for good, with
+the reason, and nothing is started or sent.
+
 Database outages are waited out (runners/dbretry.py, limit in runners/recovery.py): every queue call is
 retried with backoff, the executor holds a measured repeat until it is written, and the heartbeat keeps
 trying; once the database is back the lease renewal says whether the job is still ours. Only an outage
@@ -29,7 +34,9 @@ from typing import Any, Protocol
 from sqlalchemy import Engine
 
 from bench.host import reaper
+from bench.host.policy import HostPolicy
 from bench.sweep import SweepError, SweepSpec, parse_sweep
+from bench.workload import workload_file_problem
 from runners import dbretry, queue
 from runners.gpus import Gpu
 from runners.recovery import OutagePolicy, RecoveryPolicy
@@ -69,6 +76,9 @@ class WorkerOptions:
     recovery: RecoveryPolicy = field(default_factory=RecoveryPolicy)  # requeue of dead workers' jobs, outages
     log_dir: Path | None = None
     show_progress: bool = False
+    # What this host lets a job use (a worker is always confined; by default to nothing but ids and the
+    # worker's own interpreter).
+    policy: HostPolicy = field(default_factory=HostPolicy.worker)
 
     @property
     def heartbeat_s(self) -> float:
@@ -121,7 +131,12 @@ class QueueWorker:
         try:
             self._db(
                 lambda: queue.register_worker(
-                    self.engine, self.id, pid=os.getpid(), gpus=opts.gpus, labels=opts.labels
+                    self.engine,
+                    self.id,
+                    pid=os.getpid(),
+                    gpus=opts.gpus,
+                    labels=opts.labels,
+                    offers=opts.policy.offered(),
                 ),
                 "registering the worker",
                 stop=self.shutdown,
@@ -130,6 +145,7 @@ class QueueWorker:
             log.error("worker %s: %s; exiting", self.id, e)
             return 1
         gpu_text = ", ".join(f"{g.index}:{g.name}" for g in opts.gpus) or "none"
+        offers = opts.policy.offered()
         log.info(
             "worker %s registered (gpus: %s; labels: %s)", self.id, gpu_text, ",".join(opts.labels) or "-"
         )
@@ -148,7 +164,7 @@ class QueueWorker:
                 if job is None:
                     self._say_why_jobs_wait()
                     if opts.once and self._db(
-                        lambda: queue.has_claimable(self.engine, opts.gpus, opts.labels) is None,
+                        lambda: queue.has_claimable(self.engine, opts.gpus, opts.labels, offers) is None,
                         "looking at the queue",
                     ):
                         waiting = (
@@ -185,7 +201,8 @@ class QueueWorker:
         opts = self.options
         try:
             waiting = self._db(
-                lambda: queue.unclaimable(self.engine, opts.gpus, opts.labels), "looking at the queue"
+                lambda: queue.unclaimable(self.engine, opts.gpus, opts.labels, opts.policy.offered()),
+                "looking at the queue",
             )
         except dbretry.DatabaseUnavailable:
             return
@@ -207,7 +224,14 @@ class QueueWorker:
     def _next_job(self) -> queue.ClaimedJob | None:
         opts = self.options
         queue.requeue_expired(self.engine, policy=opts.recovery)
-        return queue.claim(self.engine, self.id, opts.gpus, labels=opts.labels, lease_s=opts.lease_s)
+        return queue.claim(
+            self.engine,
+            self.id,
+            opts.gpus,
+            labels=opts.labels,
+            offers=opts.policy.offered(),
+            lease_s=opts.lease_s,
+        )
 
     def _run_job(self, job: queue.ClaimedJob) -> None:
         expiries = f"; {job.lease_expiries} earlier lease expiries" if job.lease_expiries else ""
@@ -251,6 +275,14 @@ class QueueWorker:
             self._db(lambda: queue.fail(self.engine, job.id, self.id, why, retry=False), "failing a job")
             log.error("job %d failed: payload is not a valid sweep", job.id)
             return
+        refusal = self._refusal(spec)
+        if refusal is not None:
+            # Nothing ran: no interpreter, no server, no request, no file read. Failed for good, not retried:
+            # the submitter fixes the sweep (a job submitted today is claimed only by workers that offer the
+            # interpreter or external server it names, so this is mostly a job stored without those checks).
+            self._db(lambda: queue.fail(self.engine, job.id, self.id, refusal, retry=False), "failing a job")
+            log.error("job %d refused: %s", job.id, refusal)
+            return
         if not self._db(lambda: queue.start(self.engine, job.id, self.id, lease_s=opts.lease_s), "starting"):
             log.warning("job %d: no longer ours before it started", job.id)
             return
@@ -278,6 +310,18 @@ class QueueWorker:
         self._db(lambda: queue.set_run(self.engine, job.id, outcome.run_id), "recording the job's run")
         self._report(job, outcome, stop)
 
+    def _refusal(self, spec: SweepSpec) -> str | None:
+        """Why this worker will not run `spec` (its host policy, its workload files), or None."""
+        problems = self.options.policy.problems(spec)
+        if not problems:
+            for w in spec.workloads:
+                problem = workload_file_problem(w.path) if w.path is not None else None
+                if problem:
+                    problems.append(f"workload.path: {problem}")
+        if not problems:
+            return None
+        return f"refused by worker {self.id}, nothing ran: " + "; ".join(problems)
+
     def _call_executor(
         self, spec: SweepSpec, job: queue.ClaimedJob, resume: int | None, stop: threading.Event
     ) -> Outcome:
@@ -294,6 +338,7 @@ class QueueWorker:
             "log_dir": opts.log_dir,
             "show_progress": opts.show_progress,
             "outage": opts.recovery.outage,
+            "policy": opts.policy,
         }
         return executor(spec, job.sweep_yaml, self.engine, **kwargs)
 

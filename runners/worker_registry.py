@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import socket
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from sqlalchemy import Engine, insert, update
 
@@ -17,7 +17,13 @@ def new_worker_id(pid: int, suffix: str) -> str:
 
 
 def register_worker(
-    engine: Engine, worker_id: str, *, pid: int, gpus: Sequence[Gpu], labels: Sequence[str]
+    engine: Engine,
+    worker_id: str,
+    *,
+    pid: int,
+    gpus: Sequence[Gpu],
+    labels: Sequence[str],
+    offers: Mapping[str, Sequence[str]] | None = None,
 ) -> None:
     names = sorted({g.name for g in gpus})
     with engine.begin() as conn:
@@ -30,6 +36,7 @@ def register_worker(
                 gpu_name=", ".join(names) if names else "none",
                 gpu_count=len(gpus),
                 labels=list(labels),
+                offers={k: list(v) for k, v in (offers or {}).items()},
                 status="idle",
                 current_job_id=None,
                 last_heartbeat=db_now(conn),

@@ -17,7 +17,8 @@
 #         STEPS="sweep report" bash scripts/gpu_evidence.sh   runs only those steps
 #         END_BY=EPOCH_SECONDS ...   finish by then: later steps are skipped or cut (a nightly window)
 #         SWEEP=sweeps/h200-v3slice-intervals.yaml ...   measure another sweep in the sweep step (and build the
-#                                        model it names: SWEEP=sweeps/h200-v3shard-40l-paired.yaml for the TP-8 shard)
+#                                        model it names: SWEEP=sweeps/h200-v3shard-40l-paired.yaml for the TP-8 shard,
+#                                        SWEEP=sweeps/h200x8-v3-tp8.yaml for the whole model at TP 8 on 8 GPUs)
 #         EXTRA_SWEEP=none ...          the extra step's sweep (default sweeps/h200-v3slice-steps1.yaml; none: skip)
 #         CROSSCHECK_SWEEP=sweeps/h200-v3slice-profile-cpu.yaml ...   also run this (backend external) sweep
 #                                        against the cross-check's server while it is up
@@ -87,11 +88,12 @@ if [ -n "${JIT_CACHE:-}" ] && [ -f "$JIT_CACHE" ]; then
 fi
 
 if has model && [ ! -f "$MODEL/config.json" ]; then
-  # `.models/<preset>[-<N>l]`: the preset's config with N layers (the published count without a suffix).
-  if [[ $(basename "$MODEL") =~ ^(deepseek-v3-slice|deepseek-v3-tp8-shard|deepseek-v2-lite)(-([0-9]+)l)?$ ]]; then
-    preset=${BASH_REMATCH[1]} layers=${BASH_REMATCH[3]}
-    log "model: $MODEL (--preset $preset${layers:+ --layers $layers})"
-    "${SB[@]}" synth-model "$MODEL" --preset "$preset" ${layers:+--layers "$layers"}
+  # `.models/<preset>[-<N>l][-tp<W>]`: the preset's config with N layers (the published count without a
+  # suffix), split W ways (the shard preset only; -tp1 is the whole model, for a `server.tp: 8` sweep).
+  if [[ $(basename "$MODEL") =~ ^(deepseek-v3-slice|deepseek-v3-tp8-shard|deepseek-v2-lite)(-([0-9]+)l)?(-tp([0-9]+))?$ ]]; then
+    preset=${BASH_REMATCH[1]} layers=${BASH_REMATCH[3]} width=${BASH_REMATCH[5]}
+    log "model: $MODEL (--preset $preset${layers:+ --layers $layers}${width:+ --tp $width})"
+    "${SB[@]}" synth-model "$MODEL" --preset "$preset" ${layers:+--layers "$layers"} ${width:+--tp "$width"}
   else
     log "model: $MODEL is missing and its name names no preset; build it, or set MODEL"
     exit 2

@@ -82,10 +82,13 @@ ENV_NAMES = [
     "SPECBENCH_DB",
     "TRITON_PTXAS_PATH",
     "NCCL_NET_PLUGIN",
+    "SGLANG_EXTERNAL_MODEL_PACKAGE",
+    "TRITON_CACHE_MANAGER",
+    "FLASHINFER_EXTRA_CFLAGS",
     "lower",
     "A-B",
     "",
-    "SGLANG_OK",
+    "SGLANG_LOG_MS",
 ]
 
 

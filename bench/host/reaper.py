@@ -6,9 +6,13 @@ Two layers, both without `preexec_fn` (unsafe in a threaded process):
   launcher holds. The kernel closes that end when the launcher exits in any way, SIGKILL included; the
   watchdog reads EOF and takes the server's process group down (SIGTERM, then SIGKILL after a grace). A
   clean stop writes "released" first, so the watchdog leaves quietly.
-- Records: one small JSON file per live server (host, pids, start times). `reap_orphans()`, called when a
-  worker or a run starts, kills the servers whose launcher is gone, should a watchdog have died too. Start
-  times (from /proc) guard against a recycled pid: a record only matches the very process it names.
+- Records: one small JSON file per live server (host, pids, start times). `reap_orphans()`, called when any
+  specbench command starts (runners/cli.py), kills the servers whose launcher is gone, should a watchdog have
+  died too. Start times (from /proc) guard against a recycled pid: a record only matches the very process it
+  names.
+
+`owner()` names this process the same way for database rows (a running run, a live server's row), and
+`owner_gone()` tells whether such an owner was on this host and is gone (runners/host_recovery.py).
 """
 
 from __future__ import annotations
@@ -22,8 +26,10 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from bench.host.processes import group_alive, stat_fields
 
@@ -52,6 +58,53 @@ def start_time(pid: int) -> int | None:
 def _is(pid: int, started: int | None) -> bool:
     """Whether `pid` is still the process that started at `started` (not a recycled pid)."""
     return started is not None and start_time(pid) == started
+
+
+def _pid_namespace() -> int | None:
+    # Containers on one host may share a host name; a pid means something only inside its pid namespace.
+    try:
+        return os.stat("/proc/self/ns/pid").st_ino
+    except OSError:
+        return None
+
+
+def _boot_id() -> str | None:
+    try:
+        return Path("/proc/sys/kernel/random/boot_id").read_text().strip() or None
+    except OSError:
+        return None
+
+
+def owner() -> dict[str, Any]:
+    """This process as the owner of a record: host, boot, pid namespace, pid and start time."""
+    pid = os.getpid()
+    return {
+        "host": socket.gethostname(),
+        "boot": _boot_id(),
+        "pidns": _pid_namespace(),
+        "pid": pid,
+        "start": start_time(pid),
+    }
+
+
+def owner_gone(record: Mapping[str, Any] | None) -> bool:
+    """Whether the process `record` names (from `owner()`) ran here (this host, this pid namespace) and is
+    gone: it exited, was killed, or the host rebooted since. False for another host's process, or one this
+    process cannot judge."""
+    if not isinstance(record, Mapping) or record.get("host") != socket.gethostname():
+        return False
+    pid = record.get("pid")
+    if not isinstance(pid, int) or isinstance(pid, bool) or pid <= 0:
+        return False
+    if record.get("pidns") != _pid_namespace():
+        return False
+    boot = record.get("boot")
+    if boot is not None and boot != _boot_id():
+        return True  # rebooted since: every process of that boot is gone
+    started = record.get("start")
+    if started is None:
+        return False  # no start time to tell a recycled pid from the owner: do not guess
+    return not _is(pid, started)
 
 
 @dataclass

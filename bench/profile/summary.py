@@ -19,6 +19,10 @@ without such a kernel falls back to the graph with the most kernels per replay, 
 track the draft extend cannot be told from the draft: `draft` holds all kernel time outside the verify, and
 batch sizes are unknown (0). GPU busy time is the union of kernel intervals (memcpy/memset are not counted:
 they mostly run on copy engines).
+
+A trace of one rank of a tensor-parallel server holds its collectives (bench.profile.collectives): `collectives`
+gives, per kind found (all_reduce, all_gather, reduce_scatter), the kernel time per cycle and its share of the
+cycle's wall time; a one-GPU trace has none, and `collectives` is {}.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ from typing import Any
 
 import numpy as np
 
+from bench.profile.collectives import collective_kind, short_name
 from bench.profile.trace import Span, Step, TraceEvents, extract
 
 # SGLang ForwardMode name -> phase of the speculative cycle.
@@ -48,6 +53,9 @@ IMPLAUSIBLE_DISTORTION = 0.5
 # The kernel that checks the draft tokens against the target's logits, right after the verify forward:
 # sgl-kernel's verify_tree_greedy (greedy) and tree_speculative_sampling_target_only (sampling).
 VERIFY_KERNEL = re.compile(r"verify_?tree|tree_?speculative_?sampling", re.IGNORECASE)
+# Trace times are microseconds since an epoch (~1e12-1e15): a double resolves them to ~0.25 us, so a replay
+# that ends back to back with the next kernel can read as ending a fraction of a microsecond after it starts.
+TIMESTAMP_RESOLUTION_US = 0.5
 
 
 @dataclass
@@ -63,6 +71,9 @@ class Cycle:
     gpu_phase_ms: dict[str, float] = field(default_factory=dict)
     cpu_phase_ms: dict[str, float] = field(default_factory=dict)
     has_prefill: bool = False
+    # Kernel time of each tensor-parallel collective in the cycle (bench.profile.collectives); {} at TP 1.
+    collective_ms: dict[str, float] = field(default_factory=dict)
+    collective_kernels: dict[str, int] = field(default_factory=dict)
 
 
 def stat(values: list[float]) -> dict[str, float] | None:
@@ -117,6 +128,7 @@ def find_cycles(ev: TraceEvents) -> tuple[list[Cycle], str, int]:
         steps, track = graph_verify_steps(ev.kernels), "graph"
     verifies = [s for s in steps if s.mode == "TARGET_VERIFY"]
     merged = union([(k.start, k.end) for k in ev.kernels])
+    comm, comm_starts = _collective_spans(ev.kernels)
     cpu_cycles = _cpu_phases(ev) if ev.cpu_recorded else []
     cycles: list[Cycle] = []
     for i in range(len(verifies) - 1):
@@ -141,10 +153,52 @@ def find_cycles(ev: TraceEvents) -> tuple[list[Cycle], str, int]:
             c.gpu_idle_ms = (hi - lo - busy_us) / 1000.0
             c.largest_idle_gap_ms = _largest_gap(busy, lo, hi) / 1000.0
             c.gpu_phase_ms = _gpu_phases(busy, inside, lo, hi)
+            c.collective_ms = {kind: _length(clip(s, lo, hi)) / 1000.0 for kind, s in comm.items()}
+            c.collective_kernels = {
+                kind: sum(lo <= t < hi for t in starts) for kind, starts in comm_starts.items()
+            }
         if i < len(cpu_cycles):
             c.cpu_phase_ms = cpu_cycles[i]
         cycles.append(c)
     return cycles, track, len(verifies)
+
+
+def _collective_spans(
+    kernels: list[Span],
+) -> tuple[dict[str, list[tuple[float, float]]], dict[str, list[float]]]:
+    """Merged intervals and start times of the collective kernels of each kind found (none at TP 1)."""
+    spans: dict[str, list[tuple[float, float]]] = {}
+    for k in kernels:
+        kind = collective_kind(k.name)
+        if kind is not None:
+            spans.setdefault(kind, []).append((k.start, k.end))
+    return {kind: union(s) for kind, s in spans.items()}, {
+        kind: [a for a, _ in s] for kind, s in spans.items()
+    }
+
+
+def collectives_summary(kernels: list[Span], clean: list[Cycle]) -> dict[str, dict[str, Any]]:
+    """Per collective kind found in the trace: its time per cycle (the union of its kernels inside the cycle),
+    its share of the cycle (that time / the cycle's wall time, per cycle), its kernels per cycle, how many of
+    its kernels the whole trace holds, and the most frequent of their names (short) with counts."""
+    out: dict[str, dict[str, Any]] = {}
+    names: dict[str, dict[str, int]] = {}
+    for k in kernels:
+        kind = collective_kind(k.name)
+        if kind is not None:
+            counts = names.setdefault(kind, {})
+            short = short_name(k.name)
+            counts[short] = counts.get(short, 0) + 1
+    timed = [c for c in clean if c.wall_ms > 0]
+    for kind, counts in names.items():
+        out[kind] = {
+            "ms_per_cycle": stat([c.collective_ms.get(kind, 0.0) for c in timed]),
+            "share_of_cycle": stat([c.collective_ms.get(kind, 0.0) / c.wall_ms for c in timed]),
+            "kernels_per_cycle": stat([float(c.collective_kernels.get(kind, 0)) for c in timed]),
+            "kernels": sum(counts.values()),
+            "kernel_names": dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[:8]),
+        }
+    return out
 
 
 def graph_verify_steps(kernels: list[Span]) -> list[Step]:
@@ -163,7 +217,7 @@ def graph_verify_steps(kernels: list[Span]) -> list[Step]:
     for k in kernels:  # in start order
         if not VERIFY_KERNEL.search(k.name):
             continue
-        while i < len(replays) and replays[i][1] <= k.start:
+        while i < len(replays) and replays[i][1] <= k.start + TIMESTAMP_RESOLUTION_US:
             i += 1
         if i:  # else the trace starts after that step's verify: nothing to name
             verify_graphs.add(replays[i - 1][2])  # the last replay that ended before the verification
@@ -242,6 +296,8 @@ def summarize(trace: dict[str, Any]) -> dict[str, Any]:
             [c.largest_idle_gap_ms for c in clean if c.largest_idle_gap_ms is not None]
         ),
         "phases": phases,
+        # Tensor-parallel communication (bench.profile.collectives): {} for a one-GPU trace.
+        "collectives": collectives_summary(ev.kernels, clean),
         "per_cycle": [asdict(c) for c in cycles],
     }
 

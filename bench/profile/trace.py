@@ -64,19 +64,38 @@ class TraceEvents:
     origin_us: float  # absolute `ts` of time 0
 
 
+# A profiler trace of a few dozen steps is tens of megabytes of JSON; past this it is not one of ours (and a
+# gzip bomb or /dev/zero must not take the memory of the host, or of the dashboard that reads a stored path).
+MAX_TRACE_BYTES = 512 * 2**20
+
+
 def load_trace(path: str | Path) -> dict[str, Any]:
-    """The trace JSON, gzipped (`.gz`) or plain; a clear TraceError otherwise."""
+    """The trace JSON, gzipped (`.gz`) or plain; a clear TraceError otherwise. Only a regular file is read
+    (never a FIFO, a device or a directory), and at most MAX_TRACE_BYTES of it, decompressed."""
     p = Path(path)
     try:
-        raw = p.read_bytes()
-        if raw[:2] == b"\x1f\x8b":
-            raw = gzip.decompress(raw)
+        if not p.is_file():
+            raise TraceError(f"{p}: not a regular file")
+        with open(p, "rb") as f:
+            raw = _bounded(f.read(2), f, p)
         data = json.loads(raw)
     except OSError as e:
         raise TraceError(f"{p}: cannot read: {e}") from None
     except (EOFError, gzip.BadGzipFile, json.JSONDecodeError, UnicodeDecodeError) as e:
         raise TraceError(f"{p}: not a (gzipped) JSON trace: {e}") from None
+    except RecursionError:
+        raise TraceError(f"{p}: not a (gzipped) JSON trace: nested too deep") from None
     return as_trace(data, str(p))
+
+
+def _bounded(magic: bytes, f: Any, p: Path) -> bytes:
+    """The file's content (decompressed when gzipped), at most MAX_TRACE_BYTES."""
+    f.seek(0)
+    stream = gzip.GzipFile(fileobj=f) if magic == b"\x1f\x8b" else f
+    raw = stream.read(MAX_TRACE_BYTES + 1)
+    if len(raw) > MAX_TRACE_BYTES:
+        raise TraceError(f"{p}: larger than {MAX_TRACE_BYTES // 2**20} MiB of JSON; not a profiler trace")
+    return bytes(raw)
 
 
 def as_trace(data: Any, source: str = "<trace>") -> dict[str, Any]:

@@ -4,7 +4,7 @@ A job's sweep is written by whoever may submit jobs; the worker that runs it hol
 So the server's environment is
   * a small base taken from the host: what any process needs (PATH, HOME, locale, temp dir), where the
     host keeps its CUDA/NCCL/Python/model caches, and nothing else;
-  * the sweep's `server.env`, limited to an allow-list of names that tune SGLang and the GPU stack;
+  * the sweep's `server.env`, limited to an explicit list of names that tune SGLang (env_names.py);
   * what specbench sets itself (spec mode, stand-in knobs, GPU pinning).
 Never DATABASE_URL, never a SPECBENCH_* setting of the worker, never a variable that makes a program load
 or run another one (LD_PRELOAD, PYTHONPATH, BROWSER, PYTHONWARNINGS, ...): those turned a sweep into a shell
@@ -13,54 +13,34 @@ command on every worker host (issue 10).
 
 from __future__ import annotations
 
+import difflib
 import math
 import re
 from collections.abc import Mapping
 
-# Names a sweep may set: the families that tune SGLang and the GPU stack under it.
-SWEEP_ENV_PREFIXES = ("SGLANG_", "SGL_", "CUDA_", "NCCL_", "TORCH_", "TRITON_", "FLASHINFER_")
-# A few single names that tune the same stack, each without a way to load code:
-SWEEP_ENV_NAMES = frozenset(
+from bench.server.env_names import SET_BY_SPECBENCH, SWEEP_NAMES
+
+# A few names that load code or change compilation, for a refusal that says why (the allow-list is
+# bench/server/env_names.py; everything off it is refused, whether named here or not).
+_LOADS_CODE = frozenset(
     {
-        "PYTORCH_CUDA_ALLOC_CONF",  # allocator tuning SGLang's docs suggest against fragmentation OOMs
-        "OMP_NUM_THREADS",  # CPU threads per rank; SGLang warns when unset
-        "TOKENIZERS_PARALLELISM",  # silences HF tokenizers' fork warning
-        "HF_HUB_OFFLINE",  # offline GPU hosts: never try the network for the model
-        "TRANSFORMERS_OFFLINE",  # same, for transformers' own lookups
-        "NVIDIA_TF32_OVERRIDE",  # numerics switch read by cuBLAS/cuDNN
+        "LD_PRELOAD",
+        "LD_LIBRARY_PATH",
+        "PYTHONPATH",
+        "PYTHONSTARTUP",
+        "PYTHONWARNINGS",
+        "BROWSER",
+        "SGLANG_EXTERNAL_MODEL_PACKAGE",
+        "SGLANG_EXTERNAL_MM_PROCESSOR_PACKAGE",
+        "SGLANG_PLUGINS",
+        "SGLANG_PLATFORM",
+        "TRITON_CACHE_MANAGER",
+        "TRITON_REMOTE_CACHE_BACKEND",
+        "FLASHINFER_EXTRA_CFLAGS",
+        "FLASHINFER_EXTRA_LDFLAGS",
+        "TORCH_CUDA_ARCH_LIST",
     }
 )
-# Inside the allowed families, names that point a library at a file, directory or program to load, run or
-# write (TRITON_PTXAS_PATH runs a binary, NCCL_NET_PLUGIN loads a shared object, CUDA_HOME picks the toolkit,
-# NCCL_DEBUG_FILE writes anywhere). Where those live is the host's business: its own values pass through the
-# base below. Matched on whole words of the name, plus the few that appear glued to another word.
-_PATHLIKE_WORDS = frozenset(
-    [
-        "PATH",
-        "PATHS",
-        "DIR",
-        "DIRS",
-        "HOME",
-        "ROOT",
-        "BASE",
-        "FILE",
-        "FILES",
-        "PLUGIN",
-        "PRELOAD",
-        "LIB",
-        "LIBS",
-        "LIBRARY",
-        "BIN",
-        "CMD",
-        "COMMAND",
-        "EXEC",
-        "EXECUTABLE",
-        "SCRIPT",
-        "MODULE",
-        "SO",
-    ]
-)
-_PATHLIKE_GLUED = ("PATH", "PLUGIN", "PRELOAD", "EXEC")
 _NAME = re.compile(r"^[A-Z_][A-Z0-9_]*$")
 MAX_VALUE_LEN = 4096
 MAX_NAME_LEN = 128
@@ -124,20 +104,28 @@ class ServerEnvError(ValueError):
 
 
 def sweep_name_problem(name: str) -> str | None:
-    """Why a sweep may not set `name`, or None when it may."""
+    """Why a sweep may not set `name`, or None when it may: only names on the list (env_names.py) pass."""
     if not isinstance(name, str) or not _NAME.match(name) or len(name) > MAX_NAME_LEN:
         return f"{name!r} is not an environment variable name (A-Z, 0-9, _; at most {MAX_NAME_LEN})"
     if name.startswith("SPECBENCH_"):
         return f"{name}: specbench settings are the worker's, not the job's (server.sim sets the stand-in)"
-    if not (name.startswith(SWEEP_ENV_PREFIXES) or name in SWEEP_ENV_NAMES):
-        return (
-            f"{name}: not an allowed server variable; a sweep may set {', '.join(p + '*' for p in SWEEP_ENV_PREFIXES)} "
-            f"and {', '.join(sorted(SWEEP_ENV_NAMES))} (others, such as LD_PRELOAD, PYTHONPATH, BROWSER or "
-            "PYTHONWARNINGS, can make the server run code the job chose)"
-        )
-    if set(name.split("_")) & _PATHLIKE_WORDS or any(w in name for w in _PATHLIKE_GLUED):
-        return f"{name}: names a file, directory or program to load, run or write; only the host sets those"
-    return None
+    if name in SET_BY_SPECBENCH:
+        return f"{name}: set by specbench itself ({SET_BY_SPECBENCH[name][1]})"
+    if name in SWEEP_NAMES:
+        return None
+    why = (
+        " (it makes the server load or run code the job chose, or changes what is compiled)"
+        if name in _LOADS_CODE
+        else ""
+    )
+    close = difflib.get_close_matches(name, sorted(SWEEP_NAMES), n=1, cutoff=0.8)
+    if close:
+        return f"{name}: not a server variable a sweep may set{why}; did you mean {close[0]}?"
+    return (
+        f"{name}: not a server variable a sweep may set{why}; a sweep may set only names that tune SGLang "
+        f"and can make the server run no code the job chose: {', '.join(sorted(SWEEP_NAMES))} "
+        "(docs/reference/sglang-contract.md, server variables)"
+    )
 
 
 def value_problem(value: object) -> str | None:

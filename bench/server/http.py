@@ -77,8 +77,18 @@ def wait_healthy(proc: subprocess.Popen[bytes], base_url: str, log_path: Path, t
         delay = min(delay * 1.5, 1.0)
 
 
+# What SGLang's /server_info always holds (its ServerArgs are spread into the body, contract §2.1). A reply
+# without it is not SGLang's: a worker pointed at another service must not store what that service said.
+_SGLANG_INFO_KEYS = ("model_path",)
+
+
 def fetch_server_info(base_url: str, timeout_s: float = 30.0) -> dict[str, Any]:
-    """`/server_info`, or the deprecated `/get_server_info` where the first is missing."""
+    """`/server_info`, or the deprecated `/get_server_info` where the first is missing.
+
+    A reply that is not SGLang's (another status, not JSON, not an object with SGLang's keys) raises with the
+    status and a fixed message: its body is never kept, because errors end up in the database
+    (server_instances.error), the logs and the dashboard, and an external URL may lead anywhere (issue 30 §2).
+    """
     last = ""
     for path in ("/server_info", "/get_server_info"):
         url = f"{base_url}{path}"
@@ -90,12 +100,19 @@ def fetch_server_info(base_url: str, timeout_s: float = 30.0) -> dict[str, Any]:
             last = f"{url}: 404"
             continue
         if status != 200:
-            raise LaunchError(f"{url} answered HTTP {status}: {body[:200]!r}")
+            raise LaunchError(
+                f"{url} answered HTTP {status}: not SGLang's /server_info (the reply is not kept)"
+            )
         try:
             info = json.loads(body)
         except ValueError:
-            raise LaunchError(f"{url} did not return JSON: {body[:200]!r}") from None
-        if not isinstance(info, dict):
-            raise LaunchError(f"{url} returned {type(info).__name__}, expected an object")
+            raise LaunchError(
+                f"{url} answered with something other than JSON: not SGLang's /server_info"
+            ) from None
+        if not isinstance(info, dict) or not all(k in info for k in _SGLANG_INFO_KEYS):
+            raise LaunchError(
+                f"{url} answered JSON without SGLang's server arguments: not SGLang's /server_info "
+                "(the reply is not kept)"
+            )
         return info
     raise LaunchError(f"{base_url} has neither /server_info nor /get_server_info ({last})")

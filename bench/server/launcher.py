@@ -30,6 +30,7 @@ from types import TracebackType
 from typing import Any
 
 from bench.host import cpu_affinity, reaper
+from bench.host.policy import HostPolicy, PolicyError
 from bench.host.processes import (
     LOG_TAIL_LINES,
     PortError,
@@ -186,7 +187,9 @@ def _stop_all() -> None:
 
 
 def detect_sglang_version(python: str | None = None, timeout_s: float = 120.0) -> str:
-    """The SGLang version installed for the interpreter that will run the server."""
+    """The SGLang version installed for the interpreter that will run the server. The probe runs with the
+    server's own scrubbed environment (bench/server/env.py), never the caller's: the caller may be a worker
+    holding the database URL, and the interpreter is code the caller does not own."""
     interpreter = resolve_python(python)
     try:
         out = subprocess.run(
@@ -195,6 +198,8 @@ def detect_sglang_version(python: str | None = None, timeout_s: float = 120.0) -
             text=True,
             timeout=timeout_s,
             check=False,
+            env=build_server_env(os.environ, {}, {}),
+            stdin=subprocess.DEVNULL,
         )
     except (OSError, subprocess.TimeoutExpired) as e:
         raise LaunchError(f"cannot ask {interpreter} for its SGLang version: {e}") from None
@@ -215,14 +220,21 @@ def launch(
     version: str | None = None,
     startup_timeout_s: float | None = None,
     stop_timeout_s: float = 15.0,
+    policy: HostPolicy | None = None,
 ) -> LaunchedServer:
     """Start (or, for `external`, attach to) the server for `config` and verify what it runs.
 
     `version` skips detection (the runner may already know it). Raises LaunchError if the server cannot be
     started, dies, or is not healthy within `startup_timeout_s` (default: the spec's); a started process is
     always torn down before the error propagates. A server that runs something other than what was asked is
-    returned with `mismatches` filled in, for the caller to record.
+    returned with `mismatches` filled in, for the caller to record. `policy` (a worker's HostPolicy) says which
+    interpreters, model paths and external servers this host allows; it is checked before anything runs.
     """
+    policy = policy or HostPolicy.author()
+    try:
+        spec = _host_checked(policy, spec, config)
+    except PolicyError as e:
+        raise LaunchError(f"cannot launch server: {e}") from None
     if spec.backend == "external":
         return attach_external(spec, config, version=version)
     # The config carries the args/env (they are part of its identity); `expand` copies them from the spec.
@@ -275,7 +287,9 @@ def launch(
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 env=env,
-                cwd=_PROJECT_ROOT if spec.backend == "sim" else None,
+                # The sim imports specbench from its checkout. A worker's SGLang server runs in its log
+                # directory, so a model id can never name a directory relative to the worker's own.
+                cwd=_PROJECT_ROOT if spec.backend == "sim" else (log_dir if policy.confined else None),
                 start_new_session=True,  # own process group: teardown reaches the scheduler/detokenizer too
                 close_fds=True,
             )
@@ -339,6 +353,23 @@ def launch(
             e.pid, e.log_path = proc.pid, log_path
         raise
     return server
+
+
+def _host_checked(policy: HostPolicy, spec: ServerSpec, config: ServerConfig) -> ServerSpec:
+    """`spec` with its interpreter name turned into the host's path, once the host allows everything the
+    launch names (again: the worker checked the whole sweep when it claimed the job, and a symlink may have
+    moved since)."""
+    if spec.backend == "external":
+        policy.check_external(spec.base_url)
+        return spec
+    policy.check_model(config.model, "model")
+    if config.draft_model is not None:
+        policy.check_model(config.draft_model, "draft_model")
+    for name, value in config.args:
+        if name == "tokenizer-path" and isinstance(value, str):
+            policy.check_model(value, "server.args.tokenizer-path")
+    python = policy.interpreter(spec.python)
+    return spec if python == spec.python else spec.model_copy(update={"python": python})
 
 
 @dataclass(frozen=True)

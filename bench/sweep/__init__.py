@@ -34,6 +34,7 @@ from bench.sweep.load import load_sweep, parse_sweep, read_sweep_text, validate_
 from bench.sweep.plan import PointPlan, ServerConfig, ServerGroup, expand
 from bench.sweep.problems import find_problems
 from bench.sweep.spec import (
+    CorrectnessSpec,
     GridSpec,
     MeasureSpec,
     ProfileSpec,
@@ -58,6 +59,7 @@ __all__ = [
     "Algorithm",
     "ArgValue",
     "Backend",
+    "CorrectnessSpec",
     "FieldChange",
     "GridSpec",
     "LoadFormat",

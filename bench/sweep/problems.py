@@ -29,7 +29,14 @@ def find_problems(spec: SweepSpec) -> list[str]:
                 f"grid.topk: {k} is not supported by attention backend {s.attention_backend!r} "
                 "(FlashMLA speculative decoding supports topk = 1 only; its page size is 64)"
             )
-    if isinstance(g.draft_tokens, list):
+    drafts = len(g.draft_tokens) if isinstance(g.draft_tokens, list) else 1
+    accepts = sum(len(g.accepts_for(st)) for st in g.steps)  # (steps, acceptance) combinations
+    combos = len(g.steps) * len(g.topk) * drafts
+    servers = int(g.baseline) + len(g.spec_modes) * len(g.topk) * drafts * accepts
+    points = servers * len(g.batch_sizes) * len(spec.workloads)
+    # The size first: a grid past the caps is refused as a whole, before any check walks its combinations.
+    too_big = servers > MAX_SERVER_CONFIGS or points > MAX_POINTS
+    if isinstance(g.draft_tokens, list) and not too_big and combos <= MAX_SERVER_CONFIGS:
         for st in g.steps:
             for k in g.topk:
                 for d in g.draft_tokens:
@@ -44,6 +51,12 @@ def find_problems(spec: SweepSpec) -> list[str]:
                             f"draft_tokens to steps+1 = {st + 1}; use `draft_tokens: auto`"
                         )
     m = spec.measure
+    c = m.correctness
+    if c.max_diverging_prompts >= c.prompts:
+        p.append(
+            f"measure.correctness.max_diverging_prompts: {c.max_diverging_prompts} lets every one of the "
+            f"{c.prompts} prompts differ, so the check could never fail; keep it below measure.correctness.prompts"
+        )
     if m.max_repeats is not None and m.ratio_target is None:
         p.append("measure.max_repeats: only used with measure.ratio_target (set both, or neither)")
     if m.ratio_target_min_batch != 1:
@@ -135,13 +148,10 @@ def find_problems(spec: SweepSpec) -> list[str]:
             p.append(f"{where}.path: required for dataset: jsonl")
         if w.dataset == "random" and w.path:
             p.append(f"{where}.path: only for dataset: jsonl")
-    drafts = len(g.draft_tokens) if isinstance(g.draft_tokens, list) else 1
-    accepts = sum(len(g.accepts_for(st)) for st in g.steps)  # (steps, acceptance) combinations
-    servers = int(g.baseline) + len(g.spec_modes) * len(g.topk) * drafts * accepts
-    points = servers * len(g.batch_sizes) * len(spec.workloads)
-    if servers > MAX_SERVER_CONFIGS or points > MAX_POINTS:
-        p.append(
+    if too_big:
+        p.insert(
+            0,
             f"grid: {servers:,} server configs and {points:,} points; at most {MAX_SERVER_CONFIGS:,} and "
-            f"{MAX_POINTS:,} (split the sweep)"
+            f"{MAX_POINTS:,} (split the sweep)",
         )
     return p

@@ -55,6 +55,11 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True, allow_inf_nan=False)
 
 
+# The stand-in computing wrongly on purpose (synthetic/server, docs/reference/correctness-gate.md): v2's drafts
+# (acceptance falls, tokens stay right) or v2's verification (its tokens leave the baseline's).
+SIM_WRONG_FAULTS = ("v2_draft", "v2_verify")
+
+
 class SimSettings(_Strict):
     """Knobs of the stand-in server (`backend: sim`); the launcher passes them as SPECBENCH_SIM_* variables."""
 
@@ -82,12 +87,15 @@ class SimSettings(_Strict):
         if v is None:
             return v
         for part in v.split(","):
+            if part in SIM_WRONG_FAULTS:
+                continue
             kind, _, n = part.partition("=")
             if kind not in {"crash_after", "stall_after", "malformed_after"} or not (
                 n.isdigit() and len(n) < 10
             ):
                 raise ValueError(
-                    f"fault {part!r}: expected crash_after=N, stall_after=N or malformed_after=N"
+                    f"fault {part!r}: expected crash_after=N, stall_after=N, malformed_after=N, "
+                    + " or ".join(SIM_WRONG_FAULTS)
                 )
         return v
 
@@ -188,6 +196,31 @@ class WarmupSpec(_Strict):
     after_start_s: float | None = Field(None, ge=0.0, le=3600.0)
 
 
+class CorrectnessSpec(_Strict):
+    """The correctness check every launched server gets (docs/reference/correctness-gate.md).
+
+    A fixed, seeded prompt set goes to each server with greedy decoding before its windows. A speculative
+    launch must reproduce the baseline's tokens and v2's per-request acceptance must match v1's; with a
+    specbench synthetic checkpoint both are also compared with the pure-torch reference.
+    """
+
+    enabled: bool = True
+    prompts: int = Field(16, ge=1, le=256)
+    input_len: int = Field(32, ge=2, le=8192)
+    output_len: int = Field(64, ge=2, le=4096)
+    seed: Seed = 0
+    # Prompts whose tokens may differ (numerical near-ties: a verify step computes logits in another batch
+    # shape than a decode step) before a launch fails. 0 suits a checkpoint with clear margins (mirror);
+    # set it from the baseline's own spread, which `self_check` measures (the guide says how).
+    max_diverging_prompts: int = Field(0, ge=0, le=256)
+    # v2's token-weighted acceptance over v1's (and a launch's over the reference's) below this fails. One
+    # draft flipped by a near-tie moves it by ~1/(prompts x verify steps) (~0.4% at 16 x 64 tokens).
+    min_acceptance_ratio: float = Field(0.95, gt=0.0, le=1.0)
+    # The baseline answers the prompts twice, batched and one at a time: how often two batch shapes of the
+    # same greedy decoding disagree, i.e. the floor for max_diverging_prompts.
+    self_check: bool = True
+
+
 class MeasureSpec(_Strict):
     """How long a window lasts and what the run checks around its windows."""
 
@@ -221,6 +254,8 @@ class MeasureSpec(_Strict):
     # and absolute throughput reads slightly lower. Read cpu_probe_cpu_ms then (docs/guide/gpu-hosts.md). Needs a
     # server specbench launches (refused with backend: external).
     cpu_probe: Literal["runner", "server"] = "runner"
+    # Greedy tokens and acceptance of every launch against the baseline, v1 and the reference.
+    correctness: CorrectnessSpec = Field(default_factory=CorrectnessSpec)
 
 
 class ProfileSpec(_Strict):

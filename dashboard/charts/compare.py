@@ -6,6 +6,7 @@ import altair as alt
 import numpy as np
 import pandas as pd
 
+from analysis.correctness import WRONG, is_wrong, strike
 from dashboard.charts.style import VERDICT_COLORS, AnyChart
 
 
@@ -71,6 +72,12 @@ def compare_grid(table: pd.DataFrame, higher_is_better: bool = True) -> AnyChart
     f["goodness"] = f["delta_pct"] * (1 if higher_is_better else -1)
     mark = {"regression": " ▼", "improvement": " ▲", "insufficient data": " ?"}
     f["text"] = [f"{d:+.1f}%{mark.get(v, '')}" for d, v in zip(f["delta_pct"], f["verdict"], strict=True)]
+    # A side the correctness gate failed: its speed is a wrong path's, so the Δ is struck and labelled.
+    wrong = [
+        any(is_wrong(r.get(f"correctness_{side}")) for side in ("baseline", "candidate"))
+        for r in f.to_dict("records")
+    ]
+    f["text"] = [f"{strike(t)} {WRONG}" if w else t for t, w in zip(f["text"], wrong, strict=True)]
     m = max(5.0, float(np.nanmax(np.abs(f["goodness"])))) if len(f) else 5.0
     base = alt.Chart().encode(
         x=alt.X("batch_size:O", title="Batch size", axis=alt.Axis(labelAngle=0)),
@@ -97,7 +104,9 @@ def compare_grid(table: pd.DataFrame, higher_is_better: bool = True) -> AnyChart
         color=alt.condition(f"abs(datum.goodness) > {0.6 * m}", alt.value("white"), alt.value("black")),
         tooltip=tooltip,
     )
-    layered = alt.layer(rect, text, data=f).properties(width=alt.Step(64), height=alt.Step(24))
+    layered = alt.layer(rect, text, data=f).properties(
+        width=alt.Step(96 if any(wrong) else 64), height=alt.Step(24)
+    )
     pad = alt.AutoSizeParams(type="pad", contains="padding")
     if f["workload"].nunique() > 1 or f["model"].nunique() > 1:
         f_col = "workload" if f["model"].nunique() == 1 else "model"

@@ -8,6 +8,7 @@ import altair as alt
 import numpy as np
 import pandas as pd
 
+from analysis.correctness import WRONG, is_wrong, strike
 from bench.catalog import label as metric_label
 from dashboard.charts.style import AnyChart
 
@@ -35,6 +36,16 @@ def ratio_half_span(values: pd.Series, minimum: float = MIN_RATIO_HALF_SPAN) -> 
     """How far a ratio scale centred on 1 reaches: the largest distance from 1, at least `minimum`."""
     v = values.dropna().astype(float)
     return max(float(np.max(np.abs(v.to_numpy() - 1.0))) if len(v) else 0.0, minimum)
+WRONG_STROKE = "#d62728"  # the outline of a cell the correctness gate failed
+
+
+def _labels(values: pd.Series, wrong: pd.Series, fmt: str, strike_wrong: bool) -> list[str]:
+    """Cell labels: the value, struck through and followed by `wrong` where the gate failed the point."""
+    out = []
+    for v, w in zip(values, wrong, strict=True):
+        text = format(float(v), fmt)
+        out.append((f"{strike(text)} {WRONG}" if strike_wrong else f"{text} {WRONG}") if w else text)
+    return out
 
 
 def heatmap(
@@ -47,13 +58,18 @@ def heatmap(
     facet: str | None = "spec_mode",
     width: int = 260,
     legend: Literal["right", "bottom"] = "right",
+    strike_wrong: bool = False,
 ) -> AnyChart:
     """Batch size (x) by spec steps (y), coloured by `value`, each cell labelled; one panel per spec mode.
 
-    Diverging scales are centred on 1.0, for ratios (blue = faster, red = slower).
+    Diverging scales are centred on 1.0, for ratios (blue = faster, red = slower). A cell whose point failed
+    the correctness gate (a `correctness` column of `fail`) is outlined red and labelled `wrong`; with
+    `strike_wrong` (speeds) its value is struck through: it was measured on a wrong path.
     """
     f = frame.dropna(subset=[value]).copy()
     f["steps_label"] = f["steps"].map(lambda s: f"{int(s)}")
+    f["wrong"] = [is_wrong(c) for c in f["correctness"]] if "correctness" in f else False
+    f["label"] = _labels(f[value], f["wrong"], fmt, strike_wrong)
     if diverging:
         m = ratio_half_span(f[value])
         scale = alt.Scale(scheme="redblue", domain=[1 - m, 1 + m], domainMid=1.0)
@@ -65,18 +81,21 @@ def heatmap(
         x=alt.X("batch_size:O", title="Batch size", axis=alt.Axis(labelAngle=0)),
         y=alt.Y("steps_label:O", title="Spec steps", sort="descending"),
     )
-    rect = base.mark_rect(stroke="white", strokeWidth=1).encode(
+    rect = base.mark_rect(strokeWidth=1).encode(
         # In a narrow column a legend on the right is cut off; `bottom` keeps it inside the chart's width.
         color=alt.Color(f"{value}:Q", scale=scale, title=title, legend=alt.Legend(orient=legend, format=fmt)),
+        stroke=alt.condition("datum.wrong", alt.value(WRONG_STROKE), alt.value("white")),
+        strokeWidth=alt.condition("datum.wrong", alt.value(3), alt.value(1)),
         tooltip=[
             alt.Tooltip("batch_size:O", title="batch"),
             alt.Tooltip("steps_label:O", title="steps"),
             alt.Tooltip(f"{value}:Q", title=title, format=fmt),
+            alt.Tooltip("label:N", title="shown"),
         ],
     )
     dark = f"datum['{value}'] < {mid}" if not diverging else f"abs(datum['{value}'] - 1) > {0.6 * m}"
     text = base.mark_text(fontSize=11).encode(
-        text=alt.Text(f"{value}:Q", format=fmt),
+        text=alt.Text("label:N"),
         color=alt.condition(dark, alt.value("white"), alt.value("black")),
     )
     layered = alt.layer(rect, text, data=f).properties(
@@ -95,7 +114,12 @@ def ratio_heatmap(frame: pd.DataFrame, *, width: int = 330) -> AnyChart:
     f = frame.dropna(subset=["ratio"]).copy()
     f["steps_label"] = f["steps"].map(lambda s: "-" if pd.isna(s) else f"{int(s)}")
     has_ci = f["ci_low"].notna() & f["ci_high"].notna()
-    f["clear"] = has_ci & ((f["ci_low"] > 1.0) | (f["ci_high"] < 1.0))
+    # A side the correctness gate failed makes the cell's speed a wrong path's: grey, struck, `wrong`.
+    f["wrong"] = [
+        any(is_wrong(r.get(c)) for c in ("v1_correctness", "v2_correctness")) for r in f.to_dict("records")
+    ]
+    f["clear"] = has_ci & ((f["ci_low"] > 1.0) | (f["ci_high"] < 1.0)) & ~f["wrong"]
+    f["ratio_label"] = _labels(f["ratio"], f["wrong"], ".2f", True)
     f["interval"] = [
         f"[{lo:.2f}, {hi:.2f}]" if ok else "no interval"
         for lo, hi, ok in zip(f["ci_low"].fillna(0), f["ci_high"].fillna(0), has_ci, strict=True)
@@ -120,7 +144,9 @@ def ratio_heatmap(frame: pd.DataFrame, *, width: int = 330) -> AnyChart:
         alt.Tooltip("method:N", title="interval"),
         alt.Tooltip("pairs_5pct:N", title="pairs for ±5%"),  # at the spread the pairs show
     ]
-    rect = base.mark_rect(stroke="white", strokeWidth=1).encode(
+    rect = base.mark_rect().encode(
+        stroke=alt.condition("datum.wrong", alt.value(WRONG_STROKE), alt.value("white")),
+        strokeWidth=alt.condition("datum.wrong", alt.value(3), alt.value(1)),
         color=alt.condition(
             "datum.clear",
             alt.Color("ratio:Q", scale=scale, title="v2/v1", legend=alt.Legend(orient="right")),
@@ -129,7 +155,7 @@ def ratio_heatmap(frame: pd.DataFrame, *, width: int = 330) -> AnyChart:
         tooltip=tooltip,
     )
     ratio_text = base.mark_text(fontSize=12, dy=-7).encode(
-        text=alt.Text("ratio:Q", format=".2f"),
+        text=alt.Text("ratio_label:N"),
         color=alt.condition(
             f"datum.clear && abs(datum.ratio - 1) > {0.6 * m}", alt.value("white"), alt.value("black")
         ),

@@ -5,6 +5,8 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
+from analysis import csvsafe
+
 
 def download_buttons(csv_text: str, markdown_text: str | None, base_name: str, key: str) -> None:
     files = [("Download CSV", csv_text, "csv", "text/csv", ":material/table:")]
@@ -30,7 +32,7 @@ def frame_with_csv(frame: pd.DataFrame, what: str, file_name: str, key: str) -> 
     st.dataframe(frame, hide_index=True)
     st.download_button(
         f"Download {what} CSV",
-        frame.to_csv(index=False),
+        csvsafe.frame(frame).to_csv(index=False),  # no cell starts a spreadsheet formula
         file_name=file_name,
         mime="text/csv",
         on_click="ignore",

@@ -28,7 +28,7 @@ def adopt_series(catalog: pd.DataFrame, fingerprint: str | None) -> None:
         return
     hit = catalog[catalog["fingerprint"] == fingerprint]
     if hit.empty:
-        missing_link_target("series", f"`{fingerprint}`", "the default series")
+        missing_link_target("series", fingerprint, "the default series", code=True)
         return
     row = hit.iloc[0]
     for col, _ in FACETS:

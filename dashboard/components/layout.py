@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import streamlit as st
 
+from analysis import md
 from analysis.labels import STAND_IN_TAG
 from dashboard.services import data
 
@@ -27,7 +28,7 @@ def database_ready(url: str) -> bool:
     try:
         ready = data.has_schema(url) and data.totals(url).runs > 0
     except Exception as e:  # an unreachable server or a bad URL: say so on the page instead of a traceback
-        st.error(f"Cannot read the database {data.shown_url(url)}: {type(e).__name__}: {e}")
+        st.error(f"Cannot read the database {md.text(data.shown_url(url))}: {type(e).__name__}: {md.text(e)}")
         return False
     if not ready:
         empty_state(url)
@@ -36,7 +37,7 @@ def database_ready(url: str) -> bool:
 
 def empty_state(url: str) -> None:
     st.info(
-        f"""**No runs in {data.shown_url(url)} yet.**
+        f"""**No runs in {md.text(data.shown_url(url))} yet.**
 
 Measure something (the stand-in server needs no GPU):
 
@@ -71,10 +72,12 @@ def _share(some: int, runs: int) -> str:
     return "all" if some == runs else f"{some:,} of {runs:,}"
 
 
-def missing_link_target(what: str, asked: object, shown: object | None = None) -> None:
-    """A link named something this database does not hold: say what was asked for (and what is shown)."""
-    instead = f" Showing {shown} instead." if shown is not None else ""
+def missing_link_target(what: str, asked: object, shown: object | None = None, *, code: bool = False) -> None:
+    """A link named something this database does not hold: say what was asked for (and what is shown);
+    `code` shows it as an identifier (a series fingerprint)."""
+    instead = f" Showing {md.text(shown)} instead." if shown is not None else ""
+    named = md.code(asked) if code else md.text(asked)  # what a link asks for is whatever its author typed
     st.warning(
-        f"The link asks for {what} **{asked}**, which this database does not hold.{instead}",
+        f"The link asks for {what} **{named}**, which this database does not hold.{instead}",
         icon=":material/link_off:",
     )

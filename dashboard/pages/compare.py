@@ -5,7 +5,7 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from analysis import report
+from analysis import correctness, md, report
 from analysis.comparability import refusal
 from analysis.compare import (
     center_text,
@@ -102,11 +102,28 @@ row_a, row_b = (runs[runs["id"] == r].iloc[0] for r in (a, b))
 if comparability_key(row_a) != comparability_key(row_b):
     st.warning(
         f"Run #{a} and run #{b} differ in model or GPU class "
-        f"({' · '.join(comparability_key(row_a))} vs {' · '.join(comparability_key(row_b))}): Δ compares "
+        f"({' · '.join(map(md.text, comparability_key(row_a)))} vs "
+        f"{' · '.join(map(md.text, comparability_key(row_b)))}): Δ compares "
         "different setups.",
         icon=":material/warning:",
     )
 center = center_text(table)
+# The correctness gate first: a point measured on a wrong path is a finding, not a speed to compare.
+for side, run_id in (("candidate", b), ("baseline", a)):
+    wrong_rows = table[table[f"correctness_{side}"] == "fail"]
+    if len(wrong_rows):
+        failed = {
+            str(r["config"]).split(" · ")[0]: str(r["correctness_why"]) for r in wrong_rows.to_dict("records")
+        }
+        lines = [
+            line.removeprefix("> ").replace("🛑 ", "")
+            for line in correctness.banner_md(list(failed.items()), f"the {side} run #{run_id}")
+        ]
+        speeds = [
+            f"- {r['config']}: {side} {correctness.speed_md(r[side], 'fail', ',.4g')}"
+            for r in wrong_rows.to_dict("records")
+        ]
+        st.error("\n".join([*lines, *speeds]), icon=":material/dangerous:")
 
 counts = verdict_counts(table)
 cols = st.columns(4)
@@ -126,6 +143,12 @@ with st.expander(f"Intervals of all {len(table)} points"):
 view = pd.DataFrame(
     {
         "verdict": table["verdict"],
+        "check": [
+            f"🛑 {correctness.WRONG} ({' and '.join(s for s, v in (('baseline', va), ('candidate', vb)) if v == 'fail')})"
+            if "fail" in (va, vb)
+            else (vb or "–")
+            for va, vb in zip(table["correctness_baseline"], table["correctness_candidate"], strict=True)
+        ],
         "config": table["config"] + (" · " + table["workload"] if table["workload"].nunique() > 1 else ""),
         "Δ": table["delta"] * 100,
         "interval": [
@@ -143,13 +166,16 @@ st.dataframe(
     hide_index=True,
     width="stretch",
     column_config={
-        "verdict": st.column_config.TextColumn(width=110),
-        "config": st.column_config.TextColumn(width=150),
-        "Δ": st.column_config.NumberColumn(format="%+.1f%%", width=65),
-        "interval": st.column_config.TextColumn(f"{confidence:.0%} interval", width=125),
-        "baseline": st.column_config.NumberColumn(f"baseline ({center})", format="%.4g", width=80),
-        "candidate": st.column_config.NumberColumn(format="%.4g", width=75),
-        "why": st.column_config.TextColumn("why / note", width=195),
+        "verdict": st.column_config.TextColumn(width=105),
+        "check": st.column_config.TextColumn(
+            "correctness", help="The correctness gate; wrong = measured on a wrong path", width=85
+        ),
+        "config": st.column_config.TextColumn(width=140),
+        "Δ": st.column_config.NumberColumn(format="%+.1f%%", width=62),
+        "interval": st.column_config.TextColumn(f"{confidence:.0%} interval", width=120),
+        "baseline": st.column_config.NumberColumn(f"baseline ({center})", format="%.4g", width=75),
+        "candidate": st.column_config.NumberColumn(format="%.4g", width=70),
+        "why": st.column_config.TextColumn("why / note", width=140),
     },
 )
 
@@ -159,5 +185,7 @@ markdown = report.to_markdown(
 )
 download_buttons(report.to_csv(table), markdown, f"compare-{a}-vs-{b}-{metric}", key="cmp_dl")
 with st.expander("PR comment preview"):
-    st.markdown(markdown, unsafe_allow_html=False)  # stored names are escaped text, never HTML
+    st.markdown(
+        markdown, unsafe_allow_html=False
+    )  # stored names went through analysis.md: text, never elements
     st.code(markdown, language="markdown")

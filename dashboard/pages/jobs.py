@@ -8,6 +8,7 @@ import pandas as pd
 import streamlit as st
 from sqlalchemy import inspect
 
+from analysis import md
 from analysis.jobs import why_waiting
 from dashboard.components import layout
 from dashboard.services import data
@@ -21,10 +22,10 @@ try:
     engine = data.engine(url)
     ready = "jobs" in inspect(engine).get_table_names()
 except Exception as e:  # an unreachable server or a bad URL: say so on the page instead of a traceback
-    st.error(f"Cannot read the database {data.shown_url(url)}: {type(e).__name__}: {e}")
+    st.error(f"Cannot read the database {md.text(data.shown_url(url))}: {type(e).__name__}: {md.text(e)}")
     st.stop()
 if not ready:
-    st.info(f"{data.shown_url(url)} has no job tables yet: run `specbench db upgrade --db URL`.")
+    st.info(f"{md.text(data.shown_url(url))} has no job tables yet: run `specbench db upgrade --db URL`.")
     st.stop()
 layout.synthetic_banner(url)
 
@@ -128,7 +129,7 @@ if workers:
     lost = [w["id"] for w in workers if w["state"] == "lost"]
     if lost:
         st.warning(
-            f"No heartbeat for a while from {', '.join(lost)}: killed or cut off. Their jobs go back to the "
+            f"No heartbeat for a while from {', '.join(map(md.text, lost))}: killed or cut off. Their jobs go back to the "
             "queue when their leases expire.",
             icon=":material/heart_broken:",
         )
@@ -156,7 +157,7 @@ if failed:
         key="jobs_failed",
     )
     for j in failed[:20]:
-        title = f"job {j['id']} · {j['sweep_name']} · {j['status']} after {j['attempts']} attempt(s)"
+        title = f"job {j['id']} · {md.text(j['sweep_name'])} · {md.text(j['status'])} after {j['attempts']} attempt(s)"
         with st.expander(title):
             st.code(j["last_error"] or "(no error recorded)", language=None)
 else:

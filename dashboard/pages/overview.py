@@ -7,6 +7,7 @@ from urllib.parse import urlencode
 import pandas as pd
 import streamlit as st
 
+from analysis import md
 from analysis.changes import summarize_by_run
 from analysis.labels import run_tag, short_gpu
 from analysis.regressions import DEFAULT_LOOKBACK, DEFAULT_SINCE, flagged
@@ -143,7 +144,7 @@ if problems.empty:
     st.success("Every point of the latest runs is ok.", icon=":material/check_circle:")
 else:
     counts = problems["status"].value_counts()
-    st.caption(" · ".join(f"**{n}** {s}" for s, n in counts.items()) + " in the latest runs")
+    st.caption(" · ".join(f"**{n}** {md.text(s)}" for s, n in counts.items()) + " in the latest runs")
     st.dataframe(
         pd.DataFrame(
             {

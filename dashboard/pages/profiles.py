@@ -8,6 +8,7 @@ import pandas as pd
 import streamlit as st
 from sqlalchemy import inspect
 
+from analysis import md
 from analysis.labels import STAND_IN_TAG, run_tag
 from analysis.profiles import opening_pair, opening_run
 from analysis.trace_files import FoundTrace, find_trace
@@ -76,7 +77,7 @@ def _side(
     summary = prof["summary"] or {}
     warning = (summary.get("distortion") or {}).get("warning")
     if warning:
-        col.warning(warning, icon=":material/warning:")
+        col.warning(md.text(warning), icon=":material/warning:")
     if rows:
         what = "stand-in's simulated trace" if simulated else "trace"
         col.altair_chart(
@@ -85,12 +86,12 @@ def _side(
             height=260,
         )
         if found is not None and found.how != "as stored":
-            col.caption(f"Trace {found.how} (sha256 checked; captured on `{prof['host']}`).")
+            col.caption(f"Trace {md.text(found.how)} (sha256 checked; captured on {md.code(prof['host'])}).")
     else:
         col.caption(
-            f"Trace not on this host: captured on `{prof['host']}` at `{prof['path']}`. Looked for a file with its "
-            "sha256 there, in `artifacts/` next to the database and in the traces shipped under `examples/`; "
-            "copy the capture's `artifacts/` folder next to the database to see it here."
+            f"Trace not on this host: captured on {md.code(prof['host'])} at {md.code(prof['path'])}. Looked for a "
+            "file with its sha256 there, in `artifacts/` next to the database and in the traces shipped under "
+            "`examples/`; copy the capture's `artifacts/` folder next to the database to see it here."
         )
     table = profile_charts.figures_table(summary)
     # Every row shown (the distortion row is the last, and the one that says how far to trust the rest).

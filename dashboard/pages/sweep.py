@@ -5,8 +5,8 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from analysis import md
-from analysis.labels import STAND_IN_TAG, run_tag, short_gpu, short_workload
+from analysis import correctness, md
+from analysis.labels import STAND_IN_TAG, config_label, run_tag, short_gpu, short_workload
 from analysis.run_counts import points_of
 from analysis.sweep import sweep_grid
 from dashboard import charts
@@ -57,9 +57,10 @@ state.publish(PARAMS)
 
 # Versions such as 0.5.13.post1 are the widest value here; equal columns cut them off.
 m = st.columns([1.6, 1.1, 0.8, 0.9, 1.1])
-m[0].metric("SGLang", f"{info['sglang_version'] or '?'}")
-m[1].metric("GPU", short_gpu(info["gpu_name"], info["gpu_count"]))
-m[2].metric("Status", info["status"])
+# A metric's value is Markdown too: stored text goes through analysis.md like everywhere else.
+m[0].metric("SGLang", md.text(info["sglang_version"] or "?"))
+m[1].metric("GPU", md.text(short_gpu(info["gpu_name"], info["gpu_count"])))
+m[2].metric("Status", md.text(info["status"]))
 n_ok, n_of = points_of(int((points["status"] == "ok").sum()), len(points), info["sweep_yaml"])
 m[3].metric(
     "Points ok",
@@ -69,6 +70,29 @@ m[3].metric(
 m[4].metric(
     "Started", f"{info['started_at']:%m-%d %H:%M}", help=f"{info['started_at']:%Y-%m-%d %H:%M:%S} UTC"
 )
+# The correctness gate first: a point that computed wrong tokens or acceptance is a finding, and its speed is
+# struck through and labelled `wrong` wherever it shows (docs/reference/correctness-gate.md).
+verdicts = correctness.counts(points["correctness"]) if "correctness" in points else None
+if verdicts is not None and verdicts["not recorded"] < len(points):
+    failed = correctness.failed_launches(points, lambda r: config_label(r, with_batch=False))
+    if failed:
+        st.error(
+            "\n".join(
+                [
+                    *(
+                        line.removeprefix("> ").replace("🛑 ", "")
+                        for line in correctness.banner_md(failed, f"Run #{run_id}")
+                    ),
+                    *correctness.wrong_points_md(points, lambda r: config_label(r, with_batch=False)),
+                ]
+            ),
+            icon=":material/dangerous:",
+        )
+    else:
+        st.caption(
+            f"Correctness gate: {verdicts['pass']} point(s) pass, {verdicts['not checked']} not checked "
+            "(reasons in the table at the bottom)."
+        )
 servers = data.run_servers(url, run_id)
 shared = servers[(servers["idle_neighbours"] > 0) & ~servers["pair_colocated"]]
 if servers["pair_colocated"].any():
@@ -134,16 +158,20 @@ spec = grid[grid["spec_mode"] != "baseline"]
 not_ok = sel[sel["status"] != "ok"]["status"].value_counts()
 if len(not_ok):
     # A missing cell is a point that did not measure cleanly, not a hole in the sweep: say which.
-    kinds = ", ".join(f"{n} {status}" for status, n in not_ok.items())
+    kinds = ", ".join(f"{n} {md.text(status)}" for status, n in not_ok.items())
     st.caption(f"Charts show ok points only. Left out: {kinds} (all points are listed at the bottom).")
 
 st.markdown("##### Output throughput (tok/s)")
-st.altair_chart(charts.heatmap(spec, "output_throughput", "tok/s", width=330), width="content")
+st.altair_chart(
+    charts.heatmap(spec, "output_throughput", "tok/s", width=330, strike_wrong=True), width="content"
+)
 st.markdown("##### Acceptance length (tokens per verify step)")
 st.altair_chart(charts.heatmap(spec, "accept_length", "tokens", fmt=".2f", width=330), width="content")
 st.markdown("##### Speculative over no-spec baseline (throughput ratio)")
 if spec["speedup_over_baseline"].notna().any():
-    chart = charts.heatmap(spec, "speedup_over_baseline", "×", fmt=".2f", diverging=True, width=330)
+    chart = charts.heatmap(
+        spec, "speedup_over_baseline", "×", fmt=".2f", diverging=True, width=330, strike_wrong=True
+    )
     st.altair_chart(chart, width="content")
 else:
     st.caption("Needs a baseline point at the same batch size.")

@@ -7,6 +7,7 @@ from typing import cast
 import pandas as pd
 import streamlit as st
 
+from analysis import md
 from analysis.facets import annotate_catalog, default_series
 from analysis.labels import run_tag
 from analysis.regressions import flagged
@@ -73,11 +74,11 @@ kinds = sorted(
     if "simulated" in series
     else set()
 )
-st.subheader(str(row["label"]))
+st.subheader(md.text(row["label"]), anchor=False)  # no "#..." link made from a stored name
 tag = " · ".join(f"⚠ {k}" for k in kinds if k != "measured")
 st.caption(
     (f"**{tag}** (not a GPU measurement) · " if tag else "")
-    + f"{label(metric)} · {direction_text(metric)} · {int(row['n_points']):,} points · series `{fp}` · "
+    + f"{label(metric)} · {direction_text(metric)} · {int(row['n_points']):,} points · series {md.code(fp)} · "
     "share this view by copying the address bar"
 )
 

@@ -12,9 +12,10 @@ import pandas as pd
 import streamlit as st
 from sqlalchemy import Engine, inspect
 
-from analysis import regressions, v2_vs_v1
+from analysis import regressions, tp_compare, v2_vs_v1
 from analysis.changes import attach_triage, change_points
 from analysis.stats.changepoint import ChangePointParams
+from analysis.tp_pair import RunSide, default_pair
 from db import queries as q
 from db import triage as stored_triage
 from db.engine import DatabaseMissingError, make_engine, make_readonly_engine, redact, resolve_url
@@ -117,6 +118,20 @@ def run_servers(url: str, run_id: int) -> pd.DataFrame:
 def run_v2_vs_v1(url: str, run_id: int) -> pd.DataFrame:
     """v2/v1 ratios with 95 % intervals per cell of a run (`analysis.v2_vs_v1`)."""
     return v2_vs_v1.load(engine(url), run_id)
+
+
+@st.cache_data(ttl=60, show_spinner=False)
+def shard_vs_tp(url: str, shard_run: int, tp_run: int) -> tp_compare.Comparison:
+    """`analysis.tp_compare.load`, cached; raises analysis.tp_pair.PairRefused for a pair that is not one."""
+    return tp_compare.load(engine(url), shard_run, tp_run)
+
+
+@st.cache_data(ttl=60, show_spinner=False)
+def shard_tp_default(url: str, newest_first: tuple[int, ...]) -> tuple[int, int] | None:
+    """The newest (shard, TP) pair among these runs (`analysis.tp_pair.default_pair`), or None."""
+    eng = engine(url)
+    widths = q.run_tp_widths(eng, list(newest_first))
+    return default_pair(list(newest_first), widths, lambda r: RunSide.from_facts(q.run_model_facts(eng, r)))
 
 
 @st.cache_data(ttl=60, show_spinner=False)

@@ -15,12 +15,13 @@ from pathlib import Path
 from typing import Annotated, Literal
 
 import typer
+from rich.markup import escape
 from sqlalchemy import Engine, select
 
 from analysis.stats.compare import DEFAULT_CONFIDENCE, DEFAULT_THRESHOLD
 from bench.sweep import SweepError, load_sweep
 from db.engine import session_scope
-from db.models import Run
+from db.models import Point, Run
 from runners.commands import run as run_cmd
 from runners.commands.compare import compare_result, render
 from runners.common import (
@@ -104,8 +105,26 @@ def ci(
     comment.write_text(text)
     summary = ", ".join(f"{n} {v}" for v, n in counts.items() if n) or "no shared points"
     err_console.print(f"run {b} vs baseline {a}: {summary} ({metric}); PR comment in {comment}")
-    if counts["regression"]:
+    wrong = _wrong_configs(engine, b)
+    if wrong:
+        err_console.print(
+            f"[bold red]WRONG: the candidate run {b} failed the correctness gate in {len(wrong)} configuration(s) "
+            f"({escape(', '.join(wrong))}); the PR comment says why[/]"
+        )
+    if counts["regression"] or wrong:
+        # A regression or a wrong path: both are findings.
         raise typer.Exit(ExitCode.FINDING)
+
+
+def _wrong_configs(engine: Engine, run_id: int) -> list[str]:
+    """The server configs of a run whose points the correctness gate failed."""
+    with session_scope(engine) as s:
+        rows = s.execute(
+            select(Point.algorithm, Point.steps, Point.spec_mode)
+            .where(Point.run_id == run_id, Point.correctness == "fail")
+            .distinct()
+        ).all()
+    return sorted(f"{alg or 'baseline'} s{steps} {mode}" if alg else "baseline" for alg, steps, mode in rows)
 
 
 def labelled_run(engine: Engine, sweep_name: str, label: str) -> int | None:
@@ -140,7 +159,12 @@ def _side(
         return found
     err_console.print(f"{role}: no finished run of {sweep_name} labelled {label!r}; running it now")
     # The `run` verb itself: same validation, progress, summary, storage and exit codes for a failed run.
-    run_cmd.run(sweep, db=db, label=label, trigger="pr", gpus=gpus, log_dir=log_dir, progress=progress)
+    try:
+        run_cmd.run(sweep, db=db, label=label, trigger="pr", gpus=gpus, log_dir=log_dir, progress=progress)
+    except typer.Exit as e:
+        if e.exit_code != run_cmd.EXIT_WRONG:
+            raise
+        # A run that failed the correctness gate is still compared: the PR comment says what was wrong.
     made = labelled_run(engine, sweep_name, label)
     if made is None:
         fail(f"the {role} run of {sweep_name} (label {label!r}) did not finish")

@@ -21,6 +21,7 @@ from bench.crosscheck import (
     CrossCheckError,
     tokenizer_json,
 )
+from runners.terminal import guard
 
 
 def _batch_sizes(text: str) -> list[int]:
@@ -44,12 +45,19 @@ def crosscheck(
     batch_sizes: Annotated[
         str, typer.Option("--batch-sizes", help="Comma-separated concurrencies, e.g. 8,32.")
     ] = "8,32",
-    input_len: Annotated[int, typer.Option(min=1, help="Prompt tokens per request, both clients.")] = 256,
-    output_len: Annotated[int, typer.Option(min=2, help="Output tokens per request (ignore_eos).")] = 256,
+    input_len: Annotated[
+        int, typer.Option(min=1, max=1_000_000, help="Prompt tokens per request, both clients.")
+    ] = 256,
+    output_len: Annotated[
+        int, typer.Option(min=2, max=1_000_000, help="Output tokens per request (ignore_eos).")
+    ] = 256,
     min_window_s: Annotated[
-        float, typer.Option(min=0.0, help="Each window sends enough requests to last at least this long.")
+        float,
+        typer.Option(
+            min=0.0, max=3600.0, help="Each window sends enough requests to last at least this long."
+        ),
     ] = 10.0,
-    rounds: Annotated[int, typer.Option(min=1, help="A B B A rounds per batch size.")] = 1,
+    rounds: Annotated[int, typer.Option(min=1, max=1000, help="A B B A rounds per batch size.")] = 1,
     python: Annotated[
         str,
         typer.Option(help="Interpreter with sglang installed; runs `-m sglang.bench_serving`."),
@@ -57,16 +65,18 @@ def crosscheck(
     out_dir: Annotated[
         Path, typer.Option(help="Where bench_serving's JSONL, logs and crosscheck.json go.")
     ] = Path("crosscheck-out"),
-    seed: Annotated[int, typer.Option(help="Seed for prompts on both sides.")] = 1,
+    seed: Annotated[int, typer.Option(min=0, max=2**32 - 1, help="Seed for prompts on both sides.")] = 1,
     max_diff: Annotated[
         float | None,
         typer.Option(
-            help="Exit 1 when output throughput or mean TPOT differ by more than this fraction (e.g. 0.02)."
+            min=0.0,
+            max=100.0,
+            help="Exit 1 when output throughput or mean TPOT differ by more than this fraction (e.g. 0.02).",
         ),
     ] = None,
 ) -> None:
     """Measure one server with specbench and SGLang's bench_serving, interleaved, and print both sides."""
-    err = Console(stderr=True, soft_wrap=True)
+    err = guard(Console(stderr=True, soft_wrap=True))
     sizes = _batch_sizes(batch_sizes)
     try:
         tokenizer_json(str(tokenizer))
@@ -85,7 +95,7 @@ def crosscheck(
         out_dir=out_dir,
         seed=seed,
     )
-    console = Console(soft_wrap=True)
+    console = guard(Console(soft_wrap=True))
     try:
         results = CrossCheck(
             cfg, progress=lambda line: console.print(line, markup=False, highlight=False)

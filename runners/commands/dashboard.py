@@ -105,7 +105,7 @@ def _readable_as_is(url: str) -> bool:
 
 def dashboard(
     db: DbOption = None,
-    port: Annotated[int, typer.Option("--port", help="Port to serve on.")] = 8501,
+    port: Annotated[int, typer.Option("--port", min=1, max=65_535, help="Port to serve on.")] = 8501,
     address: Annotated[
         str, typer.Option("--address", help="Interface to bind; 0.0.0.0 to share.")
     ] = "127.0.0.1",

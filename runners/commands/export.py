@@ -8,7 +8,7 @@ from typing import Annotated, Any, Literal
 import typer
 from sqlalchemy import Engine
 
-from analysis import v2_vs_v1, windows
+from analysis import tp_compare, v2_vs_v1, windows
 from analysis.bench_serving_export import bench_serving_lines
 from analysis.export import ExportError, collect, to_csv, to_json, to_markdown
 from db import queries as q
@@ -52,20 +52,41 @@ def export(
         Path | None, typer.Option("--output", "-o", help="Write here instead of stdout.")
     ] = None,
     view: Annotated[
-        Literal["points", "v2-vs-v1", "windows"],
+        Literal["points", "v2-vs-v1", "windows", "shard-vs-tp"],
         typer.Option(
             "--view",
             help="points: every point (default); v2-vs-v1: the v2/v1 ratio per batch size, steps and accept "
             "length with 95% intervals and a verdict (one run); windows: every measured window (one repeat of "
             "a point, any status) in measurement order with its GPU clock, power, temperature and host load, "
-            "plus the throughput spread per configuration (one run).",
+            "plus the throughput spread per configuration (one run); shard-vs-tp: a one-GPU shard run (--run) "
+            "against its tensor-parallel deployment (--against): step times, both v2/v1 ratios with "
+            "intervals and verdicts, floor fractions, the TP profile's all-reduce share and the cycle-time "
+            "error.",
         ),
     ] = "points",
+    against: Annotated[
+        str | None,
+        typer.Option(
+            "--against",
+            help=f"--view shard-vs-tp: the TP run to compare the shard (--run) with: {RUN_REF_HELP}.",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
     """Export points for PR discussions and spreadsheets."""
     if all_runs and run:
         fail("give either --run or --all-runs, not both")
+    if (view == "shard-vs-tp") != (against is not None):
+        fail("--against goes with --view shard-vs-tp, and --view shard-vs-tp needs --against TP_RUN")
     engine = open_db_readonly(db)
+    if view == "shard-vs-tp":
+        if all_runs or len(run or []) != 1:
+            fail("--view shard-vs-tp compares one shard run (--run) with one TP run (--against)")
+        if format == "bench-serving-json":
+            fail("--view shard-vs-tp writes csv, json or md, not bench-serving-json")
+        assert run is not None and against is not None
+        _export_shard_vs_tp(engine, run[0], against, format, output)
+        return
     if all_runs:
         run_ids = sorted(int(i) for i in q.list_runs(engine)["id"])
         if not run_ids:
@@ -95,6 +116,17 @@ def export(
     else:
         write_output(output, text)
         typer.echo(f"wrote {len(data.rows)} points to {output}", err=True)
+
+
+def _export_shard_vs_tp(engine: Engine, shard_ref: str, tp_ref: str, fmt: str, output: Path | None) -> None:
+    shard, tp = resolve_run_ref(engine, shard_ref), resolve_run_ref(engine, tp_ref)
+    try:
+        comparison = tp_compare.load(engine, shard, tp)
+    except tp_compare.PairRefused as e:
+        fail(str(e))
+    for line in comparison.missing + comparison.notes:
+        err_console.print(f"note: {line}", markup=False, highlight=False)
+    _emit(tp_compare.render(comparison, fmt), output, f"{len(comparison.frame)} shard/TP rows")
 
 
 def _one_run_meta(engine: Engine, run_ids: list[int], why: str) -> dict[str, Any]:

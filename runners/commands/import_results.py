@@ -5,6 +5,11 @@ One run per file, one point (with one repeat) per result line. The run is marked
 catalogue maps, the server-reported accept length, and from `server_info` (when the line has one) the model,
 attention backend, TP size and speculative settings. What the file does not know stays empty. A file
 already imported (same bytes) is not imported twice.
+
+A file is checked whole before anything is written (issue 30 §7): every field against its type and range
+(bench.bench_serving_io), then every value against the column that will hold it (db.validate); the first
+problem refuses the file in one line naming the line and the field. The write is one transaction that waits
+for a locked or unreachable database as `run` does (runners.dbretry).
 """
 
 from __future__ import annotations
@@ -16,15 +21,25 @@ from typing import Annotated, Any
 
 import typer
 from sqlalchemy import select
+from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.orm import Session
 
 from bench.bench_serving_io import BenchServingFormatError, ResultLine, read_line
-from db.engine import session_scope
+from db.engine import SQLITE_IMMEDIATE
 from db.fingerprint import point_fingerprint
 from db.models import Point, Run, Sample
 from db.types import utcnow
-from runners.common import DbOption, console, fail, open_db
+from db.validate import RowProblem, check_row
+from runners import dbretry
+from runners.common import DbOption, check_text, console, fail, open_db
+from runners.recovery import OutagePolicy
 
 IMPORTED_BACKEND = "imported"
+# The columns' widths (db/models.py: runs.sweep_name, runs.model, runs.gpu_name).
+NAME_LENGTH, MODEL_LENGTH, GPU_LENGTH = 100, 500, 100
+MAX_GPUS = 1024
+# A results file is a line per run of bench_serving: kilobytes, megabytes with per-request details.
+MAX_FILE_BYTES = 512 * 2**20
 
 
 def register(app: typer.Typer) -> None:
@@ -43,52 +58,99 @@ def import_results(
     gpu: Annotated[
         str, typer.Option(help="GPU the results were measured on (the file does not say).")
     ] = "none",
-    gpu_count: Annotated[int, typer.Option(min=0, help="Number of GPUs.")] = 0,
+    gpu_count: Annotated[int, typer.Option(min=0, max=MAX_GPUS, help="Number of GPUs.")] = 0,
 ) -> None:
-    """Import SGLang bench_serving results (JSONL) as a run, so they sit next to specbench's own."""
-    if not file.is_file():
+    """Import SGLang bench_serving results (JSONL) as a run, so they sit next to specbench's own. Every line is
+    checked first: a field of the wrong type or out of range refuses the whole file, naming line and field."""
+    check_text("--name", name, NAME_LENGTH)
+    check_text("--model", model, MODEL_LENGTH)
+    check_text("--gpu", gpu, GPU_LENGTH)
+    if not file.is_file():  # a FIFO, a device or a directory is not a results file either
         fail(f"no file at {file}")
+    if file.stat().st_size > MAX_FILE_BYTES:
+        fail(f"{file}: larger than {MAX_FILE_BYTES // 2**20} MiB; not a bench_serving results file")
     raw = file.read_bytes()
-    lines: list[ResultLine] = []
+    lines: list[tuple[int, ResultLine]] = []
     for n, text in enumerate(raw.decode(errors="replace").splitlines(), 1):
         if not text.strip():
             continue
         try:
-            lines.append(read_line(text))
+            lines.append((n, read_line(text)))
         except BenchServingFormatError as exc:
-            fail(f"{file}:{n}: {exc}")
+            fail(f"{file}:{n}: {exc}; nothing imported")
     if not lines:
         fail(f"{file} holds no bench_serving result")
     digest = hashlib.sha256(raw).hexdigest()
+    run = _run(
+        lines, file=file, digest=digest, name=name or file.name, model=model, gpu=gpu, gpu_count=gpu_count
+    )
+    points = [(n, _point_values(run, i, line)) for i, (n, line) in enumerate(lines)]
+    try:  # everything is checked against its column before anything is written (PostgreSQL refuses mid-way)
+        check_row(Run, _column_values(run), f"{file}: run ({_run_source(lines, model)})")
+        for n, values in points:
+            check_row(Point, values, f"{file}:{n}")
+    except RowProblem as e:
+        fail(f"{e}; nothing imported")
     engine = open_db(db)
-    with session_scope(engine) as s:
+
+    def store(s: Session) -> tuple[int, bool]:
         existing = s.scalars(
             select(Run.id).where(Run.backend == IMPORTED_BACKEND, Run.sweep_hash == digest).limit(1)
         ).first()
         if existing is not None:
-            console.print(f"{file} is already imported as run {existing}; nothing to do", soft_wrap=True)
-            return
-        run = _run(
+            return int(existing), False
+        new = _run(
             lines, file=file, digest=digest, name=name or file.name, model=model, gpu=gpu, gpu_count=gpu_count
         )
-        s.add(run)
+        s.add(new)
         s.flush()
         args: dict[str, Any] = {}
-        for i, line in enumerate(lines):
-            args[_point(s, run, i, line)] = {k: _json_safe(v) for k, v in line.args.items()}
+        for (_, line), (_, values) in zip(lines, points, strict=True):
+            point = Point(**{**values, "run_id": new.id})
+            s.add(point)
+            s.flush()
+            s.add(Sample(point_id=point.id, repeat=0, status="ok", **line.metrics))
+            args[point.point_key] = {k: _json_safe(v) for k, v in line.args.items()}
         # bench_serving's arguments per point, for `export --format bench-serving-json` to write back.
-        run.provenance = {**run.provenance, "bench_serving_args": args}
-        run.status = "done"
-        run.finished_at = utcnow()
-        run_id, model_name = run.id, run.model
+        new.provenance = {**new.provenance, "bench_serving_args": args}
+        new.status = "done"
+        new.finished_at = utcnow()
+        return int(new.id), True
+
+    try:
+        # One transaction, retried as a whole while the database is locked or away (as `run` waits).
+        run_id, added = dbretry.in_session(
+            engine.execution_options(**{SQLITE_IMMEDIATE: True}),
+            store,
+            what="importing results",
+            policy=OutagePolicy.from_env(),
+        )
+    except dbretry.DatabaseUnavailable as e:
+        fail(f"{e}; nothing imported", code=1)
+    except SQLAlchemyError as e:  # what the checks above did not foresee: the transaction is undone
+        fail(f"{file}: cannot import: {type(e).__name__}: {dbretry.short(e)}; nothing imported", code=1)
+    if not added:
+        console.print(f"{file} is already imported as run {run_id}; nothing to do", soft_wrap=True)
+        return
     console.print(
-        f"imported {len(lines)} bench_serving result(s) from {file} as run {run_id} (model {model_name}, imported)",
+        f"imported {len(lines)} bench_serving result(s) from {file} as run {run_id} (model {run.model}, imported)",
         soft_wrap=True,
     )
 
 
+def _column_values(row: Any) -> dict[str, Any]:
+    """An ORM object's column values that are set (defaults the database fills are left out)."""
+    return {c.name: getattr(row, c.key) for c in row.__table__.columns if getattr(row, c.key) is not None}
+
+
+def _run_source(lines: list[tuple[int, ResultLine]], model: str | None) -> str:
+    """Where the run's model and versions come from: --model, or the first line with a server_info."""
+    n = next((n for n, ln in lines if ln.server), None)
+    return f"server_info of line {n}" if n is not None and model is None else "the command line"
+
+
 def _run(
-    lines: list[ResultLine],
+    lines: list[tuple[int, ResultLine]],
     *,
     file: Path,
     digest: str,
@@ -97,10 +159,10 @@ def _run(
     gpu: str,
     gpu_count: int,
 ) -> Run:
-    server = next((ln.server for ln in lines if ln.server), {})
-    backends = sorted({str(ln.args.get("backend")) for ln in lines if ln.args.get("backend")})
+    server = next((ln.server for _, ln in lines if ln.server), {})
+    backends = sorted({str(ln.args.get("backend")) for _, ln in lines if ln.args.get("backend")})
     return Run(
-        sweep_name=name[:100],
+        sweep_name=name[:NAME_LENGTH],
         sweep_yaml=f"# imported from bench_serving results: {file.name}\n",
         sweep_hash=digest,
         trigger="import",
@@ -122,7 +184,8 @@ def _run(
     )
 
 
-def _point(session: Any, run: Run, index: int, line: ResultLine) -> str:
+def _point_values(run: Run, index: int, line: ResultLine) -> dict[str, Any]:
+    """The columns of the point one result line becomes (all but run_id, which the run gets on insert)."""
     srv = line.server
     algorithm = _str(srv.get("speculative_algorithm"))
     steps = _int(srv.get("speculative_num_steps")) if algorithm else None
@@ -149,25 +212,20 @@ def _point(session: Any, run: Run, index: int, line: ResultLine) -> str:
         "gpu_name": run.gpu_name,
         "gpu_count": run.gpu_count,
     }
-    point = Point(
-        run_id=run.id,
-        point_key=f"imported:{index}:bs{batch_size}:{workload_key}"[:300],
-        fingerprint=point_fingerprint(**series),
-        status="ok",
-        reason=None,
-        dataset=dataset,
-        input_len=line.input_len,
-        output_len=line.output_len,
-        num_prompts=line.completed,
-        repeats=1,
-        repeats_planned=1,
+    return {
+        "point_key": f"imported:{index}:bs{batch_size}:{workload_key}"[:300],
+        "fingerprint": point_fingerprint(**series),
+        "status": "ok",
+        "reason": None,
+        "dataset": dataset,
+        "input_len": line.input_len,
+        "output_len": line.output_len,
+        "num_prompts": line.completed,
+        "repeats": 1,
+        "repeats_planned": 1,
         **series,
         **line.metrics,
-    )
-    session.add(point)
-    session.flush()
-    session.add(Sample(point_id=point.id, repeat=0, status="ok", **line.metrics))
-    return point.point_key
+    }
 
 
 def _json_safe(v: Any) -> Any:

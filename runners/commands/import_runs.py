@@ -9,12 +9,17 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import SQLAlchemyError
 
-from db.engine import ENV_PREFIX, redact, scrub, session_scope
-from db.merge import merge_runs
+from db.engine import ENV_PREFIX, SQLITE_IMMEDIATE, redact, scrub
+from db.merge import check_source, merge_runs
 from db.migrate import open_database
 from db.snapshot import SnapshotError, snapshot
-from runners.common import DbOption, console, db_url, fail, open_db
+from db.validate import RowProblem
+from runners import dbretry
+from runners.common import DbOption, check_text, console, db_url, fail, open_db
+from runners.recovery import OutagePolicy
 
 
 def register(app: typer.Typer) -> None:
@@ -32,38 +37,69 @@ def import_runs(
     sweep: Annotated[str | None, typer.Option(help="Only runs of this sweep.")] = None,
 ) -> None:
     """Merge runs from another database (e.g. a GPU host's SQLite file); a run already here gets only what it
-    lacks (a run resumed on another host grows), never a second copy."""
+    lacks (a run resumed on another host grows), never a second copy. Every row is checked first: a value
+    this schema cannot hold refuses the whole import, naming its table, row and column."""
+    check_text("--sweep", sweep, 100)
+    db_url(db)  # a bad or secret-holding --db is refused before the source is touched
     with tempfile.TemporaryDirectory() as tmp:
-        if "://" in source or source.startswith(ENV_PREFIX):
-            url = db_url(source)  # refuses a password in argv, never prints one
-        else:
-            path = Path(source)
-            if not path.is_file():
-                fail(f"no database file at {source}")
-            # Work on a copy: migrating or WAL-switching the source would change a file we only read. A
-            # snapshot, not a file copy: a sweep may still be writing the source, and a plain copy misses
+        url = db_url(source) if "://" in source or source.startswith(ENV_PREFIX) else None
+        # A SQLite source, named by path or by URL, is read from a snapshot: never created (a missing file is an
+        # error, not a new empty database), never migrated or WAL-switched in place.
+        local = Path(source) if url is None else _sqlite_file(url)
+        if local is not None:
+            if not local.is_file():
+                fail(f"no database file at {local}")
+            # A snapshot, not a file copy: a sweep may still be writing the source, and a plain copy misses
             # what its write-ahead log holds and can tear.
-            copy = Path(tmp) / path.name
+            copy = Path(tmp) / local.name
             url = f"sqlite:///{copy}"
             try:
-                snapshot(str(path), str(copy))
+                snapshot(str(local), str(copy))
             except SnapshotError as e:
                 fail(str(e))
             except (OSError, sqlite3.Error) as e:
                 # A full disk, a temporary directory it cannot write: the paths and the cause, not a traceback
                 # (as `specbench db snapshot` says it).
                 fail(
-                    f"cannot snapshot {source} to {copy} (a temporary copy; TMPDIR picks its directory): "
+                    f"cannot snapshot {local} to {copy} (a temporary copy; TMPDIR picks its directory): "
                     f"{type(e).__name__}: {e}",
                     code=1,
                 )
+        assert url is not None
         try:
             src = open_database(url)  # brings an older file up to this schema first
         except Exception as e:
             shown = redact(url) if "://" in source or source.startswith(ENV_PREFIX) else source
             fail(f"cannot open {shown}: {type(e).__name__}: {scrub(str(e), url)}")
+        try:
+            check_source(src, sweep=sweep)
+        except RowProblem as e:
+            src.dispose()
+            fail(f"{source}: {e}; nothing imported")
         engine = open_db(db)
-        with session_scope(engine) as s:
-            report = merge_runs(src, s, sweep=sweep)
-        src.dispose()
+        try:
+            # One transaction, retried as a whole while the database is locked or away (as `run` and the
+            # workers wait): nothing is half imported, and a retry finds what a lost commit already stored.
+            report = dbretry.in_session(
+                engine.execution_options(**{SQLITE_IMMEDIATE: True}),
+                lambda s: merge_runs(src, s, sweep=sweep),
+                what="importing runs",
+                policy=OutagePolicy.from_env(),
+            )
+        except dbretry.DatabaseUnavailable as e:
+            fail(f"{e}; nothing imported", code=1)
+        except SQLAlchemyError as e:  # a row this schema cannot hold after all: the whole import is undone
+            fail(f"{source}: cannot import: {type(e).__name__}: {dbretry.short(e)}; nothing imported", code=1)
+        finally:
+            src.dispose()
     console.print(report.summary())
+
+
+def _sqlite_file(url: str) -> Path | None:
+    """The file a SQLite URL names; None for another database. An in-memory SQLite source holds nothing."""
+    parsed = make_url(url)
+    if parsed.get_backend_name() != "sqlite":
+        return None
+    if not parsed.database or parsed.database == ":memory:":
+        fail("an in-memory SQLite database has no runs to import; give a file (sqlite:///PATH)")
+    return Path(parsed.database)

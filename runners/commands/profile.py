@@ -28,13 +28,17 @@ def summarize_cmd(
     ],
     format: Annotated[Literal["json", "table"], typer.Option("--format", help="json or table")] = "table",
     tpot_ms: Annotated[
-        float | None, typer.Option(help="Unprofiled TPOT of the same point (ms), for the distortion.")
+        float | None,
+        typer.Option(min=0.0, max=1e6, help="Unprofiled TPOT of the same point (ms), for the distortion."),
     ] = None,
     accept_length: Annotated[
-        float | None, typer.Option(help="Unprofiled accept length of the same point, for the distortion.")
+        float | None,
+        typer.Option(
+            min=0.0, max=1e3, help="Unprofiled accept length of the same point, for the distortion."
+        ),
     ] = None,
     threshold: Annotated[
-        float, typer.Option(help="Warn when profiled / unprofiled cycle time exceeds this.")
+        float, typer.Option(min=0.0, max=1e3, help="Warn when profiled / unprofiled cycle time exceeds this.")
     ] = DEFAULT_DISTORTION_THRESHOLD,
     per_cycle: Annotated[bool, typer.Option("--per-cycle", help="JSON: keep the per-cycle rows.")] = False,
 ) -> None:
@@ -77,6 +81,9 @@ def _table(trace: Path, s: dict[str, Any]) -> None:
             t.add_row(f"GPU {name} (ms)", _fmt(ph["gpu_ms"]))
         if ph["cpu_ms"]:
             t.add_row(f"CPU {name} (ms)", _fmt(ph["cpu_ms"]))
+    for kind, c in (s.get("collectives") or {}).items():
+        t.add_row(f"{kind.replace('_', '-')} per cycle (ms)", _fmt(c["ms_per_cycle"]))
+        t.add_row(f"{kind.replace('_', '-')} share of the cycle (%)", _fmt(c["share_of_cycle"], 100.0, 1))
     console.print(t)
     d = s.get("distortion")
     if d and d["ratio"] is not None:

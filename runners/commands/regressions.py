@@ -16,20 +16,27 @@ from db import queries as q
 from runners.common import DbOption, console, fail, open_db_readonly
 from runners.tables import Column, print_table, say
 
-_SPAN = re.compile(r"^(\d+)\s*([hdw])$")
+_SPAN = re.compile(r"^([0-9]{1,7})\s*([hdw])$")
+# Ten years: older than any benchmark history, and `now - span` stays a date (99999999999999999999d did not).
+MAX_SPAN = timedelta(days=3653)
 
 
 def register(app: typer.Typer) -> None:
     app.command("regressions")(regressions)
 
 
-def parse_span(text: str) -> timedelta:
-    """`30d`, `12h`, `2w` -> a timedelta."""
+def parse_span(text: str, option: str = "--since") -> timedelta:
+    """`30d`, `12h`, `2w` -> a timedelta, at most MAX_SPAN."""
     m = _SPAN.match(text.strip().lower())
     if not m:
-        raise ValueError(f"{text!r}: expected a span like 30d, 12h or 2w")
+        raise ValueError(f"{option} {text[:40]!r}: expected a span like 30d, 12h or 2w")
     n, unit = int(m.group(1)), m.group(2)
-    return {"h": timedelta(hours=n), "d": timedelta(days=n), "w": timedelta(weeks=n)}[unit]
+    span = {"h": timedelta(hours=n), "d": timedelta(days=n), "w": timedelta(weeks=n)}[unit]
+    if span > MAX_SPAN:
+        raise ValueError(
+            f"{option} {text[:40]!r}: at most {MAX_SPAN.days} days (ten years), e.g. 3650d or 520w"
+        )
+    return span
 
 
 def regressions(
@@ -39,9 +46,11 @@ def regressions(
     ] = "30d",
     format: Annotated[Literal["table", "json"], typer.Option("--format", help="table | json")] = "table",
     metric: Annotated[str, typer.Option(help="Metric to scan.")] = "output_throughput",
-    window: Annotated[int, typer.Option(help="E-divisive window, in points.", min=3)] = 50,
+    window: Annotated[int, typer.Option(help="E-divisive window, in points.", min=3, max=100_000)] = 50,
     pvalue: Annotated[float, typer.Option("--pvalue", help="Significance level.", min=1e-9, max=0.5)] = 0.001,
-    min_magnitude: Annotated[float, typer.Option(help="Magnitude floor (0.05 = 5%).", min=0.0)] = 0.05,
+    min_magnitude: Annotated[
+        float, typer.Option(help="Magnitude floor (0.05 = 5%).", min=0.0, max=100.0)
+    ] = 0.05,
     lookback: Annotated[
         str, typer.Option(help="History before --since used as context for detection.")
     ] = "60d",
@@ -54,7 +63,7 @@ def regressions(
     compares two runs point by point instead.
     """
     try:
-        recent, context = parse_span(since), parse_span(lookback)
+        recent, context = parse_span(since), parse_span(lookback, "--lookback")
         q.metric_column(metric)
         params = ChangePointParams(window=window, max_pvalue=pvalue, min_magnitude=min_magnitude)
     except (ValueError, q.QueryError) as e:

@@ -12,9 +12,10 @@ import typer
 from rich.markup import escape
 from sqlalchemy import Engine, select
 
-from bench.host import reaper
+from bench.correctness.prompts import why_not_checked
 from bench.host.cpu_affinity import format_cpu_list
 from bench.host.gpus import parse_gpu_list
+from bench.server.known_bugs import KNOWN_BUGS, bugs_for
 from bench.server.launcher import LaunchError, plan_launch
 from bench.sweep import ServerGroup, SweepError, SweepSpec, expand, load_sweep
 from db import queries as q
@@ -23,6 +24,7 @@ from db.migrate import open_database_readonly
 from db.models import Point, Run
 from runners import estimate, preflight
 from runners.common import (
+    MAX_WAIT_S,
     RUN_REF_HELP,
     ClientCpusOption,
     DbOption,
@@ -37,16 +39,18 @@ from runners.common import (
     pinned_client,
     resolve_run_ref,
 )
+from runners.correctness import GateSummary
 from runners.dbretry import DatabaseUnavailable
 from runners.exit_codes import ExitCode
 from runners.recovery import OutagePolicy
 from runners.resume_guard import ResumeRefused, check_resume
-from runners.sweep_runner import RunOutcome, execute_sweep
+from runners.sweep_runner import RunOutcome, Terminated, execute_sweep
 from runners.tables import Column, print_table
 
 # A run's status named in --fail-on exits as runners/exit_codes.py says: unstable points are a finding (1: the
 # run measured, and says this host's numbers are noisy); a failed or partial run is no answer (2).
 STATUS_EXIT = {"unstable": ExitCode.FINDING, "partial": ExitCode.ERROR, "failed": ExitCode.ERROR}
+EXIT_WRONG = ExitCode.FINDING  # the correctness gate failed a launch: its speed was measured on a wrong path
 RUN_STATUSES = ("done", "unstable", "partial", "failed")
 DEFAULT_FAIL_ON = "failed,partial"
 
@@ -67,7 +71,10 @@ def run(
     deadline_s: Annotated[
         float | None,
         typer.Option(
-            "--deadline-s", help="Stop cleanly after the current point once this many seconds passed."
+            "--deadline-s",
+            min=0.0,
+            max=MAX_WAIT_S,
+            help="Stop cleanly after the current point once this many seconds passed.",
         ),
     ] = None,
     label: Annotated[str | None, typer.Option(help="Free-form label, e.g. pr-24640.")] = None,
@@ -124,8 +131,6 @@ def run(
     except preflight.PreflightError as e:
         fail(str(e))
     engine = open_db(db)
-    for pgid in reaper.reap_orphans():  # servers of a run or worker that was killed on this host
-        err_console.print(f"[yellow]stopped server process group {pgid} left by a dead launcher[/]")
     resume_id = resolve_run_ref(engine, resume_run) if resume_run is not None else None
     if resume and resume_id is None:
         resume_id, why_new = _run_to_resume(engine, spec)
@@ -133,7 +138,7 @@ def run(
             err_console.print(f"{why_new}; starting a new one")
     deadline = time.monotonic() + deadline_s if deadline_s is not None else None
     # SIGTERM (a scheduler, `timeout`, a container stop) ends the run like Ctrl-C: stored repeats stay, the
-    # servers are torn down, the run is marked partial. Python's default would skip all cleanup.
+    # servers are torn down, the run is marked partial, as terminated. Python's default would skip all cleanup.
     signal.signal(signal.SIGTERM, _interrupt)
     started = time.monotonic()
     try:
@@ -158,12 +163,17 @@ def run(
     except DatabaseUnavailable as e:
         fail(f"{e}; every repeat measured before it is stored; continue with: specbench run {sweep} --resume")
     _summary(engine, outcome, time.monotonic() - started)
+    wrong = print_correctness(outcome.correctness)
     if outcome.status in ("partial", "failed") and outcome.error:
         colour = "red" if outcome.status == "failed" else "yellow"
         err_console.print(
             f"[{colour}]run {outcome.run_id} is {outcome.status} ({outcome.error}); "
             f"measure what is missing with: specbench run {sweep} --resume-run {outcome.run_id}[/]"
         )
+    if wrong:
+        # A wrong path is a finding about the code under test, even in a run that stopped short: it outranks
+        # the run's own status.
+        raise typer.Exit(EXIT_WRONG)
     if outcome.status in failing and outcome.status in STATUS_EXIT:
         raise typer.Exit(STATUS_EXIT[outcome.status])
 
@@ -227,6 +237,7 @@ def _dry_run(
     """Each launch's real argv and environment (from the launcher's own builder) and a time estimate (of what
     is missing, for a run to resume)."""
     version, version_from = preflight.launch_version(spec)
+    _warn_known_bugs(spec, groups, version, f" ({version_from})")
     if spec.server.backend == "external":
         console.print(f"backend external: nothing is launched; points are measured on {spec.server.base_url}")
     else:
@@ -247,6 +258,15 @@ def _dry_run(
         console.print(line, markup=False, highlight=False)
     for problem in preflight.missing_paths(spec):
         console.print(f"[yellow]warning:[/] {escape(problem)}: every launch would fail", highlight=False)
+    check = spec.measure.correctness
+    if check.enabled:
+        console.print(
+            f"correctness check (measure.correctness): {check.prompts} greedy prompts of {check.input_len} tokens "
+            f"-> {check.output_len} new tokens per launch, before its windows; tolerance "
+            f"{check.max_diverging_prompts} diverging prompt(s), acceptance ratio >= {check.min_acceptance_ratio:g}",
+            markup=False,
+            highlight=False,
+        )
     collapsed = 0
     for i, g in enumerate(groups, 1):
         console.print(
@@ -254,6 +274,8 @@ def _dry_run(
             f"{sorted({p.batch_size for p in g.points})}",
             highlight=False,
         )
+        if check.enabled and (why := why_not_checked(spec, g.server)) is not None:
+            console.print(f"  correctness: not checked: {why}", markup=False, highlight=False)
         if resume is not None and resume.complete(spec, g):
             console.print(f"  complete in run {resume.run_id}: not started again", highlight=False)
             continue
@@ -301,6 +323,27 @@ def _dry_run(
         console.print(f"  assuming {note}", markup=False, highlight=False)
 
 
+def _warn_known_bugs(spec: SweepSpec, groups: list[ServerGroup], version: str, version_note: str) -> None:
+    """A loud line per known wrong path the sweep asks for on this release (bench.server.known_bugs)."""
+    if spec.server.backend == "external" or version == "?":
+        return
+    seen: dict[str, list[str]] = {}
+    for g in groups:
+        for bug in bugs_for(version, spec.server.attention_backend, g.server.spec_mode):
+            seen.setdefault(bug.key, []).append(g.server.label())
+    for bug in KNOWN_BUGS:
+        if bug.key not in seen:
+            continue
+        fixed = ".".join(map(str, bug.fixed_in))
+        err_console.print(
+            f"[bold yellow]warning:[/] SGLang {escape(version)}{escape(version_note)} predates the fix of "
+            f"{escape(bug.key)}: {escape(bug.summary)}. {len(seen[bug.key])} launch(es) take that path "
+            f"({escape(', '.join(seen[bug.key]))}); their speed is a wrong path's unless the correctness gate "
+            f"passes them (docs/reference/correctness-gate.md). Use sglang >= {fixed} to measure the fixed path.",
+            highlight=False,
+        )
+
+
 def _history(sweep_name: str, db: str | None) -> tuple[float | None, dict[int, float]]:
     """Earlier launches and points of this sweep, read without writing (a dry run neither creates nor migrates
     a database); none when there is no readable database."""
@@ -312,7 +355,7 @@ def _history(sweep_name: str, db: str | None) -> tuple[float | None, dict[int, f
 
 
 def _interrupt(signum: int, _frame: object) -> None:
-    raise KeyboardInterrupt(f"signal {signum}")
+    raise Terminated(signal.Signals(signum).name)
 
 
 def _parse_gpus(gpus: str | None) -> list[int] | None:
@@ -344,6 +387,38 @@ def _run_to_resume(engine: Engine, spec: SweepSpec) -> tuple[int | None, str]:
     return run_id, ""
 
 
+CHECK_MARK = {"pass": "[green]pass[/]", "fail": "[bold red]FAIL[/]", "not checked": "[dim]not checked[/]"}
+
+
+def print_correctness(summary: GateSummary | None) -> bool:
+    """The correctness gate's verdict per launch, a failure loudly; True when a launch failed."""
+    if summary is None or not summary.launches:
+        return False
+    counts = summary.counts()
+    spread = summary.baseline_spread
+    same = (
+        f"; baseline batched vs one at a time: {spread[1] - spread[0]}/{spread[1]} prompts agree"
+        if spread
+        else ""
+    )
+    for n, total in summary.baseline_launches:
+        same += f"; an earlier baseline launch of this run: {total - n}/{total} prompts agree"
+    console.print(
+        f"correctness: {counts['pass']} pass, {counts['fail']} fail, {counts['not checked']} not checked{same}",
+        highlight=False,
+    )
+    for v in summary.launches:
+        mark = CHECK_MARK[v.verdict.verdict]
+        console.print(f"  {mark} {escape(v.label)}: {escape(v.verdict.why)}", highlight=False)
+    if summary.failed:
+        names = ", ".join(v.label for v in summary.failed)
+        err_console.print(
+            f"[bold red]WRONG: {escape(names)} computed wrong tokens or acceptance; their speed was measured on a "
+            "wrong path (struck through above, `wrong` in exports and the dashboard)[/]"
+        )
+    return bool(summary.failed)
+
+
 def _fmt(v: float | None, digits: int = 1) -> str:
     return "-" if v is None else f"{v:,.{digits}f}"
 
@@ -355,12 +430,13 @@ def _summary(engine: Engine, outcome: RunOutcome, elapsed_s: float) -> None:
         Column("config"),
         Column("bs", "right"),
         Column("status", markup=True),
-        Column("out tok/s", "right"),
+        Column("out tok/s", "right", markup=True),
         Column("95% CI", "right", drop=3),
         Column("accept", "right"),
         Column("TTFT p50", "right", drop=2),
         Column("TPOT p50", "right"),
         Column("ITL p50", "right", drop=1),
+        Column("check", markup=True),
     ]
     rows = []
     for p in points:
@@ -382,12 +458,16 @@ def _summary(engine: Engine, outcome: RunOutcome, elapsed_s: float) -> None:
                 cfg,
                 str(p.batch_size),
                 f"[{style}]{p.status}[/]",
-                _fmt(p.output_throughput),
+                # A wrong path's speed is struck through and labelled: it is not a number to quote.
+                f"[strike]{_fmt(p.output_throughput)}[/] [bold red]wrong[/]"
+                if p.correctness == "fail"
+                else _fmt(p.output_throughput),
                 ci,
                 _fmt(p.accept_length, 2),
                 _fmt(p.ttft_p50_ms),
                 _fmt(p.tpot_p50_ms, 2),
                 _fmt(p.itl_p50_ms, 2),
+                CHECK_MARK.get(p.correctness or "", "-"),
             ]
         )
     print_table(console, columns, rows, title=f"run {outcome.run_id}: {outcome.status}")

@@ -6,14 +6,18 @@ from __future__ import annotations
 import csv
 import io
 import json
+import sys
 from typing import Annotated, Any, Literal
 
 import pandas as pd
 import typer
+from rich.markup import escape
 from sqlalchemy import Engine
 
+from analysis import csvsafe
 from analysis.labels import STAND_IN_TAG, none_if_nan, run_tag, short_gpu
 from analysis.run_counts import points_text
+from analysis.text import printable
 from db import queries as q
 from runners.common import RUN_REF_HELP, DbOption, console, open_db_readonly, resolve_run_ref
 from runners.tables import Column, print_table
@@ -64,7 +68,9 @@ def runs(
             show_default=False,
         ),
     ] = None,
-    limit: Annotated[int | None, typer.Option(help="At most this many (newest first).", min=1)] = None,
+    limit: Annotated[
+        int | None, typer.Option(help="At most this many (newest first).", min=1, max=1_000_000)
+    ] = None,
     yaml: Annotated[
         str | None,
         typer.Option(
@@ -89,16 +95,19 @@ def runs(
         buf = io.StringIO()
         writer = csv.DictWriter(buf, fieldnames=JSON_FIELDS, lineterminator="\n")
         writer.writeheader()
-        writer.writerows(records)
+        writer.writerows(csvsafe.record(r) for r in records)  # no cell starts a spreadsheet formula
         typer.echo(buf.getvalue(), nl=False)
     else:
         _table(records, list(frame["sweep_yaml"]))
 
 
 def _print_sweep_yaml(engine: Engine, ref: str) -> None:
-    # As bytes, which echo writes to the binary stream untouched (no newline added, no escape codes
-    # stripped, whatever the terminal's encoding): a redirect gives the text the run stored.
+    # As bytes, which echo writes to the binary stream untouched (no newline added, whatever the terminal's
+    # encoding): a redirect gives the text the run stored. A terminal gets control characters escaped (a valid
+    # sweep holds none, but a stored row is whatever was written to it).
     text: str = q.run_info(engine, resolve_run_ref(engine, ref))["sweep_yaml"]
+    if sys.stdout.isatty():
+        text = printable(text, multiline=True)
     typer.echo(text.encode(), nl=False)
 
 
@@ -162,7 +171,7 @@ def _table(records: list[dict[str, Any]], sweeps: list[str | None]) -> None:
             str(r["id"]),
             (r["started"] or "")[:16].replace("T", " "),
             r["name"],
-            f"[{style.get(r['status'], 'white')}]{r['status']}[/]",
+            f"[{style.get(r['status'], 'white')}]{escape(r['status'])}[/]",  # stored text: never markup
             short_gpu(r["gpu"], r["gpu_count"]) if r["gpu_count"] else "none",
             _short_kind(r),
             points_text(r["points_ok"], r["points"], y),

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 import signal
 import threading
 from typing import Annotated, Any
@@ -13,6 +12,7 @@ from runners.common import DbOption, OutageOption, fail, open_db
 from runners.dbretry import DatabaseUnavailable
 from runners.recovery import OutagePolicy, RecoveryPolicy
 from runners.schedules import run_scheduler
+from runners.terminal import log_to_stderr
 
 
 def register(app: typer.Typer) -> None:
@@ -22,7 +22,7 @@ def register(app: typer.Typer) -> None:
 def scheduler(
     db: DbOption = None,
     interval_s: Annotated[
-        float, typer.Option("--interval-s", min=0.01, help="Seconds between ticks.")
+        float, typer.Option("--interval-s", min=0.01, max=86_400.0, help="Seconds between ticks.")
     ] = 30.0,
     once: Annotated[
         bool, typer.Option("--once", help="One tick, then exit (cron-driven setups, tests).")
@@ -30,7 +30,7 @@ def scheduler(
     db_outage_limit_s: OutageOption = None,
 ) -> None:
     """Enqueue due scheduled sweeps (and requeue jobs of dead workers), until SIGTERM."""
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    log_to_stderr()
     engine = open_db(db)
     stop = threading.Event()
 

@@ -17,9 +17,13 @@ def register(app: typer.Typer) -> None:
 
 
 def seed(
-    points: Annotated[int, typer.Option("--points", help="About how many points to write.", min=1)] = 20_000,
+    points: Annotated[
+        int, typer.Option("--points", help="About how many points to write.", min=1, max=10_000_000)
+    ] = 20_000,
     db: DbOption = None,
-    seed: Annotated[int, typer.Option("--seed", help="Random seed (same seed, same history).")] = 0,
+    seed: Annotated[
+        int, typer.Option("--seed", min=0, max=2**32 - 1, help="Random seed (same seed, same history).")
+    ] = 0,
     samples: Annotated[
         bool, typer.Option("--samples/--no-samples", help="Also write per-repeat samples.")
     ] = True,

@@ -7,9 +7,9 @@ from typing import Annotated
 
 import typer
 
-from bench.sweep import read_sweep_text
+from bench.sweep import parse_sweep, read_sweep_text
 from runners import queue
-from runners.commands.sweep_input import sweep_problems_fail, sweep_requirements
+from runners.commands.sweep_input import interpreter_offered, sweep_problems_fail, sweep_requirements
 from runners.common import MAX_PRIORITY, DbOption, check_label, console, open_db
 
 
@@ -41,11 +41,15 @@ def submit(
 ) -> None:
     """Queue a sweep as a job."""
     need = sweep_requirements(sweep, requires)
+    with sweep_problems_fail():
+        text = read_sweep_text(sweep)
+        spec = parse_sweep(text, str(sweep))
     engine = open_db(db)
+    interpreter_offered(engine, spec)
     with sweep_problems_fail():
         job_id = queue.submit(
             engine,
-            read_sweep_text(sweep),
+            text,
             source=str(sweep),
             label=check_label(label),
             requires=need,

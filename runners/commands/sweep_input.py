@@ -7,7 +7,10 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from bench.sweep import SweepError
+from sqlalchemy import Engine
+
+from bench.sweep import SweepError, SweepSpec
+from runners import queue
 from runners.common import fail
 from runners.gpus import parse_requires
 
@@ -29,3 +32,21 @@ def sweep_problems_fail() -> Iterator[None]:
         yield
     except SweepError as e:
         fail(str(e))
+
+
+def interpreter_offered(engine: Engine, spec: SweepSpec) -> None:
+    """`server.python` must name an interpreter some worker of this database offers (worker --python
+    NAME=PATH), never a path; else a clear message and exit 2. A job waiting for an interpreter no worker has
+    would wait forever."""
+    name = spec.server.python
+    if name is None or spec.server.backend == "external":
+        return
+    for problem in queue.job_problems(spec):
+        fail(problem)
+    offered = queue.offered_interpreters(engine)
+    if name not in offered:
+        known = ", ".join(sorted(offered)) or "none yet"
+        fail(
+            f"server.python: {name!r} is not an interpreter any worker of this database offers (offered: {known}); "
+            "a worker's operator adds one with: specbench worker --python NAME=/path/to/python"
+        )

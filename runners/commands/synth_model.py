@@ -12,6 +12,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from runners.terminal import guard
 from synthetic import model as synth
 from synthetic.model.tokenizer import write_for_checkpoint as write_synthetic_tokenizer
 
@@ -19,6 +20,7 @@ from synthetic.model.tokenizer import write_for_checkpoint as write_synthetic_to
 class ModeChoice(StrEnum):
     agree = "agree"
     random = "random"
+    mirror = "mirror"
 
 
 class PresetChoice(StrEnum):
@@ -34,14 +36,19 @@ def synth_model(
     mode: Annotated[
         ModeChoice,
         typer.Option(
-            help="agree: draft == target (accept length exactly steps+1); random: plain random init."
+            help="agree: draft == target (accept length exactly steps+1); random: plain random init; "
+            "mirror: attention picks every token and the draft mirrors it (the correctness gate's checkpoint)."
         ),
     ] = ModeChoice.agree,
-    hidden: Annotated[int, typer.Option(help="Hidden size (multiple of 64, divisible by --heads).")] = 1024,
+    hidden: Annotated[
+        int, typer.Option(min=64, max=65_536, help="Hidden size (multiple of 64, divisible by --heads).")
+    ] = 1024,
     layers: Annotated[
         int | None,
         typer.Option(
-            help="Decoder layers; the MTP layer is one more. Default: 2 (tiny model); a preset's published count."
+            min=1,
+            max=256,
+            help="Decoder layers; the MTP layer is one more. Default: 2 (tiny model); a preset's published count.",
         ),
     ] = None,
     preset: Annotated[
@@ -58,12 +65,20 @@ def synth_model(
             "1 = the whole model, to serve at server.tp: 8).",
         ),
     ] = None,
-    seed: Annotated[int, typer.Option(help="Seed; the same seed and sizes give byte-identical weights.")] = 0,
-    vocab: Annotated[int, typer.Option(help="Vocabulary size.")] = 32000,
-    experts: Annotated[int, typer.Option(help="Routed experts per MoE layer.")] = 8,
-    heads: Annotated[int, typer.Option(help="Attention heads (MLA head dims stay DeepSeek-V3's).")] = 16,
+    seed: Annotated[
+        int,
+        typer.Option(min=0, max=2**32 - 1, help="Seed; the same seed and sizes give byte-identical weights."),
+    ] = 0,
+    vocab: Annotated[int, typer.Option(min=8, max=2**20, help="Vocabulary size.")] = 32000,
+    experts: Annotated[int, typer.Option(min=1, max=1024, help="Routed experts per MoE layer.")] = 8,
+    heads: Annotated[
+        int, typer.Option(min=1, max=128, help="Attention heads (MLA head dims stay DeepSeek-V3's).")
+    ] = 16,
     noise: Annotated[
-        float, typer.Option(help="agree mode: std of noise on the silenced projections (0 = exact zeros).")
+        float,
+        typer.Option(
+            min=0.0, max=1e3, help="agree mode: std of noise on the silenced projections (0 = exact zeros)."
+        ),
     ] = 0.0,
     device: Annotated[
         str, typer.Option(help="Where random draws happen; 'cpu' gives the same bytes on every machine.")
@@ -80,9 +95,11 @@ def synth_model(
     ] = True,
 ) -> None:
     """Write a synthetic DeepSeek-V3 + MTP checkpoint (FlashMLA dims) that sglang serves with EAGLE/NextN."""
-    console = Console()
+    console = guard(Console())
     if tp is not None and preset is None:
-        Console(stderr=True).print("[bold red]error:[/] --tp applies to --preset deepseek-v3-tp8-shard only")
+        guard(Console(stderr=True)).print(
+            "[bold red]error:[/] --tp applies to --preset deepseek-v3-tp8-shard only"
+        )
         raise typer.Exit(code=2)
     if preset is not None:
         _write_preset(console, out_dir, preset.value, layers, tp, force)
@@ -109,7 +126,9 @@ def synth_model(
         )
     except (synth.SynthConfigError, synth.OutputDirError) as exc:
         # soft_wrap: a long path must not be broken across lines (logs are grepped)
-        Console(stderr=True, soft_wrap=True).print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False)
+        guard(Console(stderr=True, soft_wrap=True)).print(
+            f"[bold red]error:[/] {escape(str(exc))}", highlight=False
+        )
         raise typer.Exit(code=2) from exc
     tokenizer_files = write_synthetic_tokenizer(path) if tokenizer else []
     manifest = synth.read_manifest(path)
@@ -139,6 +158,12 @@ def synth_model(
             "expect: next(x) = perm[x] (perm.json); greedy accept length = speculative_num_steps + 1",
             markup=False,
         )
+    elif manifest["mode"] == "mirror":
+        console.print(
+            "expect: next = next_of_previous[token before the last] (mirror_perms.json); greedy accept length "
+            "= speculative_num_steps + 1; a wrong attention changes tokens (target) or acceptance (draft)",
+            markup=False,
+        )
 
 
 def _write_preset(
@@ -147,7 +172,9 @@ def _write_preset(
     try:
         path = synth.build_preset(out_dir, preset, layers, tp=tp, force=force)
     except (synth.SynthConfigError, synth.OutputDirError) as exc:
-        Console(stderr=True, soft_wrap=True).print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False)
+        guard(Console(stderr=True, soft_wrap=True)).print(
+            f"[bold red]error:[/] {escape(str(exc))}", highlight=False
+        )
         raise typer.Exit(code=2) from exc
     cfg = synth.preset_config(preset, layers, tp)
     n, k = cfg["num_hidden_layers"], cfg["first_k_dense_replace"]

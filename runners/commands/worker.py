@@ -1,17 +1,31 @@
 """`specbench worker`: claim jobs this host's GPUs can run and execute them, until SIGTERM (or, with --once,
-until nothing is left for it)."""
+until nothing is left for it).
+
+Its operator, not a job, decides what a job may use on this host: `--python NAME=PATH` (interpreters a sweep
+names with `server.python: NAME`), `--models-dir` / `--data-dir` (where model and workload paths may resolve)
+and `--allow-external HOST:PORT` (external servers it may measure). See bench/host/policy.py."""
 
 from __future__ import annotations
 
-import logging
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
 from bench.host.gpus import detect_gpus, parse_gpu_list, select_gpus
-from runners.common import ClientCpusOption, DbOption, OutageOption, client_cpus, fail, open_db, pinned_client
+from bench.host.policy import HostPolicy, PolicyError
+from runners.common import (
+    MAX_WAIT_S,
+    ClientCpusOption,
+    DbOption,
+    OutageOption,
+    client_cpus,
+    fail,
+    open_db,
+    pinned_client,
+)
 from runners.recovery import Backoff, OutagePolicy, RecoveryPolicy
+from runners.terminal import log_to_stderr
 from runners.worker import QueueWorker, WorkerOptions, install_signal_handlers
 
 
@@ -35,26 +49,38 @@ def worker(
         bool, typer.Option("--once", help="Exit when no job this worker can run is queued.")
     ] = False,
     poll_interval: Annotated[
-        float, typer.Option("--poll-interval", min=0.01, help="Seconds between looks at an empty queue.")
+        float,
+        typer.Option(
+            "--poll-interval", min=0.01, max=3600.0, help="Seconds between looks at an empty queue."
+        ),
     ] = 5.0,
     lease_s: Annotated[
         float,
-        typer.Option("--lease-s", min=0.3, help="Lease length; heartbeats renew it three times per lease."),
+        typer.Option(
+            "--lease-s",
+            min=0.3,
+            max=86_400.0,
+            help="Lease length; heartbeats renew it three times per lease.",
+        ),
     ] = 60.0,
     retry_backoff_s: Annotated[
         float,
         typer.Option(
-            "--retry-backoff-s", min=0.0, help="First retry of a failed attempt; doubles per attempt."
+            "--retry-backoff-s",
+            min=0.0,
+            max=MAX_WAIT_S,
+            help="First retry of a failed attempt; doubles per attempt.",
         ),
     ] = 30.0,
     retry_backoff_cap_s: Annotated[
-        float, typer.Option("--retry-backoff-cap-s", min=0.0, help="Longest retry delay.")
+        float, typer.Option("--retry-backoff-cap-s", min=0.0, max=MAX_WAIT_S, help="Longest retry delay.")
     ] = 3600.0,
     requeue_backoff_s: Annotated[
         float,
         typer.Option(
             "--requeue-backoff-s",
             min=0.0,
+            max=MAX_WAIT_S,
             help="Delay before a job whose worker died is claimable again; doubles per expiry, up to 60 s.",
         ),
     ] = 1.0,
@@ -62,9 +88,44 @@ def worker(
     log_dir: Annotated[Path, typer.Option(help="Where server logs go.")] = Path("logs"),
     progress: Annotated[bool, typer.Option("--progress/--no-progress")] = False,
     client_cpu_list: ClientCpusOption = None,
+    python: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--python",
+            help="An interpreter jobs may run servers with, as NAME=PATH (repeatable); a sweep names it with "
+            "server.python: NAME. Without server.python a server runs on this worker's own interpreter.",
+            show_default=False,
+        ),
+    ] = None,
+    models_dir: Annotated[
+        list[Path] | None,
+        typer.Option(
+            "--models-dir",
+            help="A directory model, draft and tokenizer paths may resolve under (repeatable). Model ids that "
+            "are not paths (org/name) pass to SGLang as hub ids.",
+            show_default=False,
+        ),
+    ] = None,
+    data_dir: Annotated[
+        list[Path] | None,
+        typer.Option(
+            "--data-dir",
+            help="A directory workload files (workload.path) may resolve under (repeatable).",
+            show_default=False,
+        ),
+    ] = None,
+    allow_external: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--allow-external",
+            help="HOST:PORT of an external server jobs may measure (backend: external; repeatable). "
+            "Without it this worker claims no external job.",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
     """Run queued sweeps on this host."""
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    log_to_stderr()
     try:
         indices = parse_gpu_list(gpus)
     except ValueError as e:
@@ -72,6 +133,7 @@ def worker(
     pin = client_cpus(client_cpu_list)
     chosen = select_gpus(detect_gpus(), indices)
     label_list = [x.strip() for x in (labels or "").split(",") if x.strip()]
+    policy = _host_policy(python or [], models_dir or [], data_dir or [], allow_external or [])
     engine = open_db(db)
     options = WorkerOptions(
         gpus=chosen,
@@ -86,6 +148,7 @@ def worker(
         ),
         log_dir=log_dir,
         show_progress=progress,
+        policy=policy,
     )
     runner = QueueWorker(engine, options)
     install_signal_handlers(runner)
@@ -96,3 +159,28 @@ def worker(
     finally:
         engine.dispose()
     raise typer.Exit(code)
+
+
+def _host_policy(pythons: list[str], models: list[Path], data: list[Path], external: list[str]) -> HostPolicy:
+    """The worker's host policy from its options, or every problem with them and exit 2."""
+    named: dict[str, str] = {}
+    problems: list[str] = []
+    for item in pythons:
+        name, sep, path = item.partition("=")
+        if not sep or not name or not path:
+            problems.append(
+                f"--python {item[:80]!r}: expected NAME=PATH, e.g. sglang-0.5.12=/opt/sg12/bin/python"
+            )
+        elif name in named:
+            problems.append(f"--python {name}: given twice")
+        else:
+            named[name] = path
+    try:
+        policy = HostPolicy.worker(
+            pythons=named, models_dirs=map(str, models), data_dirs=map(str, data), external=external
+        )
+    except PolicyError as e:
+        problems += e.problems
+    if problems:
+        fail("; ".join(problems))
+    return policy

@@ -6,6 +6,7 @@ Importing this package needs neither torch nor safetensors; building does.
 
 from synthetic.model.build import (
     MANIFEST_FILE,
+    MIRROR_FILE,
     OWNED_FILES,
     PERM_FILE,
     WEIGHTS_FILE,
@@ -13,9 +14,12 @@ from synthetic.model.build import (
     build_checkpoint,
     check_output_dir,
     expected_continuation,
+    is_synthetic_checkpoint,
     make_perm,
     make_tensors,
+    mirror_maps,
     read_manifest,
+    read_mirror_maps,
     read_perm,
 )
 from synthetic.model.layout import (
@@ -31,6 +35,7 @@ from synthetic.model.presets import PRESETS, approx_params, build_preset, preset
 
 __all__ = [
     "MANIFEST_FILE",
+    "MIRROR_FILE",
     "MODES",
     "OWNED_FILES",
     "PERM_FILE",
@@ -47,10 +52,13 @@ __all__ = [
     "check_output_dir",
     "expected_continuation",
     "hf_config",
+    "is_synthetic_checkpoint",
     "make_perm",
     "make_tensors",
+    "mirror_maps",
     "preset_config",
     "read_manifest",
+    "read_mirror_maps",
     "read_perm",
     "tensor_layout",
 ]

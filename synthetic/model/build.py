@@ -1,12 +1,15 @@
 """Write a synthetic DeepSeek-V3 + MTP checkpoint that sglang serves with `--attention-backend flashmla`.
 
-Two modes:
+Three modes:
 
 * `agree`: the recipe's agreeing draft (shared/gpu/README.md). Every block's output projection is zero, so
   the residual stream is just embed(x); `lm_head = embed[perm^-1]` makes the target compute
   next(x) = perm[x]; the MTP layer sees only the token embedding (`eh_proj = [I | 0]`) and predicts the same.
   Greedy acceptance is then exactly steps + 1, which pins the acceptance plumbing end to end.
 * `random`: plain N(0, 0.02) init with an independent lm_head; acceptance is whatever it is.
+* `mirror` (`synthetic.model.mirror`): layer 0 is a previous-token head whose output picks the next token
+  (next = Q[token before the last]), and the NextN layer mirrors it, so a wrong attention (target or draft)
+  shows up in the tokens or the acceptance; greedy acceptance is steps + 1 when everything is right.
 
 Every tensor is drawn from its own generator, seeded from (seed, tensor name), so one tensor's bytes do not
 depend on which other tensors exist or how they were drawn. With the default `device="cpu"` the file is
@@ -23,10 +26,12 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from synthetic.model import mirror
 from synthetic.model.layout import (
     BOS_TOKEN_ID,
     EOS_TOKEN_ID,
     MODES,
+    ROPE_THETA,
     Init,
     Mode,
     SynthConfigError,
@@ -44,8 +49,9 @@ CONFIG_FILE = "config.json"
 GENERATION_CONFIG_FILE = "generation_config.json"
 WEIGHTS_FILE = "model.safetensors"
 PERM_FILE = "perm.json"
+MIRROR_FILE = "mirror_perms.json"
 MANIFEST_FILE = "specbench_synth.json"
-OWNED_FILES = (CONFIG_FILE, GENERATION_CONFIG_FILE, WEIGHTS_FILE, PERM_FILE, MANIFEST_FILE)
+OWNED_FILES = (CONFIG_FILE, GENERATION_CONFIG_FILE, WEIGHTS_FILE, PERM_FILE, MIRROR_FILE, MANIFEST_FILE)
 
 BUILDER_VERSION = 1  # bump when the same arguments would produce different bytes
 INIT_STD = 0.02
@@ -86,8 +92,8 @@ def _normal(shape: tuple[int, ...], std: float, seed: int, name: str, device: st
     return torch.randn(shape, generator=gen, device=device, dtype=torch.float32).mul_(std)
 
 
-def make_perm(vocab: int, seed: int) -> list[int]:
-    """A random bigram map that is a permutation with eos as a fixed point.
+def make_perm(vocab: int, seed: int, name: str = "perm") -> list[int]:
+    """A random bigram map that is a permutation with eos as a fixed point (`name` picks the stream).
 
     Pinning perm[eos] = eos keeps eos out of every other token's cycle, so a trajectory that does not start at
     eos never produces it: a request that forgets `ignore_eos` still runs to its full length.
@@ -95,7 +101,7 @@ def make_perm(vocab: int, seed: int) -> list[int]:
     import torch
 
     gen = torch.Generator(device="cpu")
-    gen.manual_seed(_tensor_seed(seed, "perm"))
+    gen.manual_seed(_tensor_seed(seed, name))
     others = [t for t in range(vocab) if t != EOS_TOKEN_ID]
     shuffled = torch.randperm(len(others), generator=gen).tolist()
     perm = [0] * vocab
@@ -111,7 +117,7 @@ def _check_mode(mode: str, noise: float) -> None:
     if not noise >= 0:  # also refuses NaN
         raise SynthConfigError(f"noise must be >= 0, got {noise}")
     if noise and mode != "agree":
-        raise SynthConfigError("noise only applies to agree mode (random mode is all noise already)")
+        raise SynthConfigError(f"noise only applies to agree mode, not {mode}")
 
 
 def _check_device(device: str) -> None:
@@ -123,6 +129,27 @@ def _check_device(device: str) -> None:
         raise SynthConfigError(f"device {device!r} is not a torch device: {exc}") from None
     if dev.type == "cuda" and not torch.cuda.is_available():
         raise SynthConfigError(f"device {device!r}: torch sees no CUDA GPU here (use the default, cpu)")
+
+
+def _check_sizes(sizes: SynthSizes, mode: str) -> None:
+    sizes.validate()
+    problems = mirror.check_sizes(sizes) if mode == "mirror" else []
+    if problems:
+        raise SynthConfigError("; ".join(problems))
+
+
+def mirror_maps(vocab: int, seed: int) -> tuple[list[int], list[int]]:
+    """(P, Q) of a mirror checkpoint: without attention next = P[current]; with it next = Q[previous]."""
+    return make_perm(vocab, seed, "mirror-self"), make_perm(vocab, seed, "mirror-previous")
+
+
+def _mirror_codes(vocab: int, width: int, seed: int) -> torch.Tensor:
+    import torch
+
+    gen = torch.Generator(device="cpu")
+    gen.manual_seed(_tensor_seed(seed, "mirror-codes"))
+    codes = torch.randn((vocab, width), generator=gen, dtype=torch.float32)
+    return codes / codes.norm(dim=1, keepdim=True)
 
 
 def make_tensors(
@@ -137,7 +164,7 @@ def make_tensors(
 
     _check_mode(mode, noise)
     _check_device(device)
-    sizes.validate()
+    _check_sizes(sizes, mode)
     layout = tensor_layout(sizes)
     perm = make_perm(sizes.vocab, seed) if mode == "agree" else None
 
@@ -164,7 +191,7 @@ def make_tensors(
 
     tensors: dict[str, torch.Tensor] = {}
     for spec in layout:
-        if spec.init is Init.LM_HEAD and mode == "agree":
+        if spec.init is Init.LM_HEAD and mode != "random":
             continue
         dtype = torch.bfloat16 if spec.dtype == "bfloat16" else torch.float32
         tensors[spec.name] = draw(spec).to(dtype).cpu().contiguous()
@@ -173,6 +200,10 @@ def make_tensors(
         inverse = torch.empty(sizes.vocab, dtype=torch.long)
         inverse[torch.tensor(perm, dtype=torch.long)] = torch.arange(sizes.vocab, dtype=torch.long)
         tensors["lm_head.weight"] = tensors["model.embed_tokens.weight"][inverse].contiguous()
+    if mode == "mirror":
+        # Drawn on the CPU whatever `device` says: the maps and codes are small, and the bytes stay portable.
+        codes = _mirror_codes(sizes.vocab, mirror.code_dims(sizes), seed)
+        mirror.apply(tensors, sizes, mirror_maps(sizes.vocab, seed), codes, rope_theta=ROPE_THETA)
     return tensors, perm
 
 
@@ -242,7 +273,7 @@ def build_checkpoint(
     )
     _check_mode(mode, noise)
     _check_device(device)
-    sizes.validate()
+    _check_sizes(sizes, mode)
     if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
         raise SynthConfigError(f"seed must be a non-negative integer, got {seed!r}")
     out = Path(out_dir)
@@ -255,6 +286,10 @@ def build_checkpoint(
     ) in OWNED_FILES:  # a forced rebuild must not leave e.g. an agree-mode perm.json next to random weights
         (out / stale).unlink(missing_ok=True)
     config = hf_config(sizes)
+    if mode == "mirror":
+        # The previous-token head is built for GPT-J (interleaved) rope pairs: SGLang's DeepSeek default,
+        # written out so no loader can guess otherwise.
+        config["rope_interleave"] = True
     _write_atomic(out / CONFIG_FILE, _json_bytes(config))
     _write_atomic(
         out / GENERATION_CONFIG_FILE,
@@ -265,6 +300,10 @@ def build_checkpoint(
     os.replace(tmp_weights, out / WEIGHTS_FILE)
     if perm is not None:
         _write_atomic(out / PERM_FILE, (json.dumps(perm, separators=(",", ":")) + "\n").encode())
+    if mode == "mirror":
+        p_map, q_map = mirror_maps(sizes.vocab, seed)
+        maps = {"next_of_current": p_map, "next_of_previous": q_map}
+        _write_atomic(out / MIRROR_FILE, (json.dumps(maps, separators=(",", ":")) + "\n").encode())
 
     manifest = {
         "builder": "specbench.bench.synth",
@@ -282,15 +321,33 @@ def build_checkpoint(
             CONFIG_FILE: file_sha256(out / CONFIG_FILE),
             GENERATION_CONFIG_FILE: file_sha256(out / GENERATION_CONFIG_FILE),
             **({PERM_FILE: file_sha256(out / PERM_FILE)} if perm is not None else {}),
+            **({MIRROR_FILE: file_sha256(out / MIRROR_FILE)} if mode == "mirror" else {}),
         },
-        "expect": (
-            {"next_token": "perm[last token]", "greedy_accept_length": "speculative_num_steps + 1"}
-            if mode == "agree"
-            else {"next_token": "unknown", "greedy_accept_length": "unknown"}
-        ),
+        "expect": _EXPECT[mode],
     }
     _write_atomic(out / MANIFEST_FILE, _json_bytes(manifest))
     return out
+
+
+_EXPECT: dict[str, dict[str, str]] = {
+    "agree": {"next_token": "perm[last token]", "greedy_accept_length": "speculative_num_steps + 1"},
+    "mirror": {
+        "next_token": "next_of_previous[token before the last] (mirror_perms.json)",
+        "greedy_accept_length": "speculative_num_steps + 1",
+    },
+    "random": {"next_token": "unknown", "greedy_accept_length": "unknown"},
+}
+
+
+def is_synthetic_checkpoint(model_dir: str | os.PathLike[str]) -> bool:
+    """A directory this builder wrote (with weights): the pure-torch reference can check what it serves."""
+    d = Path(model_dir)
+    return (d / MANIFEST_FILE).is_file() and (d / WEIGHTS_FILE).is_file()
+
+
+def read_mirror_maps(model_dir: str | os.PathLike[str]) -> tuple[list[int], list[int]]:
+    maps = json.loads((Path(model_dir) / MIRROR_FILE).read_text())
+    return [int(x) for x in maps["next_of_current"]], [int(x) for x in maps["next_of_previous"]]
 
 
 def read_manifest(model_dir: str | os.PathLike[str]) -> dict[str, Any]:

@@ -13,14 +13,16 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any, Literal
 
-Mode = Literal["agree", "random"]
-MODES: tuple[Mode, ...] = ("agree", "random")
+Mode = Literal["agree", "random", "mirror"]
+MODES: tuple[Mode, ...] = ("agree", "random", "mirror")
 
 # FlashMLA's kernels are built for DeepSeek-V3's MLA head geometry; these are not free parameters.
 KV_LORA_RANK = 512
 QK_ROPE_HEAD_DIM = 64
 QK_NOPE_HEAD_DIM = 128
 V_HEAD_DIM = 128
+
+ROPE_THETA = 10000.0
 
 BOS_TOKEN_ID = 0
 EOS_TOKEN_ID = 1
@@ -141,7 +143,7 @@ def hf_config(s: SynthSizes) -> dict[str, Any]:
         "hidden_act": "silu",
         "max_position_embeddings": s.max_position_embeddings,
         "rms_norm_eps": 1e-6,
-        "rope_theta": 10000.0,
+        "rope_theta": ROPE_THETA,
         "rope_scaling": None,
         "attention_bias": False,
         "attention_dropout": 0.0,

@@ -5,10 +5,15 @@ attention through q_a/q_b/kv_a/kv_b/o with the nope/rope split, the sigmoid-rout
 (noaux_tc with one group), the final norm and lm_head, and the MTP step
 enorm(embed(next token)) ‖ hnorm(hidden) → eh_proj → MoE decoder layer → shared_head.norm → lm_head.
 
-Deliberate simplifications (none changes what the agree-mode checks rely on): plain NeoX rotary embedding
-with no YaRN scaling, float32 math from the bf16 weights, no KV cache (every call recomputes the whole
-sequence), and the hidden state handed to the MTP layer is the target's final-norm output, as sglang's logits
-processor captures it; later draft steps reuse the MTP layer's own final-norm output.
+The rotary embedding pairs dims as SGLang's DeepSeek attention does: GPT-J style, interleaved pairs
+(2i, 2i+1), because `rope_interleave` defaults to true there (models/deepseek_v2.py: is_neox_style = not
+rope_interleave); a config with `rope_interleave: false` gets NeoX halves. The `mirror` checkpoint's
+previous-token head depends on that pairing.
+
+Deliberate simplifications (none changes what the agree- and mirror-mode checks rely on): no YaRN scaling,
+float32 math from the bf16 weights, no KV cache (every call recomputes the whole sequence), and the hidden
+state handed to the MTP layer is the target's final-norm output, as sglang's logits processor captures it;
+later draft steps reuse the MTP layer's own final-norm output.
 """
 
 from __future__ import annotations
@@ -35,8 +40,10 @@ class SpecResult:
 
 
 class ReferenceModel:
-    def __init__(self, weights: dict[str, torch.Tensor], config: dict[str, Any]) -> None:
-        self.w = {k: v.to(torch.float32) for k, v in weights.items()}
+    def __init__(self, weights: dict[str, torch.Tensor], config: dict[str, Any], device: str = "cpu") -> None:
+        # float32 everywhere; on a GPU with TF32 off, so "cuda" computes what "cpu" does, only sooner.
+        self.device = torch.device(device)
+        self.w = {k: v.to(self.device, torch.float32) for k, v in weights.items()}
         self.cfg = config
         self.layers = int(config["num_hidden_layers"])
         self.heads = int(config["num_attention_heads"])
@@ -49,14 +56,18 @@ class ReferenceModel:
         self.experts = int(config["n_routed_experts"])
         self.first_dense = int(config["first_k_dense_replace"])
         self.theta = float(config["rope_theta"])
+        self.interleaved = bool(config.get("rope_interleave", True))
 
     @classmethod
-    def from_dir(cls, model_dir: str | os.PathLike[str]) -> ReferenceModel:
+    def from_dir(cls, model_dir: str | os.PathLike[str], device: str = "cpu") -> ReferenceModel:
         from safetensors.torch import load_file
 
         d = Path(model_dir)
         config = json.loads((d / CONFIG_FILE).read_text())
-        return cls(load_file(str(d / WEIGHTS_FILE)), config)
+        return cls(load_file(str(d / WEIGHTS_FILE)), config, device)
+
+    def ids(self, rows: list[list[int]]) -> torch.Tensor:
+        return torch.tensor(rows, dtype=torch.long, device=self.device)
 
     # ---- building blocks ----
     def _rms(self, x: torch.Tensor, name: str) -> torch.Tensor:
@@ -67,13 +78,16 @@ class ReferenceModel:
         return x @ self.w[name].T
 
     def _rotary(self, x: torch.Tensor) -> torch.Tensor:
-        """NeoX-style rotary embedding over the last dim of x [B, T, ..., rope]."""
+        """Rotary embedding over the last dim of x [B, T, ..., rope]: pair i turns by position * theta_i."""
         t = x.shape[1]
         half = self.rope // 2
-        inv = 1.0 / (self.theta ** (torch.arange(half, dtype=torch.float32) / half))
-        ang = torch.arange(t, dtype=torch.float32)[:, None] * inv[None, :]  # [T, half]
+        inv = 1.0 / (self.theta ** (torch.arange(half, dtype=torch.float32, device=self.device) / half))
+        ang = torch.arange(t, dtype=torch.float32, device=self.device)[:, None] * inv[None, :]  # [T, half]
         shape = [1, t] + [1] * (x.dim() - 3) + [half]
         cos, sin = ang.cos().view(shape), ang.sin().view(shape)
+        if self.interleaved:  # GPT-J: pairs (2i, 2i+1), as SGLang's DeepSeek attention (rotate_gptj)
+            x1, x2 = x[..., 0::2], x[..., 1::2]
+            return torch.stack([x1 * cos - x2 * sin, x2 * cos + x1 * sin], dim=-1).flatten(-2)
         x1, x2 = x[..., :half], x[..., half:]
         return torch.cat([x1 * cos - x2 * sin, x2 * cos + x1 * sin], dim=-1)
 
@@ -92,7 +106,7 @@ class ReferenceModel:
         k = torch.cat([k_nope, k_pe.expand(b, t, self.heads, self.rope)], dim=-1)
         qf = torch.cat([q_nope, q_pe], dim=-1)
         scores = torch.einsum("bthd,bshd->bhts", qf, k) / math.sqrt(self.nope + self.rope)
-        causal = torch.ones(t, t, dtype=torch.bool).tril()
+        causal = torch.ones(t, t, dtype=torch.bool, device=self.device).tril()
         attn = scores.masked_fill(~causal, float("-inf")).softmax(-1)
         out = torch.einsum("bhts,bshd->bthd", attn, v).reshape(b, t, self.heads * self.v_dim)
         return self._lin(out, f"{p}o_proj.weight")
@@ -128,63 +142,89 @@ class ReferenceModel:
 
     # ---- the target ----
     @torch.no_grad()
-    def target(self, ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """ids [B, T] → (logits [B, T, V], final-norm hidden [B, T, H])."""
+    def target(self, ids: torch.Tensor, *, last: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """ids [B, T] → (logits [B, T, V], final-norm hidden [B, T, H]); with `last`, logits of the last
+        `last` positions only (the head is most of the cost at a 32k vocabulary)."""
         x = self.w["model.embed_tokens.weight"][ids]
         for i in range(self.layers):
             x = self._layer(i, x)
         normed = self._rms(x, "model.norm.weight")
-        return self._logits(normed), normed
+        return self._logits(normed if last is None else normed[:, -last:]), normed
 
     def target_next(self, ids: torch.Tensor) -> torch.Tensor:
         """Greedy next token after each row of ids [B, T] → [B]."""
-        logits, _ = self.target(ids)
+        logits, _ = self.target(ids, last=1)
         return logits[:, -1].argmax(-1)
+
+    def greedy(self, prompts: list[list[int]], max_new_tokens: int) -> list[list[int]]:
+        """Plain greedy decoding (no draft) of each prompt; prompts of one length go through as one batch."""
+        out: list[list[int]] = [[] for _ in prompts]
+        by_len: dict[int, list[int]] = {}
+        for i, p in enumerate(prompts):
+            by_len.setdefault(len(p), []).append(i)
+        for rows in by_len.values():
+            ids = self.ids([prompts[i] for i in rows])
+            for _ in range(max_new_tokens):
+                nxt = self.target_next(ids)
+                ids = torch.cat([ids, nxt[:, None]], dim=1)
+            for j, i in enumerate(rows):
+                out[i] = ids[j, -max_new_tokens:].tolist()
+        return out
 
     # ---- the MTP draft ----
     @torch.no_grad()
-    def mtp(self, hidden: torch.Tensor, next_ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Position i pairs hidden[:, i] with the token after it, next_ids[:, i] → (logits, MTP hidden)."""
+    def mtp(
+        self, hidden: torch.Tensor, next_ids: torch.Tensor, *, last: int | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Position i pairs hidden[:, i] with the token after it, next_ids[:, i] → (logits, MTP hidden);
+        `last` as in `target`."""
         p = f"model.layers.{self.layers}."
         e = self._rms(self.w["model.embed_tokens.weight"][next_ids], f"{p}enorm.weight")
         h = self._rms(hidden, f"{p}hnorm.weight")
         x = self._lin(torch.cat([e, h], dim=-1), f"{p}eh_proj.weight")  # embedding half first
         x = self._layer(self.layers, x)
         normed = self._rms(x, f"{p}shared_head.norm.weight")
-        return self._logits(normed), normed
+        return self._logits(normed if last is None else normed[:, -last:]), normed
 
     def draft(self, context: list[int], steps: int) -> list[int]:
         """EAGLE-style chain of `steps` greedy drafts after `context` (>= 2 tokens, the last committed)."""
         if len(context) < 2:
             raise ValueError("draft needs at least two context tokens (a prompt token and the first output)")
-        ids = torch.tensor([context], dtype=torch.long)
-        _, target_hidden = self.target(ids[:, :-1])
+        ids = self.ids([context])
+        _, target_hidden = self.target(ids[:, :-1], last=1)
         hidden, nxt = target_hidden, ids[:, 1:]
         drafts: list[int] = []
         for _ in range(steps):
-            logits, mtp_hidden = self.mtp(hidden, nxt)
+            logits, mtp_hidden = self.mtp(hidden, nxt, last=1)
             tok = int(logits[0, -1].argmax())
             drafts.append(tok)
             # The next draft step extends the MTP sequence with its own hidden state and the token it drafted.
             hidden = torch.cat([hidden, mtp_hidden[:, -1:]], dim=1)
-            nxt = torch.cat([nxt, torch.tensor([[tok]], dtype=torch.long)], dim=1)
+            nxt = torch.cat([nxt, self.ids([[tok]])], dim=1)
         return drafts
 
     def speculative_generate(self, prompt: list[int], steps: int, max_new_tokens: int) -> SpecResult:
         """Greedy chain speculative decoding (topk 1): draft `steps` tokens, verify with the target."""
         if steps < 1 or max_new_tokens < 1:
             raise ValueError("steps and max_new_tokens must be >= 1")
-        out = [int(self.target_next(torch.tensor([prompt], dtype=torch.long))[0])]  # the prefill token
+        out = [int(self.target_next(self.ids([prompt]))[0])]  # the prefill token
         accepts: list[int] = []
         while len(out) < max_new_tokens:
             context = prompt + out
             drafts = self.draft(context, steps)
-            logits, _ = self.target(torch.tensor([context + drafts], dtype=torch.long))
+            logits, _ = self.target(self.ids([context + drafts]), last=steps + 1)
             # preds[j] is the target's token after context + drafts[:j]
-            preds = logits[0, len(context) - 1 :].argmax(-1).tolist()
+            preds = logits[0].argmax(-1).tolist()
             accepted = 0
             while accepted < steps and drafts[accepted] == preds[accepted]:
                 accepted += 1
             out += [*drafts[:accepted], preds[accepted]]
             accepts.append(accepted + 1)
         return SpecResult(output_ids=out[:max_new_tokens], accept_lengths=accepts)
+
+
+def top2_margin(model: ReferenceModel, ids: list[int]) -> float:
+    """(top1 - top2) / |top1| of the target's logits after `ids`: how far the greedy choice is from a tie."""
+    logits, _ = model.target(model.ids([ids]), last=1)
+    top = logits[0, -1].topk(2).values
+    return float((top[0] - top[1]) / top[0].abs().clamp_min(1e-6))

@@ -76,6 +76,8 @@ async def _serve(resolved: Resolved, cfg: SimConfig, traits: VersionTraits, flag
         logs.plain('  File "sglang/srt/utils/hf_transformers_utils.py", in get_tokenizer')
         logs.plain(str(exc))
         return 1
+    for fault, why in server.wrong.describe().items():  # never silently wrong: the log says it too
+        logs.launch.warning(f"specbench stand-in computes wrongly on purpose ({fault}): {why}")
     runner = web.AppRunner(
         build_app(server), access_log=None, handler_cancellation=True, shutdown_timeout=SHUTDOWN_GRACE_S
     )

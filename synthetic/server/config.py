@@ -46,13 +46,24 @@ class PerfParams:
     tp_comm_ms: float = 0.15
 
 
+# `SPECBENCH_SIM_FAULT` words that make the stand-in compute wrongly (docs/reference/correctness-gate.md).
+WRONG_FAULTS = ("v2_draft", "v2_verify")
+
+
 @dataclass(frozen=True)
 class Faults:
-    """Request numbers are 1-based over user requests; health probes and the warmup do not count."""
+    """Request numbers are 1-based over user requests; health probes, the warmup and the correctness check's
+    requests (rid `specbench-check-*`) do not count.
+
+    `v2_draft` and `v2_verify` hit every request of an overlap (v2) speculative launch: v2's drafts are computed
+    wrongly (acceptance falls, the tokens stay the baseline's), or its verification is (its tokens leave the
+    baseline's at a position that depends on the prompt)."""
 
     crash_after: int | None = None
     stall_after: int | None = None
     malformed_after: int | None = None
+    v2_draft: bool = False
+    v2_verify: bool = False
 
     def for_request(self, number: int) -> frozenset[str]:
         hits = set()
@@ -67,15 +78,19 @@ class Faults:
     @classmethod
     def parse(cls, text: str) -> Faults:
         values: dict[str, int] = {}
+        wrong: dict[str, bool] = {}
         for raw in text.split(","):
             item = raw.strip()
             if not item:
                 continue
+            if item in WRONG_FAULTS:
+                wrong[item] = True
+                continue
             name, sep, number = item.partition("=")
             if not sep or name not in ("crash_after", "stall_after", "malformed_after"):
                 raise SimConfigError(
-                    f"SPECBENCH_SIM_FAULT: bad item {item!r}; expected crash_after=N, stall_after=N "
-                    "or malformed_after=N"
+                    f"SPECBENCH_SIM_FAULT: bad item {item!r}; expected crash_after=N, stall_after=N, "
+                    "malformed_after=N, v2_draft or v2_verify"
                 )
             try:
                 values[name] = int(number)
@@ -85,7 +100,13 @@ class Faults:
                 ) from None
             if values[name] < 0:
                 raise SimConfigError(f"SPECBENCH_SIM_FAULT: {name} must be >= 0")
-        return cls(**values)
+        return cls(
+            crash_after=values.get("crash_after"),
+            stall_after=values.get("stall_after"),
+            malformed_after=values.get("malformed_after"),
+            v2_draft=wrong.get("v2_draft", False),
+            v2_verify=wrong.get("v2_verify", False),
+        )
 
 
 @dataclass(frozen=True)
@@ -158,7 +179,7 @@ class SimConfig:
         """What `/server_info` exposes under `specbench_sim`, so stored numbers can never pass for real ones."""
         out = asdict(self)
         out["stand_in"] = True
-        out["faults"] = {k: v for k, v in out["faults"].items() if v is not None}
+        out["faults"] = {k: v for k, v in out["faults"].items() if v is not None and v is not False}
         return out
 
 

@@ -41,6 +41,9 @@ class DecodeSplit:
     draft_ms: float
     draft_extend_ms: float
     cpu_ms: float
+    # The part of target_ms that is tensor-parallel communication (tp_comm * (tp - 1)); the profiler stand-in
+    # draws it as all-reduce kernels inside the verify.
+    comm_ms: float = 0.0
 
     @property
     def gpu_ms(self) -> float:
@@ -70,7 +73,8 @@ class PerfModel:
         spec = self.steps > 0
         d = self.draft_tokens if spec else 1
         no_graph = batch > self.graph_max_bs
-        target = p.gpu_base_ms + p.gpu_per_token_ms * batch * d / tp + p.tp_comm_ms * (tp - 1)
+        comm = p.tp_comm_ms * (tp - 1)
+        target = p.gpu_base_ms + p.gpu_per_token_ms * batch * d / tp + comm
         target += p.no_graph_target_ms if no_graph else 0.0
         draft = extend = 0.0
         if spec:
@@ -81,7 +85,7 @@ class PerfModel:
             if self.draft_extend_without_graph:
                 extend += p.draft_extend_no_graph_ms
         cpu = p.cpu_base_ms + p.cpu_per_req_ms * batch
-        return DecodeSplit(target_ms=target, draft_ms=draft, draft_extend_ms=extend, cpu_ms=cpu)
+        return DecodeSplit(target_ms=target, draft_ms=draft, draft_extend_ms=extend, cpu_ms=cpu, comm_ms=comm)
 
     def prefill_ms(self, new_requests: int, uncached_tokens: int) -> float:
         p = self.params

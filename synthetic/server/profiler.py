@@ -16,6 +16,13 @@ GPU-only torch trace has no annotations, see bench/profile/trace.py); steps are 
 0.5.13). Timing follows `synthetic.server.perf`: without overlap a step's CPU work and GPU work run one after the
 other; with overlap the CPU prepares step k+1 while the GPU runs step k. Recording CPU activity slows the
 CPU work by CPU_PROFILING_SLOWDOWN, the way torch.profiler's CPU tracing slows the real scheduler.
+
+At `--tp-size` > 1 the verify holds TP's all-reduces. The model, deliberately simple: the cost model's
+communication term, `tp_comm_ms x (tp - 1)` per verify (synthetic.server.perf), is drawn as two all-reduce
+kernels per layer of the verify graph (after attention and after the MLP/MoE, as DeepSeek-V3 runs them), each
+1 / (2 x layers) of it, named as SGLang 0.5.13.post1 names them on an H200 for DeepSeek-V3 at TP > 1
+(FlashInfer's all-reduce fusion, ALL_REDUCE_KERNEL). The draft's and the LM head's communication are left out,
+as the cost model leaves them out. Every rank's file holds the same trace (rank 0's is the one summarised).
 """
 
 from __future__ import annotations
@@ -56,6 +63,14 @@ KERNELS = {
 }
 # Kernels per graph replay: the target model's layers, the draft's steps (see _kernels).
 GRAPH_REPEAT = {"target_verify": 8, "draft": 3}
+# What SGLang 0.5.13.post1 runs for DeepSeek-V3's all-reduces at TP > 1 on SM90: FlashInfer's TensorRT-LLM
+# all-reduce fusion (all-reduce + residual add + RMSNorm), enabled by server_args.py (bench.profile.collectives).
+ALL_REDUCE_KERNEL = (
+    "void flashinfer::trtllm_allreduce_fusion::allreduce_fusion_kernel_oneshot_lamport<"
+    "(flashinfer::trtllm_allreduce_fusion::AllReduceFusionPattern)1, __nv_bfloat16, 8, true, true>"
+    "(flashinfer::trtllm_allreduce_fusion::AllReduceFusionParams<__nv_bfloat16>)"
+)
+ALL_REDUCES_PER_LAYER = 2
 # Where a step's CPU time goes: scheduling, then the annotated forwards, then result processing.
 CPU_SHARES = (("Scheduler.get_next_batch_to_run", 0.45), ("forward", 0.45), ("process_batch_result", 0.1))
 
@@ -147,6 +162,7 @@ def build_trace(server: SimServer, sess: _Session) -> dict[str, Any]:
     graphed = {"target_verify", "draft"} | (set() if perf.draft_extend_without_graph else {"draft_extend"})
     for kind, batch, tokens in sess.steps:
         gpu_phases: list[tuple[str, str | None, float]]
+        comm_ms = 0.0
         if kind == "decode":
             split = perf.decode_split(batch)
             gpu_phases = [
@@ -155,6 +171,7 @@ def build_trace(server: SimServer, sess: _Session) -> dict[str, Any]:
                 ("draft_extend", f"step[DRAFT_EXTEND_V2 bs={batch}]", split.draft_extend_ms),
             ]
             cpu_ms = split.cpu_ms
+            comm_ms = split.comm_ms
         else:
             p = perf.params
             gpu = p.prefill_base_ms + p.prefill_per_token_ms * tokens / perf.tp_size
@@ -177,7 +194,10 @@ def build_trace(server: SimServer, sess: _Session) -> dict[str, Any]:
             dur = ms * scale * 1000.0
             if gpu_on:
                 graph = phase in graphed
-                events += _kernels(phase, t, dur, corr, graph, GRAPH_REPEAT.get(phase, 1) if graph else 1)
+                comm_us = comm_ms * scale * 1000.0 if phase == "target_verify" else 0.0
+                events += _kernels(
+                    phase, t, dur, corr, graph, GRAPH_REPEAT.get(phase, 1) if graph else 1, comm_us
+                )
                 # Kineto projects a record_function range onto the GPU only when CPU activity is on.
                 if name and cpu_on:
                     events.append(_x("gpu_user_annotation", name, t, dur, GPU_PID, KERNEL_STREAM))
@@ -198,30 +218,49 @@ def _x(cat: str, name: str, ts: float, dur: float, pid: int, tid: int, **args: A
 
 
 def _kernels(
-    phase: str, start: float, dur: float, corr: itertools.count[int], graph: bool, repeat: int = 1
+    phase: str,
+    start: float,
+    dur: float,
+    corr: itertools.count[int],
+    graph: bool,
+    repeat: int = 1,
+    comm: float = 0.0,
 ) -> list[dict[str, Any]]:
     """The phase's kernels back to back. A CUDA-graph replay gives all its kernels one correlation id (one
-    cudaGraphLaunch); eager kernels get one each (one cudaLaunchKernel each)."""
-    out, t = [], start
+    cudaGraphLaunch); eager kernels get one each (one cudaLaunchKernel each). `comm` (microseconds, part of
+    `dur`) is drawn as ALL_REDUCES_PER_LAYER all-reduce kernels per repeat (layer)."""
+    out = []
     graph_id = next(corr) if graph else None
+    compute = max(dur - comm, 0.0)
+    mix = list(KERNELS[phase])
+    # The all-reduces close the layer's attention (after its first kernel) and its MLP (after its last).
+    closing = [0, len(mix) - 1] if comm > 0 else []
+    kernels: list[tuple[str, float]] = []
     for _ in range(repeat):
-        for name, share in KERNELS[phase]:
-            d = dur * share / repeat
-            c = graph_id if graph_id is not None else next(corr)
-            out.append(
-                _x(
-                    "kernel",
-                    name,
-                    t,
-                    d,
-                    GPU_PID,
-                    KERNEL_STREAM,
-                    stream=KERNEL_STREAM,
-                    device=0,
-                    correlation=c,
-                )
+        for i, (name, share) in enumerate(mix):
+            kernels.append((name, compute * share / repeat))
+            kernels += [(ALL_REDUCE_KERNEL, comm / (ALL_REDUCES_PER_LAYER * repeat))] * closing.count(i)
+    # Each kernel ends where the next starts and the last exactly at start + dur, whatever the rounding of the
+    # large absolute times: the phases tile the time axis as the cost model says.
+    t, done = start, 0.0
+    for n, (kname, d) in enumerate(kernels):
+        done += d
+        end = start + dur if n == len(kernels) - 1 else start + done
+        c = graph_id if graph_id is not None else next(corr)
+        out.append(
+            _x(
+                "kernel",
+                kname,
+                t,
+                end - t,
+                GPU_PID,
+                KERNEL_STREAM,
+                stream=KERNEL_STREAM,
+                device=0,
+                correlation=c,
             )
-            t += d
+        )
+        t = end
     return out
 
 

@@ -7,7 +7,9 @@ import random
 import time
 from typing import Any
 
+from bench.correctness.outputs import CHECK_RID_PREFIX
 from bench.model_config import is_moe, read_model_config
+from synthetic.server import wrong
 from synthetic.server.acceptance import AcceptanceModel
 from synthetic.server.args import Resolved
 from synthetic.server.config import SimConfig
@@ -38,18 +40,25 @@ class SimServer:
         )
         spec = args.speculative
         steps = args.speculative_num_steps or 0
+        flashmla = "flashmla" in (args.attention_backend, args.prefill_attention_backend)
+        # Which wrong computations this launch makes (synthetic.server.wrong): asked for, or 0.5.12's FlashMLA bug.
+        self.wrong = wrong.for_launch(
+            cfg.faults,
+            overlap_spec=spec and resolved.mode.overlap,
+            flashmla=flashmla,
+            draft_extend_v2_routed=traits.flashmla_draft_extend_v2_routed,
+        )
         self.acceptance = (
             AcceptanceModel(
                 steps=steps,
                 topk=args.speculative_eagle_topk or 1,
-                rate=cfg.acceptance_rate,
+                rate=cfg.acceptance_rate * (wrong.DRAFT_FAULT_FACTOR if self.wrong.draft else 1.0),
                 simulate_len=cfg.simulate_acc_len,
                 simulate_method=cfg.simulate_acc_method,
             )
             if spec
             else None
         )
-        flashmla = "flashmla" in (args.attention_backend, args.prefill_attention_backend)
         self.perf = PerfModel(
             params=cfg.perf,
             overlap=resolved.mode.overlap,
@@ -106,11 +115,16 @@ class SimServer:
             self._internal_requests += 1
             faults: frozenset[str] = frozenset()
             seed_key = f"internal-{self._internal_requests}"
+        elif spec.rid is not None and spec.rid.startswith(CHECK_RID_PREFIX):
+            faults = frozenset()  # the correctness check's requests: a fault is meant for the measurement's
         else:
             self.user_requests += 1
             faults = cfg.faults.for_request(self.user_requests)
-            seed_key = spec.rid if spec.rid is not None else f"#{self.user_requests}"
         key = prompt_key(spec.ids, cfg.seed)
+        if not internal:
+            # Greedy decoding is a function of the prompt: so are the tokens, and so is which draft a verify step
+            # accepts. The same prompt then gets the same acceptance on every server, v1 and v2 alike.
+            seed_key = f"prompt-{key}"
         natural = None if spec.ignore_eos else natural_length(key, cfg.eos_mean_tokens, spec.min_new_tokens)
         speculative = self.acceptance is not None
         tape = TokenTape(
@@ -119,6 +133,7 @@ class SimServer:
             simulated_acc=speculative and cfg.simulate_acc_len is not None,
             eos_id=cfg.eos_token_id,
             eos_at=natural - 1 if natural is not None and natural < spec.max_new_tokens else None,
+            diverge_at=wrong.diverge_at(key) if self.wrong.verify and not internal else None,
         )
         return Req(
             rid=spec.rid if spec.rid is not None else f"{self._rid_rng.getrandbits(128):032x}",
@@ -202,6 +217,10 @@ class SimServer:
         out["graph_max_bs"] = self.resolved.graph_max_bs
         out["tokenizer"] = self.tokenizer_file or "hash (no tokenizer.json at the tokenizer path)"
         out["expert_routing"] = self.expert_routing()
+        # One emulated GPU per tensor-parallel rank, as a real TP-N server holds N (run provenance records it).
+        out["gpu_count"] = self.args.tp_size
         if self.acceptance is not None:
             out["expected_tokens_per_verify_step"] = self.acceptance.expected_tokens_per_step()
+        if self.wrong.draft or self.wrong.verify:
+            out["wrong"] = self.wrong.describe()
         return out

@@ -67,6 +67,7 @@ class TokenTape:
     """
 
     __slots__ = (
+        "_diverge_at",
         "_eos_at",
         "_key",
         "_simulated",
@@ -87,8 +88,11 @@ class TokenTape:
         simulated_acc: bool,
         eos_id: int,
         eos_at: int | None,
+        diverge_at: int | None = None,
     ) -> None:
         self._key = key
+        # synthetic.server.wrong's v2_verify: from this position on, the ids come from another stream.
+        self._diverge_at = diverge_at
         self._simulated = simulated_acc
         self.eos_id = eos_id
         self._eos_at = eos_at
@@ -107,6 +111,8 @@ class TokenTape:
         have = len(self.ids)
         raw = hashlib.shake_128(b"%d:%d" % (self._key, have // _BLOCK)).digest(2 * _BLOCK)
         new = list(map(add, array("H", raw), repeat(_FIRST_ORDINARY_ID)))
+        if self._diverge_at is not None and self._diverge_at < have + _BLOCK:
+            self._diverge(new, have)
         if self._simulated:
             first = new[0]
             new = [SIMULATED_ACC_TOKEN] * _BLOCK
@@ -125,6 +131,17 @@ class TokenTape:
             next(ends)
             self.text_end += ends
             self.text += (" t" + " t".join(strs)).encode()
+
+    def _diverge(self, new: list[int], have: int) -> None:
+        alt = hashlib.shake_128(b"wrong:%d:%d" % (self._key, have // _BLOCK)).digest(2 * _BLOCK)
+        start = max(0, self._diverge_at - have) if self._diverge_at is not None else _BLOCK
+        for i, tok in enumerate(array("H", alt)):
+            if i < start:
+                continue
+            wrong = tok + _FIRST_ORDINARY_ID
+            if i == start and wrong == new[i]:  # the first wrong token must differ (odds 1/65536)
+                wrong = _FIRST_ORDINARY_ID + (tok + 1) % 65536
+            new[i] = wrong
 
     def ids_fragment(self, n: int) -> bytes:
         return self.ids_json[: self.ids_end[n] - 1] if n else b""

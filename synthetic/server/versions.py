@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from bench.server.known_bugs import flashmla_routes_draft_extend_v2
 from bench.server.spec_modes import DEFAULT_RELEASE, RELEASES, balanced_routing_switch
 
 _BACKENDS_0_5_12 = (
@@ -73,6 +74,8 @@ class VersionTraits:
     strict_generate_body: bool
     spec_extra_reserve_gb: float
     flashmla_draft_extend_graph: bool
+    # False in 0.5.12: FlashMLA sends spec v2's draft extend down its decode path (bench.server.known_bugs).
+    flashmla_draft_extend_v2_routed: bool
     top_k_default: int
     graph_memory_per_phase: bool
     kv_events_key: bool
@@ -122,6 +125,7 @@ def traits_for(version: str) -> VersionTraits:
         strict_generate_body=v >= (0, 5, 23),
         spec_extra_reserve_gb=4.0 if v <= (0, 5, 13) else 0.0,
         flashmla_draft_extend_graph=v >= (0, 5, 23),
+        flashmla_draft_extend_v2_routed=flashmla_routes_draft_extend_v2(version),
         top_k_default=-1 if v <= (0, 5, 14) else 1 << 30,
         graph_memory_per_phase=v >= (0, 5, 23),
         kv_events_key=v >= (0, 5, 13),

@@ -101,7 +101,7 @@ def test_types_are_strict(patch: tuple[str, str], needle: str) -> None:
         (("model: sim-tiny", "model: --help"), "model: must not start with '-'"),
         (("model: sim-tiny", 'model: sim-tiny\ndraft_model: "x\\u0007"'), "draft_model: contains a newline"),
         (
-            ("attention_backend: flashmla}", "attention_backend: flashmla, env: {SGLANG_X: null}}"),
+            ("attention_backend: flashmla}", "attention_backend: flashmla, env: {SGLANG_LOG_MS: null}}"),
             "null is not a value",
         ),
         (("steps: [1, 2, 3]", "steps: [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16]"), None),

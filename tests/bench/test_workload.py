@@ -119,3 +119,54 @@ def test_jsonl_empty_or_missing_file(tmp_path: Path) -> None:
     missing = WorkloadSpec.model_validate({"dataset": "jsonl", "path": str(tmp_path / "nope.jsonl")})
     with pytest.raises(WorkloadError, match="cannot read"):
         build_prompts(missing, 2)
+
+
+def _file(path: Path | str) -> WorkloadSpec:
+    return WorkloadSpec.model_validate({"dataset": "jsonl", "path": str(path)})
+
+
+@pytest.mark.parametrize("path", ["/dev/zero", "/dev/null", "/proc/self/environ", "/sys/kernel/mm"])
+def test_devices_and_pseudo_files_are_never_read(path: str) -> None:
+    """/dev/zero was read until memory ran out; /proc files claim size 0 and are no data (issue 30 §9)."""
+    if not Path(path).exists():
+        pytest.skip(f"{path} is not on this host")
+    with pytest.raises(WorkloadError, match="not a regular file"):
+        build_prompts(_file(path), 4)
+
+
+def test_a_fifo_is_refused_without_blocking(tmp_path: Path) -> None:
+    """Nobody writes to it: reading it would wait forever. It is refused from its metadata, and even an open
+    of it would not wait (O_NONBLOCK)."""
+    import os
+    import threading
+
+    fifo = tmp_path / "prompts.jsonl"
+    os.mkfifo(fifo)
+    outcome: list[BaseException | None] = []
+
+    def attempt() -> None:
+        try:
+            build_prompts(_file(fifo), 4)
+            outcome.append(None)
+        except BaseException as e:  # the outcome is checked below
+            outcome.append(e)
+
+    t = threading.Thread(target=attempt, daemon=True)
+    t.start()
+    t.join(timeout=60)  # generous for a loaded machine; a blocking read never ends at all
+    assert not t.is_alive(), "reading a FIFO blocked"
+    assert isinstance(outcome[0], WorkloadError) and "not a regular file" in str(outcome[0])
+
+
+def test_a_directory_and_a_file_over_the_cap_are_refused(tmp_path: Path) -> None:
+    from bench.workload import read_workload_file, workload_file_problem
+
+    with pytest.raises(WorkloadError, match="not a regular file"):
+        build_prompts(_file(tmp_path), 4)
+    big = tmp_path / "big.jsonl"
+    big.write_bytes(b'{"input_ids": [5]}\n' * 100)
+    problem = workload_file_problem(big, cap=1000)
+    assert problem is not None and "more than the 1,000-byte limit" in problem
+    with pytest.raises(WorkloadError, match="limit"):
+        read_workload_file(big, cap=1000)
+    assert read_workload_file(big, cap=10_000) == big.read_bytes()

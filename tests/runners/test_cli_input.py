@@ -156,3 +156,91 @@ def test_docs_and_compose_keep_passwords_out_of_argv() -> None:
 def test_other_arguments_fail_cleanly(example_url: str, argv: list[str]) -> None:
     code, out = invoke(*argv, "--db", example_url)
     assert code == 2, out
+
+
+# ---- bounded inputs (issue 30 §9): checked before any query, one line each
+
+
+@pytest.mark.parametrize(
+    ("ref", "needle"),
+    [
+        ("¹²³", "at least 6 characters"),  # passes str.isdigit, fails int()
+        ("١٢٣٤٥٦٧", "no run with uid"),  # Arabic-Indic digits: not an id, not a uid
+        ("2147483648", "no run with id"),  # past PostgreSQL's 32-bit id columns
+        ("0", "no run with id"),
+        ("a" * 100_000, "characters long"),  # refused before any LIKE pattern is built
+        ("a" * 4000, "no run with uid"),
+        ("0" * 4000, "no run with id"),
+        ("latest~" + "9" * 50, "latest~N"),
+        ("../../etc/passwd", "no run with uid"),
+    ],
+)
+def test_run_references_are_checked_before_any_query(example_url: str, ref: str, needle: str) -> None:
+    for argv in (
+        ["compare", ref, "latest"],
+        ["export", "--run", ref],
+        ["runs", "--yaml", ref],
+        ["triage", ref, "--state", "open"],
+    ):
+        code, out = invoke(*argv, "--db", example_url)
+        assert code == 2, (argv, out)
+        assert needle in out, (argv, out)
+        assert len(out.strip().splitlines()) == 1 and len(out) < 300, out
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["jobs", "--cancel", "2147483648"],
+        ["schedule", "remove", "2147483648"],
+        ["profile", "redo", "--run", "2147483648"],
+    ],
+)
+def test_ids_past_32_bits_are_refused(example_url: str, argv: list[str]) -> None:
+    code, out = invoke(*argv, "--db", example_url)
+    assert code == 2, out
+
+
+@pytest.mark.parametrize(
+    ("argv", "needle"),
+    [
+        (["regressions", "--since", "99999999999999999999d"], "expected a span"),
+        (["regressions", "--since", "9999999d"], "at most 3653 days"),
+        (["regressions", "--lookback", "523w"], "--lookback '523w': at most 3653 days"),
+        (["regressions", "--since", "-5d"], "expected a span"),
+        (["regressions", "--since", "٣d"], "expected a span"),
+        (["triage", "latest", "--state", "open", "--since", "8760000h"], "at most 3653 days"),
+    ],
+)
+def test_durations_are_capped(example_url: str, argv: list[str], needle: str) -> None:
+    code, out = invoke(*argv, "--db", example_url)
+    assert code == 2 and needle in out, out
+
+
+def test_a_sweep_with_thousands_of_problems_says_how_many(tmp_path: Path) -> None:
+    steps = list(range(1, 11))
+    sweep = tmp_path / "many.yaml"
+    sweep.write_text(
+        "name: many\nmodel: m\nserver: {backend: sim, attention_backend: fa3}\n"
+        f"grid: {{batch_sizes: [1], spec_modes: [v1], steps: {steps}, topk: {steps}, draft_tokens: {list(range(2, 10))}}}\n"
+        "workload: {input_len: 8, output_len: 8}\n"
+    )
+    code, out = invoke("run", str(sweep), "--dry-run", "--db", f"sqlite:///{tmp_path}/x.db")
+    assert code == 2
+    assert "problem(s)" in out and "... and " in out and " more" in out
+    assert out.count("  - ") == 20 and len(out) < 5_000
+
+
+def test_a_huge_grid_is_refused_before_it_is_expanded(tmp_path: Path) -> None:
+    """64 x 64 x 64 steps, topk and draft tokens: once 107 s and 1.2 MB of message; now one line."""
+    axis = list(range(1, 65))
+    sweep = tmp_path / "huge.yaml"
+    sweep.write_text(
+        "name: huge\nmodel: m\nserver: {backend: sim, attention_backend: fa3}\n"
+        f"grid: {{batch_sizes: [1], spec_modes: [v1, v2], steps: {axis}, topk: {axis}, draft_tokens: {list(range(2, 66))}}}\n"
+        "workload: {input_len: 8, output_len: 8}\n"
+    )
+    code, out = invoke("run", str(sweep), "--dry-run", "--db", f"sqlite:///{tmp_path}/x.db")
+    assert code == 2
+    assert "524,289 server configs" in out and "split the sweep" in out
+    assert out.count("  - ") == 1

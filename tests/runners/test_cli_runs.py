@@ -38,7 +38,7 @@ server:
   backend: sim
   attention_backend: flashmla
   args: {max-running-requests: 8}
-  env: {SGLANG_TEST_FLAG: "1"}
+  env: {SGLANG_LOG_MS: "1"}
   sim: {time_scale: 0.05, seed: 3, instant: true}
 grid: {batch_sizes: [1, 2], spec_modes: [v2], steps: [2], topk: [1], baseline: false}
 workload: {input_len: 16, output_len: 8}
@@ -291,7 +291,7 @@ def test_dry_run_prints_the_launchers_argv_and_env(sqlite_url: str, tmp_path: Pa
     argv[port_at] = str(DRY_RUN_PORT)
     assert shlex.split(argv_lines[0]) == argv
     assert {k: v for k, v in launched_env.items() if k in env} == env
-    assert env["SGLANG_TEST_FLAG"] == "1" and env["SGLANG_ENABLE_SPEC_V2"]
+    assert env["SGLANG_LOG_MS"] == "1" and env["SGLANG_ENABLE_SPEC_V2"]
 
     # With history, the estimate uses the measured startup and windows.
     res = CliRunner().invoke(app, ["run", str(sweep), "--dry-run", "--db", sqlite_url])

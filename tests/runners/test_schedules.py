@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 
 from db.migrate import open_database
 from db.models import Job, Schedule
-from runners import schedules
+from runners import queue, schedules
 from runners.cli import app
 from tests.queue_support import sim_sweep, spawn_cli
 
@@ -163,4 +163,152 @@ def test_two_scheduler_processes(pg_url: str, tmp_path: Path) -> None:
     text = "".join(log.read_text() for log in logs)
     assert text.count("enqueued as job") == sum(counts.values())
     assert "skipped 59 older missed fire time(s)" in text or "skipped 60 older" in text
+    engine.dispose()
+
+
+# ---- schedules that cannot fire (issue 30 §5)
+
+IMPOSSIBLE = ("0 0 31 2 *", "30 2 30 2 *", "31 4 31 4 *", "0 0 31 4 *")
+
+
+@pytest.mark.parametrize("cron", IMPOSSIBLE)
+def test_an_impossible_cron_is_refused(cron: str) -> None:
+    with pytest.raises(ValueError, match="never fires in the next year"):
+        schedules.check_cron(cron)
+
+
+def test_a_cron_must_fire_within_a_year() -> None:
+    # 29 February fires in 2028: refused in December 2026 (14 months ahead), accepted a year later.
+    with pytest.raises(ValueError, match="never fires"):
+        schedules.check_cron("0 0 29 2 *", now=T0)
+    assert schedules.check_cron("0 0 29 2 *", now=T0 + timedelta(days=365)) == "0 0 29 2 *"
+    assert schedules.check_cron("0 0 1 1 *", now=T0) == "0 0 1 1 *"  # yearly: within a year
+    with pytest.raises(ValueError, match="five fields"):
+        schedules.check_cron("0 2 * * " + "1," * 200 + "2")  # longer than the column
+
+
+def test_schedule_add_refuses_an_impossible_cron_in_one_line(sqlite_url: str, tmp_path: Path) -> None:
+    sweep = tmp_path / "s.yaml"
+    sweep.write_text(sim_sweep("nightly"))
+    for cron in ("0 0 31 2 *", "30 2 30 2 *", "31 4 31 4 *"):
+        res = CliRunner().invoke(app, ["schedule", "add", str(sweep), "--cron", cron, "--db", sqlite_url])
+        assert res.exit_code == 2, res.output
+        assert "never fires in the next year" in res.output and "Traceback" not in res.output
+        assert len(res.output.strip().splitlines()) == 1, res.output
+    assert schedules.list_schedules(open_database(sqlite_url)) == []
+
+
+def _break(engine: Engine, schedule_id: int, **values: object) -> None:
+    """Edit a stored schedule behind the CLI's back (as a row stored before the checks, or edited by hand)."""
+    with engine.begin() as conn:
+        conn.execute(update(Schedule).where(Schedule.id == schedule_id).values(**values))
+
+
+def test_a_broken_schedule_is_marked_skipped_and_mended(
+    engine: Engine, caplog: pytest.LogCaptureFixture
+) -> None:
+    good = schedules.add_schedule(engine, "0 2 * * *", sim_sweep("good"))
+    feb30 = schedules.add_schedule(engine, "0 2 * * *", sim_sweep("feb30"))
+    stale = schedules.add_schedule(engine, "0 2 * * *", sim_sweep("stale"))
+    garbage = schedules.add_schedule(engine, "0 2 * * *", sim_sweep("garbage"))
+    for sid in (good, feb30, stale, garbage):
+        set_last_fire(engine, sid, T0 - timedelta(days=1))
+    _break(engine, feb30, cron="0 0 31 2 *")
+    _break(engine, stale, sweep_yaml="name: stale\nmodel: m\ngrid: {batch_sizes: [0]}\n")  # no longer valid
+    _break(engine, garbage, cron="rm -rf /")
+    with caplog.at_level("ERROR", logger="specbench.scheduler"):
+        fired = schedules.tick(engine, now=T0 + timedelta(minutes=1))
+        schedules.tick(engine, now=T0 + timedelta(minutes=2))  # still broken: not logged again
+    assert [f.schedule_id for f in fired] == [good] and fired[0].job_id is not None
+    errors = [r.getMessage() for r in caplog.records if r.levelname == "ERROR"]
+    assert len(errors) == 3, errors
+    assert any(f"schedule {feb30}: broken" in e and "never fires" in e for e in errors)
+    assert any(f"schedule {stale}: broken" in e and "batch_sizes" in e for e in errors)
+    listed = {r["id"]: r for r in schedules.list_schedules(engine, now=T0)}
+    assert listed[good]["broken"] is None and listed[good]["next_fire_time"] is not None
+    assert "never fires" in listed[feb30]["broken"] and listed[feb30]["next_fire_time"] is None
+    assert "SweepError" in listed[stale]["broken"] and "five fields" in listed[garbage]["broken"]
+    # Mended in the database: it fires again, and the mark goes.
+    _break(engine, feb30, cron="0 2 * * *")
+    fired = schedules.tick(engine, now=T0 + timedelta(minutes=3))
+    assert [f.schedule_id for f in fired] == [feb30]
+    with engine.connect() as conn:
+        marks = dict(conn.execute(select(Schedule.id, Schedule.broken)).all())
+    assert marks[feb30] is None and marks[good] is None and marks[stale] and marks[garbage]
+
+
+def test_schedule_list_shows_a_broken_schedule(db_url: str, tmp_path: Path) -> None:
+    engine = open_database(db_url)
+    sid = schedules.add_schedule(engine, "0 2 * * *", sim_sweep("x"), label="nightly")
+    _break(engine, sid, cron="0 0 31 2 *", sweep_yaml="not: [a sweep")
+    engine.dispose()
+    for fmt in ("table", "json"):
+        res = CliRunner().invoke(app, ["schedule", "list", "--db", db_url, "--format", fmt])
+        assert res.exit_code == 0, res.output
+        assert "Traceback" not in res.output and res.exception is None
+        assert "broken" in res.output
+    assert "never fires" in res.output or "SweepError" in res.output
+
+
+def test_an_unreadable_row_is_broken_not_fatal(sqlite_url: str) -> None:
+    """SQLite keeps whatever was written: a fire time that is not a date breaks that schedule only."""
+    engine = open_database(sqlite_url)
+    good = schedules.add_schedule(engine, "* * * * *", sim_sweep("good"))
+    bad = schedules.add_schedule(engine, "* * * * *", sim_sweep("bad"))
+    set_last_fire(engine, good, T0)
+    with engine.begin() as conn:
+        conn.exec_driver_sql("UPDATE schedules SET last_fire_time = 'yesterday-ish' WHERE id = ?", (bad,))
+    fired = schedules.tick(engine, now=T0 + timedelta(minutes=1, seconds=5))
+    assert [f.schedule_id for f in fired] == [good]
+    listed = {r["id"]: r for r in schedules.list_schedules(engine, now=T0)}
+    assert "unreadable row" in listed[bad]["broken"]
+    engine.dispose()
+
+
+@pytest.mark.slow
+def test_the_scheduler_process_survives_broken_schedules(db_url: str, tmp_path: Path) -> None:
+    """Chaos: a real `specbench scheduler` next to an impossible cron, a sweep that no longer validates and a
+    garbage cron keeps firing the working schedule and still requeues a dead worker's job."""
+    engine = open_database(db_url)
+    good = schedules.add_schedule(engine, "* * * * *", sim_sweep("good"))
+    broken = [schedules.add_schedule(engine, "0 2 * * *", sim_sweep(f"b{i}")) for i in range(3)]
+    for sid in (good, *broken):
+        set_last_fire(engine, sid, datetime.now(UTC) - timedelta(hours=1))
+    _break(engine, broken[0], cron="0 0 31 2 *")
+    _break(engine, broken[1], sweep_yaml="name: stale\nmodel: m\n")
+    _break(engine, broken[2], cron="31 4 31 4 *")
+    # A worker claimed a job and died: its lease ran out, and no worker is left to notice.
+    with engine.begin() as conn:
+        dead_job = queue.enqueue(conn, sim_sweep("orphan"), label="orphan")
+    claimed = queue.claim(engine, "dead-worker", [], lease_s=0.5)
+    assert claimed is not None and claimed.id == dead_job
+    log = tmp_path / "scheduler.log"
+    proc = spawn_cli("scheduler", "--db", db_url, "--interval-s", "0.2", log=log)
+    try:
+        deadline = time.monotonic() + 90
+        while True:
+            with engine.connect() as conn:
+                requeued = conn.execute(
+                    select(Job.status, Job.lease_expiries).where(Job.id == dead_job)
+                ).one()
+                fired = conn.execute(select(Job.id).where(Job.schedule_id == good)).all()
+                marks = conn.execute(select(Schedule.broken).where(Schedule.id.in_(broken))).scalars().all()
+            if tuple(requeued) == ("queued", 1) and fired and all(marks):
+                break
+            assert proc.poll() is None, log.read_text()
+            assert time.monotonic() < deadline, log.read_text()
+            time.sleep(0.2)
+        time.sleep(1.0)  # a few more ticks with the broken schedules in place
+        assert proc.poll() is None, log.read_text()
+    finally:
+        proc.terminate()
+        code = proc.wait(timeout=30)
+    text = log.read_text()
+    assert code == 0, text
+    assert "Traceback" not in text and "CroniterBadDateError" not in text
+    for sid in broken:  # one error each, not one per tick
+        assert text.count(f"schedule {sid}: broken") == 1, text
+    assert f"job {dead_job}: its worker stopped heartbeating" in text
+    listed = CliRunner().invoke(app, ["schedule", "list", "--db", db_url])
+    assert listed.exit_code == 0 and listed.output.count("broken") >= 3, listed.output
     engine.dispose()

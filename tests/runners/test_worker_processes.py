@@ -101,9 +101,12 @@ def test_eight_workers_two_hundred_jobs(
     logs = [tmp_path / f"w{i}.log" for i in range(8)]
     with standin_server(tmp_path / "sim.log") as base_url:
         ids = [queue.submit(engine, external_sweep(f"j{i:03d}", base_url)) for i in range(200)]
+        allow = ["--allow-external", base_url.removeprefix("http://")]  # external servers are opt-in
         for log in logs:
             procs.append(
-                spawn_cli("worker", "--db", pg_url, "--once", *FAST, "--log-dir", str(tmp_path), log=log)
+                spawn_cli(
+                    "worker", "--db", pg_url, "--once", *FAST, *allow, "--log-dir", str(tmp_path), log=log
+                )
             )
         wait_all(procs, 170, logs)
 

@@ -37,11 +37,17 @@ def with_env(env: str) -> str:
         "{PYTHONSTARTUP: /tmp/x.py}",
         "{DATABASE_URL: 'sqlite:///x'}",
         "{SPECBENCH_SIM_FAULT: crash_after=0}",
-        # Allowed families, but names that load or run a file of the job's choosing.
+        # Once allowed by a prefix family: names that load or run a file of the job's choosing.
         "{TRITON_PTXAS_PATH: /bin/sh}",
         "{NCCL_NET_PLUGIN: /tmp/x.so}",
         "{CUDA_HOME: /tmp}",
         "{TORCH_EXTENSIONS_DIR: /tmp}",
+        # Issue 30 §3: inside the old families, names that import a package or feed the JIT compiler.
+        "{SGLANG_EXTERNAL_MODEL_PACKAGE: evil, SGLANG_PLUGINS: evil}",
+        "{TRITON_CACHE_MANAGER: 'evil:Cls', TRITON_REMOTE_CACHE_BACKEND: 'evil:Cls'}",
+        "{FLASHINFER_EXTRA_CFLAGS: '-fplugin=/tmp/x.so', FLASHINFER_EXTRA_LDFLAGS: '-L/tmp'}",
+        # Specbench's own switch: the grid says v1 or v2.
+        "{SGLANG_ENABLE_SPEC_V2: 'false'}",
         # The host's toolchain passes from the host only: a job naming the compiler would run its program.
         "{CXX: /tmp/evil, CC: /tmp/evil, CUDAHOSTCXX: /tmp/evil, MAX_JOBS: 1}",
     ],
@@ -59,7 +65,7 @@ def test_browser_exploit_reports_every_name_at_once() -> None:
     with pytest.raises(SweepError) as e:
         parse_sweep(with_env("{BROWSER: x, PYTHONWARNINGS: y, LD_PRELOAD: z, PYTHONPATH: w}"))
     assert len(e.value.problems) == 4
-    assert "can make the server run code the job chose" in e.value.problems[0]
+    assert "load or run code the job chose" in e.value.problems[0]
 
 
 @pytest.mark.parametrize(
@@ -77,8 +83,8 @@ def test_browser_exploit_reports_every_name_at_once() -> None:
 )
 def test_env_values_are_scalars_printable_and_bounded(value: str, needle: str) -> None:
     with pytest.raises(SweepError) as e:
-        parse_sweep(with_env("{SGLANG_X: " + value + "}"))
-    assert any(p.startswith("server.env.SGLANG_X") and needle in p for p in e.value.problems), (
+        parse_sweep(with_env("{SGLANG_LOG_MS: " + value + "}"))
+    assert any(p.startswith("server.env.SGLANG_LOG_MS") and needle in p for p in e.value.problems), (
         e.value.problems
     )
 
@@ -86,14 +92,15 @@ def test_env_values_are_scalars_printable_and_bounded(value: str, needle: str) -
 def test_allowed_env_passes_and_scalars_become_strings() -> None:
     spec = parse_sweep(
         with_env(
-            "{SGLANG_SIMULATE_ACC_LEN: 2.5, NCCL_DEBUG: INFO, SGLANG_RECORD_STEP_TIME: true, OMP_NUM_THREADS: 8}"
+            "{SGLANG_SIMULATE_ACC_LEN: 2.5, NCCL_ALGO: Tree, SGLANG_RECORD_STEP_TIME: true, "
+            "SGLANG_SCHEDULER_MAX_RECV_PER_POLL: 8}"
         )
     )
     assert spec.server.env == {
         "SGLANG_SIMULATE_ACC_LEN": "2.5",
-        "NCCL_DEBUG": "INFO",
+        "NCCL_ALGO": "Tree",
         "SGLANG_RECORD_STEP_TIME": "1",
-        "OMP_NUM_THREADS": "8",
+        "SGLANG_SCHEDULER_MAX_RECV_PER_POLL": "8",
     }
 
 
@@ -102,6 +109,17 @@ def test_name_rules() -> None:
     assert sweep_name_problem("PYTORCH_CUDA_ALLOC_CONF") is None
     assert sweep_name_problem("SGLANG_TORCH_PROFILER_DIR")  # writes wherever the job says
     assert sweep_name_problem("lower")
+    # Off the list, whatever the prefix: a tuning-sounding name is not enough.
+    assert sweep_name_problem("NCCL_DEBUG")
+    assert sweep_name_problem("OMP_NUM_THREADS")
+
+
+def test_a_near_miss_gets_a_did_you_mean_and_anything_else_the_list() -> None:
+    near = sweep_name_problem("SGLANG_SIMULATE_ACC_LENGTH")
+    assert near is not None and "did you mean SGLANG_SIMULATE_ACC_LEN?" in near
+    far = sweep_name_problem("NCCL_DEBUG")
+    assert far is not None and "did you mean" not in far
+    assert "SGLANG_SIMULATE_ACC_LEN" in far and "PYTORCH_CUDA_ALLOC_CONF" in far
 
 
 def test_builder_keeps_only_the_base_and_never_the_worker_settings() -> None:
@@ -124,7 +142,7 @@ def test_builder_keeps_only_the_base_and_never_the_worker_settings() -> None:
         "CUDAHOSTCXX": "/opt/gcc/bin/g++",
         "LIBRARY_PATH": "/usr/local/cuda/lib64/stubs",
     }
-    env = build_server_env(host, {"SGLANG_X": "1"}, {"SPECBENCH_SIM_SEED": "0", "PYTHONUNBUFFERED": "1"})
+    env = build_server_env(host, {"SGLANG_LOG_MS": "1"}, {"SPECBENCH_SIM_SEED": "0", "PYTHONUNBUFFERED": "1"})
     assert env == {
         "PATH": "/usr/bin",
         "HOME": "/home/w",
@@ -137,7 +155,7 @@ def test_builder_keeps_only_the_base_and_never_the_worker_settings() -> None:
         "CXX": "/opt/gcc/bin/g++",
         "CUDAHOSTCXX": "/opt/gcc/bin/g++",
         "LIBRARY_PATH": "/usr/local/cuda/lib64/stubs",
-        "SGLANG_X": "1",
+        "SGLANG_LOG_MS": "1",
         "SPECBENCH_SIM_SEED": "0",
         "PYTHONUNBUFFERED": "1",
     }
@@ -181,3 +199,26 @@ def test_launched_server_does_not_see_the_database_url(
     assert env["SGLANG_RECORD_STEP_TIME"] == "1"
     assert env["SPECBENCH_SIM_INSTANT"] == "1"
     assert env["PATH"]
+
+
+def test_the_version_probe_gets_the_servers_environment_not_the_callers(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 30 §1: the probe `python -c "import importlib.metadata..."` ran with the worker's whole
+    environment, DATABASE_URL and its password included."""
+    from bench.server.launcher import detect_sglang_version
+
+    seen = tmp_path / "probe.env"
+    python = tmp_path / "bin" / "python3"
+    python.parent.mkdir()
+    python.write_text(f"#!/bin/sh\nenv > '{seen}'\necho 0.5.13.post1\n")
+    python.chmod(0o755)
+    monkeypatch.setenv("DATABASE_URL", "postgresql://specbench:s3cret@db.example/specbench?password=s3cret")
+    monkeypatch.setenv("PGPASSWORD", "s3cret")
+    monkeypatch.setenv("SPECBENCH_DB", "x")
+    monkeypatch.setenv("LD_PRELOAD", "/tmp/evil.so")
+    assert detect_sglang_version(str(python)) == "0.5.13.post1"
+    env = dict(line.split("=", 1) for line in seen.read_text().splitlines() if "=" in line)
+    assert "s3cret" not in seen.read_text()
+    assert not {"DATABASE_URL", "PGPASSWORD", "SPECBENCH_DB", "LD_PRELOAD"} & set(env)
+    assert env.get("PATH")

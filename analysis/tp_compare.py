@@ -1,0 +1,585 @@
+"""Shard vs TP-N: does the one-GPU shard predict what the tensor-parallel deployment measures?
+
+Two runs of the same grid: the **shard run** (the `deepseek-v3-tp8-shard` preset, or any shard of a model,
+at tp 1) and the **TP run** (the whole model at `server.tp: N`); analysis.tp_pair checks that they pair. One
+row per (batch size, steps, pinned accept length, mode) that both runs measured, where mode is `baseline`,
+`v1` or `v2`:
+
+- **step time** of each run: TPOT x tokens per verify (the accept length, token-weighted) for a speculative
+  point, TPOT for the baseline (bench.floor.measured_step_ms, as the floor fraction reads it), and
+  `step_ratio` = TP / shard;
+- **floor fraction** of each (bench/floor.py: the bytes a step must read over the memory bandwidth, per
+  GPU; a shard and its TP run have the same floor on the same GPU);
+- from the TP run's profile of that point (rank 0, GPU-only preferred; speculative points at the profiled
+  batch sizes): **the all-reduce time per cycle** and its **share of the cycle** (bench.profile.collectives,
+  stored with the summary);
+- **cycle-time error**: `cycle_error` = shard step / TP step - 1 (what leaving TP's communication out costs),
+  and `cycle_error_with_all_reduce` = (shard step + the TP profile's all-reduce time) / TP step - 1, the
+  prediction the issue aims to get within TARGET_ERROR (10 %);
+- **v2/v1** of each run (analysis.v2_vs_v1: output throughput ratio with its 95 % interval, paired by repeat
+  where the run interleaved), each verdict, and whether the two verdicts agree. v1 and v2 rows of a cell
+  carry the same ratio columns; baseline rows leave them empty.
+
+`conclusion` states, per batch size, whether the shard's verdicts match the TP run's, and the cycle-time error
+with and without the all-reduce time. Cells only one run measured are listed (`missing`); a pair without a
+single shared cell is refused.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import statistics
+from dataclasses import dataclass, field
+from typing import Any
+
+import pandas as pd
+from sqlalchemy import Engine, inspect
+
+from analysis import md
+from analysis.plain import missing, plain
+from analysis.tp_pair import PairRefused, RunSide, check_pair
+from analysis.v2_vs_v1 import SAMPLE_METRICS, v2_vs_v1
+from bench.floor import measured_step_ms
+from db import profile_queries as pq
+from db import queries
+
+TARGET_ERROR = 0.10
+VIEW = "shard-vs-tp"
+MODES = ("baseline", "v1", "v2")
+# A point's cell inside a run, the mode included: what a shard point and its TP partner share.
+CELL_KEYS: tuple[str, ...] = (
+    "workload_key",
+    "algorithm",
+    "topk",
+    "draft_tokens",
+    "accept_length_pinned",
+    "steps",
+    "batch_size",
+    "mode",
+)
+RATIO_SIDES = ("ratio", "ci_low", "ci_high", "verdict", "n", "method")
+COLUMNS: tuple[str, ...] = (
+    "batch_size",
+    "steps",
+    "accept_length",
+    "mode",
+    "shard_step_ms",
+    "tp_step_ms",
+    "step_ratio",
+    "shard_floor_fraction",
+    "tp_floor_fraction",
+    "tp_all_reduce_ms",
+    "tp_all_reduce_share",
+    "tp_all_reduce_kernels",
+    "tp_profile_cycle_ms",
+    "shard_plus_all_reduce_ms",
+    "cycle_error",
+    "cycle_error_with_all_reduce",
+    *(f"shard_{c}" for c in RATIO_SIDES),
+    *(f"tp_{c}" for c in RATIO_SIDES),
+    "verdicts_agree",
+    "topk",
+    "draft_tokens",
+    "workload_key",
+)
+# Points whose step time is compared: ok, and unstable (a TTFT outlier in a repeat, said in `missing`; TPOT
+# and the accept length stand). failed, invalid and mode_mismatch points are listed, never compared.
+COMPARED_STATUSES = ("ok", "unstable")
+# A GPU-only profile distorts less than a CPU+GPU one (analysis.profiles): it speaks when both exist.
+_ACTIVITY_PREFERENCE = {"GPU": 0, "CPU+GPU": 1}
+
+
+@dataclass
+class Comparison:
+    """The comparison of one pair: the rows, the two runs, the cells not compared (`missing`), and what changes
+    how the rows read (`notes`)."""
+
+    frame: pd.DataFrame
+    shard: RunSide
+    tp: RunSide
+    missing: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def conclusion(self) -> dict[str, Any]:
+        return conclusion(self.frame)
+
+
+# ------------------------------------------------------------------------------------------- the rows
+
+
+def _mode(row: dict[str, Any]) -> str:
+    return "baseline" if missing(row.get("algorithm")) else str(row.get("spec_mode"))
+
+
+def _norm(key: str, v: Any) -> Any:
+    """One type per key, so 3 meets 3.0 and None meets NaN across two runs' frames."""
+    if missing(v):
+        return None
+    if key in ("workload_key", "algorithm", "mode"):
+        return str(v)
+    if key == "accept_length_pinned":
+        return round(float(v), 6)
+    return int(v)
+
+
+def _cell(row: dict[str, Any]) -> tuple[Any, ...]:
+    values = {**row, "mode": _mode(row)}
+    return tuple(_norm(k, values.get(k)) for k in CELL_KEYS)
+
+
+def _steps(points: pd.DataFrame) -> dict[tuple[Any, ...], dict[str, Any]]:
+    """cell -> the point's status, step time (COMPARED_STATUSES only) and floor fraction."""
+    out: dict[tuple[Any, ...], dict[str, Any]] = {}
+    for r in points.to_dict("records"):
+        if _mode(r) not in MODES:
+            continue
+        accept = r.get("accept_length_weighted")
+        accept = r.get("accept_length") if missing(accept) else accept
+        speculative = _mode(r) != "baseline"
+        step = (
+            measured_step_ms(
+                None if missing(r.get("tpot_mean_ms")) else float(r["tpot_mean_ms"]),
+                None if missing(accept) else float(accept),
+                speculative,
+            )
+            if r.get("status") in COMPARED_STATUSES
+            else None
+        )
+        ff = r.get("floor_fraction")
+        out[_cell(r)] = {
+            "status": r.get("status"),
+            "step_ms": step,
+            "floor_fraction": None if missing(ff) else float(ff),
+        }
+    return out
+
+
+def _ratios(points: pd.DataFrame, samples: pd.DataFrame) -> dict[tuple[Any, ...], dict[str, Any]]:
+    """(workload_key, topk, accept_length, steps, batch_size) -> the run's v2/v1 cell (analysis.v2_vs_v1)."""
+    table = v2_vs_v1(points, samples)
+    out = {}
+    for r in table.to_dict("records"):
+        key = (
+            _norm("workload_key", r["workload_key"]),
+            _norm("topk", r["topk"]),
+            _norm("accept_length_pinned", r["accept_length"]),
+            _norm("steps", r["steps"]),
+            _norm("batch_size", r["batch_size"]),
+        )
+        out[key] = {c: r.get(c) for c in RATIO_SIDES}
+    return out
+
+
+def _ratio_key(cell: tuple[Any, ...]) -> tuple[Any, ...]:
+    k = dict(zip(CELL_KEYS, cell, strict=True))
+    return (k["workload_key"], k["topk"], k["accept_length_pinned"], k["steps"], k["batch_size"])
+
+
+def all_reduce_of(summary: dict[str, Any] | None) -> dict[str, Any]:
+    """The all-reduce figures of a stored profile summary (bench.profile.summary `collectives`): medians per
+    cycle of its time (ms), its share of the cycle and its kernel count, with the profiled cycle (ms).
+    `known` is False for a summary written before collectives were recognised (`specbench profile
+    resummarize` redoes it); a known summary without all-reduce kernels reads 0."""
+    s = summary or {}
+    cycle = (s.get("cycle_ms") or {}).get("median")
+    if "collectives" not in s:
+        return {"known": False, "ms": None, "share": None, "kernels": None, "cycle_ms": cycle}
+    ar = (s.get("collectives") or {}).get("all_reduce")
+    if cycle is None:  # no whole cycle in the trace: nothing per cycle to read
+        return {"known": True, "ms": None, "share": None, "kernels": None, "cycle_ms": None}
+    if not ar:
+        return {"known": True, "ms": 0.0, "share": 0.0, "kernels": 0.0, "cycle_ms": cycle}
+
+    def med(key: str) -> float | None:
+        return (ar.get(key) or {}).get("median")
+
+    return {
+        "known": True,
+        "ms": med("ms_per_cycle"),
+        "share": med("share_of_cycle"),
+        "kernels": med("kernels_per_cycle"),
+        "cycle_ms": cycle,
+    }
+
+
+def _profiles(rows: list[dict[str, Any]]) -> dict[tuple[Any, ...], dict[str, Any]]:
+    """cell -> the all-reduce figures of its rank-0 ok profile (GPU-only first, then the latest capture)."""
+    best: dict[tuple[Any, ...], tuple[tuple[int, int], dict[str, Any]]] = {}
+    for r in rows:
+        if r.get("status") != "ok" or r.get("tp_rank") != 0 or r.get("spec_mode") not in ("v1", "v2"):
+            continue
+        cell = _cell(r)
+        rank = (_ACTIVITY_PREFERENCE.get(r.get("activities_key") or "", 9), -int(r["id"]))
+        if cell not in best or rank < best[cell][0]:
+            best[cell] = (rank, {**all_reduce_of(r.get("summary")), "activities": r.get("activities_key")})
+    return {cell: figures for cell, (_, figures) in best.items()}
+
+
+def _describe(cell: tuple[Any, ...]) -> str:
+    k = dict(zip(CELL_KEYS, cell, strict=True))
+    spec = "" if k["mode"] == "baseline" else f" steps {k['steps']}"
+    acc = "" if k["accept_length_pinned"] is None else f" accept len {k['accept_length_pinned']:g}"
+    return f"batch {k['batch_size']}{spec}{acc} {k['mode']}"
+
+
+def _error(predicted: float | None, measured: float | None) -> float | None:
+    if predicted is None or measured is None or measured <= 0:
+        return None
+    return predicted / measured - 1.0
+
+
+def compare(
+    shard_points: pd.DataFrame,
+    shard_samples: pd.DataFrame,
+    tp_points: pd.DataFrame,
+    tp_samples: pd.DataFrame,
+    tp_profiles: list[dict[str, Any]],
+) -> tuple[pd.DataFrame, list[str], list[str]]:
+    """The rows (COLUMNS) of every cell both runs measured; one line per cell not compared (only one run has
+    it, or a side's status is not in COMPARED_STATUSES); one line per caution on a compared cell. Inputs: db.queries.run_points / run_samples (SAMPLE_METRICS) of each run, and
+    db.profile_queries.run_profiles of the TP run."""
+    shard, tp = _steps(shard_points), _steps(tp_points)
+    shard_ratio, tp_ratio = _ratios(shard_points, shard_samples), _ratios(tp_points, tp_samples)
+    profiles = _profiles(tp_profiles)
+    gaps: list[str] = []
+    cautions: list[str] = []
+    rows: list[dict[str, Any]] = []
+    for cell in sorted(set(shard) | set(tp), key=_sort_key):
+        a, b = shard.get(cell), tp.get(cell)
+        if a is None or b is None:
+            gaps.append(f"{_describe(cell)}: only in the {'shard' if b is None else 'TP'} run")
+            continue
+        bad = [
+            f"{side} run: {s['status']}"
+            for side, s in (("shard", a), ("TP", b))
+            if s["status"] not in COMPARED_STATUSES
+        ]
+        if bad:
+            gaps.append(f"{_describe(cell)}: not compared ({', '.join(bad)})")
+            continue
+        unstable = [side for side, s in (("shard", a), ("TP", b)) if s["status"] == "unstable"]
+        if unstable:
+            cautions.append(
+                f"{_describe(cell)}: compared, though the {' and '.join(unstable)} run's point is unstable "
+                "(a repeat's p99 TTFT above 10x its median)"
+            )
+        k = dict(zip(CELL_KEYS, cell, strict=True))
+        prof = profiles.get(cell, {})
+        ar_ms = prof.get("ms")
+        shard_step, tp_step = a["step_ms"], b["step_ms"]
+        predicted = shard_step + ar_ms if shard_step is not None and ar_ms is not None else None
+        row: dict[str, Any] = {
+            "batch_size": k["batch_size"],
+            "steps": k["steps"],
+            "accept_length": k["accept_length_pinned"],
+            "mode": k["mode"],
+            "shard_step_ms": shard_step,
+            "tp_step_ms": tp_step,
+            "step_ratio": tp_step / shard_step if shard_step and tp_step else None,
+            "shard_floor_fraction": a["floor_fraction"],
+            "tp_floor_fraction": b["floor_fraction"],
+            "tp_all_reduce_ms": ar_ms,
+            "tp_all_reduce_share": prof.get("share"),
+            "tp_all_reduce_kernels": prof.get("kernels"),
+            "tp_profile_cycle_ms": prof.get("cycle_ms"),
+            "shard_plus_all_reduce_ms": predicted,
+            "cycle_error": _error(shard_step, tp_step),
+            "cycle_error_with_all_reduce": _error(predicted, tp_step),
+            "topk": k["topk"],
+            "draft_tokens": k["draft_tokens"],
+            "workload_key": k["workload_key"],
+        }
+        if k["mode"] != "baseline":
+            for side, table in (("shard", shard_ratio), ("tp", tp_ratio)):
+                r = table.get(_ratio_key(cell)) or {}
+                row.update({f"{side}_{c}": r.get(c) for c in RATIO_SIDES})
+            sv, tv = row.get("shard_verdict"), row.get("tp_verdict")
+            row["verdicts_agree"] = (
+                None if sv in (None, "insufficient data") or tv in (None, "insufficient data") else sv == tv
+            )
+        if prof and not prof.get("known"):
+            cautions.append(
+                f"{_describe(cell)}: the TP run's profile was summarised before all-reduce kernels were "
+                "recognised; `specbench profile resummarize --run ID` redoes it"
+            )
+        rows.append(row)
+    frame = pd.DataFrame(rows, columns=list(COLUMNS))
+    return frame, gaps, cautions
+
+
+def _sort_key(cell: tuple[Any, ...]) -> tuple[Any, ...]:
+    k = dict(zip(CELL_KEYS, cell, strict=True))
+    return (
+        k["workload_key"] or "",
+        k["batch_size"],
+        -1 if k["steps"] is None else k["steps"],
+        -1.0 if k["accept_length_pinned"] is None else k["accept_length_pinned"],
+        MODES.index(k["mode"]) if k["mode"] in MODES else 9,
+    )
+
+
+# ------------------------------------------------------------------------------------------- conclusion
+
+
+def _spec(frame: pd.DataFrame) -> pd.DataFrame:
+    return frame[frame["mode"].isin(["v1", "v2"])]
+
+
+def conclusion(frame: pd.DataFrame, target: float = TARGET_ERROR) -> dict[str, Any]:
+    """What the comparison says: per batch size, whether every v2/v1 verdict of the shard matches the TP
+    run's (`verdicts_by_batch`: batch -> {cells, agree, disagree, opposite (faster vs slower), undecided (a
+    side without data)}); `predicts_every_batch`; and the
+    cycle-time error of the speculative rows without and with the all-reduce time (median and largest
+    absolute, and how many rows lie within `target`)."""
+    spec = _spec(frame)
+    cells = spec.drop_duplicates(["batch_size", "steps", "accept_length", "workload_key"])
+    by_batch: dict[int, dict[str, int]] = {}
+    for r in cells.to_dict("records"):
+        b = by_batch.setdefault(
+            int(r["batch_size"]), {"cells": 0, "agree": 0, "disagree": 0, "opposite": 0, "undecided": 0}
+        )
+        b["cells"] += 1
+        agree = r.get("verdicts_agree")
+        b["agree" if agree is True else "disagree" if agree is False else "undecided"] += 1
+        # One run says faster where the other says slower: the shard got the answer wrong, not just unsure.
+        b["opposite"] += {r.get("shard_verdict"), r.get("tp_verdict")} == {"faster", "slower"}
+    # False as soon as one verdict differs; None while a cell lacks a verdict on either side and none differs.
+    if not by_batch or any(b["disagree"] for b in by_batch.values()):
+        predicts: bool | None = False if by_batch else None
+    else:
+        predicts = True if all(b["undecided"] == 0 for b in by_batch.values()) else None
+
+    def errors(col: str) -> dict[str, Any]:
+        vals = [float(v) for v in spec[col] if not missing(v)]
+        if not vals:
+            return {"rows": 0, "median_abs": None, "max_abs": None, "within_target": 0}
+        absolute = [abs(v) for v in vals]
+        return {
+            "rows": len(vals),
+            "median_abs": statistics.median(absolute),
+            "max_abs": max(absolute),
+            "within_target": sum(v <= target for v in absolute),
+        }
+
+    with_ar = errors("cycle_error_with_all_reduce")
+    return {
+        "verdicts_by_batch": by_batch,
+        "predicts_every_batch": predicts,
+        "cycle_error": errors("cycle_error"),
+        "cycle_error_with_all_reduce": with_ar,
+        "target": target,
+        "within_target": (with_ar["max_abs"] <= target) if with_ar["max_abs"] is not None else None,
+    }
+
+
+def conclusion_lines(c: dict[str, Any], tp: int) -> list[str]:
+    """The conclusion in sentences (plain text: numbers and fixed words only)."""
+    lines = []
+    by_batch = c["verdicts_by_batch"]
+    if not by_batch:
+        lines.append("No v1/v2 cell was measured by both runs: nothing to say about the v2/v1 verdict.")
+    else:
+        parts = []
+        for batch, b in sorted(by_batch.items()):
+            state = (
+                "agrees"
+                if b["agree"] == b["cells"]
+                else f"{b['disagree']} of {b['cells']} disagree ({b['opposite']} opposite)"
+                if b["disagree"]
+                else f"{b['undecided']} of {b['cells']} without a verdict on both sides"
+            )
+            parts.append(f"batch {batch}: {state}")
+        head = {
+            True: f"The shard predicts the TP-{tp} v2/v1 verdict at every batch size",
+            False: f"The shard does not predict the TP-{tp} v2/v1 verdict at every batch size",
+            None: f"Whether the shard predicts the TP-{tp} v2/v1 verdict is open",
+        }[c["predicts_every_batch"]]
+        lines.append(f"{head} ({'; '.join(parts)}).")
+    raw, ar = c["cycle_error"], c["cycle_error_with_all_reduce"]
+    if raw["rows"]:
+        lines.append(
+            f"Cycle time, shard vs TP-{tp} without the all-reduces: median |error| {raw['median_abs']:.1%}, "
+            f"largest {raw['max_abs']:.1%} over {raw['rows']} speculative points."
+        )
+    if ar["rows"]:
+        verdict = "within" if c["within_target"] else "not within"
+        lines.append(
+            f"With the all-reduce time of the TP-{tp} profile added to the shard's cycle: median |error| "
+            f"{ar['median_abs']:.1%}, largest {ar['max_abs']:.1%} ({ar['within_target']} of {ar['rows']} "
+            f"profiled points within {c['target']:.0%}): {verdict} the {c['target']:.0%} aim."
+        )
+    else:
+        lines.append(
+            f"No TP-{tp} profile with all-reduce figures matches a compared point: the error with the all-reduce "
+            "time needs the TP run's profiles (sweep `profile:`)."
+        )
+    return lines
+
+
+# ------------------------------------------------------------------------------------------- loading
+
+
+def load(engine: Engine, shard_run: int, tp_run: int, confidence: float = 0.95) -> Comparison:
+    """The comparison of two stored runs; PairRefused when they are not a shard and its TP deployment or share
+    no cell (the message says what is missing)."""
+    shard = RunSide.from_facts(queries.run_model_facts(engine, shard_run))
+    tp = RunSide.from_facts(queries.run_model_facts(engine, tp_run))
+    notes = check_pair(shard, tp)
+    has_profiles = inspect(engine).has_table("profiles")
+    frame, gaps, cautions = compare(
+        queries.run_points(engine, shard_run),
+        queries.run_samples(engine, shard_run, list(SAMPLE_METRICS)),
+        queries.run_points(engine, tp_run),
+        queries.run_samples(engine, tp_run, list(SAMPLE_METRICS)),
+        pq.run_profiles(engine, tp_run) if has_profiles else [],
+    )
+    if frame.empty:
+        listed = "\n".join(f"- {g}" for g in gaps[:40]) or "- neither run has a measured point"
+        more = f"\n- ... and {len(gaps) - 40} more" if len(gaps) > 40 else ""
+        raise PairRefused(
+            f"run #{shard.run_id} and run #{tp.run_id} share no measured cell (same batch size, steps, accept "
+            f"length, workload and mode, ok in both):\n{listed}{more}"
+        )
+    notes += cautions
+    if frame["tp_all_reduce_share"].isna().all():
+        notes.append(
+            f"run #{tp.run_id} has no profile with all-reduce figures for the compared points: the all-reduce "
+            "share and the error with it stay empty (profile the TP run: sweep `profile:`, GPU-only)"
+        )
+    return Comparison(frame, shard, tp, gaps, notes)
+
+
+# ------------------------------------------------------------------------------------------- formats
+
+
+def meta(c: Comparison) -> dict[str, Any]:
+    """The JSON header: both runs, the conclusion, the cells only one run measured, the notes."""
+
+    def side(r: RunSide) -> dict[str, Any]:
+        return {
+            "run_id": r.run_id,
+            "sweep": r.sweep,
+            "tp": r.tp,
+            "gpus": r.gpus,
+            "gpu": r.gpu_name,
+            "sglang_version": r.sglang_version,
+            "simulated": r.simulated,
+            "model_synth": r.synth,
+            "layers": (r.shape or {}).get("num_hidden_layers"),
+        }
+
+    return {
+        "view": VIEW,
+        "shard": side(c.shard),
+        "tp": side(c.tp),
+        "conclusion": c.conclusion,
+        "missing": c.missing,
+        "notes": c.notes,
+    }
+
+
+def to_csv(c: Comparison) -> str:
+    buf = io.StringIO()
+    c.frame.to_csv(buf, index=False, float_format="%.6g")
+    return buf.getvalue()
+
+
+def to_json(c: Comparison) -> str:
+    rows = [{k: plain(v) for k, v in rec.items()} for rec in c.frame.to_dict(orient="records")]
+    return json.dumps({**plain(meta(c)), "rows": rows}, indent=2, default=str) + "\n"
+
+
+def _f(v: Any, spec: str) -> str:
+    if missing(v):
+        return "–"
+    return format(int(v) if spec == "d" else v, spec)  # a column with a baseline row's NaN reads as floats
+
+
+def _pct(v: Any) -> str:
+    return "–" if missing(v) else f"{v:+.1%}"
+
+
+def _ratio_cell(r: dict[str, Any], side: str) -> str:
+    ratio, low, high = r.get(f"{side}_ratio"), r.get(f"{side}_ci_low"), r.get(f"{side}_ci_high")
+    if missing(ratio):
+        return "–"
+    ci = "" if missing(low) or missing(high) else f" [{low:.3f}, {high:.3f}]"
+    return f"{ratio:.3f}{ci}"
+
+
+def _agree(v: Any) -> str:
+    return "–" if v is None or missing(v) else ("yes" if v else "**no**")
+
+
+def to_markdown(c: Comparison) -> str:
+    """Two tables (the v2/v1 verdicts per cell; the step times per point) and the conclusion in sentences."""
+    tp = c.tp.tp
+    spec = _spec(c.frame)
+    lines = [
+        f"**Shard vs TP-{tp}: {md.text(c.shard.describe())} against {md.text(c.tp.describe())}**",
+        "",
+        *conclusion_lines(c.conclusion, tp),
+        "",
+        f"| batch | steps | accept len | shard v2/v1 [95% CI] | shard verdict | TP-{tp} v2/v1 [95% CI] "
+        f"| TP-{tp} verdict | agree |",
+        "|---:|---:|---:|---|---|---|---|---|",
+    ]
+    cells = spec.drop_duplicates(["batch_size", "steps", "accept_length", "workload_key"])
+    for r in cells.to_dict("records"):
+        lines.append(
+            f"| {r['batch_size']} | {_f(r['steps'], 'd')} | {_f(r['accept_length'], 'g')} "
+            f"| {_ratio_cell(r, 'shard')} | {r.get('shard_verdict') or '–'} | {_ratio_cell(r, 'tp')} "
+            f"| {r.get('tp_verdict') or '–'} | {_agree(r.get('verdicts_agree'))} |"
+        )
+    if cells.empty:
+        lines.append("| – | – | – | – | – | – | – | no v1/v2 cell in both runs |")
+    lines += [
+        "",
+        f"| batch | steps | accept len | mode | shard step ms | TP-{tp} step ms | TP / shard "
+        f"| floor frac shard / TP | all-reduce share (TP) | all-reduce ms/cycle | shard + all-reduce ms "
+        "| error | error with all-reduce |",
+        "|---:|---:|---:|---|---:|---:|---:|---|---:|---:|---:|---:|---:|",
+    ]
+    for r in c.frame.to_dict("records"):
+        lines.append(
+            f"| {r['batch_size']} | {_f(r['steps'], 'd')} | {_f(r['accept_length'], 'g')} | {r['mode']} "
+            f"| {_f(r['shard_step_ms'], '.3f')} | {_f(r['tp_step_ms'], '.3f')} | {_f(r['step_ratio'], '.3f')} "
+            f"| {_f(r['shard_floor_fraction'], '.2f')} / {_f(r['tp_floor_fraction'], '.2f')} "
+            f"| {_f(r['tp_all_reduce_share'], '.1%')} | {_f(r['tp_all_reduce_ms'], '.3f')} "
+            f"| {_f(r['shard_plus_all_reduce_ms'], '.3f')} | {_pct(r['cycle_error'])} "
+            f"| {_pct(r['cycle_error_with_all_reduce'])} |"
+        )
+    lines += [
+        "",
+        "Step: TPOT × tokens per verify for a speculative point, TPOT for the baseline (unprofiled windows). "
+        f"All-reduce: kernel time per speculative cycle in the TP-{tp} profile of the point (rank 0; "
+        "bench.profile.collectives names the kernels), and its share of the profiled cycle; baseline points are "
+        "not profiled. Error: shard step (+ that all-reduce time) over the TP step, minus 1. v2/v1: output "
+        "throughput, 95 % intervals on log ratios, paired by repeat where the run interleaved v1 and v2.",
+    ]
+    if c.missing:
+        lines += ["", "Not compared:"] + [f"- {md.text(g)}" for g in c.missing]
+    if c.notes:
+        lines += ["", "Notes:"] + [f"- {md.text(n)}" for n in c.notes]
+    return "\n".join(lines) + "\n"
+
+
+def render(c: Comparison, fmt: str) -> str:
+    """The comparison as csv, json or md."""
+    return {"csv": to_csv, "json": to_json, "md": to_markdown}[fmt](c)
+
+
+__all__ = [
+    "COLUMNS",
+    "TARGET_ERROR",
+    "Comparison",
+    "PairRefused",
+    "all_reduce_of",
+    "compare",
+    "conclusion",
+    "conclusion_lines",
+    "load",
+    "render",
+]

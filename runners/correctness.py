@@ -1,0 +1,305 @@
+"""The correctness gate of a run: each launched server answers the check's greedy prompts (stored as they come),
+and at the end every point gets its server config's verdict (docs/reference/correctness-gate.md).
+
+`CorrectnessCheck.check_server` is the executor's step after a server is recorded; `gate` judges a run from
+what is stored (at the end of `execute_sweep`, and again with other tolerances from `specbench gate`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from bench.client import LoadClient
+from bench.correctness.collect import collect
+from bench.correctness.judge import Verdict, divergences, judge_launch, not_checked, self_divergence, unusable
+from bench.correctness.outputs import LaunchOutputs, ReferenceOutputs
+from bench.correctness.prompts import check_prompts, why_not_checked
+from bench.model_config import prompt_vocab
+from bench.server.known_bugs import bugs_for
+from bench.server.launcher import LaunchedServer
+from bench.sweep import CorrectnessSpec, ServerConfig, SweepSpec, expand
+from db.models import CorrectnessOutput, Point, ServerInstance
+
+T = TypeVar("T")
+Write = Callable[[Callable[[Session], T], str], T]
+REFERENCE_KEY = "reference"  # correctness_outputs.config_key of the reference's expectation
+NO_ANSWERS = "no answers stored: the server did not start, or the run stopped before it"
+
+
+class CorrectnessCheck:
+    """The check of one run in progress: one prompt set, each config's server asked once per invocation."""
+
+    def __init__(self, spec: SweepSpec, run_id: int, write: Write[Any]) -> None:
+        self.spec, self.run_id, self.write = spec, run_id, write
+        self.settings = spec.measure.correctness
+        self._prompts: list[list[int]] | None = None
+        self._asked: set[str] = set()
+
+    @property
+    def prompts(self) -> list[list[int]]:
+        if self._prompts is None:
+            self._prompts = check_prompts(self.settings, prompt_vocab(self.spec.model))
+        return self._prompts
+
+    def check_server(
+        self, cfg: ServerConfig, server: LaunchedServer, server_row_id: int
+    ) -> LaunchOutputs | None:
+        """Send the prompt set to a freshly started `server` and store its answers; None when the check does
+        not apply to `cfg` (the gate then says why) or this config was asked already in this invocation."""
+        if why_not_checked(self.spec, cfg) is not None or cfg.key() in self._asked:
+            return None
+        self._asked.add(cfg.key())
+        outputs = asyncio.run(self._collect(server.base_url, cfg))
+        row = {"config_key": cfg.key(), "spec_mode": cfg.spec_mode, "outputs": outputs.to_json()}
+
+        def store(s: Session) -> None:
+            s.add(CorrectnessOutput(run_id=self.run_id, server_instance_id=server_row_id, **row))
+
+        self.write(store, f"storing the correctness check of {cfg.label()}")
+        return outputs
+
+    async def _collect(self, base_url: str, cfg: ServerConfig) -> LaunchOutputs:
+        async with LoadClient(base_url) as client:
+            return await collect(
+                client, cfg, self.prompts, self.settings, timeout_s=self.spec.request_timeout_s
+            )
+
+
+@dataclass
+class LaunchVerdict:
+    config_key: str
+    label: str
+    spec_mode: str | None
+    verdict: Verdict
+
+
+@dataclass
+class GateSummary:
+    """A run's verdicts, one per server config, with what the reader needs to trust them."""
+
+    launches: list[LaunchVerdict] = field(default_factory=list)
+    # (prompts whose tokens differ, prompts) between the baseline's batched and one-at-a-time passes.
+    baseline_spread: tuple[int, int] | None = None
+    # The same between this run's baseline launches, when it holds several (a resumed run starts a new one).
+    baseline_launches: list[tuple[int, int]] = field(default_factory=list)
+    reference_note: str | None = None
+    reference_seconds: float | None = None
+
+    @property
+    def failed(self) -> list[LaunchVerdict]:
+        return [v for v in self.launches if v.verdict.verdict == "fail"]
+
+    def counts(self) -> dict[str, int]:
+        out = {"pass": 0, "fail": 0, "not checked": 0}
+        for v in self.launches:
+            out[v.verdict.verdict] += 1
+        return out
+
+
+ReferenceFn = Callable[[list[list[int]], int, list[int]], ReferenceOutputs]
+
+
+def gate(
+    spec: SweepSpec,
+    run_id: int,
+    write: Write[Any],
+    *,
+    settings: CorrectnessSpec | None = None,
+    store: bool = True,
+    reference: ReferenceFn | None = None,
+    say: Callable[[str], None] | None = None,
+) -> GateSummary:
+    """Judge every server config of the run from its stored answers and write the verdicts onto its points.
+
+    `settings` overrides the sweep's tolerances (`specbench gate --max-diverging-prompts ...`); `store=False`
+    judges without writing. The reference's expectation is computed once (when the model is a synthetic
+    checkpoint and torch imports) and stored with the answers; `reference` replaces its computation (tests).
+    """
+    settings = settings or spec.measure.correctness
+    configs = {g.server.key(): g.server for g in expand(spec)}
+    rows = write(lambda s: _stored(s, run_id), "reading the correctness checks")
+    servers = write(lambda s: _servers(s, run_id), "reading the run's servers")
+    launches = {k: LaunchOutputs.from_json(v) for k, v in rows.items() if k != REFERENCE_KEY}
+    summary = GateSummary()
+    ref, summary.reference_note = _reference(
+        spec, run_id, write, launches, rows.get(REFERENCE_KEY), reference, say, store=store
+    )
+    if ref is not None:
+        summary.reference_seconds = ref.seconds
+    baseline = next((o for o in launches.values() if o.spec_mode is None), None)
+    if baseline is not None and (spread := self_divergence(baseline)) is not None:
+        summary.baseline_spread = (spread[0], len(baseline.passes[0].requests))
+    if baseline is not None:
+        earlier = write(lambda s: _baselines(s, run_id), "reading the run's baseline launches")[:-1]
+        summary.baseline_launches = [d for o in earlier if (d := baseline_agreement(o, baseline)) is not None]
+    for key, cfg in configs.items():
+        why = why_not_checked(spec, cfg)
+        mine = launches.get(key)
+        if why is not None:
+            verdict = not_checked(why)
+        elif mine is None:
+            verdict = not_checked(_no_answers(servers.get(key)))
+        else:
+            partner = next(
+                (
+                    o
+                    for o in launches.values()
+                    if o.pair_key == mine.pair_key and o.spec_mode not in (None, mine.spec_mode)
+                ),
+                None,
+            )
+            verdict = judge_launch(
+                mine,
+                settings=settings,
+                baseline=baseline,
+                partner=partner,
+                reference=ref,
+                reference_note=None if ref is not None else summary.reference_note,
+            )
+        verdict = _with_known_bugs(verdict, cfg, spec, servers.get(key))
+        summary.launches.append(LaunchVerdict(key, cfg.label(), cfg.spec_mode, verdict))
+    if store:
+        by_key = {v.config_key: v.verdict for v in summary.launches}
+        write(lambda s: _write_verdicts(s, run_id, by_key), "storing the correctness verdicts")
+    return summary
+
+
+def _servers(s: Session, run_id: int) -> dict[str, tuple[str, str | None, str | None]]:
+    """config_key -> (status, error, sglang version) of its latest server row."""
+    rows = s.execute(
+        select(
+            ServerInstance.config_key,
+            ServerInstance.status,
+            ServerInstance.error,
+            ServerInstance.sglang_version,
+        )
+        .where(ServerInstance.run_id == run_id)
+        .order_by(ServerInstance.id)
+    )
+    return {key: (status, error, version) for key, status, error, version in rows}
+
+
+def _no_answers(server: tuple[str, str | None, str | None] | None) -> str:
+    if server is not None and server[0] == "failed" and server[1]:
+        first = next((line for line in server[1].splitlines() if line.strip()), server[1])
+        return f"the server failed before it answered the check: {first.strip()[:300]}"
+    return NO_ANSWERS
+
+
+def _with_known_bugs(
+    verdict: Verdict, cfg: ServerConfig, spec: SweepSpec, server: tuple[str, str | None, str | None] | None
+) -> Verdict:
+    """The verdict with a note when the launch's release has a known wrong path here (bench.server.known_bugs)."""
+    version = server[2] if server is not None else None
+    if spec.server.backend == "sim":
+        version = spec.server.sim.version
+    if not version:
+        return verdict
+    try:
+        bugs = bugs_for(version, spec.server.attention_backend, cfg.spec_mode)
+    except ValueError:  # a version string no rule reads
+        return verdict
+    notes = "; ".join(f"sglang {version} has a known wrong path here: {b.summary}" for b in bugs)
+    return dataclasses.replace(verdict, why=f"{verdict.why}; {notes}") if notes else verdict
+
+
+def baseline_agreement(a: LaunchOutputs, b: LaunchOutputs) -> tuple[int, int] | None:
+    """(prompts whose tokens differ, prompts) between two baseline launches' first passes: how often two
+    launches of the same greedy decoding disagree. None when they cannot be compared."""
+    if unusable(a) or unusable(b) or a.prompts_digest != b.prompts_digest:
+        return None
+    assert a.first is not None and b.first is not None
+    divs = divergences([r.output_ids for r in a.first.requests], [r.output_ids for r in b.first.requests])
+    return sum(d is not None for d in divs), len(divs)
+
+
+def _baselines(s: Session, run_id: int) -> list[LaunchOutputs]:
+    """Every baseline launch's answers in the run, oldest first."""
+    rows = s.scalars(
+        select(CorrectnessOutput)
+        .where(
+            CorrectnessOutput.run_id == run_id,
+            CorrectnessOutput.spec_mode.is_(None),
+            CorrectnessOutput.config_key != REFERENCE_KEY,
+        )
+        .order_by(CorrectnessOutput.id)
+    )
+    return [LaunchOutputs.from_json(dict(r.outputs)) for r in rows]
+
+
+def run_baseline(write: Write[Any], run_id: int) -> LaunchOutputs | None:
+    """The latest baseline launch's answers of a run (for comparing runs' baselines: `specbench gate --against`)."""
+    found = write(lambda s: _baselines(s, run_id), "reading a run's baseline")
+    return found[-1] if found else None
+
+
+def _stored(s: Session, run_id: int) -> dict[str, dict[str, Any]]:
+    """config_key -> the latest stored answers (a resumed run asks its new servers again)."""
+    rows = s.scalars(
+        select(CorrectnessOutput).where(CorrectnessOutput.run_id == run_id).order_by(CorrectnessOutput.id)
+    )
+    return {r.config_key: dict(r.outputs) for r in rows}
+
+
+def _reference(
+    spec: SweepSpec,
+    run_id: int,
+    write: Write[Any],
+    launches: dict[str, LaunchOutputs],
+    stored: dict[str, Any] | None,
+    compute: ReferenceFn | None,
+    say: Callable[[str], None] | None,
+    *,
+    store: bool,
+) -> tuple[ReferenceOutputs | None, str | None]:
+    from synthetic.model.expected import reference_note, reference_outputs
+
+    note = reference_note(spec.model, spec.server.backend)
+    if not launches or (note is not None and compute is None):
+        return None, note
+    first = next(iter(launches.values()))
+    steps = sorted({o.steps for o in launches.values() if o.steps is not None})
+    if stored is not None:
+        ref = ReferenceOutputs.from_json(stored)
+        if ref.prompts_digest == first.prompts_digest and set(steps) <= set(ref.accept_lengths):
+            return ref, None
+    settings = spec.measure.correctness
+    prompts = check_prompts(settings, prompt_vocab(spec.model))
+    if say is not None:
+        say(f"correctness: computing the reference's answers ({len(prompts)} prompts, steps {steps or '-'})")
+    try:
+        if compute is not None:
+            ref = compute(prompts, settings.output_len, steps)
+        else:
+            ref = reference_outputs(spec.model, prompts, settings.output_len, steps)
+    except Exception as e:  # the reference is a check on the check: it never takes the run down
+        return None, f"not checked: the reference failed ({type(e).__name__}: {e})"
+    if ref.prompts_digest != first.prompts_digest:
+        return None, "not checked: the reference's prompt set differs from the launches' (model vocabulary?)"
+    if not store:
+        return ref, None
+    row = {"config_key": REFERENCE_KEY, "spec_mode": None, "outputs": ref.to_json()}
+    write(
+        lambda s: s.add(CorrectnessOutput(run_id=run_id, server_instance_id=None, **row)),
+        "storing the reference",
+    )
+    return ref, None
+
+
+def _write_verdicts(s: Session, run_id: int, verdicts: dict[str, Verdict]) -> None:
+    for point in s.scalars(select(Point).where(Point.run_id == run_id)):
+        v = verdicts.get(point.point_key.split("/", 1)[0])  # PointPlan.key() starts with its server's key
+        if v is None:
+            continue
+        point.correctness = v.verdict
+        point.correctness_reason = v.why
+        point.correctness_diverge_request = v.diverge_request
+        point.correctness_diverge_token = v.diverge_token
+        point.acceptance_v2_v1 = v.acceptance_v2_v1

@@ -1,0 +1,112 @@
+"""No CSV specbench writes opens a formula in a spreadsheet (issue 30 §6): OWASP's rule in analysis.csvsafe, and a
+test per writer on a database whose every stored text field starts with `=HYPERLINK(...),=1+1`.
+
+The writers: `export` (points, with its `#` header lines), `export --view v2-vs-v1`, `export --view windows`,
+`compare --format csv` (also the Compare page's download), `runs --format csv`, and the dashboard's table
+downloads (tests/dashboard/test_hostile_pages.py downloads them in a browser).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+
+import pandas as pd
+import pytest
+from typer.testing import CliRunner
+
+from analysis import csvsafe, report
+from analysis.compare import compare_runs
+from analysis.export import read_csv_rows
+from runners.cli import app
+from tests.analysis.test_report import KEYS, _points, _samples
+from tests.hostile import EVIL_HOST, HOSTILE, RAW_CONTROL, formula_cells, hostile_database
+
+
+@pytest.fixture(scope="module")
+def hostile_url(tmp_path_factory: pytest.TempPathFactory) -> str:
+    return hostile_database(tmp_path_factory.mktemp("csv"))
+
+
+def _csv(url: str, *argv: str) -> str:
+    res = CliRunner().invoke(app, [*argv, "--db", url])
+    assert res.exit_code == 0, res.output
+    assert res.exception is None or isinstance(res.exception, SystemExit)
+    return res.stdout
+
+
+def _assert_neutral(text: str) -> None:
+    assert EVIL_HOST in text  # the hostile text is there, as data
+    assert formula_cells(text) == []
+    assert "'=HYPERLINK(" in text  # neutralised, not dropped
+    assert not RAW_CONTROL.search(text)  # a `cat` of the file cannot drive the terminal
+
+
+def test_the_rule() -> None:
+    for formula in ("=1+1", "+1+1", "-1+1", "@SUM(A1)", "\t=1", " =1", "-cmd", "-inf", "=-5", "\n=1"):
+        assert csvsafe.cell(formula) == "'" + formula
+    assert csvsafe.cell("\r=1") == "\\x0d=1"  # a carriage return is escaped, which also defuses it
+    for number in ("-5.2", "+3", "1e-3", "-.5", "5.", "-1E+08", " -2 "):
+        assert csvsafe.cell(number) == number  # a number is not a formula, and stays a number
+    for value in (-5.2, -3, 0.0, None, True, "plain", "a=b", "x-1"):
+        assert csvsafe.cell(value) == value
+    assert csvsafe.cell("a\x1b[2Jb\nc\td") == "a\\x1b[2Jb\nc\td"  # newlines and tabs are data
+    frame = csvsafe.frame(pd.DataFrame({"=name": ["=1", "-5.2", "ok"], "v": [-5.2, 1.0, 2.0]}))
+    assert list(frame.columns) == ["'=name", "v"]
+    assert frame["'=name"].tolist() == ["'=1", "-5.2", "ok"]
+    assert frame["v"].tolist() == [-5.2, 1.0, 2.0]
+
+
+def test_export_points(hostile_url: str) -> None:
+    text = _csv(hostile_url, "export", "--run", "1", "--all-status", "--format", "csv")
+    _assert_neutral(text)
+    # Each `#` header line is one cell (quoted where it holds a comma), so `,=1+1` never becomes a cell.
+    header = [line for line in text.splitlines() if line.startswith(("#", '"#'))]
+    assert all(len(next(csv.reader([line]))) == 1 for line in header)
+    assert any(line.startswith('"#   model: =HYPERLINK(') for line in header)
+    rows = read_csv_rows(text)  # the header is still skipped by the reader
+    assert rows and all(r["run_id"] == "1" for r in rows)
+    assert all(float(r["output_throughput"]) > 0 for r in rows if r["status"] == "ok")  # numbers stay numbers
+
+
+def test_export_v2_vs_v1(hostile_url: str) -> None:
+    text = _csv(hostile_url, "export", "--run", "1", "--view", "v2-vs-v1", "--format", "csv")
+    assert formula_cells(text) == [] and not RAW_CONTROL.search(text)
+    rows = list(csv.DictReader(io.StringIO(text)))
+    assert rows and all(float(r["ratio"]) > 0 for r in rows)
+
+
+def test_export_windows(hostile_url: str) -> None:
+    text = _csv(hostile_url, "export", "--run", "1", "--view", "windows", "--format", "csv")
+    assert formula_cells(text) == [] and not RAW_CONTROL.search(text)
+    rows = list(csv.DictReader(io.StringIO(text)))
+    assert rows and all(float(r["output_throughput"]) > 0 for r in rows if r["status"] == "ok")
+
+
+def test_compare(hostile_url: str) -> None:
+    text = _csv(hostile_url, "compare", "1", "2", "--format", "csv")
+    assert formula_cells(text) == [] and not RAW_CONTROL.search(text)
+    deltas = [float(r["delta"]) for r in csv.DictReader(io.StringIO(text)) if r["delta"]]
+    assert deltas and any(d < 0 for d in deltas)  # negative numbers are written as numbers
+    # The same writer (report.to_csv, also the Compare page's download) with hostile text in every text column.
+    a = _points(100, dict(zip(KEYS, [1000.0, 1500.0, 1700.0, 2900.0], strict=True)))
+    b = _points(200, dict(zip(KEYS, [1001.0, 1490.0, 1530.0, 3132.0], strict=True)))
+    table = compare_runs(a, _samples(a), b, _samples(b))
+    text_columns = [c for c in table.columns if table[c].dtype == object or str(table[c].dtype) == "str"]
+    hostile = report.to_csv(table.assign(**dict.fromkeys(text_columns, HOSTILE)))
+    _assert_neutral(hostile)
+
+
+def test_runs(hostile_url: str) -> None:
+    text = _csv(hostile_url, "runs", "--format", "csv")
+    _assert_neutral(text)
+    rows = list(csv.DictReader(io.StringIO(text)))
+    assert [r["id"] for r in rows] == ["2", "1"]
+    assert all(r["model"].startswith("'=HYPERLINK(") for r in rows)
+
+
+def test_a_writer_without_the_helper_would_fail() -> None:
+    """The check itself: a raw pandas CSV of a hostile cell has a formula cell."""
+    raw = pd.DataFrame({"model": ['=HYPERLINK("http://e","x"),=1+1']}).to_csv(index=False)
+    assert formula_cells(raw) != []
+    assert formula_cells(csvsafe.frame(pd.DataFrame({"model": ["=1,=2"]})).to_csv(index=False)) == []
