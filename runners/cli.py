@@ -37,11 +37,13 @@ VERBS: dict[str, Verb] = {
     "import": Verb(
         "import_runs",
         "Merge runs from another database (e.g. a GPU host's SQLite file); a run already here gets only what it "
-        "lacks (a run resumed on another host grows), never a second copy.",
+        "lacks (a run resumed on another host grows), never a second copy. Every row is checked first: a value "
+        "this schema cannot hold refuses the whole import, naming its table, row and column.",
     ),
     "import-results": Verb(
         "import_results",
-        "Import SGLang bench_serving results (JSONL) as a run, so they sit next to specbench's own.",
+        "Import SGLang bench_serving results (JSONL) as a run, so they sit next to specbench's own. Every line is "
+        "checked first: a field of the wrong type or out of range refuses the whole file, naming line and field.",
     ),
     "dashboard": Verb(
         "dashboard", "Serve the dashboard: trends, sweeps, run comparisons and regressions of the database."
@@ -115,7 +117,9 @@ class LazyVerbs(TyperGroup):
 
                 # Name the option a value belongs to ("--model"), not only its position: what the user typed.
                 what = (
-                    f"{args[i - 2]} (argument {i})" if i > 1 and args[i - 2].startswith("--") else f"argument {i}"
+                    f"{args[i - 2]} (argument {i})"
+                    if i > 1 and args[i - 2].startswith("--")
+                    else f"argument {i}"
                 )
                 if "\x00" in arg:
                     fail(f"{what} holds a NUL byte; at most printable text")

@@ -44,7 +44,7 @@ def pinned_sglang() -> str | None:
 def launch_version(spec: SweepSpec) -> tuple[str, str]:
     """(version, where it comes from) for the argv and env a dry run shows."""
     if spec.server.backend == "sim":
-        return spec.server.sim.version, "emulated by the stand-in (server.sim.version)"
+        return spec.server.sim.version, "emulated by the stand-in"
     if spec.server.backend == "external":
         return "?", "whatever the external server runs"
     try:
@@ -102,7 +102,8 @@ def check(spec: SweepSpec, policy: HostPolicy | None = None) -> None:
         )
     if problems:
         raise PreflightError(
-            "; ".join(problems) + ". No server of this sweep could start, so nothing was run and no run stored."
+            "; ".join(problems)
+            + ". No server of this sweep could start, so nothing was run and no run stored."
         )
 
 

@@ -123,8 +123,13 @@ def describe(gpus: Sequence[Gpu]) -> tuple[str, int, str]:
     return " + ".join(names), len(gpus), gpus[0].driver
 
 
-def unmet(requires: Mapping[str, Any], gpus: Sequence[Gpu], labels: Sequence[str] = ()) -> str | None:
-    """Why these GPUs and labels do not meet the requirements, or None when they do."""
+def unmet(
+    requires: Mapping[str, Any],
+    gpus: Sequence[Gpu],
+    labels: Sequence[str] = (),
+    offers: Mapping[str, Sequence[str]] | None = None,
+) -> str | None:
+    """Why these GPUs, labels and offers (HostPolicy.offered) do not meet the requirements, or None."""
     want_count = int(requires.get("count", 0) or 0)
     want_name = str(requires.get("gpu") or "").lower()
     if want_name:
@@ -138,8 +143,20 @@ def unmet(requires: Mapping[str, Any], gpus: Sequence[Gpu], labels: Sequence[str
     missing = sorted(set(requires.get("labels") or ()) - set(labels))
     if missing:
         return f"needs worker label(s) {', '.join(missing)}"
+    offers = offers or {}
+    python = requires.get("python")
+    if python is not None and python not in (offers.get("python") or ()):
+        return f"needs a worker that offers interpreter {python!r} (worker --python {python}=PATH)"
+    external = requires.get("external")
+    if external is not None and external not in (offers.get("external") or ()):
+        return f"needs a worker allowed to measure {external} (worker --allow-external {external})"
     return None
 
 
-def matches(requires: Mapping[str, Any], gpus: Sequence[Gpu], labels: Sequence[str] = ()) -> bool:
-    return unmet(requires, gpus, labels) is None
+def matches(
+    requires: Mapping[str, Any],
+    gpus: Sequence[Gpu],
+    labels: Sequence[str] = (),
+    offers: Mapping[str, Sequence[str]] | None = None,
+) -> bool:
+    return unmet(requires, gpus, labels, offers) is None

@@ -36,6 +36,8 @@ def ratio_half_span(values: pd.Series, minimum: float = MIN_RATIO_HALF_SPAN) -> 
     """How far a ratio scale centred on 1 reaches: the largest distance from 1, at least `minimum`."""
     v = values.dropna().astype(float)
     return max(float(np.max(np.abs(v.to_numpy() - 1.0))) if len(v) else 0.0, minimum)
+
+
 WRONG_STROKE = "#d62728"  # the outline of a cell the correctness gate failed
 
 
