@@ -1,5 +1,7 @@
 # Two commands do everything on a fresh machine:
-#   make demo   - creates .venv, runs a sweep on the stand-in server into ./specbench.db, opens the dashboard
+#   make demo   - creates .venv, writes a small SYNTHETIC nightly history (so Trends and regressions have a
+#                 change point to show), runs two sweeps on the stand-in server, imports the shipped H200
+#                 runs into ./specbench.db, opens the dashboard
 #   make test   - creates .venv, runs the whole test suite (starts a throwaway PostgreSQL when one is installed)
 PYTHON ?= python3
 VENV ?= .venv
@@ -18,6 +20,7 @@ $(VENV)/.installed: pyproject.toml
 	touch $@
 
 demo: setup
+	$(BIN)/specbench seed --shape small --points 600 --once --db $(DB)
 	$(BIN)/specbench run sweeps/demo-sim.yaml --db $(DB) --resume
 	$(BIN)/specbench import examples/h200-sglang-0.5.13.post1.db --db $(DB)
 	$(BIN)/specbench import examples/h200-v3slice-paired.db --db $(DB)

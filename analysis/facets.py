@@ -49,3 +49,21 @@ def facet_options(values: pd.Series) -> list[str]:
             return (2, 0.0, v)
 
     return sorted({str(v) for v in values.dropna()}, key=key)
+
+
+def default_series(catalog: pd.DataFrame, changes: pd.DataFrame | None = None) -> str | None:
+    """The series a first visit to Trends opens on: the one with the newest flagged regression (what the
+    Overview lists first), else the longest history (most points, then the most recent), so the page opens
+    on a line with something to say, not on a single dot."""
+    if catalog.empty:
+        return None
+    known = set(catalog["fingerprint"])
+    if changes is not None and not changes.empty:
+        hits = changes[changes["fingerprint"].isin(known)]
+        if "direction" in hits:
+            hits = hits[hits["direction"] == "regression"]
+        if not hits.empty:
+            newest = hits.sort_values("started_at", ascending=False, kind="stable")
+            return str(newest.iloc[0]["fingerprint"])
+    ranked = catalog.sort_values(["n_points", "last_at"], ascending=[False, False], kind="stable")
+    return str(ranked.iloc[0]["fingerprint"])

@@ -9,7 +9,7 @@ Markdown table. The figures themselves come from
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import pandas as pd
@@ -153,3 +153,25 @@ def distorted(row: pd.Series | dict[str, Any]) -> bool:
     """Whether the profiler slowed either side's cycle by more than DISTORTION_MARK."""
     ratios = (row.get("v1_distortion"), row.get("v2_distortion"))
     return any(isinstance(d, int | float) and d > DISTORTION_MARK for d in ratios)
+
+
+def opening_run(
+    runs: Sequence[dict[str, Any]],
+    pairs_of: Callable[[int], list[dict[str, Any]]],
+    readable: Callable[[dict[str, Any]], bool],
+) -> int | None:
+    """The run the Profiles page opens on: the newest (`runs` newest first) with a v1/v2 profile pair whose
+    two traces this host can read, so the page opens on a timeline; else the newest with a pair; else the
+    newest run with profiles."""
+    with_pair = [int(r["id"]) for r in runs if pairs_of(int(r["id"]))]
+    for run_id in with_pair:
+        if any(readable(p["v1"]) and readable(p["v2"]) for p in pairs_of(run_id)):
+            return run_id
+    if with_pair:
+        return with_pair[0]
+    return int(runs[0]["id"]) if runs else None
+
+
+def opening_pair(pairs: Sequence[dict[str, Any]], readable: Callable[[dict[str, Any]], bool]) -> int:
+    """Index of the first pair whose two traces this host can read (0 when none can)."""
+    return next((i for i, p in enumerate(pairs) if readable(p["v1"]) and readable(p["v2"])), 0)

@@ -67,6 +67,13 @@ def _run_json(r: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
+def counts_line(counts: Mapping[str, int]) -> str:
+    """`13 regressions · 0 improvements · 0 insufficient data · 15 no change`."""
+    return " · ".join(
+        f"{n} {v}{'s' if n != 1 and v in ('regression', 'improvement') else ''}" for v, n in counts.items()
+    )
+
+
 def to_markdown(
     table: pd.DataFrame,
     run_a: Mapping[str, Any],
@@ -89,12 +96,7 @@ def to_markdown(
     lines = [
         f"### specbench: run {run_b.get('id')} vs baseline run {run_a.get('id')} — {label(metric)}",
         "",
-        "**"
-        + " · ".join(
-            f"{n} {v}{'s' if n != 1 and v in ('regression', 'improvement') else ''}"
-            for v, n in counts.items()
-        )
-        + "**",
+        f"**{counts_line(counts)}**",
         "",
         f"Δ = candidate / baseline − 1 of the repeats' {center}s, shown in the Baseline and Candidate columns "
         f"({direction_text(metric)}); {confidence:.0%} interval from the per-repeat samples; flagged when the "

@@ -65,6 +65,10 @@ TELEMETRY_OPTIONAL: tuple[str, ...] = (
     "cpu_probe_on_server_pct",  # cpu_probe_on = server: percent of probe samples on the busiest process's CPU
     "cpu_probe_follow_errors",  # cpu_probe_on = server: moves onto that CPU the kernel refused (0: none)
     "server_busiest_cpu_moves",  # times the busiest server process was on another CPU than at the sample before
+    # How late the client's own event loop woke (bench/host/loop_lag.py): the host's stalls in the window, what
+    # `unstable` is measured against.
+    "client_loop_lag_max_ms",
+    "client_loop_lag_p99_ms",
 )
 # Text keys, likewise optional: the busiest server process's name, and the NVML clock-event reasons seen
 # (a list, written space-separated).
@@ -258,6 +262,8 @@ _MD: tuple[tuple[str, str, str], ...] = (
     ("probe CPUs", "cpu_probe_cpus", ""),
     ("probe on", "cpu_probe_on", ""),
     ("probe on server %", "cpu_probe_on_server_pct", ".1f"),
+    ("client stall max ms", "client_loop_lag_max_ms", ".1f"),
+    ("client stall p99 ms", "client_loop_lag_p99_ms", ".1f"),
     ("probe follow errors", "cpu_probe_follow_errors", "d"),
 )
 

@@ -14,7 +14,9 @@ Sequence for one point (server already up, prompts built):
    - `failed`: every request failed, or the server died (it refuses connections). No further repeats.
    - `mode_mismatch`: speculative stats missing on a spec server, or present on a baseline server.
    - `invalid`: any failed or unsent request, or any output length other than max_new_tokens.
-   - `unstable`: p99 TTFT above 10x the median TTFT (a queueing hiccup or a straggler wave).
+   - `unstable`: p99 TTFT above 10x the median TTFT (a queueing hiccup or a straggler wave), by more than
+     the host's own stalls in that window explain (`bench.host.loop_lag`: a loaded box holds the client and
+     a stand-in off their CPUs for tens of ms, which is 10x a stand-in's TTFT).
    - `ok`.
    Each verdict but `ok` carries a reason with the figures behind it.
 
@@ -40,6 +42,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from bench.client import FlushError, LoadClient, ServerUnavailableError, error_summary
+from bench.host.loop_lag import LoopLag
 from bench.host.telemetry import WindowTelemetry
 from bench.metrics import compute_metrics
 from bench.results import STATUS_SEVERITY, PointStatus, RequestRecord, SampleMetrics, SampleResult
@@ -64,8 +67,18 @@ def gc_paused() -> Iterator[None]:
             gc.enable()
 
 
-# p99 TTFT above this multiple of the median marks a repeat unstable.
+# p99 TTFT above this multiple of the median marks a repeat unstable...
 UNSTABLE_TTFT_RATIO = 10.0
+# ...unless the tail (p99 - median) is within this many of the longest stall the host dealt the client in the
+# same window: then the outlier requests are the ones in flight while this host held its processes off the
+# CPUs. A stand-in's TTFT is a few ms, so 10x is tens of ms, which a loaded box produces on its own; a GPU
+# server whose queue hiccups (TTFT seconds against a median of tens of ms) still reads unstable on any host.
+HOST_STALL_MULTIPLE = 3.0
+
+
+def host_explains(ttft_tail_ms: float, host_stall_ms: float | None) -> bool:
+    """Whether a TTFT tail (p99 - median) is no longer than this host's own stalls in the window could make it."""
+    return host_stall_ms is not None and ttft_tail_ms <= HOST_STALL_MULTIPLE * host_stall_ms
 
 
 @dataclass
@@ -173,9 +186,11 @@ async def measure_windows(
         sampler = telemetry() if telemetry is not None else None
         window = Window(started_at=time.time(), warmup_s=warmup_s)
         warmup_s = 0.0
+        lag = LoopLag()
         with gc_paused():
             if sampler is not None:
                 sampler.start()
+            lag.start()
             try:
                 records, duration = await client.run_closed_loop(
                     prompts,
@@ -186,10 +201,11 @@ async def measure_windows(
                     more=(lambda i: window_prompt(pool, i)) if min_window_s > 0 else None,
                 )
             finally:
+                await lag.stop()
                 if sampler is not None:
                     sampler.stop()
         if sampler is not None:
-            window.telemetry = sampler.summary()
+            window.telemetry = {**sampler.summary(), **lag.summary()}
 
         after = time.perf_counter()
         died = client.server_down
@@ -208,6 +224,7 @@ async def measure_windows(
             expect_spec=settings.expect_spec,
             server_died=died,
             launch_mismatches=settings.launch_mismatches,
+            host_stall_ms=lag.max_ms,
         )
         status, reason = _check_pinned_accept(
             status, reason, server_accept, settings.expected_accept_length, settings.accept_tolerance
@@ -246,11 +263,15 @@ def judge(
     expect_spec: bool,
     server_died: bool = False,
     launch_mismatches: Sequence[str] = (),
+    host_stall_ms: float | None = None,
 ) -> tuple[PointStatus, str | None]:
     """The verdict on one repeat and the reason for it (every problem found, worst first).
 
     `launch_mismatches` are the differences between the requested and the resolved server config found at
     launch: the repeat measured something else, so it is a `mode_mismatch` (unless something worse happened).
+    `host_stall_ms` is the longest the client's own event loop was held up in the window (`LoopLag`): a TTFT
+    tail that reaches no further past the median than `HOST_STALL_MULTIPLE` such stalls is this host's
+    scheduling, not the server's instability.
     """
     n = len(records)
     problems: list[tuple[PointStatus, str]] = []
@@ -280,11 +301,14 @@ def judge(
         m.ttft_p99_ms is not None
         and m.ttft_p50_ms is not None
         and m.ttft_p99_ms > UNSTABLE_TTFT_RATIO * m.ttft_p50_ms
+        and not host_explains(m.ttft_p99_ms - m.ttft_p50_ms, host_stall_ms)
     ):
+        stalls = "" if host_stall_ms is None else f"; this host held the client up to {host_stall_ms:.1f} ms"
         problems.append(
             (
                 "unstable",
-                f"p99 TTFT {m.ttft_p99_ms:.1f} ms > {UNSTABLE_TTFT_RATIO:g}x median TTFT {m.ttft_p50_ms:.1f} ms",
+                f"p99 TTFT {m.ttft_p99_ms:.1f} ms > {UNSTABLE_TTFT_RATIO:g}x median TTFT {m.ttft_p50_ms:.1f} ms"
+                + stalls,
             )
         )
     if not problems:

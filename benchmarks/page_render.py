@@ -4,13 +4,14 @@ Chromium, timed from navigation until the page is drawn.
     python benchmarks/page_render.py                           # builds the demo database first (a few minutes)
     python benchmarks/page_render.py --db sqlite:////tmp/demo.db --repeats 5
 
-The demo database is what `make demo` builds: the stand-in sweep `sweeps/demo-sim.yaml`, the bundled H200
-runs (toy model and V3 slice), and the stand-in candidate `sweeps/demo-sim-candidate.yaml`. "Drawn" means: Streamlit reports the script finished (`stApp[data-test-script-state=notRunning]`),
+The demo database is what `make demo` builds: a small seeded (synthetic) nightly history, the stand-in sweep
+`sweeps/demo-sim.yaml`, the bundled H200 runs (toy model, V3 slice, the grid), and the stand-in candidate
+`sweeps/demo-sim-candidate.yaml`. "Drawn" means: Streamlit reports the script finished (`stApp[data-test-script-state=notRunning]`),
 the page title is on screen, and every chart has its canvas or SVG. The first visit of each page runs on
 cold caches (a fresh server); the later visits load the page in a fresh browser tab (warm server caches).
 Then each page is reached by clicking its sidebar link, as a user moving between pages does (no page load).
 Prints cold, fresh-tab and in-app times (median and max) per page.
-Target (issue 12): every page under 2 s.
+Target (issue 26): every page under 1.5 s cold in a fresh tab.
 """
 
 from __future__ import annotations
@@ -48,7 +49,7 @@ NAV = {
     "compare": ("Compare", "Compare"),
     "jobs": ("Jobs", "Jobs"),
 }
-TARGET_S = 2.0
+TARGET_S = 1.5
 DRAWN = """() => {
   const app = document.querySelector("[data-testid='stApp']");
   if (!app || app.getAttribute("data-test-script-state") !== "notRunning") return false;
@@ -61,11 +62,13 @@ DRAWN = """() => {
 def build_demo(url: str) -> None:
     specbench = [sys.executable, "-m", "runners.cli"]
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    print("building the demo database (as `make demo`: stand-in sweep, H200 runs, stand-in candidate)...")
+    print("building the demo database (as `make demo`: history, stand-in sweep, H200 runs, candidate)...")
     for args in (
+        ["seed", "--shape", "small", "--points", "600", "--once", "--db", url],
         ["run", "sweeps/demo-sim.yaml", "--db", url, "--no-progress"],
         ["import", "examples/h200-sglang-0.5.13.post1.db", "--db", url],
         ["import", "examples/h200-v3slice-paired.db", "--db", url],
+        ["import", "examples/h200-v3slice-grid/grid.db", "--db", url],
         ["run", "sweeps/demo-sim-candidate.yaml", "--db", url, "--no-progress", "--label", "candidate"],
     ):
         subprocess.run([*specbench, *args], cwd=ROOT, env=env, check=True, stdout=subprocess.DEVNULL)
@@ -137,6 +140,7 @@ def main() -> None:
     url = args.db or f"sqlite:///{Path(tmp.name) / 'demo.db'}"
     if not args.db:
         build_demo(url)
+    load_before = os.getloadavg()[0]
     port = free_port()
     cmd = [sys.executable, "-m", "runners.cli", "dashboard", "--db", url, "--port", str(port), "--headless"]
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
@@ -148,14 +152,17 @@ def main() -> None:
         proc.terminate()
         proc.wait(timeout=15)
         tmp.cleanup()
-    print(f"\npage render in Chromium (s), {os.cpu_count()} CPU(s), load avg {os.getloadavg()[0]:.1f}")
+    print(
+        f"\npage render in Chromium (s), {os.cpu_count()} CPU(s), load avg {os.getloadavg()[0]:.1f} "
+        f"(at the start: {load_before:.1f})"
+    )
     print("fresh tab: a new tab loads the page (the first visit on cold server caches);")
     print("in-app: a click on the sidebar link, as a user moves between pages")
     head = f"{'page':<10} {'cold':>6} {'tab p50':>8} {'tab max':>8} {'in-app p50':>11} {'in-app max':>11}"
-    print(head + f"  in-app under {TARGET_S:g} s")
+    print(head + f"  cold under {TARGET_S:g} s")
     for name, ts in times.items():
         cold, warm, moves = ts[0], ts[1:] or ts, nav[name] or [float("nan")]
-        ok = "yes" if max(moves) < TARGET_S else "NO"
+        ok = "yes" if cold < TARGET_S else "NO"
         print(
             f"{name:<10} {cold:>6.2f} {statistics.median(warm):>8.2f} {max(warm):>8.2f} "
             f"{statistics.median(moves):>11.2f} {max(moves):>11.2f}  {ok}"

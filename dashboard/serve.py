@@ -11,8 +11,76 @@ from __future__ import annotations
 
 import sys
 
+# What every page imports, loaded once before the server answers: the first visit to a page then runs its
+# script, not seconds of imports (pandas, Altair, the analysis modules). Modules that declare Streamlit caches
+# (services, components) are left to the pages: their decorators want the running server.
+WARM_MODULES = (
+    "pandas",
+    "altair",
+    "dashboard.charts",
+    "dashboard.profile_charts",
+    "analysis.changes",
+    "analysis.comparability",
+    "analysis.facets",
+    "analysis.profiles",
+    "analysis.regressions",
+    "analysis.report",
+    "analysis.sweep",
+    "analysis.trace_files",
+    "analysis.v2_vs_v1",
+    "bench.profile.overlap",
+    "bench.profile.summary",
+    "db.profile_queries",
+    "db.queue_queries",
+)
+
+
+def warm_imports() -> None:
+    import importlib
+
+    for name in WARM_MODULES:
+        importlib.import_module(name)
+
+
+def skip_chart_validation() -> None:
+    """Altair checks every chart against the Vega-Lite JSON schema as it is built and again as Streamlit
+    serialises it: 1-2 s of a page's script on a loaded host. The builders are pure functions whose specs
+    the tests validate (tests/dashboard/test_charts.py builds them in a process without this), so the server
+    skips it."""
+    import functools
+
+    import altair as alt
+    from altair.utils import schemapi
+
+    schemapi.disable_debug_mode()  # no validation when a chart object is created
+    to_dict = alt.TopLevelMixin.to_dict
+
+    @functools.wraps(to_dict)
+    def unvalidated(self: alt.TopLevelMixin, validate: bool = True, **kwargs: object) -> dict[str, object]:
+        return to_dict(self, False, **kwargs)  # type: ignore[arg-type]
+
+    alt.TopLevelMixin.to_dict = unvalidated  # type: ignore[method-assign]
+
+
+def warm_charts() -> None:
+    """Build and serialise one chart that uses what the pages use (layers, facets, conditions, fixed values):
+    Altair fills its lookup tables on first use, which would otherwise land on the first page a user opens."""
+    import altair as alt
+    import pandas as pd
+
+    frame = pd.DataFrame({"x": [1, 2], "y": [1.0, 2.0], "k": ["a", "b"], "on": [True, False]})
+    base = alt.Chart(frame).encode(x=alt.X("x:O"), y=alt.Y("y:Q"), color=alt.Color("k:N", scale=None))
+    rule = base.mark_rule().encode(
+        strokeDash=alt.condition("datum.on", alt.value([5, 4]), alt.value([1, 0])), tooltip=["k:N"]
+    )
+    text = base.mark_text().encode(text=alt.Text("y:Q", format=".2f"), color=alt.value("black"))
+    alt.layer(rule, text, data=frame).facet(column=alt.Column("k:N")).to_dict()
+
 
 def main(argv: list[str]) -> None:
+    warm_imports()
+    skip_chart_validation()
+    warm_charts()
     try:
         from streamlit.runtime.pages_manager import PagesManager
 

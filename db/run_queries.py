@@ -67,12 +67,16 @@ def totals(engine: Engine) -> Totals:
 
 
 def latest_runs(engine: Engine, limit: int = 25, *, include_synthetic: bool = True) -> pd.DataFrame:
-    """The newest runs with their provenance and how many of their points are ok / problems."""
-    runs = select(*(getattr(Run, c) for c in RUN_COLUMNS)).order_by(Run.started_at.desc(), Run.id.desc())
+    """The newest runs with their provenance, sweep text and how many of their points are stored / ok /
+    problems."""
+    runs = select(
+        *(getattr(Run, c) for c in RUN_COLUMNS),
+        Run.sweep_yaml,  # the plan: how many points the run set out to measure (analysis.run_counts)
+    ).order_by(Run.started_at.desc(), Run.id.desc())
     if not include_synthetic:
         runs = runs.where(Run.trigger != "synthetic")
     frame = read_frame(engine, runs.limit(limit))
-    return _with_point_counts(engine, frame, ("points_ok", "points_problem"))
+    return _with_point_counts(engine, frame, ("points", "points_ok", "points_problem"))
 
 
 def problem_points(engine: Engine, run_ids: Sequence[int], limit: int = 500) -> pd.DataFrame:

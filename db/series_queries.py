@@ -51,11 +51,15 @@ def series_catalog(engine: Engine) -> pd.DataFrame:
 
 
 # What the x-axes need from a run; joined to series values in pandas (see `series_values`).
-RUN_AXIS_COLUMNS: tuple[str, ...] = ("started_at", "sglang_version", "sglang_commit", "git_commit", "trigger")
+RUN_AXIS_COLUMNS: tuple[str, ...] = (
+    *("started_at", "sglang_version", "sglang_commit", "git_commit", "trigger"),
+    "simulated",  # so a chart can say what its numbers are (stand-in, synthetic)
+)
 
 
 def run_axes(engine: Engine) -> pd.DataFrame:
-    """Every run's x-axis fields (id, start, version, commits, trigger): small, and cacheable as a whole."""
+    """Every run's x-axis fields (id, start, version, commits, trigger, simulated): small, and cacheable as a
+    whole."""
     return read_frame(engine, select(Run.id.label("run_id"), *(getattr(Run, c) for c in RUN_AXIS_COLUMNS)))
 
 

@@ -14,7 +14,6 @@ from sqlalchemy.engine import make_url
 
 from bench.host.cpu_affinity import AffinityError, check_allowed, parse_cpu_list, pinned_runner
 from db import models
-from db import queries as q
 from db.engine import (
     DEFAULT_URL,
     ENV_PREFIX,
@@ -196,6 +195,8 @@ RUN_REF_HELP = "id, uid (or 6+ of its first characters), `latest` or `latest~N` 
 
 def resolve_run_ref(engine: Engine, ref: str) -> int:
     """The run id a user means (see `db.queries.resolve_run`), or a clear message and exit 2."""
+    from db import queries as q  # pandas: only for the verbs that name a run, not at start-up
+
     try:
         return q.resolve_run(engine, ref)
     except q.QueryError as e:

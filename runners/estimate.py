@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from sqlalchemy import Engine, select
 
 from bench.pairing import Pair, pair_units
-from bench.sweep import PointPlan, ServerGroup, SweepError, SweepSpec, expand, parse_sweep
+from bench.sweep import PointPlan, ServerGroup, SweepSpec
 from db.engine import session_scope
 from db.models import Point, Run, ServerInstance
 from runners import store
@@ -31,16 +31,6 @@ SIM_STEP_MS = (
     5.0  # the stand-in's performance model: 2.4-5.8 ms per step at time_scale 1 (synthetic/server/perf.py)
 )
 POINT_OVERHEAD_S = 1.0  # flush, /server_info, storing the repeat
-
-
-def planned_points(sweep_yaml: str) -> int | None:
-    """The points a run of this sweep text plans: its expansion's points, as the runner and the dry run count
-    them. None when the text is not a sweep this version accepts (an imported run's placeholder, a sweep an
-    older specbench wrote)."""
-    try:
-        return sum(len(g.points) for g in expand(parse_sweep(sweep_yaml)))
-    except SweepError:
-        return None
 
 
 @dataclass(frozen=True)

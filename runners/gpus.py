@@ -1,12 +1,15 @@
-"""Whether a worker meets a job's requirements: its GPUs and labels, and what its operator lets jobs use
-(an interpreter by name, an external server; bench/host/policy.py). GPU detection is `bench.host.gpus`."""
+"""What a job requires of a worker: GPUs and labels (`--requires gpu=H100,count=8,labels=a+b`), and what its
+operator lets jobs use (an interpreter by name, an external server; bench/host/policy.py). Whether a worker
+meets it is `bench.host.gpus.unmet`, beside the GPU detector, so the dashboard can say why a job waits."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
-from bench.host.gpus import Gpu
+from bench.host.gpus import Gpu, matches, unmet
+
+__all__ = ["REQUIREMENT_KEYS", "Gpu", "matches", "parse_requires", "requirements_for", "unmet"]
 
 REQUIREMENT_KEYS = frozenset({"gpu", "count", "labels"})
 
@@ -55,42 +58,3 @@ def requirements_for(
     if external is not None and sweep_backend == "external":
         req["external"] = external
     return req
-
-
-def unmet(
-    requires: Mapping[str, Any],
-    gpus: Sequence[Gpu],
-    labels: Sequence[str] = (),
-    offers: Mapping[str, Sequence[str]] | None = None,
-) -> str | None:
-    """Why these GPUs, labels and offers (HostPolicy.offered) do not meet the requirements, or None."""
-    want_count = int(requires.get("count", 0) or 0)
-    want_name = str(requires.get("gpu") or "").lower()
-    if want_name:
-        fitting = [g for g in gpus if want_name in g.name.lower()]
-        if not fitting:
-            return f"needs a {requires['gpu']} GPU"
-        if len(fitting) < max(want_count, 1):
-            return f"needs {max(want_count, 1)} x {requires['gpu']}, has {len(fitting)}"
-    elif len(gpus) < want_count:
-        return f"needs {want_count} GPU(s), has {len(gpus)}"
-    missing = sorted(set(requires.get("labels") or ()) - set(labels))
-    if missing:
-        return f"needs worker label(s) {', '.join(missing)}"
-    offers = offers or {}
-    python = requires.get("python")
-    if python is not None and python not in (offers.get("python") or ()):
-        return f"needs a worker that offers interpreter {python!r} (worker --python {python}=PATH)"
-    external = requires.get("external")
-    if external is not None and external not in (offers.get("external") or ()):
-        return f"needs a worker allowed to measure {external} (worker --allow-external {external})"
-    return None
-
-
-def matches(
-    requires: Mapping[str, Any],
-    gpus: Sequence[Gpu],
-    labels: Sequence[str] = (),
-    offers: Mapping[str, Sequence[str]] | None = None,
-) -> bool:
-    return unmet(requires, gpus, labels, offers) is None

@@ -22,7 +22,7 @@ from bench.host.policy import external_address, interpreter_name_problem
 from bench.sweep import SweepError, SweepSpec, parse_sweep
 from db.engine import SQLITE_IMMEDIATE
 from db.models import Job, Run, Worker
-from runners.gpus import Gpu, matches, requirements_for
+from runners.gpus import Gpu, matches, requirements_for, unmet
 from runners.job_states import (
     ACTIVE,
     CANCELED,
@@ -338,6 +338,26 @@ def cancel(engine: Engine, job_id: int) -> bool:
             finished_at=db_now(conn),
             lease_expires_at=None,
         )
+
+
+def unclaimable(
+    engine: Engine,
+    gpus: Sequence[Gpu],
+    labels: Sequence[str] = (),
+    offers: Mapping[str, Sequence[str]] | None = None,
+) -> list[tuple[int, str, str]]:
+    """Queued jobs this worker (its GPUs, labels and offers) can never run, as (job id, sweep name, why): what
+    `worker --once` says before it leaves them waiting."""
+    with engine.connect() as conn:
+        rows = conn.execute(
+            select(Job.id, Job.sweep_name, Job.requires).where(Job.status == QUEUED).order_by(Job.id)
+        ).all()
+    out = []
+    for job_id, name, req in rows:
+        why = unmet(req or {}, gpus, labels, offers)
+        if why is not None:
+            out.append((int(job_id), str(name), why))
+    return out
 
 
 def has_claimable(

@@ -31,7 +31,7 @@ from bench.pairing import Pair
 from bench.sweep import SweepSpec, expand
 from db.models import Point, Run
 from db.types import uuid7
-from runners import correctness, dbretry, pair_runner, run_checks, store
+from runners import correctness, dbretry, pair_runner, preflight, run_checks, store
 from runners.correctness import GateSummary
 from runners.executor import Stopped, SweepExecutor, run_provenance
 from runners.recovery import OutagePolicy
@@ -98,10 +98,14 @@ def execute_sweep(
     """Run `spec`, storing every repeat as measured. Database outages shorter than `outage.limit_s` are waited
     out (each measured repeat is held until it is written); a longer one ends the run with
     dbretry.DatabaseUnavailable. A run to resume (`resume_run_id`, or the job's) that does not exist or was
-    started from another sweep raises ResumeRefused before anything is touched (runners/resume_guard.py).
+    started from another sweep raises ResumeRefused before anything is touched (runners/resume_guard.py); a
+    launch every server would fail the same way raises preflight.PreflightError, also before.
     `policy` is what this host lets the sweep use (a worker's policy; default: the author's, as written)."""
     console = console or Console(stderr=True)
     outage = outage or OutagePolicy.from_env()
+    # What every launch would repeat (no interpreter, SGLang not installed, no model) fails here, once,
+    # before a run row exists: not one failed server and point after another (runners/preflight.py).
+    preflight.check(spec, policy)
     groups = expand(spec)
     provenance = run_provenance(spec, gpus=gpus)
     uid = uuid7()  # names the run before it exists, so a create retried after a lost commit finds it

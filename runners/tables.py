@@ -1,73 +1,213 @@
 """Tables for the terminal and for logs: one renderer every verb uses.
 
-On a terminal a Rich table that fits the terminal's width: when all columns would not fit without folding
-their cells, the least important columns are left out (and a footnote says which), never wrapped into
-unreadable multi-line cells. When stdout is not a terminal (CI logs, pipes, `| tee`) a compact layout
-instead: plain aligned columns, one line per row, no box characters and no colour codes, so `grep`, `cut`
-and a CI log viewer see every row whole.
+A table fits its width. What must survive (ids, deltas, verdicts) is never cut; long names may be cut with `…`
+down to a floor (`Column.shrink`) or, for prose such as an attribution, wrapped (`Column.fold`); only then
+are the least important columns left out (`Column.drop`), and a footnote says which.
+
+- On a terminal: a Rich table at the terminal's width.
+- Piped with `COLUMNS` set (`COLUMNS=80 specbench runs | less`): the same fit, as plain aligned columns.
+- Piped without `COLUMNS` (CI logs, `| grep`, `| cut`): every column, one line per row, no box characters and
+  no colour codes, so tools see every row whole.
 """
 
 from __future__ import annotations
 
+import os
+import textwrap
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from rich import box
+from rich.cells import cell_len
 from rich.console import Console
-from rich.measure import Measurement
 from rich.table import Table
 from rich.text import Text
 
 from analysis.text import printable
+
+# Between two columns: one space of padding and the divider on a terminal (padding collapsed), two spaces in
+# the compact layout.
+RICH_GAP = 2
+COMPACT_GAP = 2
 
 
 @dataclass(frozen=True)
 class Column:
     header: str
     justify: str = "left"  # left | right
-    # 0 = always shown; higher numbers are left out first when a terminal is too narrow.
+    # 0 = always shown; higher numbers are left out first when the width is too narrow.
     drop: int = 0
     # Cells of this column are Rich markup we wrote (`[green]ok[/]`); every other cell is shown as plain text,
     # so user text (sweep, model and host names) can never be read as markup.
     markup: bool = False
+    # The narrowest this column may be cut to (its cells end in `…`) before any column is left out; 0 = never
+    # cut (ids, numbers, deltas, verdicts).
+    shrink: int = 0
+    # On a terminal, cut cells wrap onto more lines instead (prose: an attribution, a reason).
+    fold: bool = False
 
 
-def _rich_table(title: str | None, columns: Sequence[Column], rows: Sequence[Sequence[str]]) -> Table:
-    table = Table(title=title, box=box.SIMPLE_HEAD, pad_edge=False, title_justify="left", show_edge=False)
-    for c in columns:
-        table.add_column(c.header, justify="right" if c.justify == "right" else "left", no_wrap=True)
-    for r in rows:
-        table.add_row(
-            *(Text.from_markup(v) if c.markup else Text(v) for v, c in zip(r, columns, strict=True))
-        )
-    return table
+@dataclass
+class Layout:
+    """Which columns show at which width, and what the footnote says."""
 
-
-def _fits(console: Console, table: Table) -> bool:
-    # Measured without the console's limit: Rich clamps a measurement to the width it may use.
-    unbounded = console.options.update_width(10_000)
-    return Measurement.get(console, unbounded, table).maximum <= console.width
+    keep: list[int]
+    widths: dict[int, int]
+    hidden: list[str] = field(default_factory=list)
+    cut: list[str] = field(default_factory=list)
+    wrapped: list[str] = field(default_factory=list)
 
 
 def _plain(value: str, column: Column) -> str:
     return Text.from_markup(value).plain if column.markup else value
 
 
-def compact_lines(columns: Sequence[Column], rows: Sequence[Sequence[str]]) -> list[str]:
-    """Aligned plain-text lines: header, then one line per row, columns two spaces apart."""
-    cells = [
-        [c.header for c in columns],
-        *[[_plain(v, c) for v, c in zip(r, columns, strict=True)] for r in rows],
+def fit(columns: Sequence[Column], rows: Sequence[Sequence[str]], width: int | None, gap: int) -> Layout:
+    """The columns to show and their widths for `width` (None: every column at its natural width)."""
+    plain = [[_plain(v, c) for v, c in zip(r, columns, strict=True)] for r in rows]
+    natural = [
+        max([cell_len(c.header), *(cell_len(line) for r in plain for line in r[i].splitlines() or [""])])
+        for i, c in enumerate(columns)
     ]
-    widths = [max(len(row[i]) for row in cells) for i in range(len(columns))]
-    out = []
-    for row in cells:
-        parts = [
-            v.rjust(w) if c.justify == "right" else v.ljust(w)
-            for v, w, c in zip(row, widths, columns, strict=True)
-        ]
-        out.append("  ".join(parts).rstrip())
+    keep = list(range(len(columns)))
+    hidden: list[str] = []
+    while True:
+        widths = {i: natural[i] for i in keep}
+        if width is None:
+            return Layout(keep, widths, hidden)
+        excess = sum(widths.values()) + gap * (len(keep) - 1) - width
+        room = sum(max(0, natural[i] - columns[i].shrink) for i in keep if columns[i].shrink)
+        droppable = [i for i in keep if columns[i].drop > 0]
+        if excess <= 0:
+            return Layout(keep, widths, hidden)
+        if room >= excess or not droppable:
+            cut = _shrink(widths, columns, excess)
+            return Layout(
+                keep,
+                widths,
+                hidden,
+                [columns[i].header for i in cut if not columns[i].fold],
+                [columns[i].header for i in cut if columns[i].fold],
+            )
+        worst = max(droppable, key=lambda i: (columns[i].drop, i))
+        keep.remove(worst)
+        hidden.append(columns[worst].header)
+
+
+def _shrink(widths: dict[int, int], columns: Sequence[Column], excess: int) -> list[int]:
+    """Narrow the widest cuttable column, one cell at a time, until `excess` is gone or none can give more."""
+    cut: set[int] = set()
+    while excess > 0:
+        can = [i for i in widths if columns[i].shrink and widths[i] > columns[i].shrink]
+        if not can:
+            break
+        widest = max(can, key=lambda i: (widths[i], i))
+        widths[widest] -= 1
+        cut.add(widest)
+        excess -= 1
+    return sorted(cut)
+
+
+def _cut(text: str, width: int) -> str:
+    if cell_len(text) <= width:
+        return text
+    t = Text(text)
+    t.truncate(width, overflow="ellipsis")
+    return t.plain
+
+
+def compact_lines(
+    columns: Sequence[Column], rows: Sequence[Sequence[str]], layout: Layout | None = None
+) -> list[str]:
+    """Aligned plain-text lines: header, then each row, columns two spaces apart (every column at its full
+    width, one line per row, unless a `layout` says otherwise: then cut cells end in `…`, and a `fold`
+    column's cells wrap onto the row's next lines)."""
+    layout = layout or fit(columns, rows, None, COMPACT_GAP)
+    out = [_line([columns[i].header for i in layout.keep], columns, layout)]
+    for r in rows:
+        cells: list[list[str]] = []
+        for i in layout.keep:
+            text = " ".join(_plain(r[i], columns[i]).splitlines())
+            w = layout.widths[i]
+            if columns[i].fold and cell_len(text) > w:
+                cells.append(textwrap.wrap(text, w) or [""])
+            else:
+                cells.append([_cut(text, w)])
+        for n in range(max(len(c) for c in cells)):
+            out.append(_line([c[n] if n < len(c) else "" for c in cells], columns, layout))
     return out
+
+
+def _line(values: Sequence[str], columns: Sequence[Column], layout: Layout) -> str:
+    parts = []
+    for v, i in zip(values, layout.keep, strict=True):
+        w = layout.widths[i]
+        v = _cut(v, w)
+        pad = " " * (w - cell_len(v))
+        parts.append(pad + v if columns[i].justify == "right" else v + pad)
+    return "  ".join(parts).rstrip()
+
+
+def _rich_table(
+    title: str | None, columns: Sequence[Column], rows: Sequence[Sequence[str]], layout: Layout
+) -> Table:
+    table = Table(
+        title=title,
+        box=box.SIMPLE_HEAD,
+        pad_edge=False,
+        collapse_padding=True,
+        title_justify="left",
+        show_edge=False,
+    )
+    for i in layout.keep:
+        c = columns[i]
+        table.add_column(
+            c.header,
+            justify="right" if c.justify == "right" else "left",
+            width=layout.widths[i],
+            no_wrap=not c.fold,
+            overflow="fold" if c.fold else "ellipsis",
+        )
+    for r in rows:
+        table.add_row(*(Text.from_markup(r[i]) if columns[i].markup else Text(r[i]) for i in layout.keep))
+    return table
+
+
+def _env_width() -> int | None:
+    """`COLUMNS` when set to a sensible width: piped output then fits it."""
+    text = os.environ.get("COLUMNS", "").strip()
+    return int(text) if text.isdigit() and int(text) >= 20 else None
+
+
+def _footnote(layout: Layout, width: int, terminal: bool) -> str | None:
+    parts = []
+    if layout.hidden:
+        parts.append(
+            f"{len(layout.hidden)} column(s) left out to fit {width} columns: {', '.join(layout.hidden)}"
+        )
+    if layout.cut:
+        parts.append(f"{', '.join(layout.cut)} cut short (…)")
+    if not parts:  # wrapped cells lose nothing: no footnote for them alone
+        return None
+    every = "widen the terminal, or pipe the output" if terminal else "unset COLUMNS"
+    return "; ".join(parts) + f" ({every} for every column)"
+
+
+def say(console: Console, text: str | Text, style: str | None = None) -> None:
+    """A line of prose next to a table: wrapped to a terminal, or to `COLUMNS` when piped with it set, and
+    whole otherwise (a log line stays one line)."""
+    line = text if isinstance(text, Text) else Text(text)
+    if style:
+        line.stylize(style)
+    if console.is_terminal:
+        console.print(line)
+        return
+    width = _env_width()
+    if width is None:
+        console.print(line, soft_wrap=True)
+        return
+    for part in textwrap.wrap(line.plain, width) or [""]:
+        console.print(part, markup=False, highlight=False, soft_wrap=True)
 
 
 def print_table(
@@ -77,7 +217,7 @@ def print_table(
     *,
     title: str | None = None,
 ) -> None:
-    """Print rows under `columns`: a fitted Rich table on a terminal, the compact layout otherwise.
+    """Print rows under `columns`: fitted to a terminal, or to `COLUMNS` when piped, or whole in a log.
 
     Cells of `markup` columns may carry Rich markup (`[green]ok[/]`); the compact layout strips it.
     """
@@ -88,22 +228,16 @@ def print_table(
     if not console.is_terminal:
         if title:
             console.print(title, markup=False, highlight=False, soft_wrap=True)
-        for line in compact_lines(columns, rows):
+        width = _env_width()
+        layout = fit(columns, rows, width, COMPACT_GAP)
+        for line in compact_lines(columns, rows, layout):
             console.print(line, markup=False, highlight=False, soft_wrap=True)
+        note = _footnote(layout, width, terminal=False) if width is not None else None
+        if note:
+            say(console, note)
         return
-    keep = list(range(len(columns)))
-    hidden: list[str] = []
-    while True:
-        table = _rich_table(title, [columns[i] for i in keep], [[r[i] for i in keep] for r in rows])
-        droppable = [i for i in keep if columns[i].drop > 0]
-        if _fits(console, table) or not droppable:
-            break
-        worst = max(droppable, key=lambda i: (columns[i].drop, i))
-        keep.remove(worst)
-        hidden.append(columns[worst].header)
-    console.print(table)
-    if hidden:
-        console.print(
-            f"[dim]{len(hidden)} column(s) left out to fit {console.width} columns: {', '.join(hidden)} "
-            "(widen the terminal, or pipe the output for every column)[/]"
-        )
+    layout = fit(columns, rows, console.width, RICH_GAP)
+    console.print(_rich_table(title, columns, rows, layout))
+    note = _footnote(layout, console.width, terminal=True)
+    if note:
+        console.print(Text(note, style="dim"))

@@ -101,6 +101,8 @@ class QueueWorker:
         self._beat_thread: threading.Thread | None = None
         self._beat_stop = threading.Event()
         self.jobs_done = 0
+        # Queued jobs this worker cannot run, as last logged (logged again only when the list changes).
+        self._waiting: list[tuple[int, str, str]] = []
 
     # --- signals ----------------------------------------------------------------------------------------
 
@@ -160,11 +162,19 @@ class QueueWorker:
                         code = 1
                     break
                 if job is None:
+                    self._say_why_jobs_wait()
                     if opts.once and self._db(
                         lambda: queue.has_claimable(self.engine, opts.gpus, opts.labels, offers) is None,
                         "looking at the queue",
                     ):
-                        log.info("worker %s: queue empty, exiting (--once)", self.id)
+                        waiting = (
+                            ""
+                            if not self._waiting
+                            else f" ({len(self._waiting)} job(s) left for other workers)"
+                        )
+                        log.info(
+                            "worker %s: no job this worker can run, exiting (--once)%s", self.id, waiting
+                        )
                         break
                     self.shutdown.wait(opts.poll_s)
                     continue
@@ -184,6 +194,32 @@ class QueueWorker:
                 log.warning("worker %s: not deregistered: %s", self.id, e)
             log.info("worker %s stopped after %d job(s)", self.id, self.jobs_done)
         return code
+
+    def _say_why_jobs_wait(self) -> None:
+        """Log, once per change, the queued jobs this worker can never run and why ("needs 8 GPU(s), has 1"),
+        so an idle worker beside a waiting queue explains itself."""
+        opts = self.options
+        try:
+            waiting = self._db(
+                lambda: queue.unclaimable(self.engine, opts.gpus, opts.labels, opts.policy.offered()),
+                "looking at the queue",
+            )
+        except dbretry.DatabaseUnavailable:
+            return
+        if waiting != self._waiting:
+            for job_id, name, why in waiting[:10]:
+                log.info(
+                    "worker %s: job %d (%s) waits for another worker: %s (this worker: %d GPU(s)%s)",
+                    self.id,
+                    job_id,
+                    name,
+                    why,
+                    len(opts.gpus),
+                    f", labels {','.join(opts.labels)}" if opts.labels else "",
+                )
+            if len(waiting) > 10:
+                log.info("worker %s: and %d more job(s) it cannot run", self.id, len(waiting) - 10)
+        self._waiting = waiting
 
     def _next_job(self) -> queue.ClaimedJob | None:
         opts = self.options

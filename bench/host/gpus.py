@@ -11,8 +11,9 @@ import os
 import shutil
 import subprocess
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 NVIDIA_SMI_ARGV = ["nvidia-smi", "--query-gpu=index,name,driver_version", "--format=csv,noheader"]
 NONE = "none"
@@ -120,3 +121,42 @@ def describe(gpus: Sequence[Gpu]) -> tuple[str, int, str]:
         return NONE, 0, NONE
     names = list(dict.fromkeys(g.name for g in gpus))
     return " + ".join(names), len(gpus), gpus[0].driver
+
+
+def unmet(
+    requires: Mapping[str, Any],
+    gpus: Sequence[Gpu],
+    labels: Sequence[str] = (),
+    offers: Mapping[str, Sequence[str]] | None = None,
+) -> str | None:
+    """Why these GPUs, labels and offers (HostPolicy.offered) do not meet the requirements, or None."""
+    want_count = int(requires.get("count", 0) or 0)
+    want_name = str(requires.get("gpu") or "").lower()
+    if want_name:
+        fitting = [g for g in gpus if want_name in g.name.lower()]
+        if not fitting:
+            return f"needs a {requires['gpu']} GPU"
+        if len(fitting) < max(want_count, 1):
+            return f"needs {max(want_count, 1)} x {requires['gpu']}, has {len(fitting)}"
+    elif len(gpus) < want_count:
+        return f"needs {want_count} GPU(s), has {len(gpus)}"
+    missing = sorted(set(requires.get("labels") or ()) - set(labels))
+    if missing:
+        return f"needs worker label(s) {', '.join(missing)}"
+    offers = offers or {}
+    python = requires.get("python")
+    if python is not None and python not in (offers.get("python") or ()):
+        return f"needs a worker that offers interpreter {python!r} (worker --python {python}=PATH)"
+    external = requires.get("external")
+    if external is not None and external not in (offers.get("external") or ()):
+        return f"needs a worker allowed to measure {external} (worker --allow-external {external})"
+    return None
+
+
+def matches(
+    requires: Mapping[str, Any],
+    gpus: Sequence[Gpu],
+    labels: Sequence[str] = (),
+    offers: Mapping[str, Sequence[str]] | None = None,
+) -> bool:
+    return unmet(requires, gpus, labels, offers) is None

@@ -13,6 +13,31 @@ from bench.catalog import label as metric_label
 from dashboard.charts.style import AnyChart
 
 GREY_CELL = "#d9d9d9"  # a v2/v1 cell whose interval spans 1
+# The narrowest a sequential colour scale spans, as a fraction of its middle value: cells within noise of each
+# other (acceptance 2.50 vs 2.53) keep neighbouring colours instead of the scale's two ends.
+MIN_RELATIVE_SPAN = 0.10
+# The narrowest a ratio scale reaches either side of 1: ±2% paints no cell deep red or blue.
+MIN_RATIO_HALF_SPAN = 0.10
+
+
+def sequential_domain(values: pd.Series, min_relative_span: float = MIN_RELATIVE_SPAN) -> tuple[float, float]:
+    """[low, high] of a colour scale over `values`, widened around their middle to at least
+    `min_relative_span` x |middle| so that small differences read as small."""
+    v = values.dropna().astype(float)
+    if v.empty:
+        return 0.0, 1.0
+    lo, hi = float(v.min()), float(v.max())
+    mid = (lo + hi) / 2
+    span = max(hi - lo, min_relative_span * abs(mid), 1e-9)
+    return mid - span / 2, mid + span / 2
+
+
+def ratio_half_span(values: pd.Series, minimum: float = MIN_RATIO_HALF_SPAN) -> float:
+    """How far a ratio scale centred on 1 reaches: the largest distance from 1, at least `minimum`."""
+    v = values.dropna().astype(float)
+    return max(float(np.max(np.abs(v.to_numpy() - 1.0))) if len(v) else 0.0, minimum)
+
+
 WRONG_STROKE = "#d62728"  # the outline of a cell the correctness gate failed
 
 
@@ -48,12 +73,12 @@ def heatmap(
     f["wrong"] = [is_wrong(c) for c in f["correctness"]] if "correctness" in f else False
     f["label"] = _labels(f[value], f["wrong"], fmt, strike_wrong)
     if diverging:
-        m = float(np.nanmax(np.abs(f[value].to_numpy(dtype=float) - 1.0))) if len(f) else 0.1
-        m = max(m, 0.02)
+        m = ratio_half_span(f[value])
         scale = alt.Scale(scheme="redblue", domain=[1 - m, 1 + m], domainMid=1.0)
     else:
-        scale = alt.Scale(scheme="viridis")
-    mid = float(f[value].median()) if len(f) else 0.0
+        lo, hi = sequential_domain(f[value])
+        scale = alt.Scale(scheme="viridis", domain=[lo, hi], clamp=True)
+        mid = (lo + hi) / 2  # viridis is dark below its middle: white labels there
     base = alt.Chart().encode(
         x=alt.X("batch_size:O", title="Batch size", axis=alt.Axis(labelAngle=0)),
         y=alt.Y("steps_label:O", title="Spec steps", sort="descending"),
@@ -104,8 +129,7 @@ def ratio_heatmap(frame: pd.DataFrame, *, width: int = 330) -> AnyChart:
     f["accept"] = ["not pinned" if pd.isna(a) else f"accept {a:g}" for a in f["accept_length"]]
     pairs = f["pairs_for_5pct"] if "pairs_for_5pct" in f else pd.Series([None] * len(f), index=f.index)
     f["pairs_5pct"] = ["–" if pd.isna(p) else f"about {int(p)}" for p in pairs]
-    m = float(np.nanmax(np.abs(f["ratio"].to_numpy(dtype=float) - 1.0))) if len(f) else 0.1
-    m = max(m, 0.02)
+    m = ratio_half_span(f["ratio"])
     scale = alt.Scale(scheme="redblue", domain=[1 - m, 1 + m], domainMid=1.0)
     base = alt.Chart().encode(
         x=alt.X("batch_size:O", title="Batch size", axis=alt.Axis(labelAngle=0)),
@@ -151,7 +175,8 @@ def ratio_heatmap(frame: pd.DataFrame, *, width: int = 330) -> AnyChart:
     return layered.facet(column=alt.Column("accept:N", title=None, header=alt.Header(labelFontSize=13)))
 
 
-MODE_DASH: dict[str, list[int]] = {"baseline": [1, 0], "v1": [6, 4], "v2": [1, 0]}
+# One stroke per mode: no spec dotted, v1 dashed, v2 solid (colour already tells the steps apart).
+MODE_DASH: dict[str, list[int]] = {"baseline": [2, 3], "v1": [7, 4], "v2": [1, 0]}
 MODE_TITLES: dict[str, str] = {"baseline": "no spec", "v1": "v1 (non-overlap)", "v2": "v2 (overlap)"}
 STEPS_PALETTE = ["#222222", "#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#17becf"]
 
@@ -184,7 +209,8 @@ def throughput_frame(frame: pd.DataFrame, metric: str = "output_throughput") -> 
 
 
 def throughput_lines(frame: pd.DataFrame, metric: str = "output_throughput") -> AnyChart:
-    """Throughput against batch size: colour = spec steps (baseline black), dash = spec mode (v1 dashed).
+    """Throughput against batch size: colour = spec steps (baseline black), dash = spec mode (no spec
+    dotted, v1 dashed, v2 solid).
 
     The x-axis is ordinal over the batch sizes measured (no 2 or 8 when only 1, 4, 16, 32 ran); a missing
     point leaves a gap in its line. Legends stack on the right, inside the width the chart is fitted to

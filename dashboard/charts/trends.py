@@ -66,9 +66,33 @@ def trend_frame(
     return f[cols].reset_index(drop=True)
 
 
+def time_axis(frame: pd.DataFrame) -> tuple[alt.Axis, alt.Scale]:
+    """Tick labels that fit the span shown (dates for weeks of nightly runs, times within a day), and a
+    padded domain, so one point or a few minutes of runs never read as `:34`."""
+    xs = (
+        pd.to_datetime(frame["x"], utc=True).dropna()
+        if len(frame)
+        else pd.Series(dtype="datetime64[ns, UTC]")
+    )
+    if xs.empty:
+        return alt.Axis(format="%b %d"), alt.Scale()
+    lo, hi = xs.min(), xs.max()
+    span = hi - lo
+    if span >= pd.Timedelta(days=2):
+        fmt = "%b %d"
+    elif span >= pd.Timedelta(hours=2):
+        fmt = "%b %d %H:%M"
+    else:
+        fmt = "%H:%M"
+    pad = max(span * 0.04, pd.Timedelta(minutes=30))
+    domain = [(lo - pad).isoformat(), (hi + pad).isoformat()]
+    return alt.Axis(format=fmt, labelOverlap=True, labelAngle=0), alt.Scale(domain=domain)
+
+
 def _x(x_mode: XMode, frame: pd.DataFrame, title: str | None = None) -> alt.X:
     if x_mode == "time":
-        return alt.X("x:T", title=title or X_MODES["time"])
+        axis, scale = time_axis(frame)
+        return alt.X("x:T", title=title or X_MODES["time"], axis=axis, scale=scale)
     order = list(dict.fromkeys(frame["x"]))
     return alt.X(
         "x:O", title=title or X_MODES[x_mode], sort=order, axis=alt.Axis(labelAngle=-45, labelLimit=120)

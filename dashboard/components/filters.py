@@ -8,7 +8,7 @@ import pandas as pd
 import streamlit as st
 
 from analysis.facets import FACETS, facet_options
-from analysis.labels import run_tag, short_gpu
+from analysis.labels import none_if_nan, run_tag, short_gpu
 from bench import catalog
 from dashboard.components.layout import missing_link_target
 from dashboard.components.state import Param, ensure_choice
@@ -75,8 +75,8 @@ def run_label(row: pd.Series | dict[str, Any]) -> str:
     """`#12 · ⚠ simulated (stand-in) · no GPU · 2026-11-30 09:00 · sweep · 0.5.13@abcdef0`."""
     started = pd.Timestamp(row["started_at"]).strftime("%Y-%m-%d %H:%M")
     gpu = short_gpu(row.get("gpu_name"), row.get("gpu_count"))
-    version = row.get("sglang_version") or "?"
-    commit = str(row.get("sglang_commit") or "")[:7]
+    version = none_if_nan(row.get("sglang_version")) or "?"
+    commit = str(none_if_nan(row.get("sglang_commit")) or "")[:7]  # NaN when pandas read a NULL
     kind = run_tag(row.get("simulated"), row.get("trigger"))
     # The tag right after the id: a narrow picker cuts the end of a long label off.
     tag = f" · ⚠ {kind}" if kind else ""

@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
+import pandas as pd
 import streamlit as st
 
 from analysis import correctness, md, report
+from analysis.comparability import refusal
 from analysis.compare import (
     center_text,
     comparability_key,
     comparable_pair,
     compare_runs,
-    one_sided,
     verdict_counts,
 )
 from bench.catalog import higher_is_better
@@ -28,7 +29,12 @@ PARAMS = (
     state.Param("confidence", "cmp_confidence", 0.95, float),
 )
 
-url = layout.page_start("Compare")
+url = layout.page_start(
+    "Compare",
+    caption="Two runs, point by point: Δ with an interval and a verdict per configuration "
+    "(`specbench compare`). Change points along a series' history are on Trends and the Overview "
+    "(`specbench regressions`).",
+)
 state.restore(PARAMS, "compare")
 
 runs = data.run_choices(url)
@@ -71,23 +77,36 @@ table = compare_runs(
     threshold=threshold,
     confidence=confidence,
 )
+run_a, run_b = data.run_info(url, a), data.run_info(url, b)
+refused = refusal(run_a, run_b, table, runs, lambda r: data.run_series(url, r))
+if refused is not None:
+    # Not a table of "insufficient data": why these runs do not compare, and what does.
+    st.warning(refused.reason, icon=":material/block:")
+    near = refused.nearest
+    if near is None:
+        st.info("No run in this database compares with either.", icon=":material/info:")
+    elif near.baseline is None:
+        st.info(
+            f"Nearest meaningful comparison: {near.why}, on the [Sweep page](sweep?run={near.candidate}), or "
+            f"`{near.command()}`.",
+            icon=":material/lightbulb:",
+        )
+    else:
+        st.info(
+            f"Nearest meaningful comparison: [run #{near.candidate} vs run #{near.baseline}]"
+            f"(compare?a={near.baseline}&b={near.candidate}) ({near.why}), or `{near.command()}`.",
+            icon=":material/lightbulb:",
+        )
+    st.stop()
 row_a, row_b = (runs[runs["id"] == r].iloc[0] for r in (a, b))
 if comparability_key(row_a) != comparability_key(row_b):
     st.warning(
-        f"Run #{a} and run #{b} differ in model, GPU class or kind of numbers "
+        f"Run #{a} and run #{b} differ in model or GPU class "
         f"({' · '.join(map(md.text, comparability_key(row_a)))} vs "
         f"{' · '.join(map(md.text, comparability_key(row_b)))}): Δ compares "
         "different setups.",
         icon=":material/warning:",
     )
-if table.empty or one_sided(table).all():
-    n_a, n_b = int(table["point_candidate"].isna().sum()), int(table["point_baseline"].isna().sum())
-    st.info(
-        f"These runs share no configuration: {n_a} point(s) only in the baseline run #{a}, {n_b} only in the "
-        f"candidate run #{b}. Pick runs of the same sweep grid.",
-        icon=":material/info:",
-    )
-    st.stop()
 center = center_text(table)
 # The correctness gate first: a point measured on a wrong path is a finding, not a speed to compare.
 for side, run_id in (("candidate", b), ("baseline", a)):
@@ -121,49 +140,45 @@ st.caption("▼ regression · ▲ improvement · ? insufficient data; colour: re
 with st.expander(f"Intervals of all {len(table)} points"):
     st.altair_chart(charts.compare_forest(table, threshold), width="stretch")
 
-view = table.assign(
-    delta_pct=table["delta"] * 100,
-    ci_low_pct=table["ci_low"] * 100,
-    ci_high_pct=table["ci_high"] * 100,
-    check=[
-        f"🛑 {correctness.WRONG} ({' and '.join(s for s, v in (('baseline', va), ('candidate', vb)) if v == 'fail')})"
-        if "fail" in (va, vb)
-        else (vb or "–")
-        for va, vb in zip(table["correctness_baseline"], table["correctness_candidate"], strict=True)
-    ],
+view = pd.DataFrame(
+    {
+        "verdict": table["verdict"],
+        "check": [
+            f"🛑 {correctness.WRONG} ({' and '.join(s for s, v in (('baseline', va), ('candidate', vb)) if v == 'fail')})"
+            if "fail" in (va, vb)
+            else (vb or "–")
+            for va, vb in zip(table["correctness_baseline"], table["correctness_candidate"], strict=True)
+        ],
+        "config": table["config"] + (" · " + table["workload"] if table["workload"].nunique() > 1 else ""),
+        "Δ": table["delta"] * 100,
+        "interval": [
+            "–" if pd.isna(lo) else f"[{lo * 100:+.1f}%, {hi * 100:+.1f}%]"
+            for lo, hi in zip(table["ci_low"], table["ci_high"], strict=True)
+        ],
+        "baseline": table["baseline"],
+        "candidate": table["candidate"],
+        "why": [str(w or n or "") for w, n in zip(table["why"], table["note"], strict=True)],
+    }
 )
+# Widths add up to the page (about 800 px at 1280 px with the sidebar open); every column is in the CSV.
 st.dataframe(
-    view[
-        [
-            "verdict",
-            "check",
-            "config",
-            "workload",
-            "baseline",
-            "candidate",
-            "delta_pct",
-            "ci_low_pct",
-            "ci_high_pct",
-            "why",
-            "note",
-            "n_baseline",
-            "n_candidate",
-        ]
-    ],
+    view,
     hide_index=True,
+    width="stretch",
     column_config={
-        "delta_pct": st.column_config.NumberColumn("Δ", format="%+.2f%%"),
+        "verdict": st.column_config.TextColumn(width=105),
         "check": st.column_config.TextColumn(
-            "correctness", help="The correctness gate; wrong = measured on a wrong path"
+            "correctness", help="The correctness gate; wrong = measured on a wrong path", width=85
         ),
-        "ci_low_pct": st.column_config.NumberColumn("interval low", format="%+.2f%%"),
-        "ci_high_pct": st.column_config.NumberColumn("interval high", format="%+.2f%%"),
-        "baseline": st.column_config.NumberColumn(f"baseline ({center})", format="%.4g"),
-        "candidate": st.column_config.NumberColumn(f"candidate ({center})", format="%.4g"),
+        "config": st.column_config.TextColumn(width=140),
+        "Δ": st.column_config.NumberColumn(format="%+.1f%%", width=62),
+        "interval": st.column_config.TextColumn(f"{confidence:.0%} interval", width=120),
+        "baseline": st.column_config.NumberColumn(f"baseline ({center})", format="%.4g", width=75),
+        "candidate": st.column_config.NumberColumn(format="%.4g", width=70),
+        "why": st.column_config.TextColumn("why / note", width=140),
     },
 )
 
-run_a, run_b = data.run_info(url, a), data.run_info(url, b)
 # The short form is the PR comment: changed rows, the rest as counts, sweep files folded (the CSV has all).
 markdown = report.to_markdown(
     table, run_a, run_b, metric=metric, threshold=threshold, confidence=confidence, short=True

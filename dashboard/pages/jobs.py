@@ -9,6 +9,7 @@ import streamlit as st
 from sqlalchemy import inspect
 
 from analysis import md
+from analysis.jobs import why_waiting
 from dashboard.components import layout
 from dashboard.services import data
 from db import queue_queries as qq
@@ -71,8 +72,10 @@ if waiting:
     for j in waiting:
         j["requires_text"] = _requires(j["requires"])
         j["attempts_text"] = f"{j['attempts']}/{j['max_attempts']}"
-        nb = j["not_before"]
-        j["waiting"] = f"retry in {(nb - now).total_seconds():.0f} s" if nb is not None and nb > now else ""
+        # The same words as `specbench jobs`: a backoff, no worker, no worker that fits, or all busy.
+        j["waiting"] = (
+            why_waiting(j["requires"] or {}, j["not_before"], workers, now) if j["status"] == "queued" else ""
+        )
     st.dataframe(
         _frame(
             waiting,
@@ -86,7 +89,7 @@ if waiting:
                 "attempts_text": "attempts",
                 "worker_id": "worker",
                 "run_id": "run",
-                "waiting": "backoff",
+                "waiting": "waits because",
                 "created_at": "submitted",
             },
         ),

@@ -11,6 +11,7 @@ from analysis import md
 from analysis.changes import summarize_by_run
 from analysis.labels import run_tag, short_gpu
 from analysis.regressions import DEFAULT_LOOKBACK, DEFAULT_SINCE, flagged
+from analysis.run_counts import points_text
 from analysis.stats.changepoint import ChangePointParams
 from dashboard.components import layout, triage
 from dashboard.services import data
@@ -40,9 +41,10 @@ params = ChangePointParams()
 changes = data.recent_changes(url, "output_throughput", params)
 left, right = st.columns([3, 1])
 left.caption(
-    f"Output throughput of every series measured in the last {DEFAULT_SINCE.days} days, E-divisive means "
-    f"with {DEFAULT_LOOKBACK.days} days of history before as context (p ≤ {params.max_pvalue:g}, "
-    f"|Δ| ≥ {params.min_magnitude:.0%}); the same list as `specbench regressions`."
+    f"Change points along the history of every series measured in the last {DEFAULT_SINCE.days} days "
+    f"(output throughput, E-divisive means with {DEFAULT_LOOKBACK.days} days before as context, "
+    f"p ≤ {params.max_pvalue:g}, |Δ| ≥ {params.min_magnitude:.0%}): the same list as `specbench regressions`. "
+    "To compare two runs point by point, use Compare (`specbench compare`)."
 )
 show_all = right.toggle("Show improvements, dismissed", value=False, key="ov_all")
 shown = flagged(changes, include_improvements=show_all, include_dismissed=show_all)
@@ -58,32 +60,35 @@ else:
             "Series": shown["series"],
             "Δ": shown["rel_change"] * 100,
             "Why": shown["why"],
-            "From → to": [
-                f"{a or '?'}@{str(b or '')[:7]} → {c or '?'}@{str(d or '')[:7]}"
-                for a, b, c, d in zip(
-                    shown["prev_version"],
-                    shown["prev_commit"],
-                    shown["sglang_version"],
-                    shown["sglang_commit"],
-                    strict=True,
+            "First run after": [
+                f"#{r} · {v or '?'}@{str(c or '')[:7]}"
+                for r, v, c in zip(
+                    shown["run_id"], shown["sglang_version"], shown["sglang_commit"], strict=True
                 )
             ],
-            "When": pd.to_datetime(shown["started_at"], utc=True),
-            "Runs after": shown["n_after"],
             "Triage": shown["state"],
             "Open": [
                 "trends?" + urlencode({"fp": fp, "metric": "output_throughput"})
                 for fp in shown["fingerprint"]
             ],
+            "_when": pd.to_datetime(shown["started_at"], utc=True),
         }
     )
+    # Widths add up to the page (about 800 px at 1280 px with the sidebar open): nothing scrolls sideways.
     st.dataframe(
-        table.sort_values(["When", "Δ"], ascending=[False, True]),
+        table.sort_values(["_when", "Δ"], ascending=[False, True]).drop(columns="_when"),
         hide_index=True,
+        width="stretch",
         column_config={
-            "Δ": st.column_config.NumberColumn(format="%+.1f%%"),
-            "When": st.column_config.DatetimeColumn(format="YYYY-MM-DD HH:mm"),
-            "Open": st.column_config.LinkColumn(display_text="trend ↗"),
+            "Change": st.column_config.TextColumn(width=95),
+            "Series": st.column_config.TextColumn(width=215),
+            "Δ": st.column_config.NumberColumn(format="%+.1f%%", width=62),
+            "Why": st.column_config.TextColumn(width=160),
+            "First run after": st.column_config.TextColumn(
+                width=125, help="The first run after the change: run id · SGLang version @ commit"
+            ),
+            "Triage": st.column_config.TextColumn(width=80),
+            "Open": st.column_config.LinkColumn(display_text="trend ↗", width=62),
         },
     )
 
@@ -97,30 +102,38 @@ runs_view = pd.DataFrame(
     {
         "Run": runs["id"],
         "Started": pd.to_datetime(runs["started_at"], utc=True),
-        "Status": runs["status"],
-        "Trigger": runs["trigger"],
         "Sweep": runs["sweep_name"],
-        "SGLang": runs["sglang_version"],
-        "Commit": runs["sglang_commit"].fillna("").str[:10],
-        "GPU": [short_gpu(n, k) for n, k in zip(runs["gpu_name"], runs["gpu_count"], strict=True)],
         "Kind": [
             run_tag(m, t) or "measured" for m, t in zip(runs["simulated"], runs["trigger"], strict=True)
         ],
-        "kernel / flashinfer": runs["sgl_kernel_version"].fillna("?")
-        + " / "
-        + runs["flashinfer_version"].fillna("?"),
-        "Points ok": runs["points_ok"],
-        "Problems": runs["points_problem"],
+        "GPU": [short_gpu(n, k) for n, k in zip(runs["gpu_name"], runs["gpu_count"], strict=True)],
+        "SGLang": runs["sglang_version"],
+        "Status": runs["status"],
+        "Points ok": [
+            points_text(int(ok), int(n), y)
+            for ok, n, y in zip(runs["points_ok"], runs["points"], runs["sweep_yaml"], strict=True)
+        ],
         "Sweep view": ["sweep?" + urlencode({"run": int(r)}) for r in runs["id"]],
     }
 )
 st.dataframe(
     runs_view,
     hide_index=True,
+    width="stretch",
     column_config={
-        "Started": st.column_config.DatetimeColumn(format="YYYY-MM-DD HH:mm"),
-        "Sweep view": st.column_config.LinkColumn(display_text="heatmaps ↗"),
-        "Problems": st.column_config.NumberColumn(help="failed, invalid, unstable or mode_mismatch points"),
+        "Run": st.column_config.NumberColumn(width=45),
+        "Started": st.column_config.DatetimeColumn(format="MM-DD HH:mm", width=90, help="UTC"),
+        "Sweep": st.column_config.TextColumn(width=185),
+        "Kind": st.column_config.TextColumn(width=125),
+        "GPU": st.column_config.TextColumn(width=75),
+        "SGLang": st.column_config.TextColumn(width=90),
+        "Status": st.column_config.TextColumn(width=65),
+        "Points ok": st.column_config.TextColumn(
+            width=60,
+            help="ok points out of the points the sweep planned (a run cut short reads as cut), as "
+            "`specbench runs` counts them",
+        ),
+        "Sweep view": st.column_config.LinkColumn(display_text="heatmaps ↗", width=75),
     },
 )
 
@@ -154,9 +167,16 @@ else:
                 "GPU": [
                     short_gpu(n, k) for n, k in zip(problems["gpu_name"], problems["gpu_count"], strict=True)
                 ],
-                "SGLang": problems["sglang_version"],
             }
         ),
         hide_index=True,
-        column_config={"Reason": st.column_config.TextColumn(width="large")},
+        width="stretch",
+        column_config={
+            "Run": st.column_config.NumberColumn(width=45),
+            "Status": st.column_config.TextColumn(width=95),
+            "Reason": st.column_config.TextColumn(width=390),
+            "Config": st.column_config.TextColumn(width=130),
+            "Batch": st.column_config.NumberColumn(width=50),
+            "GPU": st.column_config.TextColumn(width=75),
+        },
     )

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import pandas as pd
@@ -10,15 +9,19 @@ import streamlit as st
 from sqlalchemy import inspect
 
 from analysis import md
+from analysis.labels import STAND_IN_TAG, run_tag
+from analysis.profiles import opening_pair, opening_run
+from analysis.trace_files import FoundTrace, find_trace
 from bench.profile.overlap import verdict
 from bench.profile.summary import spans_for_cycles
 from bench.profile.trace import TraceError, load_trace
 from dashboard import profile_charts
 from dashboard.components import layout, state
+from dashboard.components.filters import run_label
 from dashboard.services import data
 from db import profile_queries as pq
 
-PARAMS = (state.Param("run", "pr_run", None, int), state.Param("pair", "pr_pair", 0, int))
+PARAMS = (state.Param("run", "pr_run", None, int), state.Param("pair", "pr_pair", None, int))
 SHOWN_CYCLES = 3
 
 
@@ -32,6 +35,16 @@ def _runs(url: str) -> list[dict[str, Any]]:
 @st.cache_data(ttl=30, show_spinner=False)
 def _profiles(url: str, run_id: int) -> list[dict[str, Any]]:
     return pq.run_profiles(data.engine(url), run_id)
+
+
+@st.cache_data(ttl=300, show_spinner=False)
+def _trace(url: str, path: str | None, sha256: str | None, size: int | None) -> FoundTrace | None:
+    """The trace file on this host: as stored, next to the database or shipped in examples/ (by sha256)."""
+    return find_trace(path, sha256, size, database=url)
+
+
+def _found(url: str, prof: dict[str, Any]) -> FoundTrace | None:
+    return _trace(url, prof["path"], prof["sha256"], prof["size_bytes"])
 
 
 @st.cache_data(max_entries=16, show_spinner="Reading the trace…")
@@ -52,7 +65,13 @@ def _pair_label(p: dict[str, Any]) -> str:
 
 
 def _side(
-    col: Any, title: str, prof: dict[str, Any], x_max: float | None, rows: list[dict[str, Any]] | None
+    col: Any,
+    title: str,
+    prof: dict[str, Any],
+    x_max: float | None,
+    rows: list[dict[str, Any]] | None,
+    found: FoundTrace | None,
+    simulated: bool,
 ) -> None:
     col.markdown(f"##### {title}")
     summary = prof["summary"] or {}
@@ -60,29 +79,38 @@ def _side(
     if warning:
         col.warning(md.text(warning), icon=":material/warning:")
     if rows:
+        what = "stand-in's simulated trace" if simulated else "trace"
         col.altair_chart(
-            profile_charts.timeline(rows, f"{SHOWN_CYCLES} cycles, {title}", x_max),
+            profile_charts.timeline(rows, f"{SHOWN_CYCLES} cycles, {title} ({what})", x_max),
             width="stretch",
             height=260,
         )
+        if found is not None and found.how != "as stored":
+            col.caption(f"Trace {md.text(found.how)} (sha256 checked; captured on {md.code(prof['host'])}).")
     else:
         col.caption(
-            f"Trace not readable on this host (captured on {md.code(prof['host'])} at {md.code(prof['path'])})."
+            f"Trace not on this host: captured on {md.code(prof['host'])} at {md.code(prof['path'])}. Looked for a "
+            "file with its sha256 there, in `artifacts/` next to the database and in the traces shipped under "
+            "`examples/`; copy the capture's `artifacts/` folder next to the database to see it here."
         )
-    col.dataframe(profile_charts.figures_table(summary), hide_index=True, width="stretch")
-    path = Path(prof["path"] or "")
-    if rows and path.is_file():
+    table = profile_charts.figures_table(summary)
+    # Every row shown (the distortion row is the last, and the one that says how far to trust the rest).
+    col.dataframe(table, hide_index=True, width="stretch", height=36 * (len(table) + 1) + 2)
+    if rows and found is not None:
         col.download_button(
             f"Download {title} trace (open in Perfetto)",
-            path.read_bytes(),
-            file_name=path.name,
+            found.path.read_bytes(),
+            file_name=found.path.name,
             mime="application/gzip",
             on_click="ignore",
             key=f"pr_dl_{prof['id']}",
         )
 
 
-url = layout.page_start("Profiles", banner=False)
+url = layout.page_start(
+    "Profiles",
+    caption="v1 and v2 of one point side by side, from SGLang profiler traces captured after its windows.",
+)
 state.restore(PARAMS, "profiles")
 runs = _runs(url)
 if not runs:
@@ -92,15 +120,40 @@ if not runs:
         icon=":material/inbox:",
     )
     st.stop()
-labels = {int(r["id"]): f"#{r['id']} {r['sweep_name']} · {r['started_at']:%Y-%m-%d %H:%M}" for r in runs}
-state.ensure_choice("pr_run", list(labels))
-run_id = int(st.selectbox("Run", list(labels), key="pr_run", format_func=lambda i: labels[i]))
+by_id = {int(r["id"]): r for r in runs}
+
+
+def _pairs(run_id: int) -> list[dict[str, Any]]:
+    return pq.profile_pairs(_profiles(url, run_id))
+
+
+def _readable(prof: dict[str, Any]) -> bool:
+    return _found(url, prof) is not None
+
+
+if st.session_state.get("pr_run") not in by_id:
+    # No link says which run: open on one whose v1/v2 pair this host can draw.
+    st.session_state["pr_run"] = opening_run(runs, _pairs, _readable)
+run_id = int(st.selectbox("Run", list(by_id), key="pr_run", format_func=lambda i: run_label(by_id[i])))
+kind = run_tag(by_id[run_id]["simulated"], by_id[run_id]["trigger"])
+if kind:
+    st.info(
+        f"Run #{run_id} is **{kind}**: "
+        + (
+            "these traces come from the stand-in server, which writes a trace shaped like SGLang's from its "
+            "performance model. No GPU ran them; read the layout, not the times."
+            if kind == STAND_IN_TAG
+            else "generated by `specbench seed`, not a measurement."
+        ),
+        icon=":material/smart_toy:",
+    )
 profiles = _profiles(url, run_id)
-pairs = pq.profile_pairs(profiles)
+pairs = _pairs(run_id)
 if not pairs:
     st.info("This run has no v1/v2 pair of profiles of the same point; its profiles are listed below.")
 else:
-    state.ensure_choice("pr_pair", list(range(len(pairs))))
+    if st.session_state.get("pr_pair") not in range(len(pairs)):
+        st.session_state["pr_pair"] = opening_pair(pairs, _readable)
     i = int(
         st.selectbox(
             "Point (v1 and v2)",
@@ -112,17 +165,20 @@ else:
     pair = pairs[i]
     v1, v2 = pair["v1"], pair["v2"]
     st.success(verdict(v1["summary"], v2["summary"]), icon=":material/compare_arrows:")
-    rows1 = _timeline_rows(v1["path"], v1["sha256"]) if v1["path"] else None
-    rows2 = _timeline_rows(v2["path"], v2["sha256"]) if v2["path"] else None
+    found1, found2 = _found(url, v1), _found(url, v2)
+    rows1 = _timeline_rows(str(found1.path), v1["sha256"]) if found1 else None
+    rows2 = _timeline_rows(str(found2.path), v2["sha256"]) if found2 else None
     ends = [r["end_ms"] for rows in (rows1, rows2) if rows for r in rows]
     x_max = max(ends) if ends else None  # one time axis for both, so bar lengths compare
     left, right = st.columns(2)
-    _side(left, "v1 (non-overlap)", v1, x_max, rows1)
-    _side(right, "v2 (overlap)", v2, x_max, rows2)
+    simulated = kind == STAND_IN_TAG
+    _side(left, "v1 (non-overlap)", v1, x_max, rows1, found1, simulated)
+    _side(right, "v2 (overlap)", v2, x_max, rows2, found2, simulated)
     st.caption(
         "A cycle runs from one target-verify step to the next (draft, verify, draft extend, scheduling). "
-        "GPU idle = cycle time minus the union of kernel time. Distortion compares the profiled cycle with "
-        "TPOT × accept length of the same point measured without the profiler."
+        "GPU idle = cycle time minus the union of kernel time. Distortion: the profiled cycle against the "
+        "same point's cycle without the profiler (TPOT × accept length), e.g. ×1.32 (13.71 vs 10.37 ms); above "
+        "×1.2, compare the two sides' differences rather than their absolute times."
     )
 
 state.publish(PARAMS)

@@ -7,6 +7,7 @@ import streamlit as st
 
 from analysis import correctness, md
 from analysis.labels import STAND_IN_TAG, config_label, run_tag, short_gpu, short_workload
+from analysis.run_counts import points_of
 from analysis.sweep import sweep_grid
 from dashboard import charts
 from dashboard.components import evidence, layout, state
@@ -60,7 +61,12 @@ m = st.columns([1.6, 1.1, 0.8, 0.9, 1.1])
 m[0].metric("SGLang", md.text(info["sglang_version"] or "?"))
 m[1].metric("GPU", md.text(short_gpu(info["gpu_name"], info["gpu_count"])))
 m[2].metric("Status", md.text(info["status"]))
-m[3].metric("Points ok", f"{int((points['status'] == 'ok').sum())} / {len(points)}")
+n_ok, n_of = points_of(int((points["status"] == "ok").sum()), len(points), info["sweep_yaml"])
+m[3].metric(
+    "Points ok",
+    f"{n_ok} / {n_of}",
+    help=f"ok points out of the {n_of} the sweep planned ({len(points)} stored), as `specbench runs` counts them",
+)
 m[4].metric(
     "Started", f"{info['started_at']:%m-%d %H:%M}", help=f"{info['started_at']:%Y-%m-%d %H:%M:%S} UTC"
 )
@@ -95,11 +101,13 @@ if servers["pair_colocated"].any():
         "its partner was measured (docs/reference/paired-measurement.md)."
     )
 if len(shared):
+    most = int(shared["idle_neighbours"].max())
     st.warning(
-        f"{len(shared)} of {len(servers)} servers were measured with idle servers of this run sharing the GPU "
-        f"(parallel starts; up to {int(shared['idle_neighbours'].max())} at once). Idle SGLang servers keep CPU "
-        "cores busy, so comparisons between servers with different neighbour counts, especially at high batch "
-        "size, can be biased. Rerun with `max_parallel_starts: 1` for a clean comparison.",
+        f"**Co-started servers:** {len(shared)} of {len(servers)} servers were measured while up to {most} other "
+        "server(s) of this run sat idle beside them (`server.max_parallel_starts` > 1 starts several at once to "
+        "save start-up time). An idle SGLang scheduler still spins a host core, so these numbers, most at high "
+        "batch sizes, may read lower than a server measured alone; rerun with `max_parallel_starts: 1` before "
+        "comparing servers with different neighbour counts.",
         icon=":material/warning:",
     )
 kind = run_tag(info["simulated"], info["trigger"])

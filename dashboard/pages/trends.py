@@ -4,10 +4,13 @@ from __future__ import annotations
 
 from typing import cast
 
+import pandas as pd
 import streamlit as st
 
 from analysis import md
-from analysis.facets import annotate_catalog
+from analysis.facets import annotate_catalog, default_series
+from analysis.labels import run_tag
+from analysis.regressions import flagged
 from analysis.stats.changepoint import ChangePointParams
 from bench.catalog import direction_text, label
 from dashboard import charts
@@ -26,13 +29,22 @@ PARAMS = (
     state.Param("floor", "tr_floor", 5.0, float),
 )
 
-url = layout.page_start("Trends")
+url = layout.page_start(
+    "Trends",
+    caption="One series over time, commit or version, and the change points along its history (what "
+    "`specbench regressions` scans). To compare two runs point by point, use Compare (`specbench compare`).",
+)
 
 cat = annotate_catalog(data.catalog(url))
 first_visit = "trends" not in st.session_state.get("_url_state_restored", set())
 state.restore(PARAMS, "trends")
 if first_visit:
-    adopt_series(cat, st.query_params.get("fp"))
+    asked = st.query_params.get("fp")
+    if asked is None and not any(p.name in st.query_params for p in FACET_PARAMS):
+        # No link says which series: open on the newest flagged regression, else the longest history.
+        flagged_now = flagged(data.recent_changes(url, "output_throughput", ChangePointParams()))
+        asked = default_series(cat, flagged_now)
+    adopt_series(cat, asked)
 
 st.sidebar.header("Series")
 row = series_filters(cat)
@@ -56,13 +68,20 @@ if row is None:
     st.stop()
 
 fp = str(row["fingerprint"])
+series = data.series_points(url, fp, metric)
+kinds = sorted(
+    {run_tag(m, t) or "measured" for m, t in zip(series["simulated"], series["trigger"], strict=True)}
+    if "simulated" in series
+    else set()
+)
 st.subheader(md.text(row["label"]), anchor=False)  # no "#..." link made from a stored name
+tag = " · ".join(f"⚠ {k}" for k in kinds if k != "measured")
 st.caption(
-    f"{label(metric)} · {direction_text(metric)} · {int(row['n_points']):,} points · series {md.code(fp)} · "
+    (f"**{tag}** (not a GPU measurement) · " if tag else "")
+    + f"{label(metric)} · {direction_text(metric)} · {int(row['n_points']):,} points · series {md.code(fp)} · "
     "share this view by copying the address bar"
 )
 
-series = data.series_points(url, fp, metric)
 if series.empty or series[metric].isna().all():
     st.info(f"This series has no ok points with {label(metric)}.")
     st.stop()
@@ -92,42 +111,41 @@ if changes.empty:
         icon=":material/check_circle:",
     )
 else:
-    view = changes.assign(
-        change=changes["rel_change"] * 100,
-        before=changes["mean_before"],
-        after=changes["mean_after"],
-        commit=changes["sglang_commit"].fillna("").str[:10],
-        note=changes["note"].fillna(""),
-    )[
-        [
-            "direction",
-            "change",
-            "why",
-            "sglang_version",
-            "commit",
-            "started_at",
-            "before",
-            "after",
-            "pvalue",
-            "n_after",
-            "state",
-            "note",
-        ]
-    ]
+    view = pd.DataFrame(
+        {
+            "change": changes["direction"],
+            "Δ": changes["rel_change"] * 100,
+            "why": changes["why"],
+            "first run after": [
+                f"#{r} · {v or '?'}@{str(c or '')[:7]}"
+                for r, v, c in zip(
+                    changes["run_id"], changes["sglang_version"], changes["sglang_commit"], strict=True
+                )
+            ],
+            "before": changes["mean_before"],
+            "after": changes["mean_after"],
+            "p-value": changes["pvalue"],
+            "triage": changes["state"],
+            "note": changes["note"].fillna(""),
+        }
+    )
+    if not view["note"].str.len().any():
+        view = view.drop(columns="note")
+    # Widths add up to the page (about 800 px at 1280 px with the sidebar open).
     st.dataframe(
         view,
         hide_index=True,
+        width="stretch",
         column_config={
-            "direction": "change",
-            "sglang_version": "SGLang",
-            "why": "why (attribution)",
-            "change": st.column_config.NumberColumn("Δ", format="%+.1f%%"),
-            "started_at": st.column_config.DatetimeColumn("first run after", format="YYYY-MM-DD HH:mm"),
-            "pvalue": st.column_config.NumberColumn("p-value", format="%.1e"),
-            "before": st.column_config.NumberColumn(format="%.4g"),
-            "after": st.column_config.NumberColumn(format="%.4g"),
-            "n_after": st.column_config.NumberColumn("runs after"),
-            "state": "triage",
+            "change": st.column_config.TextColumn(width=90),
+            "Δ": st.column_config.NumberColumn(format="%+.1f%%", width=62),
+            "why": st.column_config.TextColumn("why (attribution)", width=180),
+            "first run after": st.column_config.TextColumn(width=135),
+            "before": st.column_config.NumberColumn(format="%.4g", width=65),
+            "after": st.column_config.NumberColumn(format="%.4g", width=65),
+            "p-value": st.column_config.NumberColumn(format="%.1e", width=70),
+            "triage": st.column_config.TextColumn(width=85),
+            "note": st.column_config.TextColumn(width=100),
         },
     )
     triage.triage_form(url, changes, fp, metric, key="tr_triage")

@@ -1,5 +1,6 @@
 """`specbench ci SWEEP`: the PR check. Get a baseline and a candidate run of one sweep (reuse or run), compare
-them, write the short PR comment to a file, exit non-zero on a regression.
+them, write the short PR comment to a file. Exit codes as pytest's (runners/exit_codes.py): 0 no regression,
+1 a regression, 2 a side's run failed or stopped short, or the tool could not answer.
 
 Each side is either an existing run (`--base-run` / `--head-run`: an id, uid, `latest~N`) or a label
 (`--base` / `--head`, e.g. `base-3f2a9c1`): the newest finished run of SWEEP with that label is reused, and
@@ -22,7 +23,7 @@ from bench.sweep import SweepError, load_sweep
 from db.engine import session_scope
 from db.models import Point, Run
 from runners.commands import run as run_cmd
-from runners.commands.compare import EXIT_REGRESSION, compare_report
+from runners.commands.compare import compare_result, render
 from runners.common import (
     RUN_REF_HELP,
     ConfidenceOption,
@@ -33,6 +34,7 @@ from runners.common import (
     open_db,
     resolve_run_ref,
 )
+from runners.exit_codes import ExitCode
 
 REUSABLE = ("done", "unstable", "partial")
 DEFAULT_COMMENT = Path("specbench-comment.md")
@@ -77,7 +79,8 @@ def ci(
         ),
     ] = False,
 ) -> None:
-    """Compare a PR's run against its base run; write the PR comment; exit 1 on a regression."""
+    """Compare a PR's run against its base run; write the PR comment; exit 1 on a regression, 2 when a run
+    or the tool failed."""
     if (base is None) == (base_run is None):
         fail("give the baseline as --base LABEL or --base-run RUN (one of them)")
     if not base_only and (head is None) == (head_run is None):
@@ -94,9 +97,10 @@ def ci(
     b = _side(engine, "candidate", sweep, spec.name, head, head_run, db, gpus, log_dir, progress)
     if a == b:
         fail(f"baseline and candidate are the same run ({a})")
-    text, counts = compare_report(
-        engine, a, b, format=format, metric=metric, threshold=threshold, confidence=confidence
-    )
+    result = compare_result(engine, a, b, metric=metric, threshold=threshold, confidence=confidence)
+    if result.refused is not None:
+        fail(f"runs {a} and {b} do not compare. {result.refused.text()}")
+    text, counts = render(result, format, threshold=threshold, confidence=confidence)
     comment.parent.mkdir(parents=True, exist_ok=True)
     comment.write_text(text)
     summary = ", ".join(f"{n} {v}" for v, n in counts.items() if n) or "no shared points"
@@ -108,8 +112,8 @@ def ci(
             f"({escape(', '.join(wrong))}); the PR comment says why[/]"
         )
     if counts["regression"] or wrong:
-        # A regression or a wrong path: both are findings (1 = runners.exit_codes.ExitCode.FINDING).
-        raise typer.Exit(EXIT_REGRESSION)
+        # A regression or a wrong path: both are findings.
+        raise typer.Exit(ExitCode.FINDING)
 
 
 def _wrong_configs(engine: Engine, run_id: int) -> list[str]:
@@ -163,5 +167,5 @@ def _side(
         # A run that failed the correctness gate is still compared: the PR comment says what was wrong.
     made = labelled_run(engine, sweep_name, label)
     if made is None:
-        fail(f"the {role} run of {sweep_name} (label {label!r}) did not finish", 3)
+        fail(f"the {role} run of {sweep_name} (label {label!r}) did not finish")
     return made

@@ -2,30 +2,40 @@
 
 from __future__ import annotations
 
+import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Literal
 
+import pandas as pd
 import typer
+from rich.text import Text
 from sqlalchemy import Engine
 
 from analysis import report
-from analysis.compare import comparable_pair, compare_runs, verdict_counts
+from analysis.comparability import KIND_MEANS, Refusal, refusal
+from analysis.compare import center_text, comparable_pair, compare_runs, verdict_counts
+from analysis.labels import run_tag
+from analysis.plain import missing
 from analysis.stats.compare import DEFAULT_CONFIDENCE, DEFAULT_THRESHOLD, Method
+from bench.catalog import direction_text, label
 from db import queries as q
 from runners.common import (
     RUN_REF_HELP,
     ConfidenceOption,
     DbOption,
     ThresholdOption,
+    console,
     err_console,
     fail,
     open_db_readonly,
     resolve_run_ref,
     write_output,
 )
+from runners.exit_codes import ExitCode
+from runners.tables import Column, print_table, say
 
-EXIT_REGRESSION = 1
-Format = Literal["md", "comment", "csv", "json"]
+Format = Literal["table", "md", "comment", "csv", "json"]
 
 
 def register(app: typer.Typer) -> None:
@@ -42,8 +52,14 @@ def compare(
     ] = None,
     db: DbOption = None,
     format: Annotated[
-        Format, typer.Option("--format", help="md (full), comment (short PR comment), csv or json")
-    ] = "md",
+        Format | None,
+        typer.Option(
+            "--format",
+            help="table (fits the terminal), md (full Markdown), comment (short PR comment), csv or json. "
+            "Default: table on a terminal, md when piped or written to --output.",
+            show_default=False,
+        ),
+    ] = None,
     metric: Annotated[str, typer.Option(help="Metric to compare (a points column).")] = "output_throughput",
     threshold: ThresholdOption = DEFAULT_THRESHOLD,
     confidence: ConfidenceOption = DEFAULT_CONFIDENCE,
@@ -56,13 +72,17 @@ def compare(
     ] = None,
     fail_on_regression: Annotated[
         bool,
-        typer.Option("--fail-on-regression", help=f"Exit {EXIT_REGRESSION} when any point regressed (CI)."),
+        typer.Option(
+            "--fail-on-regression", help=f"Exit {int(ExitCode.FINDING)} when any point regressed (CI)."
+        ),
     ] = False,
 ) -> None:
     """Compare two runs point by point: Δ with an interval and a verdict for every configuration.
 
     Without run arguments: the two latest comparable runs (same model and GPU class, both measured or both
-    simulated).
+    simulated). Runs that share no configuration, or a stand-in run against a GPU run, are refused (exit 2)
+    with the nearest comparison that means something. This compares two runs; `specbench regressions` looks
+    for change points along each series' history.
     """
     engine = open_db_readonly(db)
     if (baseline is None) != (candidate is None):
@@ -79,32 +99,57 @@ def compare(
         q.metric_column(metric)
     except q.QueryError as e:
         fail(str(e))
-    text, counts = compare_report(
-        engine, a, b, format=format, metric=metric, threshold=threshold, confidence=confidence, method=method
+    if format is None:
+        format = "table" if output is None and sys.stdout.isatty() else "md"
+    if format == "table" and output is not None:
+        fail("--format table is for the terminal; write md, comment, csv or json to --output")
+    result = compare_result(
+        engine, a, b, metric=metric, threshold=threshold, confidence=confidence, method=method
     )
-    if output is None:
-        typer.echo(text, nl=False)
+    if result.refused is not None:
+        fail(f"runs {a} and {b} do not compare. {result.refused.text()}")
+    counts = result.counts
+    if format == "table":
+        print_compare(result, threshold=threshold, confidence=confidence)
     else:
-        write_output(output, text)
+        text, _ = render(result, format, threshold=threshold, confidence=confidence)
+        if output is None:
+            typer.echo(text, nl=False)
+        else:
+            write_output(output, text)
     err_console.print(
         f"run {b} vs baseline {a}: " + ", ".join(f"{n} {v}" for v, n in counts.items() if n) + f" ({metric})"
     )
     if fail_on_regression and counts["regression"]:
-        raise typer.Exit(EXIT_REGRESSION)
+        raise typer.Exit(ExitCode.FINDING)
 
 
-def compare_report(
+@dataclass(frozen=True)
+class CompareResult:
+    """Candidate run `b` against baseline run `a`: the point table, both runs, and a refusal when they do
+    not compare (analysis.comparability)."""
+
+    table: pd.DataFrame
+    run_a: dict[str, object]
+    run_b: dict[str, object]
+    metric: str
+    refused: Refusal | None
+
+    @property
+    def counts(self) -> dict[str, int]:
+        return verdict_counts(self.table)
+
+
+def compare_result(
     engine: Engine,
     a: int,
     b: int,
     *,
-    format: Format = "md",
     metric: str = "output_throughput",
     threshold: float = DEFAULT_THRESHOLD,
     confidence: float = DEFAULT_CONFIDENCE,
     method: Method = "t",
-) -> tuple[str, dict[str, int]]:
-    """Run `b` against baseline `a`: the report text in `format`, and the verdict counts."""
+) -> CompareResult:
     table = compare_runs(
         q.run_points(engine, a),
         q.run_samples(engine, a, [metric]),
@@ -116,6 +161,22 @@ def compare_report(
         method=method,
     )
     run_a, run_b = q.run_info(engine, a), q.run_info(engine, b)
+    series: dict[int, set[str]] = {}
+
+    def series_of(run_id: int) -> set[str]:
+        if run_id not in series:
+            series[run_id] = set(q.fingerprints_of_runs(engine, [run_id]))
+        return series[run_id]
+
+    refused = refusal(run_a, run_b, table, q.run_choices(engine), series_of)
+    return CompareResult(table, run_a, run_b, metric, refused)
+
+
+def render(
+    result: CompareResult, format: Format, *, threshold: float, confidence: float
+) -> tuple[str, dict[str, int]]:
+    """The comparison as text in `format` (md, comment, csv or json), and the verdict counts."""
+    table, run_a, run_b, metric = result.table, result.run_a, result.run_b, result.metric
     if format in ("md", "comment"):
         text = report.to_markdown(
             table,
@@ -130,4 +191,80 @@ def compare_report(
         text = report.to_csv(table)
     else:
         text = report.to_json(table, run_a, run_b)
-    return text, verdict_counts(table)
+    return text, result.counts
+
+
+_VERDICT_STYLE = {
+    "regression": ("red", "regression"),
+    "improvement": ("green", "improvement"),
+    "no change": ("dim", "no change"),
+    "insufficient data": ("yellow", "too few data"),
+}
+
+
+def _pct(v: object) -> str:
+    return "–" if missing(v) else f"{float(v) * 100:+.1f}%"  # type: ignore[arg-type]
+
+
+def _num(v: object) -> str:
+    if missing(v):
+        return "–"
+    x = float(v)  # type: ignore[arg-type]
+    return f"{x:,.0f}" if abs(x) >= 100 else f"{x:,.2f}"
+
+
+def print_compare(result: CompareResult, *, threshold: float, confidence: float) -> None:
+    """The comparison as a terminal table (runners/tables.py): Δ, verdict and config always shown, the
+    interval, values and workload left out first on a narrow terminal."""
+    table, a, b, metric = result.table, result.run_a, result.run_b, result.metric
+    say(
+        console,
+        Text(
+            f"run {b['id']} ({b['sweep_name']}) vs baseline run {a['id']} ({a['sweep_name']}): ", style="bold"
+        )
+        + Text(f"{label(metric)}, {direction_text(metric)}"),
+    )
+    tag = run_tag(a.get("simulated"), a.get("trigger"))  # both runs hold one kind (analysis.comparability)
+    if tag:
+        say(console, f"⚠ both runs are {tag}: {KIND_MEANS[tag]}", "yellow")
+    say(console, report.counts_line(result.counts), "bold")
+    columns = [
+        Column("verdict", markup=True),
+        Column("config"),
+        Column("Δ", "right"),
+        Column(f"{confidence:.0%} interval", "right", drop=2),
+        Column("baseline", "right", drop=3),
+        Column("candidate", "right", drop=3),
+        Column("why", shrink=18, fold=True),
+    ]
+    multi_workload = table["workload"].nunique() > 1
+    multi_model = table["model"].nunique() > 1
+    if multi_workload:
+        columns.insert(2, Column("workload", drop=4, shrink=10))
+    if multi_model:
+        columns.insert(2, Column("model", drop=5, shrink=10))
+    rows = []
+    for r in table.to_dict("records"):
+        style, word = _VERDICT_STYLE.get(r["verdict"], ("white", str(r["verdict"])))
+        interval = "–" if missing(r["ci_low"]) else f"{_pct(r['ci_low'])}…{_pct(r['ci_high'])}"
+        cells = [
+            f"[{style}]{word}[/]",
+            str(r["config"]),
+            *([str(r["model"])] if multi_model else []),
+            *([str(r["workload"])] if multi_workload else []),
+            _pct(r["delta"]),
+            interval,
+            _num(r["baseline"]),
+            _num(r["candidate"]),
+            # The largest factor (the attribution lists them largest first); --format md has them all.
+            str(r.get("why") or "").split(", ")[0] or str(r.get("note") or ""),
+        ]
+        rows.append(cells)
+    print_table(console, columns, rows)
+    one = "" if multi_workload else f" Workload: {table['workload'].iloc[0]}." if not table.empty else ""
+    say(
+        console,
+        f"Δ = candidate / baseline − 1 of the repeats' {center_text(table)}s; flagged when the interval "
+        f"excludes 0 and |Δ| ≥ {threshold:.0%}.{one} Markdown: --format md; PR comment: --format comment.",
+        "dim",
+    )

@@ -28,6 +28,25 @@ for _ in range(120):
 """
 
 
+def spawn_detached(argv: list[str]) -> None:
+    """Start `argv` as a grandchild that nobody here waits for: it waits for the server and opens the page.
+
+    This process becomes Streamlit (exec below), which never reaps children it did not start; a plain child
+    would stay behind as a defunct process once it exits. So: fork, let that child start `argv` in a new
+    session and exit at once, and reap the child here; `argv` is then adopted by init, which reaps it.
+    """
+    pid = os.fork()
+    if pid == 0:  # the intermediate child
+        try:
+            os.setsid()
+            subprocess.Popen(
+                argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+            )
+        finally:
+            os._exit(0)
+    os.waitpid(pid, 0)
+
+
 def register(app: typer.Typer) -> None:
     app.command("dashboard")(dashboard)
 
@@ -109,13 +128,7 @@ def dashboard(
     argv = streamlit_argv(port, address, headless=True)
     if not headless:
         page = f"http://{'127.0.0.1' if address == '0.0.0.0' else address}:{port}"
-        subprocess.Popen(  # detached: it outlives the exec below, waits for the server, opens the page
-            [sys.executable, "-c", _OPEN_WHEN_READY, page],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            start_new_session=True,
-        )
+        spawn_detached([sys.executable, "-c", _OPEN_WHEN_READY, page])
     err_console.print(f"dashboard on http://{address}:{port} reading {redact(url)}")
     sys.stdout.flush()
     # Replace this process: Ctrl-C and the caller's SIGTERM reach Streamlit directly, with no orphan left.

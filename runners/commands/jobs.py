@@ -7,6 +7,7 @@ from typing import Annotated, Any, Literal
 
 import typer
 
+from analysis.jobs import why_waiting
 from db import queue_queries
 from runners import queue
 from runners.common import MAX_ID, DbOption, console, fail, open_db
@@ -50,10 +51,22 @@ def jobs(
     workers = queue_queries.workers(engine)
     counts = queue_queries.status_counts(engine)
     if format == "json":
+        now = queue_queries.database_now(engine)
+        for r in rows:
+            r["waits"] = (
+                why_waiting(r["requires"] or {}, r["not_before"], workers, now)
+                if r["status"] == "queued"
+                else None
+            )
         payload = {"counts": counts, "jobs": rows, "workers": workers}
         typer.echo(json.dumps(payload, default=_json_default, indent=2))
         return
     console.print(" ".join(f"{s}: [bold]{counts.get(s, 0)}[/]" for s in _STATUSES))
+    now = queue_queries.database_now(engine)
+    for r in rows:
+        r["waits"] = (
+            why_waiting(r["requires"] or {}, r["not_before"], workers, now) if r["status"] == "queued" else ""
+        )
     _jobs_table(rows)
     _workers_table(workers)
 
@@ -67,8 +80,9 @@ def _jobs_table(rows: list[dict[str, Any]]) -> None:
         Column("prio", "right", drop=4),
         Column("requires", drop=5),
         Column("attempts", "right", drop=2),
-        Column("worker", drop=1),
+        Column("worker", drop=2),
         Column("run", "right"),
+        Column("waits because", drop=1, shrink=20, fold=True),
         Column("last error", drop=6),
     ]
     cells = [
@@ -82,6 +96,7 @@ def _jobs_table(rows: list[dict[str, Any]]) -> None:
             f"{r['attempts']}/{r['max_attempts']}",
             r["worker_id"] or "",
             str(r["run_id"] or ""),
+            r.get("waits") or "",
             " ".join((r["last_error"] or "").split())[:120],
         ]
         for r in rows

@@ -14,7 +14,7 @@ from analysis.regressions import flagged, recent_changes
 from analysis.stats.changepoint import ChangePointParams
 from db import queries as q
 from runners.common import DbOption, console, fail, open_db_readonly
-from runners.tables import Column, print_table
+from runners.tables import Column, print_table, say
 
 _SPAN = re.compile(r"^([0-9]{1,7})\s*([hdw])$")
 # Ten years: older than any benchmark history, and `now - span` stays a date (99999999999999999999d did not).
@@ -57,7 +57,11 @@ def regressions(
     include_improvements: Annotated[bool, typer.Option("--include-improvements")] = False,
     include_dismissed: Annotated[bool, typer.Option("--include-dismissed")] = False,
 ) -> None:
-    """List flagged changes: where a series shifted, by how much, why (for throughput), and its triage state."""
+    """List flagged changes: where a series shifted, by how much, why (for throughput), and its triage state.
+
+    This looks for change points along each series' history (E-divisive means); `specbench compare A B`
+    compares two runs point by point instead.
+    """
     try:
         recent, context = parse_span(since), parse_span(lookback, "--lookback")
         q.metric_column(metric)
@@ -107,12 +111,19 @@ def _records(changes: pd.DataFrame) -> list[dict[str, object]]:
 def _table(changes: pd.DataFrame, metric: str, since: str) -> None:
     if changes.empty:
         console.print(f"no flagged {metric} changes in the last {since}")
+        say(
+            console,
+            "This looks for change points along each series' history; to compare two runs point by point: "
+            "specbench compare BASELINE CANDIDATE.",
+            "dim",
+        )
         return
     columns = [
+        # Δ, the run where the change starts and why are the finding: never cut, never left out.
         Column("Δ", "right", markup=True),
-        Column("series"),
-        Column("why", drop=1),
-        Column("from → to", drop=3),
+        Column("series", shrink=22, fold=True),
+        Column("why", shrink=22, fold=True),
+        Column("from → to", drop=3, shrink=16),
         Column("run", "right"),
         Column("runs after", "right", drop=4),
         Column("triage", drop=2),
@@ -132,3 +143,9 @@ def _table(changes: pd.DataFrame, metric: str, since: str) -> None:
             ]
         )
     print_table(console, columns, rows, title=f"{len(changes)} flagged change(s) in {metric}, last {since}")
+    say(
+        console,
+        "Change points along each series' history (E-divisive means; run = the first run after the change). "
+        "To compare two runs point by point: specbench compare BASELINE CANDIDATE.",
+        "dim",
+    )

@@ -16,14 +16,13 @@ from bench.correctness.prompts import why_not_checked
 from bench.host.cpu_affinity import format_cpu_list
 from bench.host.gpus import parse_gpu_list
 from bench.server.known_bugs import KNOWN_BUGS, bugs_for
-from bench.server.launcher import LaunchError, detect_sglang_version, plan_launch
-from bench.server.spec_modes import KNOWN_RELEASES
+from bench.server.launcher import LaunchError, plan_launch
 from bench.sweep import ServerGroup, SweepError, SweepSpec, expand, load_sweep
 from db import queries as q
 from db.engine import resolve_url, session_scope
 from db.migrate import open_database_readonly
 from db.models import Point, Run
-from runners import estimate
+from runners import estimate, preflight
 from runners.common import (
     MAX_WAIT_S,
     RUN_REF_HELP,
@@ -42,16 +41,16 @@ from runners.common import (
 )
 from runners.correctness import GateSummary
 from runners.dbretry import DatabaseUnavailable
+from runners.exit_codes import ExitCode
 from runners.recovery import OutagePolicy
 from runners.resume_guard import ResumeRefused, check_resume
 from runners.sweep_runner import RunOutcome, Terminated, execute_sweep
 from runners.tables import Column, print_table
 
-EXIT_FAILED = (
-    1  # no point measured (none ok or unstable), or the run could not go on (the database stayed away)
-)
-EXIT_PARTIAL = 3  # any other status named in --fail-on: partial (stopped, or some points not ok), unstable
-EXIT_WRONG = 1  # the correctness gate failed a launch: its speed was measured on a wrong path
+# A run's status named in --fail-on exits as runners/exit_codes.py says: unstable points are a finding (1: the
+# run measured, and says this host's numbers are noisy); a failed or partial run is no answer (2).
+STATUS_EXIT = {"unstable": ExitCode.FINDING, "partial": ExitCode.ERROR, "failed": ExitCode.ERROR}
+EXIT_WRONG = ExitCode.FINDING  # the correctness gate failed a launch: its speed was measured on a wrong path
 RUN_STATUSES = ("done", "unstable", "partial", "failed")
 DEFAULT_FAIL_ON = "failed,partial"
 
@@ -91,14 +90,19 @@ def run(
         typer.Option(
             "--fail-on",
             help="Run statuses that exit non-zero (comma-separated, of done, unstable, partial, failed): "
-            f"failed exits {EXIT_FAILED}, the others {EXIT_PARTIAL}. CI that also rejects noisy points: "
-            "--fail-on failed,partial,unstable.",
+            "failed and partial exit 2 (no full answer), unstable exits 1 (a finding: noisy points). CI that "
+            "also rejects noisy points: --fail-on failed,partial,unstable.",
         ),
     ] = DEFAULT_FAIL_ON,
     db_outage_limit_s: OutageOption = None,
     client_cpu_list: ClientCpusOption = None,
 ) -> None:
-    """Run a sweep against a live SGLang server (or the stand-in) and store every point."""
+    """Run a sweep against a live SGLang server (or the stand-in) and store every point.
+
+    Exit codes (runners/exit_codes.py): 0 the run is done (or its status is not in --fail-on), 1 unstable
+    points (with --fail-on unstable), 2 a failed or partial run, bad input, or SGLang missing (checked once,
+    before any server starts).
+    """
     failing = _parse_fail_on(fail_on)
     try:
         spec = load_sweep(sweep)
@@ -122,6 +126,10 @@ def run(
             )
         _dry_run(spec, groups, gpu_list, db, _dry_run_resume(spec, groups, db, resume, resume_run))
         return
+    try:
+        preflight.check(spec)
+    except preflight.PreflightError as e:
+        fail(str(e))
     engine = open_db(db)
     resume_id = resolve_run_ref(engine, resume_run) if resume_run is not None else None
     if resume and resume_id is None:
@@ -153,10 +161,7 @@ def run(
     except ResumeRefused as e:
         fail(str(e))
     except DatabaseUnavailable as e:
-        fail(
-            f"{e}; every repeat measured before it is stored; continue with: specbench run {sweep} --resume",
-            1,
-        )
+        fail(f"{e}; every repeat measured before it is stored; continue with: specbench run {sweep} --resume")
     _summary(engine, outcome, time.monotonic() - started)
     wrong = print_correctness(outcome.correctness)
     if outcome.status in ("partial", "failed") and outcome.error:
@@ -167,10 +172,10 @@ def run(
         )
     if wrong:
         # A wrong path is a finding about the code under test, even in a run that stopped short: it outranks
-        # the run's own status. 1 = runners.exit_codes.ExitCode.FINDING (branch newcomer).
+        # the run's own status.
         raise typer.Exit(EXIT_WRONG)
-    if outcome.status in failing:
-        raise typer.Exit(EXIT_FAILED if outcome.status == "failed" else EXIT_PARTIAL)
+    if outcome.status in failing and outcome.status in STATUS_EXIT:
+        raise typer.Exit(STATUS_EXIT[outcome.status])
 
 
 def _parse_fail_on(text: str) -> set[str]:
@@ -231,14 +236,17 @@ def _dry_run(
 ) -> None:
     """Each launch's real argv and environment (from the launcher's own builder) and a time estimate (of what
     is missing, for a run to resume)."""
-    version, version_note = _launch_version(spec)
-    _warn_known_bugs(spec, groups, version, version_note)
+    version, version_from = preflight.launch_version(spec)
+    _warn_known_bugs(spec, groups, version, f" ({version_from})")
     if spec.server.backend == "external":
         console.print(f"backend external: nothing is launched; points are measured on {spec.server.base_url}")
     else:
         console.print(
-            f"SGLang {version}{version_note}; --port {DRY_RUN_PORT} stands for the free port picked at launch; "
-            "env lists what specbench and the sweep set (the server also gets the host's PATH, HOME, caches)"
+            f"SGLang {version}: {version_from}; argv and env below are built for it. --port {DRY_RUN_PORT} "
+            "stands for the free port picked at launch; env lists what specbench and the sweep set (the server "
+            "also gets the host's PATH, HOME, caches)",
+            markup=False,
+            highlight=False,
         )
         if spec.measure.cpu_probe == "server":
             console.print(
@@ -246,6 +254,10 @@ def _dry_run(
                 markup=False,
                 highlight=False,
             )
+    for line in preflight.describe(spec):
+        console.print(line, markup=False, highlight=False)
+    for problem in preflight.missing_paths(spec):
+        console.print(f"[yellow]warning:[/] {escape(problem)}: every launch would fail", highlight=False)
     check = spec.measure.correctness
     if check.enabled:
         console.print(
@@ -330,18 +342,6 @@ def _warn_known_bugs(spec: SweepSpec, groups: list[ServerGroup], version: str, v
             f"passes them (docs/reference/correctness-gate.md). Use sglang >= {fixed} to measure the fixed path.",
             highlight=False,
         )
-
-
-def _launch_version(spec: SweepSpec) -> tuple[str, str]:
-    if spec.server.backend == "sim":
-        return spec.server.sim.version, " (emulated by the stand-in)"
-    if spec.server.backend == "external":
-        return "?", ""
-    try:
-        return detect_sglang_version(spec.server.python, timeout_s=120.0), " (installed)"
-    except LaunchError as e:
-        newest = ".".join(map(str, KNOWN_RELEASES[-1]))
-        return newest, f" (assumed, the newest known release: {e}; flags adapt to the installed version)"
 
 
 def _history(sweep_name: str, db: str | None) -> tuple[float | None, dict[int, float]]:

@@ -15,10 +15,10 @@ from rich.markup import escape
 from sqlalchemy import Engine
 
 from analysis import csvsafe
-from analysis.labels import none_if_nan, run_tag
+from analysis.labels import STAND_IN_TAG, none_if_nan, run_tag, short_gpu
+from analysis.run_counts import points_text
 from analysis.text import printable
 from db import queries as q
-from runners import estimate
 from runners.common import RUN_REF_HELP, DbOption, console, open_db_readonly, resolve_run_ref
 from runners.tables import Column, print_table
 
@@ -98,8 +98,7 @@ def runs(
         writer.writerows(csvsafe.record(r) for r in records)  # no cell starts a spreadsheet formula
         typer.echo(buf.getvalue(), nl=False)
     else:
-        plans = {y: estimate.planned_points(y) for y in set(frame["sweep_yaml"])}  # runs of a sweep share it
-        _table(records, [plans[y] for y in frame["sweep_yaml"]])
+        _table(records, list(frame["sweep_yaml"]))
 
 
 def _print_sweep_yaml(engine: Engine, ref: str) -> None:
@@ -150,27 +149,21 @@ def simulated_tag(record: dict[str, Any]) -> str:
     return run_tag(record["simulated"], record["trigger"]) or ""
 
 
-def _points(record: dict[str, Any], planned: int | None) -> str:
-    """ok points out of the points the run planned (a run a deadline or Ctrl-C cut short stored fewer); out of
-    the stored points where the plan is unknown (its sweep text no longer parses, or planned fewer)."""
-    of = planned if planned is not None and planned >= record["points"] else record["points"]
-    return f"{record['points_ok']}/{of}"
-
-
-def _table(records: list[dict[str, Any]], planned: list[int | None]) -> None:
+def _table(records: list[dict[str, Any]], sweeps: list[str | None]) -> None:
     if not records:
         console.print("no runs match")
         return
     columns = [
+        # The id is what every other verb takes: never cut, never left out.
         Column("id", "right"),
         Column("started (UTC)"),
-        Column("name"),
+        Column("name", shrink=14),
         Column("status", markup=True),
-        Column("gpu"),
-        Column("simulated"),
-        Column("points", "right", drop=2),
-        Column("sglang", drop=1),
-        Column("label", drop=3),
+        Column("gpu", shrink=7),
+        Column("kind"),
+        Column("points", "right", drop=1),
+        Column("sglang", drop=2),
+        Column("label", drop=3, shrink=10),
     ]
     style = {"done": "green", "running": "cyan", "unstable": "yellow", "partial": "yellow", "failed": "red"}
     rows = [
@@ -179,18 +172,19 @@ def _table(records: list[dict[str, Any]], planned: list[int | None]) -> None:
             (r["started"] or "")[:16].replace("T", " "),
             r["name"],
             f"[{style.get(r['status'], 'white')}]{escape(r['status'])}[/]",  # stored text: never markup
-            _short_gpu(r["gpu"], r["gpu_count"]),
-            simulated_tag(r),
-            _points(r, n),
+            short_gpu(r["gpu"], r["gpu_count"]) if r["gpu_count"] else "none",
+            _short_kind(r),
+            points_text(r["points_ok"], r["points"], y),
             r["sglang_version"] or "?",
             r["label"] or "",
         ]
-        for r, n in zip(records, planned, strict=True)
+        for r, y in zip(records, sweeps, strict=True)
     ]
     print_table(console, columns, rows)
 
 
-def _short_gpu(name: str | None, count: int) -> str:
-    if not name or name == "none" or count == 0:
-        return "none"
-    return f"{count}x {name.removeprefix('NVIDIA ')}"
+def _short_kind(record: dict[str, Any]) -> str:
+    """`measured`, `simulated` (the stand-in) or `synthetic` (seeded history): what the numbers are, short
+    enough for 80 columns (the JSON's `kind` has the full tag)."""
+    tag = simulated_tag(record)
+    return "measured" if not tag else ("simulated" if tag == STAND_IN_TAG else tag)

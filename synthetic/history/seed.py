@@ -15,10 +15,11 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
 import numpy as np
-from sqlalchemy import Engine
+from sqlalchemy import Engine, select
 
 from db.bulk import BulkIds, BulkWriter, delete_runs_by_trigger, fix_sequences
 from db.fingerprint import point_fingerprint
+from db.models import Run
 from db.types import uuid7
 from synthetic.history import (
     DEFAULT_SHAPE,
@@ -96,6 +97,12 @@ def seed_history(
     fix_sequences(engine)
     report.seconds = time.perf_counter() - t0
     return report
+
+
+def has_synthetic(engine: Engine) -> bool:
+    """Whether the database holds any synthetic run."""
+    with engine.connect() as c:
+        return c.execute(select(Run.id).where(Run.trigger == SYNTHETIC_TRIGGER).limit(1)).first() is not None
 
 
 def delete_synthetic(engine: Engine) -> int:

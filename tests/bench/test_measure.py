@@ -163,6 +163,40 @@ def test_judge_unstable_ttft() -> None:
     )
 
 
+def test_a_ttft_tail_the_host_explains_is_not_instability() -> None:
+    """A stand-in's TTFT is well under a millisecond: one 50 ms stall of a loaded host makes p99 10x the median.
+    When the client's own loop was held up about as long in that window, the tail is the host's."""
+    recs = [_done(i, 256, ttft=0.001) for i in range(98)] + [_done(i, 256, ttft=0.051) for i in (98, 99)]
+    m = compute_metrics(recs, 2.0)
+    assert judge(m, recs, expect_spec=True, host_stall_ms=40.0) == ("ok", None)
+    # The same tail on a host that never stalled the client by more than 2 ms: the server's doing.
+    status, reason = judge(m, recs, expect_spec=True, host_stall_ms=2.0)
+    assert status == "unstable" and reason is not None and "held the client up to 2.0 ms" in reason
+    # A GPU server's queue hiccup (seconds against tens of ms) stays unstable on a busy host too.
+    gpu = [_done(i, 256, ttft=0.056) for i in range(98)] + [_done(i, 256, ttft=9.8) for i in (98, 99)]
+    assert judge(compute_metrics(gpu, 20.0), gpu, expect_spec=True, host_stall_ms=300.0)[0] == "unstable"
+
+
+def test_loop_lag_sees_a_stall_of_the_clients_loop() -> None:
+    import asyncio
+
+    from bench.host.loop_lag import LoopLag
+
+    async def window() -> LoopLag:
+        lag = LoopLag(period_s=0.002)
+        lag.start()
+        await asyncio.sleep(0.02)
+        time.sleep(0.12)  # what a host holding the process off its CPU looks like from inside the loop
+        await asyncio.sleep(0.02)
+        await lag.stop()
+        return lag
+
+    lag = asyncio.run(window())
+    assert lag.max_ms is not None and lag.max_ms >= 100.0
+    summary = lag.summary()
+    assert summary["client_loop_ticks"] and summary["client_loop_lag_max_ms"] == lag.max_ms
+
+
 def test_judge_puts_the_worst_problem_first() -> None:
     recs = [_done(0, 255), RequestRecord(index=1, prompt_len=8, max_new_tokens=256, error="HTTP 500: boom")]
     status, reason = judge(compute_metrics(recs, 2.0), recs, expect_spec=False)

@@ -122,3 +122,49 @@ def test_heatmap_legend_can_sit_below() -> None:
     spec = charts.heatmap(grid, "speedup", "×", diverging=True, legend="bottom").to_dict()
     rect = spec["spec"]["layer"][0]
     assert rect["encoding"]["color"]["legend"]["orient"] == "bottom"
+
+
+def _colour_scale(spec: dict[str, Any]) -> dict[str, Any]:
+    scale: dict[str, Any] = spec["spec"]["layer"][0]["encoding"]["color"]["scale"]
+    return scale
+
+
+def test_heatmap_colours_keep_noise_small() -> None:
+    # Acceptance 2.50-2.53 across the grid: noise, not a finding. The scale must span far more than that,
+    # so the cells sit next to each other in colour instead of at viridis' two ends.
+    grid = _grid().dropna(subset=["steps"]).reset_index(drop=True)
+    grid["accept_length"] = 2.50 + 0.03 * (grid.index % 2)
+    lo, hi = _colour_scale(charts.heatmap(grid, "accept_length", "tokens").to_dict())["domain"]
+    assert hi - lo >= 0.1 * 2.515 - 1e-9 and lo < 2.50 and hi > 2.53
+    share = 0.03 / (hi - lo)
+    assert share < 0.15  # the two values are less than a sixth of the scale apart
+    # Real spread keeps its own range: 2.0 to 4.0 spans the scale.
+    grid["accept_length"] = 2.0 + 2.0 * (grid.index % 2)
+    assert _colour_scale(charts.heatmap(grid, "accept_length", "tokens").to_dict())["domain"] == [2.0, 4.0]
+    # Ratios within ±1% of 1 do not paint deep red or blue either.
+    grid["speedup"] = 1.0 + 0.01 * ((grid.index % 2) * 2 - 1)
+    lo, hi = _colour_scale(charts.heatmap(grid, "speedup", "×", diverging=True).to_dict())["domain"]
+    assert (lo, hi) == (0.9, 1.1)
+
+
+def test_throughput_lines_give_every_mode_its_own_stroke() -> None:
+    line, _ = _layers(charts.throughput_lines(_grid()).to_dict())
+    dash = line["encoding"]["strokeDash"]["scale"]
+    patterns = [tuple(p) for p in dash["range"]]
+    assert dash["domain"] == ["no spec", "v1 (non-overlap)", "v2 (overlap)"]
+    assert len(set(patterns)) == 3  # "no spec" and "v2" no longer share the solid line
+
+
+def test_time_axis_reads_dates_for_a_history_and_times_within_a_day() -> None:
+    series = _series(30)
+    nightly = series.assign(
+        started_at=[series["started_at"].iloc[0] + timedelta(hours=12 * i) for i in range(30)]
+    )
+    spec = charts.trend_chart(
+        charts.trend_frame(nightly, "output_throughput", "time"), "output_throughput", "time"
+    )
+    assert spec.to_dict()["layer"][0]["encoding"]["x"]["axis"]["format"] == "%b %d"
+    # One point (a first run): a padded domain and clock times, never a lone tick such as ":34".
+    one = charts.trend_frame(series.head(1), "output_throughput", "time")
+    x = charts.trend_chart(one, "output_throughput", "time").to_dict()["layer"][0]["encoding"]["x"]
+    assert x["axis"]["format"] == "%H:%M" and x["scale"]["domain"][0] < x["scale"]["domain"][1]

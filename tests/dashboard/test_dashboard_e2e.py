@@ -218,7 +218,7 @@ def test_demo_compare_and_simulated_tag_in_a_browser(demo_server: tuple[str, str
             assert page.get_by_text("share no configuration").count() == 0
             page.screenshot(path=str(tmp_path / "compare.png"))
             # The simulated tag on every page.
-            for path in ("", "trends", "sweep", "compare", "jobs"):
+            for path in ("", "trends", "sweep", "profiles", "compare", "jobs"):
                 page.goto(f"{base}/{path}")
                 page.wait_for_selector("h1")
                 expect(page.get_by_text(STAND_IN_TAG).first).to_be_visible()

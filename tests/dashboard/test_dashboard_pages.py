@@ -14,6 +14,8 @@ import pytest
 from sqlalchemy import Engine
 from streamlit.testing.v1 import AppTest
 
+from analysis.regressions import flagged, recent_changes
+from analysis.stats.changepoint import ChangePointParams
 from db import queries as q
 from db import triage
 from db.migrate import open_database
@@ -23,7 +25,14 @@ from synthetic.history.seed import seed_history
 from tests.paths import REPO_ROOT
 
 APP = str(REPO_ROOT / "dashboard" / "app.py")
-PAGES = ["pages/overview.py", "pages/trends.py", "pages/sweep.py", "pages/compare.py", "pages/jobs.py"]
+PAGES = [
+    "pages/overview.py",
+    "pages/trends.py",
+    "pages/sweep.py",
+    "pages/profiles.py",
+    "pages/compare.py",
+    "pages/jobs.py",
+]
 TIMEOUT = 60
 
 
@@ -106,12 +115,29 @@ def test_trends_restores_the_view_from_the_url(
     assert at.subheader[-1].value == "Change points"
 
 
+def test_trends_opens_on_the_newest_regression(
+    seeded_url: str, engine_of: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No link: the series of the newest flagged regression (the Overview's first), with its change drawn."""
+    at = open_page(seeded_url, "pages/trends.py", monkeypatch)
+    changes = flagged(recent_changes(engine_of, "output_throughput", ChangePointParams()))
+    assert not changes.empty  # the seeded history has regressions in its last 30 days
+    newest = changes.sort_values("started_at", ascending=False).iloc[0]
+    assert at.query_params["fp"] == newest["fingerprint"]
+    (spec,) = charts(at)
+    assert "rule" in [
+        layer["mark"]["type"] if isinstance(layer["mark"], dict) else layer["mark"] for layer in spec["layer"]
+    ]
+    assert len(chart_rows(at, 0)) >= 10
+    assert any("synthetic" in c.value for c in at.caption)  # what the numbers are, next to the chart
+
+
 def test_trends_filter_change_updates_chart_and_url(seeded_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
     at = open_page(seeded_url, "pages/trends.py", monkeypatch)
-    assert at.query_params["mode"] == "v2"  # the preferred default: a speculative series
-    at.selectbox(key="f_mode_s").set_value("v1").run()
+    other = "v1" if at.query_params["mode"] == "v2" else "v2"
+    at.selectbox(key="f_mode_s").set_value(other).run()
     assert not at.exception
-    assert at.query_params["mode"] == "v1"
+    assert at.query_params["mode"] == other
     at.selectbox(key="tr_metric").set_value("accept_length").run()
     assert not at.exception and at.query_params["metric"] == "accept_length"
     at.radio(key="tr_x").set_value("version").run()
@@ -138,8 +164,8 @@ def test_trends_triage_is_stored_and_shown(
         {"state": "acknowledged", "note": "expected: stale KV fix"}
     ]
     frames = [d.value for d in at.dataframe]
-    table = next(f for f in frames if "state" in f.columns)
-    assert "acknowledged" in set(table["state"])
+    table = next(f for f in frames if "triage" in f.columns)
+    assert "acknowledged" in set(table["triage"])
 
 
 def test_sweep(seeded_url: str, engine_of: Engine, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -223,11 +249,16 @@ def test_sweep_warns_when_servers_shared_the_gpu(tmp_path: Path, monkeypatch: py
     assert q.run_servers(eng, smoke)["idle_neighbours"].tolist() == [0, 5, 4, 3, 2, 1, 0]
     eng.dispose()
     at = open_page(url, "pages/sweep.py", monkeypatch, run=str(smoke))
-    assert any("sharing the GPU" in w.value for w in at.warning)
+    co_start = [w.value for w in at.warning if "Co-started servers" in w.value]
+    assert (
+        co_start
+        and "max_parallel_starts" in co_start[0]
+        and "idle SGLang scheduler still spins" in co_start[0]
+    )
     # Its baseline at bs 4 was unstable: the page says why that cell is missing from the charts.
     assert any("Left out: 1 unstable" in c.value for c in at.caption)
     at = open_page(url, "pages/sweep.py", monkeypatch, run=str(solo))
-    assert not any("sharing the GPU" in w.value for w in at.warning)
+    assert not any("Co-started servers" in w.value for w in at.warning)
     assert not any("Left out" in c.value for c in at.caption)
 
 
@@ -341,3 +372,23 @@ def test_sweep_says_when_a_resume_edited_the_stopping_rule(
     edited = [c.value for c in at.caption if "stopping rule" in c.value]
     assert len(edited) == 1 and "ratio\\_target\\_min\\_batch 1 → 8" in edited[0], edited
     assert "specbench runs --yaml 1" in edited[0]
+
+
+def test_point_counts_agree_between_cli_and_dashboard(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One definition (analysis.run_counts): a run cut short reads as cut everywhere, ok out of planned."""
+    from typer.testing import CliRunner
+
+    from runners.cli import app
+    from tests.fixtures.db import grid_part1
+
+    url = f"sqlite:///{grid_part1(tmp_path / 'grid.db')}"  # 10 ok points of the 52 its sweep planned
+    res = CliRunner().invoke(app, ["runs", "--db", url])
+    header, row = res.stdout.splitlines()[:2]
+    assert row[header.index("points") :].split()[0] == "10/52"
+    at = open_page(url, "pages/overview.py", monkeypatch)
+    runs_table = next(d.value for d in at.dataframe if "Points ok" in d.value.columns)
+    assert runs_table["Points ok"].tolist() == ["10/52"]
+    at = open_page(url, "pages/sweep.py", monkeypatch)
+    assert {m.label: m.value for m in at.metric}["Points ok"] == "10 / 52"

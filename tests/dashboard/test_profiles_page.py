@@ -184,3 +184,44 @@ def test_overlap_columns_for_the_v2_v1_export(profiled_url: str) -> None:
     assert row["profile_verdict"].startswith("v2 hides 0.98 ms of CPU per cycle")
     with pytest.raises(ValueError, match="batch_size and steps"):
         join_overlap(pd.DataFrame({"batch_size": [8]}), table)
+
+
+def test_shipped_h200_traces_render_from_a_fresh_clone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The H200 pair's rows name the VM's paths (/root/ev/artifacts/...); the traces ship in examples/. The page
+    finds them there by sha256 and draws the timeline by default, on a run that has a pair (not the newer
+    profile-only run), with the stand-in run's profiles marked as simulated."""
+    from typer.testing import CliRunner
+
+    from runners.cli import app
+
+    url = f"sqlite:///{tmp_path / 'demo.db'}"
+    res = CliRunner().invoke(app, ["import", str(ROOT / "examples" / "h200-v3slice-paired.db"), "--db", url])
+    assert res.exit_code == 0, res.output
+    eng = open_database(url)
+    runs = pq.runs_with_profiles(eng)
+    paired = next(r["id"] for r in runs if r["sweep_name"] == "h200-v3slice-paired")
+    assert runs[0]["sweep_name"] == "h200-v3slice-profile-cpu"  # newest, and it has no pair
+    (first, *_) = pq.profile_pairs(pq.run_profiles(eng, paired))
+    eng.dispose()
+    assert not Path(first["v1"]["path"]).exists()  # the capturing VM's path
+    at = _open(url, monkeypatch)
+    assert at.selectbox(key="pr_run").value == paired
+    charts = at.get("vega_lite_chart")
+    assert len(charts) == 2  # v1 and v2 timelines
+    shipped = [
+        c.value for c in at.caption if "shipped with specbench: examples/h200-v3slice-profiles/" in c.value
+    ]
+    assert len(shipped) == 2 and all("sha256 checked" in c for c in shipped)
+    assert not any("not on this host" in c.value for c in at.caption)
+    figures = [t.value for t in at.dataframe if "figure" in t.value.columns]
+    assert all(t["figure"].iloc[-1] == "distortion" for t in figures)
+
+
+def test_stand_in_profiles_are_marked_simulated(profiled_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    from analysis.labels import STAND_IN_TAG
+
+    at = _open(profiled_url, monkeypatch)
+    assert any(STAND_IN_TAG in i.value and "No GPU ran them" in i.value for i in at.info)
+    assert STAND_IN_TAG in at.selectbox(key="pr_run").format_func(at.selectbox(key="pr_run").value)

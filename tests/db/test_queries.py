@@ -279,3 +279,25 @@ def test_seed_and_regressions_cli(sqlite_url: str) -> None:
     with session_scope(eng) as s:
         assert s.scalar(select(func.count(Run.id))) == 4  # one round of the default shape's 4 lanes
     eng.dispose()
+
+
+def test_the_demos_seeded_history_has_a_change_with_its_cause(db_url: str) -> None:
+    """`make demo`'s seed: the small shape, written once; `regressions --since 365d` then lists a change with
+    its attribution, on SQLite and PostgreSQL."""
+    runner = CliRunner()
+    args = ["seed", "--shape", "small", "--points", "600", "--once", "--db", db_url]
+    res = runner.invoke(app, args)
+    assert res.exit_code == 0, res.output
+    eng = open_database(db_url)
+    with session_scope(eng) as s:
+        runs = s.scalar(select(func.count(Run.id)))
+    assert runs == 60  # 30 nightly rounds of the small shape's 2 lanes
+    again = runner.invoke(app, args)
+    assert again.exit_code == 0 and "already present" in again.output
+    with session_scope(eng) as s:
+        assert s.scalar(select(func.count(Run.id))) == runs
+    eng.dispose()
+    res = runner.invoke(app, ["regressions", "--db", db_url, "--since", "365d", "--format", "json"])
+    rows = json.loads(res.stdout)
+    assert rows and all(r["why"] for r in rows), rows
+    assert any("slower" in r["why"] or "acceptance" in r["why"] for r in rows)

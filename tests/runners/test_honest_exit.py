@@ -1,5 +1,5 @@
-"""A run says what happened: no ok point is `failed` (exit 1), some is `partial` (exit 3), `--fail-on` picks
-what fails CI; a job follows its run; a server that died mid-run leaves its exit code and log tail in SQL."""
+"""A run says what happened: no ok point is `failed`, some is `partial` (both exit 2: no full answer,
+runners/exit_codes.py), `--fail-on` picks what fails CI; a job follows its run; a server that died mid-run leaves its exit code and log tail in SQL."""
 
 from __future__ import annotations
 
@@ -58,7 +58,7 @@ def test_a_run_with_no_ok_point_fails_and_exits_non_zero(tmp_path: Path) -> None
     sweep.write_text(ALL_FAIL)
     url = f"sqlite:///{tmp_path / 'x.db'}"
     out = run_cli("run", str(sweep), "--db", url, "--no-progress", "--log-dir", str(tmp_path / "l"))
-    assert out.returncode == 1, out.stdout + out.stderr
+    assert out.returncode == 2, out.stdout + out.stderr
     assert "Traceback" not in out.stdout + out.stderr
     engine = open_database(url)
     with session_scope(engine) as s:
@@ -82,7 +82,7 @@ def test_a_partial_run_is_partial_and_fail_on_decides(tmp_path: Path) -> None:
     sweep.write_text(PARTIAL)
     url = f"sqlite:///{tmp_path / 'p.db'}"
     out = run_cli("run", str(sweep), "--db", url, "--no-progress", "--log-dir", str(tmp_path / "l"))
-    assert out.returncode == 3, out.stdout + out.stderr
+    assert out.returncode == 2, out.stdout + out.stderr
     engine = open_database(url)
     with session_scope(engine) as s:
         run = s.scalars(select(Run)).one()

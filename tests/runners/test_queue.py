@@ -332,3 +332,45 @@ def test_jobs_and_submit_verbs(sqlite_url: str, tmp_path: Path) -> None:
         cli.invoke(app, ["jobs", "--db", sqlite_url, "--format", "json", "--status", "canceled"]).stdout
     )
     assert [j["id"] for j in canceled["jobs"]] == [1]
+
+
+def test_an_unclaimable_job_says_why_it_waits(db_url: str, tmp_path: Path) -> None:
+    """A job that needs 8 GPUs beside a GPU-less worker: `worker --once` says why it leaves it, `jobs` says why
+    it waits (both on the real CLI, on SQLite and PostgreSQL)."""
+    from tests.queue_support import run_cli, sim_sweep
+
+    sweep = tmp_path / "big.yaml"
+    sweep.write_text(sim_sweep("needs-eight"))
+    sub = run_cli("submit", str(sweep), "--db", db_url, "--requires", "count=8")
+    assert sub.returncode == 0, sub.stderr
+    out = run_cli("worker", "--once", "--db", db_url, "--gpus", "", "--poll-interval", "0.05")
+    assert out.returncode == 0, out.stderr
+    assert (
+        "job 1 (needs-eight) waits for another worker: needs 8 GPU(s), has 0 (this worker: 0 GPU(s))"
+        in out.stderr
+    )
+    assert "no job this worker can run, exiting (--once) (1 job(s) left for other workers)" in out.stderr
+    listed = run_cli("jobs", "--db", db_url)
+    assert "waits because" in listed.stdout and "no worker is running" in listed.stdout, listed.stdout
+    doc = json.loads(run_cli("jobs", "--db", db_url, "--format", "json").stdout)
+    assert doc["jobs"][0]["waits"].startswith("no worker is running")
+
+
+def test_why_a_job_waits_reads_the_workers() -> None:
+    from datetime import UTC, datetime, timedelta
+
+    from analysis.jobs import why_waiting
+
+    now = datetime(2026, 12, 5, 12, 0, tzinfo=UTC)
+    small = {"gpu_name": "NVIDIA H100", "gpu_count": 1, "labels": [], "state": "idle", "current_job_id": None}
+    big = {**small, "gpu_count": 8}
+    assert why_waiting({"count": 8}, None, [small], now) == (
+        "no live worker can run it: needs 8 GPU(s), has 1 (the largest has 1 GPU(s))"
+    )
+    assert why_waiting({"count": 8}, None, [small, big], now) == ""
+    assert why_waiting({"count": 8}, None, [{**big, "current_job_id": 3}], now).startswith("waits for a free")
+    assert why_waiting({}, None, [{**big, "state": "lost"}], now).startswith("no worker is running")
+    assert why_waiting({}, now + timedelta(seconds=30), [big], now) == "retry backoff until 12:00:30 UTC"
+    assert why_waiting({"labels": ["fast"]}, None, [big], now).endswith(
+        "needs worker label(s) fast (the largest has 8 GPU(s))"
+    )

@@ -401,7 +401,7 @@ def test_ctrl_c_leaves_the_database_consistent(tmp_path: Path) -> None:
         time.sleep(0.2)
     os.killpg(proc.pid, signal.SIGINT)
     out, _ = proc.communicate(timeout=60)
-    assert proc.returncode == 3, out.decode(errors="replace")
+    assert proc.returncode == 2, out.decode(errors="replace")  # partial: no full answer
     with session_scope(eng) as s:
         run = s.scalars(select(Run)).one()
         assert run.status == "partial" and "interrupted" in (run.error or "")

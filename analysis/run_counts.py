@@ -1,0 +1,34 @@
+"""How many points a run has: the one definition `specbench runs`, the Overview and the Sweep page show.
+
+`ok/planned`: the run's ok points out of the points its sweep planned, so a run a deadline or Ctrl-C cut
+short reads as cut (20/52), never as complete (20/21 of what it stored). Out of the stored points only
+where the plan is unknown (an imported run's placeholder sweep, a sweep this version no longer parses).
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+from bench.sweep import SweepError, expand, parse_sweep
+
+
+@lru_cache(maxsize=256)
+def planned_points(sweep_yaml: str) -> int | None:
+    """The points a run of this sweep text plans: its expansion's points, as the runner and the dry run count
+    them. None when the text is not a sweep this version accepts."""
+    try:
+        return sum(len(g.points) for g in expand(parse_sweep(sweep_yaml)))
+    except SweepError:
+        return None
+
+
+def points_of(ok: int, stored: int, sweep_yaml: str | None) -> tuple[int, int]:
+    """(ok, out of): out of the planned points, or of the stored ones where the plan is unknown or smaller."""
+    planned = planned_points(sweep_yaml) if sweep_yaml else None
+    return ok, planned if planned is not None and planned >= stored else stored
+
+
+def points_text(ok: int, stored: int, sweep_yaml: str | None) -> str:
+    """`20/52`."""
+    have, of = points_of(ok, stored, sweep_yaml)
+    return f"{have}/{of}"

@@ -1,0 +1,116 @@
+"""Where a stored profile's trace file is on this host: the path recorded at capture, or the same file found
+next to the database or shipped in the repository, always checked by its sha256.
+
+A profile row keeps the absolute path the capturing host wrote (`/root/ev/artifacts/run-1/...` on a GPU VM).
+A database copied elsewhere, or imported from `examples/`, still names that path. The file itself may have
+travelled with it: an `artifacts/` folder next to the SQLite file, or the traces the repository ships under
+`examples/` (e.g. `examples/h200-v3slice-profiles/`). Any candidate is accepted only when its sha256 equals
+the stored one, so a file of the same name from another capture is never shown as this one.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path, PurePosixPath
+
+from sqlalchemy.engine import make_url
+
+REPOSITORY = Path(__file__).resolve().parents[1]
+SHIPPED = REPOSITORY / "examples"
+TRACE_SUFFIXES = (".json.gz", ".json")
+
+
+@dataclass(frozen=True)
+class FoundTrace:
+    path: Path
+    how: str  # "as stored" | "next to the database" | "shipped with specbench: examples/..."
+
+
+def sha256_file(path: Path) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def database_dir(url: str | None) -> Path | None:
+    """The folder of a SQLite database file; None for other databases."""
+    if not url:
+        return None
+    try:
+        u = make_url(url)
+    except Exception:  # not a URL at all: nothing to resolve against
+        return None
+    if u.get_backend_name() != "sqlite" or not u.database or u.database == ":memory:":
+        return None
+    return Path(u.database).expanduser().resolve().parent
+
+
+def _matches(path: Path, sha256: str | None, size: int | None) -> bool:
+    try:
+        if not path.is_file() or (size is not None and path.stat().st_size != size):
+            return False
+        return sha256 is None or sha256_file(path) == sha256
+    except OSError:
+        return False
+
+
+def _beside_database(stored: str, folder: Path) -> list[Path]:
+    """Where the stored file would be if its `artifacts/` tree (or the file alone) sits next to the database."""
+    parts = PurePosixPath(stored).parts
+    out = []
+    if "artifacts" in parts:
+        tail = parts[len(parts) - 1 - parts[::-1].index("artifacts") :]
+        out.append(folder.joinpath(*tail))
+    if parts:
+        out.append(folder / parts[-1])
+    return out
+
+
+@lru_cache(maxsize=8)
+def _shipped_index(root: str) -> dict[tuple[int, str], Path]:
+    """(size, sha256) -> path of every trace file shipped under `root` (a checkout's examples/)."""
+    index: dict[tuple[int, str], Path] = {}
+    base = Path(root)
+    if not base.is_dir():
+        return index
+    for path in sorted(base.rglob("*")):
+        if path.is_file() and path.name.endswith(TRACE_SUFFIXES) and ".trace." in path.name:
+            index[(path.stat().st_size, sha256_file(path))] = path
+    return index
+
+
+def find_trace(
+    stored: str | None,
+    sha256: str | None,
+    size: int | None = None,
+    *,
+    database: str | None = None,
+    shipped: Path = SHIPPED,
+) -> FoundTrace | None:
+    """The readable trace file of a profile row, or None.
+
+    Tried in order: the stored path; the same file next to the SQLite database (its `artifacts/` tree, or the
+    file alone); a trace shipped in the repository with the same size and sha256. Without a stored sha256
+    only the stored path and the database's folder are trusted (nothing can tell a shipped file apart).
+    """
+    if stored and _matches(Path(stored), sha256, size):
+        return FoundTrace(Path(stored), "as stored")
+    folder = database_dir(database)
+    if stored and folder is not None:
+        for candidate in _beside_database(stored, folder):
+            if _matches(candidate, sha256, size):
+                return FoundTrace(candidate, "next to the database")
+    if sha256 is None:
+        return None
+    for (n, digest), path in _shipped_index(str(shipped)).items():
+        if digest == sha256 and (size is None or n == size) and path.is_file():
+            try:
+                where = path.relative_to(REPOSITORY).as_posix()
+            except ValueError:
+                where = path.as_posix()
+            return FoundTrace(path, f"shipped with specbench: {where}")
+    return None

@@ -1,0 +1,143 @@
+"""Before a sweep starts a server: what every launch would repeat, checked once, and what a dry run previews.
+
+- `check(spec)`: an interpreter that is not there, SGLang not installed for it, or a local model path that
+  does not exist would fail every launch of the sweep the same way; `run` and `ci` stop here with one error
+  (exit 2) instead of one per point, and store no run.
+- `launch_version(spec)`: the SGLang release a dry run builds argv and env for: the installed one, else the
+  one specbench's `[gpu]` extra pins, and which of the two it is.
+- `missing_paths(spec)` and `describe(spec)`: the dry run's warnings and its one line each on pairing, ABBA
+  and profiling.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import re
+from pathlib import Path
+
+from bench.host.policy import HostPolicy
+from bench.server.argv import ArgvError
+from bench.server.launcher import LaunchError, detect_sglang_version
+from bench.server.spec_modes import KNOWN_RELEASES
+from bench.sweep import SweepSpec
+
+_PIN = re.compile(r"^sglang\s*==\s*([\w.+-]+)\s*;.*extra\s*==\s*['\"]gpu['\"]")
+
+
+class PreflightError(Exception):
+    """Every launch of the sweep would fail this way; the message says why and what to do."""
+
+
+def pinned_sglang() -> str | None:
+    """The SGLang release specbench's `[gpu]` extra pins (pyproject.toml), or None when not installed."""
+    try:
+        requires = importlib.metadata.requires("specbench") or []
+    except importlib.metadata.PackageNotFoundError:
+        return None
+    for req in requires:
+        m = _PIN.match(req)
+        if m:
+            return m.group(1)
+    return None
+
+
+def launch_version(spec: SweepSpec) -> tuple[str, str]:
+    """(version, where it comes from) for the argv and env a dry run shows."""
+    if spec.server.backend == "sim":
+        return spec.server.sim.version, "emulated by the stand-in"
+    if spec.server.backend == "external":
+        return "?", "whatever the external server runs"
+    try:
+        return detect_sglang_version(spec.server.python, timeout_s=120.0), "installed"
+    except (LaunchError, ArgvError):
+        pinned = pinned_sglang()
+        if pinned is not None:
+            return pinned, "not installed here, so the release specbench pins (pyproject.toml, [gpu] extra)"
+        newest = ".".join(map(str, KNOWN_RELEASES[-1]))
+        return newest, "not installed here, so the newest release specbench knows"
+
+
+def _local(path: str) -> bool:
+    """A path on this host, not a Hugging Face id (`org/name`): absolute, `~`, `./`, `../`, a dot-folder,
+    or more than one `/`."""
+    return path.startswith(("/", "~", ".")) or path.count("/") > 1
+
+
+def missing_paths(spec: SweepSpec) -> list[str]:
+    """The sweep's local paths (model, draft, workload file) that do not exist on this host."""
+    if spec.server.backend != "sglang":
+        candidates = [("workload.path", w.path) for w in spec.workloads]
+    else:
+        candidates = [
+            ("model", spec.model),
+            ("draft_model", spec.draft_model),
+            *(("workload.path", w.path) for w in spec.workloads),
+        ]
+    out = []
+    for what, value in candidates:
+        if value and _local(str(value)) and not Path(str(value)).expanduser().exists():
+            out.append(f"{what} {value!r} does not exist on this host")
+    return out
+
+
+def check(spec: SweepSpec, policy: HostPolicy | None = None) -> None:
+    """Raise PreflightError when every launch of `spec` would fail the same way on this host.
+
+    `policy` is what this host lets the sweep use (a worker's; default: the author's). Its refusals come
+    first and alone: whether a file exists is asked only of a path the policy allows."""
+    if spec.server.backend != "sglang":
+        return
+    policy = policy or HostPolicy.author()
+    refused = policy.problems(spec)
+    if refused:
+        raise PreflightError("; ".join(refused) + ". Nothing was run and no run stored.")
+    problems = [p for p in missing_paths(spec) if p.startswith(("model", "draft_model"))]
+    try:
+        detect_sglang_version(policy.interpreter(spec.server.python), timeout_s=120.0)
+    except (LaunchError, ArgvError) as e:
+        problems.insert(0, "; ".join(e.problems) if isinstance(e, ArgvError) else str(e))
+        where = "server.python" if spec.server.python else "this interpreter"
+        problems.append(
+            f"install SGLang for {where} (pip install -e '.[gpu]'), or point server.python at one that has it"
+        )
+    if problems:
+        raise PreflightError(
+            "; ".join(problems)
+            + ". No server of this sweep could start, so nothing was run and no run stored."
+        )
+
+
+def describe(spec: SweepSpec) -> list[str]:
+    """One line each on how the sweep pairs v1/v2, orders their repeats (ABBA) and profiles."""
+    lines = []
+    if spec.paired:
+        if spec.server.pair_colocate:
+            lines.append(
+                "pairing: each v1/v2 pair runs colocated, both servers up side by side on the same GPU(s), the "
+                "idle one waiting; if the second cannot start next to the first, the pair falls back to "
+                "alternating restarts (docs/reference/paired-measurement.md)"
+            )
+        else:
+            lines.append("pairing: v1/v2 pairs by alternating restarts (server.pair_colocate: false)")
+        grow = (
+            f"; measure.ratio_target {spec.measure.ratio_target:g} adds ABBA repeats up to "
+            f"{spec.max_pair_repeats} until each v2/v1 interval is within ±{spec.measure.ratio_target:.0%}"
+            if spec.measure.ratio_target is not None
+            else ""
+        )
+        lines.append(
+            f"ABBA: a pair's {spec.repeats} repeats alternate v1 v2 v2 v1 ..., so drift hits both sides alike and "
+            f"v2/v1 carries a paired interval{grow}"
+        )
+    elif {"v1", "v2"} <= set(spec.grid.spec_modes):
+        lines.append("pairing: off (measure.paired: false): v1 and v2 run one server at a time, no ABBA")
+    if spec.profile is not None:
+        p = spec.profile
+        at = "every batch size" if p.at is None else "batch " + ", ".join(map(str, p.at))
+        lines.append(
+            f"profiling: a {'+'.join(p.activities)} trace of {p.steps} steps at {at} after each point's windows "
+            "(outside them), summarised into speculative cycles with the profiler's own distortion"
+        )
+    else:
+        lines.append("profiling: none (add a `profile:` section for CPU/GPU traces of chosen points)")
+    return lines
