@@ -335,11 +335,18 @@ def _warn_known_bugs(spec: SweepSpec, groups: list[ServerGroup], version: str, v
         if bug.key not in seen:
             continue
         fixed = ".".join(map(str, bug.fixed_in))
+        # A bug measured as a crash: the launch fails, named, and the gate fails it (no speed exists for it).
+        outcome = (
+            f"measured on a GPU, such a server dies at its start-up warm-up ({bug.crash}): the launch fails, "
+            "named as this bug, and the correctness gate fails it"
+            if bug.crash is not None
+            else "their speed is a wrong path's unless the correctness gate passes them"
+        )
         err_console.print(
             f"[bold yellow]warning:[/] SGLang {escape(version)}{escape(version_note)} predates the fix of "
             f"{escape(bug.key)}: {escape(bug.summary)}. {len(seen[bug.key])} launch(es) take that path "
-            f"({escape(', '.join(seen[bug.key]))}); their speed is a wrong path's unless the correctness gate "
-            f"passes them (docs/reference/correctness-gate.md). Use sglang >= {fixed} to measure the fixed path.",
+            f"({escape(', '.join(seen[bug.key]))}); {escape(outcome)} (docs/reference/correctness-gate.md). "
+            f"Use sglang >= {fixed} to measure the fixed path.",
             highlight=False,
         )
 

@@ -277,6 +277,7 @@ def test_dry_run_warns_about_flashmla_v2_before_the_fix(tmp_path: Path) -> None:
     out = dry_run(tmp_path, "sim", ', sim: {version: "0.5.12"}')
     assert "SGLang 0.5.12 (emulated by the stand-in) predates the fix of flashmla-draft-extend-v2" in out
     assert "1 launch(es) take that path (EAGLE steps=3 topk=1 draft=4 v2)" in out
+    assert "dies at its start-up warm-up (server crashed in spec v2's draft extend)" in out  # as measured
     assert "predates the fix" not in dry_run(tmp_path, "sim", ', sim: {version: "0.5.13.post1"}')
     # A real backend: the release is the one the server's interpreter imports (here one that says 0.5.12).
     fake = tmp_path / "bin-0.5.12" / "python3"
