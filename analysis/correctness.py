@@ -80,8 +80,8 @@ def banner_md(failed: list[tuple[str, str]], whose: str = "This run") -> list[st
         return []
     lines = [
         f"> 🛑 **Correctness gate: {whose} has {len(failed)} server configuration(s) that computed wrong tokens or "
-        "acceptance.** Their speed was measured on a wrong path: it is struck through and labelled "
-        f"**{WRONG}**, not a number to quote.",
+        "acceptance, or whose server died of a known SGLang bug.** Any speed they show was measured on a wrong "
+        f"path: it is struck through and labelled **{WRONG}**, not a number to quote.",
     ]
     lines += [f"> - {md.text(name)}: {md.text(why)}" for name, why in failed]
     return [*lines, ""]
