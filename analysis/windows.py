@@ -55,7 +55,7 @@ TELEMETRY_OPTIONAL: tuple[str, ...] = (
     "host_cpu_max_busy_pct",  # the busiest single CPU (a server's scheduler loop shows as ~100)
     "host_cpu_steal_max_pct",  # the most any single CPU had stolen by the hypervisor
     "mem_clock_median_mhz",
-    "gpu_util_mean_pct",  # a slower window with an idler GPU waited for the host (bench/host/telemetry.py)
+    "gpu_util_mean_pct",  # a slower window with an idler GPU waited for the host (bench/host/telemetry/)
     "server_cpu_pct",  # the launched server's processes, percent of one core
     "server_busiest_cpu_pct",
     "cpu_probe_ms",  # the host's time for a fixed piece of Python (bench/host/cpu_probe.py): higher = slower host

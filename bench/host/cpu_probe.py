@@ -9,7 +9,7 @@ time are both kept: when both rise, the CPU was slower; when only wall time rise
 
 It runs as its own process so it never holds the client's GIL, and sleeps between probes (about 1% of one
 core at the default period). With `measure.cpu_probe: server` the runner moves it (sched_setaffinity on its
-pid, bench/host/telemetry.py) onto the CPU of the server's busiest process for each window; the child itself does
+pid, bench/host/telemetry/window.py) onto the CPU of the server's busiest process for each window; the child itself does
 not know. The child exits when its parent does (it checks each period), so a runner
 killed with -9 leaves no probe behind.
 
@@ -31,6 +31,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Iterable
+from pathlib import Path
 from typing import Any, NamedTuple
 
 from bench.host.processes import current_cpu
@@ -165,7 +166,7 @@ _loop(float(sys.argv[2]), int(sys.argv[3]))
 def child_argv(period_s: float, parent: int) -> list[str]:
     """The child's command line: with -I, which also leaves the project's root off sys.path, so it is passed
     along (the module's docstring says why)."""
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    root = str(Path(__file__).resolve().parents[2])  # the folder that holds the `bench` package
     return [sys.executable, "-I", "-c", _CHILD, root, str(period_s), str(parent)]
 
 

@@ -47,7 +47,7 @@ from bench.sweep import SIMULATE_ACC_ENV, ServerConfig, ServerSpec
 
 # The directory that holds the `bench` package: the sim's working directory, so `-m synthetic.server` imports it
 # whether or not specbench is installed.
-_PROJECT_ROOT = Path(__file__).resolve().parents[1]
+_PROJECT_ROOT = Path(__file__).resolve().parents[2]
 # Environment the sweep may not set: the spec mode and the sim settings own these.
 _OWNED_ENV_PREFIXES = ("SPECBENCH_SIM_",)
 _OWNED_ENV = frozenset({ENV_SPEC_V2})

@@ -333,3 +333,10 @@ def test_a_probe_that_reads_garbage_keeps_waiting(tmp_path: Path) -> None:
             proc.kill()
             proc.wait()
         t.join(timeout=5)
+
+
+def test_the_stand_in_starts_in_the_folder_that_holds_the_packages() -> None:
+    """Its working directory is what lets `-m synthetic.server` import this tree without an install."""
+    from bench.server import launcher
+
+    assert (launcher._PROJECT_ROOT / "synthetic" / "server" / "__main__.py").is_file()
