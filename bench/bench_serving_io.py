@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -46,6 +47,17 @@ class ResultLine:
     server: dict[str, Any] = field(default_factory=dict)  # the line's server_info, or {}
 
 
+def metrics_of(line: Mapping[str, Any]) -> dict[str, float | int]:
+    """SampleMetrics field -> value for every catalogue metric the result holds as a finite number."""
+    metrics: dict[str, float | int] = {}
+    for m in catalog.METRICS:
+        key = m.bench_serving
+        value = line.get(key) if key else None
+        if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
+            metrics[m.name] = value
+    return metrics
+
+
 def read_line(raw: str | bytes) -> ResultLine:
     try:
         line = json.loads(raw)  # bench_serving writes Infinity for request_rate inf; json reads it
@@ -53,12 +65,7 @@ def read_line(raw: str | bytes) -> ResultLine:
         raise BenchServingFormatError(f"not JSON: {exc}") from None
     if not isinstance(line, dict) or "output_throughput" not in line or "completed" not in line:
         raise BenchServingFormatError("not a bench_serving result (no output_throughput / completed)")
-    metrics: dict[str, float | int] = {}
-    for m in catalog.METRICS:
-        key = m.bench_serving
-        value = line.get(key) if key else None
-        if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
-            metrics[m.name] = value
+    metrics = metrics_of(line)
     completed = int(line["completed"])
     if completed < 1:
         raise BenchServingFormatError("a result with no completed request")

@@ -33,6 +33,8 @@ from typing import Any, Literal
 
 import aiohttp
 
+from bench import catalog
+from bench.bench_serving_io import metrics_of
 from bench.client import LoadClient
 from bench.measure import gc_paused
 from bench.metrics import compute_metrics
@@ -259,22 +261,31 @@ def write_sharegpt(path: Path, tokenizer: str, *, conversations: int, words: int
     return vocab
 
 
+# WindowResult's figures, named as in the metric catalogue, which maps them to bench_serving's keys.
+_REQUIRED = ("duration_s", "completed", "total_input_tokens", "total_output_tokens", "output_throughput")
+
+
 def parse_bench_serving(line: dict[str, Any], *, batch_size: int, position: int, source: str) -> WindowResult:
+    """One bench_serving result line as a window; its keys are read through the metric catalogue."""
+    m = metrics_of(line)
+    missing = [catalog.get(k).bench_serving for k in _REQUIRED if k not in m]
+    if missing:
+        raise CrossCheckError(f"{source}: bench_serving's result has no {', '.join(map(str, missing))}")
     return WindowResult(
         client=BENCH_SERVING,
         batch_size=batch_size,
         position=position,
-        num_prompts=int(line.get("completed", 0)),
-        duration_s=float(line["duration"]),
-        completed=int(line["completed"]),
-        total_input_tokens=int(line["total_input_tokens"]),
-        total_output_tokens=int(line["total_output_tokens"]),
-        output_throughput=float(line["output_throughput"]),
-        tpot_mean_ms=line.get("mean_tpot_ms"),
-        tpot_p50_ms=line.get("median_tpot_ms"),
-        ttft_p50_ms=line.get("median_ttft_ms"),
-        ttft_mean_ms=line.get("mean_ttft_ms"),
-        itl_mean_ms=line.get("mean_itl_ms"),
+        num_prompts=int(m["completed"]),
+        duration_s=float(m["duration_s"]),
+        completed=int(m["completed"]),
+        total_input_tokens=int(m["total_input_tokens"]),
+        total_output_tokens=int(m["total_output_tokens"]),
+        output_throughput=float(m["output_throughput"]),
+        tpot_mean_ms=m.get("tpot_mean_ms"),
+        tpot_p50_ms=m.get("tpot_p50_ms"),
+        ttft_p50_ms=m.get("ttft_p50_ms"),
+        ttft_mean_ms=m.get("ttft_mean_ms"),
+        itl_mean_ms=m.get("itl_mean_ms"),
         source=source,
     )
 

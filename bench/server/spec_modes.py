@@ -75,23 +75,26 @@ def parse_version(version: str) -> tuple[int, ...]:
     return tuple(int(x) for x in m.group(1).split("."))
 
 
-def _release3(version: str) -> tuple[int, int, int]:
+def release3(version: str) -> tuple[int, int, int]:
+    """The first three release numbers, the level at which SGLang's rules change: '0.5.13.post1' -> (0, 5, 13)."""
     r = (*parse_version(version), 0, 0, 0)
     return (r[0], r[1], r[2])
 
 
-KNOWN_RELEASES: tuple[tuple[int, int, int], ...] = tuple(sorted({_release3(v) for v in RELEASES}))
+KNOWN_RELEASES: tuple[tuple[int, int, int], ...] = tuple(sorted({release3(v) for v in RELEASES}))
+OLDEST_RELEASE = min(RELEASES, key=release3)
+NEWEST_RELEASE = max(RELEASES, key=release3)
 
 
 def rule_note(version: str) -> str | None:
     """Why a version's rules are assumed rather than read from its source; None for the known releases."""
-    r = _release3(version)
+    r = release3(version)
     if r in KNOWN_RELEASES:
         return None
     if r < KNOWN_RELEASES[0]:
-        return f"{version} predates 0.5.12; 0.5.12's rules assumed"
+        return f"{version} predates {OLDEST_RELEASE}; {OLDEST_RELEASE}'s rules assumed"
     if r > KNOWN_RELEASES[-1]:
-        return f"{version} is newer than 0.5.23; 0.5.23's rules assumed"
+        return f"{version} is newer than {NEWEST_RELEASE}; {NEWEST_RELEASE}'s rules assumed"
     below = ".".join(map(str, max(k for k in KNOWN_RELEASES if k < r)))
     above = ".".join(map(str, min(k for k in KNOWN_RELEASES if k > r)))
     return f"{version} lies between {below} and {above}; the rules both share are assumed"
@@ -99,7 +102,7 @@ def rule_note(version: str) -> str | None:
 
 def env_var_status(version: str) -> Literal["honoured", "removed_warns", "ignored"]:
     """What the release does with SGLANG_ENABLE_SPEC_V2."""
-    r = _release3(version)
+    r = release3(version)
     if r < _ENV_REMOVED:
         return "honoured"
     # 0.5.14 and 0.5.15 print the removal warning; 0.5.23 no longer does. 0.5.16-0.5.22 were not read.
@@ -135,7 +138,7 @@ def known_fallback(
     """
     if mode != "v2" or algorithm is None or algorithm.upper() not in EAGLE_FAMILY:
         return None
-    if _release3(version) < _FIRST_ALWAYS_V2 and topk is not None and topk > 1:
+    if release3(version) < _FIRST_ALWAYS_V2 and topk is not None and topk > 1:
         return (
             f"SGLang {version} forces spec v1 for an explicit --speculative-eagle-topk > 1 "
             "('spec v2 currently only supports topk = 1')"
@@ -193,7 +196,7 @@ def _worker(version: str, algorithm: str, mode: SpecMode, multi_layer: bool) -> 
     if algorithm not in EAGLE_FAMILY:
         return f"{algorithm} worker"
     base = "Standalone" if algorithm == "STANDALONE" else "MultiLayerEagle" if multi_layer else "EAGLE"
-    v2_class = _release3(version) >= _FIRST_ALWAYS_V2 or mode == "v2"
+    v2_class = release3(version) >= _FIRST_ALWAYS_V2 or mode == "v2"
     return f"{base}WorkerV2" if v2_class else f"{base}Worker"
 
 
@@ -265,7 +268,7 @@ def resolve_mode(version: str, server_info: dict[str, Any], log_text: str | None
 
     worker = _worker(version, algorithm, mode, multi_layer)
     if mode == "v1":
-        kind = "non-overlap" if _release3(version) < _FIRST_ALWAYS_V2 else "synchronous"
+        kind = "non-overlap" if release3(version) < _FIRST_ALWAYS_V2 else "synchronous"
     else:
         kind = "overlap"
     detail = f"{mode}: {kind} {worker} ({suffix})"

@@ -16,7 +16,7 @@ from bench.host import reaper
 from bench.host.cpu_affinity import format_cpu_list
 from bench.host.gpus import parse_gpu_list
 from bench.server.launcher import LaunchError, detect_sglang_version, plan_launch
-from bench.server.spec_modes import KNOWN_RELEASES
+from bench.server.spec_modes import NEWEST_RELEASE
 from bench.sweep import ServerGroup, SweepError, SweepSpec, expand, load_sweep
 from db import queries as q
 from db.engine import resolve_url, session_scope
@@ -281,8 +281,10 @@ def _launch_version(spec: SweepSpec) -> tuple[str, str]:
     try:
         return detect_sglang_version(spec.server.python, timeout_s=120.0), " (installed)"
     except LaunchError as e:
-        newest = ".".join(map(str, KNOWN_RELEASES[-1]))
-        return newest, f" (assumed, the newest known release: {e}; flags adapt to the installed version)"
+        return (
+            NEWEST_RELEASE,
+            f" (assumed, the newest known release: {e}; flags adapt to the installed version)",
+        )
 
 
 def _history(sweep_name: str, db: str | None) -> tuple[float | None, dict[int, float]]:

@@ -25,10 +25,13 @@ from bench.crosscheck import (
     BENCH_SERVING,
     SPECBENCH,
     Comparison,
+    CrossCheckError,
     Side,
     WindowResult,
+    last_jsonl_line,
     metrics_page,
     order,
+    parse_bench_serving,
     prompt_tokens_from_metrics,
     write_sharegpt,
 )
@@ -256,3 +259,25 @@ def test_metrics_page_is_read_when_the_server_gzips_it(model_dir: Path, sim_serv
     assert encoding == "gzip"  # the stand-in behaves like prometheus_client here
     assert page is not None
     assert prompt_tokens_from_metrics(page) == 4 * 32
+
+
+def test_bench_serving_results_read_through_the_catalogue_as_the_gpu_run_stored_them() -> None:
+    """The H200 cross-check's bench_serving files parse into the windows that run stored (its crosscheck.json),
+    and a result without a figure the comparison needs is refused by name."""
+    folder = REPO_ROOT / "examples" / "h200-v3slice-crosscheck"
+    stored = [w for c in json.loads((folder / "crosscheck.json").read_text()) for w in c["windows"]]
+    from_files = [w for w in stored if w["client"] == BENCH_SERVING]
+    assert len(from_files) == 4
+    for want in from_files:
+        path = folder / Path(want["source"]).name
+        got = parse_bench_serving(
+            last_jsonl_line(path),
+            batch_size=want["batch_size"],
+            position=want["position"],
+            source=want["source"],
+        )
+        assert {k: v for k, v in vars(got).items() if k in want} == want
+    line = last_jsonl_line(folder / "bench_serving-bs8-2.jsonl")
+    del line["duration"]
+    with pytest.raises(CrossCheckError, match="duration"):
+        parse_bench_serving(line, batch_size=8, position=1, source="x.jsonl")
