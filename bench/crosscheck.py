@@ -26,7 +26,7 @@ import random
 import resource
 import subprocess
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -99,6 +99,39 @@ class WindowResult:
     # CPU seconds the client itself spent on the window (user + system). On a host whose server is bound by
     # its scheduler's CPU, a busier client can slow the server it measures; this shows whether it does.
     client_cpu_s: float | None = None
+
+    @classmethod
+    def of(
+        cls,
+        client: Side,
+        batch_size: int,
+        position: int,
+        num_prompts: int,
+        figures: Mapping[str, Any],
+        *,
+        source: str | None = None,
+        client_cpu_s: float | None = None,
+    ) -> WindowResult:
+        """A window from its figures by their catalogue names (the fields of SampleMetrics, which
+        bench_serving's keys map onto through the catalogue)."""
+        return cls(
+            client=client,
+            batch_size=batch_size,
+            position=position,
+            num_prompts=num_prompts,
+            duration_s=float(figures["duration_s"]),
+            completed=int(figures["completed"]),
+            total_input_tokens=int(figures["total_input_tokens"]),
+            total_output_tokens=int(figures["total_output_tokens"]),
+            output_throughput=float(figures["output_throughput"]),
+            tpot_mean_ms=figures.get("tpot_mean_ms"),
+            tpot_p50_ms=figures.get("tpot_p50_ms"),
+            ttft_p50_ms=figures.get("ttft_p50_ms"),
+            ttft_mean_ms=figures.get("ttft_mean_ms"),
+            itl_mean_ms=figures.get("itl_mean_ms"),
+            source=source,
+            client_cpu_s=client_cpu_s,
+        )
 
 
 @dataclass
@@ -271,23 +304,7 @@ def parse_bench_serving(line: dict[str, Any], *, batch_size: int, position: int,
     missing = [catalog.get(k).bench_serving for k in _REQUIRED if k not in m]
     if missing:
         raise CrossCheckError(f"{source}: bench_serving's result has no {', '.join(map(str, missing))}")
-    return WindowResult(
-        client=BENCH_SERVING,
-        batch_size=batch_size,
-        position=position,
-        num_prompts=int(m["completed"]),
-        duration_s=float(m["duration_s"]),
-        completed=int(m["completed"]),
-        total_input_tokens=int(m["total_input_tokens"]),
-        total_output_tokens=int(m["total_output_tokens"]),
-        output_throughput=float(m["output_throughput"]),
-        tpot_mean_ms=m.get("tpot_mean_ms"),
-        tpot_p50_ms=m.get("tpot_p50_ms"),
-        ttft_p50_ms=m.get("ttft_p50_ms"),
-        ttft_mean_ms=m.get("ttft_mean_ms"),
-        itl_mean_ms=m.get("itl_mean_ms"),
-        source=source,
-    )
+    return WindowResult.of(BENCH_SERVING, batch_size, position, int(m["completed"]), m, source=source)
 
 
 def last_jsonl_line(path: Path) -> dict[str, Any]:
@@ -432,23 +449,7 @@ class CrossCheck:
         m = compute_metrics(records, duration)
         if m.completed == 0:
             raise CrossCheckError(f"specbench window at batch size {bs}: every request failed")
-        return WindowResult(
-            client=SPECBENCH,
-            batch_size=bs,
-            position=pos,
-            num_prompts=len(prompts),
-            duration_s=m.duration_s,
-            completed=m.completed,
-            total_input_tokens=m.total_input_tokens,
-            total_output_tokens=m.total_output_tokens,
-            output_throughput=m.output_throughput,
-            tpot_mean_ms=m.tpot_mean_ms,
-            tpot_p50_ms=m.tpot_p50_ms,
-            ttft_p50_ms=m.ttft_p50_ms,
-            ttft_mean_ms=m.ttft_mean_ms,
-            itl_mean_ms=m.itl_mean_ms,
-            client_cpu_s=cpu_s,
-        )
+        return WindowResult.of(SPECBENCH, bs, pos, len(prompts), asdict(m), client_cpu_s=cpu_s)
 
     def _bench_serving_window(self, bs: int, n: int, pos: int) -> WindowResult:
         cfg = self.cfg
