@@ -10,7 +10,7 @@ repeat of one point); every status is listed, a failed or throttled window with 
 coefficient of variation (sample standard deviation over mean) of their output throughput. `drivers` says what
 moved with throughput across those windows: the Pearson correlation with each recorded context column (on the
 H200 the speculative windows' throughput followed GPU power at r = 0.99 and the hypervisor's steal at -0.26 to
--0.63 while the SM clock did not move: docs/results/2026-12-04-h200-v3-slice.md, run 4). A correlation is a lead, not a cause.
+-0.63 while the SM clock did not move: docs/results/2026-12-04-h200-v3-slice-grid-part1.md). A correlation is a lead, not a cause.
 """
 
 from __future__ import annotations

@@ -146,7 +146,7 @@ class WorkloadSpec(Strict):
 class WarmupSpec(Strict):
     waves: int = Field(1, ge=1, le=100)
     # A server's first point after its start keeps warming up (whole waves) until this long has passed: the
-    # first windows after an H200 start read 15-20% slow with one wave (docs/results/2026-12-04-h200-v3-slice.md). None = by
+    # first windows after an H200 start read 15-20% slow with one wave (docs/results/2026-12-04-h200-v3-slice-intervals.md). None = by
     # backend: the GPU's min_window_s for servers specbench starts, 0 for the stand-in and external servers.
     after_start_s: float | None = Field(None, ge=0.0, le=3600.0)
 

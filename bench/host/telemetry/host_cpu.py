@@ -1,6 +1,6 @@
 """The host's CPUs over a window: load, busy and stolen shares, and CPU pressure, from counters at its ends.
 
-A speculative cycle on a small model per GPU is bound by the host CPU (docs/results/2026-12-03-h200-v3-slice-paired.md:
+A speculative cycle on a small model per GPU is bound by the host CPU (docs/results/2026-12-03-h200-v3-slice-profiles.md:
 the GPU idles half of each cycle), so the host matters as much as the GPU. Each window records, from counters
 read at its start and end: the share of all host CPUs that was busy and that the hypervisor stole
 (`/proc/stat`), the busiest single CPU and the most any one CPU had stolen, and the share of the window in
