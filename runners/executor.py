@@ -1,7 +1,9 @@
 """One run in progress: launching a sweep's servers, recording them, measuring their points, storing repeats.
 
-`runners.sweep_runner.execute_sweep` drives it through the sweep's steps; `pair_runner` (v1/v2 pairs) and
-`run_checks` (the drift check) use the same steps. Every write is one transaction retried through a
+`runners.sweep_runner.execute_sweep` drives it through the sweep's steps; `pair_runner` (v1/v2 pairs),
+`pair_target` (extra pairs until the interval is narrow) and `run_checks` (the drift check) compose the same
+public steps: check_stop, pending_repeats, launch / start_server, record_server / record_launch_failure,
+measure_plan, server_ended, point_done and write. Every write is one transaction retried through a
 database outage (`dbretry`), so a measured repeat waits in memory until it is stored.
 """
 
@@ -11,19 +13,21 @@ import asyncio
 import functools
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
-from rich.progress import Progress
+from rich.progress import Progress, TaskID
 from sqlalchemy import Engine
+from sqlalchemy.orm import Session
 
 from bench.client import LoadClient
 from bench.host import cpu_affinity
 from bench.host.telemetry import TelemetrySource
 from bench.measure import Window, WindowSettings, measure_windows
 from bench.provenance import collect_provenance
+from bench.results import SampleResult
 from bench.server.launcher import LaunchedServer, LaunchError, launch
 from bench.sweep import PointPlan, ServerConfig, ServerGroup, SweepSpec
 from bench.workload import build_prompts
@@ -31,6 +35,8 @@ from db.models import Run, ServerInstance
 from db.types import utcnow
 from runners import dbretry, profiling, store
 from runners.recovery import OutagePolicy
+
+T = TypeVar("T")
 
 
 class Stopped(Exception):
@@ -61,7 +67,7 @@ class SweepExecutor:
         self.outage = outage
         self.gpus, self.deadline, self.stop, self.log_dir = gpus, deadline, stop, log_dir
         self.progress: Progress | None = None
-        self.task: Any = None
+        self.task: TaskID | None = None
         self.launches = 0
         self.points_stored = 0
         self.points_measured = 0
@@ -84,19 +90,42 @@ class SweepExecutor:
         self.colocate_failed = False
         self.telemetry = TelemetrySource(gpus, enabled=spec.server.backend != "external")
 
-    def _check_stop(self) -> None:
+    def check_stop(self) -> None:
+        """Raise Stopped when a stop was requested (SIGTERM) or the deadline passed; called between windows."""
         if self.stop is not None and self.stop.is_set():
             raise Stopped("stop requested (SIGTERM); finished the current point")
         if self.deadline is not None and time.monotonic() >= self.deadline:
             raise Stopped("deadline reached; finished the current point", deadline=True)
 
-    def _advance(self, description: str | None = None) -> None:
-        if self.progress is not None:
+    def show_progress(self, progress: Progress, task: TaskID) -> None:
+        """Report the run's progress on `progress`'s `task` (one tick per point)."""
+        self.progress, self.task = progress, task
+
+    def advance(self, description: str | None = None) -> None:
+        """One point fewer to go (measured, failed or already stored)."""
+        if self.progress is not None and self.task is not None:
             self.progress.update(self.task, advance=1, description=description or "")
 
-    def _pending(self, plan: PointPlan) -> list[int]:
+    def pending_repeats(self, plan: PointPlan) -> list[int]:
+        """The planned repeats of `plan` not stored yet (a resumed run skips the stored ones)."""
         have = self.done.get(plan.key(), set())
         return [r for r in range(plan.repeats) if r not in have]
+
+    def launch(self, group: ServerGroup) -> LaunchedServer | LaunchError:
+        """Start one server config alone (a pair's side, a restart block), counted as a launch."""
+        self.describe(f"launching {group.server.label()}")
+        self.launches += 1
+        return self.start_server(group.server)
+
+    def point_done(self) -> None:
+        """A point's last planned repeat is stored (or it was given up): count it, move the progress bar."""
+        self.points_stored += 1
+        self.advance()
+
+    def describe(self, description: str) -> None:
+        """What the progress line says the run is doing now."""
+        if self.progress is not None and self.task is not None:
+            self.progress.update(self.task, description=description)
 
     def run_batch(self, groups: list[ServerGroup]) -> None:
         """Start the servers of `groups` together, then measure them one at a time.
@@ -107,25 +136,23 @@ class SweepExecutor:
         """
         pending: list[tuple[ServerGroup, list[PointPlan]]] = []
         for group in groups:
-            todo = [p for p in group.points if self._pending(p)]
+            todo = [p for p in group.points if self.pending_repeats(p)]
             for _ in range(len(group.points) - len(todo)):
-                self._advance()
+                self.advance()
             if todo:
                 pending.append((group, todo))
         if not pending:
             return
-        self._check_stop()
-        if self.progress is not None:
-            names = ", ".join(g.server.label() for g, _ in pending)
-            self.progress.update(self.task, description=f"launching {names}")
+        self.check_stop()
+        self.describe(f"launching {', '.join(g.server.label() for g, _ in pending)}")
         self.launches += len(pending)
         with ThreadPoolExecutor(max_workers=len(pending)) as pool:
-            futures = [pool.submit(self._start, g.server) for g, _ in pending]
+            futures = [pool.submit(self.start_server, g.server) for g, _ in pending]
             started = [f.result() for f in futures]
         try:
             for i, ((group, todo), server) in enumerate(zip(pending, started, strict=True)):
                 if isinstance(server, LaunchError):
-                    self._record_launch_failure(group, todo, server)
+                    self.record_launch_failure(group, todo, server)
                     continue
                 try:
                     self._measure_on(group, todo, server, co_resident=len(pending) - 1 - i)
@@ -136,67 +163,73 @@ class SweepExecutor:
                 if isinstance(server, LaunchedServer):
                     server.stop()
 
-    def _start(self, cfg: ServerConfig) -> LaunchedServer | LaunchError:
+    def start_server(self, cfg: ServerConfig) -> LaunchedServer | LaunchError:
+        """Start `cfg` (not counted as a launch: the drift check's restart, or `launch`'s own start)."""
         try:
             return launch(self.spec.server, cfg, log_dir=self.log_dir, gpus=self.gpus)
         except LaunchError as e:
             return e
 
-    def _write(self, fn: Any, what: str) -> Any:
+    def write(self, fn: Callable[[Session], T], what: str) -> T:
         """One transaction, retried through a database outage (a measured repeat waits in memory meanwhile)."""
         return dbretry.in_session(self.engine, fn, what=what, policy=self.outage)
 
-    def _record_launch_failure(self, group: ServerGroup, todo: list[PointPlan], err: LaunchError) -> None:
-        def write(s: Any) -> None:
+    def record_launch_failure(self, group: ServerGroup, todo: list[PointPlan], err: LaunchError) -> None:
+        """A server row saying why `group`'s server did not start, and each of `todo` failed with it."""
+
+        def write(s: Session) -> None:
             run = s.get(Run, self.run_id)
             assert run is not None
-            si = store.record_server(
+            row = store.record_server(
                 s, run, group.server, status="failed", error=str(err), log_path=_str_or_none(err.log_path)
             )
-            si.exit_code, si.log_tail = err.exit_code, err.log_tail or None
+            row.exit_code, row.log_tail = err.exit_code, err.log_tail or None
             for plan in todo:
-                store.fail_point(s, run, plan, si.id, f"server failed to start: {_first_line(str(err))}")
+                store.fail_point(s, run, plan, row.id, f"server failed to start: {_first_line(str(err))}")
 
-        self._write(write, "recording a failed launch")
+        self.write(write, "recording a failed launch")
         for _ in todo:
-            self._advance()
+            self.advance()
 
     def _measure_on(
         self, group: ServerGroup, todo: list[PointPlan], server: LaunchedServer, co_resident: int
     ) -> None:
-        si_id = self._record_server(group.server, server, co_resident)
+        server_row_id = self.record_server(group.server, server, co_resident)
         try:
-            asyncio.run(self._measure_group(todo, server, si_id, group.server.label()))
+            asyncio.run(self._measure_group(todo, server, server_row_id, group.server.label()))
         finally:
-            self.server_ended(si_id, server)
+            self.server_ended(server_row_id, server)
 
-    def server_ended(self, si_id: int, server: LaunchedServer) -> None:
+    def server_ended(self, server_row_id: int, server: LaunchedServer) -> None:
         """Close the server's row: `stopped`, or `crashed` with its exit code and log tail."""
         # Read before stop(): an exit code now means the server died under us, not by our teardown.
         exit_code = server.exit_code
 
-        def close(s: Any) -> None:
-            si = s.get(ServerInstance, si_id)
-            if si is None or si.status != "ok":
+        def close(s: Session) -> None:
+            row = s.get(ServerInstance, server_row_id)
+            if row is None or row.status != "ok":
                 return
-            si.stopped_at = utcnow()
+            row.stopped_at = utcnow()
             if exit_code is None:
-                si.status = "stopped"
+                row.status = "stopped"
                 return
             # The log file stays on this host; the database keeps what a reader elsewhere needs.
-            si.status, si.exit_code, si.log_tail = "crashed", exit_code, server.log_tail()
-            si.error = f"server exited with code {exit_code} while it was measured"
+            row.status, row.exit_code, row.log_tail = "crashed", exit_code, server.log_tail()
+            row.error = f"server exited with code {exit_code} while it was measured"
 
-        self._write(close, "recording the server's end")
+        self.write(close, "recording the server's end")
 
-    def _record_server(
+    def record_server(
         self,
         cfg: ServerConfig,
         server: LaunchedServer,
         co_resident: int,
         extra_env: dict[str, str] | None = None,
     ) -> int:
-        def write(s: Any) -> int:
+        """The server's row (what was asked, what it resolved, argv, env, version); returns its id.
+        `co_resident`: idle servers sharing the GPU while it is measured; `extra_env`: notes on the row."""
+
+        def write(s: Session) -> int:
             run = s.get(Run, self.run_id)
             assert run is not None
             if run.provenance.get("server_version") is None:
@@ -204,7 +237,7 @@ class SweepExecutor:
                 prov = run_provenance(self.spec, server.server_info, self.gpus)
                 prov["server_version"] = server.version
                 store.apply_provenance(run, prov)
-            si = store.record_server(
+            row = store.record_server(
                 s,
                 run,
                 cfg,
@@ -219,25 +252,27 @@ class SweepExecutor:
                 startup_s=server.startup_s,
             )
             # Idle servers sharing the GPU while this one was measured (max_parallel_starts > 1).
-            si.env = {**si.env, "specbench.co_resident_idle_servers": str(co_resident), **(extra_env or {})}
+            row.env = {**row.env, "specbench.co_resident_idle_servers": str(co_resident), **(extra_env or {})}
             if server.cpu_affinity is not None:  # the CPUs its threads were pinned to and read back on
-                si.env = {**si.env, "specbench.cpu_affinity": list(server.cpu_affinity)}
-            return int(si.id)
+                row.env = {**row.env, "specbench.cpu_affinity": list(server.cpu_affinity)}
+            return int(row.id)
 
-        return int(self._write(write, "recording the server"))
+        return int(self.write(write, "recording the server"))
 
     async def _measure_group(
-        self, todo: list[PointPlan], server: LaunchedServer, si_id: int, label: str
+        self, todo: list[PointPlan], server: LaunchedServer, server_row_id: int, label: str
     ) -> None:
         async with LoadClient(server.base_url) as client:
             for plan in todo:
-                self._check_stop()
-                if self.progress is not None:
-                    self.progress.update(self.task, description=f"{label} bs={plan.batch_size}")
-                await self.measure_plan(client, plan, server, si_id, self._pending(plan), warmup=True)
-                await profiling.profile_point(self.engine, self.spec, plan, client, self.run_id, si_id)
-                self.points_stored += 1
-                self._advance()
+                self.check_stop()
+                self.describe(f"{label} bs={plan.batch_size}")
+                await self.measure_plan(
+                    client, plan, server, server_row_id, self.pending_repeats(plan), warmup=True
+                )
+                await profiling.profile_point(
+                    self.engine, self.spec, plan, client, self.run_id, server_row_id
+                )
+                self.point_done()
 
     def window_settings(
         self,
@@ -273,7 +308,7 @@ class SweepExecutor:
         client: LoadClient,
         plan: PointPlan,
         server: LaunchedServer,
-        si_id: int,
+        server_row_id: int,
         repeats: list[int],
         *,
         warmup: bool,
@@ -282,9 +317,9 @@ class SweepExecutor:
         if not repeats:
             return
         prompts = build_prompts(plan.workload, plan.num_prompts)
-        after_start = warmup and si_id not in self.warmed_servers
+        after_start = warmup and server_row_id not in self.warmed_servers
         if after_start:
-            self.warmed_servers.add(si_id)
+            self.warmed_servers.add(server_row_id)
         settings = self.window_settings(
             plan,
             warmup=warmup,
@@ -297,7 +332,7 @@ class SweepExecutor:
         async for sample, win in measure_windows(client, prompts, repeats, settings):
             if sample.metrics is not None:
                 window += sample.metrics.duration_s
-            self._store(plan, sample, si_id, server.spec_mode_resolved, win)
+            self._store(plan, sample, server_row_id, server.spec_mode_resolved, win)
             if self.reference is None and sample.metrics is not None:
                 self.reference = plan
             if self.pair_reference is None and sample.metrics is not None:
@@ -307,17 +342,22 @@ class SweepExecutor:
         self.overhead_total += max(time.perf_counter() - t_point - window, 0.0)
 
     def _store(
-        self, plan: PointPlan, sample: Any, si_id: int, spec_mode_resolved: str | None, window: Window
+        self,
+        plan: PointPlan,
+        sample: SampleResult,
+        server_row_id: int,
+        spec_mode_resolved: str | None,
+        window: Window,
     ) -> None:
         """One repeat as one transaction (sample, requests, point refresh), idempotent on (point, repeat): a
         retry after a connection lost mid-commit finds the repeat stored and adds nothing."""
         order = self.order_index
         self.order_index += 1
 
-        def write(s: Any) -> None:
+        def write(s: Session) -> None:
             run = s.get(Run, self.run_id)
             assert run is not None
-            point = store.get_or_create_point(s, run, plan, si_id)
+            point = store.get_or_create_point(s, run, plan, server_row_id)
             store.store_sample(
                 s,
                 point,
@@ -326,10 +366,10 @@ class SweepExecutor:
                 window=window,
                 order_index=order,
                 invocation=self.first_order_index,
-                server_instance_id=si_id,
+                server_instance_id=server_row_id,
             )
 
-        self._write(write, f"storing {plan.key()} repeat {sample.repeat}")
+        self.write(write, f"storing {plan.key()} repeat {sample.repeat}")
         if sample.status != "failed":
             self.done.setdefault(plan.key(), set()).add(sample.repeat)
 

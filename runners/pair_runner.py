@@ -9,169 +9,146 @@ recorded on a server row and the pair falls back to alternating restarts in the 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+
+from sqlalchemy.orm import Session
 
 from bench.client import LoadClient
-from bench.pairing import Pair, Side, abba_order, abba_sides, pair_units, restart_blocks
+from bench.pairing import Pair, Side, abba_order, abba_sides, restart_blocks
 from bench.server.launcher import LaunchedServer, LaunchError
-from bench.sweep import PointPlan, ServerGroup, SweepSpec
+from bench.sweep import PointPlan, ServerGroup
 from db.models import Run
 from runners import pair_target, profiling, run_checks, store
-from runners.executor import Stopped
+from runners.executor import Stopped, SweepExecutor
 
-if TYPE_CHECKING:
-    from runners.executor import SweepExecutor
-
-Step = Pair | list[ServerGroup]
 SIDES: tuple[Side, Side] = ("A", "B")
 PAIR_ENV = "specbench.pair"  # on a server row: "colocated" when it shared the GPU with its v1/v2 partner
 
 
-def schedule(groups: Sequence[ServerGroup], spec: SweepSpec) -> list[Step]:
-    """Pairs as units of their own; runs of single groups in launch batches (`launch_batches`)."""
-    from runners.sweep_runner import launch_batches
-
-    out: list[Step] = []
-    singles: list[ServerGroup] = []
-    for unit in pair_units(groups, spec.paired):
-        if isinstance(unit, Pair):
-            out += launch_batches(singles, spec.server.max_parallel_starts)
-            singles = []
-            out.append(unit)
-        else:
-            singles.append(unit)
-    out += launch_batches(singles, spec.server.max_parallel_starts)
-    return out
-
-
 def record_note(
-    ex: SweepExecutor, group: ServerGroup, status: str, error: str, log_path: str | None = None
+    executor: SweepExecutor, group: ServerGroup, status: str, error: str, log_path: str | None = None
 ) -> None:
     """A server row that says what happened to a pair (e.g. the second server could not start next to it)."""
 
-    def write(s: Any) -> None:
-        run = s.get(Run, ex.run_id)
+    def write(s: Session) -> None:
+        run = s.get(Run, executor.run_id)
         assert run is not None
         store.record_server(s, run, group.server, status=status, error=error, log_path=log_path)
 
-    ex._write(write, "recording the pair's fallback")
+    executor.write(write, "recording the pair's fallback")
 
 
-def _measured(ex: SweepExecutor, pa: PointPlan, pb: PointPlan) -> int:
+def _measured(executor: SweepExecutor, plan_a: PointPlan, plan_b: PointPlan) -> int:
     """Repeats the pair holds so far: the planned ones, or more where an extension was stored."""
-    stored = [r for plan in (pa, pb) for r in ex.done.get(plan.key(), set())]
-    return pair_target.measured_repeats(max(pa.repeats, pb.repeats), stored)
+    stored = [r for plan in (plan_a, plan_b) for r in executor.done.get(plan.key(), set())]
+    return pair_target.measured_repeats(max(plan_a.repeats, plan_b.repeats), stored)
 
 
-def _wants_more(ex: SweepExecutor, pa: PointPlan, pb: PointPlan) -> bool:
+def _wants_more(executor: SweepExecutor, plan_a: PointPlan, plan_b: PointPlan) -> bool:
     """All planned repeats stored, but (measure.ratio_target) the v2/v1 interval still wider than asked and
     max_repeats not reached: a run cut by its deadline inside the extension resumes there. Only a pair that
     will be interleaved extends (`_interleave`); alternating restarts measure the planned repeats alone, so
     no server is started for an extension they would not make."""
-    if ex._pending(pa) or ex._pending(pb) or not ex.spec.repeats_may_grow(pa) or ex.colocate_failed:
+    if (
+        executor.pending_repeats(plan_a)
+        or executor.pending_repeats(plan_b)
+        or not executor.spec.repeats_may_grow(plan_a)
+        or executor.colocate_failed
+    ):
         return False
-    return pair_target.next_repeat(ex, pa, pb, _measured(ex, pa, pb)) is not None
+    return pair_target.next_repeat(executor, plan_a, plan_b, _measured(executor, plan_a, plan_b)) is not None
 
 
-def run_pair(ex: SweepExecutor, pair: Pair) -> None:
+def run_pair(executor: SweepExecutor, pair: Pair) -> None:
     todo: dict[Side, list[PointPlan]] = {"A": [], "B": []}
     extend: set[str] = set()  # keys of A-side points with only an extension left (read once, here)
-    for pa, pb in zip(pair.a.points, pair.b.points, strict=True):
-        if _wants_more(ex, pa, pb):
-            extend.add(pa.key())
+    for plan_a, plan_b in zip(pair.a.points, pair.b.points, strict=True):
+        if _wants_more(executor, plan_a, plan_b):
+            extend.add(plan_a.key())
         for side in SIDES:
-            plan = pa if side == "A" else pb
-            if ex._pending(plan) or pa.key() in extend:
+            plan = plan_a if side == "A" else plan_b
+            if executor.pending_repeats(plan) or plan_a.key() in extend:
                 todo[side].append(plan)
     for side in SIDES:
         for _ in range(len(pair.side(side).points) - len(todo[side])):
-            ex._advance()
+            executor.advance()
     if not todo["A"] and not todo["B"]:
         return
-    ex._check_stop()
+    executor.check_stop()
     first: Side = "A" if todo["A"] else "B"
     other: Side = "B" if first == "A" else "A"
-    a = _launch(ex, pair.side(first))
+    a = executor.launch(pair.side(first))
     if isinstance(a, LaunchError):
-        ex._record_launch_failure(pair.side(first), todo[first], a)
-        _alternate(ex, pair, {first: [], other: todo[other]}, None)
+        executor.record_launch_failure(pair.side(first), todo[first], a)
+        _alternate(executor, pair, {first: [], other: todo[other]}, None)
         return
-    if not ex.spec.server.pair_colocate or ex.colocate_failed or not todo[other]:
-        _alternate(ex, pair, todo, (first, a))
+    if not executor.spec.server.pair_colocate or executor.colocate_failed or not todo[other]:
+        _alternate(executor, pair, todo, (first, a))
         return
-    b = _launch(ex, pair.side(other))
+    b = executor.launch(pair.side(other))
     if isinstance(b, LaunchError):
-        ex.colocate_failed = True  # the next pairs have the same footprint: go straight to restarts
+        executor.colocate_failed = True  # the next pairs have the same footprint: go straight to restarts
         record_note(
-            ex,
+            executor,
             pair.side(other),
             "failed",
             "could not start next to the other server of its v1/v2 pair (GPU memory?); measured with "
             f"alternating restarts instead (and for the run's later pairs). Launch error: {str(b).strip()[-2000:]}",
             log_path=str(b.log_path) if b.log_path else None,
         )
-        _alternate(ex, pair, todo, (first, a))
+        _alternate(executor, pair, todo, (first, a))
         return
     servers: dict[Side, LaunchedServer] = {first: a, other: b}
     try:
         # The idle neighbour is the pair's other server, by design (the Sweep page says so, not warns).
-        si = {
-            side: ex._record_server(pair.side(side).server, servers[side], 1, {PAIR_ENV: "colocated"})
+        server_rows = {
+            side: executor.record_server(pair.side(side).server, servers[side], 1, {PAIR_ENV: "colocated"})
             for side in SIDES
         }
-        ex.pair_reference = None
+        executor.pair_reference = None
         try:
             try:
-                asyncio.run(_interleave(ex, pair, servers, si, extend))
+                asyncio.run(_interleave(executor, pair, servers, server_rows, extend))
             except Stopped as stop:
                 # A deadline cut the run inside this pair: while the reference point's server is still up,
                 # re-measure it anyway (one window), so a cut run still says how far it drifted. A stop
                 # request (SIGTERM) means leave now, and skips it.
-                if stop.deadline and ex.spec.drift_check and ex.drift is None:
-                    _drift_on_live(ex, pair, servers, after_deadline=True)
+                if stop.deadline and executor.spec.drift_check and executor.drift is None:
+                    _drift_on_live(executor, pair, servers, after_deadline=True)
                 raise
-            if ex.drift_due_here:
-                _drift_on_live(ex, pair, servers)
+            if executor.drift_due_here:
+                _drift_on_live(executor, pair, servers)
         finally:
             for side in SIDES:
-                ex.server_ended(si[side], servers[side])
+                executor.server_ended(server_rows[side], servers[side])
     finally:
         for srv in servers.values():
             srv.stop()
 
 
 def _drift_on_live(
-    ex: SweepExecutor, pair: Pair, servers: dict[Side, LaunchedServer], *, after_deadline: bool = False
+    executor: SweepExecutor, pair: Pair, servers: dict[Side, LaunchedServer], *, after_deadline: bool = False
 ) -> None:
     """The drift check on the reference point's server, when this pair holds it and it is still up.
 
     After a deadline inside a pair that does not hold it (a long sweep run in parts: the reference is the
     first point of this invocation, whose server went down pairs ago), the pair's own first point stands in,
     re-measured on its live server: a run cut every night still reports how far it drifted each time."""
-    ref = ex.reference
+    ref = executor.reference
     if ref is None:
         return
     holder = [side for side in SIDES if pair.side(side).server == ref.server]
-    if not holder and after_deadline and ex.pair_reference is not None:
-        ref = ex.pair_reference
+    if not holder and after_deadline and executor.pair_reference is not None:
+        ref = executor.pair_reference
         holder = [side for side in SIDES if pair.side(side).server == ref.server]
     if holder and servers[holder[0]].exit_code is None:  # still up (or attached)
-        run_checks.drift_check(ex, live=servers[holder[0]], after_deadline=after_deadline, plan=ref)
-
-
-def _launch(ex: SweepExecutor, group: ServerGroup) -> LaunchedServer | LaunchError:
-    if ex.progress is not None:
-        ex.progress.update(ex.task, description=f"launching {group.server.label()}")
-    ex.launches += 1
-    return ex._start(group.server)
+        run_checks.drift_check(executor, live=servers[holder[0]], after_deadline=after_deadline, plan=ref)
 
 
 async def _interleave(
-    ex: SweepExecutor,
+    executor: SweepExecutor,
     pair: Pair,
     servers: dict[Side, LaunchedServer],
-    si: dict[Side, int],
+    server_rows: dict[Side, int],
     extend: set[str],
 ) -> None:
     """The pair's points in ABBA order on both live servers; `extend`: A-side keys of points whose planned
@@ -179,38 +156,45 @@ async def _interleave(
     async with LoadClient(servers["A"].base_url) as ca, LoadClient(servers["B"].base_url) as cb:
         clients: dict[Side, LoadClient] = {"A": ca, "B": cb}
         dead: set[Side] = set()
-        for pa, pb in zip(pair.a.points, pair.b.points, strict=True):
-            plans: dict[Side, PointPlan] = {"A": pa, "B": pb}
-            pending = {side: set(ex._pending(plans[side])) for side in SIDES}
+        for plan_a, plan_b in zip(pair.a.points, pair.b.points, strict=True):
+            plans: dict[Side, PointPlan] = {"A": plan_a, "B": plan_b}
+            pending = {side: set(executor.pending_repeats(plans[side])) for side in SIDES}
             # Only an extension left (a resumed run): counted here, since the pair's start did not count it.
             extension_only = not pending["A"] and not pending["B"]
-            if extension_only and pa.key() not in extend:
+            if extension_only and plan_a.key() not in extend:
                 continue  # counted when the pair started
             warmed: set[Side] = set()
-            if ex.progress is not None:
-                ex.progress.update(ex.task, description=f"pair {pa.server.label()} bs={pa.batch_size}")
-            for r, side in abba_order(pa.repeats):
+            executor.describe(f"pair {plan_a.server.label()} bs={plan_a.batch_size}")
+            for r, side in abba_order(plan_a.repeats):
                 if r not in pending[side] or side in dead:
                     continue
-                ex._check_stop()
-                await ex.measure_plan(
-                    clients[side], plans[side], servers[side], si[side], [r], warmup=side not in warmed
+                executor.check_stop()
+                await executor.measure_plan(
+                    clients[side],
+                    plans[side],
+                    servers[side],
+                    server_rows[side],
+                    [r],
+                    warmup=side not in warmed,
                 )
                 warmed.add(side)
                 if clients[side].server_down:
                     dead.add(side)
             # measure.ratio_target: more ABBA repeats while the v2/v1 interval is wider than asked.
             # (past what is stored: an extension that a resumed run finds is counted, never measured twice)
-            measured = _measured(ex, pa, pb)
-            while not dead and (extra := pair_target.next_repeat(ex, pa, pb, measured)) is not None:
+            measured = _measured(executor, plan_a, plan_b)
+            while (
+                not dead
+                and (extra := pair_target.next_repeat(executor, plan_a, plan_b, measured)) is not None
+            ):
                 for side in abba_sides(extra):
-                    ex._check_stop()
+                    executor.check_stop()
                     # warm up a side whose first window here is an extension (a resumed run's fresh server)
-                    await ex.measure_plan(
+                    await executor.measure_plan(
                         clients[side],
                         plans[side],
                         servers[side],
-                        si[side],
+                        server_rows[side],
                         [extra],
                         warmup=side not in warmed,
                     )
@@ -222,16 +206,20 @@ async def _interleave(
             for side in SIDES:  # after both sides' windows, never between them
                 if pending[side] and side not in dead:
                     await profiling.profile_point(
-                        ex.engine, ex.spec, plans[side], clients[side], ex.run_id, si[side]
+                        executor.engine,
+                        executor.spec,
+                        plans[side],
+                        clients[side],
+                        executor.run_id,
+                        server_rows[side],
                     )
             for side in SIDES:
                 if pending[side] or extension_only:
-                    ex.points_stored += 1
-                    ex._advance()
+                    executor.point_done()
 
 
 def _alternate(
-    ex: SweepExecutor,
+    executor: SweepExecutor,
     pair: Pair,
     todo: dict[Side, list[PointPlan]],
     running: tuple[Side, LaunchedServer] | None,
@@ -242,10 +230,10 @@ def _alternate(
     try:
         for side, reps in restart_blocks(repeats):
             group = pair.side(side)
-            plans = [p for p in todo[side] if set(ex._pending(p)) & set(reps)]
+            plans = [p for p in todo[side] if set(executor.pending_repeats(p)) & set(reps)]
             if not plans:
                 continue
-            ex._check_stop()
+            executor.check_stop()
             if running is not None and running[0] == side:
                 server: LaunchedServer | LaunchError = running[1]
                 running = None
@@ -253,41 +241,48 @@ def _alternate(
                 if running is not None:
                     running[1].stop()
                     running = None
-                server = _launch(ex, group)
+                server = executor.launch(group)
             if isinstance(server, LaunchError):
-                ex._record_launch_failure(group, plans, server)  # ticks each plan
+                executor.record_launch_failure(group, plans, server)  # ticks each plan
                 for plan in plans:
                     left.pop(plan.key(), None)
                 todo[side] = []
                 continue
             try:
-                si_id = ex._record_server(group.server, server, 0)
+                server_row_id = executor.record_server(group.server, server, 0)
                 try:
-                    asyncio.run(_block(ex, plans, server, si_id, reps))
+                    asyncio.run(_block(executor, plans, server, server_row_id, reps))
                 finally:
-                    ex.server_ended(si_id, server)
+                    executor.server_ended(server_row_id, server)
             finally:
                 server.stop()
             for plan in plans:
-                if not ex._pending(plan) and left.pop(plan.key(), None) is not None:
-                    ex.points_stored += 1
-                    ex._advance()
+                if not executor.pending_repeats(plan) and left.pop(plan.key(), None) is not None:
+                    executor.point_done()
     finally:
         if running is not None:
             running[1].stop()
     for _ in left:  # points left unfinished (a server died) still move the progress bar
-        ex._advance()
+        executor.advance()
 
 
 async def _block(
-    ex: SweepExecutor, plans: list[PointPlan], server: LaunchedServer, si_id: int, reps: list[int]
+    executor: SweepExecutor,
+    plans: list[PointPlan],
+    server: LaunchedServer,
+    server_row_id: int,
+    reps: list[int],
 ) -> None:
     async with LoadClient(server.base_url) as client:
         for plan in plans:
-            ex._check_stop()
-            pending = set(ex._pending(plan))
-            await ex.measure_plan(client, plan, server, si_id, [r for r in reps if r in pending], warmup=True)
+            executor.check_stop()
+            pending = set(executor.pending_repeats(plan))
+            await executor.measure_plan(
+                client, plan, server, server_row_id, [r for r in reps if r in pending], warmup=True
+            )
             if client.server_down:
                 return
-            if not ex._pending(plan):  # the point's last block: profile it once
-                await profiling.profile_point(ex.engine, ex.spec, plan, client, ex.run_id, si_id)
+            if not executor.pending_repeats(plan):  # the point's last block: profile it once
+                await profiling.profile_point(
+                    executor.engine, executor.spec, plan, client, executor.run_id, server_row_id
+                )

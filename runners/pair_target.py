@@ -10,7 +10,6 @@ run counts what it stored before.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
 
 from sqlalchemy.orm import Session
 
@@ -18,9 +17,7 @@ from bench.pairing import paired_repeats
 from bench.stats.ratio import half_width, paired_ratio
 from bench.sweep import PointPlan
 from runners import store
-
-if TYPE_CHECKING:
-    from runners.executor import SweepExecutor
+from runners.executor import SweepExecutor
 
 
 def measured_repeats(planned: int, stored: Iterable[int]) -> int:
@@ -46,21 +43,21 @@ def relative_half_width(
     return half_width(iv.low, iv.ratio, iv.high)
 
 
-def pair_half_width(ex: SweepExecutor, a: PointPlan, b: PointPlan) -> float | None:
+def pair_half_width(executor: SweepExecutor, a: PointPlan, b: PointPlan) -> float | None:
     Values = dict[int, tuple[float, int | None]]
 
     def read(s: Session) -> tuple[Values, Values]:
-        return store.ok_values(s, ex.run_id, a.key()), store.ok_values(s, ex.run_id, b.key())
+        return store.ok_values(s, executor.run_id, a.key()), store.ok_values(s, executor.run_id, b.key())
 
-    va, vb = ex._write(read, f"reading the v2/v1 interval of {a.key()}")
+    va, vb = executor.write(read, f"reading the v2/v1 interval of {a.key()}")
     return relative_half_width(va, vb)
 
 
-def next_repeat(ex: SweepExecutor, a: PointPlan, b: PointPlan, measured: int) -> int | None:
+def next_repeat(executor: SweepExecutor, a: PointPlan, b: PointPlan, measured: int) -> int | None:
     """The next repeat to add to the pair (a, b) after `measured` repeats, or None when it is done."""
-    target = ex.spec.measure.ratio_target
-    if target is None or not ex.spec.repeats_may_grow(a) or measured >= ex.spec.max_pair_repeats:
+    target = executor.spec.measure.ratio_target
+    if target is None or not executor.spec.repeats_may_grow(a) or measured >= executor.spec.max_pair_repeats:
         return None
-    if narrow_enough(pair_half_width(ex, a, b), target):
+    if narrow_enough(pair_half_width(executor, a, b), target):
         return None
     return measured

@@ -18,26 +18,25 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from sqlalchemy import select
+from sqlalchemy.orm import Session
 
 from bench.client import LoadClient
 from bench.host.telemetry import throttle_reason
 from bench.measure import Window, measure_windows
 from bench.results import SampleResult
 from bench.server.launcher import LaunchedServer, LaunchError
+from bench.sweep import PointPlan
 from bench.workload import build_prompts
 from db.models import Point, Run, Sample
 from runners import dbretry, store
-
-if TYPE_CHECKING:
-    from bench.sweep import PointPlan
-    from runners.executor import SweepExecutor
+from runners.executor import SweepExecutor
 
 
 def drift_check(
-    ex: SweepExecutor,
+    executor: SweepExecutor,
     live: LaunchedServer | None = None,
     *,
     after_deadline: bool = False,
@@ -47,13 +46,12 @@ def drift_check(
     still up at the end of the run's last pair), else on a fresh start of its server config.
     `after_deadline`: the run's deadline has passed and this one window on a live server is the last thing
     it measures."""
-    plan = plan if plan is not None else ex.reference
+    plan = plan if plan is not None else executor.reference
     if plan is None:
         return None
     if not after_deadline:
-        ex._check_stop()
-    if ex.progress is not None:
-        ex.progress.update(ex.task, description=f"drift check: {plan.server.label()} bs={plan.batch_size}")
+        executor.check_stop()
+    executor.describe(f"drift check: {plan.server.label()} bs={plan.batch_size}")
     started = time.perf_counter()
     drift: dict[str, Any] = {
         "point_key": plan.key(),
@@ -64,16 +62,16 @@ def drift_check(
         if live is not None
         else "the reference point's server was started again for the check",
     }
-    if plan is not ex.reference:
+    if plan is not executor.reference:
         drift["note"] = (
             "a deadline cut the run inside a later pair: its first point stands in, re-measured on its live "
             "server (the run's reference point's server was already down)"
         )
     # Not counted in `launches` (one per server config and restart block); the drift record says it restarted.
-    server: LaunchedServer | LaunchError = live if live is not None else ex._start(plan.server)
+    server: LaunchedServer | LaunchError = live if live is not None else executor.start_server(plan.server)
     if isinstance(server, LaunchError):
         drift["error"] = f"server failed to start: {str(server).strip()[:500]}"
-        _save(ex, drift)
+        _save(executor, drift)
         return drift
     if (
         live is None
@@ -83,7 +81,7 @@ def drift_check(
     window = 0.0
     try:
         result, win = asyncio.run(
-            _measure_once(ex, server.base_url, plan, after_start=live is None, server_pid=server.pid)
+            _measure_once(executor, server.base_url, plan, after_start=live is None, server_pid=server.pid)
         )
         if result is not None and result.metrics is not None:
             window = result.metrics.duration_s
@@ -91,8 +89,8 @@ def drift_check(
     finally:
         if live is None:
             server.stop()
-    ex.overhead_total += max(time.perf_counter() - started - window, 0.0)
-    first = _first_window(ex, plan.key())
+    executor.overhead_total += max(time.perf_counter() - started - window, 0.0)
+    first = _first_window(executor, plan.key())
     drift["first"] = first
     if result is None or result.metrics is None:
         drift["error"] = f"re-measurement failed: {result.reason if result else 'no result'}"
@@ -107,25 +105,25 @@ def drift_check(
             drift["output_throughput_change"] = m.output_throughput / first["output_throughput"] - 1.0
         if first and first.get("tpot_mean_ms") and m.tpot_mean_ms is not None:
             drift["tpot_change"] = m.tpot_mean_ms / first["tpot_mean_ms"] - 1.0
-    _save(ex, drift)
+    _save(executor, drift)
     return drift
 
 
 async def _measure_once(
-    ex: SweepExecutor, base_url: str, plan: PointPlan, *, after_start: bool, server_pid: int | None
+    executor: SweepExecutor, base_url: str, plan: PointPlan, *, after_start: bool, server_pid: int | None
 ) -> tuple[SampleResult | None, Window | None]:
     prompts = build_prompts(plan.workload, plan.num_prompts)
-    settings = ex.window_settings(plan, warmup=True, after_start=after_start, server_pid=server_pid)
+    settings = executor.window_settings(plan, warmup=True, after_start=after_start, server_pid=server_pid)
     async with LoadClient(base_url) as client:
         async for result, window in measure_windows(client, prompts, [0], settings):
             return result, window
     return None, None
 
 
-def _first_window(ex: SweepExecutor, point_key: str) -> dict[str, Any] | None:
-    def read(s: Any) -> dict[str, Any] | None:
+def _first_window(executor: SweepExecutor, point_key: str) -> dict[str, Any] | None:
+    def read(s: Session) -> dict[str, Any] | None:
         point = s.scalars(
-            select(Point).where(Point.run_id == ex.run_id, Point.point_key == point_key)
+            select(Point).where(Point.run_id == executor.run_id, Point.point_key == point_key)
         ).first()
         if point is None:
             return None
@@ -134,7 +132,8 @@ def _first_window(ex: SweepExecutor, point_key: str) -> dict[str, Any] | None:
             .where(
                 Sample.point_id == point.id,
                 Sample.output_throughput.is_not(None),
-                Sample.invocation == ex.first_order_index,  # this invocation's windows, not a lost host's
+                Sample.invocation
+                == executor.first_order_index,  # this invocation's windows, not a lost host's
             )
             .order_by(Sample.order_index, Sample.repeat)
         ).first()
@@ -147,28 +146,30 @@ def _first_window(ex: SweepExecutor, point_key: str) -> dict[str, Any] | None:
             "tpot_mean_ms": sample.tpot_mean_ms,
         }
 
-    result: dict[str, Any] | None = ex._write(read, "reading the reference point")
+    result: dict[str, Any] | None = executor.write(read, "reading the reference point")
     return result
 
 
-def _save(ex: SweepExecutor, drift: dict[str, Any]) -> None:
-    ex.drift = drift
+def _save(executor: SweepExecutor, drift: dict[str, Any]) -> None:
+    executor.drift = drift
 
-    def write(s: Any) -> None:
-        run = s.get(Run, ex.run_id)
+    def write(s: Session) -> None:
+        run = s.get(Run, executor.run_id)
         assert run is not None
         run.drift = drift
 
-    ex._write(write, "storing the drift check")
+    executor.write(write, "storing the drift check")
 
 
-def flag_throttled(write_fn: Callable[[Callable[[Any], Any], str], Any], run_id: int, fraction: float) -> int:
+def flag_throttled(
+    write_fn: Callable[[Callable[[Session], int], str], int], run_id: int, fraction: float
+) -> int:
     """Flag windows whose SM clock dropped below `fraction` of the run's max; returns how many.
 
     Best effort: it runs after the run row is final, so a database that went away only costs the flags.
     """
 
-    def write(s: Any) -> int:
+    def write(s: Session) -> int:
         samples = list(
             s.scalars(select(Sample).join(Point, Sample.point_id == Point.id).where(Point.run_id == run_id))
         )

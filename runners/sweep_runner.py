@@ -23,15 +23,17 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 from sqlalchemy import Engine, func, select
+from sqlalchemy.orm import Session
 
 from bench.pairing import Pair
-from bench.sweep import ServerGroup, SweepSpec, expand
+from bench.sweep import SweepSpec, expand
 from db.models import Point, Run
 from db.types import uuid7
 from runners import dbretry, pair_runner, run_checks, store
 from runners.executor import Stopped, SweepExecutor, run_provenance
 from runners.recovery import OutagePolicy
 from runners.resume_guard import ResumeRefused, check_resume
+from runners.steps import schedule
 
 
 @dataclass
@@ -44,15 +46,6 @@ class RunOutcome:
     error: str | None = None
     overhead_s_per_point: float | None = None
     drift: dict[str, Any] | None = None
-
-
-def launch_batches(groups: list[ServerGroup], max_parallel: int) -> list[list[ServerGroup]]:
-    """Groups in launch batches. With parallel starts the first server starts alone: it pays the cold JIT
-    compile and fills the caches (Triton, flashinfer, inductor) that the servers started together then reuse."""
-    if max_parallel <= 1 or len(groups) <= 1:
-        return [[g] for g in groups]
-    rest = groups[1:]
-    return [groups[:1], *(rest[i : i + max_parallel] for i in range(0, len(rest), max_parallel))]
 
 
 def final_status(point_statuses: list[str], points_total: int) -> tuple[str, str | None]:
@@ -101,7 +94,7 @@ def execute_sweep(
     provenance = run_provenance(spec, gpus=gpus)
     uid = uuid7()  # names the run before it exists, so a create retried after a lost commit finds it
 
-    def open_run(s: Any) -> tuple[int, dict[str, set[int]], list[str]]:
+    def open_run(s: Session) -> tuple[int, dict[str, set[int]], list[str]]:
         resume = resume_run_id
         notes: list[str] = []
         if resume is None and job_id is not None:
@@ -148,8 +141,8 @@ def execute_sweep(
     try:
         with progress:
             task = progress.add_task("starting", total=total_points)
-            executor.progress, executor.task = progress, task
-            steps = pair_runner.schedule(groups, spec)
+            executor.show_progress(progress, task)
+            steps = schedule(groups, spec)
             for i, step in enumerate(steps):
                 # The last pair re-measures the reference point on its still-running server when it holds it.
                 executor.drift_due_here = spec.drift_check and i == len(steps) - 1
@@ -182,7 +175,7 @@ def execute_sweep(
     finally:
         executor.telemetry.close()
 
-        def finish(s: Any) -> None:
+        def finish(s: Session) -> None:
             run = s.get(Run, run_id)
             assert run is not None
             run.overhead_s = executor.overhead_total
@@ -194,7 +187,7 @@ def execute_sweep(
             if outage.limit_s > 0:
                 raise
             # Still away: the run row stays `running` until a resume or the job's retry takes it over.
-    run_checks.flag_throttled(executor._write, run_id, spec.measure.throttle_fraction)
+    run_checks.flag_throttled(executor.write, run_id, spec.measure.throttle_fraction)
     stored = executor.points_stored
     return RunOutcome(
         run_id=run_id,

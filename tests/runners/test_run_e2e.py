@@ -21,7 +21,8 @@ from bench.sweep import expand, parse_sweep
 from db.engine import session_scope
 from db.migrate import open_database
 from db.models import Point, RequestRow, Run, Sample, ServerInstance
-from runners.sweep_runner import execute_sweep, launch_batches
+from runners.steps import launch_batches
+from runners.sweep_runner import execute_sweep
 from tests.fixtures.sim import DEFAULT_MODEL
 from tests.paths import REPO_ROOT
 

@@ -1,0 +1,36 @@
+"""The order of a run's work: v1/v2 pairs as units of their own, the other server configs in launch batches."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from bench.pairing import Pair, pair_units
+from bench.sweep import ServerGroup, SweepSpec
+
+# One step of a run: a v1/v2 pair (interleaved, runners.pair_runner) or a batch of server configs started
+# together and measured one at a time (SweepExecutor.run_batch).
+Step = Pair | list[ServerGroup]
+
+
+def launch_batches(groups: list[ServerGroup], max_parallel: int) -> list[list[ServerGroup]]:
+    """Groups in launch batches. With parallel starts the first server starts alone: it pays the cold JIT
+    compile and fills the caches (Triton, flashinfer, inductor) that the servers started together then reuse."""
+    if max_parallel <= 1 or len(groups) <= 1:
+        return [[g] for g in groups]
+    rest = groups[1:]
+    return [groups[:1], *(rest[i : i + max_parallel] for i in range(0, len(rest), max_parallel))]
+
+
+def schedule(groups: Sequence[ServerGroup], spec: SweepSpec) -> list[Step]:
+    """Pairs as units of their own; runs of single groups in launch batches."""
+    out: list[Step] = []
+    singles: list[ServerGroup] = []
+    for unit in pair_units(groups, spec.paired):
+        if isinstance(unit, Pair):
+            out += launch_batches(singles, spec.server.max_parallel_starts)
+            singles = []
+            out.append(unit)
+        else:
+            singles.append(unit)
+    out += launch_batches(singles, spec.server.max_parallel_starts)
+    return out
