@@ -21,8 +21,9 @@ from db.models import Job, Point, Run, Sample
 from runners import queue
 from runners.recovery import OutagePolicy, RecoveryPolicy
 from runners.worker import QueueWorker, WorkerOptions
+from tests.fixtures.cli import run_cli
 from tests.pg_control import PgControl, controllable
-from tests.queue_support import REPO, cli_argv, cli_env, sim_sweep, spawn_cli
+from tests.queue_support import sim_sweep, spawn_cli
 
 pytestmark = pytest.mark.slow
 
@@ -164,10 +165,9 @@ def test_an_outage_past_the_limit_ends_the_run_cleanly(pg: PgControl, pg_url: st
     output = log.read_text(errors="replace")
     assert code == 1 and "Traceback" not in output, output[-3000:]
     assert "database unavailable" in output and "--resume" in output
-    done = subprocess.run(
-        cli_argv("run", str(sweep), "--db", pg_url, "--no-progress", "--resume", "--log-dir", str(tmp_path / "l")),
-        cwd=REPO, env=cli_env(), capture_output=True, text=True, timeout=90,
-    )  # fmt: skip
+    done = run_cli(
+        "run", str(sweep), "--db", pg_url, "--no-progress", "--resume", "--log-dir", str(tmp_path / "l")
+    )
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     rows = samples(engine)
     assert len(rows) == 6 and len(set(rows)) == 6
