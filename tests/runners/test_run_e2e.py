@@ -255,7 +255,9 @@ grid: {{batch_sizes: [1, 2], spec_modes: [v2], steps: [3], baseline: false}}
 workload: {{input_len: 8, output_len: 8}}
 repeats: 1
 """
-    _run(text, engine, tmp_path)
+    # An external server is measured with the GPU's 10 s windows by default; this run needs no such length.
+    assert parse_sweep(text).min_window_s == 10.0
+    _run(text + "measure: {min_window_s: 0.5}\n", engine, tmp_path)
     with session_scope(engine) as s:
         si = s.scalars(select(ServerInstance)).one()
         assert si.resolved["speculative_algorithm"] == "EAGLE"  # NEXTN is an alias
