@@ -12,11 +12,11 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from analysis import md
-from analysis.labels import STAND_IN_TAG, SYNTHETIC_TAG, config_label, run_tag
+from analysis.labels import STAND_IN_TAG, SYNTHETIC_TAG, config_label, numbers_caption, run_tag
 from analysis.plain import plain
 from bench import catalog
 from db.models import Point, Run, ServerInstance
-from db.queries import RUN_COLUMNS
+from db.queries import RUN_COLUMNS, caption_facts
 
 # The columns of one exported point, in order: what identifies the point, then the catalogue's exported metrics
 # (the throughput with its interval), then the repeat count and the series.
@@ -42,9 +42,13 @@ _IDENTITY: tuple[str, ...] = (
 _INTERVAL: dict[str, tuple[str, ...]] = {
     "output_throughput": ("output_throughput_ci_low", "output_throughput_ci_high")
 }
+# What the numbers stand on: the pinned acceptance, the expert routing of a dummy-weight MoE server, and the
+# physical floor of a step (bench/floor.py) with floor / measured step (above 1: impossible, flagged).
+_BASIS: tuple[str, ...] = ("accept_length_pinned", "expert_routing", "step_floor_ms", "floor_fraction")
 EXPORT_COLUMNS: tuple[str, ...] = (
     *_IDENTITY,
     *(col for name in catalog.EXPORTED for col in (name, *_INTERVAL.get(name, ()))),
+    *_BASIS,
     "repeats",
     "fingerprint",
 )
@@ -95,13 +99,18 @@ def collect(session: Session, run_ids: list[int] | None = None, *, all_status: b
     if not all_status:
         q = q.where(Point.status == "ok")
     rows = [dict(zip(EXPORT_COLUMNS, values, strict=True)) for values in session.connection().execute(q)]
-    run_meta = [
-        {
-            **{k: plain(getattr(r, k)) for k in RUN_METADATA},
-            "kind": run_tag(r.simulated, r.trigger) or "measured",
-        }
-        for r in runs
-    ]
+    engine = session.get_bind()
+    run_meta = []
+    for r in runs:
+        facts = caption_facts(engine, r.id)  # type: ignore[arg-type]  # a Session here is bound to an Engine
+        run_meta.append(
+            {
+                **{k: plain(getattr(r, k)) for k in RUN_METADATA},
+                "kind": run_tag(r.simulated, r.trigger) or "measured",
+                "numbers": numbers_caption(facts) or None,
+                "floor_note": facts.get("floor_note"),
+            }
+        )
     return Export(runs=run_meta, rows=rows, all_status=all_status)
 
 
@@ -137,6 +146,8 @@ _MD_COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("TPOT p50 ms", "tpot_p50_ms", ".2f"),
     ("ITL p50 ms", "itl_p50_ms", ".2f"),
     ("E2E p50 ms", "e2e_p50_ms", ".0f"),
+    ("floor ms", "step_floor_ms", ".2f"),
+    ("floor frac", "floor_fraction", ".2f"),
 )
 
 
@@ -167,6 +178,9 @@ def to_markdown(export: Export) -> str:
             + md.text(str(run["git_commit"])[:10])
         )
         out.append("")
+        if run.get("numbers"):
+            out.append(md.text(f"Numbers: {run['numbers']}.", line_start=True))
+            out.append("")
         header = ["config", "status", *(h for h, _, _ in _MD_COLUMNS)]
         out.append("| " + " | ".join(header) + " |")
         out.append("|" + "|".join(["---", "---", *("---:" for _ in _MD_COLUMNS)]) + "|")
@@ -180,6 +194,19 @@ def to_markdown(export: Export) -> str:
                     v = row[key]
                     cells.append("-" if v is None else format(v, fmt))
             out.append("| " + " | ".join(cells) + " |")
+        out.append("")
+        floors = any(r.get("step_floor_ms") is not None for r in export.rows if r["run_id"] == run["id"])
+        if not (floors or run.get("floor_note")):
+            continue
+        out.append(
+            md.text(
+                "floor: the least time one step (speculative: one cycle) can take, the bytes it must read over "
+                "the GPU's memory bandwidth; floor frac = floor / measured step (TPOT, x tokens per verify "
+                "for speculation); above 1 is impossible."
+                + (f" {run['floor_note']}." if run.get("floor_note") else ""),
+                line_start=True,
+            )
+        )
         out.append("")
     return "\n".join(out)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -88,3 +89,112 @@ def run_tag(simulated: Any, trigger: Any) -> str | None:
         return SYNTHETIC_TAG
     simulated = none_if_nan(simulated)
     return STAND_IN_TAG if simulated is not None and bool(simulated) else None
+
+
+# ---- what a run's numbers are made of (the one caption every export, the PR comment and the Sweep page use)
+
+_PUBLISHED_V3_LAYERS = 61  # DeepSeek-V3's num_hidden_layers: the deployment a slice or shard stands for
+_LAYERS = re.compile(r"layers=(\d+)")
+_PATH_LAYERS = re.compile(r"-(\d+)l\b")
+
+
+def _and(values: list[str]) -> str:
+    return values[0] if len(values) == 1 else ", ".join(values[:-1]) + " and " + values[-1]
+
+
+def numbers_caption(facts: Mapping[str, Any]) -> str:
+    """ "dummy weights, acceptance pinned at 2.5, balanced routing": what a run's numbers are made of, from
+    `db.queries.caption_facts` (empty for a run that says nothing, e.g. real weights, acceptance as drafted)."""
+    parts: list[str] = []
+    dummy = facts.get("dummy_weights")
+    if dummy:
+        parts.append("dummy weights")
+    accepts = sorted({float(a) for a in facts.get("accept_lengths") or [] if none_if_nan(a) is not None})
+    if accepts:
+        parts.append("acceptance pinned at " + _and([f"{a:g}" for a in accepts]))
+    elif dummy:
+        parts.append("acceptance not pinned")
+    routing = routing_part(facts)
+    if routing:
+        parts.append(routing)
+    return ", ".join(parts)
+
+
+def routing_part(facts: Mapping[str, Any]) -> str:
+    """The routing words of `numbers_caption`: "" for real weights (routing as trained) or no MoE to tell."""
+    routings = {str(r) for r in facts.get("routings") or [] if none_if_nan(r)}
+    if routings == {"balanced"}:
+        return "balanced routing"
+    if routings == {"collapsed"}:
+        return "routing collapsed"
+    if routings:
+        return "routing balanced on some servers and collapsed on others"
+    if not facts.get("dummy_weights"):
+        return ""
+    if model_class(facts) in ("slice", "shard"):
+        # Stored before specbench recorded routing (and set SGLang's switch): the MoE layers collapsed.
+        return "routing collapsed"
+    return "routing not recorded"
+
+
+def model_class(facts: Mapping[str, Any]) -> str:
+    """slice | shard | toy | full: what the run's model stands for, from its preset (or its path)."""
+    synth = str(facts.get("model_synth") or "")
+    path = short_model(facts.get("model")).lower()
+    if synth.startswith("preset deepseek-v3-tp8-shard") or "shard" in path:
+        return "shard"
+    if synth.startswith("preset deepseek-v3-slice") or "slice" in path:
+        return "slice"
+    if synth and not synth.startswith("preset"):
+        return "toy"
+    return "full"
+
+
+def _layers(facts: Mapping[str, Any]) -> int | None:
+    m = _LAYERS.search(str(facts.get("model_synth") or "")) or _PATH_LAYERS.search(
+        short_model(facts.get("model"))
+    )
+    return int(m.group(1)) if m else None
+
+
+def spec_over_baseline_caption(facts: Mapping[str, Any], *, simulated: bool = False) -> str:
+    """What speculation over the no-spec baseline means for this run's model class (Sweep page, exports)."""
+    text = _class_caption(facts)
+    if simulated:
+        return f"Stand-in server: these ratios come from its performance model, not a GPU. On a GPU, {text}"
+    return text[0].upper() + text[1:]
+
+
+def _class_caption(facts: Mapping[str, Any]) -> str:
+    kind = model_class(facts)
+    routing = routing_part(facts)
+    layers = _layers(facts)
+    if kind == "slice":
+        heavier = f"{_PUBLISHED_V3_LAYERS / layers:.0f}x" if layers else "15x"
+        return (
+            f"host-bound slice: the draft is {heavier} heavier than in a deployment"
+            + (f", {routing}" if routing else "")
+            + ". Speculation over the baseline here is not what a deployment sees; compare v2 with v1."
+        )
+    if kind == "shard":
+        short = (
+            f" {layers} of {_PUBLISHED_V3_LAYERS} layers, so the draft weighs "
+            f"{_PUBLISHED_V3_LAYERS / layers:.1f}x what it does in a deployment and speculation reads lower;"
+            if layers and layers < _PUBLISHED_V3_LAYERS
+            else ""
+        )
+        return (
+            "one GPU of a TP-8 DeepSeek-V3 deployment:"
+            + short
+            + " speculation over the baseline as that GPU sees it, less TP's two all-reduces per layer"
+            + (f" ({routing})" if routing else "")
+            + "."
+        )
+    if kind == "toy":
+        return (
+            "tiny synthetic model: overhead-bound, so speculation over the baseline measures the scheduler, "
+            "not the GPU."
+        )
+    return "the model as deployed: speculation over the baseline is the gain a user sees" + (
+        f" ({numbers_caption(facts)})." if numbers_caption(facts) else "."
+    )

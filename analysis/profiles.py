@@ -26,6 +26,7 @@ OVERLAP_COLUMNS: tuple[str, ...] = (
     "v1_gpu_idle_ms",
     "v2_gpu_idle_ms",
     "cpu_hidden_ms",
+    "overlap_share",
     "v1_gpu_busy_fraction",
     "v2_gpu_busy_fraction",
     "v1_distortion",
@@ -65,6 +66,7 @@ def overlap_rows(pairs: Sequence[dict[str, Any]]) -> pd.DataFrame:
                 "v1_gpu_idle_ms": f["gpu_idle_ms_v1"],
                 "v2_gpu_idle_ms": f["gpu_idle_ms_v2"],
                 "cpu_hidden_ms": f["cpu_hidden_ms"],
+                "overlap_share": f["overlap_share"],
                 "v1_gpu_busy_fraction": f["gpu_busy_v1"],
                 "v2_gpu_busy_fraction": f["gpu_busy_v2"],
                 "v1_distortion": _ratio(v1),
@@ -116,7 +118,8 @@ def join_overlap(table: pd.DataFrame, overlap: pd.DataFrame) -> pd.DataFrame:
     return joined
 
 
-OVERLAP_CELLS: tuple[str, ...] = ("cycle v1→v2", "GPU idle/cycle v1→v2", "CPU hidden/cycle")
+SHARE_CELL = "overlap hidden"
+OVERLAP_CELLS: tuple[str, ...] = ("cycle v1→v2", "GPU idle/cycle v1→v2", "CPU hidden/cycle", SHARE_CELL)
 
 
 def overlap_cells(row: pd.Series | dict[str, Any]) -> dict[str, str]:
@@ -135,7 +138,15 @@ def overlap_cells(row: pd.Series | dict[str, Any]) -> dict[str, str]:
         "cycle v1→v2": f"{cyc1:.2f} → {cyc2:.2f} ms{mark}" if real(cyc1) and real(cyc2) else "–",
         "GPU idle/cycle v1→v2": f"{idle1:.2f} → {idle2:.2f} ms{mark}",
         "CPU hidden/cycle": f"{hidden:.2f} ms{mark}",
+        SHARE_CELL: share_cell(row.get("overlap_share")),
     }
+
+
+def share_cell(share: Any) -> str:
+    """The overlap share as a table cell: "83 % of 100 %", "none (−38 %)", or "–"."""
+    if share is None or pd.isna(share):
+        return "–"
+    return f"{share:.0%} of 100%" if share >= 0 else f"none ({share:.0%})"
 
 
 def distorted(row: pd.Series | dict[str, Any]) -> bool:

@@ -17,7 +17,7 @@ import pandas as pd
 
 from analysis import md
 from analysis.compare import COMPARE_COLUMNS, center_text, one_sided, verdict_counts
-from analysis.labels import STAND_IN_TAG, run_tag, short_gpu
+from analysis.labels import STAND_IN_TAG, numbers_caption, run_tag, short_gpu
 from analysis.plain import missing, plain
 from bench.catalog import direction_text, label
 
@@ -163,10 +163,14 @@ def _provenance_table(
         ),
         ("Model", lambda r: md.code(r.get("model") or "?")),
         ("Kind", lambda r: run_tag(r.get("simulated"), r.get("trigger")) or "measured"),
+        # What the numbers are made of: dummy weights, pinned acceptance, expert routing (analysis.labels).
+        ("Numbers", lambda r: md.text(numbers_caption(r.get("caption_facts") or {}) or "–")),
     ]
     out = ["| | Baseline | Candidate |", "|---|---|---|"]
-    # The short form keeps what identifies the runs and what differs between them.
-    always = {"Run", "SGLang", "GPU"}
+    # The short form keeps what identifies the runs and what differs between them, and what the numbers are
+    # made of whenever either run says (a synthetic model's numbers must never pass for a deployment's).
+    said = any(numbers_caption(r.get("caption_facts") or {}) for r in (a, b))
+    always = {"Run", "SGLang", "GPU", *(["Numbers"] if said else [])}
     for name, fn in rows:
         va, vb = fn(a), fn(b)
         if only_differences and name not in always and va == vb:

@@ -28,6 +28,7 @@ from analysis.profiles import (
     DISTORTION_MARK,
     OVERLAP_CELLS,
     OVERLAP_COLUMNS,
+    SHARE_CELL,
     distorted,
     join_overlap,
     overlap_cells,
@@ -70,8 +71,12 @@ COLUMNS: tuple[str, ...] = (
     "workload_key",
     # Paired pairs the throughput interval needs for +-5% at the spread it shows (bench.stats.ratio.pairs_for).
     "pairs_for_5pct",
+    # Each side's physical floor / measured cycle (bench/floor.py): how close to the memory bus it ran.
+    "v1_floor_fraction",
+    "v2_floor_fraction",
 )
 TARGET = 0.05
+FLOOR_CELL = "floor v1 / v2"
 SAMPLE_METRICS = ("output_throughput", "tpot_mean_ms")
 
 
@@ -91,6 +96,12 @@ def _by_repeat(rows: pd.DataFrame, metric: str) -> dict[int, float]:
     return {int(r): float(v) for r, v in zip(ok["repeat"], ok[metric], strict=True) if float(v) > 0}
 
 
+def _first(values: pd.Series) -> float | None:
+    """The point's value (every sample row of a point carries it), or None."""
+    known = [float(v) for v in values if not missing(v)]
+    return known[0] if known else None
+
+
 def _invocations(rows: pd.DataFrame) -> dict[int, int | None]:
     """repeat -> the invocation that measured it (None before runs recorded it)."""
     inv = rows["invocation"] if "invocation" in rows else pd.Series([None] * len(rows), index=rows.index)
@@ -103,9 +114,11 @@ def v2_vs_v1(points: pd.DataFrame, samples: pd.DataFrame, confidence: float = 0.
     spec = points[points["spec_mode"].isin(["v1", "v2"])]
     if "accept_length_pinned" not in spec:  # a database of an older schema: nothing was pinned
         spec = spec.assign(accept_length_pinned=None)
+    if "floor_fraction" not in spec:  # a database of an older schema, or a frame without floors
+        spec = spec.assign(floor_fraction=None)
     if spec.empty or samples.empty:
         return pd.DataFrame(columns=list(COLUMNS))
-    joined = samples.merge(spec[["point_id", "spec_mode", *PAIR_KEYS]], on="point_id")
+    joined = samples.merge(spec[["point_id", "spec_mode", "floor_fraction", *PAIR_KEYS]], on="point_id")
     out: list[dict[str, Any]] = []
     for key, group in joined.groupby(list(PAIR_KEYS), dropna=False, sort=False):
         k = dict(zip(PAIR_KEYS, key, strict=True))
@@ -122,6 +135,8 @@ def v2_vs_v1(points: pd.DataFrame, samples: pd.DataFrame, confidence: float = 0.
             "accept_length": None if missing(k["accept_length_pinned"]) else float(k["accept_length_pinned"]),
             "topk": None if missing(k["topk"]) else int(k["topk"]),
             "workload_key": k["workload_key"],
+            "v1_floor_fraction": _first(v1["floor_fraction"]),
+            "v2_floor_fraction": _first(v2["floor_fraction"]),
         }
         for metric, prefix, higher in (("output_throughput", "", True), ("tpot_mean_ms", "tpot_", False)):
             a, b = _by_repeat(v1, metric), _by_repeat(v2, metric)
@@ -205,20 +220,39 @@ def to_markdown(frame: pd.DataFrame, title: str | None = None) -> str:
     profile evidence (cycle, GPU idle per cycle, CPU hidden) when the run profiled a v1/v2 pair of a cell."""
     lines = [f"**{md.text(title)}**", ""] if title else []  # the title holds the sweep name: user text
     profiled = _profiled(frame)
-    extra = list(OVERLAP_CELLS) if not profiled.empty else []
+    # The overlap share sits next to the ratio it explains; the other profile cells follow at the end.
+    share = [SHARE_CELL] if not profiled.empty else []
+    extra = [c for c in OVERLAP_CELLS if c != SHARE_CELL] if not profiled.empty else []
+    floors = any(
+        not missing(r.get(f"{m}_floor_fraction")) for r in frame.to_dict("records") for m in ("v1", "v2")
+    )
+    floor_head = [FLOOR_CELL] if floors else []
     lines += [
-        "| batch | steps | accept len | v1 tok/s | v2 tok/s | v2/v1 | 95% CI | verdict | TPOT v2/v1 | TPOT 95% CI | n |"
-        + "".join(f" {c} |" for c in extra),
-        "|---:|---:|---:|---:|---:|---:|---|---|---:|---|---:|" + "---:|" * len(extra),
+        "| batch | steps | accept len | v1 tok/s | v2 tok/s | v2/v1 | 95% CI | verdict |"
+        + "".join(f" {c} |" for c in share)
+        + " TPOT v2/v1 | TPOT 95% CI | n |"
+        + "".join(f" {c} |" for c in (*floor_head, *extra)),
+        "|---:|---:|---:|---:|---:|---:|---|---|"
+        + "---:|" * len(share)
+        + "---:|---|---:|"
+        + "---:|" * (len(floor_head) + len(extra)),
     ]
     for r in frame.to_dict(orient="records"):
         cells = overlap_cells(r) if extra else {}
+        floor_cell = (
+            [f"{_fmt(r.get('v1_floor_fraction'), '.2f')} / {_fmt(r.get('v2_floor_fraction'), '.2f')}"]
+            if floors
+            else []
+        )
         lines.append(
             f"| {r['batch_size']} | {_fmt(r['steps'], 'd')} | {_fmt(r['accept_length'], 'g')} "
             f"| {_fmt(r['v1_output_throughput'], ',.0f')} | {_fmt(r['v2_output_throughput'], ',.0f')} "
-            f"| {_fmt(r['ratio'], '.3f')} | {_ci(r['ci_low'], r['ci_high'])} | {r['verdict']} "
-            f"| {_fmt(r['tpot_ratio'], '.3f')} | {_ci(r['tpot_ci_low'], r['tpot_ci_high'])} "
-            f"| {r['n']} ({r['method'] or '–'}) |" + "".join(f" {cells[c]} |" for c in extra)
+            f"| {_fmt(r['ratio'], '.3f')} | {_ci(r['ci_low'], r['ci_high'])} | {r['verdict']} |"
+            + "".join(f" {cells[c]} |" for c in share)
+            + f" {_fmt(r['tpot_ratio'], '.3f')} | {_ci(r['tpot_ci_low'], r['tpot_ci_high'])} "
+            f"| {r['n']} ({r['method'] or '–'}) |"
+            + "".join(f" {c} |" for c in floor_cell)
+            + "".join(f" {cells[c]} |" for c in extra)
         )
     if frame.empty:
         lines.append("| – | – | – | – | – | – | – | no v1/v2 pairs in this run | – | – | – |")
@@ -235,11 +269,18 @@ def to_markdown(frame: pd.DataFrame, title: str | None = None) -> str:
             + "; ".join(f"{_cell_name(r)} needs {_pairs_needed(r)}" for r in wide)
             + " pairs (measure.ratio_target and measure.max_repeats add them).",
         ]
+    if floors:
+        lines += [
+            "",
+            "floor v1 / v2: each side's physical floor over its measured cycle (TPOT × tokens per verify): the "
+            "bytes a cycle must read over the GPU's memory bandwidth (bench/floor.py); above 1 is impossible.",
+        ]
     if extra:
         lines += [
             "",
             "Profiles (SGLang profiler, after the measured windows; medians per speculative cycle, verify to "
-            "verify): GPU idle = cycle − kernel time; CPU hidden = GPU idle of v1 − that of v2. "
+            "verify): GPU idle = cycle − kernel time; CPU hidden = GPU idle of v1 − that of v2; overlap hidden "
+            "= CPU hidden / GPU idle of v1, the share of what overlap could hide (its limit: 100 %). "
             "Cells without a v1/v2 profile pair show –.",
         ]
         for r in profiled.to_dict(orient="records"):

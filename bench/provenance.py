@@ -169,7 +169,7 @@ def model_info(model_path: str) -> Provenance:
     for weights in sorted(path.glob("*.safetensors")):
         parts.append(f"{weights.name}:{weights.stat().st_size}".encode())
     synth = _synth_summary(path)
-    if synth is not None:
+    if synth is not None and synth[1]:  # a preset has no weights hash: its identity stays its config's
         parts.append(synth[1].encode())
     digest = _short_hash(parts)
     return {
@@ -188,6 +188,12 @@ def _synth_summary(path: Path) -> tuple[str, str] | None:
         return None
     try:
         m = json.loads(manifest_file.read_text())
+        if "preset" in m:  # a config-only preset (synthetic/model/presets.py): no weights to hash
+            tp = f" tp={m['tp']}" if "tp" in m else ""
+            layers = (
+                f"{m.get('layers')}/{m['published_layers']}" if "published_layers" in m else m.get("layers")
+            )
+            return f"preset {m['preset']} layers={layers}{tp}", ""
         sizes = m.get("sizes", {})
         summary = (
             f"{m['mode']} seed={m['seed']} hidden={sizes.get('hidden')} layers={sizes.get('layers')} "

@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 import orjson
 
+from bench.model_config import DEFAULT_VOCAB_SIZE
 from bench.sweep import WorkloadSpec
 
 # Ids 0 and 1 are bos/eos in most vocabularies; a random prompt never contains them.
@@ -46,8 +47,9 @@ class Prompt:
             raise ValueError("a Prompt has exactly one of input_ids and text")
 
 
-def build_prompts(workload: WorkloadSpec, n: int, vocab_size: int = 32000) -> list[Prompt]:
-    """`n` prompts for `workload`, deterministic in the workload (same spec, same prompts, on every host)."""
+def build_prompts(workload: WorkloadSpec, n: int, vocab_size: int = DEFAULT_VOCAB_SIZE) -> list[Prompt]:
+    """`n` prompts for `workload`, deterministic in the workload and the vocabulary (same spec, same prompts,
+    on every host). Runs pass the model's own vocabulary (`bench.model_config.prompt_vocab`)."""
     if n < 1:
         raise ValueError(f"n must be >= 1, got {n}")
     if workload.dataset == "random":

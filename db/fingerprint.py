@@ -38,11 +38,14 @@ def point_fingerprint(
     gpu_name: str,
     gpu_count: int,
     accept_length: float | None = None,
+    expert_routing: str | None = None,
 ) -> str:
     """A stable 16-hex-digit hash of the series key; the same on every host and Python version.
 
     `accept_length` (a pinned SGLANG_SIMULATE_ACC_LEN) joins the key only when set, so the fingerprints
-    of every series without one stay what they were.
+    of every series without one stay what they were. `expert_routing` joins only when "balanced": a MoE model
+    with dummy weights measured with SGLang's balanced routing reads other bytes than one whose routing
+    collapsed (every series before specbench set the switch, whose fingerprints stay what they were).
     """
     key: dict[str, object] = {
         "model": model,
@@ -61,5 +64,7 @@ def point_fingerprint(
     }
     if accept_length is not None:
         key["accept_length"] = accept_length
+    if expert_routing == "balanced":
+        key["expert_routing"] = expert_routing
     blob = json.dumps(key, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(blob.encode()).hexdigest()[:16]

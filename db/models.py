@@ -219,6 +219,13 @@ class Point(MetricColumns, Base):
     # SGLANG_SIMULATE_ACC_LEN of the point's server (grid.accept_lengths); None = acceptance not pinned.
     accept_length_pinned: Mapped[float | None] = mapped_column(Float)
     overhead_s: Mapped[float | None] = mapped_column(Float)
+    # balanced | collapsed: the expert routing of a dummy-weight MoE server (bench/server/routing.py); NULL:
+    # real weights or a dense model.
+    expert_routing: Mapped[str | None] = mapped_column(String(16))
+    # The least time one step (speculative: one cycle) can take on this GPU (bench/floor.py), and floor / the
+    # measured step; above 1 is impossible (the point is flagged invalid).
+    step_floor_ms: Mapped[float | None] = mapped_column(Float)
+    floor_fraction: Mapped[float | None] = mapped_column(Float)
     created_at: Mapped[datetime] = _created()
 
     run: Mapped[Run] = relationship(back_populates="points")

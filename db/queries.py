@@ -18,6 +18,7 @@ from db.query_common import (
 )
 from db.run_queries import (
     Totals,
+    caption_facts,
     latest_runs,
     list_runs,
     problem_points,
@@ -51,6 +52,7 @@ __all__ = [
     "SERIES_COLUMNS",
     "QueryError",
     "Totals",
+    "caption_facts",
     "checked_metrics",
     "fingerprints_of_runs",
     "latest_runs",

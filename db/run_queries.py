@@ -203,7 +203,39 @@ def run_info(engine: Engine, run_id: int) -> dict[str, Any]:
     info["sweep_edits"] = [
         {"at": e.get("at"), "changes": e.get("changes", [])} for e in provenance.get("sweep_edits", [])
     ]
+    info["caption_facts"] = caption_facts(engine, run_id)
     return info
+
+
+def caption_facts(engine: Engine, run_id: int) -> dict[str, Any]:
+    """What a run's numbers are made of, for `analysis.labels.numbers_caption`: dummy weights (a launch with
+    `--load-format dummy`; None when the run launched nothing), the pinned acceptances, the expert routings of
+    its points, why its points have no floor, and the model with its synthetic-preset summary."""
+    present = table_columns(engine, Point.__tablename__)
+    with engine.connect() as c:
+        argvs = c.execute(select(ServerInstance.argv).where(ServerInstance.run_id == run_id)).scalars().all()
+        cols = [*if_present(present, Point.accept_length_pinned), *if_present(present, Point.expert_routing)]
+        rows = (
+            c.execute(select(*cols).where(Point.run_id == run_id).distinct()).mappings().all() if cols else []
+        )
+        run = c.execute(select(Run.model, Run.provenance).where(Run.id == run_id)).first()
+    launched = [list(a or []) for a in argvs if a]
+    dummy = (
+        any(a[i + 1] == "dummy" for a in launched for i, x in enumerate(a[:-1]) if x == "--load-format")
+        if launched
+        else None
+    )
+    provenance = (run.provenance if run is not None else None) or {}
+    return {
+        "dummy_weights": dummy,
+        "accept_lengths": sorted(
+            {float(v) for r in rows if (v := r.get("accept_length_pinned")) is not None}
+        ),
+        "routings": sorted({str(v) for r in rows if (v := r.get("expert_routing"))}),
+        "floor_note": provenance.get("floor_note"),
+        "model": run.model if run is not None else None,
+        "model_synth": provenance.get("model_synth"),
+    }
 
 
 def run_servers(engine: Engine, run_id: int) -> pd.DataFrame:
@@ -293,6 +325,9 @@ def run_points(engine: Engine, run_id: int, metrics: Sequence[str] | None = None
             Point.output_throughput_ci_low,
             Point.output_throughput_ci_high,
             *if_present(present, Point.accept_length_pinned),
+            *if_present(present, Point.expert_routing),
+            *if_present(present, Point.step_floor_ms),
+            *if_present(present, Point.floor_fraction),
         )
         .where(Point.run_id == run_id)
         .order_by(Point.id)

@@ -18,14 +18,18 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar
 
+from rich.console import Console
+from rich.markup import escape
 from rich.progress import Progress, TaskID
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session
 
+from bench import floor
 from bench.client import LoadClient
 from bench.host import cpu_affinity
 from bench.host.telemetry import TelemetrySource
 from bench.measure import Window, WindowSettings, measure_windows
+from bench.model_config import DEFAULT_VOCAB_SIZE, read_model_config, vocab_size
 from bench.provenance import collect_provenance
 from bench.results import SampleResult
 from bench.server.launcher import LaunchedServer, LaunchError, launch
@@ -89,6 +93,13 @@ class SweepExecutor:
         # A pair's second server could not start next to the first: later pairs use alternating restarts.
         self.colocate_failed = False
         self.telemetry = TelemetrySource(gpus, enabled=spec.server.backend != "external")
+        # Random prompt ids stay below the model's vocabulary (16,160 on the TP-8 shard): its config.json when
+        # the model is a local directory, else the workload's default.
+        self.model_config = read_model_config(spec.model)
+        self.vocab_size = vocab_size(self.model_config) or DEFAULT_VOCAB_SIZE
+        self.floor_note: str | None = None  # why points have no floor (no config, unknown GPU), for the run
+        self.console: Console | None = None  # where run-time warnings go (set by execute_sweep)
+        self.warned: set[str] = set()
 
     def check_stop(self) -> None:
         """Raise Stopped when a stop was requested (SIGTERM) or the deadline passed; called between windows."""
@@ -97,9 +108,9 @@ class SweepExecutor:
         if self.deadline is not None and time.monotonic() >= self.deadline:
             raise Stopped("deadline reached; finished the current point", deadline=True)
 
-    def show_progress(self, progress: Progress, task: TaskID) -> None:
-        """Report the run's progress on `progress`'s `task` (one tick per point)."""
-        self.progress, self.task = progress, task
+    def show_progress(self, progress: Progress, task: TaskID, console: Console | None = None) -> None:
+        """Report the run's progress on `progress`'s `task` (one tick per point), warnings on `console`."""
+        self.progress, self.task, self.console = progress, task, console
 
     def advance(self, description: str | None = None) -> None:
         """One point fewer to go (measured, failed or already stored)."""
@@ -251,13 +262,29 @@ class SweepExecutor:
                 log_path=str(server.log_path) if server.log_path else None,
                 startup_s=server.startup_s,
             )
+            if server.expert_routing is not None:
+                # What the run's dummy-weight MoE servers routed like: every number of the run says it.
+                seen = run.provenance.get("expert_routing")
+                routing = server.expert_routing if seen in (None, server.expert_routing) else "mixed"
+                run.provenance = {**run.provenance, "expert_routing": routing}
             # Idle servers sharing the GPU while this one was measured (max_parallel_starts > 1).
             row.env = {**row.env, "specbench.co_resident_idle_servers": str(co_resident), **(extra_env or {})}
             if server.cpu_affinity is not None:  # the CPUs its threads were pinned to and read back on
                 row.env = {**row.env, "specbench.cpu_affinity": list(server.cpu_affinity)}
             return int(row.id)
 
-        return int(self.write(write, "recording the server"))
+        server_row_id = int(self.write(write, "recording the server"))
+        self.warn_routing(server)
+        return server_row_id
+
+    def warn_routing(self, server: LaunchedServer) -> None:
+        """Say loudly, once per run, that a dummy-weight MoE server's routing collapsed."""
+        if server.expert_routing != "collapsed" or "routing" in self.warned:
+            return
+        self.warned.add("routing")
+        warning = next((n for n in server.notes if "routing" in n), "expert routing collapsed")
+        if self.console is not None:
+            self.console.print(f"[bold yellow]WARNING[/]: {escape(warning)}", highlight=False)
 
     async def _measure_group(
         self, todo: list[PointPlan], server: LaunchedServer, server_row_id: int, label: str
@@ -316,7 +343,7 @@ class SweepExecutor:
         """Measure `repeats` of `plan` on `server` (warming up first if asked), storing each as it ends."""
         if not repeats:
             return
-        prompts = build_prompts(plan.workload, plan.num_prompts)
+        prompts = build_prompts(plan.workload, plan.num_prompts, self.vocab_size)
         after_start = warmup and server_row_id not in self.warmed_servers
         if after_start:
             self.warmed_servers.add(server_row_id)
@@ -332,7 +359,7 @@ class SweepExecutor:
         async for sample, win in measure_windows(client, prompts, repeats, settings):
             if sample.metrics is not None:
                 window += sample.metrics.duration_s
-            self._store(plan, sample, server_row_id, server.spec_mode_resolved, win)
+            self._store(plan, sample, server_row_id, server, win)
             if self.reference is None and sample.metrics is not None:
                 self.reference = plan
             if self.pair_reference is None and sample.metrics is not None:
@@ -341,12 +368,33 @@ class SweepExecutor:
             self.points_measured += 1
         self.overhead_total += max(time.perf_counter() - t_point - window, 0.0)
 
+    def point_floor(self, plan: PointPlan, server: LaunchedServer, run_gpu: str | None) -> float | None:
+        """The floor of `plan` on `server` (bench/floor.py), or None; why there is none goes to the run once."""
+        cfg = plan.server
+        gpu = floor.gpu_for_floor(server.server_info, run_gpu)
+        result, why = floor.point_floor(
+            self.model_config,
+            gpu,
+            tp=cfg.tp,
+            batch=plan.batch_size,
+            input_len=plan.workload.input_len,
+            output_len=plan.workload.output_len,
+            steps=cfg.steps,
+            draft_tokens=cfg.draft_tokens,
+            kv_bytes=floor.kv_cache_bytes(dict(cfg.args)),
+            # Balanced routing touches the experts in expectation; any other routing at least top-k of them.
+            routing="balanced" if server.expert_routing == "balanced" else "minimum",
+        )
+        if why is not None:
+            self.floor_note = why
+        return None if result is None else result.ms
+
     def _store(
         self,
         plan: PointPlan,
         sample: SampleResult,
         server_row_id: int,
-        spec_mode_resolved: str | None,
+        server: LaunchedServer,
         window: Window,
     ) -> None:
         """One repeat as one transaction (sample, requests, point refresh), idempotent on (point, repeat): a
@@ -357,12 +405,21 @@ class SweepExecutor:
         def write(s: Session) -> None:
             run = s.get(Run, self.run_id)
             assert run is not None
-            point = store.get_or_create_point(s, run, plan, server_row_id)
+            point = store.get_or_create_point(
+                s,
+                run,
+                plan,
+                server_row_id,
+                expert_routing=server.expert_routing,
+                step_floor_ms=self.point_floor(plan, server, run.gpu_name),
+            )
+            if self.floor_note is not None and run.provenance.get("floor_note") != self.floor_note:
+                run.provenance = {**run.provenance, "floor_note": self.floor_note}
             store.store_sample(
                 s,
                 point,
                 sample,
-                spec_mode_resolved=spec_mode_resolved,
+                spec_mode_resolved=server.spec_mode_resolved,
                 window=window,
                 order_index=order,
                 invocation=self.first_order_index,

@@ -21,6 +21,7 @@ from sqlalchemy import Engine
 from sqlalchemy.orm import Session
 
 from bench.client import LoadClient
+from bench.model_config import prompt_vocab
 from bench.profile.capture import CaptureResult, capture_profile, start_profile_body
 from bench.profile.summary import DEFAULT_DISTORTION_THRESHOLD, distortion, summarize
 from bench.profile.trace import TraceError, load_trace
@@ -76,7 +77,9 @@ async def profile_point(
         out_dir, prof.steps, prof.activities, with_stack=prof.with_stack, record_shapes=prof.record_shapes
     )
     # Enough requests that the load outlasts the profile: the point's own count, at least four waves.
-    prompts = build_prompts(plan.workload, max(plan.num_prompts, 4 * plan.batch_size))
+    prompts = build_prompts(
+        plan.workload, max(plan.num_prompts, 4 * plan.batch_size), prompt_vocab(spec.model)
+    )
     result = await capture_profile(
         client,
         prompts,

@@ -112,7 +112,7 @@ def drift_check(
 async def _measure_once(
     executor: SweepExecutor, base_url: str, plan: PointPlan, *, after_start: bool, server_pid: int | None
 ) -> tuple[SampleResult | None, Window | None]:
-    prompts = build_prompts(plan.workload, plan.num_prompts)
+    prompts = build_prompts(plan.workload, plan.num_prompts, executor.vocab_size)
     settings = executor.window_settings(plan, warmup=True, after_start=after_start, server_pid=server_pid)
     async with LoadClient(base_url) as client:
         async for result, window in measure_windows(client, prompts, [0], settings):

@@ -12,9 +12,10 @@ from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
+from bench import floor
 from bench.measure import Window
-from bench.results import SampleResult
-from bench.stats.summary import Repeat, summarize_repeats
+from bench.results import STATUS_SEVERITY, SampleResult
+from bench.stats.summary import MEASURED_STATUSES, Repeat, summarize_repeats
 from bench.sweep import FieldChange, PointPlan, ServerConfig, SweepSpec
 from db.fingerprint import point_fingerprint
 from db.models import METRIC_FIELDS, PROVENANCE_COLUMNS, Point, RequestRow, Run, Sample, ServerInstance
@@ -150,13 +151,27 @@ def ok_values(
     return {int(r): (float(v), inv) for r, v, inv in rows if v > 0}
 
 
-def get_or_create_point(session: Session, run: Run, plan: PointPlan, server_instance_id: int | None) -> Point:
+def get_or_create_point(
+    session: Session,
+    run: Run,
+    plan: PointPlan,
+    server_instance_id: int | None,
+    *,
+    expert_routing: str | None = None,
+    step_floor_ms: float | None = None,
+) -> Point:
+    """The run's row for `plan`, created on first use. `expert_routing` and `step_floor_ms` come from the
+    server that measures it (runners.executor); a point measured again (a resumed run) takes its new server's."""
     point = session.scalars(
         select(Point).where(Point.run_id == run.id, Point.point_key == plan.key())
     ).one_or_none()
     if point is not None:
         if server_instance_id is not None:
             point.server_instance_id = server_instance_id
+        if expert_routing is not None:
+            point.expert_routing = expert_routing
+        if step_floor_ms is not None:
+            point.step_floor_ms = step_floor_ms
         return point
     series = plan.series(run.gpu_name, run.gpu_count)  # the series key: identity columns and fingerprint
     w = plan.workload
@@ -164,8 +179,12 @@ def get_or_create_point(session: Session, run: Run, plan: PointPlan, server_inst
         run_id=run.id,
         server_instance_id=server_instance_id,
         point_key=plan.key(),
-        fingerprint=point_fingerprint(**series, accept_length=plan.server.accept_length),
+        fingerprint=point_fingerprint(
+            **series, accept_length=plan.server.accept_length, expert_routing=expert_routing
+        ),
         accept_length_pinned=plan.server.accept_length,
+        expert_routing=expert_routing,
+        step_floor_ms=step_floor_ms,
         status="failed",
         reason="no repeat stored yet",
         dataset=w.dataset,
@@ -277,6 +296,27 @@ def refresh_point(session: Session, point: Point) -> None:
     point.output_throughput_ci_low = summary.output_throughput_ci_low
     point.output_throughput_ci_high = summary.output_throughput_ci_high
     point.overhead_s = sum(s.overhead_s or 0.0 for s in samples)
+    apply_floor(point)
+
+
+def apply_floor(point: Point) -> None:
+    """floor_fraction from the point's floor and its measured step (bench/floor.py); a point measured faster
+    than its floor did not run what its config says, so it is flagged `invalid` with the reason first."""
+    speculative = point.algorithm is not None
+    accept = point.accept_length_weighted if point.accept_length_weighted is not None else point.accept_length
+    step = floor.measured_step_ms(point.tpot_mean_ms, accept, speculative)
+    point.floor_fraction = floor.floor_fraction(point.step_floor_ms, step)
+    if (
+        point.floor_fraction is not None
+        and step is not None
+        and point.step_floor_ms is not None
+        and point.floor_fraction > floor.FLOOR_TOLERANCE
+        and point.status in MEASURED_STATUSES
+    ):
+        why = floor.below_floor_reason(point.step_floor_ms, step)
+        if STATUS_SEVERITY.get(point.status, 99) < STATUS_SEVERITY["invalid"]:
+            point.status = "invalid"  # a worse status (mode_mismatch) stays
+        point.reason = f"{why}; {point.reason}" if point.reason else why
 
 
 def fail_point(

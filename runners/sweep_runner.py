@@ -141,7 +141,7 @@ def execute_sweep(
     try:
         with progress:
             task = progress.add_task("starting", total=total_points)
-            executor.show_progress(progress, task)
+            executor.show_progress(progress, task, console)
             steps = schedule(groups, spec)
             for i, step in enumerate(steps):
                 # The last pair re-measures the reference point on its still-running server when it holds it.

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # gpu_evidence.sh: the FlashMLA speculative v1/v2 evidence on one Hopper GPU host, end to end.
 #
-#   1. model:      a DeepSeek-V3-shaped slice, config only (weights are initialised on the GPU by
-#                  --load-format dummy), with a synthetic tokenizer so text-mode clients work offline;
+#   1. model:      the config-only model the sweep names (weights are initialised on the GPU by
+#                  --load-format dummy), with a synthetic tokenizer so text-mode clients work offline: a
+#                  `.models/<preset>-<N>l` directory is `synth-model --preset <preset> --layers <N>`
+#                  (deepseek-v3-slice-4l, deepseek-v3-tp8-shard-40l, deepseek-v3-tp8-shard-61l, ...);
 #   2. sweep:      sweeps/h200-v3slice-paired.yaml: v1 and v2 up together, repeats interleaved ABBA,
 #                  >= 10 s windows, a drift check at the end, SGLang profiles at batch 1, 8, 32;
 #   3. crosscheck: SGLang's own bench_serving against specbench's client on one server of the same shape;
@@ -14,7 +16,9 @@
 # Usage:  bash scripts/gpu_evidence.sh [WORK_DIR]          (default: ./evidence)
 #         STEPS="sweep report" bash scripts/gpu_evidence.sh   runs only those steps
 #         END_BY=EPOCH_SECONDS ...   finish by then: later steps are skipped or cut (a nightly window)
-#         SWEEP=sweeps/h200-v3slice-intervals.yaml ...   measure another sweep in the sweep step
+#         SWEEP=sweeps/h200-v3slice-intervals.yaml ...   measure another sweep in the sweep step (and build the
+#                                        model it names: SWEEP=sweeps/h200-v3shard-40l-paired.yaml for the TP-8 shard)
+#         EXTRA_SWEEP=none ...          the extra step's sweep (default sweeps/h200-v3slice-steps1.yaml; none: skip)
 #         CROSSCHECK_SWEEP=sweeps/h200-v3slice-profile-cpu.yaml ...   also run this (backend external) sweep
 #                                        against the cross-check's server while it is up
 #         CROSSCHECK_ROUNDS=2 ...       A B B A rounds per batch size in the cross-check (default 2)
@@ -37,8 +41,11 @@ WORK=$(mkdir -p "${1:-evidence}" && cd "${1:-evidence}" && pwd)
 STEPS=${STEPS:-model sweep crosscheck extra report}
 SB=(${SPECBENCH:-specbench})               # e.g. SPECBENCH="python3 -m runners.cli" on a host without the entry point
 PY=${PYTHON:-python3}
-MODEL=.models/deepseek-v3-slice-4l          # the path the sweeps name
 SWEEP=${SWEEP:-sweeps/h200-v3slice-paired.yaml}
+EXTRA_SWEEP=${EXTRA_SWEEP:-sweeps/h200-v3slice-steps1.yaml}
+# The model directory the sweep names (its `model:` line); MODEL=... overrides it.
+MODEL=${MODEL:-$(sed -n 's/^model:[[:space:]]*\([^[:space:]#]*\).*/\1/p' "$SWEEP" | head -1)}
+MODEL=${MODEL:-.models/deepseek-v3-slice-4l}
 RESERVE=${CROSSCHECK_RESERVE_S:-0}
 ROUNDS=${CROSSCHECK_ROUNDS:-2}
 CC_SIZES=${CROSSCHECK_BATCH_SIZES:-8,32}
@@ -80,8 +87,15 @@ if [ -n "${JIT_CACHE:-}" ] && [ -f "$JIT_CACHE" ]; then
 fi
 
 if has model && [ ! -f "$MODEL/config.json" ]; then
-  log "model: $MODEL"
-  "${SB[@]}" synth-model "$MODEL" --preset deepseek-v3-slice --layers 4
+  # `.models/<preset>[-<N>l]`: the preset's config with N layers (the published count without a suffix).
+  if [[ $(basename "$MODEL") =~ ^(deepseek-v3-slice|deepseek-v3-tp8-shard|deepseek-v2-lite)(-([0-9]+)l)?$ ]]; then
+    preset=${BASH_REMATCH[1]} layers=${BASH_REMATCH[3]}
+    log "model: $MODEL (--preset $preset${layers:+ --layers $layers})"
+    "${SB[@]}" synth-model "$MODEL" --preset "$preset" ${layers:+--layers "$layers"}
+  else
+    log "model: $MODEL is missing and its name names no preset; build it, or set MODEL"
+    exit 2
+  fi
 fi
 if has model && [ ! -f "$MODEL/tokenizer.json" ]; then  # for the text-mode client of the cross-check
   "$PY" -m synthetic.model.tokenizer "$MODEL"
@@ -100,7 +114,9 @@ if has crosscheck && [ "$(left)" -ge "$CROSSCHECK_NEEDS" ]; then
   port=${CROSSCHECK_PORT:-30123}
   log "crosscheck: starting a server on :$port"
   touch "$WORK/.crosscheck-start"   # what this start compiles: the JIT cache files newer than this marker
-  SGLANG_SIMULATE_ACC_LEN=2.5 "$PY" -m sglang.launch_server --model-path "$MODEL" --load-format dummy \
+  # Balanced expert routing as specbench sets it for dummy weights (docs/reference/synthetic-models.md; a no-op
+  # on SGLang 0.5.12, which has no such switch).
+  SGLANG_SIMULATE_ACC_LEN=2.5 SGLANG_SIMULATE_UNIFORM_EXPERTS=1 "$PY" -m sglang.launch_server --model-path "$MODEL" --load-format dummy \
     --attention-backend flashmla --speculative-algorithm NEXTN --speculative-num-steps 3 \
     --speculative-eagle-topk 1 --speculative-num-draft-tokens 4 --mem-fraction-static 0.8 \
     --max-total-tokens 65536 --max-running-requests 64 --cuda-graph-max-bs 64 --disable-piecewise-cuda-graph \
@@ -138,11 +154,12 @@ PY
   trap - EXIT
 fi
 
-if has extra && [ "$(left)" -ge 360 ]; then
+if has extra && [ "$EXTRA_SWEEP" = none ]; then log "extra: none (EXTRA_SWEEP=none)"
+elif has extra && [ "$(left)" -ge 360 ]; then
   # Leave time for the point in flight, the drift check and teardown when END_BY cuts the sweep.
   cut=(); [ -n "${END_BY:-}" ] && cut=(--deadline-s "$(($(left) - 150))")
   log "extra: second pair ${cut[*]}"
-  "${SB[@]}" run sweeps/h200-v3slice-steps1.yaml --db "$DB" --log-dir "$WORK/logs" --resume --no-progress "${PIN[@]}" \
+  "${SB[@]}" run "$EXTRA_SWEEP" --db "$DB" --log-dir "$WORK/logs" --resume --no-progress "${PIN[@]}" \
     "${cut[@]}" || log "extra exit $?"
 elif has extra; then log "extra: skipped, $(left) s left before END_BY"; fi
 
@@ -152,7 +169,7 @@ fi
 
 if has report; then
   log "report"
-  for name in $(basename "$SWEEP" .yaml) h200-v3slice-steps1 $(basename "${CROSSCHECK_SWEEP:-none}" .yaml); do
+  for name in $(basename "$SWEEP" .yaml) $(basename "$EXTRA_SWEEP" .yaml) $(basename "${CROSSCHECK_SWEEP:-none}" .yaml); do
     id=$("$PY" - "$WORK/evidence.db" "$name" <<'PY'
 import sqlite3, sys
 row = sqlite3.connect(sys.argv[1]).execute(

@@ -31,7 +31,6 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Iterable
-from pathlib import Path
 from typing import Any, NamedTuple
 
 from bench.host.processes import current_cpu
@@ -166,7 +165,7 @@ _loop(float(sys.argv[2]), int(sys.argv[3]))
 def child_argv(period_s: float, parent: int) -> list[str]:
     """The child's command line: with -I, which also leaves the project's root off sys.path, so it is passed
     along (the module's docstring says why)."""
-    root = str(Path(__file__).resolve().parents[2])  # the folder that holds the `bench` package
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     return [sys.executable, "-I", "-c", _CHILD, root, str(period_s), str(parent)]
 
 

@@ -5,6 +5,13 @@ so the GPU idle time per cycle is roughly that CPU work. With overlap the CPU do
 the previous step; what overlap removes from the GPU's idle time is the CPU work it hides:
 
     cpu_hidden_ms = gpu_idle_ms_per_cycle(v1) - gpu_idle_ms_per_cycle(v2)
+
+The overlap answer in one number: the share of v1's GPU idle time per cycle that v2 removes,
+
+    overlap_share = cpu_hidden_ms / gpu_idle_ms_per_cycle(v1)
+
+against its limit of 1 (100 %): a v2 that keeps the GPU busy through the whole cycle hides everything overlap
+could hide. It is negative when v2's GPU idles longer than v1's (the overlap costs more than it hides).
 """
 
 from __future__ import annotations
@@ -26,11 +33,28 @@ def overlap_figures(v1: dict[str, Any], v2: dict[str, Any]) -> dict[str, float |
         "gpu_idle_ms_v1": idle1,
         "gpu_idle_ms_v2": idle2,
         "cpu_hidden_ms": idle1 - idle2 if idle1 is not None and idle2 is not None else None,
+        "overlap_share": overlap_share(idle1, idle2),
         "cycle_ms_v1": cyc1,
         "cycle_ms_v2": cyc2,
         "gpu_busy_v1": busy1,
         "gpu_busy_v2": busy2,
     }
+
+
+def overlap_share(idle_v1_ms: float | None, idle_v2_ms: float | None) -> float | None:
+    """The share of v1's GPU idle per cycle that v2 removes (1 = all of it); None without a v1 idle time."""
+    if idle_v1_ms is None or idle_v2_ms is None or idle_v1_ms <= 0:
+        return None
+    return (idle_v1_ms - idle_v2_ms) / idle_v1_ms
+
+
+def share_text(share: float | None) -> str:
+    """ "v2 hides 83% of what overlap could hide", or why it hides none of it."""
+    if share is None:
+        return "overlap share unknown (no GPU idle time in v1's profile)"
+    if share >= 0:
+        return f"v2 hides {share:.0%} of what overlap could hide"
+    return f"v2 hides none of what overlap could hide (its GPU idles {-share:.0%} longer per cycle than v1's)"
 
 
 def verdict(v1: dict[str, Any], v2: dict[str, Any]) -> str:
@@ -48,4 +72,5 @@ def verdict(v1: dict[str, Any], v2: dict[str, Any]) -> str:
     if f["cycle_ms_v1"] and f["cycle_ms_v2"] is not None:
         change = (f["cycle_ms_v2"] / f["cycle_ms_v1"] - 1.0) * 100.0
         parts.append(f"cycle {f['cycle_ms_v1']:.2f} → {f['cycle_ms_v2']:.2f} ms ({change:+.1f}%)")
+    parts.append(share_text(f["overlap_share"]))
     return "; ".join(parts)

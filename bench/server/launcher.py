@@ -39,11 +39,20 @@ from bench.host.processes import (
     read_log,
     terminate_group,
 )
+from bench.model_config import is_moe, read_model_config
 from bench.server.argv import ArgvError, ServerArgv, build_argv, resolve_python, sim_env
 from bench.server.env import ServerEnvError, build_server_env
 from bench.server.http import LaunchError, fetch_server_info, wait_healthy
 from bench.server.requested import compare_requested
-from bench.server.spec_modes import ENV_SPEC_V2, ResolvedMode, VersionError, resolve_mode
+from bench.server.routing import RoutingPlan, plan_routing
+from bench.server.spec_modes import (
+    ENV_ROUND_ROBIN_EXPERTS,
+    ENV_SPEC_V2,
+    ENV_UNIFORM_EXPERTS,
+    ResolvedMode,
+    VersionError,
+    resolve_mode,
+)
 from bench.sweep import SIMULATE_ACC_ENV, ServerConfig, ServerSpec
 
 # The directory that holds the `bench` package: the sim's working directory, so `-m synthetic.server` imports it
@@ -51,7 +60,7 @@ from bench.sweep import SIMULATE_ACC_ENV, ServerConfig, ServerSpec
 _PROJECT_ROOT = Path(__file__).resolve().parents[2]
 # Environment the sweep may not set: the spec mode and the sim settings own these.
 _OWNED_ENV_PREFIXES = ("SPECBENCH_SIM_",)
-_OWNED_ENV = frozenset({ENV_SPEC_V2})
+_OWNED_ENV = frozenset({ENV_SPEC_V2, ENV_UNIFORM_EXPERTS, ENV_ROUND_ROBIN_EXPERTS})
 
 _VERSION_PROBE = """\
 import importlib.metadata as m
@@ -86,6 +95,8 @@ class LaunchedServer:
     notes: list[str] = field(default_factory=list)
     # The CPUs every thread of the server's processes was pinned to and read back on; None: not pinned.
     cpu_affinity: list[int] | None = None
+    # Expert routing of a dummy-weight MoE launch (bench/server/routing.py); None: real weights or dense.
+    expert_routing: str | None = None
     _proc: subprocess.Popen[bytes] | None = field(default=None, repr=False)
     _stop_timeout_s: float = field(default=15.0, repr=False)
     _guard: reaper.Guard | None = field(default=None, repr=False)
@@ -135,6 +146,7 @@ class LaunchedServer:
             "mismatches": list(self.mismatches),
             "notes": list(self.notes),
             "cpu_affinity": None if self.cpu_affinity is None else list(self.cpu_affinity),
+            "expert_routing": self.expert_routing,
             "server_info": self.server_info,
         }
 
@@ -291,7 +303,9 @@ def launch(
                 *built.notes,
                 *(f"inherited {k} not passed on (set by server.sim only)" for k in dropped),
                 *plan.cpu_notes,
+                *([plan.routing.warning] if plan.routing.warning else []),
             ],
+            expert_routing=plan.routing.routing,
             _proc=proc,
             _stop_timeout_s=stop_timeout_s,
             _guard=guard,
@@ -334,6 +348,9 @@ class LaunchPlan:
     env: dict[str, str]  # the server's whole environment: env_delta over the host's small base
     cpus: cpu_affinity.CpuList | None = None  # what the server is pinned to; None: not pinned
     cpu_notes: tuple[str, ...] = ()  # why it is pinned when the sweep did not ask, overlaps with the client
+    routing: RoutingPlan = field(
+        default_factory=lambda: RoutingPlan(None)
+    )  # dummy-weight MoE routing and its env
 
 
 def plan_launch(
@@ -353,7 +370,14 @@ def plan_launch(
         built = build_argv(config, backend=spec.backend, version=version, port=port, python=spec.python)
     except (ArgvError, VersionError) as e:
         raise LaunchError(str(e)) from None
-    env_delta = _env_delta(spec, config, built.mode_env, gpus)
+    # Dummy weights on a MoE model: the release's balanced-routing switch, set like the spec-mode switch.
+    routing = plan_routing(
+        version=version,
+        load_format=spec.load_format,
+        setting=spec.balanced_routing,
+        moe=is_moe(read_model_config(config.model)),
+    )
+    env_delta = _env_delta(spec, config, {**built.mode_env, **routing.env}, gpus)
     if spec.backend == "sim" and spec.sim.shared_gpu:
         # The run's stand-in servers share one emulated GPU (synthetic/server/gpu_ledger.py), as on a real host.
         device = env_delta.get("CUDA_VISIBLE_DEVICES", "all").replace(",", "_")
@@ -364,7 +388,7 @@ def plan_launch(
     except ServerEnvError as e:
         raise LaunchError(f"cannot launch server: {e}") from None
     cpus, cpu_notes = _server_cpus(spec)
-    return LaunchPlan(built, env_delta, env, cpus, cpu_notes)
+    return LaunchPlan(built, env_delta, env, cpus, cpu_notes, routing)
 
 
 def _server_cpus(spec: ServerSpec) -> tuple[cpu_affinity.CpuList | None, tuple[str, ...]]:
@@ -456,7 +480,8 @@ def _env_delta(
 ) -> dict[str, str]:
     sweep_env = dict(config.env)
     problems = [
-        f"server.env.{name}: set by specbench itself (spec mode / sim settings), not by the sweep"
+        f"server.env.{name}: set by specbench itself (spec mode / balanced routing / sim settings), not by the "
+        "sweep"
         for name in sweep_env
         if name in _OWNED_ENV or name.startswith(_OWNED_ENV_PREFIXES)
     ]

@@ -111,6 +111,29 @@ def env_var_status(version: str) -> Literal["honoured", "removed_warns", "ignore
     return "ignored"
 
 
+# Balanced expert routing for dummy weights (contract §1.6). SGLang 0.5.13 added two benchmark-only switches
+# that overwrite the router's choice in `select_experts` (sglang/srt/layers/moe/topk.py, read from environ.py):
+# SGLANG_SIMULATE_UNIFORM_EXPERTS (each token: a random offset, its k experts spread E // k apart) and
+# SGLANG_SIMULATE_ROUND_ROBIN_EXPERTS (deterministic). They are mutually exclusive (a ValueError at the first
+# MoE forward). 0.5.12 has neither. 0.5.13-0.5.15 draw in torch and overwrite every top-k column, a fused shared
+# expert's slot included (k + 1 routed draws, the shared expert never runs); 0.5.23 draws in one Triton kernel
+# and keeps the fused shared column, with a seed fixed at CUDA-graph capture (each graph replay repeats its
+# draw).
+ENV_UNIFORM_EXPERTS = "SGLANG_SIMULATE_UNIFORM_EXPERTS"
+ENV_ROUND_ROBIN_EXPERTS = "SGLANG_SIMULATE_ROUND_ROBIN_EXPERTS"
+_ROUTING_SWITCH_SINCE = (0, 5, 13)
+
+
+def balanced_routing_switch(version: str) -> str | None:
+    """The environment variable that balances expert routing on this release, or None (0.5.12 has none)."""
+    return ENV_UNIFORM_EXPERTS if release3(version) >= _ROUTING_SWITCH_SINCE else None
+
+
+def fused_shared_slot_drawn(version: str) -> bool:
+    """Whether the release's uniform routing also overwrites a fused shared expert's slot (0.5.13-0.5.15)."""
+    return _ROUTING_SWITCH_SINCE <= release3(version) < (0, 5, 23)
+
+
 def launch_settings(version: str, mode: SpecMode | None) -> tuple[list[str], dict[str, str]]:
     """Extra server flags and environment that select `mode` on this SGLang version.
 

@@ -31,7 +31,13 @@ def dotted_path(parts: list[Any]) -> str:
 
 # pydantic names the branch of a union in an error's location. `workload` is one mapping or a list of
 # them; a user who wrote one mapping wants to hear what is wrong with it, not that it is not a list.
-_UNION_BRANCHES = {"WorkloadSpec": "one workload", "list[WorkloadSpec]": "a list of workloads"}
+_UNION_BRANCHES = {
+    "WorkloadSpec": "one workload",
+    "list[WorkloadSpec]": "a list of workloads",
+    # grid.accept_lengths: one list for every steps value, or a list per steps value
+    "list[constrained-float]": "a list of lengths",
+    "dict[constrained-int,list[constrained-float]]": "lengths per steps value",
+}
 _WRONG_SHAPE = {"list_type", "model_type", "dict_type", "model_attributes_type"}
 
 
@@ -41,7 +47,7 @@ def format_validation(e: ValidationError) -> list[str]:
 
 def format_validation_errors(errors: list[Any]) -> list[str]:
     out: list[str] = []
-    wrong_shape: set[str] = set()  # unions where a branch did not fit the shape at all
+    wrong_shape: dict[str, list[str]] = {}  # unions where a branch did not fit the shape at all: its branches
     explained: set[str] = set()  # unions where a branch fit and said what is wrong inside it
     for err in errors:
         parts = [str(x) for x in err["loc"]]
@@ -49,7 +55,7 @@ def format_validation_errors(errors: list[Any]) -> list[str]:
         if branch is not None:
             where = ".".join(parts[:branch])
             if err["type"] in _WRONG_SHAPE and len(parts) == branch + 1:
-                wrong_shape.add(where)
+                wrong_shape.setdefault(where, []).append(_UNION_BRANCHES[parts[branch]])
                 continue
             explained.add(where)
             del parts[branch]
@@ -67,8 +73,9 @@ def format_validation_errors(errors: list[Any]) -> list[str]:
             got = err.get("input")
             shown = "" if key_error or isinstance(got, dict | list) else f" (got {_short(got)})"
             out.append(f"{loc}: {msg}{shown}")
-    for where in sorted(wrong_shape - explained):  # neither branch fits at all
-        out.append(f"{where}: must be {' or '.join(_UNION_BRANCHES.values())} (mappings)")
+    for where in sorted(set(wrong_shape) - explained):  # neither branch fits at all
+        shapes = wrong_shape[where]
+        out.append(f"{where}: must be {' or '.join(shapes)}" + (" (mappings)" if "workload" in where else ""))
     return out
 
 

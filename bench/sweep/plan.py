@@ -158,8 +158,8 @@ def expand(spec: SweepSpec) -> list[ServerGroup]:
             )
         )
     # Mode innermost: the v1 and v2 configs of a pair sit next to each other (the runner pairs them).
-    accepts: list[float | None] = list(g.accept_lengths) or [None]
     for st in g.steps:
+        accepts = g.accepts_for(st)
         for k in g.topk:
             drafts = [st + 1] if g.draft_tokens == "auto" and k == 1 else g.draft_tokens
             if drafts == "auto":  # topk > 1 and auto: SGLang's own rule of thumb is steps*topk+1

@@ -6,8 +6,12 @@ import re
 from typing import Protocol
 
 from bench.server.flags import check_passthrough_flag
+from bench.server.spec_modes import ENV_ROUND_ROBIN_EXPERTS, ENV_UNIFORM_EXPERTS
 from bench.sweep.fields import MAX_POINTS, MAX_SERVER_CONFIGS, SIMULATE_ACC_ENV, TOPK1_ONLY_BACKENDS
 from bench.sweep.sections import GridSpec, MeasureSpec, ProfileSpec, ServerSpec, WorkloadSpec
+
+# SGLang's routing switches: specbench sets them from server.balanced_routing (bench/server/routing.py).
+ROUTING_ENV = frozenset({ENV_UNIFORM_EXPERTS, ENV_ROUND_ROBIN_EXPERTS})
 
 
 class CheckedSweep(Protocol):
@@ -78,10 +82,18 @@ def find_problems(spec: CheckedSweep) -> list[str]:
             p.append("measure.ratio_target: needs repeats >= 2 (a paired interval needs two pairs)")
         if m.max_repeats is not None and m.max_repeats < spec.repeats:
             p.append(f"measure.max_repeats: {m.max_repeats} is below repeats ({spec.repeats})")
-    if len(set(g.accept_lengths)) != len(g.accept_lengths):
+    pinned = g.accept_lengths.values() if isinstance(g.accept_lengths, dict) else [g.accept_lengths]
+    if any(len(set(lengths)) != len(lengths) for lengths in pinned):
         p.append("grid.accept_lengths: duplicate values")
+    if isinstance(g.accept_lengths, dict):
+        for st in sorted(set(g.accept_lengths) - set(g.steps)):
+            p.append(f"grid.accept_lengths: steps {st} is not in grid.steps {g.steps}")
+        for st in sorted(set(g.steps) - set(g.accept_lengths)):
+            p.append(f"grid.accept_lengths: no entry for steps {st} (a mapping pins each steps value)")
     if g.accept_lengths and SIMULATE_ACC_ENV in s.env:
         p.append(f"server.env.{SIMULATE_ACC_ENV}: set by grid.accept_lengths; remove one of the two")
+    for name in sorted(set(s.env) & ROUTING_ENV):
+        p.append(f"server.env.{name}: set by specbench itself (server.balanced_routing: auto | off)")
     if s.load_format != "auto" and "load-format" in s.args:
         p.append("server.args.load-format: set by server.load_format; remove one of the two")
     if not g.spec_modes and not g.baseline:
@@ -143,8 +155,8 @@ def find_problems(spec: CheckedSweep) -> list[str]:
         if w.dataset == "random" and w.path:
             p.append(f"{where}.path: only for dataset: jsonl")
     drafts = len(g.draft_tokens) if isinstance(g.draft_tokens, list) else 1
-    accepts = max(len(g.accept_lengths), 1)
-    servers = int(g.baseline) + len(g.spec_modes) * len(g.steps) * len(g.topk) * drafts * accepts
+    accepts = sum(len(g.accepts_for(st)) for st in g.steps)  # (steps, acceptance) combinations
+    servers = int(g.baseline) + len(g.spec_modes) * len(g.topk) * drafts * accepts
     points = servers * len(g.batch_sizes) * len(spec.workloads)
     if servers > MAX_SERVER_CONFIGS or points > MAX_POINTS:
         p.append(

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PlainValidator, field_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PlainValidator, field_validator
 
 from bench.server.spec_modes import DEFAULT_RELEASE as DEFAULT_VERSION
 from bench.server.spec_modes import RELEASES as EMULATED_VERSIONS
@@ -78,6 +78,11 @@ class SimSettings(Strict):
         return v
 
 
+def _yaml_off(v: Any) -> Any:
+    """YAML 1.1 reads a bare `off` as false: `balanced_routing: off` means "off", not a type error."""
+    return "off" if v is False else v
+
+
 class ServerSpec(Strict):
     backend: Backend = "sglang"
     base_url: Text | None = None
@@ -96,6 +101,10 @@ class ServerSpec(Strict):
     # `dummy`: SGLang initialises weights from config.json alone (`--load-format dummy`), for the
     # config-only checkpoints of `specbench synth-model --preset ...`. `auto` passes no flag.
     load_format: LoadFormat = "auto"
+    # With dummy weights a MoE model's routing collapses onto a few experts; `auto` sets the release's
+    # balanced-routing switch (SGLANG_SIMULATE_UNIFORM_EXPERTS, bench/server/routing.py), `off` leaves routing
+    # as the dummy weights make it (warned about, and labelled "routing collapsed" on every point).
+    balanced_routing: Annotated[Literal["auto", "off"], BeforeValidator(_yaml_off)] = "auto"
     # Keep both servers of a v1/v2 pair alive and interleave their repeats (docs/reference/paired-measurement.md).
     # If the second one cannot start (GPU memory), the runner falls back to alternating restarts.
     pair_colocate: bool = True
@@ -114,13 +123,27 @@ class GridSpec(Strict):
     topk: list_of(TopK) = Field(default_factory=lambda: [1])  # type: ignore[valid-type]
     draft_tokens: Annotated[Literal["auto"] | list[int], PlainValidator(draft_tokens_value)] = "auto"
     baseline: bool = True
-    # Pinned acceptance lengths (SGLANG_SIMULATE_ACC_LEN), one server config per value; [] = not pinned.
-    accept_lengths: Annotated[list[AcceptLength], Field(max_length=64)] = Field(default_factory=list)
+    # Pinned acceptance lengths (SGLANG_SIMULATE_ACC_LEN), one server config per value; [] = not pinned. A list
+    # crosses every steps value; a mapping pins per steps value (`{1: [1.8], 3: [2.5]}`: steps 1 at 1.8, steps 3
+    # at 2.5), for grids where a length only fits some steps (one draft step accepts at most 2 tokens).
+    accept_lengths: (
+        Annotated[list[AcceptLength], Field(max_length=64)]
+        | Annotated[
+            dict[Steps, Annotated[list[AcceptLength], Field(min_length=1, max_length=64)]],
+            Field(max_length=64),
+        ]
+    ) = Field(default_factory=list)
 
     @field_validator("algorithm", mode="before")
     @classmethod
     def _upper(cls, v: Any) -> Any:
         return v.upper() if isinstance(v, str) else v
+
+    def accepts_for(self, steps: int) -> list[float | None]:
+        """The pinned lengths of `steps` draft steps; [None] when acceptance is not pinned."""
+        if isinstance(self.accept_lengths, dict):
+            return list(self.accept_lengths.get(steps, [])) or [None]
+        return list(self.accept_lengths) or [None]
 
 
 class WorkloadSpec(Strict):

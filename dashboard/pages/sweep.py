@@ -9,7 +9,7 @@ from analysis import md
 from analysis.labels import STAND_IN_TAG, run_tag, short_gpu, short_workload
 from analysis.sweep import sweep_grid
 from dashboard import charts
-from dashboard.components import layout, state
+from dashboard.components import evidence, layout, state
 from dashboard.components.export import frame_with_csv
 from dashboard.components.filters import run_picker
 from dashboard.services import data
@@ -95,6 +95,8 @@ st.caption(
     f"{md.text(info['sgl_kernel_version'] or '?')} · trigger {md.text(info['trigger'])} · run uid "
     f"{md.code(info['uid'])}"
 )
+facts = info.get("caption_facts") or {}
+evidence.numbers_banner(facts)
 if info["sweep_edits"]:
     # A resume may change the stopping rule (how many pairs a point takes); say so next to the run.
     edits = "; ".join(
@@ -117,6 +119,7 @@ if st.session_state.get("sw_accept") is not None:  # the baseline pins nothing: 
 grid = sweep_grid(sel)
 if grid.empty:
     st.info("This run has no ok points for this selection.")
+    evidence.floor_section(sel, facts)  # points faster than their floor are one reason for none
     st.stop()
 spec = grid[grid["spec_mode"] != "baseline"]
 # Counted in the selection the charts show, not the whole run.
@@ -136,6 +139,7 @@ if spec["speedup_over_baseline"].notna().any():
     st.altair_chart(chart, width="content")
 else:
     st.caption("Needs a baseline point at the same batch size.")
+evidence.speedup_section(grid, facts, simulated=bool(info["simulated"]))
 left, right = st.columns([2, 3])
 with left:
     st.markdown("##### v2 (overlap) over v1 (non-overlap)")
@@ -152,11 +156,14 @@ with left:
             "v2). Grey: the interval spans 1, no clear difference. `specbench export --view v2-vs-v1` gives "
             "the table."
         )
+        evidence.overlap_share_table(ratios)
     else:
         st.caption("Needs both v1 and v2 points.")
 with right:
     st.markdown("##### Throughput against batch size")
     st.altair_chart(charts.throughput_lines(grid), width="stretch")
+
+evidence.floor_section(sel, facts)
 
 with st.expander(f"All {len(points)} points of run #{run_id} (every status)"):
     frame_with_csv(points, "run", f"run-{run_id}-points.csv", key="sw_csv")

@@ -235,6 +235,7 @@ def _dry_run(
                 markup=False,
                 highlight=False,
             )
+    collapsed = 0
     for i, g in enumerate(groups, 1):
         console.print(
             f"\n[bold]launch {i}/{len(groups)}[/]: {g.server.label()} - {len(g.points)} point(s), batch sizes "
@@ -260,6 +261,21 @@ def _dry_run(
             console.print(f"  cpus: {format_cpu_list(plan.cpus)}", markup=False, highlight=False)
         for note in (*built.notes, *plan.cpu_notes):
             console.print(f"  note: {note}", markup=False, highlight=False)
+        if plan.routing.routing == "balanced":
+            console.print(
+                "  routing: balanced (dummy weights on a MoE model: SGLang's uniform expert routing)",
+                markup=False,
+                highlight=False,
+            )
+        if plan.routing.warning:
+            collapsed += 1
+            console.print(f"  [bold yellow]WARNING[/]: {escape(plan.routing.warning)}", highlight=False)
+    if collapsed:
+        console.print(
+            f"\n[bold yellow]WARNING[/]: expert routing stays collapsed on {collapsed} launch(es); their points "
+            "are labelled 'routing collapsed' (docs/reference/synthetic-models.md)",
+            highlight=False,
+        )
     past_startup, past_windows = _history(spec.name, db)
     est = estimate.estimate(
         spec, groups, past_startup_s=past_startup, past_window_s=past_windows, resume=resume

@@ -24,6 +24,7 @@ class ModeChoice(StrEnum):
 class PresetChoice(StrEnum):
     deepseek_v3_slice = "deepseek-v3-slice"
     deepseek_v2_lite = "deepseek-v2-lite"
+    deepseek_v3_tp8_shard = "deepseek-v3-tp8-shard"
 
 
 def synth_model(
@@ -47,7 +48,14 @@ def synth_model(
         PresetChoice | None,
         typer.Option(
             help="Write a config-only checkpoint of a published shape (no weights; serve with "
-            "server.load_format: dummy). Only --layers and --force apply."
+            "server.load_format: dummy). Only --layers, --tp and --force apply."
+        ),
+    ] = None,
+    tp: Annotated[
+        int | None,
+        typer.Option(
+            help="deepseek-v3-tp8-shard: the tensor-parallel width whose one GPU the shard is (default 8; "
+            "1 = the whole model, to serve at server.tp: 8).",
         ),
     ] = None,
     seed: Annotated[int, typer.Option(help="Seed; the same seed and sizes give byte-identical weights.")] = 0,
@@ -73,8 +81,11 @@ def synth_model(
 ) -> None:
     """Write a synthetic DeepSeek-V3 + MTP checkpoint (FlashMLA dims) that sglang serves with EAGLE/NextN."""
     console = Console()
+    if tp is not None and preset is None:
+        Console(stderr=True).print("[bold red]error:[/] --tp applies to --preset deepseek-v3-tp8-shard only")
+        raise typer.Exit(code=2)
     if preset is not None:
-        _write_preset(console, out_dir, preset.value, layers, force)
+        _write_preset(console, out_dir, preset.value, layers, tp, force)
         if tokenizer:
             names = ", ".join(f.name for f in write_synthetic_tokenizer(out_dir))
             console.print(
@@ -130,26 +141,50 @@ def synth_model(
         )
 
 
-def _write_preset(console: Console, out_dir: Path, preset: str, layers: int | None, force: bool) -> None:
+def _write_preset(
+    console: Console, out_dir: Path, preset: str, layers: int | None, tp: int | None, force: bool
+) -> None:
     try:
-        path = synth.build_preset(out_dir, preset, layers, force=force)
+        path = synth.build_preset(out_dir, preset, layers, tp=tp, force=force)
     except (synth.SynthConfigError, synth.OutputDirError) as exc:
         Console(stderr=True, soft_wrap=True).print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False)
         raise typer.Exit(code=2) from exc
-    cfg = synth.preset_config(preset, layers)
-    params = synth.approx_params(cfg)
+    cfg = synth.preset_config(preset, layers, tp)
     n, k = cfg["num_hidden_layers"], cfg["first_k_dense_replace"]
     mtp = cfg.get("num_nextn_predict_layers", 0)
-    console.print(
+    head = (
         f"{preset}: config-only checkpoint in {path}\n"
         f"  {n} layers ({k} dense + {n - k} MoE){f' + {mtp} MTP (NextN) layer' if mtp else ''}, "
         f"hidden {cfg['hidden_size']}, {cfg['n_routed_experts']} routed experts, vocab {cfg['vocab_size']}\n"
-        f"  bf16 weights SGLang will allocate: ~{params['target'] * 2 / 2**30:.1f} GiB"
-        + (f" + ~{params['mtp'] * 2 / 2**30:.1f} GiB for the NextN layer" if mtp else "")
-        + "\n  serve with `server.load_format: dummy` (--load-format dummy); "
+    )
+    if "quantization_config" in cfg:
+        manifest = synth.read_manifest(path)
+        sizes = manifest["weight_bytes"]
+        head = (
+            f"{preset}: config-only checkpoint in {path}\n  {manifest['what']}\n"
+            f"  {n} layers ({k} dense + {n - k} MoE){f' + {mtp} NextN layer' if mtp else ''}: "
+            f"{cfg['num_attention_heads']} heads, intermediate {cfg['intermediate_size']}, "
+            f"{cfg['n_routed_experts']} experts of width {cfg['moe_intermediate_size']}, top-"
+            f"{cfg['num_experts_per_tok']}, vocab {cfg['vocab_size']}\n"
+            f"  FP8 weights incl. block scales: {sizes['target_layers'] / 1e9:.1f} GB target layers + "
+            f"{sizes['nextn_layer'] / 1e9:.2f} GB NextN layer; embedding + LM head (bf16) "
+            f"{sizes['embed_and_head'] / 1e9:.2f} GB; total {sum(sizes.values()) / 1e9:.1f} GB "
+            f"({sum(sizes.values()) / 2**30:.1f} GiB)\n"
+        )
+        sizes_line = ""
+    else:
+        params = synth.approx_params(cfg)
+        sizes_line = f"  bf16 weights SGLang will allocate: ~{params['target'] * 2 / 2**30:.1f} GiB" + (
+            f" + ~{params['mtp'] * 2 / 2**30:.1f} GiB for the NextN layer\n" if mtp else "\n"
+        )
+    console.print(
+        head
+        + sizes_line
+        + "  serve with `server.load_format: dummy` (--load-format dummy); "
         + ("the NextN draft loads from the same path (leave draft_model unset)" if mtp else "no MTP layer"),
         markup=False,
         highlight=False,
+        soft_wrap=True,  # sizes and paths stay on their lines (logs are grepped)
     )
 
 

@@ -11,8 +11,18 @@ The values below are those of the published `config.json` files on the Hugging F
 - deepseek-ai/DeepSeek-V2-Lite: hidden 2048, 16 heads, no query LoRA, kv_lora 512, 64 routed + 2 shared
   experts, top-6 greedy, moe_intermediate 1408, intermediate 10944, 1 dense layer first, vocab 102400, 27
   layers, no MTP layer.
-Left out on purpose: V3's FP8 block quantisation (`quantization_config`); the slice is served in bf16, so
-its weights are twice the bytes of the FP8 original (see the docs for what that means for the slice size).
+Left out of the slice on purpose: V3's FP8 block quantisation (`quantization_config`); the slice is served
+in bf16, so its weights are twice the bytes of the FP8 original (see the docs for what that means for the
+slice size).
+
+`deepseek-v3-tp8-shard` is what one GPU of an 8-way tensor-parallel DeepSeek-V3 deployment computes: the
+published config with its `quantization_config` (FP8 e4m3, dynamic activations, 128 x 128 weight blocks),
+split as SGLang's tensor parallelism splits it (`bench.model_config.shard_config`): 16 of 128 attention heads,
+`intermediate_size` and `moe_intermediate_size` at 1/8 (each of the 256 routed experts and the shared one at
+1/8 width), the vocabulary at 1/8 (16,160 rows of embedding and LM head, what the vocab-parallel layers hold),
+MLA ranks, hidden size, router and top-8 routing unchanged. Its NextN layer is built from the same config,
+so it is sharded the same way. `--tp N` gives other widths (`--tp 1` is the whole model, for a server that
+runs it at `server.tp: 8`); `--layers N` a shorter shard.
 
 The NextN draft of DeepSeek-V3 lives in the same checkpoint (`num_nextn_predict_layers: 1`): SGLang loads the
 MTP layer from the target's path when `--speculative-draft-model-path` is unset (contract §1.2), and with
@@ -27,11 +37,16 @@ import os
 from pathlib import Path
 from typing import Any, Literal
 
+from bench.floor import ModelShape
+from bench.model_config import ShardError, shard_config
 from synthetic.model.build import CONFIG_FILE, GENERATION_CONFIG_FILE, MANIFEST_FILE, check_output_dir
 from synthetic.model.layout import SynthConfigError
 
-Preset = Literal["deepseek-v3-slice", "deepseek-v2-lite"]
-PRESETS: tuple[Preset, ...] = ("deepseek-v3-slice", "deepseek-v2-lite")
+Preset = Literal["deepseek-v3-slice", "deepseek-v2-lite", "deepseek-v3-tp8-shard"]
+PRESETS: tuple[Preset, ...] = ("deepseek-v3-slice", "deepseek-v2-lite", "deepseek-v3-tp8-shard")
+SHARD_PRESET: Preset = "deepseek-v3-tp8-shard"
+# The shard preset's tensor-parallel width unless --tp says otherwise.
+SHARD_DEFAULT_TP = 8
 PRESET_FILES = (CONFIG_FILE, GENERATION_CONFIG_FILE, MANIFEST_FILE)
 
 # Published deepseek-ai/DeepSeek-V3 config.json, less `quantization_config` and the `auto_map` of the remote
@@ -85,6 +100,16 @@ DEEPSEEK_V3: dict[str, Any] = {
     "use_cache": True,
     "v_head_dim": 128,
     "vocab_size": 129280,
+}
+
+# The published DeepSeek-V3 config.json's `quantization_config` (README_WEIGHTS.md of deepseek-ai/DeepSeek-V3
+# documents the same block): FP8 e4m3 weights in 128 x 128 blocks, each with a float32 `weight_scale_inv`,
+# activations quantised on the fly.
+DEEPSEEK_V3_QUANTIZATION: dict[str, Any] = {
+    "activation_scheme": "dynamic",
+    "fmt": "e4m3",
+    "quant_method": "fp8",
+    "weight_block_size": [128, 128],
 }
 
 # Published deepseek-ai/DeepSeek-V2-Lite config.json, less its `auto_map`.
@@ -142,23 +167,43 @@ DEEPSEEK_V2_LITE: dict[str, Any] = {
 _PUBLISHED: dict[Preset, dict[str, Any]] = {
     "deepseek-v3-slice": DEEPSEEK_V3,
     "deepseek-v2-lite": DEEPSEEK_V2_LITE,
+    "deepseek-v3-tp8-shard": {**DEEPSEEK_V3, "quantization_config": DEEPSEEK_V3_QUANTIZATION},
 }
 _SOURCE: dict[Preset, str] = {
     "deepseek-v3-slice": "https://huggingface.co/deepseek-ai/DeepSeek-V3/blob/main/config.json",
     "deepseek-v2-lite": "https://huggingface.co/deepseek-ai/DeepSeek-V2-Lite/blob/main/config.json",
+    "deepseek-v3-tp8-shard": "https://huggingface.co/deepseek-ai/DeepSeek-V3/blob/main/config.json",
 }
+# What a number measured on the shard does not contain, said in its manifest and next to its numbers.
+SHARD_LEFT_OUT = (
+    "TP's two all-reduces per layer (after attention and after the MLP/MoE): one GPU runs alone",
+    "real weights: every weight is random (--load-format dummy)",
+    "real routing: balanced routing (SGLANG_SIMULATE_UNIFORM_EXPERTS, set by specbench) draws each token's "
+    "experts uniformly, the upper bound of the experts a step touches; trained routing touches fewer",
+    "real acceptance: pinned with SGLANG_SIMULATE_ACC_LEN (grid.accept_lengths)",
+)
 
 
-def preset_config(preset: str, layers: int | None = None) -> dict[str, Any]:
+def preset_config(preset: str, layers: int | None = None, tp: int | None = None) -> dict[str, Any]:
     """The `config.json` of `preset`, with `layers` decoder layers (None = the published count).
 
     Cutting layers keeps the dense-first structure where it can: `first_k_dense_replace` becomes
     min(published, layers - 1), so a slice of N >= 2 layers always has at least one MoE layer (N = 4 gives
     V3's 3 dense + 1 MoE; N = 5 the 3 + 2 measured on an H200). The MTP layer is one more, always MoE.
+    `tp` (the shard preset only; default 8) is the tensor-parallel width whose one GPU the config describes.
     """
     if preset not in _PUBLISHED:
         raise SynthConfigError(f"unknown preset {preset!r}; choose one of {', '.join(PRESETS)}")
     cfg = json.loads(json.dumps(_PUBLISHED[preset]))  # a deep copy
+    if preset == SHARD_PRESET:
+        try:
+            cfg = shard_config(cfg, SHARD_DEFAULT_TP if tp is None else tp)
+        except ShardError as e:
+            raise SynthConfigError(str(e)) from None
+    elif tp is not None:
+        raise SynthConfigError(
+            f"--tp applies to {SHARD_PRESET} only; {preset} is not a tensor-parallel shard"
+        )
     published_layers = int(cfg["num_hidden_layers"])
     if layers is None:
         return dict(cfg)
@@ -172,10 +217,15 @@ def preset_config(preset: str, layers: int | None = None) -> dict[str, Any]:
 
 
 def build_preset(
-    out_dir: str | os.PathLike[str], preset: str, layers: int | None = None, *, force: bool = False
+    out_dir: str | os.PathLike[str],
+    preset: str,
+    layers: int | None = None,
+    *,
+    tp: int | None = None,
+    force: bool = False,
 ) -> Path:
     """Write config.json, generation_config.json and a manifest (no weights) into `out_dir`."""
-    cfg = preset_config(preset, layers)
+    cfg = preset_config(preset, layers, tp)
     out = Path(out_dir)
     check_output_dir(out, force)
     out.mkdir(parents=True, exist_ok=True)
@@ -192,6 +242,35 @@ def build_preset(
         "weights": "none: serve with --load-format dummy (sweep: server.load_format: dummy)",
         "left_out": ["quantization_config (FP8 block quantisation): served in bf16"],
     }
+    if preset == SHARD_PRESET:
+        width = SHARD_DEFAULT_TP if tp is None else tp
+        published = _PUBLISHED[SHARD_PRESET]
+        sizes = ModelShape.from_config(cfg).weight_bytes()
+        manifest.update(
+            {
+                "tp": width,
+                "published_layers": published["num_hidden_layers"],
+                "what": (
+                    f"one GPU of DeepSeek-V3 served at tensor parallelism {width} (TP {width})"
+                    if width > 1
+                    else "the whole DeepSeek-V3 (tp 1): serve it at server.tp: N to shard it N ways"
+                )
+                + f", {cfg['num_hidden_layers']} of {published['num_hidden_layers']} layers, FP8 as published",
+                "sharded": {
+                    key: f"{published[key]} / {width} = {cfg[key]}"
+                    for key in (
+                        "num_attention_heads",
+                        "num_key_value_heads",
+                        "intermediate_size",
+                        "moe_intermediate_size",
+                        "vocab_size",
+                    )
+                },
+                "quantization_config": cfg["quantization_config"],
+                "weight_bytes": sizes,
+                "left_out": list(SHARD_LEFT_OUT),
+            }
+        )
     for name, obj in ((CONFIG_FILE, cfg), (GENERATION_CONFIG_FILE, generation), (MANIFEST_FILE, manifest)):
         tmp = out / (name + ".tmp")
         tmp.write_text(json.dumps(obj, indent=2) + "\n")

@@ -39,6 +39,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     traits = traits_for(cfg.version)
+    if traits.routing_switches and cfg.simulate_uniform_experts and cfg.simulate_round_robin_experts:
+        # SGLang raises this in select_experts at the first MoE forward (the warmup), and the server dies.
+        print(
+            "ValueError: SGLANG_SIMULATE_UNIFORM_EXPERTS and SGLANG_SIMULATE_ROUND_ROBIN_EXPERTS are mutually "
+            "exclusive",
+            file=sys.stderr,
+        )
+        return 1
     ns = parse_flags(traits, flags)
     logs.setup(ns.log_level)
     warnings: list[str] = []

@@ -105,7 +105,12 @@ class SimConfig:
     health_generation: bool = True
     health_timeout_s: float = 20.0
     record_step_time: bool = False
-    # Not knobs, but part of what the stand-in pretends to be; reported for provenance.
+    # SGLang's benchmark-only routing switches, as SGLang's EnvBool reads them (honoured from 0.5.13).
+    simulate_uniform_experts: bool = False
+    simulate_round_robin_experts: bool = False
+    # Not knobs, but part of what the stand-in pretends to be; reported for provenance. The GPU name is the one
+    # whose memory bandwidth gives the stand-in's points their floor (bench/floor.py).
+    gpu_name: str = "NVIDIA H200"
     gpu_memory_gb: float = 140.0
     weights_gb: float = 31.4
     kv_bytes_per_token: int = 31_104
@@ -145,6 +150,8 @@ class SimConfig:
             health_generation=env_flag(env.get("SGLANG_ENABLE_HEALTH_ENDPOINT_GENERATION"), default=True),
             health_timeout_s=_float(env, "SGLANG_HEALTH_CHECK_TIMEOUT", 20.0),
             record_step_time=env_flag(env.get("SGLANG_RECORD_STEP_TIME"), default=False),
+            simulate_uniform_experts=sglang_env_bool(env.get("SGLANG_SIMULATE_UNIFORM_EXPERTS")),
+            simulate_round_robin_experts=sglang_env_bool(env.get("SGLANG_SIMULATE_ROUND_ROBIN_EXPERTS")),
         )
 
     def provenance(self) -> dict[str, Any]:
@@ -160,6 +167,12 @@ def env_flag(value: str | None, *, default: bool) -> bool:
     if value is None or value.strip() == "":
         return default
     return value.strip().lower() not in ("0", "false", "no", "n", "off")
+
+
+def sglang_env_bool(value: str | None) -> bool:
+    """SGLang's EnvBool (sglang/srt/environ.py): true/1/yes/y and false/0/no/n, any case; anything else warns
+    there and reads as the default, false."""
+    return value is not None and value.lower() in ("true", "1", "yes", "y")
 
 
 def _float(env: Mapping[str, str], name: str, default: float) -> float:

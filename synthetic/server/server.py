@@ -7,6 +7,7 @@ import random
 import time
 from typing import Any
 
+from bench.model_config import is_moe, read_model_config
 from synthetic.server.acceptance import AcceptanceModel
 from synthetic.server.args import Resolved
 from synthetic.server.config import SimConfig
@@ -170,12 +171,37 @@ class SimServer:
         info["specbench_sim"] = self.provenance()
         return info
 
+    def expert_routing(self) -> str:
+        """How this server's MoE layers would route, as SGLang would run them. SGLang itself reports neither
+        switch anywhere (not in /server_info, not in its log); the stand-in says it under `specbench_sim`."""
+        moe = is_moe(read_model_config(self.args.model_path))
+        if moe is False:
+            return "dense model: no experts to route"
+        dummy = self.args.load_format == "dummy"
+        ignored = [
+            n
+            for n, on in (
+                ("SGLANG_SIMULATE_UNIFORM_EXPERTS", self.cfg.simulate_uniform_experts),
+                ("SGLANG_SIMULATE_ROUND_ROBIN_EXPERTS", self.cfg.simulate_round_robin_experts),
+            )
+            if on
+        ]
+        if self.traits.routing_switches and self.cfg.simulate_uniform_experts:
+            return "uniform (SGLANG_SIMULATE_UNIFORM_EXPERTS)"
+        if self.traits.routing_switches and self.cfg.simulate_round_robin_experts:
+            return "round robin (SGLANG_SIMULATE_ROUND_ROBIN_EXPERTS)"
+        base = "as initialised: collapsed onto a few experts (dummy weights)" if dummy else "as trained"
+        if ignored:
+            base += f"; {', '.join(ignored)} ignored (SGLang {self.traits.version} has no such switch)"
+        return base
+
     def provenance(self) -> dict[str, Any]:
         out = self.cfg.provenance()
         out["spec_worker"] = self.resolved.mode.worker
         out["overlap"] = self.resolved.mode.overlap
         out["graph_max_bs"] = self.resolved.graph_max_bs
         out["tokenizer"] = self.tokenizer_file or "hash (no tokenizer.json at the tokenizer path)"
+        out["expert_routing"] = self.expert_routing()
         if self.acceptance is not None:
             out["expected_tokens_per_verify_step"] = self.acceptance.expected_tokens_per_step()
         return out

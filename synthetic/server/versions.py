@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from bench.server.spec_modes import DEFAULT_RELEASE, RELEASES, release3
+from bench.server.spec_modes import DEFAULT_RELEASE, RELEASES, balanced_routing_switch, release3
 
 _BACKENDS_0_5_12 = (
     "triton",
@@ -77,6 +77,8 @@ class VersionTraits:
     graph_memory_per_phase: bool
     kv_events_key: bool
     launch_info_keys: bool
+    # SGLANG_SIMULATE_UNIFORM_EXPERTS / _ROUND_ROBIN_EXPERTS exist (bench.server.spec_modes, from 0.5.13).
+    routing_switches: bool = False
 
 
 def traits_for(version: str) -> VersionTraits:
@@ -124,4 +126,5 @@ def traits_for(version: str) -> VersionTraits:
         graph_memory_per_phase=v >= (0, 5, 23),
         kv_events_key=v >= (0, 5, 13),
         launch_info_keys=v >= (0, 5, 23),
+        routing_switches=balanced_routing_switch(version) is not None,
     )

@@ -62,6 +62,7 @@ def test_export_of_a_profiled_paired_run_has_the_overlap_columns(
     assert prof["v1_gpu_idle_ms"] == pytest.approx(CPU_MS)
     assert prof["v2_gpu_idle_ms"] == pytest.approx(SYNC_MS)
     assert prof["cpu_hidden_ms"] == pytest.approx(CPU_MS - SYNC_MS)
+    assert prof["overlap_share"] == pytest.approx((CPU_MS - SYNC_MS) / CPU_MS)  # of what overlap could hide
     assert prof["v1_cycle_ms"] > prof["v2_cycle_ms"] > 0
     assert prof["profile_activities"] == "GPU" and prof["accept_length"] == 2.5
     assert 0.5 < prof["v1_distortion"] < 1.5 and 0.5 < prof["v2_distortion"] < 1.5
@@ -84,6 +85,10 @@ def test_export_of_a_profiled_paired_run_has_the_overlap_columns(
     line2 = next(line for line in md.splitlines() if line.startswith("| 2 |"))
     assert line8.endswith(" ms | 0.72 → 0.10 ms | 0.62 ms |"), line8
     assert line2.endswith("| – | – | – |"), line2
+    # The overlap share stands next to the ratio it explains.
+    assert "| 95% CI | verdict | overlap hidden | TPOT v2/v1 |" in head
+    share = f"{(CPU_MS - SYNC_MS) / CPU_MS:.0%} of 100%"
+    assert f"| {share} |" in line8 and "| – | " in line2
     assert "- batch 8, steps 3, accept len 2.5 (GPU): v2 hides 0.62 ms of CPU per cycle" in md
     assert "- batch 2," not in md and "†" not in md  # GPU-only on the stand-in: no distortion mark
 

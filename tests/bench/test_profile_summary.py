@@ -205,8 +205,10 @@ def test_overlap_figures_and_verdict() -> None:
     f = overlap_figures(v1, v2)
     assert f["gpu_idle_ms_v2"] == pytest.approx((0.25 + 2.1) / 2)
     assert f["cpu_hidden_ms"] == pytest.approx(0.25)
+    assert f["overlap_share"] == pytest.approx(0.25 / 1.425)  # of v1's idle time, what v2 removes
     assert verdict(v1, v2) == (
-        "v2 hides 0.25 ms of CPU per cycle; GPU idle per cycle 1.43 → 1.18 ms; cycle 3.50 → 3.50 ms (+0.0%)"
+        "v2 hides 0.25 ms of CPU per cycle; GPU idle per cycle 1.43 → 1.18 ms; cycle 3.50 → 3.50 ms (+0.0%); "
+        "v2 hides 18% of what overlap could hide"
     )
     assert verdict(v2, v1).startswith("v2 hides no CPU work (GPU idle per cycle 0.25 ms longer")
     assert "cannot tell" in verdict({"gpu_idle_ms_per_cycle": None}, v2)

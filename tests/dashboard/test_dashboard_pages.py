@@ -134,7 +134,8 @@ def test_sweep(seeded_url: str, engine_of: Engine, monkeypatch: pytest.MonkeyPat
     at = open_page(seeded_url, "pages/sweep.py", monkeypatch, run=str(run))
     assert at.selectbox(key="sw_run").value == run
     specs = charts(at)
-    assert len(specs) == 5  # throughput, acceptance, spec/baseline, v2/v1 heatmaps + throughput lines
+    # throughput, acceptance, spec/baseline, v2/v1 heatmaps + spec/baseline and throughput lines
+    assert len(specs) == 6
     assert (
         sum("facet" in s for s in specs) == 4
     )  # every heatmap is faceted by spec mode (v2/v1 has one panel)

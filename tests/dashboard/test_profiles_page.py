@@ -150,10 +150,12 @@ def test_overlap_columns_for_the_v2_v1_export(profiled_url: str) -> None:
     assert pd.isna(joined.loc[1, "cpu_hidden_ms"])
     cells = overlap_cells(joined.iloc[0])
     assert cells["GPU idle/cycle v1→v2"].startswith("1.08 → 0.10 ms")
+    assert cells["overlap hidden"] == f"{0.98 / 1.08:.0%} of 100%"  # of v1's idle time, what v2 removes
     assert overlap_cells(joined.iloc[1]) == {
         "cycle v1→v2": "–",
         "GPU idle/cycle v1→v2": "–",
         "CPU hidden/cycle": "–",
+        "overlap hidden": "–",
     }
     assert row["profile_verdict"].startswith("v2 hides 0.98 ms of CPU per cycle")
     with pytest.raises(ValueError, match="batch_size and steps"):

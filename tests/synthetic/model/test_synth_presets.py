@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from bench.floor import ModelShape
 from runners.cli import app
 from synthetic.model import SynthConfigError, approx_params, build_preset, preset_config
 
@@ -117,3 +118,99 @@ def test_cli_writes_config_only(tmp_path: Path) -> None:
     assert again.exit_code == 2  # not empty, no --force
     build_preset(out, "deepseek-v2-lite", force=True)
     assert json.loads((out / "config.json").read_text())["model_type"] == "deepseek_v2"
+
+
+# The published config's quantization_config (huggingface.co/deepseek-ai/DeepSeek-V3 config.json and its
+# README_WEIGHTS.md), typed in by hand like PUBLISHED_V3.
+PUBLISHED_V3_QUANT = {
+    "activation_scheme": "dynamic",
+    "fmt": "e4m3",
+    "quant_method": "fp8",
+    "weight_block_size": [128, 128],
+}
+# What tensor parallelism splits (SGLang's DeepSeek model: heads, the dense and every expert's MLP width, the
+# vocabulary); everything else of the published config stays as it is.
+SHARDED = (
+    "num_attention_heads",
+    "num_key_value_heads",
+    "intermediate_size",
+    "moe_intermediate_size",
+    "vocab_size",
+)
+
+
+@pytest.mark.parametrize("tp", [8, 4, 16, 1])
+def test_tp_shard_is_the_published_config_divided_by_tp(tp: int) -> None:
+    cfg = preset_config("deepseek-v3-tp8-shard", tp=tp)
+    for key, want in PUBLISHED_V3.items():
+        assert cfg[key] == (want // tp if key in SHARDED else want), key
+    assert cfg["quantization_config"] == PUBLISHED_V3_QUANT
+    # Nothing but the sharded fields differs from the published config (plus its quantisation).
+    slice_cfg = preset_config("deepseek-v3-slice")
+    assert {k for k in cfg if cfg[k] != slice_cfg.get(k)} == {
+        *(k for k in SHARDED if tp > 1),
+        "quantization_config",
+    }
+
+
+def test_tp8_shard_by_hand() -> None:
+    cfg = preset_config("deepseek-v3-tp8-shard")  # tp 8 unless told otherwise
+    assert (cfg["num_attention_heads"], cfg["num_key_value_heads"]) == (16, 16)
+    assert (cfg["intermediate_size"], cfg["moe_intermediate_size"]) == (2304, 256)
+    assert cfg["vocab_size"] == 16160  # 129280 / 8: embedding and LM head rows on one GPU of TP 8
+    assert (cfg["q_lora_rank"], cfg["kv_lora_rank"], cfg["qk_rope_head_dim"]) == (1536, 512, 64)
+    assert (cfg["n_routed_experts"], cfg["num_experts_per_tok"], cfg["n_group"], cfg["topk_group"]) == (
+        256,
+        8,
+        8,
+        4,
+    )
+    assert (cfg["num_hidden_layers"], cfg["first_k_dense_replace"], cfg["num_nextn_predict_layers"]) == (
+        61,
+        3,
+        1,
+    )
+
+
+def test_tp_shard_sizes_match_the_issue() -> None:
+    # Issue 29: about 86 GB of FP8 weights plus 0.5 GB of embedding and head; a 40-layer shard about 57 GB.
+    # Hand count for one MoE layer of the TP-8 shard: 256 experts x 3 x 7168 x 256 FP8 bytes (1.409 GB) plus
+    # the scales and attention (~37 MB) and the router (3.7 MB, bf16).
+    full = ModelShape.from_config(preset_config("deepseek-v3-tp8-shard")).weight_bytes()
+    assert 85e9 < full["target_layers"] + full["nextn_layer"] < 87e9
+    assert full["embed_and_head"] == 2 * 16160 * 7168 * 2
+    short = ModelShape.from_config(preset_config("deepseek-v3-tp8-shard", 40)).weight_bytes()
+    assert 55e9 < sum(short.values()) < 58e9
+
+
+@pytest.mark.parametrize("tp", [3, 5, 32, 0])
+def test_tp_that_does_not_divide_is_refused(tp: int) -> None:
+    with pytest.raises(SynthConfigError, match="valid tp: 1, 2, 4, 8, 16") as e:
+        preset_config("deepseek-v3-tp8-shard", tp=tp)
+    assert "\n" not in str(e.value)
+    with pytest.raises(SynthConfigError, match="tp8-shard only"):
+        preset_config("deepseek-v3-slice", tp=8)
+
+
+def test_cli_writes_the_shard(tmp_path: Path) -> None:
+    out = tmp_path / "shard"
+    r = CliRunner().invoke(
+        app, ["synth-model", str(out), "--preset", "deepseek-v3-tp8-shard", "--layers", "40"]
+    )
+    assert r.exit_code == 0, r.output
+    cfg = json.loads((out / "config.json").read_text())
+    assert cfg == preset_config("deepseek-v3-tp8-shard", 40)
+    manifest = json.loads((out / "specbench_synth.json").read_text())
+    assert manifest["preset"] == "deepseek-v3-tp8-shard" and manifest["tp"] == 8 and manifest["layers"] == 40
+    assert any("all-reduce" in line for line in manifest["left_out"])
+    assert any("routing" in line for line in manifest["left_out"])
+    assert "FP8 weights incl. block scales" in r.output and "56.2 GB" in r.output
+    # The synthetic tokenizer has exactly the shard's 16,160 ids.
+    tok = json.loads((out / "tokenizer.json").read_text())
+    assert len(tok["model"]["vocab"]) == 16160 and max(tok["model"]["vocab"].values()) == 16159
+    bad = CliRunner().invoke(
+        app, ["synth-model", str(tmp_path / "x"), "--preset", "deepseek-v3-tp8-shard", "--tp", "3"]
+    )
+    assert bad.exit_code == 2 and "does not divide" in bad.output
+    other = CliRunner().invoke(app, ["synth-model", str(tmp_path / "y"), "--tp", "8"])
+    assert other.exit_code == 2

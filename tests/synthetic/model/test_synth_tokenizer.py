@@ -94,3 +94,14 @@ def test_preset_checkpoint_gets_a_tokenizer_of_its_vocab(tmp_path: Path) -> None
     assert tok.vocab_size == config["vocab_size"] == 129280
     ids = [0, 5, 129279, 77777]
     assert tok.encode(tok.decode(ids)) == ids
+
+
+def test_tp8_shard_gets_a_tokenizer_of_its_16160_ids(tmp_path: Path) -> None:
+    d = tmp_path / "shard"
+    result = CliRunner().invoke(_cli_app(), ["synth-model", str(d), "--preset", "deepseek-v3-tp8-shard"])
+    assert result.exit_code == 0, result.output
+    tok = transformers.AutoTokenizer.from_pretrained(str(d))
+    assert tok.vocab_size == json.loads((d / "config.json").read_text())["vocab_size"] == 16160
+    ids = [0, 1, 2, 16159, 8000]
+    assert tok.encode(tok.decode(ids)) == ids
+    assert tok.decode([16159]) == "t16159"

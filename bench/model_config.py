@@ -1,0 +1,128 @@
+"""A model's `config.json`, when the model is a local directory: what a run needs to know of the model.
+
+Three readers share it: the random workload draws token ids below the model's vocabulary (`vocab_size`), the
+launcher asks whether dummy weights meet a mixture-of-experts model (`is_moe`: balanced routing), and the
+floor of a step (`bench.floor`) reads the model's shape. A model given by a hub id, or a directory without a
+`config.json`, has no config here: each reader says what it does then.
+
+`shard_config` is what one GPU of an N-way tensor-parallel deployment holds of a config: heads, sharded widths
+and the vocabulary divided by N, ranks and replicated layers unchanged. The `deepseek-v3-tp8-shard` preset
+(synthetic/model/presets.py) is DeepSeek-V3 through it with N = 8, and the floor of a TP-N server is the
+floor of its shard.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+CONFIG_FILE = "config.json"
+# What `build_prompts` assumed before it read the model's vocabulary; still the default for a model without
+# a local config (every tokenizer specbench met has at least this many ids).
+DEFAULT_VOCAB_SIZE = 32_000
+# Names of the routed-expert count across MoE configs (DeepSeek, Qwen-MoE, Mixtral).
+_EXPERT_KEYS = ("n_routed_experts", "num_experts", "num_local_experts")
+
+
+class ShardError(ValueError):
+    """A tensor-parallel width that does not divide the model's heads, widths or vocabulary."""
+
+
+def read_model_config(model: str | Path | None) -> dict[str, Any] | None:
+    """The model's config.json as a dict, or None: not a local directory, no readable config.json in it."""
+    if not model:
+        return None
+    path = Path(model).expanduser() / CONFIG_FILE
+    try:
+        cfg = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return cfg if isinstance(cfg, dict) else None
+
+
+def vocab_size(cfg: dict[str, Any] | None) -> int | None:
+    """The config's vocabulary size, or None when it has none that is a positive integer."""
+    v = (cfg or {}).get("vocab_size")
+    return v if isinstance(v, int) and not isinstance(v, bool) and v > 0 else None
+
+
+def prompt_vocab(model: str | Path | None) -> int:
+    """The vocabulary random prompt ids are drawn below: the local model's, else DEFAULT_VOCAB_SIZE."""
+    return vocab_size(read_model_config(model)) or DEFAULT_VOCAB_SIZE
+
+
+def routed_experts(cfg: dict[str, Any] | None) -> int:
+    """Routed experts per MoE layer; 0 for a dense model."""
+    for key in _EXPERT_KEYS:
+        v = (cfg or {}).get(key)
+        if isinstance(v, int) and not isinstance(v, bool) and v > 0:
+            return v
+    return 0
+
+
+def is_moe(cfg: dict[str, Any] | None) -> bool | None:
+    """True for a mixture-of-experts config, False for a dense one, None without a config."""
+    return None if cfg is None else routed_experts(cfg) > 0
+
+
+def fp8_block(cfg: dict[str, Any]) -> tuple[int, int] | None:
+    """The FP8 weight block ([rows, cols]) of a block-quantised checkpoint, or None."""
+    q = cfg.get("quantization_config")
+    if not isinstance(q, dict) or q.get("quant_method") != "fp8":
+        return None
+    block = q.get("weight_block_size")
+    if isinstance(block, list) and len(block) == 2 and all(isinstance(b, int) and b > 0 for b in block):
+        return int(block[0]), int(block[1])
+    return None
+
+
+# Sharded by tensor parallelism in SGLang's DeepSeek model: attention heads (q_b_proj and kv_b_proj column-,
+# o_proj row-parallel), the dense and every expert's MLP width (gate/up column-, down row-parallel), and the
+# vocabulary (VocabParallelEmbedding, ParallelLMHead). Replicated: the hidden size, the MLA ranks (q_a_proj and
+# kv_a_proj_with_mqa are ReplicatedLinear), the router and the expert count (no expert parallelism).
+_SHARDED_HEADS = ("num_attention_heads", "num_key_value_heads")
+_SHARDED_WIDTHS = ("intermediate_size", "moe_intermediate_size")
+
+
+def shard_problems(cfg: dict[str, Any], tp: int) -> list[str]:
+    """Why `cfg` cannot be split `tp` ways as SGLang splits it; [] when it can."""
+    if isinstance(tp, bool) or not isinstance(tp, int) or tp < 1:
+        return [f"tp must be a positive integer, got {tp!r}"]
+    out: list[str] = []
+    for key in (*_SHARDED_HEADS, "vocab_size"):
+        v = cfg.get(key)
+        if isinstance(v, int) and v % tp:
+            out.append(f"{key} {v} / {tp}")
+    block = fp8_block(cfg)
+    for key in _SHARDED_WIDTHS:
+        v = cfg.get(key)
+        if not isinstance(v, int):
+            continue
+        if v % tp:
+            out.append(f"{key} {v} / {tp}")
+        elif block is not None and (v // tp) % block[0]:
+            # SGLang's FP8 block quantisation refuses a shard width that is not whole blocks.
+            out.append(f"{key} {v} / {tp} = {v // tp}, not a multiple of the FP8 block {block[0]}")
+    return out
+
+
+def valid_tp(cfg: dict[str, Any], limit: int = 64) -> list[int]:
+    """The tensor-parallel widths up to `limit` that `shard_config` accepts for `cfg`."""
+    return [n for n in range(1, limit + 1) if not shard_problems(cfg, n)]
+
+
+def shard_config(cfg: dict[str, Any], tp: int) -> dict[str, Any]:
+    """What one GPU of a `tp`-way tensor-parallel deployment holds of `cfg`, as a config of its own.
+
+    Raises ShardError (one line) when `tp` does not divide what tensor parallelism splits.
+    """
+    problems = shard_problems(cfg, tp)
+    if problems:
+        valid = ", ".join(map(str, valid_tp(cfg)))
+        raise ShardError(f"tp {tp} does not divide the model: {'; '.join(problems)} (valid tp: {valid})")
+    out = json.loads(json.dumps(cfg))  # a deep copy
+    for key in (*_SHARDED_HEADS, *_SHARDED_WIDTHS, "vocab_size"):
+        if isinstance(out.get(key), int):
+            out[key] = out[key] // tp
+    return dict(out)

@@ -1,0 +1,71 @@
+"""Expert routing when dummy weights meet a mixture-of-experts model: balanced, or collapsed.
+
+With `--load-format dummy` every router weight and DeepSeek's `e_score_correction_bias` are uniform in
+±1e-3; the bias then outweighs the token-dependent part of the score, so nearly every token picks the same
+few experts and a MoE layer reads a few percent of its experts where a deployment reads nearly all of them
+(SGLang PR #25571; issue 29). SGLang's benchmark switch (`bench.server.spec_modes.balanced_routing_switch`)
+overwrites the router's choice with a uniform one. specbench sets it for every dummy-weight launch of a model
+that is, or may be, a MoE (`server.balanced_routing: auto`); `off`, or a release without the switch, leaves
+routing collapsed, which is said loudly at dry-run and run time and stored with every point
+(`points.expert_routing`).
+
+What uniform routing leaves out: it draws every token's experts independently, the most experts a step can
+touch in expectation; trained routing, whose tokens share experts, lies between it and the collapse.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+from bench.server.spec_modes import balanced_routing_switch
+
+BalancedRouting = Literal["auto", "off"]
+# Stored per point: NULL for real weights (trained routing) and dense models (nothing to route).
+ExpertRouting = Literal["balanced", "collapsed"]
+EXPERT_ROUTINGS: tuple[ExpertRouting, ...] = ("balanced", "collapsed")
+
+
+@dataclass(frozen=True)
+class RoutingPlan:
+    """What the launch does about expert routing, and what its numbers are labelled with."""
+
+    routing: ExpertRouting | None
+    env: dict[str, str] = field(default_factory=dict)
+    # Set when routing stays collapsed: printed at dry-run and run time.
+    warning: str | None = None
+
+
+def plan_routing(
+    *, version: str, load_format: str, setting: BalancedRouting, moe: bool | None
+) -> RoutingPlan:
+    """The routing of one launch. `moe`: whether the model's config.json has routed experts (None: no local
+    config, e.g. a hub id; treated as a possible MoE, since the switch does nothing to a dense model)."""
+    if load_format != "dummy" or moe is False:
+        return RoutingPlan(None)
+    switch = balanced_routing_switch(version)
+    collapsed = (
+        "with dummy weights nearly every token picks the same few experts, so each MoE layer reads a few "
+        "percent of what a deployment reads (the GPU side of a step is understated, most at large batch); "
+        "its points are labelled 'routing collapsed'"
+    )
+    if setting == "off":
+        # Explicitly off: overrides a value the host's environment may pass on (SGLANG_* is host-passed).
+        return RoutingPlan(
+            "collapsed",
+            {switch: "0"} if switch else {},
+            f"server.balanced_routing: off: {collapsed}",
+        )
+    if switch is None:
+        return RoutingPlan(
+            "collapsed",
+            {},
+            f"SGLang {version} has no balanced-routing switch (SGLANG_SIMULATE_UNIFORM_EXPERTS came with "
+            f"0.5.13): {collapsed}",
+        )
+    return RoutingPlan("balanced", {switch: "1"})
+
+
+def routing_label(routing: str | None) -> str | None:
+    """How a stored routing reads next to its numbers."""
+    return {"balanced": "balanced routing", "collapsed": "routing collapsed"}.get(routing or "")

@@ -1,0 +1,96 @@
+"""Sweep page sections that say what a run's numbers stand on: what they are made of (dummy weights, pinned
+acceptance, expert routing), speculation over the baseline across batch sizes with what it means for the
+model class, every point against its physical floor, and the overlap share next to v2/v1."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+import streamlit as st
+
+from analysis import md
+from analysis.floors import floor_rows
+from analysis.labels import numbers_caption, routing_part, spec_over_baseline_caption
+from analysis.profiles import share_cell
+from dashboard.charts.speedup import floor_lines, speedup_lines
+
+
+def numbers_banner(facts: dict[str, Any]) -> None:
+    """The one caption of what the numbers are made of; a warning when a MoE's routing collapsed."""
+    caption = numbers_caption(facts)
+    if caption:
+        st.caption(f"Numbers: {md.text(caption)}.")
+    if "collapsed" in routing_part(facts):
+        st.warning(
+            "Expert routing collapsed: with dummy weights nearly every token picks the same few experts, so "
+            "each MoE layer read a few percent of what a deployment reads (the GPU side of a step is "
+            "understated, most at large batch). Measure with `server.balanced_routing: auto` (the default on "
+            "SGLang >= 0.5.13).",
+            icon=":material/warning:",
+        )
+
+
+def speedup_section(grid: pd.DataFrame, facts: dict[str, Any], *, simulated: bool) -> None:
+    """Speculation over the baseline against batch size, with what it means for this model class."""
+    st.markdown("##### Speculative over no-spec baseline across batch sizes")
+    spec = grid[grid["spec_mode"] != "baseline"]
+    if not spec["speedup_over_baseline"].notna().any():
+        st.caption("Needs a baseline point at the same batch size.")
+        return
+    st.altair_chart(speedup_lines(grid), width="stretch")
+    st.caption(md.text(spec_over_baseline_caption(facts, simulated=simulated)))
+
+
+def floor_section(points: pd.DataFrame, facts: dict[str, Any]) -> None:
+    """Every point's floor fraction against batch size; impossible points named in an error."""
+    st.markdown("##### Against the physical floor (floor / measured step)")
+    rows = floor_rows(points)
+    if rows.empty:
+        note = facts.get("floor_note") or "no floor stored for this run (runs before specbench stored one)"
+        st.caption(md.text(note))
+        return
+    bad = rows[rows["impossible"]]
+    if len(bad):
+        listed = "; ".join(
+            f"{r.series} bs{r.batch_size}: {r.measured_step_ms:.3g} ms vs floor {r.step_floor_ms:.3g} ms"
+            for r in bad.itertuples()
+        )
+        st.error(
+            f"{len(bad)} point(s) measured faster than physics allows: {md.text(listed)}. The server did not "
+            "read what the model's config says (collapsed expert routing, or a wrong config.json); they are "
+            "stored `invalid`.",
+            icon=":material/error:",
+        )
+    st.altair_chart(floor_lines(rows), width="stretch")
+    st.caption(
+        "Floor: the bytes one step (speculative: one cycle of draft steps and the verify) must read, weights, "
+        "touched experts and KV cache, over the GPU's memory bandwidth (bench/floor.py). 1 is a step at the "
+        "memory bus's speed; above 1 is impossible."
+    )
+
+
+def overlap_share_table(ratios: pd.DataFrame) -> None:
+    """The overlap share of the profiled cells, next to their v2/v1 ratio."""
+    if "overlap_share" not in ratios or not ratios["overlap_share"].notna().any():
+        return
+    f = ratios[ratios["overlap_share"].notna()]
+    st.dataframe(
+        pd.DataFrame(
+            {
+                "batch": f["batch_size"].astype(int),
+                "steps": f["steps"],
+                "v2/v1": f["ratio"].round(3),
+                "GPU idle/cycle v1 → v2 ms": [
+                    f"{a:.2f} → {b:.2f}"
+                    for a, b in zip(f["v1_gpu_idle_ms"], f["v2_gpu_idle_ms"], strict=True)
+                ],
+                "overlap hidden": [share_cell(s) for s in f["overlap_share"]],
+            }
+        ),
+        hide_index=True,
+    )
+    st.caption(
+        "Overlap hidden: the share of v1's GPU idle time per cycle that v2 removes, against its limit of 100 % "
+        "(a GPU busy through the whole cycle); from the run's profiles."
+    )
