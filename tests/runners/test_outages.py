@@ -87,6 +87,7 @@ def start_run(
     return engine, sweep, log, proc
 
 
+@pytest.mark.exclusive  # stops the shared PostgreSQL
 def test_run_rides_out_a_postgres_outage(pg: PgControl, pg_url: str, tmp_path: Path) -> None:
     engine, _sweep, log, proc = start_run(pg_url, tmp_path, "outage", (1, 2, 3), outage_limit_s=60)
     try:
@@ -106,6 +107,7 @@ def test_run_rides_out_a_postgres_outage(pg: PgControl, pg_url: str, tmp_path: P
     engine.dispose()
 
 
+@pytest.mark.exclusive  # stops the shared PostgreSQL
 def test_workers_and_scheduler_ride_out_a_postgres_outage(
     pg: PgControl, pg_url: str, tmp_path: Path, procs: list[subprocess.Popen[bytes]]
 ) -> None:
@@ -153,6 +155,7 @@ def test_workers_and_scheduler_ride_out_a_postgres_outage(
     engine.dispose()
 
 
+@pytest.mark.exclusive  # stops the shared PostgreSQL
 def test_an_outage_past_the_limit_ends_the_run_cleanly(pg: PgControl, pg_url: str, tmp_path: Path) -> None:
     engine, sweep, log, proc = start_run(pg_url, tmp_path, "too-long", (1, 2), outage_limit_s=1)
     try:

@@ -7,7 +7,6 @@ import hashlib
 import math
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +24,6 @@ from runners import pair_target
 from runners.estimate import estimate as estimate_sweep
 from runners.pair_target import relative_half_width
 from runners.sweep_runner import RunOutcome, execute_sweep
-from tests.fixtures.runs import FinishedRun, finished_run
 
 PAIRED = """
 name: paired
@@ -47,16 +45,8 @@ def _run(text: str, engine: Engine, tmp_path: Path) -> Any:
     return execute_sweep(spec, text, engine, log_dir=tmp_path / "logs", show_progress=False)
 
 
-@pytest.fixture(scope="module")
-def paired_run(module_db_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[FinishedRun]:
-    """PAIRED run once per database (two live servers, 16 ABBA windows): the first test reads it, and the
-    last test of this file resumes it."""
-    with finished_run(module_db_url, PAIRED, tmp_path_factory.mktemp("paired"), logs="a") as run:
-        yield run
-
-
-def test_paired_run_interleaves_abba_on_two_live_servers(paired_run: FinishedRun) -> None:
-    engine, out = paired_run.engine, paired_run.outcome
+def test_paired_run_interleaves_abba_on_two_live_servers(engine: Engine, tmp_path: Path) -> None:
+    out = _run(PAIRED, engine, tmp_path)
     assert out.status in ("done", "unstable") and out.launches == 2  # unstable: a straggler on a busy host
     with session_scope(engine) as s:
         servers = {si.spec_mode_requested: si for si in s.scalars(select(ServerInstance))}
@@ -315,6 +305,63 @@ def test_ratio_target_min_batch_leaves_smaller_batches_at_the_planned_repeats(
         parse_sweep(PAIRED.replace("min_window_s: 0.4", "min_window_s: 0.4, ratio_target_min_batch: 2"))
 
 
+def test_a_repeat_finished_by_a_resumed_run_is_not_paired_across_invocations(
+    engine: Engine, tmp_path: Path
+) -> None:
+    spec = parse_sweep(PAIRED)
+    first = execute_sweep(spec, PAIRED, engine, log_dir=tmp_path / "a", show_progress=False)
+    with session_scope(engine) as s:  # the host was lost between the two windows of repeat 1 at batch 4
+        lost = s.scalars(
+            select(Sample)
+            .join(Point)
+            .where(Point.batch_size == 4, Point.spec_mode == "v1", Sample.repeat == 1)
+        ).one()
+        s.delete(lost)
+    execute_sweep(
+        spec, PAIRED, engine, log_dir=tmp_path / "b", show_progress=False, resume_run_id=first.run_id
+    )
+    with session_scope(engine) as s:
+        rows = s.execute(
+            select(Point.spec_mode, Sample.repeat, Sample.invocation).join(Point).where(Point.batch_size == 4)
+        ).all()
+    inv = {(m, r): i for m, r, i in rows}
+    assert len(inv) == 8 and inv[("v1", 1)] == 16 - 1  # the resumed invocation began at order index 15
+    assert {i for (m, r), i in inv.items() if (m, r) != ("v1", 1)} == {0}
+    with session_scope(engine) as s:
+        samples = list(s.scalars(select(Sample)))
+        first_servers = {
+            si.id for si in s.scalars(select(ServerInstance).order_by(ServerInstance.id).limit(2))
+        }
+        windows_first = sum(x.duration_s or 0.0 for x in samples if x.invocation == 0)
+        resumed = [x for x in samples if x.invocation != 0]
+    # Each window names the server that measured it; the point's own server moved to the resumed one.
+    assert len(resumed) == 1 and resumed[0].server_instance_id not in first_servers
+    assert {x.server_instance_id for x in samples if x.invocation == 0} == first_servers
+    cost = run_cost(engine, first.run_id)
+    by_first = sum(sc.cost.windows_s for sc in cost["servers"][:2])
+    assert by_first == pytest.approx(windows_first)  # not the point's latest server
+    table = v2_vs_v1.load(engine, first.run_id).set_index("batch_size")
+    # repeat 1's two windows ran in different invocations: at batch 4 it makes no pair, at batch 1 it does.
+    # Counted from the stored statuses: on a loaded host a stand-in window can be `unstable` (its p99 TTFT
+    # is a few ms, so one scheduling hiccup exceeds 10x the median), and such a repeat pairs nowhere.
+    with session_scope(engine) as s:
+        ok = {
+            (bs, m, r)
+            for bs, m, r in s.execute(
+                select(Point.batch_size, Point.spec_mode, Sample.repeat)
+                .join(Point)
+                .where(Sample.status == "ok")
+            )
+        }
+
+    def both_ok(bs: int, repeats: range | list[int]) -> int:
+        return sum((bs, "v1", r) in ok and (bs, "v2", r) in ok for r in repeats)
+
+    assert table.loc[4, "n"] == both_ok(4, [0, 2, 3]) >= 2  # repeat 1 left out even when both sides are ok
+    assert table.loc[1, "n"] == both_ok(1, range(4)) >= 3
+    assert (table["method"] == "paired").all()
+
+
 def test_relative_half_width_is_the_paired_interval_reach() -> None:
     a = {0: (100.0, 0), 1: (100.0, 0), 2: (100.0, 0), 3: (50.0, 0), 4: (100.0, 0)}
     # repeat 3 has no partner; repeat 4's other side was measured by a later invocation (a resumed run): both
@@ -489,59 +536,3 @@ def test_a_resumed_pair_measured_by_restarts_starts_no_server_for_an_extension(
     assert first.launches >= 2 and second.launches == 0
     with session_scope(engine) as s:
         assert len(s.scalars(select(Sample.id)).all()) == 6
-
-
-# It resumes the shared run, so it comes after every test that reads that run.
-def test_a_repeat_finished_by_a_resumed_run_is_not_paired_across_invocations(paired_run: FinishedRun) -> None:
-    engine, tmp_path, first = paired_run.engine, paired_run.tmp_path, paired_run.outcome
-    spec = parse_sweep(PAIRED)
-    with session_scope(engine) as s:  # the host was lost between the two windows of repeat 1 at batch 4
-        lost = s.scalars(
-            select(Sample)
-            .join(Point)
-            .where(Point.batch_size == 4, Point.spec_mode == "v1", Sample.repeat == 1)
-        ).one()
-        s.delete(lost)
-    execute_sweep(
-        spec, PAIRED, engine, log_dir=tmp_path / "b", show_progress=False, resume_run_id=first.run_id
-    )
-    with session_scope(engine) as s:
-        rows = s.execute(
-            select(Point.spec_mode, Sample.repeat, Sample.invocation).join(Point).where(Point.batch_size == 4)
-        ).all()
-    inv = {(m, r): i for m, r, i in rows}
-    assert len(inv) == 8 and inv[("v1", 1)] == 16 - 1  # the resumed invocation began at order index 15
-    assert {i for (m, r), i in inv.items() if (m, r) != ("v1", 1)} == {0}
-    with session_scope(engine) as s:
-        samples = list(s.scalars(select(Sample)))
-        first_servers = {
-            si.id for si in s.scalars(select(ServerInstance).order_by(ServerInstance.id).limit(2))
-        }
-        windows_first = sum(x.duration_s or 0.0 for x in samples if x.invocation == 0)
-        resumed = [x for x in samples if x.invocation != 0]
-    # Each window names the server that measured it; the point's own server moved to the resumed one.
-    assert len(resumed) == 1 and resumed[0].server_instance_id not in first_servers
-    assert {x.server_instance_id for x in samples if x.invocation == 0} == first_servers
-    cost = run_cost(engine, first.run_id)
-    by_first = sum(sc.cost.windows_s for sc in cost["servers"][:2])
-    assert by_first == pytest.approx(windows_first)  # not the point's latest server
-    table = v2_vs_v1.load(engine, first.run_id).set_index("batch_size")
-    # repeat 1's two windows ran in different invocations: at batch 4 it makes no pair, at batch 1 it does.
-    # Counted from the stored statuses: on a loaded host a stand-in window can be `unstable` (its p99 TTFT
-    # is a few ms, so one scheduling hiccup exceeds 10x the median), and such a repeat pairs nowhere.
-    with session_scope(engine) as s:
-        ok = {
-            (bs, m, r)
-            for bs, m, r in s.execute(
-                select(Point.batch_size, Point.spec_mode, Sample.repeat)
-                .join(Point)
-                .where(Sample.status == "ok")
-            )
-        }
-
-    def both_ok(bs: int, repeats: range | list[int]) -> int:
-        return sum((bs, "v1", r) in ok and (bs, "v2", r) in ok for r in repeats)
-
-    assert table.loc[4, "n"] == both_ok(4, [0, 2, 3]) >= 2  # repeat 1 left out even when both sides are ok
-    assert table.loc[1, "n"] == both_ok(1, range(4)) >= 3
-    assert (table["method"] == "paired").all()
