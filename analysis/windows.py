@@ -10,7 +10,7 @@ repeat of one point); every status is listed, a failed or throttled window with 
 coefficient of variation (sample standard deviation over mean) of their output throughput. `drivers` says what
 moved with throughput across those windows: the Pearson correlation with each recorded context column (on the
 H200 the speculative windows' throughput followed GPU power at r = 0.99 and the hypervisor's steal at -0.26 to
--0.63 while the SM clock did not move: docs/results/2026-12-04-h200-v3-slice.md, run 4). A correlation is a lead, not a cause.
+-0.63 while the SM clock did not move: docs/results/2026-12-04-h200-v3-slice-grid-part1.md). A correlation is a lead, not a cause.
 """
 
 from __future__ import annotations
@@ -55,7 +55,7 @@ TELEMETRY_OPTIONAL: tuple[str, ...] = (
     "host_cpu_max_busy_pct",  # the busiest single CPU (a server's scheduler loop shows as ~100)
     "host_cpu_steal_max_pct",  # the most any single CPU had stolen by the hypervisor
     "mem_clock_median_mhz",
-    "gpu_util_mean_pct",  # a slower window with an idler GPU waited for the host (bench/host/telemetry.py)
+    "gpu_util_mean_pct",  # a slower window with an idler GPU waited for the host (bench/host/telemetry/)
     "server_cpu_pct",  # the launched server's processes, percent of one core
     "server_busiest_cpu_pct",
     "cpu_probe_ms",  # the host's time for a fixed piece of Python (bench/host/cpu_probe.py): higher = slower host

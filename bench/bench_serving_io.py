@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -90,6 +91,21 @@ def _text(where: str, value: Any) -> None:
         raise BenchServingFormatError(f"{where}: text with a NUL byte or longer than {MAX_TEXT} characters")
 
 
+def metrics_of(line: Mapping[str, Any]) -> dict[str, float | int]:
+    """SampleMetrics field -> value for every catalogue metric the result holds, each checked (a count is a
+    whole number, a figure a finite number in range); a key the line lacks stays unknown."""
+    metrics: dict[str, float | int] = {}
+    for m in catalog.METRICS:
+        key = m.bench_serving
+        if key is None or line.get(key) is None:
+            continue
+        if key in _COUNTS:
+            metrics[m.name] = _count(dict(line), key) or 0
+        else:
+            metrics[m.name] = _figure(key, line[key])
+    return metrics
+
+
 def read_line(raw: str | bytes) -> ResultLine:
     """One result line, every field this module reads checked against its type and range: the first problem
     is raised as BenchServingFormatError naming the field (`completed: must be a whole number ...`)."""
@@ -103,15 +119,7 @@ def read_line(raw: str | bytes) -> ResultLine:
         raise BenchServingFormatError("not a bench_serving result (no output_throughput / completed)")
     completed = _count(line, "completed", least=1, required=True)
     assert completed is not None
-    metrics: dict[str, float | int] = {}
-    for m in catalog.METRICS:
-        key = m.bench_serving
-        if key is None or line.get(key) is None:
-            continue  # a figure the file does not have stays unknown
-        if key in _COUNTS:
-            metrics[m.name] = _count(line, key) or 0
-        else:
-            metrics[m.name] = _figure(key, line[key])
+    metrics = metrics_of(line)
     server = line.get("server_info")
     if server is not None and not isinstance(server, dict):
         raise BenchServingFormatError(f"server_info: must be a mapping (got {_shown(server)})")

@@ -26,13 +26,15 @@ import random
 import resource
 import subprocess
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
 import aiohttp
 
+from bench import catalog
+from bench.bench_serving_io import metrics_of
 from bench.client import LoadClient
 from bench.measure import gc_paused
 from bench.metrics import compute_metrics
@@ -97,6 +99,39 @@ class WindowResult:
     # CPU seconds the client itself spent on the window (user + system). On a host whose server is bound by
     # its scheduler's CPU, a busier client can slow the server it measures; this shows whether it does.
     client_cpu_s: float | None = None
+
+    @classmethod
+    def of(
+        cls,
+        client: Side,
+        batch_size: int,
+        position: int,
+        num_prompts: int,
+        figures: Mapping[str, Any],
+        *,
+        source: str | None = None,
+        client_cpu_s: float | None = None,
+    ) -> WindowResult:
+        """A window from its figures by their catalogue names (the fields of SampleMetrics, which
+        bench_serving's keys map onto through the catalogue)."""
+        return cls(
+            client=client,
+            batch_size=batch_size,
+            position=position,
+            num_prompts=num_prompts,
+            duration_s=float(figures["duration_s"]),
+            completed=int(figures["completed"]),
+            total_input_tokens=int(figures["total_input_tokens"]),
+            total_output_tokens=int(figures["total_output_tokens"]),
+            output_throughput=float(figures["output_throughput"]),
+            tpot_mean_ms=figures.get("tpot_mean_ms"),
+            tpot_p50_ms=figures.get("tpot_p50_ms"),
+            ttft_p50_ms=figures.get("ttft_p50_ms"),
+            ttft_mean_ms=figures.get("ttft_mean_ms"),
+            itl_mean_ms=figures.get("itl_mean_ms"),
+            source=source,
+            client_cpu_s=client_cpu_s,
+        )
 
 
 @dataclass
@@ -259,24 +294,17 @@ def write_sharegpt(path: Path, tokenizer: str, *, conversations: int, words: int
     return vocab
 
 
+# WindowResult's figures, named as in the metric catalogue, which maps them to bench_serving's keys.
+_REQUIRED = ("duration_s", "completed", "total_input_tokens", "total_output_tokens", "output_throughput")
+
+
 def parse_bench_serving(line: dict[str, Any], *, batch_size: int, position: int, source: str) -> WindowResult:
-    return WindowResult(
-        client=BENCH_SERVING,
-        batch_size=batch_size,
-        position=position,
-        num_prompts=int(line.get("completed", 0)),
-        duration_s=float(line["duration"]),
-        completed=int(line["completed"]),
-        total_input_tokens=int(line["total_input_tokens"]),
-        total_output_tokens=int(line["total_output_tokens"]),
-        output_throughput=float(line["output_throughput"]),
-        tpot_mean_ms=line.get("mean_tpot_ms"),
-        tpot_p50_ms=line.get("median_tpot_ms"),
-        ttft_p50_ms=line.get("median_ttft_ms"),
-        ttft_mean_ms=line.get("mean_ttft_ms"),
-        itl_mean_ms=line.get("mean_itl_ms"),
-        source=source,
-    )
+    """One bench_serving result line as a window; its keys are read through the metric catalogue."""
+    m = metrics_of(line)
+    missing = [catalog.get(k).bench_serving for k in _REQUIRED if k not in m]
+    if missing:
+        raise CrossCheckError(f"{source}: bench_serving's result has no {', '.join(map(str, missing))}")
+    return WindowResult.of(BENCH_SERVING, batch_size, position, int(m["completed"]), m, source=source)
 
 
 def last_jsonl_line(path: Path) -> dict[str, Any]:
@@ -421,23 +449,7 @@ class CrossCheck:
         m = compute_metrics(records, duration)
         if m.completed == 0:
             raise CrossCheckError(f"specbench window at batch size {bs}: every request failed")
-        return WindowResult(
-            client=SPECBENCH,
-            batch_size=bs,
-            position=pos,
-            num_prompts=len(prompts),
-            duration_s=m.duration_s,
-            completed=m.completed,
-            total_input_tokens=m.total_input_tokens,
-            total_output_tokens=m.total_output_tokens,
-            output_throughput=m.output_throughput,
-            tpot_mean_ms=m.tpot_mean_ms,
-            tpot_p50_ms=m.tpot_p50_ms,
-            ttft_p50_ms=m.ttft_p50_ms,
-            ttft_mean_ms=m.ttft_mean_ms,
-            itl_mean_ms=m.itl_mean_ms,
-            client_cpu_s=cpu_s,
-        )
+        return WindowResult.of(SPECBENCH, bs, pos, len(prompts), asdict(m), client_cpu_s=cpu_s)
 
     def _bench_serving_window(self, bs: int, n: int, pos: int) -> WindowResult:
         cfg = self.cfg

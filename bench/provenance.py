@@ -224,7 +224,7 @@ def cpu_topology(
     sys_cpu: Path = Path("/sys/devices/system/cpu"), cpuinfo: Path = Path("/proc/cpuinfo")
 ) -> Provenance:
     """The host's CPU model, its logical CPUs, and which of them share a physical core ("0,8 1,9 ...": SMT
-    siblings). A speculative server's cycle runs at the speed of one host core (docs/results/2026-12-04-h200-v3-slice.md, run 5),
+    siblings). A speculative server's cycle runs at the speed of one host core (docs/results/2026-12-04-h200-v3-slice-grid-part2.md),
     and a run's windows record the CPUs its scheduler ran on: this says which of those share a core."""
     groups: dict[str, int] = {}  # the kernel's sibling list -> its first CPU, to order them
     for f in sys_cpu.glob("cpu[0-9]*/topology/thread_siblings_list"):

@@ -3,7 +3,7 @@ per-repeat paired interval (what specbench reports) next to the AB/BA block one.
 
 A block (repeats 2k and 2k+1, measured A B B A) cancels any drift that is linear across its four windows; the
 per-repeat pairs cancel only what is constant across two. If the spread were slow drift, blocks would be
-tighter. docs/results/2026-12-04-h200-v3-slice.md reads this table for the H200 grid (they were not: windows jump between levels).
+tighter. docs/results/2026-12-04-h200-v3-slice-grid-part3.md reads this table for the H200 grid (they were not: windows jump between levels).
 
     .venv/bin/python -m benchmarks.abba_blocks --db sqlite:///examples/h200-v3slice-grid/grid.db --run 1
 """

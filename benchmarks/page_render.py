@@ -23,15 +23,13 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.server.launcher import free_port  # noqa: E402
+from tests.fixtures.dashboard import CHROMIUM, served_dashboard  # noqa: E402
 
-CHROMIUM = "/usr/bin/chromium"
 PAGES = {
     "overview": "",
     "trends": "trends",
@@ -72,20 +70,6 @@ def build_demo(url: str) -> None:
         ["run", "sweeps/demo-sim-candidate.yaml", "--db", url, "--no-progress", "--label", "candidate"],
     ):
         subprocess.run([*specbench, *args], cwd=ROOT, env=env, check=True, stdout=subprocess.DEVNULL)
-
-
-def wait_healthy(port: int, proc: subprocess.Popen[bytes], timeout: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"specbench dashboard exited with {proc.returncode}")
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/_stcore/health", timeout=1) as r:
-                if r.status == 200:
-                    return
-        except OSError:
-            time.sleep(0.3)
-    raise TimeoutError("the dashboard did not become healthy")
 
 
 def time_pages(base: str, repeats: int) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
@@ -141,16 +125,10 @@ def main() -> None:
     if not args.db:
         build_demo(url)
     load_before = os.getloadavg()[0]
-    port = free_port()
-    cmd = [sys.executable, "-m", "runners.cli", "dashboard", "--db", url, "--port", str(port), "--headless"]
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        wait_healthy(port, proc)
-        times, nav = time_pages(f"http://127.0.0.1:{port}", args.repeats)
+        with served_dashboard(url) as base:
+            times, nav = time_pages(base, args.repeats)
     finally:
-        proc.terminate()
-        proc.wait(timeout=15)
         tmp.cleanup()
     print(
         f"\npage render in Chromium (s), {os.cpu_count()} CPU(s), load avg {os.getloadavg()[0]:.1f} "

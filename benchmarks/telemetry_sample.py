@@ -1,4 +1,4 @@
-"""What one telemetry sample of a launched server's processes costs the sampler thread (bench/host/telemetry.py).
+"""What one telemetry sample of a launched server's processes costs the sampler thread (bench/host/telemetry/).
 
 With a launched server, the window's sampler thread reads every server process at every sample: the CPU it is on
 (`server_busiest_cpus`), and with `measure.cpu_probe: server` also its CPU seconds, to move the host-speed probe

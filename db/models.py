@@ -284,7 +284,7 @@ class Sample(MetricColumns, Base):
         ForeignKey("server_instances.id", ondelete="SET NULL"), index=True
     )
     window_started_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
-    # SM clock, power, temperature and host load during the window (bench.host.telemetry.summarize).
+    # SM clock, power, temperature and host load during the window (bench.host.telemetry.gpu.summarize).
     telemetry: Mapped[dict[str, Any] | None] = mapped_column(JSON)
     created_at: Mapped[datetime] = _created()
 

@@ -5,7 +5,9 @@ A `specbench run` or worker killed with SIGKILL (or by the OOM killer, or a powe
     specbench command starts on the host, runners/cli.py) stops them (bench/host/reaper.py);
   * its rows: the run stays `running`, the servers' rows stay `ok` with no `stopped_at`. `close_dead_owners`
     (run when a specbench command opens the database for writing, runners/common.open_db) marks such a run
-    `partial` ("interrupted") and closes such a server row as `reaped`. A row names its owner (host, pid
+    `partial` ("interrupted") and closes such a server row as `reaped`; the queued job such a run belonged to
+    has its lease end now (a worker runs its job in its own process, so the job's holder is gone too), so the
+    next worker takes it at once instead of after the lease. A row names its owner (host, pid
     namespace, pid and start time, bench.host.reaper.owner), so only the host that ran it judges it, and a
     recycled pid is never taken for the owner.
 
@@ -21,8 +23,8 @@ from sqlalchemy import Engine, select, update
 
 from bench.host import reaper
 from db.engine import SQLITE_IMMEDIATE
-from db.models import Run, ServerInstance
-from runners.job_states import db_now
+from db.models import Job, Run, ServerInstance
+from runners.job_states import ACTIVE, db_now
 
 # Server rows that are open: the launcher would have set stopped_at and another status when it stopped them.
 OPEN_SERVER_STATUSES = ("ok", "starting")
@@ -43,9 +45,11 @@ def close_dead_owners(engine: Engine) -> list[str]:
     with engine.connect().execution_options(**{SQLITE_IMMEDIATE: True}) as conn:
         now = db_now(conn)
         runs = conn.execute(
-            select(Run.id, Run.owner).where(Run.status == "running").with_for_update(skip_locked=True)
+            select(Run.id, Run.owner, Run.job_id)
+            .where(Run.status == "running")
+            .with_for_update(skip_locked=True)
         ).all()
-        for run_id, owner in runs:
+        for run_id, owner, job_id in runs:
             if not reaper.owner_gone(owner):
                 continue
             pid, host = owner["pid"], owner["host"]
@@ -62,6 +66,14 @@ def close_dead_owners(engine: Engine) -> list[str]:
                 notes.append(
                     f"run {run_id} was left running by pid {pid} on {host}, now gone: marked partial"
                 )
+            if changed and job_id is not None:
+                lapsed = conn.execute(
+                    update(Job)
+                    .where(Job.id == job_id, Job.status.in_(ACTIVE), Job.lease_expires_at > now)
+                    .values(lease_expires_at=now)
+                ).rowcount
+                if lapsed:
+                    notes.append(f"job {job_id}: its worker is gone with run {run_id}; its lease ends now")
         servers = conn.execute(
             select(ServerInstance.id, ServerInstance.run_id, ServerInstance.owner)
             .where(ServerInstance.status.in_(OPEN_SERVER_STATUSES), ServerInstance.stopped_at.is_(None))

@@ -1,1 +1,10 @@
+import os
+
+# One math thread per process (torch, numpy's BLAS, in this process and the ones it starts). On a 2-core box
+# shared with other work, torch's OpenMP threads spin for each other: the synthetic checkpoint's CPU forward
+# passes took 14x longer with two threads than with one. Set before anything imports torch; a value the caller
+# set wins.
+for _name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+    os.environ.setdefault(_name, "1")
+
 pytest_plugins = ["tests.fixtures.db", "tests.fixtures.processes", "tests.fixtures.sim"]

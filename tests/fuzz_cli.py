@@ -44,8 +44,8 @@ from typer.testing import CliRunner
 
 from db.migrate import open_database
 from runners.cli import app
+from tests.fixtures.bad_imports import DB_CASES, EXAMPLE, JSONL_CASES, RESULTS
 from tests.hostile import RAW_CONTROL
-from tests.runners.test_imports import DB_CASES, EXAMPLE, JSONL_CASES, RESULTS
 from tests.sweep_mutations import mutated_sweeps
 
 SWEEP_TEXT = (

@@ -1,15 +1,15 @@
 """How fast the host runs a fixed piece of Python, timed every period in a child process, read per window.
 
 A speculative server on a small model per GPU is bound by the host CPU: its scheduler's Python loop sets the
-cycle (docs/results/2026-12-04-h200-v3-slice.md). On a shared VM that CPU's speed moves with the neighbours (caches, memory
-bandwidth, frequency, steal) in ways /proc/stat does not show: run 4's speculative windows spread 10% with the
-host 90% idle. The probe measures the speed itself. It times the same interpreter-bound work each period, so
+cycle (docs/results/2026-12-03-h200-v3-slice-profiles.md). On a shared VM that CPU's speed moves with the neighbours
+(caches, memory bandwidth, frequency, steal) in ways /proc/stat does not show: speculative windows spread 10% with
+the host 90% idle (docs/results/2026-12-04-h200-v3-slice-grid-part1.md). The probe measures the speed itself. It times the same interpreter-bound work each period, so
 its duration rises when the host runs Python slower, whatever the reason. Wall time and the probe's own CPU
 time are both kept: when both rise, the CPU was slower; when only wall time rises, the probe was kept off a CPU.
 
 It runs as its own process so it never holds the client's GIL, and sleeps between probes (about 1% of one
 core at the default period). With `measure.cpu_probe: server` the runner moves it (sched_setaffinity on its
-pid, bench/host/telemetry.py) onto the CPU of the server's busiest process for each window; the child itself does
+pid, bench/host/telemetry/window.py) onto the CPU of the server's busiest process for each window; the child itself does
 not know. The child exits when its parent does (it checks each period), so a runner
 killed with -9 leaves no probe behind.
 

@@ -134,8 +134,8 @@ def unmet(
     want_name = str(requires.get("gpu") or "").lower()
     if want_name:
         fitting = [g for g in gpus if want_name in g.name.lower()]
-        if not fitting:
-            return f"needs a {requires['gpu']} GPU"
+        if not fitting and want_count <= 1:
+            return f"needs one {requires['gpu']} GPU"
         if len(fitting) < max(want_count, 1):
             return f"needs {max(want_count, 1)} x {requires['gpu']}, has {len(fitting)}"
     elif len(gpus) < want_count:

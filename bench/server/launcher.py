@@ -11,7 +11,7 @@ Teardown is SIGTERM to the whole group, then SIGKILL; it runs on every exit path
 `server.cpu_affinity` pins the server right after it starts and, once it is ready, every thread of every
 process it started (bench/host/cpu_affinity.py).
 Ports and teardown live in bench/host/processes.py, the HTTP probes in bench/server/http.py, and the check of
-requested against resolved config beside the mode rules (`bench.server.spec_modes.compare_requested`).
+requested against resolved config in bench/server/requested.py.
 """
 
 from __future__ import annotations
@@ -45,6 +45,7 @@ from bench.server.argv import ArgvError, ServerArgv, build_argv, resolve_python,
 from bench.server.env import ServerEnvError, build_server_env
 from bench.server.http import LaunchError, fetch_server_info, wait_healthy
 from bench.server.known_bugs import identify_failure
+from bench.server.requested import compare_requested
 from bench.server.routing import RoutingPlan, plan_routing
 from bench.server.spec_modes import (
     ENV_ROUND_ROBIN_EXPERTS,
@@ -52,7 +53,6 @@ from bench.server.spec_modes import (
     ENV_UNIFORM_EXPERTS,
     ResolvedMode,
     VersionError,
-    compare_requested,
     resolve_mode,
 )
 from bench.sweep import SIMULATE_ACC_ENV, ServerConfig, ServerSpec
@@ -576,7 +576,6 @@ __all__ = [
     "LaunchError",
     "LaunchedServer",
     "attach_external",
-    "compare_requested",
     "detect_sglang_version",
     "fetch_server_info",
     "launch",

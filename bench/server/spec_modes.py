@@ -9,17 +9,14 @@ Pure (no I/O). Facts from docs/reference/sglang-contract.md §1.4-1.5:
   forces that silently for an explicit topk > 1. From 0.5.13 the V2 worker always runs; "v1" there means the
   same worker driven synchronously.
 * The mode is decided from `/server_info` (the effective arguments) and cross-checked against the launch-log
-  lines each release prints; `compare_requested` then lists everything that differs from what was asked.
+  lines each release prints; bench/server/requested.py then lists everything that differs from what was asked.
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
-
-if TYPE_CHECKING:  # bench.sweep imports SpecMode from here
-    from bench.sweep import ServerConfig
+from typing import Any, Literal
 
 SpecMode = Literal["v1", "v2"]
 
@@ -78,23 +75,26 @@ def parse_version(version: str) -> tuple[int, ...]:
     return tuple(int(x) for x in m.group(1).split("."))
 
 
-def _release3(version: str) -> tuple[int, int, int]:
+def release3(version: str) -> tuple[int, int, int]:
+    """The first three release numbers, the level at which SGLang's rules change: '0.5.13.post1' -> (0, 5, 13)."""
     r = (*parse_version(version), 0, 0, 0)
     return (r[0], r[1], r[2])
 
 
-KNOWN_RELEASES: tuple[tuple[int, int, int], ...] = tuple(sorted({_release3(v) for v in RELEASES}))
+KNOWN_RELEASES: tuple[tuple[int, int, int], ...] = tuple(sorted({release3(v) for v in RELEASES}))
+OLDEST_RELEASE = min(RELEASES, key=release3)
+NEWEST_RELEASE = max(RELEASES, key=release3)
 
 
 def rule_note(version: str) -> str | None:
     """Why a version's rules are assumed rather than read from its source; None for the known releases."""
-    r = _release3(version)
+    r = release3(version)
     if r in KNOWN_RELEASES:
         return None
     if r < KNOWN_RELEASES[0]:
-        return f"{version} predates 0.5.12; 0.5.12's rules assumed"
+        return f"{version} predates {OLDEST_RELEASE}; {OLDEST_RELEASE}'s rules assumed"
     if r > KNOWN_RELEASES[-1]:
-        return f"{version} is newer than 0.5.23; 0.5.23's rules assumed"
+        return f"{version} is newer than {NEWEST_RELEASE}; {NEWEST_RELEASE}'s rules assumed"
     below = ".".join(map(str, max(k for k in KNOWN_RELEASES if k < r)))
     above = ".".join(map(str, min(k for k in KNOWN_RELEASES if k > r)))
     return f"{version} lies between {below} and {above}; the rules both share are assumed"
@@ -102,7 +102,7 @@ def rule_note(version: str) -> str | None:
 
 def env_var_status(version: str) -> Literal["honoured", "removed_warns", "ignored"]:
     """What the release does with SGLANG_ENABLE_SPEC_V2."""
-    r = _release3(version)
+    r = release3(version)
     if r < _ENV_REMOVED:
         return "honoured"
     # 0.5.14 and 0.5.15 print the removal warning; 0.5.23 no longer does. 0.5.16-0.5.22 were not read.
@@ -126,12 +126,12 @@ _ROUTING_SWITCH_SINCE = (0, 5, 13)
 
 def balanced_routing_switch(version: str) -> str | None:
     """The environment variable that balances expert routing on this release, or None (0.5.12 has none)."""
-    return ENV_UNIFORM_EXPERTS if _release3(version) >= _ROUTING_SWITCH_SINCE else None
+    return ENV_UNIFORM_EXPERTS if release3(version) >= _ROUTING_SWITCH_SINCE else None
 
 
 def fused_shared_slot_drawn(version: str) -> bool:
     """Whether the release's uniform routing also overwrites a fused shared expert's slot (0.5.13-0.5.15)."""
-    return _ROUTING_SWITCH_SINCE <= _release3(version) < (0, 5, 23)
+    return _ROUTING_SWITCH_SINCE <= release3(version) < (0, 5, 23)
 
 
 def launch_settings(version: str, mode: SpecMode | None) -> tuple[list[str], dict[str, str]]:
@@ -161,7 +161,7 @@ def known_fallback(
     """
     if mode != "v2" or algorithm is None or algorithm.upper() not in EAGLE_FAMILY:
         return None
-    if _release3(version) < _FIRST_ALWAYS_V2 and topk is not None and topk > 1:
+    if release3(version) < _FIRST_ALWAYS_V2 and topk is not None and topk > 1:
         return (
             f"SGLang {version} forces spec v1 for an explicit --speculative-eagle-topk > 1 "
             "('spec v2 currently only supports topk = 1')"
@@ -219,7 +219,7 @@ def _worker(version: str, algorithm: str, mode: SpecMode, multi_layer: bool) -> 
     if algorithm not in EAGLE_FAMILY:
         return f"{algorithm} worker"
     base = "Standalone" if algorithm == "STANDALONE" else "MultiLayerEagle" if multi_layer else "EAGLE"
-    v2_class = _release3(version) >= _FIRST_ALWAYS_V2 or mode == "v2"
+    v2_class = release3(version) >= _FIRST_ALWAYS_V2 or mode == "v2"
     return f"{base}WorkerV2" if v2_class else f"{base}Worker"
 
 
@@ -291,7 +291,7 @@ def resolve_mode(version: str, server_info: dict[str, Any], log_text: str | None
 
     worker = _worker(version, algorithm, mode, multi_layer)
     if mode == "v1":
-        kind = "non-overlap" if _release3(version) < _FIRST_ALWAYS_V2 else "synchronous"
+        kind = "non-overlap" if release3(version) < _FIRST_ALWAYS_V2 else "synchronous"
     else:
         kind = "overlap"
     detail = f"{mode}: {kind} {worker} ({suffix})"
@@ -309,63 +309,3 @@ def resolve_mode(version: str, server_info: dict[str, Any], log_text: str | None
 def _reason(line: str) -> str | None:
     m = re.search(r"because (.+?)\.?$", line)
     return m.group(1) if m else None
-
-
-def _norm_algorithm(name: Any) -> str | None:
-    if not name or str(name).upper() == "NONE":
-        return None
-    upper = str(name).upper()
-    return "EAGLE" if upper == "NEXTN" else upper  # SGLang resolves the NEXTN alias to EAGLE
-
-
-def compare_requested(
-    config: ServerConfig, info: dict[str, Any], resolved: ResolvedMode, version: str
-) -> list[str]:
-    """What differs between the config asked for and what `/server_info` says runs; [] when nothing does.
-
-    Not mismatches: NEXTN showing as EAGLE, and draft tokens = steps+1 with topk 1 (SGLang's overwrite).
-    """
-    out: list[str] = []
-    reported = info.get("version")
-    if reported and str(reported) != version:
-        out.append(f"version: expected SGLang {version}, the server reports {reported}")
-    if resolved.contradiction:
-        out.append(f"spec mode evidence disagrees: {resolved.contradiction}")
-    if config.spec_mode != resolved.mode:
-        line = (
-            f"spec mode: requested {config.spec_mode or 'none (baseline)'}, "
-            f"server runs {resolved.mode or 'none'} ({resolved.detail})"
-        )
-        why = known_fallback(resolved.version, config.spec_mode, config.algorithm, config.topk)
-        out.append(f"{line}; {why}" if why else line)
-
-    def check(key: str, expected: Any, what: str) -> None:
-        if key not in info:
-            out.append(f"{what}: cannot verify, /server_info has no {key!r}")
-        elif info[key] != expected:
-            out.append(f"{what}: requested {expected!r}, server runs {info[key]!r}")
-
-    expected_alg = _norm_algorithm(config.algorithm)
-    actual_alg = _norm_algorithm(info.get("speculative_algorithm"))
-    if "speculative_algorithm" not in info and expected_alg is not None:
-        out.append("speculative algorithm: cannot verify, /server_info has no 'speculative_algorithm'")
-    elif actual_alg != expected_alg:
-        out.append(
-            f"speculative algorithm: requested {expected_alg or 'none'}, server runs {actual_alg or 'none'}"
-        )
-    check("model_path", config.model, "model")
-    check("attention_backend", config.attention_backend, "attention backend")
-    check("tp_size", config.tp, "tp size")
-    if expected_alg is None:
-        return out
-    check("speculative_num_steps", config.steps, "speculative steps")
-    check("speculative_eagle_topk", config.topk, "eagle topk")
-    # With topk 1 SGLang overwrites draft tokens with steps+1 (contract §1.2).
-    drafts = config.steps + 1 if config.topk == 1 and config.steps is not None else config.draft_tokens
-    check("speculative_num_draft_tokens", drafts, "draft tokens")
-    if config.draft_model and info.get("speculative_draft_model_path") not in (None, config.draft_model):
-        out.append(
-            f"draft model: requested {config.draft_model!r}, "
-            f"server runs {info['speculative_draft_model_path']!r}"
-        )
-    return out

@@ -6,7 +6,8 @@ on that server (batch size x workload). Launches therefore equal the number of d
 One module per job; this package re-exports their public names, so `from bench.sweep import ...` is the
 one import callers need:
 - `fields`: the field types and limits every value goes through;
-- `spec`: the schema (pydantic models), which runs `problems` (the cross-field checks) on validation;
+- `sections`: the schema of each section (pydantic models: server, grid, workload, warmup, measure, ...);
+- `spec`: the whole sweep, which runs `problems` (the cross-field checks) on validation;
 - `errors`: SweepError and pydantic's errors in the sweep's words (did-you-mean, one line per problem);
 - `load`: reading and validating a file, every problem in one pass;
 - `plan`: the expansion into server configs and points, and their keys;
@@ -33,17 +34,17 @@ from bench.sweep.fields import (
 from bench.sweep.load import load_sweep, parse_sweep, read_sweep_text, validate_sweep
 from bench.sweep.plan import PointPlan, ServerConfig, ServerGroup, expand
 from bench.sweep.problems import find_problems
-from bench.sweep.spec import (
+from bench.sweep.sections import (
     CorrectnessSpec,
     GridSpec,
     MeasureSpec,
     ProfileSpec,
     ServerSpec,
     SimSettings,
-    SweepSpec,
     WarmupSpec,
     WorkloadSpec,
 )
+from bench.sweep.spec import SweepSpec
 
 __all__ = [
     "DEFAULT_MIN_WINDOW_S",

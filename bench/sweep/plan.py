@@ -10,7 +10,8 @@ from typing import Any
 
 from bench.server.spec_modes import SpecMode
 from bench.sweep.fields import SIMULATE_ACC_ENV, ArgValue
-from bench.sweep.spec import SweepSpec, WorkloadSpec
+from bench.sweep.sections import WorkloadSpec
+from bench.sweep.spec import SweepSpec
 
 
 @dataclass(frozen=True)

@@ -3,21 +3,40 @@
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from bench.server.flags import check_passthrough_flag
 from bench.server.spec_modes import ENV_ROUND_ROBIN_EXPERTS, ENV_UNIFORM_EXPERTS
 from bench.sweep.fields import MAX_POINTS, MAX_SERVER_CONFIGS, SIMULATE_ACC_ENV, TOPK1_ONLY_BACKENDS
-
-if TYPE_CHECKING:  # the schema runs these checks on validation, so it imports this module
-    from bench.sweep.spec import SweepSpec
-
+from bench.sweep.sections import GridSpec, MeasureSpec, ProfileSpec, ServerSpec, WorkloadSpec
 
 # SGLang's routing switches: specbench sets them from server.balanced_routing (bench/server/routing.py).
 ROUTING_ENV = frozenset({ENV_UNIFORM_EXPERTS, ENV_ROUND_ROBIN_EXPERTS})
 
 
-def find_problems(spec: SweepSpec) -> list[str]:
+class CheckedSweep(Protocol):
+    """What the checks read of a sweep: bench.sweep.spec.SweepSpec, which runs them on validation and so
+    imports this module."""
+
+    @property
+    def server(self) -> ServerSpec: ...
+    @property
+    def grid(self) -> GridSpec: ...
+    @property
+    def workload(self) -> WorkloadSpec | list[WorkloadSpec]: ...
+    @property
+    def workloads(self) -> list[WorkloadSpec]: ...
+    @property
+    def repeats(self) -> int: ...
+    @property
+    def measure(self) -> MeasureSpec: ...
+    @property
+    def profile(self) -> ProfileSpec | None: ...
+    @property
+    def paired(self) -> bool: ...
+
+
+def find_problems(spec: CheckedSweep) -> list[str]:
     """Every reason a well-typed sweep cannot run (the cross-field checks), so the user fixes them in one go."""
     p: list[str] = []
     g, s = spec.grid, spec.server

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, Protocol
 
+import pandas as pd
 import typer
 from sqlalchemy import Engine
 
@@ -98,7 +99,7 @@ def export(
     if view in ("v2-vs-v1", "windows"):
         if format == "bench-serving-json":
             fail(f"--view {view} writes csv, json or md, not bench-serving-json")
-        (_export_v2_vs_v1 if view == "v2-vs-v1" else _export_windows)(engine, run_ids, format, output)
+        _export_run_view(engine, run_ids, view, format, output)
         return
     try:
         with session_scope(engine) as s:
@@ -127,6 +128,44 @@ def _export_shard_vs_tp(engine: Engine, shard_ref: str, tp_ref: str, fmt: str, o
     for line in comparison.missing + comparison.notes:
         err_console.print(f"note: {line}", markup=False, highlight=False)
     _emit(tp_compare.render(comparison, fmt), output, f"{len(comparison.frame)} shard/TP rows")
+
+
+class RunView(Protocol):
+    """A single-run view of analysis (analysis.v2_vs_v1, analysis.windows): a frame and its three formats."""
+
+    def load(self, engine: Engine, run_id: int) -> pd.DataFrame: ...
+    def to_csv(self, frame: pd.DataFrame) -> str: ...
+    def to_json(self, frame: pd.DataFrame, meta: dict[str, Any] | None = None) -> str: ...
+    def to_markdown(self, frame: pd.DataFrame, title: str | None = None) -> str: ...
+
+
+# --view -> (the module, why it takes one run, its title around the run's, what a row is)
+_RUN_VIEWS: dict[str, tuple[RunView, str, str, str]] = {
+    "v2-vs-v1": (
+        v2_vs_v1,
+        "--view v2-vs-v1 compares the modes inside one run",
+        "v2 (overlap) over v1 (non-overlap), {run}",
+        "v2/v1 cells",
+    ),
+    "windows": (
+        windows,
+        "--view windows lists the measured windows of one run",
+        "Measured windows of {run}, in measurement order",
+        "windows",
+    ),
+}
+
+
+def _export_run_view(engine: Engine, run_ids: list[int], view: str, fmt: str, output: Path | None) -> None:
+    module, why, title, rows = _RUN_VIEWS[view]
+    meta = _one_run_meta(engine, run_ids, why)
+    frame = module.load(engine, meta["run_id"])
+    text = {
+        "csv": lambda: module.to_csv(frame),
+        "json": lambda: module.to_json(frame, meta),
+        "md": lambda: module.to_markdown(frame, title.format(run=_run_title(meta))),
+    }[fmt]()
+    _emit(text, output, f"{len(frame)} {rows}")
 
 
 def _one_run_meta(engine: Engine, run_ids: list[int], why: str) -> dict[str, Any]:
@@ -161,27 +200,3 @@ def _emit(text: str, output: Path | None, wrote: str) -> None:
     else:
         write_output(output, text)
         typer.echo(f"wrote {wrote} to {output}", err=True)
-
-
-def _export_v2_vs_v1(engine: Engine, run_ids: list[int], fmt: str, output: Path | None) -> None:
-    meta = _one_run_meta(engine, run_ids, "--view v2-vs-v1 compares the modes inside one run")
-    frame = v2_vs_v1.load(engine, meta["run_id"])
-    title = f"v2 (overlap) over v1 (non-overlap), {_run_title(meta)}"
-    text = {
-        "csv": lambda: v2_vs_v1.to_csv(frame),
-        "json": lambda: v2_vs_v1.to_json(frame, meta),
-        "md": lambda: v2_vs_v1.to_markdown(frame, title),
-    }[fmt]()
-    _emit(text, output, f"{len(frame)} v2/v1 cells")
-
-
-def _export_windows(engine: Engine, run_ids: list[int], fmt: str, output: Path | None) -> None:
-    meta = _one_run_meta(engine, run_ids, "--view windows lists the measured windows of one run")
-    frame = windows.load(engine, meta["run_id"])
-    title = f"Measured windows of {_run_title(meta)}, in measurement order"
-    text = {
-        "csv": lambda: windows.to_csv(frame),
-        "json": lambda: windows.to_json(frame, meta),
-        "md": lambda: windows.to_markdown(frame, title),
-    }[fmt]()
-    _emit(text, output, f"{len(frame)} windows")

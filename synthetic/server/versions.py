@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from bench.server.known_bugs import flashmla_routes_draft_extend_v2
-from bench.server.spec_modes import DEFAULT_RELEASE, RELEASES, balanced_routing_switch
+from bench.server.spec_modes import DEFAULT_RELEASE, RELEASES, balanced_routing_switch, release3
 
 _BACKENDS_0_5_12 = (
     "triton",
@@ -85,7 +85,7 @@ class VersionTraits:
 
 
 def traits_for(version: str) -> VersionTraits:
-    v = tuple(int(part) for part in version.split(".")[:3])
+    v = release3(version)
     aliases: tuple[tuple[str, str], ...]
     if v >= (0, 5, 23):
         backends, aliases = _BACKENDS_0_5_23, (("nsa", "dsa"), ("tokenspeed_mla", "cutedsl_mla"))
@@ -118,7 +118,7 @@ def traits_for(version: str) -> VersionTraits:
         graph_flags=graph_flags,
         paged_topk_backends=("flashinfer", "fa3") if v < (0, 5, 13) else ("flashinfer", "fa3", "triton"),
         spec_alias_keys=v <= (0, 5, 15),
-        running_waiting_in_meta=v[:3] == (0, 5, 13),
+        running_waiting_in_meta=v == (0, 5, 13),
         spec_verify_calls_metric=v >= (0, 5, 13),
         spec_gauges=v >= (0, 5, 13),
         ready_endpoint=v >= (0, 5, 23),

@@ -12,7 +12,7 @@ from analysis import v2_vs_v1, windows
 from bench.pairing import abba_sides
 from benchmarks.abba_blocks import block_table
 from db.migrate import open_database_readonly
-from tests.dashboard.test_dashboard_pages import _grid_copy
+from tests.fixtures.dashboard import grid_copy
 
 
 def _windows(ratio: float, drift_per_window: float, repeats: int = 8) -> pd.DataFrame:
@@ -49,7 +49,7 @@ def test_blocks_cancel_linear_drift_that_the_pairs_only_average_out() -> None:
 
 
 def test_the_pairs_are_the_ones_the_v2_vs_v1_view_counts(tmp_path: Path) -> None:
-    engine, _ = open_database_readonly(_grid_copy(tmp_path, "grid.db"))
+    engine, _ = open_database_readonly(grid_copy(tmp_path, "grid.db"))
     table = block_table(windows.load(engine, 1))
     view = v2_vs_v1.load(engine, 1)
     engine.dispose()

@@ -19,7 +19,9 @@ from analysis import csvsafe, report
 from analysis.compare import compare_runs
 from analysis.export import read_csv_rows
 from runners.cli import app
-from tests.analysis.test_report import KEYS, _points, _samples
+from tests.fixtures.report_data import KEYS
+from tests.fixtures.report_data import report_points as _points
+from tests.fixtures.report_data import report_samples as _samples
 from tests.hostile import EVIL_HOST, HOSTILE, RAW_CONTROL, formula_cells, hostile_database
 
 

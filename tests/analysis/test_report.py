@@ -21,91 +21,19 @@ from db.migrate import open_database
 from runners.cli import app
 from synthetic.history import SMALL_SHAPE
 from synthetic.history.seed import seed_history
-
-CONFIG = {
-    "model": "deepseek-ai/DeepSeek-V3",
-    "draft_model": None,
-    "attention_backend": "flashmla",
-    "tp": 8,
-    "algorithm": "EAGLE",
-    "topk": 1,
-    "workload_key": "random:random:in1024:out512:seed1:t0.0",
-}
-
-
-def _points(pid0: int, throughputs: dict[tuple[str | None, int | None, int], float]) -> pd.DataFrame:
-    rows = []
-    for i, ((mode, steps, bs), thr) in enumerate(throughputs.items()):
-        rows.append(
-            {
-                **CONFIG,
-                "algorithm": "EAGLE" if mode else None,
-                "topk": 1 if mode else None,
-                "draft_tokens": steps + 1 if steps else None,
-                "point_id": pid0 + i,
-                "status": "ok",
-                "fingerprint": f"fp{i}",
-                "spec_mode": mode,
-                "steps": steps,
-                "batch_size": bs,
-                "output_throughput": thr,
-                "accept_length": 2.5 if mode else None,
-                "tpot_mean_ms": 10.0,
-            }
-        )
-    return pd.DataFrame(rows)
-
-
-def _samples(points: pd.DataFrame, spread: float = 0.005, n: int = 3) -> pd.DataFrame:
-    rows = []
-    for p in points.to_dict("records"):
-        for r in range(n):
-            rows.append(
-                {
-                    "point_id": p["point_id"],
-                    "repeat": r,
-                    "status": "ok",
-                    "output_throughput": p["output_throughput"] * (1 + spread * (r - 1)),
-                }
-            )
-    return pd.DataFrame(rows)
-
-
-KEYS = [(None, None, 16), ("v1", 3, 16), ("v2", 3, 16), ("v2", 3, 32)]
+from tests.fixtures.markdown import markdown_tables
+from tests.fixtures.report_data import KEYS, RUN_A, RUN_B, report_points, report_samples
 
 
 @pytest.fixture
 def table() -> pd.DataFrame:
-    a = _points(100, dict(zip(KEYS, [1000.0, 1500.0, 1700.0, 2900.0], strict=True)))
+    a = report_points(100, dict(zip(KEYS, [1000.0, 1500.0, 1700.0, 2900.0], strict=True)))
     # The candidate: v2 bs16 regressed 10%, v2 bs32 improved 8%, baseline unchanged, v1 with one repeat only.
-    b = _points(200, dict(zip(KEYS, [1001.0, 1490.0, 1530.0, 3132.0], strict=True)))
+    b = report_points(200, dict(zip(KEYS, [1001.0, 1490.0, 1530.0, 3132.0], strict=True)))
     b["steps"] = b["steps"].astype(float)  # pandas makes NULL-holding ints floats: pairing must not care
-    sb = _samples(b)
+    sb = report_samples(b)
     sb = sb[~((sb["point_id"] == 201) & (sb["repeat"] > 0))]
-    return compare_runs(a, _samples(a), b, sb)
-
-
-RUN_A = {
-    "id": 12,
-    "uid": "0190abcd-0000-7000-8000-000000000000",
-    "status": "done",
-    "sweep_name": "flashmla-spec",
-    "trigger": "manual",
-    "started_at": datetime(2026, 11, 30, 9, 0, tzinfo=UTC),
-    "sglang_version": "0.5.13.post1",
-    "sglang_commit": "abcdef0123456789",
-    "sgl_kernel_version": "0.4.3",
-    "flashinfer_version": "0.6.12",
-    "torch_version": "2.9.1",
-    "cuda_version": "12.9",
-    "driver_version": "580.95.05",
-    "gpu_name": "NVIDIA H200",
-    "gpu_count": 8,
-    "host": "h200-a",
-    "model": "deepseek-ai/DeepSeek-V3",
-    "sweep_yaml": "name: flashmla-spec\nmodel: /models/DeepSeek-V3\n",
-}
-RUN_B = {**RUN_A, "id": 15, "sglang_version": "0.5.14", "sglang_commit": None, "label": "pr|24640"}
+    return compare_runs(a, report_samples(a), b, sb)
 
 
 def test_pairing_and_verdicts(table: pd.DataFrame) -> None:
@@ -129,9 +57,9 @@ def test_pairing_and_verdicts(table: pd.DataFrame) -> None:
 
 
 def test_unmatched_points_are_listed() -> None:
-    a = _points(1, {("v2", 3, 16): 1000.0, ("v2", 3, 64): 3000.0})
-    b = _points(9, {("v2", 3, 16): 1000.0, ("v2", 4, 16): 1200.0})
-    t = compare_runs(a, _samples(a), b, _samples(b))
+    a = report_points(1, {("v2", 3, 16): 1000.0, ("v2", 3, 64): 3000.0})
+    b = report_points(9, {("v2", 3, 16): 1000.0, ("v2", 4, 16): 1200.0})
+    t = compare_runs(a, report_samples(a), b, report_samples(b))
     notes = dict(zip(t["config"], t["note"], strict=True))
     assert notes["EAGLE s3 v2 · bs64"] == "only in the baseline run"
     assert notes["EAGLE s4 v2 · bs16"] == "only in the candidate run"
@@ -140,41 +68,19 @@ def test_unmatched_points_are_listed() -> None:
 
 def test_pairs_with_too_few_repeats_come_before_one_sided_rows() -> None:
     # In config order the one-sided rows (steps 1 only in A, steps 3 bs16 only in B) would come first.
-    a = _points(1, {("v2", 1, 4): 900.0, ("v2", 3, 64): 3000.0, ("v2", 4, 4): 1200.0})
-    b = _points(9, {("v2", 3, 16): 1000.0, ("v2", 3, 64): 3000.0, ("v2", 4, 4): 1200.0})
-    t = compare_runs(a, _samples(a, n=2), b, _samples(b, n=2))  # 2 repeats: every row is insufficient data
+    a = report_points(1, {("v2", 1, 4): 900.0, ("v2", 3, 64): 3000.0, ("v2", 4, 4): 1200.0})
+    b = report_points(9, {("v2", 3, 16): 1000.0, ("v2", 3, 64): 3000.0, ("v2", 4, 4): 1200.0})
+    t = compare_runs(
+        a, report_samples(a, n=2), b, report_samples(b, n=2)
+    )  # 2 repeats: every row is insufficient data
     assert set(t["verdict"]) == {"insufficient data"}
     one_sided = t["note"].str.startswith("only in the").tolist()
     assert one_sided == [False, False, True, True]
 
 
-def _tables(md: str) -> list[tuple[list[str], list[list[str]]]]:
-    """Every table markdown-it renders: (header cells, body rows)."""
-    tokens = MarkdownIt("commonmark").enable("table").parse(md)
-    out: list[tuple[list[str], list[list[str]]]] = []
-    head: list[str] = []
-    body: list[list[str]] = []
-    row: list[str] = []
-    section = ""
-    for i, tok in enumerate(tokens):
-        if tok.type == "table_open":
-            head, body = [], []
-        elif tok.type in ("thead_open", "tbody_open"):
-            section = tok.type
-        elif tok.type == "tr_open":
-            row = []
-        elif tok.type in ("th_open", "td_open"):
-            row.append(tokens[i + 1].content if tokens[i + 1].type == "inline" else "")
-        elif tok.type == "tr_close":
-            (head.extend(row) if section == "thead_open" else body.append(row))
-        elif tok.type == "table_close":
-            out.append((head, body))
-    return out
-
-
 def test_markdown_renders_as_tables(table: pd.DataFrame) -> None:
     md = report.to_markdown(table, RUN_A, RUN_B)
-    tables = _tables(md)
+    tables = markdown_tables(md)
     assert len(tables) == 2
     prov_head, prov = tables[0]
     assert prov_head == ["", "Baseline", "Candidate"]
@@ -207,12 +113,12 @@ def test_markdown_escapes_pipes_and_trims_long_tables(table: pd.DataFrame) -> No
     hostile = table.copy()
     hostile.loc[0, "why"] = "a | b\nc"
     md = report.to_markdown(hostile, {**RUN_A, "model": "m|x"}, RUN_B)
-    tables = _tables(md)
+    tables = markdown_tables(md)
     assert len(tables) == 2 and all(len(r) == 3 for r in tables[0][1])
     assert tables[1][1][0][-1] == "a | b c"  # one cell: the escaped pipe did not split it
     big = pd.concat([table] * 20, ignore_index=True)
     md = report.to_markdown(big, RUN_A, RUN_B, max_rows=10)
-    _, rows = _tables(md)[1]
+    _, rows = markdown_tables(md)[1]
     assert len(rows) == 10 and "no change are in the CSV" in md
     synthetic = report.to_markdown(table, {**RUN_A, "trigger": "synthetic"}, RUN_B)
     assert "SYNTHETIC" in synthetic
@@ -278,7 +184,7 @@ def test_compare_cli(seeded_sqlite: tuple[str, Engine], tmp_path: Path) -> None:
     a, b = str(h200["id"].iloc[0]), str(h200["id"].iloc[-1])
     res = runner.invoke(app, ["compare", a, b, "--db", url, "--format", "md"])
     assert res.exit_code == 0, res.output
-    assert len(_tables(res.stdout)) == 2
+    assert len(markdown_tables(res.stdout)) == 2
     out = tmp_path / "cmp.csv"
     res = runner.invoke(app, ["compare", a, b, "--db", url, "--format", "csv", "-o", str(out)])
     assert res.exit_code == 0, res.output

@@ -20,7 +20,7 @@ from runners.cli import app
 from runners.sweep_runner import execute_sweep
 from synthetic.server.config import PerfParams
 from synthetic.server.perf import PerfModel
-from tests.dashboard.test_dashboard_pages import open_page
+from tests.fixtures.dashboard import open_page
 
 T_975 = {2: 4.302652729911275, 4: 2.776445105197793, 5: 2.570581835636314, 10: 2.228138851986274}
 

@@ -21,7 +21,7 @@ from db.engine import session_scope
 from db.models import Point, Run, Sample
 from runners import store
 from runners.cli import app
-from tests.dashboard.test_escaping import assert_inert, render
+from tests.fixtures.markdown import assert_inert, render
 
 SWEEP = (
     "name: windows\nmodel: m\nserver: {backend: sim}\n"

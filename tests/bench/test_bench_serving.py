@@ -9,6 +9,7 @@ unless SPECBENCH_REQUIRE_BENCH_SERVING=1 (set by CI) turns the skip into a failu
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import importlib.util
 import json
 import math
@@ -25,13 +26,18 @@ from bench.crosscheck import (
     BENCH_SERVING,
     SPECBENCH,
     Comparison,
+    CrossCheckError,
     Side,
     WindowResult,
+    last_jsonl_line,
     metrics_page,
     order,
+    parse_bench_serving,
     prompt_tokens_from_metrics,
     write_sharegpt,
 )
+from bench.metrics import compute_metrics
+from bench.results import RequestRecord
 from bench.sweep import WorkloadSpec
 from bench.workload import build_prompts
 from runners.cli import app
@@ -256,3 +262,55 @@ def test_metrics_page_is_read_when_the_server_gzips_it(model_dir: Path, sim_serv
     assert encoding == "gzip"  # the stand-in behaves like prometheus_client here
     assert page is not None
     assert prompt_tokens_from_metrics(page) == 4 * 32
+
+
+def test_bench_serving_results_read_through_the_catalogue_as_the_gpu_run_stored_them() -> None:
+    """The H200 cross-check's bench_serving files parse into the windows that run stored (its crosscheck.json),
+    and a result without a figure the comparison needs is refused by name."""
+    folder = REPO_ROOT / "examples" / "h200-v3slice-crosscheck"
+    stored = [w for c in json.loads((folder / "crosscheck.json").read_text()) for w in c["windows"]]
+    from_files = [w for w in stored if w["client"] == BENCH_SERVING]
+    assert len(from_files) == 4
+    for want in from_files:
+        path = folder / Path(want["source"]).name
+        got = parse_bench_serving(
+            last_jsonl_line(path),
+            batch_size=want["batch_size"],
+            position=want["position"],
+            source=want["source"],
+        )
+        assert {k: v for k, v in vars(got).items() if k in want} == want
+    line = last_jsonl_line(folder / "bench_serving-bs8-2.jsonl")
+    del line["duration"]
+    with pytest.raises(CrossCheckError, match="duration"):
+        parse_bench_serving(line, batch_size=8, position=1, source="x.jsonl")
+
+
+def test_a_specbench_window_carries_the_measured_figures_under_their_catalogue_names() -> None:
+    """The cross-check's specbench side and bench_serving side fill one WindowResult by the same names."""
+    records = [
+        RequestRecord(
+            index=i,
+            prompt_len=8,
+            max_new_tokens=16,
+            start=0.0,
+            ttft=0.05 * (i + 1),
+            e2e=0.5 + 0.05 * i,
+            completion_tokens=16,
+            chunk_times=[0.05 * (i + 1), 0.5 + 0.05 * i],
+            chunk_tokens=[1, 15],
+        )
+        for i in range(4)
+    ]
+    m = compute_metrics(records, 2.0)
+    w = WindowResult.of(SPECBENCH, 4, 0, 4, dataclasses.asdict(m), client_cpu_s=0.25)
+    assert (w.completed, w.total_output_tokens, w.duration_s) == (4, 64, 2.0)
+    assert w.output_throughput == m.output_throughput == 32.0
+    assert (w.tpot_mean_ms, w.tpot_p50_ms, w.ttft_p50_ms, w.ttft_mean_ms, w.itl_mean_ms) == (
+        m.tpot_mean_ms,
+        m.tpot_p50_ms,
+        m.ttft_p50_ms,
+        m.ttft_mean_ms,
+        m.itl_mean_ms,
+    )
+    assert w.ttft_mean_ms is not None and w.client_cpu_s == 0.25 and w.source is None

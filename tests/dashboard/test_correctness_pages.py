@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 
 from bench.host.processes import free_port
 from runners.cli import app
-from tests.dashboard.test_dashboard_e2e import CHART, CHROMIUM, CHROMIUM_ARGS, _require_browser, _wait_healthy
+from tests.fixtures.dashboard import CHART, CHROMIUM, CHROMIUM_ARGS, require_browser, wait_healthy
 from tests.paths import REPO_ROOT
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(180)]
@@ -35,7 +35,7 @@ repeats: 3
 @pytest.fixture(scope="module")
 def gated(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, dict[str, int]]]:
     """A dashboard on a database with a clean stand-in run and one whose v2 drafts are wrong."""
-    _require_browser()
+    require_browser()
     tmp = tmp_path_factory.mktemp("gate")
     url = f"sqlite:///{tmp / 'gate.db'}"
     runner = CliRunner()
@@ -55,7 +55,7 @@ def gated(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, dict[
     cmd = [sys.executable, "-m", "runners.cli", "dashboard", "--db", url, "--port", str(port), "--headless"]
     proc = subprocess.Popen(cmd, cwd=REPO_ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        _wait_healthy(port, proc)
+        wait_healthy(port, proc)
         yield f"http://127.0.0.1:{port}", runs
     finally:
         proc.terminate()

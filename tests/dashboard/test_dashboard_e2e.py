@@ -6,83 +6,34 @@ installs the package. Skips when /usr/bin/chromium is missing, unless SPECBENCH_
 
 from __future__ import annotations
 
-import os
 import re
-import subprocess
-import sys
-import time
-import urllib.request
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 
-from bench.host.processes import free_port
 from db import queries as q
 from db.migrate import open_database
 from synthetic.history import SMALL_SHAPE
 from synthetic.history.seed import seed_history
+from tests.fixtures.dashboard import CHART, CHROMIUM, CHROMIUM_ARGS, require_browser, served_dashboard
 from tests.paths import REPO_ROOT
 
-pytestmark = [pytest.mark.browser, pytest.mark.timeout(120)]
+pytestmark = [pytest.mark.browser, pytest.mark.timeout(300)]
 
-CHROMIUM = "/usr/bin/chromium"
 ROOT = REPO_ROOT
-CHART = "[data-testid='stVegaLiteChart'] canvas, [data-testid='stVegaLiteChart'] svg"
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
-
-
-def _require_browser() -> None:
-    if Path(CHROMIUM).exists():
-        return
-    if os.environ.get("SPECBENCH_REQUIRE_BROWSER") == "1":
-        pytest.fail(f"SPECBENCH_REQUIRE_BROWSER=1 but {CHROMIUM} is missing (apt-get install chromium)")
-    pytest.skip(f"no {CHROMIUM}; install Debian's chromium package")
-
-
-def _wait_healthy(port: int, proc: subprocess.Popen[bytes], timeout: float = 40.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"specbench dashboard exited with {proc.returncode}")
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/_stcore/health", timeout=1) as r:
-                if r.status == 200:
-                    return
-        except OSError:
-            time.sleep(0.3)
-    raise TimeoutError("the dashboard did not become healthy")
 
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]]:
-    _require_browser()
+    require_browser()
     url = f"sqlite:///{tmp_path_factory.mktemp('e2e') / 'demo.db'}"
     eng = open_database(url)
     seed_history(eng, 40 * 20, shape=SMALL_SHAPE, end=datetime.now(UTC), seed=4)
     eng.dispose()
-    port = free_port()
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    cmd = [sys.executable, "-m", "runners.cli", "dashboard", "--db", url, "--port", str(port), "--headless"]
-    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        _wait_healthy(port, proc)
-        yield f"http://127.0.0.1:{port}", url
-    finally:
-        proc.terminate()  # `specbench dashboard` exec'd Streamlit: this pid is the server itself
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+    with served_dashboard(url) as base:
+        yield base, url
 
 
 def test_dashboard_in_a_browser(server: tuple[str, str], tmp_path: Path) -> None:
@@ -138,7 +89,7 @@ def test_dashboard_in_a_browser(server: tuple[str, str], tmp_path: Path) -> None
 @pytest.fixture(scope="module")
 def demo_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]]:
     """The shape `make demo` builds: the bundled H200 runs (toy and V3 slice) and two stand-in runs of one grid."""
-    _require_browser()
+    require_browser()
     from typer.testing import CliRunner
 
     from runners.cli import app
@@ -161,20 +112,8 @@ def demo_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str,
             app, ["run", str(sweep), "--db", url, "--no-progress", "--log-dir", str(tmp / "logs")]
         )
         assert res.exit_code == 0, res.output
-    port = free_port()
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    cmd = [sys.executable, "-m", "runners.cli", "dashboard", "--db", url, "--port", str(port), "--headless"]
-    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        _wait_healthy(port, proc)
-        yield f"http://127.0.0.1:{port}", url
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+    with served_dashboard(url) as base:
+        yield base, url
 
 
 def test_demo_compare_and_simulated_tag_in_a_browser(demo_server: tuple[str, str], tmp_path: Path) -> None:

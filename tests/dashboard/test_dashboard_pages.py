@@ -6,13 +6,9 @@ import json
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
-import pandas as pd
-import pyarrow as pa
 import pytest
 from sqlalchemy import Engine
-from streamlit.testing.v1 import AppTest
 
 from analysis.regressions import flagged, recent_changes
 from analysis.stats.changepoint import ChangePointParams
@@ -22,9 +18,9 @@ from db.migrate import open_database
 from runners.commands.dashboard import streamlit_argv, streamlit_env
 from synthetic.history import SMALL_SHAPE
 from synthetic.history.seed import seed_history
+from tests.fixtures.dashboard import APP, chart_rows, charts, grid_copy, open_page
 from tests.paths import REPO_ROOT
 
-APP = str(REPO_ROOT / "dashboard" / "app.py")
 PAGES = [
     "pages/overview.py",
     "pages/trends.py",
@@ -33,7 +29,6 @@ PAGES = [
     "pages/compare.py",
     "pages/jobs.py",
 ]
-TIMEOUT = 60
 
 
 @pytest.fixture(scope="module")
@@ -50,28 +45,6 @@ def engine_of(seeded_url: str) -> Iterator[Engine]:
     eng = open_database(seeded_url)
     yield eng
     eng.dispose()
-
-
-def open_page(url: str, page: str, monkeypatch: pytest.MonkeyPatch, **params: str) -> AppTest:
-    monkeypatch.setenv("DATABASE_URL", url)
-    at = AppTest.from_file(APP, default_timeout=TIMEOUT)
-    for k, v in params.items():
-        at.query_params[k] = v
-    at.run()
-    if page != "pages/overview.py":
-        at.switch_page(page).run()
-    assert not at.exception, [e.value for e in at.exception]
-    return at
-
-
-def charts(at: AppTest) -> list[dict[str, Any]]:
-    return [json.loads(c.proto.spec) for c in at.get("vega_lite_chart")]
-
-
-def chart_rows(at: AppTest, index: int) -> pd.DataFrame:
-    """The data the page handed to its `index`-th chart (Streamlit sends it as an Arrow stream)."""
-    data = at.get("vega_lite_chart")[index].proto.datasets[0].data.data
-    return pa.ipc.open_stream(data).read_all().to_pandas()
 
 
 def test_overview(seeded_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -293,22 +266,13 @@ def test_overview_lists_what_the_regressions_command_prints(
     assert shown == printed
 
 
-def _grid_copy(tmp_path: Path, name: str) -> str:
-    """A copy of the committed H200 grid (two pinned acceptances, v1/v2 pairs, a baseline) as a URL."""
-    import shutil
-
-    db_file = tmp_path / name
-    shutil.copy(REPO_ROOT / "examples" / "h200-v3slice-grid" / "grid.db", db_file)
-    return f"sqlite:///{db_file}"
-
-
 def test_sweep_of_a_grid_with_two_acceptances_shows_one_at_a_time(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """grid.accept_lengths puts two points of each mode at every (batch, steps) cell. The page picks one
     acceptance (from the URL too), so each heatmap cell is one point and v2/v1 compares like with like; it
     used to draw both acceptances into one cell and divide by a Series."""
-    url = _grid_copy(tmp_path, "grid.db")
+    url = grid_copy(tmp_path, "grid.db")
     eng = open_database(url)
     points = q.run_points(eng, 1)
     eng.dispose()
@@ -351,9 +315,9 @@ def test_sweep_says_when_a_resume_edited_the_stopping_rule(
     from runners import store
     from runners.resume_guard import check_resume
 
-    plain = open_page(_grid_copy(tmp_path, "plain.db"), "pages/sweep.py", monkeypatch, run="1")
+    plain = open_page(grid_copy(tmp_path, "plain.db"), "pages/sweep.py", monkeypatch, run="1")
     assert not any("stopping rule" in c.value for c in plain.caption)
-    url = _grid_copy(tmp_path, "edited.db")
+    url = grid_copy(tmp_path, "edited.db")
     eng = open_database(url)
     sweep_file = REPO_ROOT / "sweeps" / "h200-v3slice-grid.yaml"
     with session_scope(eng) as s:

@@ -12,34 +12,24 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from markdown_it import MarkdownIt
 from streamlit.testing.v1 import AppTest
 
 from analysis import md, report
 from analysis.compare import compare_runs
 from analysis.export import EXPORT_COLUMNS, RUN_METADATA, Export, read_csv_rows, to_csv, to_markdown
-from tests.analysis.test_report import KEYS, RUN_A, RUN_B, _points, _samples, _tables
+from tests.fixtures.markdown import assert_inert, markdown_tables, render
+from tests.fixtures.report_data import KEYS, RUN_A, RUN_B, report_points, report_samples
 from tests.paths import REPO_ROOT
 
 HOSTILE = "m`x``|y```\n</details><img src=x onerror=alert(1)> [l](http://e.x) ![i](http://e.x/p.png) *b* ~~s~~ $x$ &amp;"
 HOSTILE_YAML = "name: x\n````\n</details>\n<img src=x onerror=alert(1)>\n```\n~~~\nmodel: '|'\n"
 
 
-def render(markdown: str) -> str:
-    return MarkdownIt("commonmark", {"html": True}).enable(["table", "strikethrough"]).render(markdown)
-
-
-def assert_inert(html: str, own_details: int) -> None:
-    assert "<img" not in html
-    assert html.count("<details>") == own_details and html.count("</details>") == own_details
-    assert "<a " not in html and "<s>" not in html and "<em>" not in html
-
-
 @pytest.fixture
 def table() -> pd.DataFrame:
-    a = _points(100, dict(zip(KEYS, [1000.0, 1500.0, 1700.0, 2900.0], strict=True)))
-    b = _points(200, dict(zip(KEYS, [1001.0, 1490.0, 1530.0, 3132.0], strict=True)))
-    return compare_runs(a, _samples(a), b, _samples(b))
+    a = report_points(100, dict(zip(KEYS, [1000.0, 1500.0, 1700.0, 2900.0], strict=True)))
+    b = report_points(200, dict(zip(KEYS, [1001.0, 1490.0, 1530.0, 3132.0], strict=True)))
+    return compare_runs(a, report_samples(a), b, report_samples(b))
 
 
 def test_pr_comment_with_hostile_names_and_yaml_stays_inert(table: pd.DataFrame) -> None:
@@ -58,7 +48,7 @@ def test_pr_comment_with_hostile_names_and_yaml_stays_inert(table: pd.DataFrame)
     html = render(markdown)
     # The report's own: "Reproduce both runs", holding each run's sweep YAML folded in its own block.
     assert_inert(html, own_details=3)
-    tables = _tables(markdown)
+    tables = markdown_tables(markdown)
     assert len(tables) == 2
     assert all(len(row) == 3 for row in tables[0][1]), tables[0][1]  # provenance: no cell split, no row added
     head, rows = tables[1]

@@ -23,7 +23,7 @@ import pytest
 
 from bench.host.processes import free_port
 from db.migrate import open_database
-from tests.dashboard.test_dashboard_e2e import CHROMIUM, CHROMIUM_ARGS, _require_browser, _wait_healthy
+from tests.fixtures.dashboard import CHROMIUM, CHROMIUM_ARGS, require_browser, wait_healthy
 from tests.hostile import EVIL_HOST, HOSTILE, flagged, formula_cells, hostile_database
 from tests.paths import REPO_ROOT
 
@@ -58,7 +58,7 @@ CREATED = {
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, list[str]]]:
-    _require_browser()
+    require_browser()
     url = hostile_database(tmp_path_factory.mktemp("hostile"), history=True)
     engine = open_database(url)
     series = [fp for fp, _ in flagged(engine)][:1]  # a series with a flagged change, a triage form and a note
@@ -69,7 +69,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, list
     cmd = [sys.executable, "-m", "runners.cli", "dashboard", "--db", url, "--port", str(port), "--headless"]
     proc = subprocess.Popen(cmd, cwd=REPO_ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        _wait_healthy(port, proc, timeout=120)
+        wait_healthy(port, proc, timeout=120)
         yield f"http://127.0.0.1:{port}", [f"trends?fp={fp}&metric=output_throughput" for fp in series]
     finally:
         proc.terminate()

@@ -21,7 +21,7 @@ from bench.host.processes import free_port
 from db.migrate import open_database
 from synthetic.history import SMALL_SHAPE
 from synthetic.history.seed import seed_history
-from tests.dashboard.test_dashboard_e2e import CHART, CHROMIUM, CHROMIUM_ARGS, _require_browser, _wait_healthy
+from tests.fixtures.dashboard import CHART, CHROMIUM, CHROMIUM_ARGS, require_browser, wait_healthy
 from tests.paths import REPO_ROOT
 from tests.queue_support import cli_argv, cli_env, run_cli
 
@@ -43,7 +43,7 @@ FITS = """() => [...document.querySelectorAll("[data-testid='stDataFrame']")]
 
 @pytest.fixture(scope="module")
 def demo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]]:
-    _require_browser()
+    require_browser()
     tmp = tmp_path_factory.mktemp("newcomer")
     url = f"sqlite:///{tmp / 'demo.db'}"
     eng = open_database(url)
@@ -66,7 +66,7 @@ def demo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]]:
         stderr=subprocess.DEVNULL,
     )
     try:
-        _wait_healthy(port, proc, timeout=90)
+        wait_healthy(port, proc, timeout=90)
         yield f"http://127.0.0.1:{port}", url
     finally:
         proc.terminate()
@@ -145,7 +145,7 @@ def test_open_browser_leaves_no_defunct_child(tmp_path: Path) -> None:
         stderr=subprocess.DEVNULL,
     )
     try:
-        _wait_healthy(port, proc, timeout=90)
+        wait_healthy(port, proc, timeout=90)
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline and not opened.exists():
             time.sleep(0.2)

@@ -3,9 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -13,16 +10,21 @@ import pyarrow as pa
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from bench.host.processes import free_port
 from bench.profile.overlap import verdict
 from bench.sweep import parse_sweep
 from db import profile_queries as pq
 from db.migrate import open_database
 from runners.sweep_runner import execute_sweep
+from tests.fixtures.dashboard import (
+    APP,
+    CHART,
+    CHROMIUM,
+    CHROMIUM_ARGS,
+    PAGE_TIMEOUT,
+    require_browser,
+    served_dashboard,
+)
 from tests.paths import REPO_ROOT
-
-APP = str(REPO_ROOT / "dashboard" / "app.py")
-ROOT = REPO_ROOT
 
 SWEEP = """
 name: prof-page
@@ -51,7 +53,7 @@ def profiled_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 def _open(url: str, monkeypatch: pytest.MonkeyPatch) -> AppTest:
     monkeypatch.setenv("DATABASE_URL", url)
-    at = AppTest.from_file(APP, default_timeout=60)
+    at = AppTest.from_file(APP, default_timeout=PAGE_TIMEOUT)
     at.run()
     at.switch_page("pages/profiles.py").run()
     assert not at.exception, [e.value for e in at.exception]
@@ -101,53 +103,28 @@ def test_empty_state_without_profiles(tmp_path: Path, monkeypatch: pytest.Monkey
 
 
 @pytest.mark.browser
-@pytest.mark.timeout(180)
+@pytest.mark.timeout(300)
 def test_profiles_page_in_chromium(profiled_url: str, tmp_path: Path) -> None:
     from playwright.sync_api import expect, sync_playwright
 
-    from tests.dashboard.test_dashboard_e2e import (
-        CHART,
-        CHROMIUM,
-        CHROMIUM_ARGS,
-        _require_browser,
-        _wait_healthy,
-    )
-
-    _require_browser()
-    port = free_port()
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    cmd = [sys.executable, "-m", "runners.cli", "dashboard", "--db", profiled_url, "--port", str(port)]
-    proc = subprocess.Popen(
-        [*cmd, "--headless"], cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
-    )
-    try:
-        _wait_healthy(port, proc)
-        with sync_playwright() as p:
-            browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-            try:
-                page = browser.new_page(viewport={"width": 1500, "height": 1400}, accept_downloads=True)
-                page.set_default_timeout(30_000)
-                page.goto(f"http://127.0.0.1:{port}/profiles")
-                page.wait_for_selector(CHART)
-                expect(page.get_by_text("v2 hides")).to_be_visible()
-                expect(page.locator("[data-testid='stVegaLiteChart']")).to_have_count(2)
-                with page.expect_download() as info:
-                    page.get_by_role(
-                        "button", name="Download v1 (non-overlap) trace (open in Perfetto)"
-                    ).click()
-                saved = tmp_path / "v1.trace.json.gz"
-                info.value.save_as(saved)
-                assert saved.read_bytes()[:2] == b"\x1f\x8b"
-                page.screenshot(path=str(tmp_path / "profiles.png"), full_page=True)
-            finally:
-                browser.close()
-    finally:
-        proc.terminate()
+    require_browser()
+    with served_dashboard(profiled_url) as base, sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+            page = browser.new_page(viewport={"width": 1500, "height": 1400}, accept_downloads=True)
+            page.set_default_timeout(30_000)
+            page.goto(f"{base}/profiles")
+            page.wait_for_selector(CHART)
+            expect(page.get_by_text("v2 hides")).to_be_visible()
+            expect(page.locator("[data-testid='stVegaLiteChart']")).to_have_count(2)
+            with page.expect_download() as info:
+                page.get_by_role("button", name="Download v1 (non-overlap) trace (open in Perfetto)").click()
+            saved = tmp_path / "v1.trace.json.gz"
+            info.value.save_as(saved)
+            assert saved.read_bytes()[:2] == b"\x1f\x8b"
+            page.screenshot(path=str(tmp_path / "profiles.png"), full_page=True)
+        finally:
+            browser.close()
     assert (tmp_path / "profiles.png").stat().st_size > 10_000
 
 
@@ -197,7 +174,9 @@ def test_shipped_h200_traces_render_from_a_fresh_clone(
     from runners.cli import app
 
     url = f"sqlite:///{tmp_path / 'demo.db'}"
-    res = CliRunner().invoke(app, ["import", str(ROOT / "examples" / "h200-v3slice-paired.db"), "--db", url])
+    res = CliRunner().invoke(
+        app, ["import", str(REPO_ROOT / "examples" / "h200-v3slice-paired.db"), "--db", url]
+    )
     assert res.exit_code == 0, res.output
     eng = open_database(url)
     runs = pq.runs_with_profiles(eng)

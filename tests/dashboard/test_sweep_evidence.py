@@ -14,9 +14,9 @@ from db import queries as q
 from db.migrate import open_database
 from runners.sweep_runner import execute_sweep
 from synthetic.model.presets import build_preset
-from tests.dashboard.test_dashboard_pages import chart_rows, charts, open_page
+from tests.fixtures.dashboard import chart_rows, charts, open_page
+from tests.fixtures.floor import BASELINE_SWEEP, HUGE
 from tests.paths import REPO_ROOT
-from tests.runners.test_shard_run import BASELINE_SWEEP, HUGE
 
 SHARD = """
 name: shard-page

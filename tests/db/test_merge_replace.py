@@ -25,15 +25,11 @@ from db.models import METRIC_FIELDS, Point, RequestRow, Run, Sample, ServerInsta
 from db.snapshot import snapshot
 from runners.cli import app
 from runners.store import store_sample
-from tests.db.test_merge_grow import _parts, resumed_server
-from tests.paths import REPO_ROOT
+from tests.fixtures.run_parts import RESUMED, RESUMED_AT, UID, V3_EXAMPLE, example_in_parts, resumed_server
 
-V3_EXAMPLE = REPO_ROOT / "examples" / "h200-v3slice-paired.db"
-UID = "01a23d40-50f0-7c93-8dde-f78e50822bcb"  # the example's paired run: 8 points of 5 repeats
-KEY = "2bff612da9aafe1f/bs64/random:random:in256:out256:seed1:t0.0/n256"
+KEY = RESUMED  # the point whose repeats 3 and 4 the resumed part measured
 REPEAT = 2  # the repeat whose server died in part 1, measured again by the resumed run
 DIED_AT = datetime(2026, 12, 3, 19, 0, tzinfo=UTC)
-RESUMED_AT = datetime(2026, 12, 4, 1, 0, tzinfo=UTC)
 POINT_FIELDS = (*METRIC_FIELDS, "status", "reason", "repeats", "output_throughput_ci_low", "overhead_s")
 REQUEST_FIELDS = tuple(c.key for c in inspect(RequestRow).column_attrs if c.key not in ("id", "sample_id"))
 
@@ -292,7 +288,7 @@ def test_import_says_how_many_repeats_replaced_a_failed_one(tmp_path: Path) -> N
 
 def test_the_summary_reads_as_the_import_command_prints_it(tmp_path: Path) -> None:
     """Without a replacement, MergeReport.summary() is the line `specbench import` prints."""
-    part1, full = _parts(tmp_path)
+    part1, full = example_in_parts(tmp_path)
     cli_db = ["--db", f"sqlite:///{tmp_path / 'cli.db'}"]
     dest = open_database(f"sqlite:///{tmp_path / 'team.db'}")
     for source in (part1, full, full):

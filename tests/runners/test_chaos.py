@@ -10,7 +10,7 @@ import pytest
 from benchmarks import chaos
 from tests.pg_control import controllable
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.exclusive]  # it stops the shared PostgreSQL
 
 
 def test_quick_chaos_loses_nothing(capsys: pytest.CaptureFixture[str]) -> None:

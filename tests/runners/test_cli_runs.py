@@ -30,6 +30,7 @@ from runners.tables import Column, compact_lines, print_table
 from synthetic.history import SMALL_SHAPE
 from synthetic.history.seed import seed_history
 from tests.fixtures.db import grid_part1
+from tests.paths import REPO_ROOT
 
 ONE_LAUNCH = """
 name: dry-one
@@ -301,7 +302,7 @@ def test_dry_run_prints_the_launchers_argv_and_env(sqlite_url: str, tmp_path: Pa
 
 def test_dry_run_says_when_a_pinned_acceptance_is_clamped(sqlite_url: str, tmp_path: Path) -> None:
     # The issue's grid crosses steps {1, 2, 3} with two acceptances: 2.5 on one draft step cannot happen.
-    text = Path("sweeps/h200-v3slice-steps2.yaml").read_text()
+    text = (REPO_ROOT / "sweeps" / "h200-v3slice-steps2.yaml").read_text()
     sweep = tmp_path / "grid.yaml"
     sweep.write_text(text.replace("steps: [2]", "steps: [1, 2]").replace("[2.5]", "[1.8, 2.5]"))
     res = CliRunner().invoke(app, ["run", str(sweep), "--dry-run", "--db", sqlite_url])

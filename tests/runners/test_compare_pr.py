@@ -14,7 +14,8 @@ from analysis import report
 from analysis.compare import comparable_pair, compare_runs, one_sided
 from analysis.labels import STAND_IN_TAG
 from runners.cli import app
-from tests.analysis.test_report import RUN_A, RUN_B, _points, _samples, _tables
+from tests.fixtures.markdown import markdown_tables
+from tests.fixtures.report_data import RUN_A, RUN_B, report_points, report_samples
 from tests.paths import REPO_ROOT
 
 ROOT = REPO_ROOT
@@ -67,9 +68,9 @@ def test_default_pair_is_the_two_latest_comparable_runs() -> None:
 
 def _pair(changed: dict[tuple[str | None, int | None, int], float]) -> pd.DataFrame:
     base = {k: 1000.0 * (1 + (k[1] or 0) / 4) * (k[2] ** 0.5) for k in GRID}
-    a = _points(100, base)
-    b = _points(200, {k: v * changed.get(k, 1.0) for k, v in base.items()})
-    return compare_runs(a, _samples(a), b, _samples(b))
+    a = report_points(100, base)
+    b = report_points(200, {k: v * changed.get(k, 1.0) for k, v in base.items()})
+    return compare_runs(a, report_samples(a), b, report_samples(b))
 
 
 def test_delta_agrees_with_the_columns_beside_it() -> None:
@@ -104,7 +105,7 @@ def test_short_pr_comment_for_a_28_point_run() -> None:
     size = len(md.encode())
     assert size < 3 * 1024, size
     assert size < len(report.to_markdown(table, STAND_IN, cand).encode())
-    head, rows = _tables(md)[1]
+    head, rows = markdown_tables(md)[1]
     # Changed rows only, regressions first.
     assert [r[-2] for r in rows] == ["🔴 regression", "🔴 regression", "🟢 improvement"]
     assert "Not shown: 25 unchanged" in md
@@ -127,7 +128,7 @@ def test_short_comment_stays_short_when_most_points_change() -> None:
     cand = {**STAND_IN, "id": 2, "sweep_name": "demo-sim-candidate", "sweep_yaml": cand_yaml}
     md = report.to_markdown(table, STAND_IN, cand, short=True)
     assert len(md.encode()) < 3.5 * 1024, len(md.encode())
-    assert len(_tables(md)[1][1]) == report.SHORT_ROWS
+    assert len(markdown_tables(md)[1][1]) == report.SHORT_ROWS
     assert f"Not shown: {24 - report.SHORT_ROWS} smaller regressions, 4 unchanged" in md
     # The candidate's sweep file as a diff against the baseline's.
     assert '-  sim: {version: "0.5.13.post1", acceptance_rate: 0.7' in md
@@ -135,13 +136,13 @@ def test_short_comment_stays_short_when_most_points_change() -> None:
 
 
 def test_one_sided_rows_collapse_to_counts() -> None:
-    a = _points(1, {k: 1000.0 for k in GRID[:24]})
-    b = _points(100, {k: 1000.0 for k in GRID[20:]})
-    table = compare_runs(a, _samples(a), b, _samples(b))
+    a = report_points(1, {k: 1000.0 for k in GRID[:24]})
+    b = report_points(100, {k: 1000.0 for k in GRID[20:]})
+    table = compare_runs(a, report_samples(a), b, report_samples(b))
     md = report.to_markdown(table, RUN_A, RUN_B, short=True)
     assert "Not shown: 4 unchanged, 20 only in the baseline run, 4 only in the candidate run" in md
     assert "only in the baseline run |" not in md  # no table row per one-sided point
-    nothing = compare_runs(a.iloc[:4], _samples(a.iloc[:4]), b.iloc[-4:], _samples(b.iloc[-4:]))
+    nothing = compare_runs(a.iloc[:4], report_samples(a.iloc[:4]), b.iloc[-4:], report_samples(b.iloc[-4:]))
     assert "share no configuration" in report.to_markdown(nothing, RUN_A, RUN_B, short=True)
 
 

@@ -22,6 +22,7 @@ from sqlalchemy import Engine, func, select
 
 from bench.host.processes import group_alive
 from bench.host.reaper import RECORDS_ENV
+from runners.exit_codes import ExitCode
 from db.migrate import open_database
 from db.models import Run, Sample, ServerInstance
 from tests.queue_support import REPO, cli_argv, cli_env, sim_sweep
@@ -135,7 +136,7 @@ def test_sigterm_is_recorded_as_a_termination(
     procs.append(run)
     until(lambda: samples(engine) >= 1, 120, "a stored repeat")
     run.send_signal(signal.SIGTERM)
-    assert run.wait(timeout=120) == 3, (tmp_path / "run.log").read_text(errors="replace")[-3000:]
+    assert run.wait(timeout=120) == ExitCode.ERROR, (tmp_path / "run.log").read_text(errors="replace")[-3000:]
     (status, error), servers = rows(engine)
     assert status == "partial" and error is not None
     assert error.startswith("terminated (SIGTERM)") and "Ctrl-C" not in error

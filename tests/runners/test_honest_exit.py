@@ -13,7 +13,7 @@ from db.models import Job, Run, ServerInstance
 from runners import queue
 from runners.sweep_runner import final_status
 from runners.worker import QueueWorker, WorkerOptions
-from tests.queue_support import run_cli
+from tests.fixtures.cli import run_cli
 
 ALL_FAIL = """
 name: allfail

@@ -4,13 +4,11 @@ traceback, and wait for a locked database as `run` does. On SQLite and PostgreSQ
 
 from __future__ import annotations
 
-import json
 import shutil
 import sqlite3
 import threading
 import time
 from pathlib import Path
-from typing import Any
 
 import pytest
 from sqlalchemy import func, select
@@ -21,10 +19,7 @@ from db.migrate import open_database
 from db.models import Point, Run
 from db.validate import STATUSES
 from runners.cli import app
-from tests.paths import FIXTURES, REPO_ROOT
-
-RESULTS = FIXTURES / "bench_serving_results.jsonl"
-EXAMPLE = REPO_ROOT / "examples" / "h200-sglang-0.5.13.post1.db"
+from tests.fixtures.bad_imports import DB_CASES, EXAMPLE, JSONL_CASES, RESULTS, with_change
 
 
 def invoke(*argv: str) -> tuple[int, str]:
@@ -41,62 +36,6 @@ def runs_in(url: str) -> int:
             return int(conn.execute(select(func.count()).select_from(Run)).scalar_one())
     finally:
         engine.dispose()
-
-
-def _lines() -> list[dict[str, Any]]:
-    return [json.loads(line) for line in RESULTS.read_text().splitlines()]
-
-
-def _with(change: dict[str, Any], *, line: int = 1, server: bool = False) -> str:
-    """The fixture's two lines with `change` applied to line `line` (1-based; to its server_info if asked)."""
-    lines = _lines()
-    target = lines[line - 1]["server_info"] if server else lines[line - 1]
-    target.update(change)
-    return "\n".join(json.dumps(x) for x in lines) + "\n"
-
-
-JSONL_CASES: list[tuple[str, str, str]] = [
-    # (case, the file's text, the field the message must name)
-    ("completed text", _with({"completed": "abc"}), "completed"),
-    ("completed NaN", _with({"completed": float("nan")}), "completed"),
-    ("completed Infinity", _with({"completed": float("inf")}), "completed"),
-    ("completed list", _with({"completed": [1]}), "completed"),
-    ("completed bool", _with({"completed": True}), "completed"),
-    ("completed 1e30", _with({"completed": 1e30}), "completed"),
-    ("completed 10**30", _with({"completed": 10**30}), "completed"),
-    ("completed zero", _with({"completed": 0}), "completed"),
-    ("completed missing", _with({"completed": None}), "completed"),
-    (
-        "null token totals",
-        _with({"dataset_name": "sharegpt", "total_input_tokens": None}),
-        "total_input_tokens",
-    ),
-    ("negative input len", _with({"random_input_len": -5}), "random_input_len"),
-    ("huge output len", _with({"random_output_len": 2**31}), "random_output_len"),
-    ("throughput NaN", _with({"output_throughput": float("nan")}), "output_throughput"),
-    ("throughput negative", _with({"output_throughput": -1.0}), "output_throughput"),
-    ("throughput text", _with({"output_throughput": "fast"}), "output_throughput"),
-    ("latency 1e30", _with({"median_ttft_ms": 1e30}), "median_ttft_ms"),
-    ("concurrency huge", _with({"max_concurrency": 10**30}), "max_concurrency"),
-    ("concurrency text", _with({"max_concurrency": "8"}), "max_concurrency"),
-    ("dataset list", _with({"dataset_name": ["random"]}), "dataset_name"),
-    ("server_info list", _with({"server_info": [1, 2]}), "server_info"),
-    ("tp zero", _with({"tp_size": 0}, server=True), "server_info.tp_size"),
-    (
-        "steps negative",
-        _with({"speculative_num_steps": -3}, server=True),
-        "server_info.speculative_num_steps",
-    ),
-    ("model NUL", _with({"model_path": "/models/a\x00b"}, server=True), "server_info.model_path"),
-    ("model number", _with({"model_path": 7}, server=True), "server_info.model_path"),
-    ("version too long", _with({"version": "0.5." + "9" * 80}, server=True), "sglang_version"),
-    ("backend too long", _with({"attention_backend": "f" * 40}, server=True), "attention_backend"),
-    ("model too long", _with({"model_path": "/m/" + "x" * 600}, server=True), "model"),
-    ("second line bad", _with({"completed": -1}, line=2), "completed"),
-    ("100,000-deep array", "[" * 100_000 + "]" * 100_000 + "\n", "nested too deep"),
-    ("deep inside a result", _with({"tag": json.loads("[" * 500 + "]" * 500)}), "tag"),
-    ("not JSON", RESULTS.read_text() + "{oops\n", "not JSON"),
-]
 
 
 # What PostgreSQL itself would refuse halfway (a value wider than its column, a NUL): checked there too.
@@ -132,7 +71,7 @@ def _refused(db_url: str, tmp_path: Path, text: str, field: str) -> None:
 
 def test_import_results_names_the_line(sqlite_url: str, tmp_path: Path) -> None:
     path = tmp_path / "r.jsonl"
-    path.write_text(_with({"completed": "abc"}, line=2))
+    path.write_text(with_change({"completed": "abc"}, line=2))
     code, out = invoke("import-results", str(path), "--db", sqlite_url)
     assert code == 2 and f"{path}:2: completed: must be a whole number" in out.replace("\n", ""), out
 
@@ -188,85 +127,6 @@ def _source(tmp_path: Path, *sql: str) -> Path:
         for statement in sql:
             conn.execute(statement)
     return path
-
-
-DB_CASES: list[tuple[str, str, str]] = [
-    # (case, the change, what the message must name)
-    ("uid path", "UPDATE runs SET uid = '../../etc/passwd' WHERE id = 2", "runs row 2: uid: not a run uid"),
-    ("uid empty", "UPDATE runs SET uid = '' WHERE id = 1", "runs row 1: uid"),
-    (
-        "provenance",
-        "UPDATE runs SET provenance = '{\"a\": [1, 2' WHERE id = 3",
-        "runs row 3: provenance: not JSON",
-    ),
-    (
-        "started_at",
-        "UPDATE runs SET started_at = 'last tuesday' WHERE id = 1",
-        "runs row 1: started_at: not an ISO",
-    ),
-    (
-        "status",
-        "UPDATE runs SET status = '[link=x]ok' WHERE id = 1",
-        "runs row 1: status: must be one of",
-    ),
-    (
-        "gpu_count",
-        "UPDATE runs SET gpu_count = 'eight' WHERE id = 1",
-        "runs row 1: gpu_count: must be a whole",
-    ),
-    (
-        "model long",
-        "UPDATE runs SET model = printf('%.600c', 'm') WHERE id = 1",
-        "runs row 1: model: longer than 500",
-    ),
-    (
-        "host NUL",
-        "UPDATE runs SET host = 'h' || char(0) || 'x' WHERE id = 1",
-        "runs row 1: host: holds a NUL",
-    ),
-    (
-        "batch negative",
-        "UPDATE points SET batch_size = -5 WHERE id = 3",
-        "points row 3: batch_size: must be a whole",
-    ),
-    ("batch huge", "UPDATE points SET batch_size = 2147483648 WHERE id = 3", "points row 3: batch_size"),
-    ("batch 1e30", "UPDATE points SET batch_size = 1e30 WHERE id = 3", "points row 3: batch_size"),
-    ("prompts text", "UPDATE points SET num_prompts = 'many' WHERE id = 4", "points row 4: num_prompts"),
-    (
-        "throughput inf",
-        "UPDATE points SET output_throughput = 9e999 WHERE id = 5",
-        "points row 5: output_throughput",
-    ),
-    (
-        "throughput 1e300",
-        "UPDATE samples SET output_throughput = 1e300 WHERE id = 7",
-        "samples row 7: output_throughput",
-    ),
-    ("tp zero", "UPDATE points SET tp = 0 WHERE id = 2", "points row 2: tp: must be at least 1"),
-    (
-        "reason NUL",
-        "UPDATE samples SET reason = 'a' || char(0) WHERE id = 2",
-        "samples row 2: reason: holds a NUL",
-    ),
-    ("sample status", "UPDATE samples SET status = 'great' WHERE id = 2", "samples row 2: status"),
-    (
-        "deep chunks",
-        "UPDATE requests SET chunk_times = printf('%.100000c', '[') WHERE id = 5",
-        "requests row 5: chunk_times",
-    ),
-    ("NaN chunks", "UPDATE requests SET chunk_times = '[NaN]' WHERE id = 6", "requests row 6: chunk_times"),
-    ("request idx", "UPDATE requests SET idx = -1 WHERE id = 8", "requests row 8: idx"),
-    (
-        "server config",
-        "UPDATE server_instances SET requested = 'nope' WHERE id = 1",
-        "server_instances row 1: requested",
-    ),
-    (
-        "server time",
-        "UPDATE server_instances SET started_at = '2026-13-45' WHERE id = 1",
-        "server_instances row 1: started_at",
-    ),
-]
 
 
 @pytest.mark.parametrize(("sql", "needle"), [c[1:] for c in DB_CASES], ids=[c[0] for c in DB_CASES])

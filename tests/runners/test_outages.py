@@ -19,10 +19,12 @@ from db.engine import SQLITE_IMMEDIATE, make_engine
 from db.migrate import open_database
 from db.models import Job, Point, Run, Sample
 from runners import queue
+from runners.exit_codes import ExitCode
 from runners.recovery import OutagePolicy, RecoveryPolicy
 from runners.worker import QueueWorker, WorkerOptions
+from tests.fixtures.cli import run_cli
 from tests.pg_control import PgControl, controllable
-from tests.queue_support import REPO, cli_argv, cli_env, sim_sweep, spawn_cli
+from tests.queue_support import sim_sweep, spawn_cli
 
 pytestmark = pytest.mark.slow
 
@@ -86,6 +88,7 @@ def start_run(
     return engine, sweep, log, proc
 
 
+@pytest.mark.exclusive  # stops the shared PostgreSQL
 def test_run_rides_out_a_postgres_outage(pg: PgControl, pg_url: str, tmp_path: Path) -> None:
     engine, _sweep, log, proc = start_run(pg_url, tmp_path, "outage", (1, 2, 3), outage_limit_s=60)
     try:
@@ -105,6 +108,7 @@ def test_run_rides_out_a_postgres_outage(pg: PgControl, pg_url: str, tmp_path: P
     engine.dispose()
 
 
+@pytest.mark.exclusive  # stops the shared PostgreSQL
 def test_workers_and_scheduler_ride_out_a_postgres_outage(
     pg: PgControl, pg_url: str, tmp_path: Path, procs: list[subprocess.Popen[bytes]]
 ) -> None:
@@ -152,6 +156,7 @@ def test_workers_and_scheduler_ride_out_a_postgres_outage(
     engine.dispose()
 
 
+@pytest.mark.exclusive  # stops the shared PostgreSQL
 def test_an_outage_past_the_limit_ends_the_run_cleanly(pg: PgControl, pg_url: str, tmp_path: Path) -> None:
     engine, sweep, log, proc = start_run(pg_url, tmp_path, "too-long", (1, 2), outage_limit_s=1)
     try:
@@ -162,12 +167,11 @@ def test_an_outage_past_the_limit_ends_the_run_cleanly(pg: PgControl, pg_url: st
         if proc.poll() is None:
             proc.kill()
     output = log.read_text(errors="replace")
-    assert code == 1 and "Traceback" not in output, output[-3000:]
+    assert code == ExitCode.ERROR and "Traceback" not in output, output[-3000:]
     assert "database unavailable" in output and "--resume" in output
-    done = subprocess.run(
-        cli_argv("run", str(sweep), "--db", pg_url, "--no-progress", "--resume", "--log-dir", str(tmp_path / "l")),
-        cwd=REPO, env=cli_env(), capture_output=True, text=True, timeout=90,
-    )  # fmt: skip
+    done = run_cli(
+        "run", str(sweep), "--db", pg_url, "--no-progress", "--resume", "--log-dir", str(tmp_path / "l")
+    )
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     rows = samples(engine)
     assert len(rows) == 6 and len(set(rows)) == 6

@@ -9,20 +9,24 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import psutil
 import pytest
 from sqlalchemy import Engine, func, select
+from typer.testing import CliRunner
 
 from analysis.export import collect, read_csv_rows, to_csv
 from bench.sweep import expand, parse_sweep
 from db.engine import session_scope
 from db.migrate import open_database
 from db.models import Point, RequestRow, Run, Sample, ServerInstance
+from runners.cli import app
 from runners.steps import launch_batches
 from runners.sweep_runner import execute_sweep
+from tests.fixtures.runs import FinishedRun, finished_run
 from tests.fixtures.sim import DEFAULT_MODEL
 from tests.paths import REPO_ROOT
 
@@ -53,8 +57,16 @@ def _count(engine: Engine, model: Any, *where: Any) -> int:
         return int(s.scalar(select(func.count()).select_from(model).where(*where)) or 0)
 
 
-def test_sweep_stores_every_point_with_resolved_config(engine: Engine, tmp_path: Path) -> None:
-    out = _run(TINY, engine, tmp_path)
+@pytest.fixture(scope="module")
+def tiny_run(module_db_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[FinishedRun]:
+    """TINY run once per database (5 stand-in servers, 20 windows); the tests below read it, and the two that
+    resume it come after those that only read it."""
+    with finished_run(module_db_url, TINY, tmp_path_factory.mktemp("tiny")) as run:
+        yield run
+
+
+def test_sweep_stores_every_point_with_resolved_config(tiny_run: FinishedRun) -> None:
+    engine, out = tiny_run.engine, tiny_run.outcome
     assert out.status in FINISHED
     # baseline + {v1, v2} x {1, 3} steps: one launch per distinct server config
     assert out.launches == 5
@@ -117,31 +129,6 @@ def test_parallel_starts_measure_one_server_at_a_time(engine: Engine, tmp_path: 
         assert {p.status for p in s.scalars(select(Point))} <= {"ok", "unstable"}
         # every sample's window lies inside its own server's lifetime: nothing measured two servers at once
         assert all(si.status == "stopped" for si in servers)
-
-
-def test_resume_skips_stored_repeats(engine: Engine, tmp_path: Path) -> None:
-    first = _run(TINY, engine, tmp_path)
-    again = _run(TINY, engine, tmp_path, resume_run_id=first.run_id)
-    assert again.status in FINISHED and again.launches == 0
-    assert _count(engine, Sample) == 20
-
-
-def test_a_resumed_run_checks_drift_against_its_own_first_window(engine: Engine, tmp_path: Path) -> None:
-    first = _run(TINY, engine, tmp_path)
-    with session_scope(engine) as s:  # the first point measured loses all but its first repeat
-        head = s.scalars(select(Sample).where(Sample.order_index == 0)).one()
-        for later in s.scalars(select(Sample).where(Sample.point_id == head.point_id, Sample.repeat > 0)):
-            s.delete(later)
-    kept = _count(engine, Sample)
-    again = _run(TINY, engine, tmp_path, resume_run_id=first.run_id)
-    assert again.status in FINISHED and _count(engine, Sample) == 20
-    with session_scope(engine) as s:
-        run = s.get(Run, first.run_id)
-        assert run is not None and run.drift is not None
-        # The resumed invocation measured that point first, so it is the reference; its repeat 0 ran on the
-        # first invocation's server (on a GPU, perhaps a lost host): the drift is against this invocation's.
-        assert run.drift["point_key"] == s.get(Point, head.point_id).point_key  # type: ignore[union-attr]
-        assert run.drift["first"]["repeat"] > 0 and run.drift["first"]["order_index"] >= kept
 
 
 def test_a_passed_deadline_launches_nothing_and_leaves_the_run_partial(
@@ -268,7 +255,9 @@ grid: {{batch_sizes: [1, 2], spec_modes: [v2], steps: [3], baseline: false}}
 workload: {{input_len: 8, output_len: 8}}
 repeats: 1
 """
-    _run(text, engine, tmp_path)
+    # An external server is measured with the GPU's 10 s windows by default; this run needs no such length.
+    assert parse_sweep(text).min_window_s == 10.0
+    _run(text + "measure: {min_window_s: 0.5}\n", engine, tmp_path)
     with session_scope(engine) as s:
         si = s.scalars(select(ServerInstance)).one()
         assert si.resolved["speculative_algorithm"] == "EAGLE"  # NEXTN is an alias
@@ -279,8 +268,8 @@ repeats: 1
     assert sim.proc.poll() is None  # specbench did not stop someone else's server
 
 
-def test_csv_export_round_trips(engine: Engine, tmp_path: Path) -> None:
-    _run(TINY, engine, tmp_path)
+def test_csv_export_round_trips(tiny_run: FinishedRun) -> None:
+    engine = tiny_run.engine
     with session_scope(engine) as s:
         text = to_csv(collect(s))
     assert text.startswith("# run 1")
@@ -408,13 +397,11 @@ def test_ctrl_c_leaves_the_database_consistent(tmp_path: Path) -> None:
         for sample in s.scalars(select(Sample)):
             assert len(sample.requests) == sample.point.num_prompts  # no half-written repeat
     stored = _count(eng, Sample)
-    done = subprocess.run(
-        [sys.executable, "-m", "runners.cli", "run", str(sweep), "--db", url, "--resume", "--no-progress"],
-        cwd=REPO,
-        capture_output=True,
-        timeout=180,
+    # The resume needs no signal of its own: in-process, without a second interpreter's start-up.
+    done = CliRunner().invoke(
+        app, ["run", str(sweep), "--db", url, "--resume", "--no-progress", "--log-dir", str(tmp_path / "l")]
     )
-    assert done.returncode == 0, done.stdout.decode() + done.stderr.decode()
+    assert done.exit_code == 0, done.output
     assert _count(eng, Sample) == 50 > stored
     eng.dispose()
 
@@ -434,3 +421,29 @@ def test_an_unexpected_error_marks_the_run_failed_and_propagates(
         run = s.scalars(select(Run)).one()
         assert run.status == "failed" and run.error == "RuntimeError: disk full"
         assert run.finished_at is not None
+
+
+# The two tests below resume the shared run, so they come after every test that only reads it.
+def test_resume_skips_stored_repeats(tiny_run: FinishedRun) -> None:
+    engine, tmp_path, first = tiny_run.engine, tiny_run.tmp_path, tiny_run.outcome
+    again = _run(TINY, engine, tmp_path, resume_run_id=first.run_id)
+    assert again.status in FINISHED and again.launches == 0
+    assert _count(engine, Sample) == 20
+
+
+def test_a_resumed_run_checks_drift_against_its_own_first_window(tiny_run: FinishedRun) -> None:
+    engine, tmp_path, first = tiny_run.engine, tiny_run.tmp_path, tiny_run.outcome
+    with session_scope(engine) as s:  # the first point measured loses all but its first repeat
+        head = s.scalars(select(Sample).where(Sample.order_index == 0)).one()
+        for later in s.scalars(select(Sample).where(Sample.point_id == head.point_id, Sample.repeat > 0)):
+            s.delete(later)
+    kept = _count(engine, Sample)
+    again = _run(TINY, engine, tmp_path, resume_run_id=first.run_id)
+    assert again.status in FINISHED and _count(engine, Sample) == 20
+    with session_scope(engine) as s:
+        run = s.get(Run, first.run_id)
+        assert run is not None and run.drift is not None
+        # The resumed invocation measured that point first, so it is the reference; its repeat 0 ran on the
+        # first invocation's server (on a GPU, perhaps a lost host): the drift is against this invocation's.
+        assert run.drift["point_key"] == s.get(Point, head.point_id).point_key  # type: ignore[union-attr]
+        assert run.drift["first"]["repeat"] > 0 and run.drift["first"]["order_index"] >= kept

@@ -20,6 +20,7 @@ from db.models import Point, Run, ServerInstance
 from runners.cli import app
 from runners.sweep_runner import execute_sweep
 from synthetic.model.presets import build_preset
+from tests.fixtures.floor import BASELINE_SWEEP, HUGE, HUGE_LAYER
 
 SHARD_SWEEP = """
 name: shard-sim
@@ -95,36 +96,6 @@ def test_dry_run_shows_the_switch_and_warns_when_it_is_off(tmp_path: Path) -> No
     assert "SGLANG_SIMULATE_UNIFORM_EXPERTS=0" in r.output
     assert "WARNING: server.balanced_routing: off" in r.output
     assert "expert routing stays collapsed on 2 launch(es)" in r.output
-
-
-# A small dense MLA config whose floor is counted by hand; 32 layers of a 16384-wide model, so one decode step
-# must read 213 GB: 44 ms on an H200, where the stand-in answers a step in about 2-3 ms.
-HUGE = {
-    "architectures": ["DeepseekV3ForCausalLM"],
-    "hidden_size": 16384,
-    "num_hidden_layers": 32,
-    "num_attention_heads": 16,
-    "num_key_value_heads": 16,
-    "q_lora_rank": None,
-    "kv_lora_rank": 512,
-    "qk_rope_head_dim": 64,
-    "qk_nope_head_dim": 128,
-    "v_head_dim": 128,
-    "intermediate_size": 65536,
-    "vocab_size": 32000,
-}
-HUGE_LAYER = (
-    (16 * 192 * 16384 + 576 * 16384 + 16 * 256 * 512 + 16384 * 16 * 128) * 2  # q, kv_a, kv_b, o (bf16)
-    + 3 * 65536 * 16384 * 2  # gate, up, down
-)
-BASELINE_SWEEP = """
-name: floor-sim
-model: {model}
-server: {{backend: sim}}
-grid: {{batch_sizes: [1], spec_modes: [], baseline: true}}
-workload: {{input_len: 16, output_len: 16}}
-repeats: 1
-"""
 
 
 def test_a_point_faster_than_its_floor_is_flagged(engine: Engine, tmp_path: Path) -> None:

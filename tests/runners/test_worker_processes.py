@@ -257,7 +257,10 @@ def test_a_worker_without_the_gpu_leaves_the_job(sqlite_url: str, tmp_path: Path
         ).one()
     assert rows == {"needs-h100": "queued", "anywhere": "done"}
     assert h100 == (0, None, {"gpu": "H100", "count": 8})
-    assert f"job {sim_job} claimed" in ran.stderr and "needs-h100" not in ran.stderr
+    assert f"job {sim_job} claimed" in ran.stderr and "job 1 claimed" not in ran.stderr
+    # The worker says why it leaves the job, and that it is left for other workers.
+    assert "job 1 (needs-h100) waits for another worker: needs 8 x H100, has 0" in ran.stderr, ran.stderr
+    assert "1 job(s) left for other workers" in ran.stderr
     listed = cli.invoke(app, ["jobs", "--db", sqlite_url, "--format", "json"])
     assert listed.exit_code == 0 and '"needs-h100"' in listed.stdout
     engine.dispose()

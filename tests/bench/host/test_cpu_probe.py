@@ -20,7 +20,7 @@ from typer.testing import CliRunner
 
 from bench.host.cpu_probe import CpuProbe, ProbeSample, child_argv, parse_line, summarize
 from bench.host.processes import current_cpu, proc_stats
-from bench.host.telemetry import TelemetrySource, on_cpu_pct
+from bench.host.telemetry.window import TelemetrySource, on_cpu_pct
 from bench.sweep import SweepError, parse_sweep
 from db.engine import session_scope
 from db.migrate import open_database

@@ -55,7 +55,7 @@ def test_matching() -> None:
     assert matches({"gpu": "h100"}, H100x2)  # substring, any case
     assert matches({"gpu": "H100", "count": 2}, H100x2)
     assert unmet({"gpu": "H100", "count": 8}, H100x2) == "needs 8 x H100, has 2"
-    assert unmet({"gpu": "H200"}, H100x2) == "needs a H200 GPU"
+    assert unmet({"gpu": "H200"}, H100x2) == "needs one H200 GPU"
     assert unmet({"count": 1}, []) == "needs 1 GPU(s), has 0"
     assert matches({"count": 2}, H100x2)
     assert unmet({"labels": ["nightly"]}, [], ["x"]) == "needs worker label(s) nightly"

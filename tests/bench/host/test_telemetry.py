@@ -14,22 +14,21 @@ import psutil
 import pytest
 from sqlalchemy import Engine, select
 
-from bench.host.telemetry import (
+from bench.host.telemetry import TelemetrySource, throttle_reason
+from bench.host.telemetry.gpu import Reading, parse_smi_line, summarize
+from bench.host.telemetry.host_cpu import (
     CpuCounters,
-    Reading,
-    TelemetrySource,
-    _parse_smi_line,
-    cpu_moves,
     cpu_shares,
     parse_cpu_pressure,
     parse_proc_stat,
+    read_cpu_counters,
+)
+from bench.host.telemetry.server_cpu import (
+    cpu_moves,
     process_tree_cpu,
     processes_cpu,
     processes_now,
-    read_cpu_counters,
     server_cpu_shares,
-    summarize,
-    throttle_reason,
 )
 from bench.sweep import expand, parse_sweep
 from db.engine import session_scope
@@ -51,13 +50,13 @@ def test_summary_over_gpus_and_samples() -> None:
 
 
 def test_nvidia_smi_lines() -> None:
-    full = _parse_smi_line("1980, 612.35, 57, 3201, 87, 0x0000000000000005")
+    full = parse_smi_line("1980, 612.35, 57, 3201, 87, 0x0000000000000005")
     assert full == Reading(1980.0, 612.35, 57.0, 3201.0, 87.0, 0x5)
-    assert _parse_smi_line("1980, 612.35, 57") == Reading(1980.0, 612.35, 57.0)  # an older driver's basic set
-    assert _parse_smi_line("1980, [N/A], 57, [N/A], 87, [N/A]") == Reading(
+    assert parse_smi_line("1980, 612.35, 57") == Reading(1980.0, 612.35, 57.0)  # an older driver's basic set
+    assert parse_smi_line("1980, [N/A], 57, [N/A], 87, [N/A]") == Reading(
         1980.0, None, 57.0, None, 87.0, None
     )
-    assert _parse_smi_line("") == Reading(None, None, None)
+    assert parse_smi_line("") == Reading(None, None, None)
 
 
 def test_summary_of_memory_clock_utilisation_and_clock_events() -> None:

@@ -353,7 +353,8 @@ def test_a_probe_that_reads_garbage_keeps_waiting(tmp_path: Path) -> None:
 
         t = threading.Thread(target=answer_garbage_then_close, daemon=True)
         t.start()
-        proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+        # Its own process group, as the launcher starts a server: the timeout's SIGTERM to the group reaches it.
+        proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"], start_new_session=True)
         try:
             with pytest.raises(LaunchError, match="not healthy within"):
                 wait_healthy(proc, f"http://127.0.0.1:{port}", tmp_path / "log", timeout_s=1.0)
@@ -361,3 +362,10 @@ def test_a_probe_that_reads_garbage_keeps_waiting(tmp_path: Path) -> None:
             proc.kill()
             proc.wait()
         t.join(timeout=5)
+
+
+def test_the_stand_in_starts_in_the_folder_that_holds_the_packages() -> None:
+    """Its working directory is what lets `-m synthetic.server` import this tree without an install."""
+    from bench.server import launcher
+
+    assert (launcher._PROJECT_ROOT / "synthetic" / "server" / "__main__.py").is_file()

@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 from synthetic import model as synth
 from synthetic.model import mirror
 from synthetic.model.reference import ReferenceModel, top2_margin
-from tests.synthetic.model.test_synth_model import _cli_app, expected_layout
+from tests.fixtures.synth_model import cli_app, expected_layout
 
 # Small for a CPU test (a 2-core box shared with others), but with the MLA head geometry FlashMLA needs.
 SMALL: dict[str, Any] = {
@@ -148,7 +148,7 @@ def test_sizes_too_small_are_refused(tmp_path: Path) -> None:
 def test_cli_mirror(tmp_path: Path) -> None:
     d = tmp_path / "cli"
     args = ["synth-model", str(d), "--mode", "mirror", "--hidden", "128", "--heads", "4", "--vocab", "256"]
-    result = CliRunner().invoke(_cli_app(), [*args, "--no-tokenizer"])
+    result = CliRunner().invoke(cli_app(), [*args, "--no-tokenizer"])
     assert result.exit_code == 0, result.output
     assert "next_of_previous" in result.output and (d / "mirror_perms.json").exists()
 

@@ -8,13 +8,12 @@ from typing import Any
 
 import pytest
 import torch
-import typer
 from safetensors import safe_open
 from typer.testing import CliRunner
 
-from runners.commands import synth_model
 from synthetic import model as synth
 from synthetic.model.reference import ReferenceModel
+from tests.fixtures.synth_model import cli_app, expected_layout
 
 # Small enough for a CPU test, but with DeepSeek-V3's MLA head geometry that FlashMLA needs.
 SMALL: dict[str, Any] = {"hidden": 256, "vocab": 2048, "layers": 2, "experts": 8, "heads": 16}
@@ -38,59 +37,6 @@ def agree_model(agree_dir: Path) -> ReferenceModel:
 @pytest.fixture(scope="module")
 def random_model(random_dir: Path) -> ReferenceModel:
     return ReferenceModel.from_dir(random_dir)
-
-
-def expected_layout(cfg: dict) -> dict[str, tuple[tuple[int, ...], str]]:
-    """Derived from config.json alone, independently of synthetic.model.layout."""
-    h, heads, q_rank = cfg["hidden_size"], cfg["num_attention_heads"], cfg["q_lora_rank"]
-    kv, nope, rope, v = (
-        cfg["kv_lora_rank"],
-        cfg["qk_nope_head_dim"],
-        cfg["qk_rope_head_dim"],
-        cfg["v_head_dim"],
-    )
-    n_layers, vocab = cfg["num_hidden_layers"], cfg["vocab_size"]
-    bf, f32 = "BF16", "F32"
-    out: dict[str, tuple[tuple[int, ...], str]] = {
-        "model.embed_tokens.weight": ((vocab, h), bf),
-        "lm_head.weight": ((vocab, h), bf),
-        "model.norm.weight": ((h,), bf),
-    }
-    for i in range(n_layers + 1):
-        p = f"model.layers.{i}."
-        out |= {
-            p + "self_attn.q_a_proj.weight": ((q_rank, h), bf),
-            p + "self_attn.q_a_layernorm.weight": ((q_rank,), bf),
-            p + "self_attn.q_b_proj.weight": ((heads * (nope + rope), q_rank), bf),
-            p + "self_attn.kv_a_proj_with_mqa.weight": ((kv + rope, h), bf),
-            p + "self_attn.kv_a_layernorm.weight": ((kv,), bf),
-            p + "self_attn.kv_b_proj.weight": ((heads * (nope + v), kv), bf),
-            p + "self_attn.o_proj.weight": ((h, heads * v), bf),
-            p + "input_layernorm.weight": ((h,), bf),
-            p + "post_attention_layernorm.weight": ((h,), bf),
-        }
-        mlps: list[tuple[str, int]]
-        if i < cfg["first_k_dense_replace"] and i != n_layers:
-            mlps = [(p + "mlp.", cfg["intermediate_size"])]
-        else:
-            m = cfg["moe_intermediate_size"]
-            out[p + "mlp.gate.weight"] = ((cfg["n_routed_experts"], h), bf)
-            out[p + "mlp.gate.e_score_correction_bias"] = ((cfg["n_routed_experts"],), f32)
-            mlps = [(f"{p}mlp.experts.{e}.", m) for e in range(cfg["n_routed_experts"])]
-            mlps.append((p + "mlp.shared_experts.", cfg["n_shared_experts"] * m))
-        for q, width in mlps:
-            out[q + "gate_proj.weight"] = ((width, h), bf)
-            out[q + "up_proj.weight"] = ((width, h), bf)
-            out[q + "down_proj.weight"] = ((h, width), bf)
-    p = f"model.layers.{n_layers}."
-    out[p + "enorm.weight"] = ((h,), bf)
-    out[p + "hnorm.weight"] = ((h,), bf)
-    out[p + "eh_proj.weight"] = ((h, 2 * h), bf)
-    out[p + "shared_head.norm.weight"] = ((h,), bf)
-    return out
-
-
-# ---- layout ----
 
 
 @pytest.mark.parametrize("mode_dir", ["agree_dir", "random_dir"])
@@ -250,37 +196,26 @@ def test_non_empty_dir_needs_force(tmp_path: Path) -> None:
 # ---- CLI ----
 
 
-def _cli_app() -> typer.Typer:
-    app = typer.Typer()
-
-    @app.callback()
-    def _root() -> None:  # keeps synth-model a subcommand even when it is the only one
-        pass
-
-    synth_model.register(app)
-    return app
-
-
 def test_cli_writes_checkpoint(tmp_path: Path) -> None:
     runner = CliRunner()
     d = tmp_path / "cli"
     args = ["synth-model", str(d), "--hidden", "128", "--heads", "2", "--vocab", "64", "--seed", "3"]
-    result = runner.invoke(_cli_app(), args)
+    result = runner.invoke(cli_app(), args)
     assert result.exit_code == 0, result.output
     assert "model.safetensors" in result.output and "perm[x]" in result.output
     assert synth.read_manifest(d)["seed"] == 3
 
-    again = runner.invoke(_cli_app(), args)
+    again = runner.invoke(cli_app(), args)
     assert again.exit_code == 2 and "not empty" in again.output
-    assert runner.invoke(_cli_app(), [*args, "--force", "--mode", "random"]).exit_code == 0
+    assert runner.invoke(cli_app(), [*args, "--force", "--mode", "random"]).exit_code == 0
     assert synth.read_manifest(d)["mode"] == "random"
 
 
 def test_cli_bad_input(tmp_path: Path) -> None:
     runner = CliRunner()
     result = runner.invoke(
-        _cli_app(), ["synth-model", str(tmp_path / "bad"), "--hidden", "256", "--heads", "3"]
+        cli_app(), ["synth-model", str(tmp_path / "bad"), "--hidden", "256", "--heads", "3"]
     )
     assert result.exit_code == 2 and "divisible by heads" in result.output
-    result = runner.invoke(_cli_app(), ["synth-model", str(tmp_path / "bad"), "--mode", "nope"])
+    result = runner.invoke(cli_app(), ["synth-model", str(tmp_path / "bad"), "--mode", "nope"])
     assert result.exit_code == 2
