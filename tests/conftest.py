@@ -8,3 +8,7 @@ for _name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
     os.environ.setdefault(_name, "1")
 
 pytest_plugins = ["tests.fixtures.db", "tests.fixtures.processes", "tests.fixtures.sim"]
+
+# The CLI fits piped tables to COLUMNS when it is set (runners/tables.py). pytest-xdist's workers inherit
+# COLUMNS=80 from their controller, and a CI shell may export one too; the tests that want a width set it.
+os.environ.pop("COLUMNS", None)
