@@ -22,9 +22,9 @@ from sqlalchemy import Engine, func, select
 
 from bench.host.processes import group_alive
 from bench.host.reaper import RECORDS_ENV
-from runners.exit_codes import ExitCode
 from db.migrate import open_database
 from db.models import Run, Sample, ServerInstance
+from runners.exit_codes import ExitCode
 from tests.queue_support import REPO, cli_argv, cli_env, sim_sweep
 
 pytestmark = pytest.mark.slow
