@@ -2,9 +2,9 @@
 # The test suite, as `make test` and CI run it. Starts a throwaway PostgreSQL when the server binaries exist
 # (Debian's postgresql package), so the SQLite/PostgreSQL parity tests run instead of skipping.
 # With arguments it is plain pytest. Without, most of the suite waits (servers starting, windows running,
-# workers polling), so it runs in parallel worker processes (pytest-xdist; TEST_WORKERS, default one per core),
-# whole files to one worker so that a module's shared sweep runs once; then the tests that stop the shared
-# PostgreSQL (marker `exclusive`) run alone.
+# workers polling), so it runs in parallel worker processes (pytest-xdist), whole files to one worker so that a
+# module's shared sweep runs once. TEST_WORKERS, default two per core: a 2-core box keeps about 1.2 cores busy
+# with one worker per core, 1.7 with two. The tests that stop PostgreSQL start a cluster of their own.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if [ -z "${SPECBENCH_TEST_PG_URL:-}" ] && ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then
@@ -15,7 +15,4 @@ fi
 if [ $# -gt 0 ] || ! .venv/bin/python -c "import xdist" 2>/dev/null; then
   exec .venv/bin/pytest "$@"
 fi
-status=0
-.venv/bin/pytest -n "${TEST_WORKERS:-auto}" --dist loadfile -m "not exclusive" || status=$?
-.venv/bin/pytest -m exclusive || { code=$?; [ "$code" -eq 5 ] || status=$code; }  # 5: none collected
-exit "$status"
+exec .venv/bin/pytest -n "${TEST_WORKERS:-$(( 2 * $(nproc) ))}" --dist loadfile

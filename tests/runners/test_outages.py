@@ -4,7 +4,6 @@ and started under them (and a real SQLite writer holding the lock); nothing meas
 from __future__ import annotations
 
 import contextlib
-import os
 import signal
 import subprocess
 import threading
@@ -23,19 +22,30 @@ from runners.exit_codes import ExitCode
 from runners.recovery import OutagePolicy, RecoveryPolicy
 from runners.worker import QueueWorker, WorkerOptions
 from tests.fixtures.cli import run_cli
-from tests.pg_control import PgControl, controllable
+from tests.fixtures.db import pg_schema_url
+from tests.pg_control import PgControl, private_cluster
 from tests.queue_support import sim_sweep, spawn_cli
 
 pytestmark = pytest.mark.slow
 
 
+@pytest.fixture(scope="module")
+def private() -> Iterator[tuple[str, PgControl]]:
+    with private_cluster() as cluster:
+        yield cluster
+
+
 @pytest.fixture
-def pg(pg_url: str) -> Iterator[PgControl]:
-    ctl = controllable(os.environ.get("SPECBENCH_TEST_PG_URL"))
-    if ctl is None:
-        pytest.skip("the PostgreSQL under test is not the local throwaway cluster (SPECBENCH_PG_DATA)")
-    yield ctl
-    ctl.start()  # whatever happened, leave it running for the next test
+def pg(private: tuple[str, PgControl]) -> Iterator[PgControl]:
+    yield private[1]
+    private[1].start()  # whatever happened, leave it running for the next test
+
+
+@pytest.fixture
+def pg_url(private: tuple[str, PgControl]) -> Iterator[str]:
+    """A fresh schema on this module's own cluster (not the shared one: these tests stop theirs)."""
+    with pg_schema_url(private[0]) as url:
+        yield url
 
 
 def wait_for(check: Callable[[], bool], timeout: float, what: str) -> None:
@@ -88,7 +98,6 @@ def start_run(
     return engine, sweep, log, proc
 
 
-@pytest.mark.exclusive  # stops the shared PostgreSQL
 def test_run_rides_out_a_postgres_outage(pg: PgControl, pg_url: str, tmp_path: Path) -> None:
     engine, _sweep, log, proc = start_run(pg_url, tmp_path, "outage", (1, 2, 3), outage_limit_s=60)
     try:
@@ -108,7 +117,6 @@ def test_run_rides_out_a_postgres_outage(pg: PgControl, pg_url: str, tmp_path: P
     engine.dispose()
 
 
-@pytest.mark.exclusive  # stops the shared PostgreSQL
 def test_workers_and_scheduler_ride_out_a_postgres_outage(
     pg: PgControl, pg_url: str, tmp_path: Path, procs: list[subprocess.Popen[bytes]]
 ) -> None:
@@ -156,7 +164,6 @@ def test_workers_and_scheduler_ride_out_a_postgres_outage(
     engine.dispose()
 
 
-@pytest.mark.exclusive  # stops the shared PostgreSQL
 def test_an_outage_past_the_limit_ends_the_run_cleanly(pg: PgControl, pg_url: str, tmp_path: Path) -> None:
     engine, sweep, log, proc = start_run(pg_url, tmp_path, "too-long", (1, 2), outage_limit_s=1)
     try:
