@@ -1,5 +1,7 @@
 import os
 
+import pytest
+
 # One math thread per process (torch, numpy's BLAS, in this process and the ones it starts). On a 2-core box
 # shared with other work, torch's OpenMP threads spin for each other: the synthetic checkpoint's CPU forward
 # passes took 14x longer with two threads than with one. Set before anything imports torch; a value the caller
@@ -12,3 +14,12 @@ pytest_plugins = ["tests.fixtures.db", "tests.fixtures.processes", "tests.fixtur
 # The CLI fits piped tables to COLUMNS when it is set (runners/tables.py). pytest-xdist's workers inherit
 # COLUMNS=80 from their controller, and a CI shell may export one too; the tests that want a width set it.
 os.environ.pop("COLUMNS", None)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Slow and browser test files first. The parallel run hands whole files to its workers in this order, so
+    the long ones start early instead of running alone at the end while the other workers idle."""
+    first = {
+        item.path for item in items if item.get_closest_marker("slow") or item.get_closest_marker("browser")
+    }
+    items.sort(key=lambda item: item.path not in first)  # stable: a file's tests keep their order

@@ -22,6 +22,8 @@ from db.engine import session_scope
 from db.models import Point, Profile
 from runners.sweep_runner import execute_sweep
 
+pytestmark = pytest.mark.slow  # whole sweeps on live stand-in servers: scheduled first (tests/conftest.py)
+
 # Batch 8, steps 3, draft 4 with the stand-in's default cost model (synthetic/server/perf.py), in ms:
 # GPU = target 2.0 + 0.010*8*4 = 2.32, draft + extend 3*(0.35 + 0.004*8) = 1.146; CPU = 0.6 + 0.015*8 = 0.72.
 # 0.5.13 has no FlashMLA draft-extend CUDA graph: + 0.3. Non-overlap: the GPU waits for all the CPU work,

@@ -20,6 +20,8 @@ from runners.exit_codes import ExitCode
 from tests.paths import REPO_ROOT
 from tests.queue_support import cli_argv, cli_env, run_cli
 
+pytestmark = pytest.mark.slow  # whole sweeps on live stand-in servers: scheduled first (tests/conftest.py)
+
 SWEEP = """
 name: {name}
 model: sim-tiny

@@ -25,6 +25,8 @@ from runners.estimate import estimate as estimate_sweep
 from runners.pair_target import relative_half_width
 from runners.sweep_runner import RunOutcome, execute_sweep
 
+pytestmark = pytest.mark.slow  # whole sweeps on live stand-in servers: scheduled first (tests/conftest.py)
+
 PAIRED = """
 name: paired
 model: sim-tiny

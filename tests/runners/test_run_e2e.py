@@ -30,6 +30,8 @@ from tests.fixtures.runs import FinishedRun, finished_run
 from tests.fixtures.sim import DEFAULT_MODEL
 from tests.paths import REPO_ROOT
 
+pytestmark = pytest.mark.slow  # whole sweeps on live stand-in servers: scheduled first (tests/conftest.py)
+
 REPO = REPO_ROOT
 # A finished run: `unstable` when a repeat's p99 TTFT strays (a busy test machine does that to the stand-in).
 FINISHED = ("done", "unstable")

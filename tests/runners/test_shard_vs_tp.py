@@ -28,6 +28,8 @@ from synthetic.model.presets import build_preset
 from synthetic.server.config import PerfParams
 from tests.paths import REPO_ROOT
 
+pytestmark = pytest.mark.slow  # whole sweeps on live stand-in servers: scheduled first (tests/conftest.py)
+
 BATCHES = (1, 4)
 SWEEP = """
 name: {name}
