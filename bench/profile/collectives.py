@@ -27,6 +27,7 @@ time on one rank includes its wait for the slowest rank: that wait is part of wh
 
 from __future__ import annotations
 
+import functools
 import re
 
 # kind -> the pattern of its kernel names (case-insensitive search). `(?<!sm)` keeps "small_reduce" out.
@@ -38,6 +39,9 @@ COLLECTIVE_PATTERNS: dict[str, re.Pattern[str]] = {
 COLLECTIVES: tuple[str, ...] = tuple(COLLECTIVE_PATTERNS)
 
 
+# Cached: a trace repeats a few hundred distinct names thousands of times, and a templated CUDA kernel's name
+# runs to kilobytes, so the case-insensitive searches were most of a trace summary's time.
+@functools.lru_cache(maxsize=8192)
 def collective_kind(kernel_name: str) -> str | None:
     """The collective a kernel performs ("all_reduce", "all_gather", "reduce_scatter"), or None."""
     for kind, pattern in COLLECTIVE_PATTERNS.items():

@@ -27,6 +27,8 @@ cycle's wall time; a one-GPU trace has none, and `collectives` is {}.
 
 from __future__ import annotations
 
+import bisect
+import functools
 import re
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -53,6 +55,14 @@ IMPLAUSIBLE_DISTORTION = 0.5
 # The kernel that checks the draft tokens against the target's logits, right after the verify forward:
 # sgl-kernel's verify_tree_greedy (greedy) and tree_speculative_sampling_target_only (sampling).
 VERIFY_KERNEL = re.compile(r"verify_?tree|tree_?speculative_?sampling", re.IGNORECASE)
+
+
+@functools.lru_cache(maxsize=8192)
+def _is_verify_kernel(name: str) -> bool:
+    """Cached for the reason collectives.collective_kind is: few distinct, very long names."""
+    return VERIFY_KERNEL.search(name) is not None
+
+
 # Trace times are microseconds since an epoch (~1e12-1e15): a double resolves them to ~0.25 us, so a replay
 # that ends back to back with the next kernel can read as ending a fraction of a microsecond after it starts.
 TIMESTAMP_RESOLUTION_US = 0.5
@@ -215,7 +225,7 @@ def graph_verify_steps(kernels: list[Span]) -> list[Step]:
     verify_graphs: set[tuple[str, ...]] = set()
     i = 0
     for k in kernels:  # in start order
-        if not VERIFY_KERNEL.search(k.name):
+        if not _is_verify_kernel(k.name):
             continue
         while i < len(replays) and replays[i][1] <= k.start + TIMESTAMP_RESOLUTION_US:
             i += 1
@@ -377,10 +387,15 @@ def spans_for_cycles(trace: dict[str, Any], first: int = 0, count: int = 3) -> l
         add("GPU steps", "phase", f"step[{s.mode} bs={s.batch_size}]", phase_of(s), s.start, s.end)
     for s in ev.cpu_steps:
         add("CPU steps", "phase", f"step[{s.mode} bs={s.batch_size}]", phase_of(s), s.start, s.end)
-    steps = gpu_steps or ev.cpu_steps
+    steps = sorted(gpu_steps or ev.cpu_steps, key=lambda s: s.start)
+    starts = [s.start for s in steps]
     for k in ev.kernels:
-        # A kernel under no step annotation belongs to the (unannotated) draft.
-        under = next((s for s in steps if s.start <= k.start < s.end), None)
+        if not (k.end > lo and k.start < hi):
+            continue  # outside the cycles shown: no bar, so no step to look up (a trace holds thousands)
+        # The step that began last at or before the kernel, if the kernel starts inside it (steps of one
+        # stream do not overlap). A kernel under no step annotation belongs to the (unannotated) draft.
+        i = bisect.bisect_right(starts, k.start) - 1
+        under = steps[i] if i >= 0 and k.start < steps[i].end else None
         add("GPU kernels", "kernel", k.name, phase_of(under) if under else "draft", k.start, k.end)
     return rows
 
