@@ -61,9 +61,13 @@ def test_the_child_times_its_work_and_windows_get_their_own_samples() -> None:
     probe = CpuProbe(period_s=0.02)
     assert probe.start()
     try:
-        time.sleep(0.3)  # the child's interpreter start, then samples
+        # The child's interpreter start takes a while on a busy host: wait for its first sample (that read
+        # drops it), then time a window long enough for several samples even when the child is starved.
+        deadline = time.monotonic() + 60
+        while not probe.between(0.0, time.monotonic()) and time.monotonic() < deadline:
+            time.sleep(0.05)
         t0 = time.monotonic()
-        time.sleep(0.4)
+        time.sleep(1.0)
         t1 = time.monotonic()
         time.sleep(0.2)
         first = probe.between(t0, t1)
