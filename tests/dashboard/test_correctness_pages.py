@@ -3,19 +3,20 @@ shows its v2 points as wrong, speed struck through, on the Sweep page (headless 
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
-from bench.host.processes import free_port
 from runners.cli import app
-from tests.fixtures.dashboard import CHART, CHROMIUM, CHROMIUM_ARGS, require_browser, wait_healthy
-from tests.paths import REPO_ROOT
+from tests.fixtures.dashboard import (
+    CHART,
+    CHROMIUM,
+    CHROMIUM_ARGS,
+    require_browser,
+    served_dashboard,
+)
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(180)]
 
@@ -50,20 +51,8 @@ def gated(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, dict[
         )
         assert res.exit_code == code, res.output
         runs[name] = n
-    port = free_port()
-    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
-    cmd = [sys.executable, "-m", "runners.cli", "dashboard", "--db", url, "--port", str(port), "--headless"]
-    proc = subprocess.Popen(cmd, cwd=REPO_ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        wait_healthy(port, proc)
-        yield f"http://127.0.0.1:{port}", runs
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+    with served_dashboard(url) as base:
+        yield base, runs
 
 
 def test_sweep_and_compare_show_wrong_points(gated: tuple[str, dict[str, int]], tmp_path: Path) -> None:

@@ -12,20 +12,15 @@ intercepted and counted. The pages' CSV downloads are checked for formula cells 
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import quote, urlsplit
 
 import pytest
 
-from bench.host.processes import free_port
 from db.migrate import open_database
-from tests.fixtures.dashboard import CHROMIUM, CHROMIUM_ARGS, require_browser, wait_healthy
+from tests.fixtures.dashboard import CHROMIUM, CHROMIUM_ARGS, require_browser, served_dashboard
 from tests.hostile import EVIL_HOST, HOSTILE, flagged, formula_cells, hostile_database
-from tests.paths import REPO_ROOT
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(900)]
 
@@ -64,20 +59,8 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, list
     series = [fp for fp, _ in flagged(engine)][:1]  # a series with a flagged change, a triage form and a note
     engine.dispose()
     assert series
-    port = free_port()
-    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
-    cmd = [sys.executable, "-m", "runners.cli", "dashboard", "--db", url, "--port", str(port), "--headless"]
-    proc = subprocess.Popen(cmd, cwd=REPO_ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        wait_healthy(port, proc, timeout=120)
-        yield f"http://127.0.0.1:{port}", [f"trends?fp={fp}&metric=output_throughput" for fp in series]
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+    with served_dashboard(url) as base:
+        yield base, [f"trends?fp={fp}&metric=output_throughput" for fp in series]
 
 
 def test_hostile_names_make_no_request_and_no_element(server: tuple[str, list[str]], tmp_path: Path) -> None:

@@ -21,7 +21,14 @@ from bench.host.processes import free_port
 from db.migrate import open_database
 from synthetic.history import SMALL_SHAPE
 from synthetic.history.seed import seed_history
-from tests.fixtures.dashboard import CHART, CHROMIUM, CHROMIUM_ARGS, require_browser, wait_healthy
+from tests.fixtures.dashboard import (
+    CHART,
+    CHROMIUM,
+    CHROMIUM_ARGS,
+    require_browser,
+    served_dashboard,
+    wait_healthy,
+)
 from tests.paths import REPO_ROOT
 from tests.queue_support import cli_argv, cli_env, run_cli
 
@@ -57,24 +64,8 @@ def demo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]]:
         sweep.write_text(STAND_IN.replace("demo-sim", name).replace("0.7", str(rate)))
         out = run_cli("run", str(sweep), "--db", url, "--no-progress", "--log-dir", str(tmp / "logs"))
         assert out.returncode == 0, out.stdout + out.stderr
-    port = free_port()
-    proc = subprocess.Popen(
-        cli_argv("dashboard", "--db", url, "--port", str(port), "--headless"),
-        cwd=REPO_ROOT,
-        env=cli_env(),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        wait_healthy(port, proc, timeout=90)
-        yield f"http://127.0.0.1:{port}", url
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+    with served_dashboard(url, timeout=90) as base:
+        yield base, url
 
 
 def test_a_newcomers_first_look(demo: tuple[str, str], tmp_path: Path) -> None:
