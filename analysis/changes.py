@@ -146,6 +146,16 @@ def changes_of_run(changes: pd.DataFrame, run_id: int, cause: str | None = None)
     return changes[keep].reset_index(drop=True)
 
 
+def first_runs_after(changes: pd.DataFrame) -> list[str]:
+    """Per change, the first run after it as `#ID · VERSION@COMMIT` (plain text; the tables escape it)."""
+    return [
+        f"#{r} · {v or '?'}@{str(c or '')[:7]}"
+        for r, v, c in zip(
+            changes["run_id"], changes["sglang_version"], changes["sglang_commit"], strict=True
+        )
+    ]
+
+
 def summarize_by_run(changes: pd.DataFrame) -> list[str]:
     """One Markdown line per run where changes start, busiest first: how many series, typical Δ, main cause."""
     lines = []

@@ -8,7 +8,7 @@ import pandas as pd
 import streamlit as st
 
 from analysis import md
-from analysis.changes import summarize_by_run
+from analysis.changes import first_runs_after, summarize_by_run
 from analysis.labels import run_tag, short_gpu
 from analysis.regressions import DEFAULT_LOOKBACK, DEFAULT_SINCE, flagged
 from analysis.run_counts import points_text
@@ -60,12 +60,7 @@ else:
             "Series": shown["series"],
             "Δ": shown["rel_change"] * 100,
             "Why": shown["why"],
-            "First run after": [
-                f"#{r} · {v or '?'}@{str(c or '')[:7]}"
-                for r, v, c in zip(
-                    shown["run_id"], shown["sglang_version"], shown["sglang_commit"], strict=True
-                )
-            ],
+            "First run after": first_runs_after(shown),
             "Triage": shown["state"],
             "Open": [
                 "trends?" + urlencode({"fp": fp, "metric": "output_throughput"})

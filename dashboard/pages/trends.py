@@ -8,6 +8,7 @@ import pandas as pd
 import streamlit as st
 
 from analysis import md
+from analysis.changes import first_runs_after
 from analysis.facets import annotate_catalog, default_series
 from analysis.labels import run_tag
 from analysis.regressions import flagged
@@ -116,12 +117,7 @@ else:
             "change": changes["direction"],
             "Δ": changes["rel_change"] * 100,
             "why": changes["why"],
-            "first run after": [
-                f"#{r} · {v or '?'}@{str(c or '')[:7]}"
-                for r, v, c in zip(
-                    changes["run_id"], changes["sglang_version"], changes["sglang_commit"], strict=True
-                )
-            ],
+            "first run after": first_runs_after(changes),
             "before": changes["mean_before"],
             "after": changes["mean_after"],
             "p-value": changes["pvalue"],
