@@ -60,7 +60,7 @@ def _shown(value: Any) -> str:
 
 
 def _count(
-    line: dict[str, Any], key: str, *, least: int = 0, required: bool = False, where: str = ""
+    line: Mapping[str, Any], key: str, *, least: int = 0, required: bool = False, where: str = ""
 ) -> int | None:
     """A whole number from `least` to MAX_COUNT (JSON's 5.0 is not one; nor is true)."""
     value = line.get(key)
@@ -100,7 +100,7 @@ def metrics_of(line: Mapping[str, Any]) -> dict[str, float | int]:
         if key is None or line.get(key) is None:
             continue
         if key in _COUNTS:
-            metrics[m.name] = _count(dict(line), key) or 0
+            metrics[m.name] = _count(line, key) or 0
         else:
             metrics[m.name] = _figure(key, line[key])
     return metrics

@@ -34,7 +34,7 @@ from typing import Any, Literal
 import aiohttp
 
 from bench import catalog
-from bench.bench_serving_io import metrics_of
+from bench.bench_serving_io import BenchServingFormatError, metrics_of
 from bench.client import LoadClient
 from bench.measure import gc_paused
 from bench.metrics import compute_metrics
@@ -300,7 +300,10 @@ _REQUIRED = ("duration_s", "completed", "total_input_tokens", "total_output_toke
 
 def parse_bench_serving(line: dict[str, Any], *, batch_size: int, position: int, source: str) -> WindowResult:
     """One bench_serving result line as a window; its keys are read through the metric catalogue."""
-    m = metrics_of(line)
+    try:
+        m = metrics_of(line)
+    except BenchServingFormatError as e:  # a figure of the wrong type or out of range: one line, no traceback
+        raise CrossCheckError(f"{source}: bench_serving's result: {e}") from None
     missing = [catalog.get(k).bench_serving for k in _REQUIRED if k not in m]
     if missing:
         raise CrossCheckError(f"{source}: bench_serving's result has no {', '.join(map(str, missing))}")

@@ -284,6 +284,9 @@ def test_bench_serving_results_read_through_the_catalogue_as_the_gpu_run_stored_
     del line["duration"]
     with pytest.raises(CrossCheckError, match="duration"):
         parse_bench_serving(line, batch_size=8, position=1, source="x.jsonl")
+    broken = {**last_jsonl_line(folder / "bench_serving-bs8-2.jsonl"), "output_throughput": -1.0}
+    with pytest.raises(CrossCheckError, match=r"x\.jsonl: .*output_throughput: must be a finite number"):
+        parse_bench_serving(broken, batch_size=8, position=1, source="x.jsonl")
 
 
 def test_a_specbench_window_carries_the_measured_figures_under_their_catalogue_names() -> None:
