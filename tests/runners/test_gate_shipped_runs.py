@@ -1,0 +1,32 @@
+"""The shipped H100 correctness runs judge the same on any host: their stored reference decides, though this host
+has neither their `mirror` checkpoint nor a GPU (docs/results/2026-12-05-h100-correctness-gate.md)."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from runners.cli import app
+from tests.paths import REPO_ROOT
+
+GATE_RUNS = REPO_ROOT / "examples" / "h100-correctness-gate"
+
+
+@pytest.mark.parametrize("release", ["0.5.13.post1", "0.5.12"])
+def test_a_shipped_run_is_judged_against_its_stored_reference(
+    release: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    db = tmp_path / "gate.db"
+    shutil.copy(GATE_RUNS / f"sglang-{release}.db", db)
+    monkeypatch.chdir(tmp_path)  # the run's model path (.models/mirror-dsv3) resolves to nothing here
+    res = CliRunner().invoke(app, ["gate", "1", "--db", f"sqlite:///{db}"], env={"COLUMNS": "200"})
+    assert res.exit_code == 1, res.output
+    lines = {line.split(": ", 1)[0].strip(): line for line in res.output.splitlines() if ": " in line}
+    v1 = lines["FAIL NEXTN steps=3 topk=1 draft=4 v1"]
+    assert "acceptance 3.05 vs the reference's 4.00" in v1
+    assert "tokens = the reference's (16/16 prompts)" in v1
+    assert "tokens = the reference's (16/16 prompts)" in lines["pass baseline (no spec)"]
+    assert "not a specbench synthetic checkpoint" not in res.output
