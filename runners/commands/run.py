@@ -15,9 +15,10 @@ from sqlalchemy import Engine, select
 from bench.correctness.prompts import why_not_checked
 from bench.host.cpu_affinity import format_cpu_list
 from bench.host.gpus import parse_gpu_list
-from bench.server.known_bugs import KNOWN_BUGS, bugs_for
+from bench.server.known_bugs import KNOWN_BUGS, KnownBug, bugs_for
 from bench.server.launcher import LaunchError, plan_launch
-from bench.sweep import ServerGroup, SweepError, SweepSpec, expand, load_sweep
+from bench.sweep import SIMULATE_ACC_ENV, ServerGroup, SweepError, SweepSpec, expand, load_sweep
+from bench.sweep.sections import SIM_WRONG_FAULTS
 from db import queries as q
 from db.engine import resolve_url, session_scope
 from db.migrate import open_database_readonly
@@ -328,27 +329,64 @@ def _warn_known_bugs(spec: SweepSpec, groups: list[ServerGroup], version: str, v
     if spec.server.backend == "external" or version == "?":
         return
     seen: dict[str, list[str]] = {}
+    pinned: dict[str, int] = {}
     for g in groups:
-        for bug in bugs_for(version, spec.server.attention_backend, g.server.spec_mode):
+        for bug in bugs_for(version, spec.server.attention_backend, g.server.spec_mode, g.server.steps):
             seen.setdefault(bug.key, []).append(g.server.label())
+            pinned[bug.key] = pinned.get(bug.key, 0) + (SIMULATE_ACC_ENV in dict(g.server.env))
     for bug in KNOWN_BUGS:
         if bug.key not in seen:
             continue
-        fixed = ".".join(map(str, bug.fixed_in))
-        # A bug measured as a crash: the launch fails, named, and the gate fails it (no speed exists for it).
-        outcome = (
-            f"measured on a GPU, such a server dies at its start-up warm-up ({bug.crash}): the launch fails, "
-            "named as this bug, and the correctness gate fails it"
-            if bug.crash is not None
-            else "their speed is a wrong path's unless the correctness gate passes them"
+        launches = f"{len(seen[bug.key])} launch(es) take that path ({', '.join(seen[bug.key])})"
+        if bug.is_open:
+            # No release has the fix: say what the path costs and how the gate shows it, not which release to use.
+            outcome = _open_bug_outcome(bug, spec, pinned=pinned[bug.key], total=len(seen[bug.key]))
+            line = (
+                f"SGLang {version}{version_note} has known issue {bug.key} ({bug.status()}): {bug.summary}. "
+                f"{launches}: {outcome} (docs/reference/correctness-gate.md)."
+            )
+        else:
+            # A bug measured as a crash: the launch fails, named, and the gate fails it (no speed exists for it).
+            outcome = (
+                f"measured on a GPU, such a server dies at its start-up warm-up ({bug.crash}): the launch fails, "
+                "named as this bug, and the correctness gate fails it"
+                if bug.crash is not None
+                else "their speed is a wrong path's unless the correctness gate passes them"
+            )
+            line = (
+                f"SGLang {version}{version_note} predates the fix of {bug.key}: {bug.summary}. {launches}; "
+                f"{outcome} (docs/reference/correctness-gate.md). Use sglang >= {bug.fixed_release} to measure "
+                "the fixed path."
+            )
+        err_console.print(f"[bold yellow]warning:[/] {escape(line)}", highlight=False)
+
+
+def _open_bug_outcome(bug: KnownBug, spec: SweepSpec, *, pinned: int, total: int) -> str:
+    """What an open bug does to the `total` launches that take it, `pinned` of them with acceptance pinned, as the
+    dry run says it."""
+    if bug.symptom != "acceptance":
+        return "their speed is a wrong path's unless the correctness gate passes them"
+    # SGLang draws a pinned acceptance without looking at the drafts (contract §1.8): such numbers do not show it.
+    why_pinned = f"pin acceptance ({SIMULATE_ACC_ENV}), which SGLang draws without the drafts"
+    if pinned == total:
+        return f"they {why_pinned}, so their numbers do not show it"
+    said = (
+        "their speed is that path's; on a mirror checkpoint the correctness gate fails those with 3 or more steps "
+        "and names it"
+    )
+    fault = bug.key.replace("-", "_")
+    if spec.server.backend == "sim" and fault in SIM_WRONG_FAULTS:
+        # The stand-in reproduces it only when asked (synthetic/server/wrong.py): say which it does.
+        asked = fault in (spec.server.sim.fault or "").split(",")
+        said = (
+            f"the stand-in reproduces it (server.sim.fault: {fault}), and the correctness gate fails those with 3 "
+            "or more steps"
+            if asked
+            else f"the stand-in reproduces it only with server.sim.fault: {fault}"
         )
-        err_console.print(
-            f"[bold yellow]warning:[/] SGLang {escape(version)}{escape(version_note)} predates the fix of "
-            f"{escape(bug.key)}: {escape(bug.summary)}. {len(seen[bug.key])} launch(es) take that path "
-            f"({escape(', '.join(seen[bug.key]))}); {escape(outcome)} (docs/reference/correctness-gate.md). "
-            f"Use sglang >= {fixed} to measure the fixed path.",
-            highlight=False,
-        )
+    if pinned:
+        said += f"; {pinned} of them {why_pinned}, so their numbers do not show it"
+    return f"{said}; control: {bug.control}" if bug.control else said
 
 
 def _history(sweep_name: str, db: str | None) -> tuple[float | None, dict[int, float]]:

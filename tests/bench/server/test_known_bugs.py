@@ -1,17 +1,24 @@
 """Known SGLang bugs: which launches have them, and the log signature that names a failed launch's crash, read
-against the real sglang 0.5.12 log measured on an H100 (tests/fixtures/logs)."""
+against the real sglang 0.5.12 log measured on an H100 (tests/fixtures/logs); the open issue whose symptom is
+acceptance (flashmla-draft-decode-context), in every release specbench knows, and its control sweep."""
 
 from __future__ import annotations
 
 import pytest
 
 from bench.server.known_bugs import (
+    FLASHMLA_DRAFT_DECODE_CONTEXT,
     FLASHMLA_DRAFT_EXTEND_V2,
+    KNOWN_BUGS,
     KnownFailure,
+    acceptance_suspect,
     bugs_for,
     flashmla_routes_draft_extend_v2,
     identify_failure,
+    suspect_line,
 )
+from bench.server.spec_modes import RELEASES, VersionError
+from bench.sweep import expand, load_sweep
 from tests.paths import REPO_ROOT
 
 LOGS = REPO_ROOT / "tests" / "fixtures" / "logs"
@@ -75,8 +82,67 @@ def test_unrelated_failures_stay_unknown() -> None:
 
 
 def test_bugs_for_and_routing() -> None:
-    assert bugs_for("0.5.12", "flashmla", "v2") == [FLASHMLA_DRAFT_EXTEND_V2]
-    assert bugs_for("0.5.12.post1", "flashmla", "v2") == [FLASHMLA_DRAFT_EXTEND_V2]
-    assert bugs_for("0.5.13.post1", "flashmla", "v2") == []
+    crashes = [b for b in KNOWN_BUGS if b.symptom == "crash"]
+    assert [b for b in bugs_for("0.5.12", "flashmla", "v2") if b in crashes] == [FLASHMLA_DRAFT_EXTEND_V2]
+    assert FLASHMLA_DRAFT_EXTEND_V2 in bugs_for("0.5.12.post1", "flashmla", "v2")
+    assert FLASHMLA_DRAFT_EXTEND_V2 not in bugs_for("0.5.13.post1", "flashmla", "v2")
+    # The routing fact is the crash bug's alone: the open issue on the same backend and mode does not flip it.
     assert not flashmla_routes_draft_extend_v2("0.5.12") and flashmla_routes_draft_extend_v2("0.5.13")
+    assert all(flashmla_routes_draft_extend_v2(v) for v in RELEASES if v != "0.5.12")
     assert KnownFailure(FLASHMLA_DRAFT_EXTEND_V2, EXCEPTION).line() == LINE
+    assert FLASHMLA_DRAFT_EXTEND_V2.status() == "fixed in 0.5.13 by PR #24640"
+
+
+@pytest.mark.parametrize("version", RELEASES)
+@pytest.mark.parametrize("mode", ["v1", "v2"])
+def test_the_open_issue_is_in_every_known_release_for_both_modes_from_two_steps(
+    version: str, mode: str
+) -> None:
+    bug = FLASHMLA_DRAFT_DECODE_CONTEXT
+    assert bug in bugs_for(version, "flashmla", mode, 3)  # type: ignore[arg-type]
+    assert bug in bugs_for(version, "flashmla", mode, 2)  # type: ignore[arg-type]  # step 0 loses its own KV
+    assert bug not in bugs_for(version, "flashmla", mode, 1)  # type: ignore[arg-type]  # no draft decode step
+    assert bug not in bugs_for(version, "triton", mode, 3)  # type: ignore[arg-type]  # the control's backend
+    assert bug not in bugs_for(version, "flashmla", None, None)  # the baseline drafts nothing
+    assert acceptance_suspect(version, "flashmla", mode, 3) is bug  # type: ignore[arg-type]
+
+
+def test_the_open_issue_says_where_it_stands_from_the_one_list_of_releases() -> None:
+    bug = FLASHMLA_DRAFT_DECODE_CONTEXT
+    assert bug.is_open and bug.fixed_release == "" and bug.symptom == "acceptance"
+    first, last = RELEASES[0], RELEASES[-1]
+    assert bug.status() == f"open in every release specbench knows, {first} to {last}"
+    # A release past the newest read is held to the newest's rules: still open.
+    assert bug.applies("0.5.30", "flashmla", "v1", 3)
+    line = suspect_line(bug)
+    assert line.startswith(f"matches known SGLang issue {bug.key} ({bug.gist}; {bug.status()})")
+    assert line.endswith("control: specbench run sweeps/correctness-triton-control.yaml")
+    assert "\n" not in line
+    # No crash, so no log names it: a failed launch stays a failed launch.
+    assert bug.log_signature is None and identify_failure("0.5.13.post1", "flashmla", "v1", CRASH) is None
+
+
+def test_no_suspect_for_a_crash_an_unreadable_version_or_another_backend() -> None:
+    assert acceptance_suspect("0.5.12", "flashmla", "v2", 1) is None  # only the crash applies at 1 step
+    assert acceptance_suspect("not-a-version", "flashmla", "v1", 3) is None
+    assert acceptance_suspect("0.5.13.post1", "fa3", "v1", 3) is None
+    with pytest.raises(VersionError):
+        FLASHMLA_DRAFT_DECODE_CONTEXT.applies("not-a-version", "flashmla", "v1", 3)
+
+
+def test_the_control_sweep_is_the_gate_sweep_off_flashmla() -> None:
+    """The control the gate points to exists, runs the same checkpoint, release-independent speculation and
+    check as the FlashMLA gate sweep, and takes no known wrong path."""
+    control = load_sweep(REPO_ROOT / str(FLASHMLA_DRAFT_DECODE_CONTEXT.control))
+    gate = load_sweep(REPO_ROOT / "sweeps" / "correctness-flashmla.yaml")
+    assert control.server.attention_backend == "triton" and control.server.backend == "sglang"
+    assert control.model == gate.model and control.measure.correctness == gate.measure.correctness
+    assert (control.grid.algorithm, control.grid.steps, control.grid.topk) == (
+        gate.grid.algorithm,
+        gate.grid.steps,
+        gate.grid.topk,
+    )
+    launches = [g.server for g in expand(control)]
+    assert [s.spec_mode for s in launches] == ["v1"]
+    for version in RELEASES:
+        assert all(not bugs_for(version, "triton", s.spec_mode, s.steps) for s in launches)
