@@ -22,7 +22,7 @@ from bench.correctness.judge import Verdict, divergences, judge_launch, not_chec
 from bench.correctness.outputs import LaunchOutputs, ReferenceOutputs
 from bench.correctness.prompts import check_prompts, why_not_checked
 from bench.model_config import prompt_vocab
-from bench.server.known_bugs import bugs_for
+from bench.server.known_bugs import KnownBug, acceptance_suspect, bugs_for, suspect_line
 from bench.server.launcher import LaunchedServer
 from bench.sweep import CorrectnessSpec, ServerConfig, SweepSpec, expand
 from db.models import CorrectnessOutput, Point, ServerInstance
@@ -166,6 +166,7 @@ def gate(
                 ),
                 None,
             )
+            suspect = _acceptance_suspect(cfg, spec, servers.get(key))
             verdict = judge_launch(
                 mine,
                 settings=settings,
@@ -173,6 +174,7 @@ def gate(
                 partner=partner,
                 reference=ref,
                 reference_note=None if ref is not None else summary.reference_note,
+                acceptance_suspect=suspect_line(suspect) if suspect is not None else None,
             )
         verdict = _with_known_bugs(verdict, cfg, spec, servers.get(key))
         summary.launches.append(LaunchVerdict(key, cfg.label(), cfg.spec_mode, verdict))
@@ -221,20 +223,37 @@ def _no_answers(server: ServerRow | None) -> str:
     return NO_ANSWERS
 
 
+def _launch_version(spec: SweepSpec, server: ServerRow | None) -> str | None:
+    """The SGLang release the launch ran (the stand-in: the one it emulated), or None when not recorded."""
+    if spec.server.backend == "sim":
+        return spec.server.sim.version
+    return server[2] if server is not None else None
+
+
+def _acceptance_suspect(cfg: ServerConfig, spec: SweepSpec, server: ServerRow | None) -> KnownBug | None:
+    """The known bug whose symptom (fewer drafts accepted, right tokens) this launch would show, if any."""
+    version = _launch_version(spec, server)
+    if not version:
+        return None
+    return acceptance_suspect(version, spec.server.attention_backend, cfg.spec_mode, cfg.steps)
+
+
 def _with_known_bugs(
     verdict: Verdict, cfg: ServerConfig, spec: SweepSpec, server: ServerRow | None
 ) -> Verdict:
-    """The verdict with a note when the launch's release has a known wrong path here (bench.server.known_bugs)."""
-    version = server[2] if server is not None else None
-    if spec.server.backend == "sim":
-        version = spec.server.sim.version
+    """The verdict with a note when the launch's release has a known crash here that it did not die of
+    (bench.server.known_bugs). A bug whose symptom is acceptance is said only where the verdict shows that
+    symptom (`judge_launch`'s acceptance_suspect): on every other FlashMLA verdict it would be noise."""
+    version = _launch_version(spec, server)
     if not version:
         return verdict
     try:
-        bugs = bugs_for(version, spec.server.attention_backend, cfg.spec_mode)
+        bugs = bugs_for(version, spec.server.attention_backend, cfg.spec_mode, cfg.steps)
     except ValueError:  # a version string no rule reads
         return verdict
-    notes = "; ".join(f"sglang {version} has a known wrong path here: {b.summary}" for b in bugs)
+    notes = "; ".join(
+        f"sglang {version} has a known wrong path here: {b.summary}" for b in bugs if b.symptom == "crash"
+    )
     return dataclasses.replace(verdict, why=f"{verdict.why}; {notes}") if notes else verdict
 
 

@@ -11,11 +11,14 @@ the same drafts. So a launch is compared with:
 
 Verdict: `fail` if any comparison fails, else `pass` if any was made, else `not checked`; `why` says what
 was compared and what was not. Requests that errored or came back short fail the launch: a server that
-cannot answer 16 greedy prompts is not correct either.
+cannot answer 16 greedy prompts is not correct either. A launch that fails (c)'s acceptance alone, below the
+reference, with its tokens compared and right, is what a known draft-path bug looks like: the caller's
+`acceptance_suspect` line (bench.server.known_bugs) is then said right after that failure.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
@@ -42,11 +45,18 @@ def not_checked(why: str) -> Verdict:
     return Verdict("not checked", why)
 
 
+# What a comparison compared: tokens (against the baseline or the reference), acceptance against the partner,
+# acceptance against the reference (`reference_low`: the launch accepts fewer drafts than the reference), or
+# anything else (the baseline's reproducibility).
+Kind = Literal["tokens", "partner", "reference", "reference_low", "other"]
+
+
 @dataclass(frozen=True)
 class _Part:
     status: Literal["pass", "fail", "skip"]
     text: str
     diverge: tuple[int, int] | None = None
+    kind: Kind = "other"
 
 
 def divergences(ours: Sequence[Sequence[int]], theirs: Sequence[Sequence[int]]) -> list[int | None]:
@@ -99,9 +109,12 @@ def judge_launch(
     partner: LaunchOutputs | None,
     reference: ReferenceOutputs | None,
     reference_note: str | None,
+    acceptance_suspect: str | None = None,
 ) -> Verdict:
     """The verdict of `launch`. `baseline`: the run's no-spec launch; `partner`: the other spec mode of the same
-    config; `reference`: the pure-torch reference's outputs, or None with `reference_note` saying why."""
+    config; `reference`: the pure-torch reference's outputs, or None with `reference_note` saying why;
+    `acceptance_suspect`: a known bug's line, said when the launch fails on acceptance alone (below the
+    reference's, every comparison of its tokens right), the symptom that bug has."""
     bad = unusable(launch)
     if bad is not None:
         return Verdict("fail", bad)
@@ -117,7 +130,20 @@ def judge_launch(
         part, ratio = _against_partner(launch, ours, partner, settings.min_acceptance_ratio)
         parts.append(part)
     parts += _against_reference(launch, ours, reference, reference_note, settings)
+    if acceptance_suspect is not None and _acceptance_alone(parts):
+        parts = [
+            dataclasses.replace(p, text=f"{p.text}: {acceptance_suspect}") if p.kind == "reference_low" else p
+            for p in parts
+        ]
     return _verdict(parts, ratio)
+
+
+def _acceptance_alone(parts: list[_Part]) -> bool:
+    """Whether the only failure is accepting fewer drafts than the reference while the tokens were compared and
+    right: a draft computed from wrong inputs (verify, which decides the tokens, is right)."""
+    failed = [p for p in parts if p.status == "fail"]
+    tokens_right = any(p.kind == "tokens" and p.status == "pass" for p in parts)
+    return tokens_right and bool(failed) and all(p.kind == "reference_low" for p in failed)
 
 
 def _reproducible(baseline: LaunchOutputs, tol: int) -> _Part:
@@ -186,13 +212,17 @@ def _against_partner(
     figures = f"acceptance v2/v1 {ratio:.3f} (v2 {v2:.2f}, v1 {v1:.2f} tokens per verify step over {len(same)} prompts)"
     if launch.spec_mode == "v2" and ratio < min_ratio:
         return _Part(
-            "fail", f"{figures} < {min_ratio:g}: v2 accepts fewer drafts than v1 (its drafts are wrong)"
+            "fail",
+            f"{figures} < {min_ratio:g}: v2 accepts fewer drafts than v1 (its drafts are wrong)",
+            kind="partner",
         ), ratio
     if launch.spec_mode == "v1" and ratio > 1 / min_ratio:
         return _Part(
-            "fail", f"{figures} > {1 / min_ratio:.3g}: v1 accepts fewer drafts than v2 (its drafts are wrong)"
+            "fail",
+            f"{figures} > {1 / min_ratio:.3g}: v1 accepts fewer drafts than v2 (its drafts are wrong)",
+            kind="partner",
         ), ratio
-    return _Part("pass", figures), ratio
+    return _Part("pass", figures, kind="partner"), ratio
 
 
 def _against_reference(
@@ -224,9 +254,10 @@ def _against_reference(
     text = f"acceptance {mine:.2f} vs the reference's {want:.2f} ({ratio:.3f})"
     lo = settings.min_acceptance_ratio
     if ratio < lo or ratio > 1 / lo:
-        parts.append(_Part("fail", f"{text}, outside [{lo:g}, {1 / lo:.3g}]"))
+        kind: Kind = "reference_low" if ratio < lo else "reference"
+        parts.append(_Part("fail", f"{text}, outside [{lo:g}, {1 / lo:.3g}]", kind=kind))
     else:
-        parts.append(_Part("pass", text))
+        parts.append(_Part("pass", text, kind="reference"))
     return parts
 
 
@@ -235,18 +266,20 @@ def _tokens_part(ours: CheckPass, theirs: list[list[int]], whose: str, tol: int)
     n, first = _count(divergences(_tokens(ours), theirs))
     where = _where(first)
     if n == 0:
-        return _Part("pass", f"tokens = {whose} ({n_prompts}/{n_prompts} prompts)")
+        return _Part("pass", f"tokens = {whose} ({n_prompts}/{n_prompts} prompts)", kind="tokens")
     if n <= tol:
         return _Part(
             "pass",
             f"tokens = {whose} in {n_prompts - n}/{n_prompts} prompts ({n} differ{where}, within "
             f"max_diverging_prompts={tol})",
             first,
+            kind="tokens",
         )
     return _Part(
         "fail",
         f"tokens differ from {whose} in {n}/{n_prompts} prompts{where} (max_diverging_prompts={tol})",
         first,
+        kind="tokens",
     )
 
 

@@ -221,3 +221,49 @@ def test_a_tolerance_that_can_never_fail_is_refused() -> None:
                 "enabled: true", "prompts: 4, max_diverging_prompts: 4"
             )
         )
+
+
+# ---- a known issue whose symptom is acceptance ----------------------------------------------------------
+
+SUSPECT = "matches known SGLang issue some-draft-bug (its drafts read the wrong context)"
+
+
+def test_a_known_acceptance_issue_is_said_after_the_failure_it_explains() -> None:
+    """Acceptance below the reference's, tokens compared and right, v1 = v2: the symptom such an issue has. Its
+    line follows the failed comparison, before what passed; the verdict stays `fail`."""
+    ref = ReferenceOutputs(DIGEST, [tokens(i) for i in range(N)], {3: [OUT / 3] * N})
+    base = launch(None, second=[tokens(i) for i in range(N)])
+    v1, v2 = launch("v1", verify=[4] * N), launch("v2", verify=[4] * N)
+    v = judge(v2, baseline=base, partner=v1, reference=ref, acceptance_suspect=SUSPECT)
+    assert v.verdict == "fail"
+    assert v.why.startswith(
+        f"acceptance 3.00 vs the reference's 4.00 (0.750), outside [0.95, 1.05]: {SUSPECT}; "
+    )
+    assert "tokens = the baseline's" in v.why and v.why.count(SUSPECT) == 1
+
+
+@pytest.mark.parametrize(
+    ("case", "kw"),
+    [
+        # The tokens differ: a wrong verify, which the issue does not explain.
+        ("tokens wrong", {"ids": with_token(4, 2), "verify": [4] * N}),
+        # More accepted than the reference: not the symptom of a draft that reads too little.
+        ("above", {"verify": [2] * N}),
+        # Within the tolerance: nothing failed.
+        ("right", {"verify": [3] * N}),
+    ],
+)
+def test_the_known_issue_is_not_said_where_its_symptom_is_not_shown(case: str, kw: dict[str, object]) -> None:
+    ref = ReferenceOutputs(DIGEST, [tokens(i) for i in range(N)], {3: [OUT / 3] * N})
+    v = judge(launch("v1", **kw), reference=ref, acceptance_suspect=SUSPECT)  # type: ignore[arg-type]
+    assert SUSPECT not in v.why, case
+
+
+def test_the_known_issue_needs_the_tokens_compared_and_v1_v2_alike() -> None:
+    ref = ReferenceOutputs(DIGEST, [tokens(i) for i in range(N)], {3: [OUT / 3] * N})
+    # No token comparison made at all (no baseline, the reference answered another prompt set): not said.
+    assert SUSPECT not in judge(launch("v1", verify=[4] * N), acceptance_suspect=SUSPECT).why
+    # v2 also accepts fewer drafts than v1: a v2-only fault the issue (both modes alike) does not explain.
+    v1, v2 = launch("v1", verify=[4] * N), launch("v2", verify=[8] * N)
+    v = judge(v2, partner=v1, reference=ref, acceptance_suspect=SUSPECT)
+    assert v.verdict == "fail" and SUSPECT not in v.why

@@ -30,3 +30,14 @@ def test_a_shipped_run_is_judged_against_its_stored_reference(
     assert "tokens = the reference's (16/16 prompts)" in v1
     assert "tokens = the reference's (16/16 prompts)" in lines["pass baseline (no spec)"]
     assert "not a specbench synthetic checkpoint" not in res.output
+    # What the H100 measured is FlashMLA's open draft-decode issue: the failure line names it and its control.
+    named = (
+        "outside [0.95, 1.05]: matches known SGLang issue flashmla-draft-decode-context (FlashMLA's draft decode "
+        "steps attend only to the committed prefix"
+    )
+    assert named in v1 and "control: specbench run sweeps/correctness-triton-control.yaml" in v1
+    if release == "0.5.12":  # v2 died of the other, fixed bug: named as that crash, not as this issue
+        v2 = lines["FAIL NEXTN steps=3 topk=1 draft=4 v2"]
+        assert "known SGLang bug flashmla-draft-extend-v2" in v2 and "flashmla-draft-decode-context" not in v2
+    else:
+        assert named in lines["FAIL NEXTN steps=3 topk=1 draft=4 v2"]
