@@ -42,8 +42,9 @@ class Strict(BaseModel):
 
 
 # The stand-in computing wrongly on purpose (synthetic/server, docs/reference/correctness-gate.md): v2's drafts
-# (acceptance falls, tokens stay right) or v2's verification (its tokens leave the baseline's).
-SIM_WRONG_FAULTS = ("v2_draft", "v2_verify")
+# (acceptance falls, tokens stay right), v2's verification (its tokens leave the baseline's), or the known SGLang
+# issue flashmla-draft-decode-context on the FlashMLA launches it applies to (acceptance falls from 3 steps on).
+SIM_WRONG_FAULTS = ("v2_draft", "v2_verify", "flashmla_draft_decode_context")
 
 
 class SimSettings(Strict):
@@ -81,7 +82,7 @@ class SimSettings(Strict):
             ):
                 raise ValueError(
                     f"fault {part!r}: expected crash_after=N, stall_after=N, malformed_after=N, "
-                    + " or ".join(SIM_WRONG_FAULTS)
+                    f"{', '.join(SIM_WRONG_FAULTS[:-1])} or {SIM_WRONG_FAULTS[-1]}"
                 )
         return v
 

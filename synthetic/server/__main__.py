@@ -79,11 +79,10 @@ async def _serve(resolved: Resolved, cfg: SimConfig, traits: VersionTraits, flag
         logs.plain(str(exc))
         return 1
     for fault, why in server.wrong.describe().items():  # never silently wrong: the log says it too
-        what = (
-            "reproduces a known SGLang crash"
-            if fault == "draft_extend_crash"
-            else "computes wrongly on purpose"
-        )
+        what = {
+            "draft_extend_crash": "reproduces a known SGLang crash",
+            "flashmla_draft_decode_context": "emulates a known SGLang issue on purpose",
+        }.get(fault, "computes wrongly on purpose")
         logs.launch.warning(f"specbench stand-in {what} ({fault}): {why}")
     runner = web.AppRunner(
         build_app(server), access_log=None, handler_cancellation=True, shutdown_timeout=SHUTDOWN_GRACE_S

@@ -9,9 +9,17 @@ accepted + 1 tokens (the bonus token). Hence
 With topk > 1 (a tree draft, reachable only off FlashMLA) each depth offers `topk` candidates, so
 the per-depth acceptance becomes 1 - (1 - p)**topk; the same chain formula then applies.
 
+`max_accepted` caps the drafts one verify step can accept below `steps`: a draft path that computes the later
+drafts from the wrong inputs (synthetic.server.wrong) has them rejected, so the chain formula runs over
+min(steps, max_accepted) draws.
+
 `SGLANG_SIMULATE_ACC_LEN=L` overrides all of that as SGLang does: every step commits floor(L) or
 ceil(L) tokens (chosen so the mean is L, clamped to [1, steps + 1]), or with
 `SGLANG_SIMULATE_ACC_METHOD=multinomial` a rounded normal draw around L.
+
+Which drafts a request's verify steps accept is drawn from a generator seeded by its prompt (`prompt_rng`), so
+`verify_steps` replays what a server with this model reports for it, without a server: the correctness gate's
+reference for the stand-in (synthetic.server.reference).
 """
 
 from __future__ import annotations
@@ -29,18 +37,24 @@ class AcceptanceModel:
     rate: float
     simulate_len: float | None = None
     simulate_method: str = "match-expected"
+    max_accepted: int | None = None
 
     @property
     def per_depth_rate(self) -> float:
         return 1.0 - (1.0 - self.rate) ** max(1, self.topk)
 
+    @property
+    def acceptable(self) -> int:
+        """The most drafts one verify step can accept: `steps`, unless a wrong draft path caps it."""
+        return self.steps if self.max_accepted is None else min(self.steps, self.max_accepted)
+
     def expected_tokens_per_step(self) -> float:
         if self.simulate_len is not None:
             return self._clamped_len()
-        p = self.per_depth_rate
+        p, n = self.per_depth_rate, self.acceptable
         if p >= 1.0:
-            return float(self.steps + 1)
-        return (1.0 - p ** (self.steps + 1)) / (1.0 - p)
+            return float(n + 1)
+        return (1.0 - p ** (n + 1)) / (1.0 - p)
 
     def sample(self, rng: random.Random) -> int:
         """Accepted drafts (bonus token excluded) for one verify step."""
@@ -50,7 +64,7 @@ class AcceptanceModel:
         """`sample` as a closure with its constants precomputed: the scheduler calls it per request-step."""
         if self.simulate_len is not None:
             return lambda rng: self._sample_simulated(rng) - 1
-        p, steps = self.per_depth_rate, self.steps
+        p, steps = self.per_depth_rate, self.acceptable
         if p <= 0.0:
             return lambda rng: 0
         if p >= 1.0:
@@ -77,3 +91,19 @@ class AcceptanceModel:
             low = math.floor(length)
             drawn = low + (1 if rng.random() < length - low else 0)
         return min(max(drawn, 1), self.steps + 1)
+
+
+def prompt_rng(seed: int, key: int) -> random.Random:
+    """The generator that decides which drafts a request's verify steps accept: seeded by `sim.seed` and its
+    prompt (`tokens.prompt_key`), so the same prompt gets the same acceptance on every server, v1 and v2 alike."""
+    return random.Random(f"{seed}:prompt-{key}")
+
+
+def verify_steps(draw: Callable[[random.Random], int], rng: random.Random, limit: int) -> int:
+    """How many verify steps a request of `limit` new tokens takes, as the stand-in's scheduler commits them: the
+    prefill gives the first token, each verify step its accepted drafts + 1, cut at the limit."""
+    done, steps = min(limit, 1), 0
+    while done < limit:
+        done += min(draw(rng) + 1, limit - done)
+        steps += 1
+    return steps

@@ -47,7 +47,7 @@ class PerfParams:
 
 
 # `SPECBENCH_SIM_FAULT` words that make the stand-in compute wrongly (docs/reference/correctness-gate.md).
-WRONG_FAULTS = ("v2_draft", "v2_verify")
+WRONG_FAULTS = ("v2_draft", "v2_verify", "flashmla_draft_decode_context")
 
 
 @dataclass(frozen=True)
@@ -57,13 +57,15 @@ class Faults:
 
     `v2_draft` and `v2_verify` hit every request of an overlap (v2) speculative launch: v2's drafts are computed
     wrongly (acceptance falls, the tokens stay the baseline's), or its verification is (its tokens leave the
-    baseline's at a position that depends on the prompt)."""
+    baseline's at a position that depends on the prompt). `flashmla_draft_decode_context` emulates the known
+    SGLang issue of that name on the FlashMLA launches it applies to (synthetic.server.wrong)."""
 
     crash_after: int | None = None
     stall_after: int | None = None
     malformed_after: int | None = None
     v2_draft: bool = False
     v2_verify: bool = False
+    flashmla_draft_decode_context: bool = False
 
     def for_request(self, number: int) -> frozenset[str]:
         hits = set()
@@ -90,7 +92,7 @@ class Faults:
             if not sep or name not in ("crash_after", "stall_after", "malformed_after"):
                 raise SimConfigError(
                     f"SPECBENCH_SIM_FAULT: bad item {item!r}; expected crash_after=N, stall_after=N, "
-                    "malformed_after=N, v2_draft or v2_verify"
+                    f"malformed_after=N, {', '.join(WRONG_FAULTS[:-1])} or {WRONG_FAULTS[-1]}"
                 )
             try:
                 values[name] = int(number)
@@ -106,6 +108,7 @@ class Faults:
             malformed_after=values.get("malformed_after"),
             v2_draft=wrong.get("v2_draft", False),
             v2_verify=wrong.get("v2_verify", False),
+            flashmla_draft_decode_context=wrong.get("flashmla_draft_decode_context", False),
         )
 
 

@@ -10,7 +10,7 @@ from typing import Any
 from bench.correctness.outputs import CHECK_RID_PREFIX
 from bench.model_config import is_moe, read_model_config
 from synthetic.server import wrong
-from synthetic.server.acceptance import AcceptanceModel
+from synthetic.server.acceptance import AcceptanceModel, prompt_rng
 from synthetic.server.args import Resolved
 from synthetic.server.config import SimConfig
 from synthetic.server.engine import Engine
@@ -45,7 +45,9 @@ class SimServer:
         # 0.5.12's FlashMLA draft-extend bug at its warm-up.
         self.wrong = wrong.for_launch(
             cfg.faults,
-            overlap_spec=spec and resolved.mode.overlap,
+            version=cfg.version,
+            spec_mode=("v2" if resolved.mode.overlap else "v1") if spec else None,
+            steps=steps,
             flashmla=flashmla,
             draft_extend_v2_routed=traits.flashmla_draft_extend_v2_routed,
         )
@@ -56,6 +58,7 @@ class SimServer:
                 rate=cfg.acceptance_rate * (wrong.DRAFT_FAULT_FACTOR if self.wrong.draft else 1.0),
                 simulate_len=cfg.simulate_acc_len,
                 simulate_method=cfg.simulate_acc_method,
+                max_accepted=self.wrong.max_accepted,
             )
             if spec
             else None
@@ -115,19 +118,23 @@ class SimServer:
         if internal:
             self._internal_requests += 1
             faults: frozenset[str] = frozenset()
-            seed_key = f"internal-{self._internal_requests}"
         elif spec.rid is not None and spec.rid.startswith(CHECK_RID_PREFIX):
             faults = frozenset()  # the correctness check's requests: a fault is meant for the measurement's
         else:
             self.user_requests += 1
             faults = cfg.faults.for_request(self.user_requests)
         key = prompt_key(spec.ids, cfg.seed)
-        if not internal:
+        speculative = self.acceptance is not None
+        rng: random.Random | None = None
+        if speculative:
             # Greedy decoding is a function of the prompt: so are the tokens, and so is which draft a verify step
             # accepts. The same prompt then gets the same acceptance on every server, v1 and v2 alike.
-            seed_key = f"prompt-{key}"
+            rng = (
+                random.Random(f"{cfg.seed}:internal-{self._internal_requests}")
+                if internal
+                else prompt_rng(cfg.seed, key)
+            )
         natural = None if spec.ignore_eos else natural_length(key, cfg.eos_mean_tokens, spec.min_new_tokens)
-        speculative = self.acceptance is not None
         tape = TokenTape(
             key,
             with_text=not self.args.skip_tokenizer_init,
@@ -142,7 +149,7 @@ class SimServer:
             max_new_tokens=spec.max_new_tokens,
             natural_len=natural,
             stream_interval=spec.stream_interval or self.args.stream_interval,
-            rng=random.Random(f"{cfg.seed}:{seed_key}") if speculative else None,
+            rng=rng,
             tape=tape,
             sink=sink,
             internal=internal,

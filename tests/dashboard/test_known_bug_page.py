@@ -42,3 +42,33 @@ def test_sweep_page_names_the_known_bug(tmp_path: Path, monkeypatch: pytest.Monk
     assert "died of a known SGLang bug" in errors
     assert "known SGLang bug flashmla-draft-extend-v2, fixed in 0.5.13 by PR #24640" in errors
     assert "v2" in errors and "v1:" not in errors  # only the v2 configuration is wrong
+
+
+ISSUE_SWEEP = SWEEP.replace("name: known-bug-page", "name: known-issue-page").replace(
+    'sim: {version: "0.5.12", instant: true}',
+    'sim: {version: "0.5.13.post1", instant: true, fault: flashmla_draft_decode_context}',
+)
+
+
+def test_sweep_page_names_the_open_flashmla_draft_issue(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """FlashMLA's draft-decode issue emulated (acceptance falls on v1 and v2, tokens right): the red block lists
+    both configurations with the gate's line, which names the issue and its control."""
+    assert ISSUE_SWEEP != SWEEP
+    sweep = tmp_path / "sweep.yaml"
+    sweep.write_text(ISSUE_SWEEP)
+    url = f"sqlite:///{tmp_path / 'runs.db'}"
+    res = CliRunner().invoke(
+        app, ["run", str(sweep), "--db", url, "--no-progress", "--log-dir", str(tmp_path / "logs")]
+    )
+    assert res.exit_code == ExitCode.FINDING, res.output
+    monkeypatch.setenv("DATABASE_URL", url)
+    at = AppTest.from_file(APP, default_timeout=60)
+    at.query_params["run"] = "1"
+    at.run()
+    at.switch_page("pages/sweep.py").run()
+    assert not at.exception, [e.value for e in at.exception]
+    errors = " ".join(e.value for e in at.error)
+    assert errors.count("matches known SGLang issue flashmla-draft-decode-context") == 2, errors
+    assert "sweeps/correctness-triton-control.yaml" in errors

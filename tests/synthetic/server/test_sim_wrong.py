@@ -1,6 +1,7 @@
 """The stand-in's greedy tokens are a function of the prompt, the same on every server, unless it is wrong on
-purpose (`v2_draft`, `v2_verify`); emulating sglang 0.5.12 with FlashMLA and v2, it dies at its warm-up as the
-real one did on a GPU."""
+purpose (`v2_draft`, `v2_verify`, `flashmla_draft_decode_context`); emulating sglang 0.5.12 with FlashMLA and v2,
+it dies at its warm-up as the real one did on a GPU. What a launch with no wrong path answers is known without
+one: the stand-in's reference (synthetic/server/reference.py) is held to the server's own answers."""
 
 from __future__ import annotations
 
@@ -10,9 +11,13 @@ from typing import Any
 
 import pytest
 
-from bench.server.known_bugs import identify_failure
+from bench.correctness.outputs import prompts_digest
+from bench.server.known_bugs import FLASHMLA_DRAFT_DECODE_CONTEXT, identify_failure
+from bench.sweep import SimSettings
 from synthetic.server import wrong
+from synthetic.server.acceptance import AcceptanceModel, prompt_rng, verify_steps
 from synthetic.server.config import Faults, SimConfigError
+from synthetic.server.reference import reference_outputs
 from synthetic.server.tokens import prompt_key
 from tests.fixtures.sim import SimFactory, SimHandle, generate_many, get_json, http_status
 
@@ -133,6 +138,55 @@ def test_what_serves_computes_right(sim_server: SimFactory, version: str) -> Non
 
 def test_fault_words_parse() -> None:
     f = Faults.parse("v2_draft, crash_after=3")
-    assert f.v2_draft and not f.v2_verify and f.crash_after == 3
-    with pytest.raises(SimConfigError, match="v2_draft or v2_verify"):
+    assert f.v2_draft and not f.v2_verify and f.crash_after == 3 and not f.flashmla_draft_decode_context
+    assert Faults.parse("flashmla_draft_decode_context").flashmla_draft_decode_context
+    with pytest.raises(SimConfigError, match="v2_draft, v2_verify or flashmla_draft_decode_context"):
         Faults.parse("v3_draft")
+
+
+def with_steps(n: int) -> tuple[str, ...]:
+    out = list(SPEC)
+    out[out.index("--speculative-num-steps") + 1] = str(n)
+    out[out.index("--speculative-num-draft-tokens") + 1] = str(n + 1)
+    return tuple(out)
+
+
+def test_the_reference_is_what_a_launch_with_no_wrong_path_answers(sim_server: SimFactory) -> None:
+    """Tokens and each request's tokens per verify step, exactly, for v1 and v2 (v2 on 0.5.13.post1)."""
+    ref = reference_outputs(SimSettings(acceptance_rate=0.7), PROMPTS, OUT, [3])
+    assert ref.prompts_digest == prompts_digest(PROMPTS, OUT) and ref.device == "stand-in"
+    for flags in ((*SPEC, *V1), SPEC):
+        outs = answers(start(sim_server, *flags).wait_ready())
+        assert [o["output_ids"] for o in outs] == ref.tokens
+        assert [OUT / v for v in verify_counts(outs)] == ref.accept_lengths[3]
+
+
+def test_flashmla_draft_decode_context_lowers_acceptance_on_v1_and_v2_alike(sim_server: SimFactory) -> None:
+    """As the mirror checkpoint measured on an H100: FlashMLA launches accept at most 2 drafts per verify step
+    (the draft extend's and draft decode step 0's), v1 and v2 the same, tokens right; the log and /server_info
+    say so. Triton (the control), and FlashMLA with 2 steps (every draft it makes is still right on the
+    mirror), accept what the reference does."""
+    fault = "flashmla_draft_decode_context"
+    ref = reference_outputs(SimSettings(acceptance_rate=0.7), PROMPTS, OUT, [2, 3])
+    v1 = start(sim_server, *SPEC, *V1, fault=fault)
+    v2 = start(sim_server, *SPEC, fault=fault)
+    triton = [*SPEC, *V1]
+    triton[triton.index("flashmla")] = "triton"
+    control = start(sim_server, *triton, fault=fault)
+    two = start(sim_server, *with_steps(2), *V1, fault=fault)
+    a1, a2, ac, a_two = (answers(s.wait_ready()) for s in (v1, v2, control, two))
+    for outs in (a1, a2, ac, a_two):
+        assert [o["output_ids"] for o in outs] == ref.tokens  # verify is right: so are the tokens
+    capped = AcceptanceModel(steps=3, topk=1, rate=0.7, max_accepted=wrong.DRAFT_DECODE_CONTEXT_ACCEPTED)
+    expected = [verify_steps(capped.sampler(), prompt_rng(0, prompt_key(p, 0)), OUT) for p in PROMPTS]
+    assert verify_counts(a1) == verify_counts(a2) == expected
+    assert sum(OUT / v for v in expected) < 0.95 * sum(ref.accept_lengths[3])  # what the gate fails
+    assert [OUT / v for v in verify_counts(ac)] == ref.accept_lengths[3]
+    assert [OUT / v for v in verify_counts(a_two)] == ref.accept_lengths[2]
+    for sim in (v1, v2):
+        said = get_json(sim, "/server_info")["specbench_sim"]["wrong"][fault]
+        assert said.startswith(
+            f"asked for (server.sim.fault): known SGLang issue {FLASHMLA_DRAFT_DECODE_CONTEXT.key}"
+        )
+        assert f"emulates a known SGLang issue on purpose ({fault})" in sim.log()
+    assert "wrong" not in get_json(control, "/server_info")["specbench_sim"]
