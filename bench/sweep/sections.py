@@ -45,6 +45,8 @@ class Strict(BaseModel):
 # (acceptance falls, tokens stay right), v2's verification (its tokens leave the baseline's), or the known SGLang
 # issue flashmla-draft-decode-context on the FlashMLA launches it applies to (acceptance falls from 3 steps on).
 SIM_WRONG_FAULTS = ("v2_draft", "v2_verify", "flashmla_draft_decode_context")
+# Faults that strike at the stand-in's N+1-th user request (`name=N`; synthetic/server/config.py's own list).
+SIM_COUNTED_FAULTS = ("crash_after", "stall_after", "malformed_after", "hiccup_after")
 
 
 class SimSettings(Strict):
@@ -77,12 +79,11 @@ class SimSettings(Strict):
             if part in SIM_WRONG_FAULTS:
                 continue
             kind, _, n = part.partition("=")
-            if kind not in {"crash_after", "stall_after", "malformed_after"} or not (
-                n.isdigit() and len(n) < 10
-            ):
+            if kind not in SIM_COUNTED_FAULTS or not (n.isdigit() and len(n) < 10):
                 raise ValueError(
-                    f"fault {part!r}: expected crash_after=N, stall_after=N, malformed_after=N, "
-                    f"{', '.join(SIM_WRONG_FAULTS[:-1])} or {SIM_WRONG_FAULTS[-1]}"
+                    f"fault {part!r}: expected "
+                    + ", ".join(f"{f}=N" for f in SIM_COUNTED_FAULTS)
+                    + f", {', '.join(SIM_WRONG_FAULTS[:-1])} or {SIM_WRONG_FAULTS[-1]}"
                 )
         return v
 

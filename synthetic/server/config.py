@@ -48,12 +48,20 @@ class PerfParams:
 
 # `SPECBENCH_SIM_FAULT` words that make the stand-in compute wrongly (docs/reference/correctness-gate.md).
 WRONG_FAULTS = ("v2_draft", "v2_verify", "flashmla_draft_decode_context")
+# `SPECBENCH_SIM_FAULT` items that strike at the N+1-th user request (`name=N`).
+COUNTED_FAULTS = ("crash_after", "stall_after", "malformed_after", "hiccup_after")
+# How long `hiccup_after` holds the scheduler's queue: wall time, not scaled by time_scale, so that it lies far
+# beyond what a loaded host's stalls (tens to a few hundred ms) explain at any time scale.
+HICCUP_S = 3.0
 
 
 @dataclass(frozen=True)
 class Faults:
     """Request numbers are 1-based over user requests; health probes, the warmup and the correctness check's
     requests (rid `specbench-check-*`) do not count.
+
+    `hiccup_after`: when request N+1 arrives the scheduler admits nothing for `HICCUP_S`, a genuinely unstable
+    server (the requests that arrive meanwhile get a TTFT of seconds).
 
     `v2_draft` and `v2_verify` hit every request of an overlap (v2) speculative launch: v2's drafts are computed
     wrongly (acceptance falls, the tokens stay the baseline's), or its verification is (its tokens leave the
@@ -63,6 +71,7 @@ class Faults:
     crash_after: int | None = None
     stall_after: int | None = None
     malformed_after: int | None = None
+    hiccup_after: int | None = None
     v2_draft: bool = False
     v2_verify: bool = False
     flashmla_draft_decode_context: bool = False
@@ -75,6 +84,8 @@ class Faults:
             hits.add("stall")
         if self.malformed_after is not None and number == self.malformed_after + 1:
             hits.add("malformed")
+        if self.hiccup_after is not None and number == self.hiccup_after + 1:
+            hits.add("hiccup")
         return frozenset(hits)
 
     @classmethod
@@ -89,10 +100,11 @@ class Faults:
                 wrong[item] = True
                 continue
             name, sep, number = item.partition("=")
-            if not sep or name not in ("crash_after", "stall_after", "malformed_after"):
+            if not sep or name not in COUNTED_FAULTS:
                 raise SimConfigError(
-                    f"SPECBENCH_SIM_FAULT: bad item {item!r}; expected crash_after=N, stall_after=N, "
-                    f"malformed_after=N, {', '.join(WRONG_FAULTS[:-1])} or {WRONG_FAULTS[-1]}"
+                    f"SPECBENCH_SIM_FAULT: bad item {item!r}; expected "
+                    + ", ".join(f"{f}=N" for f in COUNTED_FAULTS)
+                    + f", {', '.join(WRONG_FAULTS[:-1])} or {WRONG_FAULTS[-1]}"
                 )
             try:
                 values[name] = int(number)
@@ -106,6 +118,7 @@ class Faults:
             crash_after=values.get("crash_after"),
             stall_after=values.get("stall_after"),
             malformed_after=values.get("malformed_after"),
+            hiccup_after=values.get("hiccup_after"),
             v2_draft=wrong.get("v2_draft", False),
             v2_verify=wrong.get("v2_verify", False),
             flashmla_draft_decode_context=wrong.get("flashmla_draft_decode_context", False),

@@ -11,6 +11,10 @@ Acceptance bookkeeping follows contract §3.4: per-iteration drafts and request-
 a window that moves into the lifetime totals every `--decode-log-interval` decode iterations; that
 is when `avg_spec_accept_length` first appears, the decode log line is printed and the scheduler
 gauges are refreshed. `/flush_cache` resets the totals and the iteration counter.
+
+The fault `hiccup_after=N` holds the queue for `HICCUP_S` when request N+1 arrives: nothing is admitted
+meanwhile, so the requests that arrive in the hold wait seconds for their first token, as on a server whose
+queue hangs. The hold is modelled time, awaited on the event loop like a step's cost.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from collections.abc import Callable
 from synthetic.server import logs
 from synthetic.server.acceptance import AcceptanceModel
 from synthetic.server.args import Resolved
+from synthetic.server.config import HICCUP_S
 from synthetic.server.metrics import Metrics
 from synthetic.server.perf import PerfModel
 from synthetic.server.radix import RadixCache
@@ -107,6 +112,8 @@ class Engine:
         self._idle = asyncio.Event()
         self._idle.set()
         self._clock = time.perf_counter()
+        # The fault `hiccup_after`: until then the queue admits nothing (running requests keep decoding).
+        self._held_until = 0.0
         self._iters_since_yield = 0
         self._sample = acceptance.sampler() if acceptance is not None else None
         # Called at the top of each scheduler step (kind, batch size, uncached tokens): the profiler's clock.
@@ -114,6 +121,8 @@ class Engine:
 
     # -- interface for the HTTP side -------------------------------------------------------------
     def submit(self, req: Req) -> None:
+        if "hiccup" in req.faults:
+            self._held_until = time.perf_counter() + HICCUP_S
         self.waiting.append(req)
         self._idle.clear()
         self._work.set()
@@ -154,10 +163,16 @@ class Engine:
                 await self._work.wait()
                 self._clock = time.perf_counter()  # idle time is not debt to catch up on
                 continue
-            if self.waiting and len(self.running) < self.max_running:
+            held = self._held_until - time.perf_counter()
+            if self.waiting and len(self.running) < self.max_running and held <= 0:
                 await self._prefill()
-            else:
+            elif self.running:
                 await self._decode()
+            else:
+                # Held with nothing to decode: the wait is the server's, so it awaits on the loop (the stall
+                # probe, synthetic.server.stalls, must not read it as the host's).
+                await asyncio.sleep(held)
+                self._clock = time.perf_counter()
 
     async def _advance(self, cost_ms: float) -> None:
         if self.instant:
