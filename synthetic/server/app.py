@@ -123,6 +123,7 @@ class Routes:
             logs.scheduler.warning(message)
             return web.Response(status=400, text=message + "\n")
         engine.flush()
+        self.s.stalls.reset()
         logs.scheduler.info("Cache flushed successfully!")
         return web.Response(status=200, text=FLUSH_OK)
 

@@ -19,6 +19,7 @@ from synthetic.server.perf import PerfModel
 from synthetic.server.protocol import MetaOptions, PromptSpec
 from synthetic.server.radix import RadixCache
 from synthetic.server.request import Req, Sink
+from synthetic.server.stalls import LoopStalls
 from synthetic.server.text import load_encoder
 from synthetic.server.tokens import TokenTape, natural_length, prompt_key
 from synthetic.server.versions import VersionTraits
@@ -105,6 +106,8 @@ class SimServer:
             running_waiting=traits.running_waiting_in_meta,
             timing=args.enable_metrics,
         )
+        # This process's own scheduling stalls since the last flush (run as a task by __main__).
+        self.stalls = LoopStalls(busy=lambda: not self.engine.idle)
         self.ready = False
         self.shutting_down = False
         self.started_at = time.time()
@@ -115,6 +118,7 @@ class SimServer:
 
     def new_request(self, spec: PromptSpec, sink: Sink, *, internal: bool = False) -> Req:
         cfg = self.cfg
+        self.stalls.poke()
         if internal:
             self._internal_requests += 1
             faults: frozenset[str] = frozenset()
@@ -232,4 +236,5 @@ class SimServer:
         wrong_here = self.wrong.describe()
         if wrong_here:
             out["wrong"] = wrong_here
+        out.update(self.stalls.view())  # since the last flush: the window a client just measured
         return out

@@ -1,0 +1,68 @@
+"""How late the stand-in's own event loop ran since the last `/flush_cache`: this host's scheduling stalls, as
+felt by the process that emits every token.
+
+The stand-in's TTFT is a few milliseconds, so a loaded host that keeps this process off its CPU for tens of
+ms (or a garbage collection stretched by that load) lands a 10x tail on the requests in flight. The client
+measures its own stalls (`bench.host.loop_lag`) but cannot see this process's. So a ticker on the stand-in's
+loop sleeps `period_s` again and again and keeps the longest lateness it woke with; `/server_info` reports it
+under `specbench_sim`, and `bench.measure.judge` does not call a TTFT tail those stalls explain unstable.
+
+The stand-in's modelled time never shows here: a modelled GPU step or an injected hiccup (`hiccup_after`)
+awaits on the loop, which leaves the ticker on time. Only the host (CPU time withheld from the process) or this
+process's own CPU work (the loop busy elsewhere) can make it late, and either delays tokens the same way.
+
+It ticks only while there is work, or was lately (`linger_s` after the last request or flush): an idle server
+costs no wake-ups, and a window's first request, which arrives on an idle scheduler, is covered because its
+flush came just before it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+
+PERIOD_S = 0.005
+LINGER_S = 2.0
+
+
+class LoopStalls:
+    """Start `run` as a task on the server's loop; `poke` on activity, `reset` at each flush."""
+
+    def __init__(
+        self, busy: Callable[[], bool], period_s: float = PERIOD_S, linger_s: float = LINGER_S
+    ) -> None:
+        self.busy = busy
+        self.period_s = period_s
+        self.linger_s = linger_s
+        self.max_ms = 0.0
+        self.ticks = 0
+        self._until = 0.0
+        self._wake = asyncio.Event()
+
+    def poke(self) -> None:
+        """Activity: keep ticking for at least `linger_s` from now."""
+        self._until = time.perf_counter() + self.linger_s
+        self._wake.set()
+
+    def reset(self) -> None:
+        """A new window starts (`/flush_cache`): forget the stalls seen so far."""
+        self.max_ms = 0.0
+        self.ticks = 0
+        self.poke()
+
+    async def run(self) -> None:
+        while True:
+            if not self.busy() and time.perf_counter() >= self._until:
+                self._wake.clear()
+                await self._wake.wait()
+            t0 = time.perf_counter()
+            await asyncio.sleep(self.period_s)
+            late_ms = (time.perf_counter() - t0 - self.period_s) * 1000.0
+            self.ticks += 1
+            if late_ms > self.max_ms:
+                self.max_ms = late_ms
+
+    def view(self) -> dict[str, float | int]:
+        """What `/server_info` reports under `specbench_sim` (since the last flush)."""
+        return {"loop_stall_max_ms": round(self.max_ms, 3), "loop_stall_ticks": self.ticks}
