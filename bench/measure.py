@@ -15,8 +15,10 @@ Sequence for one point (server already up, prompts built):
    - `mode_mismatch`: speculative stats missing on a spec server, or present on a baseline server.
    - `invalid`: any failed or unsent request, or any output length other than max_new_tokens.
    - `unstable`: p99 TTFT above 10x the median TTFT (a queueing hiccup or a straggler wave), by more than
-     the host's own stalls in that window explain (`bench.host.loop_lag`: a loaded box holds the client and
-     a stand-in off their CPUs for tens of ms, which is 10x a stand-in's TTFT).
+     the host's own stalls in that window explain: a loaded box holds the client and a stand-in off their
+     CPUs for tens of ms, which is 10x a stand-in's TTFT. The client measures its own stalls
+     (`bench.host.loop_lag`); the stand-in reports its own in `/server_info` (`synthetic.server.stalls`),
+     read after the window. A real SGLang server reports none, so only the client's excuse its tail.
    - `ok`.
    Each verdict but `ok` carries a reason with the figures behind it.
 
@@ -69,16 +71,23 @@ def gc_paused() -> Iterator[None]:
 
 # p99 TTFT above this multiple of the median marks a repeat unstable...
 UNSTABLE_TTFT_RATIO = 10.0
-# ...unless the tail (p99 - median) is within this many of the longest stall the host dealt the client in the
-# same window: then the outlier requests are the ones in flight while this host held its processes off the
-# CPUs. A stand-in's TTFT is a few ms, so 10x is tens of ms, which a loaded box produces on its own; a GPU
-# server whose queue hiccups (TTFT seconds against a median of tens of ms) still reads unstable on any host.
+# ...unless the tail (p99 - median) is within this many of the longest stalls the host dealt the client and
+# the server in the same window: then the outlier requests are the ones in flight while this host held its
+# processes off the CPUs. A stand-in's TTFT is a few ms, so 10x is tens of ms, which a loaded box produces on
+# its own; a GPU server whose queue hiccups (TTFT seconds against a median of tens of ms) still reads
+# unstable on any host, and so does a stand-in's injected hiccup (`hiccup_after`), which its probe never sees.
 HOST_STALL_MULTIPLE = 3.0
 
 
-def host_explains(ttft_tail_ms: float, host_stall_ms: float | None) -> bool:
-    """Whether a TTFT tail (p99 - median) is no longer than this host's own stalls in the window could make it."""
-    return host_stall_ms is not None and ttft_tail_ms <= HOST_STALL_MULTIPLE * host_stall_ms
+def host_explains(
+    ttft_tail_ms: float, host_stall_ms: float | None, server_stall_ms: float | None = None
+) -> bool:
+    """Whether a TTFT tail (p99 - median) is no longer than this host's own stalls in the window could make it.
+
+    A request can be held up once in each process (the client sending or reading, the server emitting), so
+    the two longest stalls add up; a server that reports none (real SGLang) leaves the client's alone."""
+    stalls = [ms for ms in (host_stall_ms, server_stall_ms) if ms is not None]
+    return bool(stalls) and ttft_tail_ms <= HOST_STALL_MULTIPLE * sum(stalls)
 
 
 @dataclass
@@ -204,19 +213,20 @@ async def measure_windows(
                 await lag.stop()
                 if sampler is not None:
                     sampler.stop()
-        if sampler is not None:
-            window.telemetry = {**sampler.summary(), **lag.summary()}
-
         after = time.perf_counter()
         died = client.server_down
-        server_accept = None
+        server_accept = server_stall = None
         if not died:
             try:
-                server_accept = _server_accept_length(await client.server_info())
+                info = await client.server_info()
+                server_stall = server_stall_ms(info)
+                server_accept = _server_accept_length(info)
             except ServerUnavailableError:
                 died = True
             except (RuntimeError, ValueError):
                 pass  # an odd /server_info answer costs the server-side figure, not the repeat
+        if sampler is not None:
+            window.telemetry = {**sampler.summary(), **lag.summary(), SERVER_STALL_KEY: server_stall}
         metrics = compute_metrics(records, duration, server_accept)
         status, reason = judge(
             metrics,
@@ -225,6 +235,7 @@ async def measure_windows(
             server_died=died,
             launch_mismatches=settings.launch_mismatches,
             host_stall_ms=lag.max_ms,
+            server_stall_ms=server_stall,
         )
         status, reason = _check_pinned_accept(
             status, reason, server_accept, settings.expected_accept_length, settings.accept_tolerance
@@ -264,13 +275,15 @@ def judge(
     server_died: bool = False,
     launch_mismatches: Sequence[str] = (),
     host_stall_ms: float | None = None,
+    server_stall_ms: float | None = None,
 ) -> tuple[PointStatus, str | None]:
     """The verdict on one repeat and the reason for it (every problem found, worst first).
 
     `launch_mismatches` are the differences between the requested and the resolved server config found at
     launch: the repeat measured something else, so it is a `mode_mismatch` (unless something worse happened).
-    `host_stall_ms` is the longest the client's own event loop was held up in the window (`LoopLag`): a TTFT
-    tail that reaches no further past the median than `HOST_STALL_MULTIPLE` such stalls is this host's
+    `host_stall_ms` is the longest the client's own event loop was held up in the window (`LoopLag`),
+    `server_stall_ms` the longest the server's was, where it says (the stand-in does; SGLang does not): a TTFT
+    tail that reaches no further past the median than `HOST_STALL_MULTIPLE` times those stalls is this host's
     scheduling, not the server's instability.
     """
     n = len(records)
@@ -301,9 +314,14 @@ def judge(
         m.ttft_p99_ms is not None
         and m.ttft_p50_ms is not None
         and m.ttft_p99_ms > UNSTABLE_TTFT_RATIO * m.ttft_p50_ms
-        and not host_explains(m.ttft_p99_ms - m.ttft_p50_ms, host_stall_ms)
+        and not host_explains(m.ttft_p99_ms - m.ttft_p50_ms, host_stall_ms, server_stall_ms)
     ):
-        stalls = "" if host_stall_ms is None else f"; this host held the client up to {host_stall_ms:.1f} ms"
+        held = [
+            f"the {who} up to {ms:.1f} ms"
+            for who, ms in (("client", host_stall_ms), ("server", server_stall_ms))
+            if ms is not None
+        ]
+        stalls = f"; this host held {' and '.join(held)}" if held else ""
         problems.append(
             (
                 "unstable",
@@ -338,6 +356,20 @@ async def _alive(client: LoadClient) -> bool:
     except ServerUnavailableError:
         return False
     return True
+
+
+# Where a window's telemetry keeps the server's own longest stall (None: the server reports none).
+SERVER_STALL_KEY = "server_loop_stall_max_ms"
+
+
+def server_stall_ms(info: dict[str, object]) -> float | None:
+    """The longest the server's event loop was held up since the last flush, where the server says: the
+    stand-in reports it under `specbench_sim` (`synthetic.server.stalls`); SGLang reports nothing of the kind."""
+    sim = info.get("specbench_sim")
+    value = sim.get("loop_stall_max_ms") if isinstance(sim, dict) else None
+    if isinstance(value, bool) or not isinstance(value, int | float) or not value >= 0:
+        return None
+    return float(value)
 
 
 def _server_accept_length(info: dict[str, object]) -> float | None:

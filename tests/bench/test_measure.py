@@ -3,12 +3,24 @@
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
+import threading
 import time
 
 import pytest
 
 from bench.client import LoadClient
-from bench.measure import WindowSettings, judge, measure_point
+from bench.host.telemetry import WindowTelemetry
+from bench.measure import (
+    SERVER_STALL_KEY,
+    Window,
+    WindowSettings,
+    judge,
+    measure_point,
+    measure_windows,
+    server_stall_ms,
+)
 from bench.metrics import compute_metrics
 from bench.results import RequestRecord, SampleResult
 from bench.sweep import WorkloadSpec
@@ -65,6 +77,8 @@ def servers(sim_server_module: SimFactory) -> dict[str, SimHandle]:
         "crash_warmup": sim_server_module.start(*SPEC, env=env("crash_after=1"), wait=False),
         "stall": sim_server_module.start(*SPEC, env=env(f"stall_after={WARMUP + 2}"), wait=False),
         "malformed": sim_server_module.start(*SPEC, env=env(f"malformed_after={WARMUP + 3}"), wait=False),
+        "hiccup": sim_server_module.start(*SPEC, env=env(f"hiccup_after={WARMUP + 5}"), wait=False),
+        "held": sim_server_module.start(*SPEC, env=env(), wait=False),
     }
     return {name: h.wait_ready() for name, h in handles.items()}
 
@@ -129,6 +143,76 @@ def test_malformed_event_invalidates_the_repeat(servers: dict[str, SimHandle]) -
     assert second.status == "ok", second.reason
 
 
+def test_a_genuinely_unstable_stand_in_is_still_unstable(servers: dict[str, SimHandle]) -> None:
+    """The stand-in's queue hangs (`hiccup_after`) mid-window: a few requests wait seconds for their first token.
+    That is the server's doing, which its own stall probe does not see (the hold awaits on its loop), so the
+    host's stalls cannot excuse it on any host."""
+    first, second = measure(servers["hiccup"].base_url, repeats=range(2))
+    assert first.status == "unstable", first.reason
+    assert first.reason is not None and first.reason.startswith("p99 TTFT ")
+    assert "held the client up to" in first.reason and "and the server up to" in first.reason  # both read
+    assert first.metrics is not None and first.metrics.completed == N  # slow, not failed
+    assert second.status == "ok", second.reason
+
+
+HOLD_S = 0.3
+
+
+class _HostHoldsTheServer(WindowTelemetry):
+    """Window telemetry whose start, just before the window's first request, stops the stand-in's process for
+    HOLD_S: what a loaded host does to it (SIGSTOP), while the client runs on."""
+
+    def __init__(self, pid: int) -> None:
+        super().__init__(source="none", read=None)
+        self.pid = pid
+        self.resume = threading.Timer(HOLD_S, os.kill, (pid, signal.SIGCONT))
+
+    def start(self) -> None:
+        os.kill(self.pid, signal.SIGSTOP)
+        self.resume.start()
+        super().start()
+
+    def stop(self) -> None:
+        self.resume.join()
+        super().stop()
+
+
+def test_a_stall_the_host_deals_the_stand_in_is_not_instability(servers: dict[str, SimHandle]) -> None:
+    """The first wave's requests wait HOLD_S for a server the host keeps off the CPU: p99 TTFT is far above 10x
+    the median, the client's own loop was never held up, and only the stand-in's own stall probe (reported in
+    /server_info) can tell that the tail is the host's."""
+    held = servers["held"]
+    prompts = build_prompts(WorkloadSpec.model_validate({"input_len": 64, "output_len": 48}), N)
+    settings = WindowSettings(
+        batch_size=BATCH,
+        warmup_waves=1,
+        request_timeout_s=10.0,
+        expect_spec=True,
+        telemetry=lambda: _HostHoldsTheServer(held.proc.pid),
+    )
+
+    async def one() -> tuple[SampleResult, Window]:
+        async with LoadClient(held.base_url) as client:
+            [measured] = [x async for x in measure_windows(client, prompts, range(1), settings)]
+            return measured
+
+    sample, window = asyncio.run(one())
+    m = sample.metrics
+    assert m is not None and m.ttft_p99_ms is not None and m.ttft_p50_ms is not None
+    assert m.ttft_p99_ms > 10 * m.ttft_p50_ms  # the hold landed on first tokens: a tail to judge
+    assert window.telemetry is not None and window.telemetry[SERVER_STALL_KEY] >= HOLD_S * 1000 * 0.8
+    assert sample.status == "ok", sample.reason
+
+
+def test_server_stall_is_read_from_the_stand_ins_block_only() -> None:
+    assert server_stall_ms({"specbench_sim": {"loop_stall_max_ms": 12.5}}) == 12.5
+    assert server_stall_ms({"specbench_sim": {"loop_stall_max_ms": 0}}) == 0.0
+    for odd in ({}, {"specbench_sim": None}, {"specbench_sim": {"loop_stall_max_ms": "12"}}):
+        assert server_stall_ms(odd) is None  # SGLang, or an answer that says nothing usable
+    for bad in (-1.0, float("nan"), True):
+        assert server_stall_ms({"specbench_sim": {"loop_stall_max_ms": bad}}) is None
+
+
 def _done(i: int, tokens: int, want: int = 256, ttft: float = 0.1) -> RequestRecord:
     return RequestRecord(
         index=i,
@@ -175,6 +259,25 @@ def test_a_ttft_tail_the_host_explains_is_not_instability() -> None:
     # A GPU server's queue hiccup (seconds against tens of ms) stays unstable on a busy host too.
     gpu = [_done(i, 256, ttft=0.056) for i in range(98)] + [_done(i, 256, ttft=9.8) for i in (98, 99)]
     assert judge(compute_metrics(gpu, 20.0), gpu, expect_spec=True, host_stall_ms=300.0)[0] == "unstable"
+
+
+def test_the_stand_ins_own_stalls_explain_a_tail_the_clients_do_not() -> None:
+    """The host can hold the server off its CPU while the client runs on: the stand-in reports its own stalls,
+    and a request held up in both processes can take the two together."""
+    recs = [_done(i, 256, ttft=0.001) for i in range(98)] + [_done(i, 256, ttft=0.051) for i in (98, 99)]
+    m = compute_metrics(recs, 2.0)
+    assert judge(m, recs, expect_spec=True, host_stall_ms=2.0, server_stall_ms=40.0) == ("ok", None)
+    assert judge(m, recs, expect_spec=True, host_stall_ms=None, server_stall_ms=40.0) == ("ok", None)
+    assert judge(m, recs, expect_spec=True, host_stall_ms=9.0, server_stall_ms=8.0) == ("ok", None)  # 3 x 17
+    status, reason = judge(m, recs, expect_spec=True, host_stall_ms=2.0, server_stall_ms=3.0)
+    assert status == "unstable"
+    assert reason is not None and reason.endswith("held the client up to 2.0 ms and the server up to 3.0 ms")
+    status, reason = judge(m, recs, expect_spec=True, host_stall_ms=None, server_stall_ms=3.0)
+    assert reason is not None and reason.endswith("this host held the server up to 3.0 ms")
+    # A stalled stand-in cannot excuse a tail of seconds.
+    gpu = [_done(i, 256, ttft=0.056) for i in range(98)] + [_done(i, 256, ttft=9.8) for i in (98, 99)]
+    slow = compute_metrics(gpu, 20.0)
+    assert judge(slow, gpu, expect_spec=True, host_stall_ms=300.0, server_stall_ms=300.0)[0] == "unstable"
 
 
 def test_loop_lag_sees_a_stall_of_the_clients_loop() -> None:
