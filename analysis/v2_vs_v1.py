@@ -3,7 +3,9 @@
 The answer a PR thread needs: does overlap scheduling (v2) beat non-overlap (v1) here, by how much, and how
 sure are we. Output throughput and TPOT ratios both come with an interval (bench.stats.ratio): paired by
 repeat when the run interleaved its v1/v2 windows (every sample has an `order_index`), else unpaired (Welch on
-logs). Only `ok` repeats count. The verdict reads the throughput interval: `faster` when all of it lies
+logs). Only `ok` repeats count; in an interleaved run, only repeats whose two windows one invocation measured
+(a resumed run can finish a repeat whose other side ran earlier), whether paired or, with fewer than two such
+pairs `ok` on both sides, unpaired. The verdict reads the throughput interval: `faster` when all of it lies
 above 1, `slower` when all of it lies below, else `no clear difference`; `tpot_verdict` reads the TPOT interval
 the other way round (a lower TPOT is faster).
 
@@ -86,13 +88,21 @@ SAMPLE_METRICS = ("output_throughput", "tpot_mean_ms")
 
 
 def _interval(
-    a: dict[int, float], b: dict[int, float], common: list[int] | None, confidence: float
+    a: dict[int, float], b: dict[int, float], pairable: list[int] | None, confidence: float
 ) -> RatioInterval | None:
-    """Paired over the `common` repeats when there are 2 or more (None: the run did not interleave)."""
+    """Paired over the repeats both sides hold when there are 2 or more, else unpaired (Welch).
+
+    `pairable`: the repeats whose two windows one invocation measured (None: the run did not interleave, so
+    every window counts, unpaired). An interleaved run's unpaired fallback takes only those too: a repeat that
+    a resumed run finished measured its two sides in different invocations, on other servers or another host,
+    and it must not enter the comparison just because too few pairs were left for the paired interval."""
+    if pairable is not None:
+        a, b = {r: v for r, v in a.items() if r in pairable}, {r: v for r, v in b.items() if r in pairable}
+        common = [r for r in pairable if r in a and r in b]
+        if len(common) >= 2:
+            return paired_ratio([a[r] for r in common], [b[r] for r in common], confidence)
     if not a or not b:
         return None
-    if common is not None and len(common) >= 2:
-        return paired_ratio([a[r] for r in common], [b[r] for r in common], confidence)
     return unpaired_ratio(list(a.values()), list(b.values()), confidence)
 
 
@@ -167,7 +177,7 @@ def v2_vs_v1(points: pd.DataFrame, samples: pd.DataFrame, confidence: float = 0.
             row[f"v1_{name}"] = statistics.median(a.values()) if a else None
             row[f"v2_{name}"] = statistics.median(b.values()) if b else None
             common = [r for r in pairable if r in a and r in b]
-            iv = _interval(a, b, common if paired else None, confidence)
+            iv = _interval(a, b, pairable if paired else None, confidence)
             row[f"{prefix}ratio"] = iv.ratio if iv else None
             row[f"{prefix}ci_low"] = iv.low if iv else None
             row[f"{prefix}ci_high"] = iv.high if iv else None

@@ -12,10 +12,13 @@ import pytest
 from sqlalchemy import Engine
 from typer.testing import CliRunner
 
-from analysis.v2_vs_v1 import to_markdown, v2_vs_v1
+from analysis.v2_vs_v1 import load, to_markdown, v2_vs_v1
+from bench.pairing import abba_order
 from bench.stats.ratio import half_width, paired_ratio, pairs_for, t_quantile, unpaired_ratio, verdict
 from bench.sweep import parse_sweep
 from dashboard.charts import GREY_CELL, ratio_heatmap
+from db.engine import session_scope
+from db.models import Point, Run, Sample
 from runners.cli import app
 from runners.sweep_runner import execute_sweep
 from synthetic.server.config import PerfParams
@@ -145,6 +148,90 @@ def test_frame_pairs_by_repeat_only_when_interleaved() -> None:
     assert "batch 8 steps 2 accept len 2.5 needs about 7 pairs" in md
     assert pd.isna(unpaired["pairs_for_5pct"]) and "needs about" not in to_markdown(
         v2_vs_v1(*_frames(order=False))
+    )
+
+
+# One cell of an interleaved run per batch size: repeat -> (v1 tok/s, v1 status, v2 tok/s, v2 status).
+Cell = dict[int, tuple[float, str, float, str]]
+
+
+def _store_interleaved_run(engine: Engine, cells: dict[int, Cell], resumed: tuple[int, str, int]) -> int:
+    """An ABBA-interleaved run as the runner stores it, in one invocation (order index 0) but for `resumed`:
+    (batch size, mode, repeat) whose window a resumed invocation measured after the rest, as when the host was
+    lost between the two windows of that repeat."""
+    with session_scope(engine) as s:
+        run = Run(sweep_name="abba", sweep_yaml="name: abba", sweep_hash="0" * 64, backend="sim", model="m")
+        s.add(run)
+        s.flush()
+        order = 0
+        late: list[Sample] = []
+        for bs, cell in cells.items():
+            points = {}
+            for mode in ("v1", "v2"):
+                points[mode] = Point(
+                    run_id=run.id, point_key=f"{bs}-{mode}", fingerprint=f"{bs}-{mode}", status="ok",
+                    model="m", attention_backend="flashmla", algorithm="EAGLE", steps=2, topk=1,
+                    draft_tokens=3, spec_mode=mode, batch_size=bs, dataset="random", input_len=32,
+                    output_len=16, num_prompts=8, workload_key="w", accept_length_pinned=2.5,
+                    repeats=len(cell), repeats_planned=len(cell),
+                )  # fmt: skip
+                s.add(points[mode])
+            s.flush()
+            for repeat, side in abba_order(len(cell)):
+                mode = "v1" if side == "A" else "v2"
+                tput, status = cell[repeat][:2] if mode == "v1" else cell[repeat][2:]
+                sample = Sample(
+                    point_id=points[mode].id, repeat=repeat, status=status, output_throughput=tput,
+                    tpot_mean_ms=1000.0 / tput, invocation=0,
+                )  # fmt: skip
+                if (bs, mode, repeat) == resumed:
+                    late.append(sample)
+                    continue
+                sample.order_index = order
+                order += 1
+                s.add(sample)
+        for sample in late:  # the resumed invocation begins where the first one stopped
+            sample.order_index = sample.invocation = order
+            s.add(sample)
+        return run.id
+
+
+def test_an_interleaved_runs_unpaired_fallback_leaves_out_a_repeat_split_across_invocations(
+    engine: Engine,
+) -> None:
+    """Batch 4 keeps a single repeat `ok` on both sides within one invocation (the others lost a side to
+    `unstable`), too few for the paired interval. Repeat 1's two windows are both `ok` but ran in different
+    invocations (a resumed run finished its v1 side, elsewhere): the unpaired fallback must leave it out, as
+    the paired interval does, and count only windows whose partner one invocation measured."""
+    cells: dict[int, Cell] = {
+        4: {
+            0: (100.0, "ok", 120.0, "ok"),
+            1: (50.0, "ok", 118.0, "ok"),  # v1 measured by the resumed invocation, on another host
+            2: (104.0, "ok", 90.0, "unstable"),
+            3: (80.0, "unstable", 124.0, "ok"),
+        },
+        1: {r: (100.0 + r, "ok", 110.0 + 2 * r, "ok") for r in range(4)},
+    }
+    run_id = _store_interleaved_run(engine, cells, resumed=(4, "v1", 1))
+    table = load(engine, run_id, profiles=False).set_index("batch_size")
+
+    bs4 = table.loc[4]
+    want = unpaired_ratio([100.0, 104.0], [120.0, 124.0])  # repeats 0 and 2 of v1, 0 and 3 of v2
+    assert bs4["method"] == "unpaired" and bs4["n"] == want.n == 2
+    assert bs4["ratio"] == pytest.approx(want.ratio)
+    assert (bs4["ci_low"], bs4["ci_high"]) == pytest.approx((want.low, want.high))
+    # With repeat 1 mixed in, the fallback would have read another comparison.
+    mixed = unpaired_ratio([100.0, 50.0, 104.0], [120.0, 118.0, 124.0])
+    assert mixed.n == 3 and mixed.ratio != pytest.approx(want.ratio)
+    tpot = unpaired_ratio([1000 / 100.0, 1000 / 104.0], [1000 / 120.0, 1000 / 124.0])
+    assert bs4["tpot_ratio"] == pytest.approx(tpot.ratio)
+    # Each side's median stays the point's own: every `ok` window it measured.
+    assert bs4["v1_output_throughput"] == 100.0 and bs4["v2_output_throughput"] == 120.0
+
+    bs1 = table.loc[1]  # all four repeats paired within the one invocation
+    assert bs1["method"] == "paired" and bs1["n"] == 4
+    assert bs1["ratio"] == pytest.approx(
+        paired_ratio([100.0 + r for r in range(4)], [110.0 + 2 * r for r in range(4)]).ratio
     )
 
 
