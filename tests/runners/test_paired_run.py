@@ -344,8 +344,9 @@ def test_a_repeat_finished_by_a_resumed_run_is_not_paired_across_invocations(
     assert by_first == pytest.approx(windows_first)  # not the point's latest server
     table = v2_vs_v1.load(engine, first.run_id).set_index("batch_size")
     # repeat 1's two windows ran in different invocations: at batch 4 it makes no pair, at batch 1 it does.
-    # Counted from the stored statuses: on a loaded host a stand-in window can be `unstable` (its p99 TTFT
-    # is a few ms, so one scheduling hiccup exceeds 10x the median), and such a repeat pairs nowhere.
+    # Counted from the stored statuses: only `ok` windows count, and a repeat with an `unstable` side pairs
+    # nowhere (the stand-in's windows are `ok` on a loaded host too: bench.measure.judge reads the host's
+    # stalls in both processes; the test does not rely on it).
     with session_scope(engine) as s:
         ok = {
             (bs, m, r)
@@ -356,12 +357,14 @@ def test_a_repeat_finished_by_a_resumed_run_is_not_paired_across_invocations(
             )
         }
 
-    def both_ok(bs: int, repeats: range | list[int]) -> int:
-        return sum((bs, "v1", r) in ok and (bs, "v2", r) in ok for r in repeats)
-
-    assert table.loc[4, "n"] == both_ok(4, [0, 2, 3]) >= 2  # repeat 1 left out even when both sides are ok
-    assert table.loc[1, "n"] == both_ok(1, range(4)) >= 3
-    assert (table["method"] == "paired").all()
+    for bs, pairable in ((4, [0, 2, 3]), (1, [0, 1, 2, 3])):  # at batch 4, repeat 1 is left out even when ok
+        pairs = sum((bs, "v1", r) in ok and (bs, "v2", r) in ok for r in pairable)
+        if pairs >= 2:
+            assert (table.loc[bs, "method"], table.loc[bs, "n"]) == ("paired", pairs)
+            continue
+        # Fewer than two pairs left: the unpaired fallback, over the same repeats' `ok` windows only.
+        n = min(sum((bs, m, r) in ok for r in pairable) for m in ("v1", "v2"))
+        assert (table.loc[bs, "method"], table.loc[bs, "n"]) == ("unpaired" if n else None, n)
 
 
 def test_relative_half_width_is_the_paired_interval_reach() -> None:
