@@ -69,6 +69,8 @@ TELEMETRY_OPTIONAL: tuple[str, ...] = (
     # `unstable` is measured against.
     "client_loop_lag_max_ms",
     "client_loop_lag_p99_ms",
+    # The same for the server's loop, where the server reports it (the stand-in does: synthetic/server/stalls.py).
+    "server_loop_stall_max_ms",
 )
 # Text keys, likewise optional: the busiest server process's name, and the NVML clock-event reasons seen
 # (a list, written space-separated).
@@ -264,6 +266,7 @@ _MD: tuple[tuple[str, str, str], ...] = (
     ("probe on server %", "cpu_probe_on_server_pct", ".1f"),
     ("client stall max ms", "client_loop_lag_max_ms", ".1f"),
     ("client stall p99 ms", "client_loop_lag_p99_ms", ".1f"),
+    ("server stall max ms", "server_loop_stall_max_ms", ".1f"),
     ("probe follow errors", "cpu_probe_follow_errors", "d"),
 )
 

@@ -8,7 +8,7 @@ hog running beside them.
 Part `windows`: stand-in sweeps (an instant one, whose TTFT is well under a millisecond, and the demo's) run
 under the hog. For every window it prints what the old rule alone (p99 TTFT > 10x median) would have called
 unstable, what the judge calls it now (the tail measured against the client's own loop stalls,
-`bench.host.loop_lag`), and the figures behind each such window.
+`bench.host.loop_lag`, and the stand-in's, `synthetic.server.stalls`), and the figures behind each such window.
 
 Part `tests`: pytest on the test files that failed with `assert 'unstable' == 'done'` on a box at load 5-10
 (issue 26), with the hog beside them; prints the outcome and the time taken.
@@ -134,14 +134,16 @@ def windows(hogs: int, rounds: int) -> None:
     unstable = [r for r in rows if r[0] == "unstable"]
     print(f"\nstand-in windows under {hogs} CPU hog(s): {load.text()}")
     print(f"  {len(rows)} windows; p99 TTFT > {UNSTABLE_TTFT_RATIO:g}x median (the old rule): {len(hits)}")
-    print(f"  judged unstable now (tail beyond 3x the client's longest loop stall): {len(unstable)}")
+    print(
+        f"  judged unstable now (tail beyond 3x the client's + the server's longest loop stall): {len(unstable)}"
+    )
     print(f"  highest p99/median TTFT ratios: {', '.join(f'{x:.1f}' for x in ratios[:5])}")
     if hits:
-        print(f"  {'TTFT p50':>9} {'p99':>8} {'tail':>8} {'loop stall':>11}  status")
+        print(f"  {'TTFT p50':>9} {'p99':>8} {'tail':>8} {'client stall':>13} {'server stall':>13}  status")
         for status, _, p50, p99, tel in sorted(hits, key=lambda r: -(r[3] - r[2]))[:12]:
-            lag = tel.get("client_loop_lag_max_ms")
-            lag_text = "-" if lag is None else f"{lag:.1f}"
-            print(f"  {p50:>9.2f} {p99:>8.2f} {p99 - p50:>8.2f} {lag_text:>11}  {status}")
+            lag, srv = (tel.get(k) for k in ("client_loop_lag_max_ms", "server_loop_stall_max_ms"))
+            lag_text, srv_text = ("-" if v is None else f"{v:.1f}" for v in (lag, srv))
+            print(f"  {p50:>9.2f} {p99:>8.2f} {p99 - p50:>8.2f} {lag_text:>13} {srv_text:>13}  {status}")
     for _status, reason, *_ in unstable[:5]:
         print(f"  unstable: {reason}")
 
