@@ -310,8 +310,9 @@ def test_ratio_target_min_batch_leaves_smaller_batches_at_the_planned_repeats(
 def test_a_repeat_finished_by_a_resumed_run_is_not_paired_across_invocations(
     engine: Engine, tmp_path: Path
 ) -> None:
-    spec = parse_sweep(PAIRED)
-    first = execute_sweep(spec, PAIRED, engine, log_dir=tmp_path / "a", show_progress=False)
+    text = PAIRED.replace("min_window_s: 0.4", "min_window_s: 0.2")  # window length is not what this tests
+    spec = parse_sweep(text)
+    first = execute_sweep(spec, text, engine, log_dir=tmp_path / "a", show_progress=False)
     with session_scope(engine) as s:  # the host was lost between the two windows of repeat 1 at batch 4
         lost = s.scalars(
             select(Sample)
@@ -319,9 +320,7 @@ def test_a_repeat_finished_by_a_resumed_run_is_not_paired_across_invocations(
             .where(Point.batch_size == 4, Point.spec_mode == "v1", Sample.repeat == 1)
         ).one()
         s.delete(lost)
-    execute_sweep(
-        spec, PAIRED, engine, log_dir=tmp_path / "b", show_progress=False, resume_run_id=first.run_id
-    )
+    execute_sweep(spec, text, engine, log_dir=tmp_path / "b", show_progress=False, resume_run_id=first.run_id)
     with session_scope(engine) as s:
         rows = s.execute(
             select(Point.spec_mode, Sample.repeat, Sample.invocation).join(Point).where(Point.batch_size == 4)
@@ -440,7 +439,9 @@ def test_a_deadline_in_a_later_pair_measures_the_drift_of_that_pairs_first_point
     # deadline cuts the next pair; that pair's first point is re-measured instead of no drift at all.
     clock = _JumpingClock()
     monkeypatch.setattr("runners.executor.time", clock)
-    text = PAIRED.replace("baseline: false", "baseline: true").replace("repeats: 4", "repeats: 50")
+    # The baseline runs all its repeats before the pair starts (2 x 6 windows of at least 0.2 s); the pair's
+    # 24 windows then take at least 4.8 s, far longer than the watcher needs to see its first three.
+    text = PAIRED.replace("baseline: false", "baseline: true").replace("repeats: 4", "repeats: 6")
     text = text.replace("measure: {min_window_s: 0.4}", "measure: {min_window_s: 0.2}")
 
     def pass_the_deadline_in_the_pair() -> None:
