@@ -226,7 +226,9 @@ async def measure_windows(
             except (RuntimeError, ValueError):
                 pass  # an odd /server_info answer costs the server-side figure, not the repeat
         if sampler is not None:
-            window.telemetry = {**sampler.summary(), **lag.summary(), SERVER_STALL_KEY: server_stall}
+            window.telemetry = {**sampler.summary(), **lag.summary()}
+            if server_stall is not None:  # the stand-in's; a real SGLang server reports none
+                window.telemetry[SERVER_STALL_KEY] = server_stall
         metrics = compute_metrics(records, duration, server_accept)
         status, reason = judge(
             metrics,

@@ -83,6 +83,8 @@ def test_paired_run_interleaves_abba_on_two_live_servers(engine: Engine, tmp_pat
             # amount is tested in test_telemetry.py: a short stand-in window can use less than one clock tick
             assert smp.telemetry["server_cpu_pct"] is not None and smp.telemetry["server_cpu_pct"] >= 0
             assert smp.telemetry["server_busiest_process"], smp.telemetry
+            # the stand-in's own longest loop stall in the window, from its /server_info (bench.measure.judge)
+            assert smp.telemetry["server_loop_stall_max_ms"] >= 0
             # pinned 2.5 at steps 2 (max 3): the server's figure is close to it
             assert smp.server_accept_length is not None and abs(smp.server_accept_length - 2.5) < 0.15
         # windows outlasted the 8-prompt budget with fresh prompts: more requests, never a cache hit
