@@ -18,7 +18,6 @@ from bench.host.gpus import parse_gpu_list
 from bench.server.known_bugs import KNOWN_BUGS, bugs_for
 from bench.server.launcher import LaunchError, plan_launch
 from bench.sweep import ServerGroup, SweepError, SweepSpec, expand, load_sweep
-from db import queries as q
 from db.engine import resolve_url, session_scope
 from db.migrate import open_database_readonly
 from db.models import Point, Run
@@ -218,6 +217,8 @@ def _dry_run_resume(
 
 def _check_resume(engine: Engine, run_id: int, spec: SweepSpec) -> None:
     """The runner's own check (runners/resume_guard.py), so a dry run refuses what the run would refuse."""
+    from db import queries as q  # pandas: only for a dry run, not for every `specbench run` at start-up
+
     run = q.run_info(engine, run_id)
     try:
         check = check_resume(run_id, run["sweep_name"], run["sweep_yaml"], spec)

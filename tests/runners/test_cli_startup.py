@@ -15,8 +15,9 @@ from tests.paths import REPO_ROOT
 from tests.queue_support import cli_env
 
 HEAVY = ("pandas", "streamlit", "altair")
-# Verbs that read or write the queue and schema only: no data frames needed to start them.
-LIGHT = ("submit", "worker", "jobs", "schedule", "scheduler", "db", "profile", "seed")
+# Verbs that read or write the queue and schema only: no data frames needed to start them. And `run`, which
+# every sweep, CI step and worker job starts: it needs data frames only for a dry run's resume check.
+LIGHT = ("submit", "worker", "jobs", "schedule", "scheduler", "db", "profile", "seed", "run")
 
 
 def _imported(*args: str) -> set[str]:
