@@ -1,9 +1,9 @@
 """Where a run's numbers came from: software versions, GPU, host, specbench checkout and model identity.
 
 Every probe is cheap and cannot fail the run: package versions come from installed metadata (nothing imports
-sglang or its CUDA kernels), external commands run with argv lists and a timeout, and torch is imported lazily
-and only for `torch.version.cuda` (plus the GPU fallback when nvidia-smi is missing). A CPU-only box reports
-GPU "none" and count 0.
+sglang or its CUDA kernels), external commands run with argv lists and a timeout, `torch.version.cuda` is read
+from torch's version.py without importing torch, and torch is imported only for the GPU fallback when
+nvidia-smi is missing on a host with NVIDIA devices. A CPU-only box reports GPU "none" and count 0.
 
 Keys with a column on `runs` (runners/store.py): sglang_version, sglang_commit, sgl_kernel_version,
 flashinfer_version, flash_mla_source, torch_version, cuda_version, driver_version, gpu_name, gpu_count, host,
@@ -12,7 +12,9 @@ model_identity, specbench_version, git_commit; plus `simulated`. The rest lands 
 
 from __future__ import annotations
 
+import ast
 import hashlib
+import importlib.util
 import json
 import os
 import platform
@@ -103,11 +105,32 @@ def _run(argv: list[str], cwd: Path | None = None) -> str | None:
 
 
 def _torch_cuda_version() -> str:
+    """`torch.version.cuda`, read from the `torch/version.py` the torch build writes, without importing torch:
+    that import costs every `specbench run` and worker process over a second of CPU, for one string."""
     try:
-        import torch
-    except Exception:  # torch absent or broken: provenance must not fail the run
-        return NONE
-    return str(torch.version.cuda) if torch.version.cuda else NONE
+        spec = importlib.util.find_spec("torch")
+        locations = list(spec.submodule_search_locations or []) if spec is not None else []
+        for location in locations:
+            source = Path(location, "version.py")
+            if source.is_file():
+                return _assigned_string(source.read_text(), "cuda") or NONE
+    except (OSError, ImportError, ValueError, SyntaxError):  # torch absent or broken: never fail the run
+        pass
+    return NONE
+
+
+def _assigned_string(source: str, name: str) -> str | None:
+    """The string literal a module assigns to `name` at top level (`cuda: Optional[str] = '12.8'`), if any."""
+    for node in ast.parse(source).body:
+        match node:
+            case (
+                ast.Assign(targets=[ast.Name(id=target)], value=value)
+                | ast.AnnAssign(target=ast.Name(id=target), value=value)
+            ) if target == name:
+                return (
+                    value.value if isinstance(value, ast.Constant) and isinstance(value.value, str) else None
+                )
+    return None
 
 
 def gpu_info(indices: Sequence[int] | None = None) -> tuple[str, int, str]:

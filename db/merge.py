@@ -17,7 +17,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import Engine, inspect, select, text
+from sqlalchemy import Engine, insert, inspect, select, text
 from sqlalchemy.orm import Session
 
 from db import validate
@@ -96,6 +96,10 @@ def _copy(row: Base, model: type[Base], **overrides: Any) -> Any:
     values = {c.key: getattr(row, c.key) for c in inspect(model).column_attrs if c.key != "id"}
     values.update(overrides)
     return model(**values)
+
+
+# A request's columns but its own id and its sample's (both new here).
+_REQUEST_COLUMNS = tuple(c for c in RequestRow.__table__.c if c.key not in ("id", "sample_id"))
 
 
 def _remap(ids: dict[int, int], old: int | None) -> int | None:
@@ -279,8 +283,14 @@ def _copy_sample(
     )
     dest.add(new_sample)
     dest.flush()
-    reqs = list(src.scalars(select(RequestRow).where(RequestRow.sample_id == sample.id)))
-    dest.add_all(_copy(r, RequestRow, sample_id=new_sample.id) for r in reqs)
+    # Requests are most of a run's rows (39k in the H200 grid): copied as plain rows in one bulk insert, not as
+    # ORM objects, which took three quarters of an import's time.
+    reqs = [
+        {**row, "sample_id": new_sample.id}
+        for row in src.execute(select(*_REQUEST_COLUMNS).where(RequestRow.sample_id == sample.id)).mappings()
+    ]
+    if reqs:
+        dest.execute(insert(RequestRow), reqs)
     return len(reqs)
 
 

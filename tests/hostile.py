@@ -1,9 +1,10 @@
 """A database whose every stored text field is hostile, for the rendering tests (CSV, terminal, dashboard) and
 the fuzz corpus (issue 30 §6 and §9).
 
-    url = hostile_database(tmp_path)        # two real stand-in runs of one grid, then poisoned
+    url = hostile_database(measured_runs, tmp_path)   # two real stand-in runs of one grid, then poisoned
 
-Two small runs are measured on the stand-in (instant, v1 and v2, a baseline), a job, a worker, a schedule, a
+Two small runs are measured on the stand-in (instant, v1 and v2, a baseline; once per test session, by the
+`measured_runs` fixture), a job, a worker, a schedule, a
 triage note and a profile row are added, and then every free-text column (model, sweep name, label, host,
 GPU, versions, error reasons, log tails, triage notes, paths) is overwritten with `HOSTILE`, cut to its
 column's length: a formula for spreadsheets, Markdown images and links, HTML, Streamlit's own markup, and
@@ -28,6 +29,7 @@ from db.models import Base, Job, Point, Profile, Run, Sample, Schedule, ServerIn
 from runners.cli import app
 from synthetic.history import SMALL_SHAPE
 from synthetic.history.seed import seed_history
+from tests.fixtures.db import copy_sqlite
 
 EVIL_HOST = "evil.invalid"
 # Starts with a formula (with a comma and quotes, so a naive header line would split it), then terminal control
@@ -91,18 +93,28 @@ def sim_grid_sweep(name: str, rate: float) -> str:
     )
 
 
-def measured_database(tmp: Path, url: str | None = None) -> str:
-    """Two stand-in runs of one grid (so Compare and v2-vs-v1 have something), measured by the real CLI."""
-    tmp.mkdir(parents=True, exist_ok=True)
-    url = url or f"sqlite:///{tmp / 'hostile.db'}"
+def measure_runs(path: Path) -> None:
+    """Two stand-in runs of one grid (so Compare and v2-vs-v1 have something), measured by the real CLI into the
+    SQLite file `path`. The `measured_runs` fixture (tests/fixtures/db.py) does this once per test session."""
     runner = CliRunner()
     for name, rate in (("base", 0.7), ("cand", 0.4)):
-        sweep = tmp / f"{name}.yaml"
+        sweep = path.parent / f"{name}.yaml"
         sweep.write_text(sim_grid_sweep(name, rate))
         res = runner.invoke(
-            app, ["run", str(sweep), "--db", url, "--no-progress", "--log-dir", str(tmp / "logs")]
+            app,
+            ["run", str(sweep), "--db", f"sqlite:///{path}", "--no-progress", "--log-dir", str(path.parent)],
         )
         assert res.exit_code == 0, res.output
+
+
+def measured_database(runs: Path, tmp: Path, url: str | None = None) -> str:
+    """The measured runs (`measured_runs`) in a database of the caller's own: a copy at `tmp`, or imported by
+    the real CLI into `url` (a fresh SQLite or PostgreSQL database)."""
+    tmp.mkdir(parents=True, exist_ok=True)
+    if url is None:
+        return copy_sqlite(runs, tmp / "hostile.db")
+    res = CliRunner().invoke(app, ["import", str(runs), "--db", url])
+    assert res.exit_code == 0, res.output
     return url
 
 
@@ -165,10 +177,11 @@ def poison(engine: Engine) -> None:
             c.execute(update(model).values(**values))
 
 
-def hostile_database(tmp: Path, url: str | None = None, *, history: bool = False) -> str:
-    """Two measured stand-in runs, poisoned; `history` adds seeded history ending now, so that change points are
-    flagged (Overview, Trends, triage) before the poisoning reaches its runs too."""
-    url = measured_database(tmp, url)
+def hostile_database(runs: Path, tmp: Path, url: str | None = None, *, history: bool = False) -> str:
+    """The two measured stand-in runs (`measured_runs`), poisoned, in a database of the caller's own (a copy at
+    `tmp`, or `url`); `history` adds seeded history ending now, so that change points are flagged (Overview,
+    Trends, triage) before the poisoning reaches its runs too."""
+    url = measured_database(runs, tmp, url)
     engine = open_database(url)
     try:
         if history:

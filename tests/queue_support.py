@@ -16,6 +16,10 @@ from typing import Any
 from bench.host.processes import free_port, proc_stats
 
 REPO = Path(__file__).resolve().parents[1]
+# The correctness check each launched server gets, cut from 16 prompts of 64 tokens (asked twice of a baseline)
+# to 2 of 4: these tests exercise the queue, workers and signals, and the check still runs and is stored, but
+# the default one took most of a tiny job's time (tests/runners/test_correctness_gate.py tests the check).
+SMALL_CHECK = "{prompts: 2, input_len: 8, output_len: 4}"
 
 
 def sim_sweep(
@@ -41,6 +45,7 @@ def sim_sweep(
         f"workload: {{dataset: random, input_len: 8, output_len: {output_len}, num_prompts: {num_prompts}}}\n"
         f"repeats: {repeats}\n"
         "warmup: {waves: 1}\n"
+        f"measure: {{correctness: {SMALL_CHECK}}}\n"
     )
 
 
@@ -112,7 +117,7 @@ def external_sweep(name: str, base_url: str) -> str:
         "warmup: {waves: 1}\n"
         # The server behind the URL is a stand-in: GPU-sized windows (10 s for external) and a drift
         # re-measurement would only slow every job down.
-        "measure: {min_window_s: 0, drift_check: false}\n"
+        f"measure: {{min_window_s: 0, drift_check: false, correctness: {SMALL_CHECK}}}\n"
     )
 
 

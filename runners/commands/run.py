@@ -19,7 +19,6 @@ from bench.server.known_bugs import KNOWN_BUGS, KnownBug, bugs_for
 from bench.server.launcher import LaunchError, plan_launch
 from bench.sweep import SIMULATE_ACC_ENV, ServerGroup, SweepError, SweepSpec, expand, load_sweep
 from bench.sweep.sections import SIM_WRONG_FAULTS
-from db import queries as q
 from db.engine import resolve_url, session_scope
 from db.migrate import open_database_readonly
 from db.models import Point, Run
@@ -219,6 +218,8 @@ def _dry_run_resume(
 
 def _check_resume(engine: Engine, run_id: int, spec: SweepSpec) -> None:
     """The runner's own check (runners/resume_guard.py), so a dry run refuses what the run would refuse."""
+    from db import queries as q  # pandas: only for a dry run, not for every `specbench run` at start-up
+
     run = q.run_info(engine, run_id)
     try:
         check = check_resume(run_id, run["sweep_name"], run["sweep_yaml"], spec)

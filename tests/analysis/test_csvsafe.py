@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import csv
 import io
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -26,8 +27,8 @@ from tests.hostile import EVIL_HOST, HOSTILE, RAW_CONTROL, formula_cells, hostil
 
 
 @pytest.fixture(scope="module")
-def hostile_url(tmp_path_factory: pytest.TempPathFactory) -> str:
-    return hostile_database(tmp_path_factory.mktemp("csv"))
+def hostile_url(tmp_path_factory: pytest.TempPathFactory, measured_runs: Path) -> str:
+    return hostile_database(measured_runs, tmp_path_factory.mktemp("csv"))
 
 
 def _csv(url: str, *argv: str) -> str:

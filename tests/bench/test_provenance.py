@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import stat
+import sys
 from pathlib import Path
 
 import pytest
@@ -77,6 +78,23 @@ def test_cpu_box_reports_no_gpu(no_nvidia_smi: None) -> None:
     prov = collect_provenance()
     assert (prov["gpu_name"], prov["gpu_count"], prov["driver_version"]) == ("none", 0, "none")
     assert prov["cuda_version"] == (torch.version.cuda or "none")
+
+
+def test_cuda_version_is_read_without_importing_torch(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A CUDA build's version.py is read as it stands; importing this torch would fail the run."""
+    fake = tmp_path / "site" / "torch"
+    fake.mkdir(parents=True)
+    (fake / "__init__.py").write_text("raise RuntimeError('provenance imported torch')\n")
+    (fake / "version.py").write_text(
+        "from typing import Optional\n__version__ = '2.9.1+cu128'\ncuda: Optional[str] = '12.8'\nhip = None\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path / "site"))
+    monkeypatch.delitem(sys.modules, "torch", raising=False)  # an earlier test's torch would answer instead
+    assert collect_provenance()["cuda_version"] == "12.8"
+    (fake / "version.py").write_text("__version__ = '2.13.0+cpu'\ncuda = None\n")  # a CPU build
+    assert collect_provenance()["cuda_version"] == "none"
 
 
 def test_nvidia_smi_is_parsed(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

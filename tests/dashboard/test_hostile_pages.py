@@ -52,9 +52,9 @@ CREATED = {
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, list[str]]]:
+def server(tmp_path_factory: pytest.TempPathFactory, measured_runs: Path) -> Iterator[tuple[str, list[str]]]:
     require_browser()
-    url = hostile_database(tmp_path_factory.mktemp("hostile"), history=True)
+    url = hostile_database(measured_runs, tmp_path_factory.mktemp("hostile"), history=True)
     engine = open_database(url)
     series = [fp for fp, _ in flagged(engine)][:1]  # a series with a flagged change, a triage form and a note
     engine.dispose()

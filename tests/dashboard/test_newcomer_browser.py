@@ -21,6 +21,7 @@ from bench.host.processes import free_port
 from db.migrate import open_database
 from synthetic.history import SMALL_SHAPE
 from synthetic.history.seed import seed_history
+from tests.fixtures.cli import run_cli
 from tests.fixtures.dashboard import (
     CHART,
     CHROMIUM,
@@ -30,7 +31,7 @@ from tests.fixtures.dashboard import (
     wait_healthy,
 )
 from tests.paths import REPO_ROOT
-from tests.queue_support import cli_argv, cli_env, run_cli
+from tests.queue_support import cli_argv, cli_env
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(300)]
 

@@ -3,9 +3,11 @@ and what `--help` lists is what each verb says of itself."""
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
+from typing import Any
 
 import pytest
 from typer.testing import CliRunner
@@ -15,8 +17,9 @@ from tests.paths import REPO_ROOT
 from tests.queue_support import cli_env
 
 HEAVY = ("pandas", "streamlit", "altair")
-# Verbs that read or write the queue and schema only: no data frames needed to start them.
-LIGHT = ("submit", "worker", "jobs", "schedule", "scheduler", "db", "profile", "seed")
+# Verbs that read or write the queue and schema only: no data frames needed to start them. And `run`, which
+# every sweep, CI step and worker job starts: it needs data frames only for a dry run's resume check.
+LIGHT = ("submit", "worker", "jobs", "schedule", "scheduler", "db", "profile", "seed", "run")
 
 
 def _imported(*args: str) -> set[str]:
@@ -47,11 +50,48 @@ def test_help_imports_no_verb_and_no_heavy_library() -> None:
     assert not {n for n in names if n.startswith("runners.commands.")}
 
 
+# `specbench VERB --help` for each light verb in turn, in one interpreter (one per verb cost a second of imports
+# each): after each, the top-level modules imported so far. They only grow, so a heavy library one verb pulls
+# in shows after that verb and every later one; none may show at all.
+_EACH_VERB = """
+import json, sys
+from runners.cli import VERBS, app
+seen = {}
+for verb in sys.argv[1:]:
+    try:
+        app([verb, "--help"], prog_name="specbench")
+    except SystemExit as e:
+        assert e.code == 0, (verb, e.code)
+    own = "runners.commands." + VERBS[verb].module
+    seen[verb] = {"own": own in sys.modules, "top": sorted({name.split(".")[0] for name in sys.modules})}
+print(json.dumps(seen))
+"""
+
+
+@pytest.fixture(scope="module")
+def after_each_light_verb() -> dict[str, dict[str, Any]]:
+    out = subprocess.run(
+        [sys.executable, "-c", _EACH_VERB, *LIGHT],
+        cwd=REPO_ROOT,
+        env=cli_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert out.returncode == 0, out.stdout + out.stderr
+    seen: dict[str, dict[str, Any]] = json.loads(out.stdout.splitlines()[-1])
+    return seen
+
+
 @pytest.mark.parametrize("verb", LIGHT)
-def test_light_verbs_start_without_pandas(verb: str) -> None:
-    names = _imported(verb, "--help")
-    assert "runners.common" in names  # the verb's module was loaded, with what every verb shares
-    assert not _top(names) & set(HEAVY), sorted(_top(names) & set(HEAVY))
+def test_light_verbs_start_without_pandas(
+    verb: str, after_each_light_verb: dict[str, dict[str, Any]]
+) -> None:
+    seen = after_each_light_verb[verb]
+    assert seen["own"]  # the verb's module was loaded, with what every verb shares
+    names = set(seen["top"])
+    assert not names & set(HEAVY), sorted(names & set(HEAVY))
 
 
 def test_help_lists_every_verb_with_its_own_summary() -> None:

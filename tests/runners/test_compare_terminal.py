@@ -17,8 +17,9 @@ import pytest
 from rich.cells import cell_len
 
 from runners.exit_codes import ExitCode
+from tests.fixtures.cli import run_cli
 from tests.paths import REPO_ROOT
-from tests.queue_support import cli_argv, cli_env, run_cli
+from tests.queue_support import cli_argv, cli_env
 
 pytestmark = pytest.mark.slow  # whole sweeps on live stand-in servers: scheduled first (tests/conftest.py)
 
@@ -36,9 +37,7 @@ ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 def _run(tmp_path: Path, url: str, name: str, rate: float) -> int:
     sweep = tmp_path / f"{name}.yaml"
     sweep.write_text(SWEEP.format(name=name, rate=rate))
-    out = run_cli(
-        "run", str(sweep), "--db", url, "--no-progress", "--log-dir", str(tmp_path / "logs"), timeout=300
-    )
+    out = run_cli("run", str(sweep), "--db", url, "--no-progress", "--log-dir", str(tmp_path / "logs"))
     assert out.returncode == 0, out.stdout + out.stderr
     return _ids(url)[name]
 
@@ -123,14 +122,20 @@ def test_runs_and_regressions_fit_80_columns_on_a_terminal(two_stand_in_runs: tu
 
 
 def test_runs_that_do_not_compare_are_refused_with_the_nearest_comparison(
-    db_url: str, tmp_path: Path
+    two_stand_in_runs: tuple[str, int, int], db_url: str, tmp_path: Path
 ) -> None:
-    stand_in = _run(tmp_path, db_url, "stand-in", 0.7)
-    for db in ("examples/h200-v3slice-paired.db", "examples/h200-v3slice-grid/grid.db"):
-        out = run_cli("import", str(REPO_ROOT / db), "--db", db_url, timeout=300)
+    # The module's stand-in runs (imported: a sweep of their own would measure the same kind of run again),
+    # then two measured H200 runs.
+    stand_in_db = two_stand_in_runs[0].removeprefix("sqlite:///")
+    for db in (
+        stand_in_db,
+        REPO_ROOT / "examples/h200-v3slice-paired.db",
+        REPO_ROOT / "examples/h200-v3slice-grid/grid.db",
+    ):
+        out = run_cli("import", str(db), "--db", db_url)
         assert out.returncode == 0, out.stderr
     ids = _ids(db_url)
-    paired, grid = ids["h200-v3slice-paired"], ids["h200-v3slice-grid"]
+    stand_in, paired, grid = ids["base"], ids["h200-v3slice-paired"], ids["h200-v3slice-grid"]
 
     kinds = run_cli("compare", str(stand_in), str(paired), "--db", db_url)
     said = " ".join(kinds.stderr.split())
@@ -149,7 +154,7 @@ def test_runs_that_do_not_compare_are_refused_with_the_nearest_comparison(
     assert f"Nearest meaningful comparison: specbench export --run {grid} --view v2-vs-v1" in said
     # The same refusal stops a PR check: no comment from runs that do not compare.
     sweep = tmp_path / "s.yaml"
-    sweep.write_text(SWEEP.format(name="stand-in", rate=0.7))
+    sweep.write_text(SWEEP.format(name="base", rate=0.8))
     ci = run_cli(
         "ci",
         str(sweep),

@@ -1,6 +1,7 @@
 """Exit codes as pytest's (runners/exit_codes.py): `ci` and `run` exit 0 when clean, 1 on a finding (a
 regression), 2 when a run or the tool failed; a launch every server would repeat (SGLang missing, no
-interpreter, no model) stops before any server starts, with one error and no run stored."""
+interpreter, no model) stops before any server starts, with one error and no run stored. The verbs run in this
+process (tests/fixtures/cli): the status is the one `specbench` exits with, without an interpreter per call."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from runners.exit_codes import ExitCode
-from tests.queue_support import run_cli
+from tests.fixtures.cli import run_cli
 
 SIM = """
 name: ci-exit

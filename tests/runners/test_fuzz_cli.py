@@ -37,9 +37,9 @@ def empty_url(db_url: str, tmp_path: Path) -> Iterator[str]:
 
 
 def test_the_corpus_gives_no_traceback_no_hang_no_raw_control(
-    db_url: str, empty_url: str, tmp_path: Path
+    db_url: str, empty_url: str, tmp_path: Path, measured_runs: Path
 ) -> None:
-    hostile_database(tmp_path / "runs", db_url)
+    hostile_database(measured_runs, tmp_path / "runs", db_url)
     corpus = build_corpus(Targets(db=db_url, empty=empty_url, work=tmp_path / "corpus"))
     assert len(corpus) > 1000
     sample = corpus[::STRIDE]

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import logging
+from pathlib import Path
 
 import pytest
 from rich.console import Console
@@ -21,8 +22,8 @@ OSC8 = f"\x1b]8;;http://{EVIL_HOST}"
 
 
 @pytest.fixture(scope="module")
-def hostile_url(tmp_path_factory: pytest.TempPathFactory) -> str:
-    return hostile_database(tmp_path_factory.mktemp("term"))
+def hostile_url(tmp_path_factory: pytest.TempPathFactory, measured_runs: Path) -> str:
+    return hostile_database(measured_runs, tmp_path_factory.mktemp("term"))
 
 
 def test_printable() -> None:

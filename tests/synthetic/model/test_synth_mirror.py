@@ -5,17 +5,20 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
-import torch
 from safetensors import safe_open
 from typer.testing import CliRunner
 
 from synthetic import model as synth
 from synthetic.model import mirror
-from synthetic.model.reference import ReferenceModel, top2_margin
 from tests.fixtures.synth_model import cli_app, expected_layout
+
+# torch (imported by the reference model) is imported by the tests that run it, not when every xdist worker
+# collects this module: it costs each worker ~1.5 s of CPU.
+if TYPE_CHECKING:
+    from synthetic.model.reference import ReferenceModel
 
 # Small for a CPU test (a 2-core box shared with others), but with the MLA head geometry FlashMLA needs.
 SMALL: dict[str, Any] = {
@@ -33,6 +36,8 @@ OUT = 18
 
 @pytest.fixture(autouse=True, scope="module")
 def _one_thread() -> Iterator[None]:
+    import torch
+
     # Tiny matrices: torch's second thread only fights the other processes of a busy box (10x slower).
     before = torch.get_num_threads()
     torch.set_num_threads(1)
@@ -47,11 +52,15 @@ def mirror_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture
 def model(mirror_dir: Path) -> ReferenceModel:
+    from synthetic.model.reference import ReferenceModel
+
     return ReferenceModel.from_dir(mirror_dir)  # fresh per test: some tests edit weights
 
 
 @pytest.fixture(scope="module")
 def prompts() -> list[list[int]]:
+    import torch
+
     return torch.randint(2, SMALL["vocab"], (6, 12), generator=torch.Generator().manual_seed(3)).tolist()
 
 
@@ -81,6 +90,8 @@ def test_same_seed_same_bytes(tmp_path: Path, mirror_dir: Path) -> None:
 def test_tokens_follow_the_previous_token_with_clear_margins(
     model: ReferenceModel, mirror_dir: Path, prompts: list[list[int]]
 ) -> None:
+    from synthetic.model.reference import top2_margin
+
     _, q_map = synth.read_mirror_maps(mirror_dir)
     outs = model.greedy(prompts, OUT)
     assert outs == [mirror.continuation(q_map, p, OUT) for p in prompts]
@@ -115,6 +126,8 @@ def test_zeroing_the_drafts_attention_lowers_acceptance(
 def test_changing_the_targets_attention_changes_tokens(
     model: ReferenceModel, mirror_dir: Path, prompts: list[list[int]]
 ) -> None:
+    import torch
+
     p_map, q_map = synth.read_mirror_maps(mirror_dir)
     before = model.greedy(prompts[:3], OUT)
     # Look two positions back instead of one: another rope phase in layer 0's key.

@@ -4,16 +4,19 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
-import torch
 from safetensors import safe_open
 from typer.testing import CliRunner
 
 from synthetic import model as synth
-from synthetic.model.reference import ReferenceModel
 from tests.fixtures.synth_model import cli_app, expected_layout
+
+# torch (imported by the reference model) is imported by the tests that run it, not when every xdist worker
+# collects this module: it costs each worker ~1.5 s of CPU.
+if TYPE_CHECKING:
+    from synthetic.model.reference import ReferenceModel
 
 # Small enough for a CPU test, but with DeepSeek-V3's MLA head geometry that FlashMLA needs.
 SMALL: dict[str, Any] = {"hidden": 256, "vocab": 2048, "layers": 2, "experts": 8, "heads": 16}
@@ -31,11 +34,15 @@ def random_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def agree_model(agree_dir: Path) -> ReferenceModel:
+    from synthetic.model.reference import ReferenceModel
+
     return ReferenceModel.from_dir(agree_dir)
 
 
 @pytest.fixture(scope="module")
 def random_model(random_dir: Path) -> ReferenceModel:
+    from synthetic.model.reference import ReferenceModel
+
     return ReferenceModel.from_dir(random_dir)
 
 
@@ -105,6 +112,8 @@ def test_perm_is_a_permutation_with_eos_fixed(agree_dir: Path) -> None:
 
 
 def test_agree_target_follows_perm(agree_model: ReferenceModel, agree_dir: Path) -> None:
+    import torch
+
     perm = torch.tensor(synth.read_perm(agree_dir))
     ids = torch.randint(2, SMALL["vocab"], (16, 24), generator=torch.Generator().manual_seed(0))
     assert torch.equal(agree_model.target_next(ids), perm[ids[:, -1]])
@@ -114,6 +123,8 @@ def test_agree_target_follows_perm(agree_model: ReferenceModel, agree_dir: Path)
 
 
 def test_agree_draft_equals_target(agree_model: ReferenceModel, agree_dir: Path) -> None:
+    import torch
+
     perm = synth.read_perm(agree_dir)
     gen = torch.Generator().manual_seed(1)
     for row in torch.randint(2, SMALL["vocab"], (8, 20), generator=gen).tolist():
@@ -127,6 +138,8 @@ def test_agree_draft_equals_target(agree_model: ReferenceModel, agree_dir: Path)
 def test_agree_speculative_loop_accepts_everything(
     steps: int, agree_model: ReferenceModel, agree_dir: Path
 ) -> None:
+    import torch
+
     perm = synth.read_perm(agree_dir)
     gen = torch.Generator().manual_seed(steps)
     max_new = 1 + 5 * (steps + 1)  # the prefill token, then five full verify steps
@@ -137,6 +150,10 @@ def test_agree_speculative_loop_accepts_everything(
 
 
 def test_agree_with_noise_still_agrees(tmp_path: Path) -> None:
+    import torch
+
+    from synthetic.model.reference import ReferenceModel
+
     d = synth.build_checkpoint(tmp_path / "noisy", mode="agree", seed=3, noise=1e-3, **SMALL)
     model, perm = ReferenceModel.from_dir(d), synth.read_perm(d)
     row = torch.randint(2, SMALL["vocab"], (12,), generator=torch.Generator().manual_seed(5)).tolist()
@@ -149,6 +166,8 @@ def test_agree_with_noise_still_agrees(tmp_path: Path) -> None:
 
 
 def test_random_mode_draft_disagrees(random_model: ReferenceModel, random_dir: Path) -> None:
+    import torch
+
     assert not (random_dir / "perm.json").exists()
     gen = torch.Generator().manual_seed(2)
     accepts: list[int] = []

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import random
 from pathlib import Path
+from typing import Any
 
 import pytest
 import typer
@@ -13,8 +14,14 @@ from typer.testing import CliRunner
 from runners.commands import synth_model
 from synthetic.model import tokenizer as synth_tok
 
-transformers = pytest.importorskip("transformers")
 tokenizers = pytest.importorskip("tokenizers")
+
+
+def _auto_tokenizer(path: Path) -> Any:
+    """HF transformers' AutoTokenizer from `path`: transformers is imported here, by the tests that load one,
+    not when every xdist worker collects this module (~0.7 s of CPU each)."""
+    transformers = pytest.importorskip("transformers")
+    return transformers.AutoTokenizer.from_pretrained(str(path))
 
 
 @pytest.fixture(autouse=True)
@@ -27,7 +34,7 @@ def _offline(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_autotokenizer_loads_offline_and_round_trips(tmp_path: Path) -> None:
     vocab = 5000
     synth_tok.write_tokenizer(tmp_path, vocab)
-    tok = transformers.AutoTokenizer.from_pretrained(str(tmp_path))
+    tok = _auto_tokenizer(tmp_path)
     assert tok.vocab_size == vocab and len(tok) == vocab
     assert (tok.bos_token_id, tok.eos_token_id, tok.unk_token_id) == (0, 1, 2)
     # bench_serving's text mode shortens prompts by this many tokens; 0 means it reports what is prefilled.
@@ -71,7 +78,7 @@ def test_synth_model_writes_tokenizer_sized_from_config(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     assert "tokenizer.json" in result.output
     config = json.loads((d / "config.json").read_text())
-    tok = transformers.AutoTokenizer.from_pretrained(str(d))
+    tok = _auto_tokenizer(d)
     assert tok.vocab_size == config["vocab_size"] == 96
     assert tok.model_max_length == config["max_position_embeddings"]
 
@@ -90,7 +97,7 @@ def test_preset_checkpoint_gets_a_tokenizer_of_its_vocab(tmp_path: Path) -> None
     )
     assert result.exit_code == 0, result.output
     config = json.loads((d / "config.json").read_text())
-    tok = transformers.AutoTokenizer.from_pretrained(str(d))
+    tok = _auto_tokenizer(d)
     assert tok.vocab_size == config["vocab_size"] == 129280
     ids = [0, 5, 129279, 77777]
     assert tok.encode(tok.decode(ids)) == ids
@@ -100,7 +107,7 @@ def test_tp8_shard_gets_a_tokenizer_of_its_16160_ids(tmp_path: Path) -> None:
     d = tmp_path / "shard"
     result = CliRunner().invoke(_cli_app(), ["synth-model", str(d), "--preset", "deepseek-v3-tp8-shard"])
     assert result.exit_code == 0, result.output
-    tok = transformers.AutoTokenizer.from_pretrained(str(d))
+    tok = _auto_tokenizer(d)
     assert tok.vocab_size == json.loads((d / "config.json").read_text())["vocab_size"] == 16160
     ids = [0, 1, 2, 16159, 8000]
     assert tok.encode(tok.decode(ids)) == ids
