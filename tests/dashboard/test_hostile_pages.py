@@ -104,6 +104,7 @@ def test_hostile_names_make_no_request_and_no_element(server: tuple[str, list[st
                 ("compare?a=1&b=2", "Download CSV"),
             ):
                 page.goto(f"{base}/{path}")
+                page.wait_for_selector("h1")  # the script has started: else the widget below is not there yet
                 page.wait_for_selector("[data-testid='stStatusWidget']", state="detached")
                 if button != "Download CSV":  # the table and its button sit in the page's last expander
                     page.get_by_test_id("stExpander").filter(has_text="oints of").click()
