@@ -29,7 +29,7 @@ def timeline(rows: list[dict[str, Any]], title: str, x_max: float | None = None)
         .mark_bar(stroke="white", strokeWidth=0.3)
         .encode(
             x=x,
-            x2="end_ms:Q",
+            x2=alt.X2("end_ms"),
             y=alt.Y("row:N", sort=ROWS, title=None),
             color=alt.Color(
                 "phase:N",

@@ -86,12 +86,14 @@ def warm_charts() -> None:
     import altair as alt
     import pandas as pd
 
+    from dashboard.charts.style import value_if
+
     frame = pd.DataFrame({"x": [1, 2], "y": [1.0, 2.0], "k": ["a", "b"], "on": [True, False]})
     base = alt.Chart(frame).encode(x=alt.X("x:O"), y=alt.Y("y:Q"), color=alt.Color("k:N", scale=None))
     rule = base.mark_rule().encode(
-        strokeDash=alt.condition("datum.on", alt.value([5, 4]), alt.value([1, 0])), tooltip=["k:N"]
+        strokeDash=value_if(alt.StrokeDashValue, "datum.on", [5, 4], [1, 0]), tooltip=[alt.Tooltip("k:N")]
     )
-    text = base.mark_text().encode(text=alt.Text("y:Q", format=".2f"), color=alt.value("black"))
+    text = base.mark_text().encode(text=alt.Text("y:Q", format=".2f"), color=alt.ColorValue("black"))
     alt.layer(rule, text, data=frame).facet(column=alt.Column("k:N")).to_dict()
 
 
