@@ -5,15 +5,9 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from analysis import correctness, md, report
+from analysis import correctness, md
 from analysis.comparability import refusal
-from analysis.compare import (
-    center_text,
-    comparability_key,
-    comparable_pair,
-    compare_runs,
-    verdict_counts,
-)
+from analysis.compare import center_text, comparability_key, comparable_pair, verdict_counts
 from bench.catalog import higher_is_better
 from dashboard import charts
 from dashboard.components import layout, state
@@ -68,15 +62,7 @@ if a == b:
 
 threshold = float(st.session_state["cmp_threshold"]) / 100.0
 confidence = float(st.session_state["cmp_confidence"])
-table = compare_runs(
-    data.run_points(url, a),
-    data.run_samples(url, a, metric),
-    data.run_points(url, b),
-    data.run_samples(url, b, metric),
-    metric=metric,
-    threshold=threshold,
-    confidence=confidence,
-)
+table = data.comparison(url, a, b, metric, threshold, confidence)
 run_a, run_b = data.run_info(url, a), data.run_info(url, b)
 refused = refusal(run_a, run_b, table, runs, lambda r: data.run_series(url, r))
 if refused is not None:
@@ -179,11 +165,8 @@ st.dataframe(
     },
 )
 
-# The short form is the PR comment: changed rows, the rest as counts, sweep files folded (the CSV has all).
-markdown = report.to_markdown(
-    table, run_a, run_b, metric=metric, threshold=threshold, confidence=confidence, short=True
-)
-download_buttons(report.to_csv(table), markdown, f"compare-{a}-vs-{b}-{metric}", key="cmp_dl")
+csv_text, markdown = data.comparison_files(url, a, b, metric, threshold, confidence)
+download_buttons(csv_text, markdown, f"compare-{a}-vs-{b}-{metric}", key="cmp_dl")
 with st.expander("PR comment preview"):
     st.markdown(
         markdown, unsafe_allow_html=False
