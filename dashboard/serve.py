@@ -112,11 +112,12 @@ def warm_streamlit() -> None:
 
 
 def freeze_heap() -> None:
-    """Move everything loaded so far out of the garbage collector's reach. Streamlit runs a full collection
-    after every script run (`runner.postScriptGC`), and with pandas, Altair and the analysis modules loaded a
-    full collection walks some 180,000 objects: 0.2-0.4 s of a page on a loaded 2-core host, holding the
-    interpreter lock while the page's last messages wait to be sent. Modules and their tables live as long as
-    the server, so the collector need never look at them again; what pages allocate is still collected."""
+    """Move everything loaded so far out of the garbage collector's reach. With pandas, Altair and the
+    analysis modules loaded a full collection walks some 180,000 objects: 0.2-0.4 s on a loaded 2-core host,
+    holding the interpreter lock while a page's messages wait to be sent. Streamlit ran one after every script
+    run (`runner.postScriptGC`, which `specbench dashboard` now turns off), and Python runs one now and then.
+    Modules and their tables live as long as the server, so the collector need never look at them again; what
+    pages allocate is still collected."""
     gc.collect()
     gc.freeze()
 
@@ -134,6 +135,9 @@ def main(argv: list[str]) -> None:
         pass
     from streamlit.web import cli
 
+    from dashboard import warmup
+
+    warmup.gate_health(warmup.start(argv))
     freeze_heap()
     sys.argv = ["streamlit", *argv]
     cli.main()
