@@ -9,7 +9,7 @@ import streamlit as st
 
 from analysis import md
 from analysis.changes import first_runs_after
-from analysis.facets import annotate_catalog, default_series
+from analysis.facets import default_series
 from analysis.labels import run_tag
 from analysis.regressions import flagged
 from analysis.stats.changepoint import ChangePointParams
@@ -36,7 +36,7 @@ url = layout.page_start(
     "`specbench regressions` scans). To compare two runs point by point, use Compare (`specbench compare`).",
 )
 
-cat = annotate_catalog(data.catalog(url))
+cat = data.annotated_catalog(url)
 first_visit = "trends" not in st.session_state.get("_url_state_restored", set())
 state.restore(PARAMS, "trends")
 if first_visit:

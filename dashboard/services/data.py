@@ -22,6 +22,7 @@ from sqlalchemy.engine import make_url
 from analysis import regressions, report, tp_compare, v2_vs_v1
 from analysis.changes import attach_triage, change_points
 from analysis.compare import compare_runs
+from analysis.facets import annotate_catalog
 from analysis.stats.changepoint import ChangePointParams
 from analysis.tp_pair import RunSide, default_pair
 from db import profile_queries as pq
@@ -38,18 +39,28 @@ SERVER_REFRESH_S = 30
 MAX_ENTRIES = 64  # results per function: runs, series and selections a team browses, not a crawl's worth
 
 
+@functools.lru_cache(maxsize=16)
+def _sqlite_file(url: str) -> str | None:
+    """The file an SQLite URL names (None for another database or an in-memory one): parsed once per URL, as
+    every cached read asks."""
+    parsed = make_url(url)
+    if parsed.get_backend_name() != "sqlite" or parsed.database in (None, "", ":memory:"):
+        return None
+    return parsed.database
+
+
 def data_version(url: str) -> Version:
     """Changes whenever the database's contents may have. For an SQLite file: the size and modification time
     of the file and of its write-ahead log (every commit changes one of them; reads change neither, and the
     empty log the first reader creates counts as none). For a database server: the current
     `SERVER_REFRESH_S` window."""
-    parsed = make_url(url)
-    if parsed.get_backend_name() != "sqlite" or parsed.database in (None, "", ":memory:"):
+    path = _sqlite_file(url)
+    if path is None:
         return (int(time.time() // SERVER_REFRESH_S),)
     out: list[int] = []
-    for path in (parsed.database, f"{parsed.database}-wal"):
+    for name in (path, f"{path}-wal"):
         try:
-            info = os.stat(path)
+            info = os.stat(name)
         except OSError:
             out.extend((0, 0))
             continue
@@ -127,6 +138,12 @@ def totals(url: str) -> q.Totals:
 @cached(show_spinner="Reading the series catalog…")
 def catalog(url: str) -> pd.DataFrame:
     return q.series_catalog(engine(url))
+
+
+@cached()
+def annotated_catalog(url: str) -> pd.DataFrame:
+    """The series catalog with the facet columns the pickers filter on (`analysis.facets.annotate_catalog`)."""
+    return annotate_catalog(catalog(url))
 
 
 @cached()
