@@ -82,10 +82,15 @@ class Versioned(Generic[P, R]):
 
 
 def cached(
-    *, show_spinner: bool | str = False, max_entries: int = MAX_ENTRIES, ttl: float | None = None
+    *,
+    show_spinner: bool | str = False,
+    max_entries: int = MAX_ENTRIES,
+    ttl: float | None = None,
+    shared: bool = False,
 ) -> Callable[[Callable[Concatenate[str, P], R]], Versioned[P, R]]:
     """`st.cache_data` keyed on the database's `data_version` as well as the arguments; `ttl` only for a
-    result that also depends on the clock."""
+    result that also depends on the clock. `shared` hands every caller the same object (`st.cache_resource`,
+    no copy), for results that are read and never changed, such as built charts."""
 
     def wrap(fn: Callable[Concatenate[str, P], R]) -> Versioned[P, R]:
         @functools.wraps(fn)
@@ -95,7 +100,8 @@ def cached(
         # Streamlit names a cache by module and qualified name (copied from `fn`); without __wrapped__ it
         # reads the arguments from `keyed`'s own signature, where `version` is one of them.
         del keyed.__wrapped__  # type: ignore[attr-defined]
-        return Versioned(st.cache_data(show_spinner=show_spinner, max_entries=max_entries, ttl=ttl)(keyed))
+        cache = st.cache_resource if shared else st.cache_data
+        return Versioned(cache(show_spinner=show_spinner, max_entries=max_entries, ttl=ttl)(keyed))
 
     return wrap
 
