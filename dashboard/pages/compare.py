@@ -8,12 +8,10 @@ import streamlit as st
 from analysis import correctness, md
 from analysis.comparability import refusal
 from analysis.compare import center_text, comparability_key, comparable_pair, verdict_counts
-from bench.catalog import higher_is_better
-from dashboard import charts
 from dashboard.components import layout, state
 from dashboard.components.export import download_buttons
 from dashboard.components.filters import metric_picker, run_picker
-from dashboard.services import data
+from dashboard.services import data, views
 
 PARAMS = (
     state.Param("a", "cmp_a", None, int),
@@ -121,10 +119,11 @@ st.caption(
     f"Δ = candidate / baseline − 1 of the repeats' {center}s, the values in the baseline and candidate columns "
     "below; the interval comes from the per-repeat samples."
 )
-st.altair_chart(charts.compare_grid(table, higher_is_better(metric)), width="content")
+grid_chart, forest_chart = views.compare_charts(url, a, b, metric, threshold, confidence)
+st.altair_chart(grid_chart, width="content")
 st.caption("▼ regression · ▲ improvement · ? insufficient data; colour: red = worse, blue = better.")
 with st.expander(f"Intervals of all {len(table)} points"):
-    st.altair_chart(charts.compare_forest(table, threshold), width="stretch")
+    st.altair_chart(forest_chart, width="stretch")
 
 view = pd.DataFrame(
     {

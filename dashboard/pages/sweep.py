@@ -12,7 +12,7 @@ from dashboard.components import evidence, layout, state
 from dashboard.components.export import frame_with_csv
 from dashboard.components.filters import run_picker
 from dashboard.services import data
-from dashboard.services.sweep_view import sweep_view
+from dashboard.services.views import sweep_view
 
 PARAMS = (
     state.Param("run", "sw_run", None, int),

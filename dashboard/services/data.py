@@ -313,6 +313,10 @@ def save_triage_many(url: str, changes: list[dict[str, Any]], **kwargs: Any) -> 
     return ids
 
 
+# Caches whose results show triage state; a saved verdict clears them (views built on them add theirs).
+TRIAGE_VIEWS: list[Versioned[..., Any]] = [triage, series_changes, recent_changes]
+
+
 def _clear_triage_views() -> None:
-    for fn in (triage, series_changes, recent_changes):
+    for fn in TRIAGE_VIEWS:
         fn.clear()

@@ -1,7 +1,9 @@
-"""The Sweep page's view of one run and selection: its frames and charts, built once per database version.
+"""What the chart pages draw, built once per selection and database version and shared by every visitor.
 
-Building them (the grid, the throughput and speedup frames, six Altair charts) took most of the page's script
-time on every visit; now a visit reads them from the cache and only serialises the charts.
+Building a page's frames and Altair charts (Sweep: the grid, the throughput and speedup frames, six charts;
+Trends: the series frame and its chart; Compare: the grid and the forest) took most of its script time on
+every visit. A visit now reads them from the cache and only serialises the charts. What these return is shared
+between sessions, never copied: read it, never change it.
 """
 
 from __future__ import annotations
@@ -11,7 +13,9 @@ from dataclasses import dataclass, field
 import pandas as pd
 
 from analysis.floors import floor_rows
+from analysis.stats.changepoint import ChangePointParams
 from analysis.sweep import sweep_grid
+from bench.catalog import higher_is_better
 from dashboard import charts
 from dashboard.charts.speedup import floor_lines, speedup_lines
 from dashboard.services import data
@@ -74,3 +78,28 @@ def sweep_view(
         built["ratio"] = charts.ratio_heatmap(ratios)
     built["lines"] = charts.throughput_lines(grid)
     return view
+
+
+@data.cached(shared=True)
+def trend_chart(
+    url: str, fingerprint: str, metric: str, x_mode: charts.XMode, params: ChangePointParams
+) -> charts.AnyChart:
+    """One series of `metric` on the x-axis `x_mode`, with its change points at `params` (Trends)."""
+    series = data.series_points(url, fingerprint, metric)
+    band = None
+    if metric != "output_throughput":  # only throughput has a stored interval; others show the repeats' range
+        band = data.sample_band(url, tuple(int(i) for i in series["point_id"]), metric)
+    frame = charts.trend_frame(series, metric, x_mode, band)
+    return charts.trend_chart(frame, metric, x_mode, data.series_changes(url, fingerprint, metric, params))
+
+
+data.TRIAGE_VIEWS.append(trend_chart)  # its rules are coloured by triage state
+
+
+@data.cached(shared=True)
+def compare_charts(
+    url: str, a: int, b: int, metric: str, threshold: float, confidence: float
+) -> tuple[charts.AnyChart, charts.AnyChart]:
+    """Compare's grid of Δ per point and its forest of intervals for run B against run A."""
+    table = data.comparison(url, a, b, metric, threshold, confidence)
+    return charts.compare_grid(table, higher_is_better(metric)), charts.compare_forest(table, threshold)
