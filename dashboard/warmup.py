@@ -8,9 +8,10 @@ finish. The reads land in the caches of `dashboard.services.data`, which keep th
 so the first visitor of each page gets what every later one gets.
 
 Streamlit's health check (`/_stcore/health`, which a browser, `--open-browser` and the tests wait for) answers
-503 "warming up" until this is done, so nobody races the warm-up for the CPU; a page that fails or hangs is
-logged and skipped, and `WARM_TIMEOUT_S` bounds the whole. `SPECBENCH_DASHBOARD_WARMUP=0` turns it off (the
-first visit of each page then computes its own data, as it does after new data lands).
+503 "warming up" until this is done, so nobody races the warm-up for the CPU, but for `GATE_S` at most: on a
+database so large that the warm-up takes longer, the server reports ready and the warm-up goes on behind it.
+A page that fails or hangs is logged and skipped. `SPECBENCH_DASHBOARD_WARMUP=0` turns it off (the first
+visit of each page then computes its own data, as it does after new data lands).
 """
 
 from __future__ import annotations
@@ -26,7 +27,8 @@ from collections.abc import Sequence
 from dashboard.navigation import PAGES
 
 ENV = "SPECBENCH_DASHBOARD_WARMUP"
-WARM_TIMEOUT_S = 120.0  # all pages; past it the server reports ready and the rest computes on first visit
+GATE_S = 30.0  # the longest the health check waits for the warm-up
+WARM_TIMEOUT_S = 300.0  # all pages; past it the rest computes on first visit
 PAGE_TIMEOUT_S = 60.0
 CONNECT_TIMEOUT_S = 60.0  # for the server to start listening
 
@@ -104,7 +106,7 @@ async def warm(host: str, port: int, base: str, pages: Sequence[str]) -> None:
 
 def start(argv: Sequence[str]) -> threading.Event:
     """Warm every page in the background once the server listens (unless turned off); the event is set when
-    that is done, failed or timed out."""
+    that is done, failed or timed out (`gate_health` waits for it, `GATE_S` at most)."""
     done = threading.Event()
     if not enabled():
         done.set()
@@ -124,10 +126,10 @@ def start(argv: Sequence[str]) -> threading.Event:
     return done
 
 
-def gate_health(ready: threading.Event) -> None:
-    """Make Streamlit's health check answer 503 "warming up" until `ready` is set. The check is the runtime's
-    `is_ready_for_browser_connection`, an internal property: if a Streamlit release renames it, the server
-    simply reports ready at once."""
+def gate_health(ready: threading.Event, gate_s: float = GATE_S) -> None:
+    """Make Streamlit's health check answer 503 "warming up" until `ready` is set, `gate_s` at most. The check
+    is the runtime's `is_ready_for_browser_connection`, an internal property: if a Streamlit release renames
+    it, the server simply reports ready at once."""
     try:
         from streamlit.runtime.runtime import Runtime
     except ImportError:  # pragma: no cover - depends on the Streamlit release
@@ -136,9 +138,11 @@ def gate_health(ready: threading.Event) -> None:
     if not isinstance(prop, property) or prop.fget is None:
         return
     original = prop.fget
+    deadline = time.monotonic() + gate_s
 
     async def gated(self: Runtime) -> tuple[bool, str]:
         ok, message = await original(self)
-        return (False, "warming up") if ok and not ready.is_set() else (ok, message)
+        warming = not ready.is_set() and time.monotonic() < deadline
+        return (False, "warming up") if ok and warming else (ok, message)
 
     Runtime.is_ready_for_browser_connection = property(gated)  # type: ignore[method-assign,assignment]

@@ -103,3 +103,9 @@ def compare_charts(
     """Compare's grid of Δ per point and its forest of intervals for run B against run A."""
     table = data.comparison(url, a, b, metric, threshold, confidence)
     return charts.compare_grid(table, higher_is_better(metric)), charts.compare_forest(table, threshold)
+
+
+def clear() -> None:
+    """Forget every built view (with `st.cache_data.clear()`, a cold start for benchmarks)."""
+    for fn in (sweep_view, trend_chart, compare_charts):
+        fn.clear()

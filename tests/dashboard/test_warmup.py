@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import subprocess
+import threading
 import time
 import urllib.error
 import urllib.request
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -91,6 +93,30 @@ def test_render_runs_one_page_like_a_browser(tmp_path: Path) -> None:
         assert asyncio.run(warmup.render(ws, "sweep")) == "FINISHED_SUCCESSFULLY"
     finally:
         _stop(proc)
+
+
+def _health_of(state: str) -> tuple[bool, str]:
+    from streamlit.runtime.runtime import Runtime, RuntimeState
+
+    check = Runtime.__dict__["is_ready_for_browser_connection"].fget
+    return asyncio.run(check(SimpleNamespace(_state=RuntimeState[state])))
+
+
+def test_the_health_gate_waits_for_the_warm_up_not_forever(monkeypatch: pytest.MonkeyPatch) -> None:
+    from streamlit.runtime.runtime import Runtime
+
+    # Restored after the test: the gate patches Streamlit's class.
+    monkeypatch.setattr(
+        Runtime, "is_ready_for_browser_connection", Runtime.__dict__["is_ready_for_browser_connection"]
+    )
+    ready = threading.Event()
+    warmup.gate_health(ready)
+    assert _health_of("NO_SESSIONS_CONNECTED") == (False, "warming up")
+    assert _health_of("STOPPING")[0] is False  # Streamlit's own answers pass through
+    ready.set()
+    assert _health_of("NO_SESSIONS_CONNECTED") == (True, "ok")
+    warmup.gate_health(threading.Event(), gate_s=0.0)  # a warm-up that never ends: the gate opens anyway
+    assert _health_of("NO_SESSIONS_CONNECTED") == (True, "ok")
 
 
 def test_warm_up_can_be_turned_off(monkeypatch: pytest.MonkeyPatch) -> None:
