@@ -14,11 +14,55 @@ PHASE_COLORS = {
     "prefill": "#b279a2",
 }
 ROWS = ["CPU steps", "GPU steps", "GPU kernels"]
+# Kernels of one phase that follow each other closer than this share of the time axis draw as one bar: half a
+# pixel of a 1000-pixel-wide chart. A decode cycle runs hundreds of 1-5 us kernels on a 30-40 ms axis, so one
+# bar per kernel (~950 per side, 400 kB of names) drew the same picture at several times the browser's work.
+MERGE_SHARE = 1 / 2000
+# Of a kernel's name in a tooltip: C++ template names run to 5,000 characters (the trace keeps them whole).
+NAME_CHARS = 120
+COLUMNS = ["row", "kind", "name", "phase", "start_ms", "end_ms", "kernels", "busy_ms"]
+
+
+def _short(name: str) -> str:
+    return name if len(name) <= NAME_CHARS else name[: NAME_CHARS - 1] + "…"
+
+
+def merge_kernels(rows: list[dict[str, Any]], resolution_ms: float) -> list[dict[str, Any]]:
+    """The bars to draw: phase bars as they are; kernel bars of one phase that start within `resolution_ms`
+    of the previous one's end merged into one, which counts its `kernels`, sums their `busy_ms` and is named
+    after the longest of them. Every bar carries `kernels` (1 for a single kernel or a phase) and `busy_ms`."""
+    out = [{**r, "kernels": 1, "busy_ms": r["end_ms"] - r["start_ms"]} for r in rows if r["kind"] != "kernel"]
+    kernels = sorted((r for r in rows if r["kind"] == "kernel"), key=lambda r: (r["row"], r["start_ms"]))
+    groups: list[tuple[list[dict[str, Any]], float]] = []  # the kernels of a bar, and where it ends
+    for k in kernels:
+        if groups:
+            last, end = groups[-1]
+            same_track = k["row"] == last[0]["row"] and k["phase"] == last[0]["phase"]
+            if same_track and k["start_ms"] - end < resolution_ms:
+                last.append(k)
+                groups[-1] = (last, max(end, k["end_ms"]))
+                continue
+        groups.append(([k], k["end_ms"]))
+    for g, end in groups:
+        longest = max(g, key=lambda r: r["end_ms"] - r["start_ms"])
+        name = _short(longest["name"])
+        out.append(
+            {
+                **g[0],
+                "name": name if len(g) == 1 else f"{len(g)} kernels, longest: {name}",
+                "end_ms": end,
+                "kernels": len(g),
+                "busy_ms": sum(r["end_ms"] - r["start_ms"] for r in g),
+            }
+        )
+    return out
 
 
 def timeline(rows: list[dict[str, Any]], title: str, x_max: float | None = None) -> alt.Chart:
-    """Phases and kernels as bars on a time axis (ms from the first cycle shown), one row per track."""
-    f = pd.DataFrame(rows, columns=["row", "kind", "name", "phase", "start_ms", "end_ms"])
+    """Phases and kernels as bars on a time axis (ms from the first cycle shown), one row per track; kernels
+    closer together than the chart can show apart are one bar (`merge_kernels`)."""
+    span = x_max or max((r["end_ms"] for r in rows), default=0.0)
+    f = pd.DataFrame(merge_kernels(rows, span * MERGE_SHARE), columns=COLUMNS)
     f["dur_ms"] = f["end_ms"] - f["start_ms"]
     domain = list(PHASE_COLORS)
     extra = sorted(set(f["phase"]) - set(domain))
@@ -29,7 +73,7 @@ def timeline(rows: list[dict[str, Any]], title: str, x_max: float | None = None)
         .mark_bar(stroke="white", strokeWidth=0.3)
         .encode(
             x=x,
-            x2="end_ms:Q",
+            x2=alt.X2("end_ms"),
             y=alt.Y("row:N", sort=ROWS, title=None),
             color=alt.Color(
                 "phase:N",
@@ -43,6 +87,8 @@ def timeline(rows: list[dict[str, Any]], title: str, x_max: float | None = None)
                 alt.Tooltip("phase:N"),
                 alt.Tooltip("start_ms:Q", format=".3f"),
                 alt.Tooltip("dur_ms:Q", format=".3f"),
+                alt.Tooltip("kernels:Q"),
+                alt.Tooltip("busy_ms:Q", title="kernel time ms", format=".3f"),
             ],
         )
         .properties(height=150)

@@ -9,6 +9,8 @@ Streamlit release drops it, the import fails quietly and only that first-visit q
 
 from __future__ import annotations
 
+import gc
+import importlib
 import sys
 
 # What every page imports, loaded once before the server answers: the first visit to a page then runs its
@@ -54,8 +56,6 @@ WARM_MODULES = (
 
 
 def warm_imports() -> None:
-    import importlib
-
     for name in WARM_MODULES:
         importlib.import_module(name)
 
@@ -86,19 +86,47 @@ def warm_charts() -> None:
     import altair as alt
     import pandas as pd
 
+    from dashboard.charts.style import value_if
+
     frame = pd.DataFrame({"x": [1, 2], "y": [1.0, 2.0], "k": ["a", "b"], "on": [True, False]})
     base = alt.Chart(frame).encode(x=alt.X("x:O"), y=alt.Y("y:Q"), color=alt.Color("k:N", scale=None))
     rule = base.mark_rule().encode(
-        strokeDash=alt.condition("datum.on", alt.value([5, 4]), alt.value([1, 0])), tooltip=["k:N"]
+        strokeDash=value_if(alt.StrokeDashValue, "datum.on", [5, 4], [1, 0]), tooltip=[alt.Tooltip("k:N")]
     )
-    text = base.mark_text().encode(text=alt.Text("y:Q", format=".2f"), color=alt.value("black"))
+    text = base.mark_text().encode(text=alt.Text("y:Q", format=".2f"), color=alt.ColorValue("black"))
     alt.layer(rule, text, data=frame).facet(column=alt.Column("k:N")).to_dict()
+
+
+def warm_streamlit() -> None:
+    """What Streamlit itself does on the first script run of a process, done before the first visitor:
+    the emoji table behind the page icon and the Material icon names behind the page links (0.1-0.2 s of
+    imports and regexes), and the check for a Python REPL that it makes before the first element (it reads
+    the source of every frame on the stack). We run under `streamlit run`, which that check exists to detect
+    the absence of."""
+    importlib.import_module("streamlit.emojis")
+    importlib.import_module("streamlit.material_icon_names")
+    from streamlit import delta_generator
+
+    if hasattr(delta_generator, "_use_warning_has_been_displayed"):
+        delta_generator._use_warning_has_been_displayed = True
+
+
+def freeze_heap() -> None:
+    """Move everything loaded so far out of the garbage collector's reach. With pandas, Altair and the
+    analysis modules loaded a full collection walks some 180,000 objects: 0.2-0.4 s on a loaded 2-core host,
+    holding the interpreter lock while a page's messages wait to be sent. Streamlit ran one after every script
+    run (`runner.postScriptGC`, which `specbench dashboard` now turns off), and Python runs one now and then.
+    Modules and their tables live as long as the server, so the collector need never look at them again; what
+    pages allocate is still collected."""
+    gc.collect()
+    gc.freeze()
 
 
 def main(argv: list[str]) -> None:
     warm_imports()
     skip_chart_validation()
     warm_charts()
+    warm_streamlit()
     try:
         from streamlit.runtime.pages_manager import PagesManager
 
@@ -107,6 +135,10 @@ def main(argv: list[str]) -> None:
         pass
     from streamlit.web import cli
 
+    from dashboard import warmup
+
+    warmup.gate_health(warmup.start(argv))
+    freeze_heap()
     sys.argv = ["streamlit", *argv]
     cli.main()
 

@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 
 from analysis.correctness import WRONG, is_wrong, strike
-from dashboard.charts.style import VERDICT_COLORS, AnyChart
+from dashboard.charts.style import VERDICT_COLORS, AnyChart, value_if
 
 
 def compare_forest(table: pd.DataFrame, threshold: float = 0.05) -> AnyChart:
@@ -36,19 +36,19 @@ def compare_forest(table: pd.DataFrame, threshold: float = 0.05) -> AnyChart:
     base = alt.Chart(f).encode(y=y)
     bars = base.mark_rule(strokeWidth=2.5).encode(
         x=alt.X("ci_low_pct:Q", title="Δ candidate vs baseline (%)"),
-        x2="ci_high_pct:Q",
+        x2=alt.X2("ci_high_pct"),
         color=color,
         tooltip=tooltip,
     )
-    dots = base.mark_point(filled=True, size=60).encode(x="delta_pct:Q", color=color, tooltip=tooltip)
+    dots = base.mark_point(filled=True, size=60).encode(x=alt.X("delta_pct:Q"), color=color, tooltip=tooltip)
     guides = pd.DataFrame({"x": [-threshold * 100, 0.0, threshold * 100], "kind": ["floor", "zero", "floor"]})
     rules = (
         alt.Chart(guides)
         .mark_rule()
         .encode(
-            x="x:Q",
-            strokeDash=alt.condition("datum.kind == 'zero'", alt.value([1, 0]), alt.value([4, 4])),
-            color=alt.value("#777777"),
+            x=alt.X("x:Q"),
+            strokeDash=value_if(alt.StrokeDashValue, "datum.kind == 'zero'", [1, 0], [4, 4]),
+            color=alt.ColorValue("#777777"),
         )
     )
     return alt.layer(rules, bars, dots).properties(height=alt.Step(20))
@@ -100,8 +100,8 @@ def compare_grid(table: pd.DataFrame, higher_is_better: bool = True) -> AnyChart
         tooltip=tooltip,
     )
     text = base.mark_text(fontSize=11).encode(
-        text="text:N",
-        color=alt.condition(f"abs(datum.goodness) > {0.6 * m}", alt.value("white"), alt.value("black")),
+        text=alt.Text("text:N"),
+        color=value_if(alt.ColorValue, f"abs(datum.goodness) > {0.6 * m}", "white", "black"),
         tooltip=tooltip,
     )
     layered = alt.layer(rect, text, data=f).properties(

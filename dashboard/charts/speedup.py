@@ -61,9 +61,13 @@ def speedup_lines(grid: pd.DataFrame) -> AnyChart:
         alt.Tooltip("speedup_over_baseline:Q", title="over baseline", format=".3f"),
     ]
     base = alt.Chart(f).encode(x=x, y=y, color=color)
-    lines = base.mark_line(strokeWidth=2).encode(strokeDash=dash, detail="mode:N")
+    lines = base.mark_line(strokeWidth=2).encode(strokeDash=dash, detail=alt.Detail("mode:N"))
     dots = base.mark_point(filled=True, size=40).encode(tooltip=tooltip)
-    one = alt.Chart(pd.DataFrame({"y": [1.0]})).mark_rule(color="#555", strokeDash=[2, 2]).encode(y="y:Q")
+    one = (
+        alt.Chart(pd.DataFrame({"y": [1.0]}))
+        .mark_rule(color="#555", strokeDash=[2, 2])
+        .encode(y=alt.Y("y:Q"))
+    )
     return alt.layer(lines, dots, one).properties(height=300)
 
 
@@ -89,8 +93,8 @@ def floor_lines(rows: pd.DataFrame) -> AnyChart:
     base = alt.Chart(f).encode(x=x, y=y)
     lines = base.mark_line(strokeWidth=1.5).encode(color=alt.Color("series:N", title="Config"))
     dots = base.mark_point(filled=True, size=50).encode(
-        color=alt.condition("datum.impossible", alt.value(IMPOSSIBLE_COLOR), alt.Color("series:N")),
+        color=alt.Color("series:N", condition={"test": "datum.impossible", "value": IMPOSSIBLE_COLOR}),
         tooltip=tooltip,
     )
-    one = alt.Chart(pd.DataFrame({"y": [1.0]})).mark_rule(color=IMPOSSIBLE_COLOR).encode(y="y:Q")
+    one = alt.Chart(pd.DataFrame({"y": [1.0]})).mark_rule(color=IMPOSSIBLE_COLOR).encode(y=alt.Y("y:Q"))
     return alt.layer(lines, dots, one).properties(height=280)

@@ -1,8 +1,16 @@
-"""What every chart module shares: the x-axis modes, the chart type, colours with a fixed meaning."""
+"""What every chart module shares: the x-axis modes, the chart type, colours with a fixed meaning, and the
+one way builders write a conditional value.
+
+Encodings are always typed channel objects (`alt.X2("high")`, `alt.Text("label:N")`, `alt.ColorValue(...)`),
+never a shorthand string, `alt.value` or `alt.condition`: Altair turns those dicts and strings into channels
+by trying each schema they might match, 2-50 ms per encoding, which was most of the time a page spent building
+its charts (a heatmap took 30-50 ms, 2 ms typed). The Vega-Lite written is the same.
+"""
 
 from __future__ import annotations
 
-from typing import Literal
+from collections.abc import Callable
+from typing import Literal, TypeVar
 
 import altair as alt
 
@@ -18,6 +26,16 @@ VERDICT_COLORS = {
 }
 STATE_COLORS = {"acknowledged": "#ff7f0e", "dismissed": "#9e9e9e"}
 LINE_COLOR = "#1f77b4"
+
+Channel = TypeVar("Channel", bound=alt.SchemaBase)
+
+
+def value_if(channel: Callable[..., Channel], test: str, then: object, otherwise: object) -> Channel:
+    """`alt.condition(test, then, alt.value(otherwise))` built as the channel it becomes, e.g.
+    `value_if(alt.StrokeValue, "datum.wrong", "red", "white")`; `then` is a value or a field channel such as
+    `alt.Color("ratio:Q", ...)`."""
+    cond = then.to_dict() if isinstance(then, alt.SchemaBase) else {"value": then}
+    return channel(otherwise, condition={"test": test, **cond})
 
 
 def commit_label(version: object, commit: object) -> str:

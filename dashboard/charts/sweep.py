@@ -10,7 +10,7 @@ import pandas as pd
 
 from analysis.correctness import WRONG, is_wrong, strike
 from bench.catalog import label as metric_label
-from dashboard.charts.style import AnyChart
+from dashboard.charts.style import AnyChart, value_if
 
 GREY_CELL = "#d9d9d9"  # a v2/v1 cell whose interval spans 1
 # The narrowest a sequential colour scale spans, as a fraction of its middle value: cells within noise of each
@@ -86,8 +86,8 @@ def heatmap(
     rect = base.mark_rect(strokeWidth=1).encode(
         # In a narrow column a legend on the right is cut off; `bottom` keeps it inside the chart's width.
         color=alt.Color(f"{value}:Q", scale=scale, title=title, legend=alt.Legend(orient=legend, format=fmt)),
-        stroke=alt.condition("datum.wrong", alt.value(WRONG_STROKE), alt.value("white")),
-        strokeWidth=alt.condition("datum.wrong", alt.value(3), alt.value(1)),
+        stroke=value_if(alt.StrokeValue, "datum.wrong", WRONG_STROKE, "white"),
+        strokeWidth=value_if(alt.StrokeWidthValue, "datum.wrong", 3, 1),
         tooltip=[
             alt.Tooltip("batch_size:O", title="batch"),
             alt.Tooltip("steps_label:O", title="steps"),
@@ -98,7 +98,7 @@ def heatmap(
     dark = f"datum['{value}'] < {mid}" if not diverging else f"abs(datum['{value}'] - 1) > {0.6 * m}"
     text = base.mark_text(fontSize=11).encode(
         text=alt.Text("label:N"),
-        color=alt.condition(dark, alt.value("white"), alt.value("black")),
+        color=value_if(alt.ColorValue, dark, "white", "black"),
     )
     layered = alt.layer(rect, text, data=f).properties(
         width=width, height=34 * max(1, f["steps_label"].nunique())
@@ -147,26 +147,23 @@ def ratio_heatmap(frame: pd.DataFrame, *, width: int = 330) -> AnyChart:
         alt.Tooltip("pairs_5pct:N", title="pairs for ±5%"),  # at the spread the pairs show
     ]
     rect = base.mark_rect().encode(
-        stroke=alt.condition("datum.wrong", alt.value(WRONG_STROKE), alt.value("white")),
-        strokeWidth=alt.condition("datum.wrong", alt.value(3), alt.value(1)),
-        color=alt.condition(
+        stroke=value_if(alt.StrokeValue, "datum.wrong", WRONG_STROKE, "white"),
+        strokeWidth=value_if(alt.StrokeWidthValue, "datum.wrong", 3, 1),
+        color=value_if(
+            alt.ColorValue,
             "datum.clear",
             alt.Color("ratio:Q", scale=scale, title="v2/v1", legend=alt.Legend(orient="right")),
-            alt.value(GREY_CELL),
+            GREY_CELL,
         ),
         tooltip=tooltip,
     )
     ratio_text = base.mark_text(fontSize=12, dy=-7).encode(
         text=alt.Text("ratio_label:N"),
-        color=alt.condition(
-            f"datum.clear && abs(datum.ratio - 1) > {0.6 * m}", alt.value("white"), alt.value("black")
-        ),
+        color=value_if(alt.ColorValue, f"datum.clear && abs(datum.ratio - 1) > {0.6 * m}", "white", "black"),
     )
     ci_text = base.mark_text(fontSize=9, dy=8).encode(
-        text="interval:N",
-        color=alt.condition(
-            f"datum.clear && abs(datum.ratio - 1) > {0.6 * m}", alt.value("white"), alt.value("#333")
-        ),
+        text=alt.Text("interval:N"),
+        color=value_if(alt.ColorValue, f"datum.clear && abs(datum.ratio - 1) > {0.6 * m}", "white", "#333"),
     )
     layered = alt.layer(rect, ratio_text, ci_text, data=f).properties(
         width=width, height=44 * max(1, f["steps_label"].nunique())
@@ -256,7 +253,7 @@ def throughput_lines(frame: pd.DataFrame, metric: str = "output_throughput") -> 
     ]
     base = alt.Chart(f).encode(x=x, y=y, color=color)
     lines = base.mark_line(strokeWidth=2, invalid="break-paths-show-domains").encode(
-        strokeDash=dash, detail="mode:N"
+        strokeDash=dash, detail=alt.Detail("mode:N")
     )
-    dots = base.mark_point(filled=True, size=40).encode(shape=alt.value("circle"), tooltip=tooltip)
+    dots = base.mark_point(filled=True, size=40).encode(shape=alt.ShapeValue("circle"), tooltip=tooltip)
     return alt.layer(lines, dots).properties(height=340)

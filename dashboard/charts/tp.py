@@ -123,7 +123,7 @@ def ratio_points(frame: pd.DataFrame, tp: int) -> AnyChart:
     ]
     base = alt.Chart(f)
     bars = base.mark_rule(strokeWidth=2).encode(
-        x=x, xOffset=offset, y=alt.Y("ci_low:Q", title="v2 / v1 output throughput"), y2="ci_high:Q"
+        x=x, xOffset=offset, y=alt.Y("ci_low:Q", title="v2 / v1 output throughput"), y2=alt.Y2("ci_high")
     )
     dots = base.mark_point(filled=True, size=60).encode(
         x=x, xOffset=offset, y=alt.Y("ratio:Q", scale=alt.Scale(zero=False))

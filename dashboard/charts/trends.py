@@ -17,6 +17,7 @@ from dashboard.charts.style import (
     AnyChart,
     XMode,
     commit_label,
+    value_if,
 )
 
 
@@ -126,7 +127,7 @@ def trend_chart(
         alt.Tooltip("runs:Q", title="runs"),
     ]
     band = base.mark_area(opacity=0.22, color=LINE_COLOR).encode(
-        y=alt.Y("low:Q", scale=y_scale, title=y_title), y2="high:Q"
+        y=alt.Y("low:Q", scale=y_scale, title=y_title), y2=alt.Y2("high")
     )
     line = base.mark_line(color=LINE_COLOR, strokeWidth=1.6).encode(y=alt.Y("value:Q", scale=y_scale))
     dots = base.mark_circle(color=LINE_COLOR, size=28, opacity=0.9).encode(
@@ -215,12 +216,12 @@ def change_rules(frame: pd.DataFrame, changes: pd.DataFrame | None, x_mode: XMod
     ]
     base = alt.Chart(rf).encode(x=x, color=alt.Color("color:N", scale=None))
     rule = base.mark_rule(strokeWidth=2).encode(
-        strokeDash=alt.condition("datum.dash", alt.value([5, 4]), alt.value([1, 0])), tooltip=tooltip
+        strokeDash=value_if(alt.StrokeDashValue, "datum.dash", [5, 4], [1, 0]), tooltip=tooltip
     )
     texts = [
         base.transform_filter(f"datum.align == '{side}'")
         .mark_text(align=side, dx=4 if side == "left" else -4, dy=-6, fontWeight="bold", fontSize=12)
-        .encode(y=alt.value(12), text="label:N", tooltip=tooltip)
+        .encode(y=alt.YValue(12), text=alt.Text("label:N"), tooltip=tooltip)
         for side in ("left", "right")
     ]
     return [rule, *texts]

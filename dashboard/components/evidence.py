@@ -10,10 +10,9 @@ import pandas as pd
 import streamlit as st
 
 from analysis import md
-from analysis.floors import floor_rows
 from analysis.labels import numbers_caption, routing_part, spec_over_baseline_caption
 from analysis.profiles import share_cell
-from dashboard.charts.speedup import floor_lines, speedup_lines
+from dashboard.charts.style import AnyChart
 
 
 def numbers_banner(facts: dict[str, Any]) -> None:
@@ -31,22 +30,22 @@ def numbers_banner(facts: dict[str, Any]) -> None:
         )
 
 
-def speedup_section(grid: pd.DataFrame, facts: dict[str, Any], *, simulated: bool) -> None:
-    """Speculation over the baseline against batch size, with what it means for this model class."""
+def speedup_section(chart: AnyChart | None, facts: dict[str, Any], *, simulated: bool) -> None:
+    """Speculation over the baseline against batch size (`dashboard.charts.speedup.speedup_lines`, None when
+    no point has a baseline at its batch size), with what it means for this model class."""
     st.markdown("##### Speculative over no-spec baseline across batch sizes")
-    spec = grid[grid["spec_mode"] != "baseline"]
-    if not spec["speedup_over_baseline"].notna().any():
+    if chart is None:
         st.caption("Needs a baseline point at the same batch size.")
         return
-    st.altair_chart(speedup_lines(grid), width="stretch")
+    st.altair_chart(chart, width="stretch")
     st.caption(md.text(spec_over_baseline_caption(facts, simulated=simulated)))
 
 
-def floor_section(points: pd.DataFrame, facts: dict[str, Any]) -> None:
-    """Every point's floor fraction against batch size; impossible points named in an error."""
+def floor_section(rows: pd.DataFrame, chart: AnyChart | None, facts: dict[str, Any]) -> None:
+    """Every point's floor fraction against batch size (`analysis.floors.floor_rows` and its
+    `dashboard.charts.speedup.floor_lines`); impossible points named in an error."""
     st.markdown("##### Against the physical floor (floor / measured step)")
-    rows = floor_rows(points)
-    if rows.empty:
+    if rows.empty or chart is None:
         note = facts.get("floor_note") or "no floor stored for this run (runs before specbench stored one)"
         st.caption(md.text(note))
         return
@@ -62,7 +61,7 @@ def floor_section(points: pd.DataFrame, facts: dict[str, Any]) -> None:
             "stored `invalid`.",
             icon=":material/error:",
         )
-    st.altair_chart(floor_lines(rows), width="stretch")
+    st.altair_chart(chart, width="stretch")
     st.caption(
         "Floor: the bytes one step (speculative: one cycle of draft steps and the verify) must read, weights, "
         "touched experts and KV cache, over the GPU's memory bandwidth (bench/floor.py). 1 is a step at the "

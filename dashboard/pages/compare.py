@@ -5,21 +5,13 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from analysis import correctness, md, report
+from analysis import correctness, md
 from analysis.comparability import refusal
-from analysis.compare import (
-    center_text,
-    comparability_key,
-    comparable_pair,
-    compare_runs,
-    verdict_counts,
-)
-from bench.catalog import higher_is_better
-from dashboard import charts
+from analysis.compare import center_text, comparability_key, comparable_pair, verdict_counts
 from dashboard.components import layout, state
 from dashboard.components.export import download_buttons
 from dashboard.components.filters import metric_picker, run_picker
-from dashboard.services import data
+from dashboard.services import data, views
 
 PARAMS = (
     state.Param("a", "cmp_a", None, int),
@@ -68,15 +60,7 @@ if a == b:
 
 threshold = float(st.session_state["cmp_threshold"]) / 100.0
 confidence = float(st.session_state["cmp_confidence"])
-table = compare_runs(
-    data.run_points(url, a),
-    data.run_samples(url, a, metric),
-    data.run_points(url, b),
-    data.run_samples(url, b, metric),
-    metric=metric,
-    threshold=threshold,
-    confidence=confidence,
-)
+table = data.comparison(url, a, b, metric, threshold, confidence)
 run_a, run_b = data.run_info(url, a), data.run_info(url, b)
 refused = refusal(run_a, run_b, table, runs, lambda r: data.run_series(url, r))
 if refused is not None:
@@ -135,10 +119,11 @@ st.caption(
     f"Δ = candidate / baseline − 1 of the repeats' {center}s, the values in the baseline and candidate columns "
     "below; the interval comes from the per-repeat samples."
 )
-st.altair_chart(charts.compare_grid(table, higher_is_better(metric)), width="content")
+grid_chart, forest_chart = views.compare_charts(url, a, b, metric, threshold, confidence)
+st.altair_chart(grid_chart, width="content")
 st.caption("▼ regression · ▲ improvement · ? insufficient data; colour: red = worse, blue = better.")
 with st.expander(f"Intervals of all {len(table)} points"):
-    st.altair_chart(charts.compare_forest(table, threshold), width="stretch")
+    st.altair_chart(forest_chart, width="stretch")
 
 view = pd.DataFrame(
     {
@@ -179,11 +164,8 @@ st.dataframe(
     },
 )
 
-# The short form is the PR comment: changed rows, the rest as counts, sweep files folded (the CSV has all).
-markdown = report.to_markdown(
-    table, run_a, run_b, metric=metric, threshold=threshold, confidence=confidence, short=True
-)
-download_buttons(report.to_csv(table), markdown, f"compare-{a}-vs-{b}-{metric}", key="cmp_dl")
+csv_text, markdown = data.comparison_files(url, a, b, metric, threshold, confidence)
+download_buttons(csv_text, markdown, f"compare-{a}-vs-{b}-{metric}", key="cmp_dl")
 with st.expander("PR comment preview"):
     st.markdown(
         markdown, unsafe_allow_html=False

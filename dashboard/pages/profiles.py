@@ -6,7 +6,6 @@ from typing import Any
 
 import pandas as pd
 import streamlit as st
-from sqlalchemy import inspect
 
 from analysis import md
 from analysis.labels import STAND_IN_TAG, run_tag
@@ -23,18 +22,6 @@ from db import profile_queries as pq
 
 PARAMS = (state.Param("run", "pr_run", None, int), state.Param("pair", "pr_pair", None, int))
 SHOWN_CYCLES = 3
-
-
-@st.cache_data(ttl=30, show_spinner=False)
-def _runs(url: str) -> list[dict[str, Any]]:
-    if not inspect(data.engine(url)).has_table("profiles"):  # a database not yet migrated to profiles
-        return []
-    return pq.runs_with_profiles(data.engine(url))
-
-
-@st.cache_data(ttl=30, show_spinner=False)
-def _profiles(url: str, run_id: int) -> list[dict[str, Any]]:
-    return pq.run_profiles(data.engine(url), run_id)
 
 
 @st.cache_data(ttl=300, show_spinner=False)
@@ -112,7 +99,7 @@ url = layout.page_start(
     caption="v1 and v2 of one point side by side, from SGLang profiler traces captured after its windows.",
 )
 state.restore(PARAMS, "profiles")
-runs = _runs(url)
+runs = data.runs_with_profiles(url)
 if not runs:
     st.info(
         "No profiles yet. Add a `profile:` block to a sweep, e.g. "
@@ -124,7 +111,7 @@ by_id = {int(r["id"]): r for r in runs}
 
 
 def _pairs(run_id: int) -> list[dict[str, Any]]:
-    return pq.profile_pairs(_profiles(url, run_id))
+    return pq.profile_pairs(data.run_profiles(url, run_id))
 
 
 def _readable(prof: dict[str, Any]) -> bool:
@@ -147,7 +134,7 @@ if kind:
         ),
         icon=":material/smart_toy:",
     )
-profiles = _profiles(url, run_id)
+profiles = data.run_profiles(url, run_id)
 pairs = _pairs(run_id)
 if not pairs:
     st.info("This run has no v1/v2 pair of profiles of the same point; its profiles are listed below.")

@@ -8,12 +8,11 @@ import streamlit as st
 from analysis import correctness, md
 from analysis.labels import STAND_IN_TAG, config_label, run_tag, short_gpu, short_workload
 from analysis.run_counts import points_of
-from analysis.sweep import sweep_grid
-from dashboard import charts
 from dashboard.components import evidence, layout, state
 from dashboard.components.export import frame_with_csv
 from dashboard.components.filters import run_picker
 from dashboard.services import data
+from dashboard.services.views import sweep_view
 
 PARAMS = (
     state.Param("run", "sw_run", None, int),
@@ -141,19 +140,19 @@ if info["sweep_edits"]:
         f"rule; `specbench runs --yaml {run_id}` prints the sweep as it is now."
     )
 
-sel = points[points["workload_key"] == st.session_state["sw_workload"]]
-if st.session_state.get("sw_topk") is not None:
-    sel = sel[sel["topk"].isna() | (sel["topk"] == st.session_state["sw_topk"])]
-if st.session_state.get("sw_accept") is not None:  # the baseline pins nothing: kept
-    sel = sel[
-        sel["accept_length_pinned"].isna() | (sel["accept_length_pinned"] == st.session_state["sw_accept"])
-    ]
-grid = sweep_grid(sel)
+view = sweep_view(
+    url,
+    run_id,
+    st.session_state["sw_workload"],
+    st.session_state.get("sw_topk"),
+    st.session_state.get("sw_accept"),
+)
+sel, grid, drawn = view.selection, view.grid, view.charts
 if grid.empty:
     st.info("This run has no ok points for this selection.")
-    evidence.floor_section(sel, facts)  # points faster than their floor are one reason for none
+    # points faster than their floor are one reason for none
+    evidence.floor_section(view.floors, drawn.get("floor"), facts)
     st.stop()
-spec = grid[grid["spec_mode"] != "baseline"]
 # Counted in the selection the charts show, not the whole run.
 not_ok = sel[sel["status"] != "ok"]["status"].value_counts()
 if len(not_ok):
@@ -162,44 +161,33 @@ if len(not_ok):
     st.caption(f"Charts show ok points only. Left out: {kinds} (all points are listed at the bottom).")
 
 st.markdown("##### Output throughput (tok/s)")
-st.altair_chart(
-    charts.heatmap(spec, "output_throughput", "tok/s", width=330, strike_wrong=True), width="content"
-)
+st.altair_chart(drawn["throughput"], width="content")
 st.markdown("##### Acceptance length (tokens per verify step)")
-st.altair_chart(charts.heatmap(spec, "accept_length", "tokens", fmt=".2f", width=330), width="content")
+st.altair_chart(drawn["acceptance"], width="content")
 st.markdown("##### Speculative over no-spec baseline (throughput ratio)")
-if spec["speedup_over_baseline"].notna().any():
-    chart = charts.heatmap(
-        spec, "speedup_over_baseline", "×", fmt=".2f", diverging=True, width=330, strike_wrong=True
-    )
-    st.altair_chart(chart, width="content")
+if "speedup" in drawn:
+    st.altair_chart(drawn["speedup"], width="content")
 else:
     st.caption("Needs a baseline point at the same batch size.")
-evidence.speedup_section(grid, facts, simulated=bool(info["simulated"]))
+evidence.speedup_section(drawn.get("speedup_lines"), facts, simulated=bool(info["simulated"]))
 left, right = st.columns([2, 3])
 with left:
     st.markdown("##### v2 (overlap) over v1 (non-overlap)")
-    ratios = data.run_v2_vs_v1(url, run_id)
-    ratios = ratios[ratios["workload_key"] == st.session_state["sw_workload"]]
-    if st.session_state.get("sw_topk") is not None:
-        ratios = ratios[ratios["topk"].isna() | (ratios["topk"] == st.session_state["sw_topk"])]
-    if st.session_state.get("sw_accept") is not None:
-        ratios = ratios[ratios["accept_length"] == st.session_state["sw_accept"]]
-    if ratios["ratio"].notna().any():
-        st.altair_chart(charts.ratio_heatmap(ratios), width="content")
+    if "ratio" in drawn:
+        st.altair_chart(drawn["ratio"], width="content")
         st.caption(
             "Output throughput ratio with its 95 % interval (paired by repeat when the run interleaved v1 and "
             "v2). Grey: the interval spans 1, no clear difference. `specbench export --view v2-vs-v1` gives "
             "the table."
         )
-        evidence.overlap_share_table(ratios)
+        evidence.overlap_share_table(view.ratios)
     else:
         st.caption("Needs both v1 and v2 points.")
 with right:
     st.markdown("##### Throughput against batch size")
-    st.altair_chart(charts.throughput_lines(grid), width="stretch")
+    st.altair_chart(drawn["lines"], width="stretch")
 
-evidence.floor_section(sel, facts)
+evidence.floor_section(view.floors, drawn.get("floor"), facts)
 
 with st.expander(f"All {len(points)} points of run #{run_id} (every status)"):
     frame_with_csv(points, "run", f"run-{run_id}-points.csv", key="sw_csv")

@@ -9,7 +9,7 @@ import streamlit as st
 
 from analysis import md
 from analysis.changes import first_runs_after
-from analysis.facets import annotate_catalog, default_series
+from analysis.facets import default_series
 from analysis.labels import run_tag
 from analysis.regressions import flagged
 from analysis.stats.changepoint import ChangePointParams
@@ -18,7 +18,7 @@ from dashboard import charts
 from dashboard.components import layout, state, triage
 from dashboard.components.export import frame_with_csv
 from dashboard.components.filters import FACET_PARAMS, adopt_series, metric_picker, series_filters
-from dashboard.services import data
+from dashboard.services import data, views
 
 PARAMS = (
     *FACET_PARAMS,
@@ -36,7 +36,7 @@ url = layout.page_start(
     "`specbench regressions` scans). To compare two runs point by point, use Compare (`specbench compare`).",
 )
 
-cat = annotate_catalog(data.catalog(url))
+cat = data.annotated_catalog(url)
 first_visit = "trends" not in st.session_state.get("_url_state_restored", set())
 state.restore(PARAMS, "trends")
 if first_visit:
@@ -93,11 +93,7 @@ params = ChangePointParams(
     min_magnitude=float(st.session_state["tr_floor"]) / 100.0,
 )
 changes = data.series_changes(url, fp, metric, params)
-band = None
-if metric != "output_throughput":  # only throughput has a stored interval; others show the repeats' range
-    band = data.sample_band(url, tuple(int(i) for i in series["point_id"]), metric)
-frame = charts.trend_frame(series, metric, x_mode, band)
-st.altair_chart(charts.trend_chart(frame, metric, x_mode, changes), width="stretch")
+st.altair_chart(views.trend_chart(url, fp, metric, x_mode, params), width="stretch")
 band_note = "stored repeat interval" if metric == "output_throughput" else "range of the repeats"
 st.caption(
     f"Line: median of each point's repeats; band: {band_note}; rules: change points "

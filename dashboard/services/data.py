@@ -1,24 +1,109 @@
 """Cached reads. Every function takes the database URL first, so caches are per database and hashable.
 
-TTLs are short for what changes while a sweep runs (runs, points) and longer for what is expensive and
-slow-moving (the series catalog). Triage writes clear the caches that show triage state.
+A result is kept until the database changes (`data_version`), not for a fixed time: a dashboard over a nightly
+database answers from memory all day, and the server can compute every page once as it starts
+(`dashboard.warmup`) without that work expiring a minute later. Triage writes clear the caches that show
+triage state at once.
 """
 
 from __future__ import annotations
 
-from typing import Any
+import functools
+import os
+import time
+from collections.abc import Callable
+from typing import Any, Concatenate, Generic, ParamSpec, TypeVar
 
 import pandas as pd
 import streamlit as st
 from sqlalchemy import Engine, inspect
+from sqlalchemy.engine import make_url
 
-from analysis import regressions, tp_compare, v2_vs_v1
+from analysis import regressions, report, tp_compare, v2_vs_v1
 from analysis.changes import attach_triage, change_points
+from analysis.compare import compare_runs
+from analysis.facets import annotate_catalog
 from analysis.stats.changepoint import ChangePointParams
 from analysis.tp_pair import RunSide, default_pair
+from db import profile_queries as pq
 from db import queries as q
 from db import triage as stored_triage
 from db.engine import DatabaseMissingError, make_engine, make_readonly_engine, redact, resolve_url
+
+P = ParamSpec("P")
+R = TypeVar("R")
+Version = tuple[int, ...]
+# A database server gives no cheap sign of change, so its results are kept for this long (the TTL the
+# dashboard used for everything before), aligned to the clock so that every page agrees on the window.
+SERVER_REFRESH_S = 30
+MAX_ENTRIES = 64  # results per function: runs, series and selections a team browses, not a crawl's worth
+
+
+@functools.lru_cache(maxsize=16)
+def _sqlite_file(url: str) -> str | None:
+    """The file an SQLite URL names (None for another database or an in-memory one): parsed once per URL, as
+    every cached read asks."""
+    parsed = make_url(url)
+    if parsed.get_backend_name() != "sqlite" or parsed.database in (None, "", ":memory:"):
+        return None
+    return parsed.database
+
+
+def data_version(url: str) -> Version:
+    """Changes whenever the database's contents may have. For an SQLite file: the size and modification time
+    of the file and of its write-ahead log (every commit changes one of them; reads change neither, and the
+    empty log the first reader creates counts as none). For a database server: the current
+    `SERVER_REFRESH_S` window."""
+    path = _sqlite_file(url)
+    if path is None:
+        return (int(time.time() // SERVER_REFRESH_S),)
+    out: list[int] = []
+    for name in (path, f"{path}-wal"):
+        try:
+            info = os.stat(name)
+        except OSError:
+            out.extend((0, 0))
+            continue
+        out.extend((info.st_mtime_ns, info.st_size) if info.st_size else (0, 0))
+    return tuple(out)
+
+
+class Versioned(Generic[P, R]):
+    """A read cached per database URL and `data_version`: call it like the function it wraps."""
+
+    def __init__(self, cached: Callable[..., R]) -> None:
+        self._cached = cached
+
+    def __call__(self, url: str, /, *args: P.args, **kwargs: P.kwargs) -> R:
+        return self._cached(url, data_version(url), *args, **kwargs)
+
+    def clear(self) -> None:
+        self._cached.clear()  # type: ignore[attr-defined]
+
+
+def cached(
+    *,
+    show_spinner: bool | str = False,
+    max_entries: int = MAX_ENTRIES,
+    ttl: float | None = None,
+    shared: bool = False,
+) -> Callable[[Callable[Concatenate[str, P], R]], Versioned[P, R]]:
+    """`st.cache_data` keyed on the database's `data_version` as well as the arguments; `ttl` only for a
+    result that also depends on the clock. `shared` hands every caller the same object (`st.cache_resource`,
+    no copy), for results that are read and never changed, such as built charts."""
+
+    def wrap(fn: Callable[Concatenate[str, P], R]) -> Versioned[P, R]:
+        @functools.wraps(fn)
+        def keyed(url: str, version: Version, *args: Any, **kwargs: Any) -> R:
+            return fn(url, *args, **kwargs)
+
+        # Streamlit names a cache by module and qualified name (copied from `fn`); without __wrapped__ it
+        # reads the arguments from `keyed`'s own signature, where `version` is one of them.
+        del keyed.__wrapped__  # type: ignore[attr-defined]
+        cache = st.cache_resource if shared else st.cache_data
+        return Versioned(cache(show_spinner=show_spinner, max_entries=max_entries, ttl=ttl)(keyed))
+
+    return wrap
 
 
 def db_url() -> str:
@@ -46,37 +131,43 @@ def writer(url: str) -> Engine:
     return make_engine(url)
 
 
-@st.cache_data(ttl=30, show_spinner=False)
+@cached()
 def has_schema(url: str) -> bool:
     return "points" in inspect(engine(url)).get_table_names()
 
 
-@st.cache_data(ttl=30, show_spinner=False)
+@cached()
 def totals(url: str) -> q.Totals:
     return q.totals(engine(url))
 
 
-@st.cache_data(ttl=300, show_spinner="Reading the series catalog…")
+@cached(show_spinner="Reading the series catalog…")
 def catalog(url: str) -> pd.DataFrame:
     return q.series_catalog(engine(url))
 
 
-@st.cache_data(ttl=30, show_spinner=False)
+@cached()
+def annotated_catalog(url: str) -> pd.DataFrame:
+    """The series catalog with the facet columns the pickers filter on (`analysis.facets.annotate_catalog`)."""
+    return annotate_catalog(catalog(url))
+
+
+@cached()
 def latest_runs(url: str, limit: int = 25) -> pd.DataFrame:
     return q.latest_runs(engine(url), limit)
 
 
-@st.cache_data(ttl=30, show_spinner=False)
+@cached()
 def problem_points(url: str, run_ids: tuple[int, ...]) -> pd.DataFrame:
     return q.problem_points(engine(url), list(run_ids))
 
 
-@st.cache_data(ttl=60, show_spinner=False)
+@cached()
 def run_axes(url: str) -> pd.DataFrame:
     return q.run_axes(engine(url))
 
 
-@st.cache_data(ttl=60, show_spinner=False)
+@cached()
 def series_points(url: str, fingerprint: str, metric: str) -> pd.DataFrame:
     """One series with its x-axes: the points read alone (no join), the runs' fields from a cached table."""
     metrics = list(dict.fromkeys([metric, *q.FACTOR_METRICS]))
@@ -88,45 +179,45 @@ def series_points(url: str, fingerprint: str, metric: str) -> pd.DataFrame:
     return q.with_run_axes(values, axes)
 
 
-@st.cache_data(ttl=60, show_spinner=False)
+@cached()
 def sample_band(url: str, point_ids: tuple[int, ...], metric: str) -> pd.DataFrame:
     return q.sample_ranges(engine(url), list(point_ids), metric)
 
 
-@st.cache_data(ttl=60, show_spinner=False)
+@cached()
 def run_choices(url: str) -> pd.DataFrame:
     return q.run_choices(engine(url))
 
 
-@st.cache_data(ttl=60, show_spinner=False)
+@cached()
 def run_series(url: str, run_id: int) -> set[str]:
     """Series with an ok point in this run (what Compare's default pairing checks)."""
     return set(q.fingerprints_of_runs(engine(url), [run_id]))
 
 
-@st.cache_data(ttl=60, show_spinner=False)
+@cached()
 def run_info(url: str, run_id: int) -> dict[str, Any]:
     return q.run_info(engine(url), run_id)
 
 
-@st.cache_data(ttl=60, show_spinner=False)
+@cached()
 def run_servers(url: str, run_id: int) -> pd.DataFrame:
     return q.run_servers(engine(url), run_id)
 
 
-@st.cache_data(ttl=60, show_spinner=False)
+@cached()
 def run_v2_vs_v1(url: str, run_id: int) -> pd.DataFrame:
     """v2/v1 ratios with 95 % intervals per cell of a run (`analysis.v2_vs_v1`)."""
     return v2_vs_v1.load(engine(url), run_id)
 
 
-@st.cache_data(ttl=60, show_spinner=False)
+@cached()
 def shard_vs_tp(url: str, shard_run: int, tp_run: int) -> tp_compare.Comparison:
     """`analysis.tp_compare.load`, cached; raises analysis.tp_pair.PairRefused for a pair that is not one."""
     return tp_compare.load(engine(url), shard_run, tp_run)
 
 
-@st.cache_data(ttl=60, show_spinner=False)
+@cached()
 def shard_tp_default(url: str, newest_first: tuple[int, ...]) -> tuple[int, int] | None:
     """The newest (shard, TP) pair among these runs (`analysis.tp_pair.default_pair`), or None."""
     eng = engine(url)
@@ -134,29 +225,75 @@ def shard_tp_default(url: str, newest_first: tuple[int, ...]) -> tuple[int, int]
     return default_pair(list(newest_first), widths, lambda r: RunSide.from_facts(q.run_model_facts(eng, r)))
 
 
-@st.cache_data(ttl=60, show_spinner=False)
+@cached()
+def runs_with_profiles(url: str) -> list[dict[str, Any]]:
+    """Runs with stored profiles, newest first; none on a database not yet migrated to profiles."""
+    if not inspect(engine(url)).has_table("profiles"):
+        return []
+    return pq.runs_with_profiles(engine(url))
+
+
+@cached()
+def run_profiles(url: str, run_id: int) -> list[dict[str, Any]]:
+    return pq.run_profiles(engine(url), run_id)
+
+
+@cached()
 def run_points(url: str, run_id: int) -> pd.DataFrame:
     return q.run_points(engine(url), run_id)
 
 
-@st.cache_data(ttl=60, show_spinner=False)
+@cached()
 def run_samples(url: str, run_id: int, metric: str) -> pd.DataFrame:
     return q.run_samples(engine(url), run_id, [metric])
 
 
-@st.cache_data(ttl=30, show_spinner=False)
+@cached()
+def comparison(url: str, a: int, b: int, metric: str, threshold: float, confidence: float) -> pd.DataFrame:
+    """Run B (candidate) against run A (baseline), point by point: `analysis.compare.compare_runs`."""
+    return compare_runs(
+        run_points(url, a),
+        run_samples(url, a, metric),
+        run_points(url, b),
+        run_samples(url, b, metric),
+        metric=metric,
+        threshold=threshold,
+        confidence=confidence,
+    )
+
+
+@cached()
+def comparison_files(
+    url: str, a: int, b: int, metric: str, threshold: float, confidence: float
+) -> tuple[str, str]:
+    """The comparison as CSV and as the short Markdown of a PR comment (what Compare offers to download)."""
+    table = comparison(url, a, b, metric, threshold, confidence)
+    markdown = report.to_markdown(
+        table,
+        run_info(url, a),
+        run_info(url, b),
+        metric=metric,
+        threshold=threshold,
+        confidence=confidence,
+        short=True,  # changed rows, the rest as counts, sweep files folded (the CSV has all)
+    )
+    return report.to_csv(table), markdown
+
+
+@cached()
 def triage(url: str, fingerprints: tuple[str, ...] | None, metric: str | None) -> pd.DataFrame:
     return stored_triage.triage_for(engine(url), None if fingerprints is None else list(fingerprints), metric)
 
 
-@st.cache_data(ttl=120, show_spinner=False)
+@cached()
 def series_changes(url: str, fingerprint: str, metric: str, params: ChangePointParams) -> pd.DataFrame:
     frame = series_points(url, fingerprint, metric).assign(fingerprint=fingerprint)
     changes = change_points(frame, metric, params)
     return attach_triage(changes, triage(url, (fingerprint,), metric))
 
 
-@st.cache_data(ttl=120, show_spinner="Scanning recent runs for change points…")
+# The scan covers the last 30 days from now: an hour's drift of that window changes nothing a reader sees.
+@cached(show_spinner="Scanning recent runs for change points…", ttl=3600)
 def recent_changes(url: str, metric: str, params: ChangePointParams) -> pd.DataFrame:
     """`analysis.regressions.recent_changes` (what `specbench regressions` prints), cached."""
     return regressions.recent_changes(engine(url), metric, params)
@@ -176,6 +313,10 @@ def save_triage_many(url: str, changes: list[dict[str, Any]], **kwargs: Any) -> 
     return ids
 
 
+# Caches whose results show triage state; a saved verdict clears them (views built on them add theirs).
+TRIAGE_VIEWS: list[Versioned[..., Any]] = [triage, series_changes, recent_changes]
+
+
 def _clear_triage_views() -> None:
-    for fn in (triage, series_changes, recent_changes):
+    for fn in TRIAGE_VIEWS:
         fn.clear()

@@ -1,0 +1,126 @@
+"""The server renders every page once as it starts, and reports healthy only after that."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import threading
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from bench.host.processes import free_port
+from dashboard import warmup
+from runners.commands.dashboard import streamlit_argv, streamlit_env
+from tests.fixtures.dashboard import grid_copy, wait_healthy
+
+pytestmark = pytest.mark.slow
+
+
+def test_server_address_follows_the_command_line() -> None:
+    argv = ["run", "app.py", "--server.port", "8600", "--server.address", "0.0.0.0"]
+    assert warmup.server_address(argv) == ("127.0.0.1", 8600, "")
+    assert warmup.server_address(["run", "app.py", "--server.baseUrlPath", "/sb/"]) == (
+        "127.0.0.1",
+        8501,
+        "/sb",
+    )
+    assert warmup.server_address(["--server.address", "10.0.0.5", "--server.port", "9"])[:2] == (
+        "10.0.0.5",
+        9,
+    )
+
+
+def _health(port: int) -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/_stcore/health", timeout=5) as r:
+            return r.status, r.read().decode()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read().decode()
+    except OSError:
+        return 0, ""
+
+
+def _start(url: str, port: int, log: Path, **env: str) -> subprocess.Popen[bytes]:
+    cmd = streamlit_argv(port, "127.0.0.1", True)
+    with log.open("wb") as out:
+        return subprocess.Popen(cmd, env={**streamlit_env(url), **env}, stdout=out, stderr=subprocess.STDOUT)
+
+
+def _stop(proc: subprocess.Popen[bytes]) -> None:
+    proc.terminate()
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
+def test_health_answers_after_every_page_rendered(tmp_path: Path) -> None:
+    url = grid_copy(tmp_path, "grid.db")  # runs, pairs, intervals: every page has something to compute
+    port = free_port()
+    log = tmp_path / "server.log"
+    proc = _start(url, port, log)
+    seen: list[tuple[int, str]] = []
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and proc.poll() is None:
+            status = _health(port)
+            if not seen or seen[-1] != status:
+                seen.append(status)
+            if status[0] == 200:
+                break
+            time.sleep(0.05)
+    finally:
+        _stop(proc)
+    assert seen[-1] == (200, "ok"), seen
+    assert (503, "warming up") in seen, seen  # listening, but not ready while the pages render
+    text = log.read_text()
+    assert "warm-up" not in text, text  # a page that failed or hung is logged; none did
+
+
+def test_render_runs_one_page_like_a_browser(tmp_path: Path) -> None:
+    url = grid_copy(tmp_path, "grid.db")
+    port = free_port()
+    proc = _start(url, port, tmp_path / "server.log", **{warmup.ENV: "0"})
+    try:
+        wait_healthy(port, proc)  # warm-up off: ready as soon as Streamlit is
+        ws = f"ws://127.0.0.1:{port}/_stcore/stream"
+        assert asyncio.run(warmup.render(ws, "sweep")) == "FINISHED_SUCCESSFULLY"
+    finally:
+        _stop(proc)
+
+
+def _health_of(state: str) -> tuple[bool, str]:
+    from streamlit.runtime.runtime import Runtime, RuntimeState
+
+    check = Runtime.__dict__["is_ready_for_browser_connection"].fget
+    return asyncio.run(check(SimpleNamespace(_state=RuntimeState[state])))
+
+
+def test_the_health_gate_waits_for_the_warm_up_not_forever(monkeypatch: pytest.MonkeyPatch) -> None:
+    from streamlit.runtime.runtime import Runtime
+
+    # Restored after the test: the gate patches Streamlit's class.
+    monkeypatch.setattr(
+        Runtime, "is_ready_for_browser_connection", Runtime.__dict__["is_ready_for_browser_connection"]
+    )
+    ready = threading.Event()
+    warmup.gate_health(ready)
+    assert _health_of("NO_SESSIONS_CONNECTED") == (False, "warming up")
+    assert _health_of("STOPPING")[0] is False  # Streamlit's own answers pass through
+    ready.set()
+    assert _health_of("NO_SESSIONS_CONNECTED") == (True, "ok")
+    warmup.gate_health(threading.Event(), gate_s=0.0)  # a warm-up that never ends: the gate opens anyway
+    assert _health_of("NO_SESSIONS_CONNECTED") == (True, "ok")
+
+
+def test_warm_up_can_be_turned_off(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(warmup.ENV, "0")
+    assert warmup.start(["run", "app.py", "--server.port", str(free_port())]).is_set()  # nothing to wait for
+    monkeypatch.setenv(warmup.ENV, "1")
+    assert warmup.enabled()
