@@ -21,14 +21,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from sqlalchemy import Engine, String, Text, insert, select, update
-from typer.testing import CliRunner
 
 from analysis.regressions import recent_changes
 from db.migrate import open_database
 from db.models import Base, Job, Point, Profile, Run, Sample, Schedule, ServerInstance, Triage, Worker
-from runners.cli import app
 from synthetic.history import SMALL_SHAPE
 from synthetic.history.seed import seed_history
+from tests.fixtures.cli import run_cli
 from tests.fixtures.db import copy_sqlite
 
 EVIL_HOST = "evil.invalid"
@@ -96,15 +95,13 @@ def sim_grid_sweep(name: str, rate: float) -> str:
 def measure_runs(path: Path) -> None:
     """Two stand-in runs of one grid (so Compare and v2-vs-v1 have something), measured by the real CLI into the
     SQLite file `path`. The `measured_runs` fixture (tests/fixtures/db.py) does this once per test session."""
-    runner = CliRunner()
     for name, rate in (("base", 0.7), ("cand", 0.4)):
         sweep = path.parent / f"{name}.yaml"
         sweep.write_text(sim_grid_sweep(name, rate))
-        res = runner.invoke(
-            app,
-            ["run", str(sweep), "--db", f"sqlite:///{path}", "--no-progress", "--log-dir", str(path.parent)],
+        res = run_cli(
+            "run", str(sweep), "--db", f"sqlite:///{path}", "--no-progress", "--log-dir", str(path.parent)
         )
-        assert res.exit_code == 0, res.output
+        assert res.returncode == 0, res.stdout + res.stderr
 
 
 def measured_database(runs: Path, tmp: Path, url: str | None = None) -> str:
@@ -113,8 +110,8 @@ def measured_database(runs: Path, tmp: Path, url: str | None = None) -> str:
     tmp.mkdir(parents=True, exist_ok=True)
     if url is None:
         return copy_sqlite(runs, tmp / "hostile.db")
-    res = CliRunner().invoke(app, ["import", str(runs), "--db", url])
-    assert res.exit_code == 0, res.output
+    res = run_cli("import", str(runs), "--db", url)
+    assert res.returncode == 0, res.stdout + res.stderr
     return url
 
 
