@@ -26,6 +26,7 @@ from db.engine import (
 )
 from db.migrate import SchemaBehindError, open_database, open_database_readonly
 from runners import host_recovery
+from runners.recovery import OutagePolicy
 from runners.terminal import guard
 
 # Everything either prints has its control characters escaped (runners/terminal.py): stored names reach them.
@@ -126,12 +127,23 @@ def pinned_client(cpus: tuple[int, ...] | None) -> contextlib.AbstractContextMan
     return contextlib.nullcontext() if cpus is None else pinned_runner(cpus)
 
 
-def open_db(url: str | None) -> Engine:
+def open_db(url: str | None, *, ride_out_outage: OutagePolicy | None = None) -> Engine:
     """The migrated database, or a clear message and exit 2 when it cannot be reached. Runs and server rows
-    that a dead specbench process on this host left open are closed first (runners/host_recovery.py)."""
+    that a dead specbench process on this host left open are closed first (runners/host_recovery.py).
+
+    `ride_out_outage`: a long-lived process (worker, scheduler) that starts while the database is down, e.g.
+    a supervisor restarting it during a PostgreSQL restart, waits for it as a running one would (up to the
+    policy's outage limit) instead of exiting; an interactive verb passes None and fails at once."""
     resolved = db_url(url)
     try:
-        engine = open_database(resolved)
+        if ride_out_outage is not None:
+            from runners.dbretry import retry
+
+            engine = retry(
+                lambda: open_database(resolved), what="opening the database", policy=ride_out_outage
+            )
+        else:
+            engine = open_database(resolved)
     except Exception as e:  # driver errors vary by backend; the user needs the URL and the cause
         fail(f"cannot open database {redact(resolved)}: {type(e).__name__}: {scrub(str(e), resolved)}")
     try:

@@ -31,7 +31,7 @@ def scheduler(
 ) -> None:
     """Enqueue due scheduled sweeps (and requeue jobs of dead workers), until SIGTERM."""
     log_to_stderr()
-    engine = open_db(db)
+    engine = open_db(db, ride_out_outage=OutagePolicy.from_env(db_outage_limit_s))
     stop = threading.Event()
 
     def handler(_signum: int, _frame: Any) -> None:

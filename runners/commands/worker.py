@@ -134,7 +134,7 @@ def worker(
     chosen = select_gpus(detect_gpus(), indices)
     label_list = [x.strip() for x in (labels or "").split(",") if x.strip()]
     policy = _host_policy(python or [], models_dir or [], data_dir or [], allow_external or [])
-    engine = open_db(db)
+    engine = open_db(db, ride_out_outage=OutagePolicy.from_env(db_outage_limit_s))
     options = WorkerOptions(
         gpus=chosen,
         labels=label_list,

@@ -164,6 +164,35 @@ def test_workers_and_scheduler_ride_out_a_postgres_outage(
     engine.dispose()
 
 
+def test_a_worker_and_scheduler_started_during_an_outage_wait_for_the_database(
+    pg: PgControl, pg_url: str, tmp_path: Path, procs: list[subprocess.Popen[bytes]]
+) -> None:
+    # A supervisor restarting them while PostgreSQL restarts, as the chaos bench's replacement worker did:
+    # they wait for the database as running ones do, instead of exiting "cannot open database".
+    engine = open_database(pg_url)
+    job = queue.submit(engine, sim_sweep("q-late", batch_sizes=(1,), repeats=1, num_prompts=2, output_len=8))
+    engine.dispose()
+    logs = [tmp_path / "w.log", tmp_path / "sched.log"]
+    pg.stop()
+    try:
+        procs.append(spawn_cli("worker", "--db", pg_url, "--once", "--poll-interval", "0.1",
+                               "--db-outage-limit-s", "120", "--log-dir", str(tmp_path), log=logs[0]))  # fmt: skip
+        procs.append(spawn_cli("scheduler", "--db", pg_url, "--interval-s", "0.2", "--db-outage-limit-s", "120",
+                               log=logs[1]))  # fmt: skip
+        wait_for(lambda: all("database unavailable" in log.read_text() for log in logs), 60, "both to wait")
+        assert all(p.poll() is None for p in procs), [log.read_text()[-1500:] for log in logs]
+    finally:
+        pg.start()
+    assert procs[0].wait(timeout=120) == 0, logs[0].read_text(errors="replace")[-2000:]
+    with open_database(pg_url).connect() as conn:
+        assert conn.execute(select(Job.status).where(Job.id == job)).scalar_one() == "done"
+    procs[1].send_signal(signal.SIGTERM)
+    assert procs[1].wait(timeout=30) == 0, logs[1].read_text(errors="replace")[-2000:]
+    for log in logs:
+        text = log.read_text(errors="replace")
+        assert "database back after" in text and "Traceback" not in text, text[-2000:]
+
+
 def test_an_outage_past_the_limit_ends_the_run_cleanly(pg: PgControl, pg_url: str, tmp_path: Path) -> None:
     engine, sweep, log, proc = start_run(pg_url, tmp_path, "too-long", (1, 2), outage_limit_s=1)
     try:
