@@ -46,7 +46,7 @@ from bench.host.processes import free_port  # noqa: E402
 from dashboard.navigation import PAGES as PAGE_SPECS  # noqa: E402
 from dashboard.warmup import ENV as WARMUP_ENV  # noqa: E402
 from runners.commands.dashboard import APP, streamlit_argv, streamlit_env  # noqa: E402
-from tests.fixtures.dashboard import CHROMIUM, wait_healthy  # noqa: E402
+from tests.fixtures.dashboard import CHROMIUM, stop_server, wait_healthy  # noqa: E402
 
 PAGES = {p.title.lower().replace(" ", "-") if p.url_path else "overview": p.url_path for p in PAGE_SPECS}
 # Sidebar link and page title (h1) of each page, for in-app navigation.
@@ -125,12 +125,7 @@ def served(url: str, app: Path = APP, **env: str) -> Iterator[tuple[str, float]]
         wait_healthy(port, proc, timeout=180)
         yield f"http://127.0.0.1:{port}", time.perf_counter() - t0
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop_server(proc)
 
 
 def fresh_tab_visit(browser: Any, url: str) -> float:

@@ -24,9 +24,11 @@ repeats: 2
 """
 
 
-def test_sweep_page_names_the_known_bug(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def sweep_page_errors(sweep_text: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Run the sweep on the stand-in (the gate finds something: exit 1), then open its Sweep page and return
+    the text of the page's red blocks."""
     sweep = tmp_path / "sweep.yaml"
-    sweep.write_text(SWEEP)
+    sweep.write_text(sweep_text)
     url = f"sqlite:///{tmp_path / 'runs.db'}"
     res = CliRunner().invoke(
         app, ["run", str(sweep), "--db", url, "--no-progress", "--log-dir", str(tmp_path / "logs")]
@@ -38,7 +40,11 @@ def test_sweep_page_names_the_known_bug(tmp_path: Path, monkeypatch: pytest.Monk
     at.run()
     at.switch_page("pages/sweep.py").run()
     assert not at.exception, [e.value for e in at.exception]
-    errors = " ".join(e.value for e in at.error)
+    return " ".join(e.value for e in at.error)
+
+
+def test_sweep_page_names_the_known_bug(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    errors = sweep_page_errors(SWEEP, tmp_path, monkeypatch)
     assert "died of a known SGLang bug" in errors
     assert "known SGLang bug flashmla-draft-extend-v2, fixed in 0.5.13 by PR #24640" in errors
     assert "v2" in errors and "v1:" not in errors  # only the v2 configuration is wrong
@@ -56,19 +62,6 @@ def test_sweep_page_names_the_open_flashmla_draft_issue(
     """FlashMLA's draft-decode issue emulated (acceptance falls on v1 and v2, tokens right): the red block lists
     both configurations with the gate's line, which names the issue and its control."""
     assert ISSUE_SWEEP != SWEEP
-    sweep = tmp_path / "sweep.yaml"
-    sweep.write_text(ISSUE_SWEEP)
-    url = f"sqlite:///{tmp_path / 'runs.db'}"
-    res = CliRunner().invoke(
-        app, ["run", str(sweep), "--db", url, "--no-progress", "--log-dir", str(tmp_path / "logs")]
-    )
-    assert res.exit_code == ExitCode.FINDING, res.output
-    monkeypatch.setenv("DATABASE_URL", url)
-    at = AppTest.from_file(APP, default_timeout=60)
-    at.query_params["run"] = "1"
-    at.run()
-    at.switch_page("pages/sweep.py").run()
-    assert not at.exception, [e.value for e in at.exception]
-    errors = " ".join(e.value for e in at.error)
+    errors = sweep_page_errors(ISSUE_SWEEP, tmp_path, monkeypatch)
     assert errors.count("matches known SGLang issue flashmla-draft-decode-context") == 2, errors
     assert "sweeps/correctness-triton-control.yaml" in errors

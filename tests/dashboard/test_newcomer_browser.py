@@ -28,6 +28,7 @@ from tests.fixtures.dashboard import (
     CHROMIUM_ARGS,
     require_browser,
     served_dashboard,
+    stop_server,
     wait_healthy,
 )
 from tests.paths import REPO_ROOT
@@ -147,10 +148,5 @@ def test_open_browser_leaves_no_defunct_child(tmp_path: Path) -> None:
         zombies = [c.pid for c in server.children(recursive=True) if c.status() == psutil.STATUS_ZOMBIE]
         assert zombies == []
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop_server(proc)
     assert os.path.exists(opened)

@@ -16,7 +16,7 @@ import pytest
 from bench.host.processes import free_port
 from dashboard import warmup
 from runners.commands.dashboard import streamlit_argv, streamlit_env
-from tests.fixtures.dashboard import grid_copy, wait_healthy
+from tests.fixtures.dashboard import grid_copy, stop_server, wait_healthy
 
 pytestmark = pytest.mark.slow
 
@@ -51,15 +51,6 @@ def _start(url: str, port: int, log: Path, **env: str) -> subprocess.Popen[bytes
         return subprocess.Popen(cmd, env={**streamlit_env(url), **env}, stdout=out, stderr=subprocess.STDOUT)
 
 
-def _stop(proc: subprocess.Popen[bytes]) -> None:
-    proc.terminate()
-    try:
-        proc.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
-
-
 def test_health_answers_after_every_page_rendered(tmp_path: Path) -> None:
     url = grid_copy(tmp_path, "grid.db")  # runs, pairs, intervals: every page has something to compute
     port = free_port()
@@ -76,7 +67,7 @@ def test_health_answers_after_every_page_rendered(tmp_path: Path) -> None:
                 break
             time.sleep(0.05)
     finally:
-        _stop(proc)
+        stop_server(proc)
     assert seen[-1] == (200, "ok"), seen
     assert (503, "warming up") in seen, seen  # listening, but not ready while the pages render
     text = log.read_text()
@@ -92,7 +83,7 @@ def test_render_runs_one_page_like_a_browser(tmp_path: Path) -> None:
         ws = f"ws://127.0.0.1:{port}/_stcore/stream"
         assert asyncio.run(warmup.render(ws, "sweep")) == "FINISHED_SUCCESSFULLY"
     finally:
-        _stop(proc)
+        stop_server(proc)
 
 
 def _health_of(state: str) -> tuple[bool, str]:
