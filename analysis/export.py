@@ -112,6 +112,7 @@ def collect(session: Session, run_ids: list[int] | None = None, *, all_status: b
                 "kind": run_tag(r.simulated, r.trigger) or "measured",
                 "numbers": numbers_caption(facts) or None,
                 "floor_note": facts.get("floor_note"),
+                "sglang_patch": (r.provenance or {}).get("sglang_patch"),
             }
         )
     return Export(runs=run_meta, rows=rows, all_status=all_status)
@@ -177,7 +178,8 @@ def to_markdown(export: Export) -> str:
         out.append(
             md.text(
                 f"GPU {run['gpu_name']} x{run['gpu_count']} (driver {run['driver_version']}, CUDA "
-                f"{run['cuda_version']}), sglang {run['sglang_version']}, sgl-kernel {run['sgl_kernel_version']}, "
+                f"{run['cuda_version']}), sglang {run['sglang_version']}{_patched(run)}, "
+                f"sgl-kernel {run['sgl_kernel_version']}, "
                 f"flashinfer {run['flashinfer_version']}, FlashMLA from {run['flash_mla_source']}, torch "
                 f"{run['torch_version']},",
                 line_start=True,
@@ -228,6 +230,12 @@ def to_markdown(export: Export) -> str:
         )
         out.append("")
     return "\n".join(out)
+
+
+def _patched(run: dict[str, Any]) -> str:
+    """ ", patched: NAME" when the run's SGLang carried a specbench patch (bench/server/sglang_patch.py)."""
+    patch = run.get("sglang_patch")
+    return f" (patched: {patch})" if patch not in (None, "none") else ""
 
 
 def read_csv_rows(text: str) -> list[dict[str, str]]:

@@ -156,6 +156,7 @@ def list_runs(
         Run.started_at,
         Run.finished_at,
         Run.sweep_yaml,  # the plan: how many points the run set out to measure
+        Run.provenance,  # the patch its SGLang carried (bench/server/sglang_patch.py)
     ).order_by(Run.started_at.desc(), Run.id.desc())
     if name:
         stmt = stmt.where(func.lower(Run.sweep_name).contains(name.lower(), autoescape=True))
@@ -216,6 +217,8 @@ def run_info(engine: Engine, run_id: int) -> dict[str, Any]:
         {"at": e.get("at"), "changes": e.get("changes", [])} for e in provenance.get("sweep_edits", [])
     ]
     info["caption_facts"] = caption_facts(engine, run_id)
+    # The patch the run's SGLang carried (bench/server/sglang_patch.py): "none", a name, or None (not probed).
+    info["sglang_patch"] = provenance.get("sglang_patch")
     return info
 
 

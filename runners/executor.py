@@ -263,6 +263,8 @@ class SweepExecutor:
                 # The server may run another sglang than the local one (external, or another interpreter).
                 prov = run_provenance(self.spec, server.server_info, self.gpus)
                 prov["server_version"] = server.version
+                if server.sglang_patch is not None:  # bench/server/sglang_patch.py: "none" or the patch
+                    prov["sglang_patch"] = server.sglang_patch
                 store.apply_provenance(run, prov)
             row = store.record_server(
                 s,

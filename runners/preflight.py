@@ -18,6 +18,7 @@ from pathlib import Path
 from bench.host.policy import HostPolicy
 from bench.server.argv import ArgvError
 from bench.server.launcher import LaunchError, detect_sglang_version
+from bench.server.sglang_patch import UNPATCHED, installed_patch
 from bench.server.spec_modes import KNOWN_RELEASES
 from bench.sweep import SweepSpec
 
@@ -55,6 +56,19 @@ def launch_version(spec: SweepSpec) -> tuple[str, str]:
             return pinned, "not installed here, so the release specbench pins (pyproject.toml, [gpu] extra)"
         newest = ".".join(map(str, KNOWN_RELEASES[-1]))
         return newest, "not installed here, so the newest release specbench knows"
+
+
+def launch_patch(spec: SweepSpec) -> str | None:
+    """What a dry run says of the specbench patch the servers' SGLang carries (bench/server/sglang_patch.py),
+    read from files without running anything; None for the stand-in and external servers."""
+    if spec.server.backend != "sglang":
+        return None
+    if spec.server.python is not None:
+        return "not read (server.python is another interpreter; the run records it)"
+    state = installed_patch()
+    if state is None:
+        return "not read (SGLang is not importable here; the run records it)"
+    return "none (unpatched)" if state == UNPATCHED else state
 
 
 def _local(path: str) -> bool:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import json
 import os
 import subprocess
 import threading
@@ -41,6 +42,7 @@ from bench.host.processes import (
     terminate_group,
 )
 from bench.model_config import is_moe, read_model_config
+from bench.server import sglang_patch as patch_probe
 from bench.server.argv import ArgvError, ServerArgv, build_argv, resolve_python, sim_env
 from bench.server.env import ServerEnvError, build_server_env
 from bench.server.http import LaunchError, fetch_server_info, wait_healthy
@@ -64,6 +66,8 @@ _PROJECT_ROOT = Path(__file__).resolve().parents[2]
 _OWNED_ENV_PREFIXES = ("SPECBENCH_SIM_",)
 _OWNED_ENV = frozenset({ENV_SPEC_V2, ENV_UNIFORM_EXPERTS, ENV_ROUND_ROBIN_EXPERTS})
 
+# The patch probe's own source first (it prints its JSON line under __main__), the version last.
+_PATCH_PROBE = Path(patch_probe.__file__).read_text()
 _VERSION_PROBE = """\
 import importlib.metadata as m
 try:
@@ -99,6 +103,8 @@ class LaunchedServer:
     cpu_affinity: list[int] | None = None
     # Expert routing of a dummy-weight MoE launch (bench/server/routing.py); None: real weights or dense.
     expert_routing: str | None = None
+    # The specbench patch the server's SGLang carries (bench/server/sglang_patch.py); None: not probed.
+    sglang_patch: str | None = None
     _proc: subprocess.Popen[bytes] | None = field(default=None, repr=False)
     _stop_timeout_s: float = field(default=15.0, repr=False)
     _guard: reaper.Guard | None = field(default=None, repr=False)
@@ -188,13 +194,19 @@ def _stop_all() -> None:
 
 
 def detect_sglang_version(python: str | None = None, timeout_s: float = 120.0) -> str:
-    """The SGLang version installed for the interpreter that will run the server. The probe runs with the
-    server's own scrubbed environment (bench/server/env.py), never the caller's: the caller may be a worker
-    holding the database URL, and the interpreter is code the caller does not own."""
+    """The SGLang version installed for the interpreter that will run the server."""
+    return probe_sglang(python, timeout_s)[0]
+
+
+def probe_sglang(python: str | None = None, timeout_s: float = 120.0) -> tuple[str, str | None]:
+    """(SGLang version, specbench patch it carries: bench.server.sglang_patch) for the interpreter that will run
+    the server. The probe runs with the server's own scrubbed environment (bench/server/env.py), never the
+    caller's: the caller may be a worker holding the database URL, and the interpreter is code the caller does
+    not own."""
     interpreter = resolve_python(python)
     try:
         out = subprocess.run(
-            [interpreter, "-c", _VERSION_PROBE],
+            [interpreter, "-c", _PATCH_PROBE + "\n" + _VERSION_PROBE],
             capture_output=True,
             text=True,
             timeout=timeout_s,
@@ -208,7 +220,18 @@ def detect_sglang_version(python: str | None = None, timeout_s: float = 120.0) -
     if out.returncode != 0 or not version:
         last = (out.stderr.strip().splitlines() or ["(no output)"])[-1]
         raise LaunchError(f"SGLang is not installed for {interpreter}: {last}")
-    return version
+    return version, _patch_line(out.stdout)
+
+
+def _patch_line(stdout: str) -> str | None:
+    for line in stdout.splitlines():
+        if line.startswith('{"sglang_patch"'):
+            try:
+                state = json.loads(line)["sglang_patch"]
+            except (ValueError, KeyError):
+                return None
+            return str(state) if state is not None else None
+    return None
 
 
 def launch(
@@ -255,10 +278,11 @@ def launch(
             f"(spec: {spec.args!r} {spec.env!r}; config: {dict(config.args)!r} {dict(config.env)!r})"
         )
 
+    patch: str | None = None  # the stand-in and a caller-given version: not probed
     if spec.backend == "sim":
         version = spec.sim.version
     elif version is None:
-        version = detect_sglang_version(spec.python)
+        version, patch = probe_sglang(spec.python)
     host = "127.0.0.1"
     if port is None:
         try:
@@ -310,6 +334,7 @@ def launch(
             log_path=log_path,
             pid=proc.pid,
             version=version,
+            sglang_patch=patch,
             startup_s=0.0,
             server_info={},
             spec_mode_requested=config.spec_mode,
@@ -581,4 +606,5 @@ __all__ = [
     "detect_sglang_version",
     "fetch_server_info",
     "launch",
+    "probe_sglang",
 ]

@@ -57,7 +57,13 @@ state.publish(PARAMS)
 # Versions such as 0.5.13.post1 are the widest value here; equal columns cut them off.
 m = st.columns([1.6, 1.1, 0.8, 0.9, 1.1])
 # A metric's value is Markdown too: stored text goes through analysis.md like everywhere else.
-m[0].metric("SGLang", md.text(info["sglang_version"] or "?"))
+patch = info.get("sglang_patch")
+patched = patch not in (None, "none")
+m[0].metric(
+    "SGLang",
+    md.text((info["sglang_version"] or "?") + (" patched" if patched else "")),
+    help=f"carried the specbench patch {patch}" if patched else None,
+)
 m[1].metric("GPU", md.text(short_gpu(info["gpu_name"], info["gpu_count"])))
 m[2].metric("Status", md.text(info["status"]))
 n_ok, n_of = points_of(int((points["status"] == "ok").sum()), len(points), info["sweep_yaml"])

@@ -250,6 +250,8 @@ def _dry_run(
             markup=False,
             highlight=False,
         )
+        if (patch := preflight.launch_patch(spec)) is not None:
+            console.print(f"SGLang patch: {patch}", markup=False, highlight=False)
         if spec.measure.cpu_probe == "server":
             console.print(
                 "cpu probe: on the server's busiest CPU in every window (takes ~1-3% of that core)",

@@ -18,6 +18,7 @@ from analysis import csvsafe
 from analysis.labels import STAND_IN_TAG, none_if_nan, run_tag, short_gpu
 from analysis.run_counts import points_text
 from analysis.text import printable
+from bench.server.sglang_patch import is_patched
 from db import queries as q
 from runners.common import RUN_REF_HELP, DbOption, console, open_db_readonly, resolve_run_ref
 from runners.tables import Column, print_table
@@ -36,6 +37,7 @@ JSON_FIELDS = (
     "gpu",
     "gpu_count",
     "sglang_version",
+    "sglang_patch",
     "started",
     "finished",
     "points",
@@ -138,11 +140,18 @@ def _record(row: dict[str, Any]) -> dict[str, Any]:
         "gpu": text["gpu_name"],
         "gpu_count": int(row["gpu_count"]),
         "sglang_version": text["sglang_version"],
+        "sglang_patch": sglang_patch(row.get("provenance")),
         "started": _iso(row["started_at"]),
         "finished": _iso(row["finished_at"]),
         "points": int(row["points"]),
         "points_ok": int(row["points_ok"]),
     }
+
+
+def sglang_patch(provenance: Any) -> str | None:
+    """The patch the run's SGLang carried ("none": unpatched; None: not recorded, e.g. the stand-in)."""
+    value = provenance.get("sglang_patch") if isinstance(provenance, dict) else None
+    return str(value) if value is not None else None
 
 
 def simulated_tag(record: dict[str, Any]) -> str:
@@ -175,7 +184,7 @@ def _table(records: list[dict[str, Any]], sweeps: list[str | None]) -> None:
             short_gpu(r["gpu"], r["gpu_count"]) if r["gpu_count"] else "none",
             _short_kind(r),
             points_text(r["points_ok"], r["points"], y),
-            r["sglang_version"] or "?",
+            (r["sglang_version"] or "?") + (" patched" if is_patched(r["sglang_patch"]) else ""),
             r["label"] or "",
         ]
         for r, y in zip(records, sweeps, strict=True)
