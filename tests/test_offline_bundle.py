@@ -259,3 +259,69 @@ def test_bootstrap_refuses_a_host_without_a_module_the_server_imports(tmp_path: 
     done = _source(project, ".whl/0.5.12/bootstrap.sh")
     assert _out(done, "rc") == "5"
     assert "the host lacks no_such_module_xyz" in done.stderr and "json" not in done.stderr.split("lacks")[1]
+
+
+def _patch_for(path: str, before: str, after: str, name: str = "fix") -> str:
+    """A specbench patch (scripts/offline-bundle/patches) changing a one-line file `before` -> `after`."""
+    sha = {k: hashlib.sha256(v.encode()).hexdigest() for k, v in (("b", before), ("a", after))}
+    return (
+        f"specbench patch: {name}\nrelease: 0.5.13.post1\nfile: {path}\nbefore-sha256: {sha['b']}\n"
+        f"after-sha256: {sha['a']}\n\nwhy, in prose\n\n--- a/{path}\n+++ b/{path}\n@@ -1 +1 @@\n"
+        f"-{before}+{after}"
+    )
+
+
+def _bundle_with_sglang(project: Path) -> None:
+    out = project / ".whl" / "0.5.13.post1"
+    out.mkdir(parents=True)
+    raw = io.BytesIO()
+    with tarfile.open(fileobj=raw, mode="w") as tf:
+        for name, body in (("./sglang/__init__.py", b""), ("./sglang/attn.py", b"READS = 'prefix'\n")):
+            info = tarfile.TarInfo(name)
+            info.size = len(body)
+            tf.addfile(info, io.BytesIO(body))
+    blob = lzma.compress(raw.getvalue())
+    (out / "sgl-site.tar.xz.part-00").write_bytes(blob)
+    digest = hashlib.sha256(blob).hexdigest()
+    (out / "sgl-site.tar.xz.sha256").write_text(
+        f"{digest}  sgl-site.tar.xz\n{digest}  sgl-site.tar.xz.part-00\n"
+    )
+    (out / "BUNDLE").write_text("release=0.5.13.post1\ntorch=\nhost_modules=json\n")
+    for target in (out / "bootstrap.sh", project / ".whl" / "bootstrap.sh"):
+        target.write_bytes((HERE / "bootstrap.sh").read_bytes())
+    tools = project / "scripts" / "offline-bundle"
+    tools.mkdir(parents=True)
+    (tools / "sglang_patch.py").write_bytes((HERE / "sglang_patch.py").read_bytes())
+
+
+def test_bootstrap_with_a_patch_keeps_a_patched_copy_beside_the_unpatched_one(tmp_path: Path) -> None:
+    project, home = tmp_path / "proj", tmp_path / "home"
+    _bundle_with_sglang(project)
+    good = project / "fix.patch"
+    good.write_text(_patch_for("sglang/attn.py", "READS = 'prefix'\n", "READS = 'prefix + drafts'\n"))
+    show = "python3 -c \"import sglang.attn; print('reads=' + sglang.attn.READS)\""
+
+    patched = _source(project, ".whl/bootstrap.sh", show, SGL_PATCH="fix.patch")
+    assert _out(patched, "rc") == "0", patched.stderr
+    assert _out(patched, "reads") == "prefix + drafts"
+    assert "| patched: fix |" in patched.stdout
+    site = home / "sgl-site-0.5.13.post1+fix"
+    assert _out(patched, "PYTHONPATH").split(":") == [str(site), str(project)]
+    assert '"patch": "fix"' in (site / "sglang" / "SPECBENCH_PATCH.json").read_text()
+
+    plain = _source(project, ".whl/bootstrap.sh", show)  # unpatched stays the default, in its own tree
+    assert _out(plain, "rc") == "0", plain.stderr
+    assert _out(plain, "reads") == "prefix" and "| unpatched |" in plain.stdout
+    again = _source(project, ".whl/bootstrap.sh", show, SGL_PATCH="fix.patch")
+    assert "unpacked" not in again.stdout and _out(again, "reads") == "prefix + drafts"
+
+    # A patch made against another file installs nothing, and says so.
+    (project / "other.patch").write_text(
+        _patch_for("sglang/attn.py", "READS = 'x'\n", "READS = 'y'\n", "other")
+    )
+    refused = _source(project, ".whl/bootstrap.sh", SGL_PATCH="other.patch")
+    assert _out(refused, "rc") == "6"
+    assert "not the file this patch was made against" in refused.stderr
+    assert not (home / "sgl-site-0.5.13.post1+other").exists()
+    missing = _source(project, ".whl/bootstrap.sh", SGL_PATCH="nope.patch")
+    assert _out(missing, "rc") == "1" and "SGL_PATCH=nope.patch does not exist" in missing.stderr

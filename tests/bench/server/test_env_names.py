@@ -10,10 +10,7 @@ there, unless SPECBENCH_REQUIRE_SGLANG_SOURCE=1 or SPECBENCH_REQUIRE_BENCH_SERVI
 
 from __future__ import annotations
 
-import os
 import re
-import subprocess
-from pathlib import Path
 
 import pytest
 
@@ -21,6 +18,7 @@ from bench.server.env import build_server_env, check_sweep_env, sweep_name_probl
 from bench.server.env_names import SET_BY_SPECBENCH, SWEEP_NAMES, SWEEP_VARIABLES
 from bench.server.spec_modes import DEFAULT_RELEASE, RELEASES
 from bench.sweep import SweepError, parse_sweep
+from tests.fixtures.sglang_source import pinned_source
 from tests.paths import REPO_ROOT
 
 CONTRACT = REPO_ROOT / "docs" / "reference" / "sglang-contract.md"
@@ -33,59 +31,6 @@ LOADERS = (
     "FLASHINFER_EXTRA_CFLAGS",
     "FLASHINFER_EXTRA_LDFLAGS",
 )
-_PROBE = (
-    "import importlib.metadata as m, importlib.util as u\n"
-    "s = u.find_spec('sglang')\n"  # finds the package without importing it (importing sglang loads torch)
-    "print(list(s.submodule_search_locations)[0]); print(m.version('sglang'))\n"
-)
-
-
-def _required() -> bool:
-    return "1" in (
-        os.environ.get("SPECBENCH_REQUIRE_SGLANG_SOURCE"),
-        os.environ.get("SPECBENCH_REQUIRE_BENCH_SERVING"),
-    )
-
-
-def _source_version(package: Path) -> str | None:
-    for meta in sorted(package.parent.glob("sglang-*.dist-info/METADATA")):
-        for line in meta.read_text(errors="replace").splitlines():
-            if line.startswith("Version:"):
-                return line.split(":", 1)[1].strip()
-    generated = package / "_version.py"
-    if generated.is_file():
-        found = re.search(r"""__version__\s*=\s*version\s*=\s*['"]([^'"]+)""", generated.read_text())
-        if found:
-            return found.group(1)
-    return None
-
-
-def pinned_source() -> Path:
-    """The `sglang` package directory of the pinned release."""
-    explicit = os.environ.get("SPECBENCH_SGLANG_SOURCE")
-    if explicit:
-        root = Path(explicit)
-        package = root if (root / "srt").is_dir() else root / "sglang"
-        if not (package / "srt" / "environ.py").is_file():
-            pytest.fail(f"SPECBENCH_SGLANG_SOURCE={explicit}: no sglang/srt/environ.py there")
-        version = _source_version(package)
-    else:
-        python = os.environ.get("SPECBENCH_BENCH_SERVING_PYTHON") or str(
-            REPO_ROOT / ".venv-bench-serving" / "bin" / "python"
-        )
-        if not Path(python).exists():
-            if _required():
-                pytest.fail("no SGLang source: set SPECBENCH_SGLANG_SOURCE or SPECBENCH_BENCH_SERVING_PYTHON")
-            pytest.skip("no SGLang source (set SPECBENCH_SGLANG_SOURCE=/path/holding/sglang)")
-        out = subprocess.run([python, "-c", _PROBE], capture_output=True, text=True, timeout=120, check=False)
-        if out.returncode != 0:
-            pytest.fail(f"{python} has no sglang package: {out.stderr.strip()[-500:]}")
-        location, version = out.stdout.split()[-2:]
-        package = Path(location)
-    assert version == DEFAULT_RELEASE, (
-        f"{package} is sglang {version}, the pinned release is {DEFAULT_RELEASE}"
-    )
-    return package
 
 
 def test_every_listed_name_appears_in_the_pinned_release_source() -> None:
