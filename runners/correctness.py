@@ -25,7 +25,7 @@ from bench.model_config import prompt_vocab
 from bench.server.known_bugs import KnownBug, acceptance_suspect, bugs_for, suspect_line
 from bench.server.launcher import LaunchedServer
 from bench.sweep import CorrectnessSpec, ServerConfig, SweepSpec, expand
-from db.models import CorrectnessOutput, Point, ServerInstance
+from db.models import CorrectnessOutput, Point, Run, ServerInstance
 
 T = TypeVar("T")
 Write = Callable[[Callable[[Session], T], str], T]
@@ -128,6 +128,7 @@ def gate(
     configs = {g.server.key(): g.server for g in expand(spec)}
     rows = write(lambda s: _stored(s, run_id), "reading the correctness checks")
     servers = write(lambda s: _servers(s, run_id), "reading the run's servers")
+    patch = write(lambda s: _run_patch(s, run_id), "reading the run's provenance")
     launches = {k: LaunchOutputs.from_json(v) for k, v in rows.items() if k != REFERENCE_KEY}
     summary = GateSummary()
     ref, summary.reference_note = _reference(
@@ -166,7 +167,7 @@ def gate(
                 ),
                 None,
             )
-            suspect = _acceptance_suspect(cfg, spec, servers.get(key))
+            suspect = _acceptance_suspect(cfg, spec, servers.get(key), patch)
             verdict = judge_launch(
                 mine,
                 settings=settings,
@@ -176,7 +177,7 @@ def gate(
                 reference_note=None if ref is not None else summary.reference_note,
                 acceptance_suspect=suspect_line(suspect) if suspect is not None else None,
             )
-        verdict = _with_known_bugs(verdict, cfg, spec, servers.get(key))
+        verdict = _with_known_bugs(verdict, cfg, spec, servers.get(key), patch)
         summary.launches.append(LaunchVerdict(key, cfg.label(), cfg.spec_mode, verdict))
     if store:
         by_key = {v.config_key: v.verdict for v in summary.launches}
@@ -230,16 +231,26 @@ def _launch_version(spec: SweepSpec, server: ServerRow | None) -> str | None:
     return server[2] if server is not None else None
 
 
-def _acceptance_suspect(cfg: ServerConfig, spec: SweepSpec, server: ServerRow | None) -> KnownBug | None:
-    """The known bug whose symptom (fewer drafts accepted, right tokens) this launch would show, if any."""
+def _run_patch(s: Session, run_id: int) -> str | None:
+    """The specbench patch the run's SGLang carried (bench/server/sglang_patch.py), as its provenance says."""
+    run = s.get(Run, run_id)
+    value = (run.provenance or {}).get("sglang_patch") if run is not None else None
+    return str(value) if value is not None else None
+
+
+def _acceptance_suspect(
+    cfg: ServerConfig, spec: SweepSpec, server: ServerRow | None, patch: str | None
+) -> KnownBug | None:
+    """The known bug whose symptom (fewer drafts accepted, right tokens) this launch would show, if any; none
+    that the patch its SGLang carried fixes."""
     version = _launch_version(spec, server)
     if not version:
         return None
-    return acceptance_suspect(version, spec.server.attention_backend, cfg.spec_mode, cfg.steps)
+    return acceptance_suspect(version, spec.server.attention_backend, cfg.spec_mode, cfg.steps, patch)
 
 
 def _with_known_bugs(
-    verdict: Verdict, cfg: ServerConfig, spec: SweepSpec, server: ServerRow | None
+    verdict: Verdict, cfg: ServerConfig, spec: SweepSpec, server: ServerRow | None, patch: str | None
 ) -> Verdict:
     """The verdict with a note when the launch's release has a known crash here that it did not die of
     (bench.server.known_bugs). A bug whose symptom is acceptance is said only where the verdict shows that
@@ -248,7 +259,7 @@ def _with_known_bugs(
     if not version:
         return verdict
     try:
-        bugs = bugs_for(version, spec.server.attention_backend, cfg.spec_mode, cfg.steps)
+        bugs = bugs_for(version, spec.server.attention_backend, cfg.spec_mode, cfg.steps, patch)
     except ValueError:  # a version string no rule reads
         return verdict
     notes = "; ".join(

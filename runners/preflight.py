@@ -58,6 +58,13 @@ def launch_version(spec: SweepSpec) -> tuple[str, str]:
         return newest, "not installed here, so the newest release specbench knows"
 
 
+def installed_patch_state(spec: SweepSpec) -> str | None:
+    """The patch state of the SGLang this interpreter imports, when the servers would run it; else None."""
+    if spec.server.backend != "sglang" or spec.server.python is not None:
+        return None
+    return installed_patch()
+
+
 def launch_patch(spec: SweepSpec) -> str | None:
     """What a dry run says of the specbench patch the servers' SGLang carries (bench/server/sglang_patch.py),
     read from files without running anything; None for the stand-in and external servers."""

@@ -51,6 +51,10 @@ class KnownBug:
     # line quoted after it. None: the symptom is not a crash, or not measured yet.
     crash: str | None = None
     log_signature: re.Pattern[str] | None = None
+    # The specbench patch that fixes it (scripts/offline-bundle/patches): a server whose SGLang carries it does not
+    # take the path; and the page that reports it (the fix, the proof, what it costs).
+    fix_patch: str | None = None
+    report: str | None = None
 
     @property
     def is_open(self) -> bool:
@@ -69,14 +73,22 @@ class KnownBug:
         return f"fixed in {self.fixed_release}" + (f" by {self.fixed_by}" if self.fixed_by else "")
 
     def applies(
-        self, version: str, attention_backend: str, spec_mode: SpecMode | None, steps: int | None = None
+        self,
+        version: str,
+        attention_backend: str,
+        spec_mode: SpecMode | None,
+        steps: int | None = None,
+        patch: str | None = None,
     ) -> bool:
         """Whether a server of this release, backend, spec mode and step count takes the path; `steps` None:
-        not known to the caller, so not a reason to rule it out. Raises ValueError for a version no rule reads."""
+        not known to the caller, so not a reason to rule it out; `patch`: the specbench patch its SGLang carries
+        (bench/server/sglang_patch.py). Raises ValueError for a version no rule reads."""
         release = release3(
             version
         )  # read even for an open bug: an unreadable version is the caller's to hear
         if self.fixed_in is not None and release >= self.fixed_in:
+            return False
+        if self.fix_patch is not None and carries(patch, self.fix_patch):
             return False
         if attention_backend not in self.attention_backends or spec_mode not in self.spec_modes:
             return False
@@ -145,6 +157,8 @@ FLASHMLA_DRAFT_DECODE_CONTEXT = KnownBug(
     min_steps=2,
     gist="FlashMLA's draft decode steps attend only to the committed prefix, not to this cycle's draft tokens",
     control="sweeps/correctness-triton-control.yaml",
+    fix_patch="flashmla-draft-decode-context",
+    report="docs/results/2026-12-06-flashmla-draft-decode-context.md",
 )
 
 KNOWN_BUGS: tuple[KnownBug, ...] = (FLASHMLA_DRAFT_EXTEND_V2, FLASHMLA_DRAFT_DECODE_CONTEXT)
@@ -164,11 +178,30 @@ class KnownFailure:
         return f"{bug.crash}: known SGLang bug {bug.key}, {bug.status()}: {self.evidence}"
 
 
+def carries(patch: str | None, name: str) -> bool:
+    """Whether a server's patch state (bench/server/sglang_patch.py) says it carries patch `name`, unchanged."""
+    return (
+        patch is not None
+        and (patch == name or patch.startswith(f"{name} ("))
+        and ", then changed" not in patch
+    )
+
+
 def bugs_for(
-    version: str, attention_backend: str, spec_mode: SpecMode | None, steps: int | None = None
+    version: str,
+    attention_backend: str,
+    spec_mode: SpecMode | None,
+    steps: int | None = None,
+    patch: str | None = None,
 ) -> list[KnownBug]:
-    """The known wrong paths a server of this release, backend, spec mode (and step count, when known) takes."""
-    return [bug for bug in KNOWN_BUGS if bug.applies(version, attention_backend, spec_mode, steps)]
+    """The known wrong paths a server of this release, backend, spec mode (and step count, when known) takes;
+    `patch`: the specbench patch its SGLang carries, which may fix one."""
+    return [bug for bug in KNOWN_BUGS if bug.applies(version, attention_backend, spec_mode, steps, patch)]
+
+
+def fixed_by_patch(patch: str | None) -> list[KnownBug]:
+    """The known bugs a server carrying this patch state does not have."""
+    return [bug for bug in KNOWN_BUGS if bug.fix_patch is not None and carries(patch, bug.fix_patch)]
 
 
 def identify_failure(
@@ -190,12 +223,16 @@ def identify_failure(
 
 
 def acceptance_suspect(
-    version: str, attention_backend: str, spec_mode: SpecMode | None, steps: int | None
+    version: str,
+    attention_backend: str,
+    spec_mode: SpecMode | None,
+    steps: int | None,
+    patch: str | None = None,
 ) -> KnownBug | None:
     """The known bug that explains a launch of this release, backend, mode and steps accepting fewer drafts than
     it should while its tokens are right; None when none applies (or the version is unreadable)."""
     try:
-        bugs = bugs_for(version, attention_backend, spec_mode, steps)
+        bugs = bugs_for(version, attention_backend, spec_mode, steps, patch)
     except ValueError:
         return None
     return next((bug for bug in bugs if bug.symptom == "acceptance"), None)
@@ -205,7 +242,8 @@ def suspect_line(bug: KnownBug) -> str:
     """What the gate says after a failed acceptance comparison that `bug` explains: the bug, what it is in one
     clause, where it stands, and the control run that tells it apart from a wrong checkpoint or reference."""
     control = f"; control: specbench run {bug.control}" if bug.control else ""
-    return f"matches known SGLang issue {bug.key} ({bug.gist}; {bug.status()}){control}"
+    report = f"; fix and report: {bug.report}" if bug.report else ""
+    return f"matches known SGLang issue {bug.key} ({bug.gist}; {bug.status()}){control}{report}"
 
 
 def flashmla_routes_draft_extend_v2(version: str) -> bool:

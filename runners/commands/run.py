@@ -15,7 +15,7 @@ from sqlalchemy import Engine, select
 from bench.correctness.prompts import why_not_checked
 from bench.host.cpu_affinity import format_cpu_list
 from bench.host.gpus import parse_gpu_list
-from bench.server.known_bugs import KNOWN_BUGS, KnownBug, bugs_for
+from bench.server.known_bugs import KNOWN_BUGS, KnownBug, bugs_for, fixed_by_patch
 from bench.server.launcher import LaunchError, plan_launch
 from bench.sweep import SIMULATE_ACC_ENV, ServerGroup, SweepError, SweepSpec, expand, load_sweep
 from bench.sweep.sections import SIM_WRONG_FAULTS
@@ -239,7 +239,8 @@ def _dry_run(
     """Each launch's real argv and environment (from the launcher's own builder) and a time estimate (of what
     is missing, for a run to resume)."""
     version, version_from = preflight.launch_version(spec)
-    _warn_known_bugs(spec, groups, version, f" ({version_from})")
+    patch = preflight.installed_patch_state(spec)
+    _warn_known_bugs(spec, groups, version, f" ({version_from})", patch)
     if spec.server.backend == "external":
         console.print(f"backend external: nothing is launched; points are measured on {spec.server.base_url}")
     else:
@@ -327,14 +328,25 @@ def _dry_run(
         console.print(f"  assuming {note}", markup=False, highlight=False)
 
 
-def _warn_known_bugs(spec: SweepSpec, groups: list[ServerGroup], version: str, version_note: str) -> None:
-    """A loud line per known wrong path the sweep asks for on this release (bench.server.known_bugs)."""
+def _warn_known_bugs(
+    spec: SweepSpec, groups: list[ServerGroup], version: str, version_note: str, patch: str | None
+) -> None:
+    """A loud line per known wrong path the sweep asks for on this release (bench.server.known_bugs); a line
+    per known bug that the patch this SGLang carries fixes."""
     if spec.server.backend == "external" or version == "?":
         return
+    for bug in fixed_by_patch(patch):
+        console.print(
+            f"SGLang carries specbench patch {patch}: known issue {bug.key} is fixed on it ({bug.report})",
+            markup=False,
+            highlight=False,
+        )
     seen: dict[str, list[str]] = {}
     pinned: dict[str, int] = {}
     for g in groups:
-        for bug in bugs_for(version, spec.server.attention_backend, g.server.spec_mode, g.server.steps):
+        for bug in bugs_for(
+            version, spec.server.attention_backend, g.server.spec_mode, g.server.steps, patch
+        ):
             seen.setdefault(bug.key, []).append(g.server.label())
             pinned[bug.key] = pinned.get(bug.key, 0) + (SIMULATE_ACC_ENV in dict(g.server.env))
     for bug in KNOWN_BUGS:

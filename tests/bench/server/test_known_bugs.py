@@ -13,6 +13,7 @@ from bench.server.known_bugs import (
     KnownFailure,
     acceptance_suspect,
     bugs_for,
+    fixed_by_patch,
     flashmla_routes_draft_extend_v2,
     identify_failure,
     suspect_line,
@@ -116,8 +117,19 @@ def test_the_open_issue_says_where_it_stands_from_the_one_list_of_releases() -> 
     assert bug.applies("0.5.30", "flashmla", "v1", 3)
     line = suspect_line(bug)
     assert line.startswith(f"matches known SGLang issue {bug.key} ({bug.gist}; {bug.status()})")
-    assert line.endswith("control: specbench run sweeps/correctness-triton-control.yaml")
+    assert line.endswith(
+        "control: specbench run sweeps/correctness-triton-control.yaml; "
+        "fix and report: docs/results/2026-12-06-flashmla-draft-decode-context.md"
+    )
     assert "\n" not in line
+    # A server whose SGLang carries the fix patch does not take the path; one edited after patching still does.
+    fixed = "flashmla-draft-decode-context (4c4c4390f372)"
+    assert not bug.applies("0.5.13.post1", "flashmla", "v1", 3, patch=fixed)
+    assert acceptance_suspect("0.5.13.post1", "flashmla", "v2", 3, patch=fixed) is None
+    assert fixed_by_patch(fixed) == [bug] and fixed_by_patch("none") == [] and fixed_by_patch(None) == []
+    changed = f"{fixed}, then changed: sglang/srt/layers/attention/flashmla_backend.py"
+    assert bug.applies("0.5.13.post1", "flashmla", "v1", 3, patch=changed)
+    assert bug.applies("0.5.13.post1", "flashmla", "v1", 3, patch="other-fix (0123456789ab)")
     # No crash, so no log names it: a failed launch stays a failed launch.
     assert bug.log_signature is None and identify_failure("0.5.13.post1", "flashmla", "v1", CRASH) is None
 
@@ -132,9 +144,9 @@ def test_no_suspect_for_a_crash_an_unreadable_version_or_another_backend() -> No
 
 def test_the_control_sweep_is_the_gate_sweep_off_flashmla() -> None:
     """The control the gate points to exists, runs the same checkpoint, release-independent speculation and
-    check as the FlashMLA gate sweep, and takes no known wrong path."""
+    check as the FlashMLA proof sweep (steps 2-4, v1 and v2), and takes no known wrong path."""
     control = load_sweep(REPO_ROOT / str(FLASHMLA_DRAFT_DECODE_CONTEXT.control))
-    gate = load_sweep(REPO_ROOT / "sweeps" / "correctness-flashmla.yaml")
+    gate = load_sweep(REPO_ROOT / "sweeps" / "flashmla-draft-fix-proof.yaml")
     assert control.server.attention_backend == "triton" and control.server.backend == "sglang"
     assert control.model == gate.model and control.measure.correctness == gate.measure.correctness
     assert (control.grid.algorithm, control.grid.steps, control.grid.topk) == (
@@ -143,6 +155,9 @@ def test_the_control_sweep_is_the_gate_sweep_off_flashmla() -> None:
         gate.grid.topk,
     )
     launches = [g.server for g in expand(control)]
-    assert [s.spec_mode for s in launches] == ["v1"]
+    assert (control.grid.batch_sizes, control.grid.spec_modes) == (gate.grid.batch_sizes, gate.grid.spec_modes)
+    assert sorted((s.steps or 0, s.spec_mode or "") for s in launches) == [
+        (n, m) for n in (2, 3, 4) for m in ("v1", "v2")
+    ]
     for version in RELEASES:
         assert all(not bugs_for(version, "triton", s.spec_mode, s.steps) for s in launches)
