@@ -7,7 +7,7 @@
 #          the SGLang as released, the same SGLang patched, and triton attention (the control,
 #          sweeps/correctness-triton-control.yaml). Speed is not the point here (three runs share the GPU);
 #   cost:  what the fix costs in speed on the TP-8 shard (sweeps/flashmla-draft-fix-cost.yaml), unpatched then
-#          patched, one after the other, alone on the GPU;
+#          patched, one after the other, alone on the GPU, each into its own database;
 #   report: each launch's gate verdict, and the cost runs compared.
 #
 # Needs the offline bundle of sglang 0.5.13.post1 in .whl/ (scripts/offline-bundle/build_bundle.sh; the patch is
@@ -71,7 +71,8 @@ fi
 if has cost; then
   for which in unpatched patched; do
     log "cost: $which"
-    sb "$which" run sweeps/flashmla-draft-fix-cost.yaml --db "sqlite:///$WORK/cost.db" --label "cost-$which" \
+    # One database per SGLang: --resume continues the latest run of the sweep in its database.
+    sb "$which" run sweeps/flashmla-draft-fix-cost.yaml --db "sqlite:///$WORK/cost-$which.db" --label "cost-$which" \
       --log-dir "$WORK/logs/cost-$which" --resume --no-progress > "$WORK/cost-$which.log" 2>&1 ||
       log "cost $which exit $?"
   done
@@ -83,7 +84,11 @@ if has report; then
     log "gate: $db"
     sb unpatched gate latest --db "sqlite:///$WORK/$db.db" || true
   done
-  if [ -f "$WORK/cost.db" ]; then
+  if [ -f "$WORK/cost-unpatched.db" ] && [ -f "$WORK/cost-patched.db" ]; then
+    rm -f "$WORK/cost.db"
+    for which in unpatched patched; do
+      sb unpatched import "$WORK/cost-$which.db" --db "sqlite:///$WORK/cost.db" > /dev/null || true
+    done
     sb unpatched runs --db "sqlite:///$WORK/cost.db" || true
     sb unpatched compare latest~1 latest --db "sqlite:///$WORK/cost.db" || true
   fi
