@@ -18,6 +18,8 @@
 # Usage:  bash scripts/flashmla_draft_fix.sh [WORK_DIR]        (default: ./fix-evidence)
 #         STEPS="proof" ...     only those steps (model proof cost report)
 #         PATCH=FILE ...        another patch (default: the one for 0.5.13.post1 under scripts/offline-bundle/patches)
+#         END_BY=EPOCH_SECONDS ...   finish by then (a nightly window): the cost runs stop at it (--deadline-s), and
+#                               a cost run that would get under 3 minutes is skipped; the proof always runs
 # Every step resumes (--resume): run it again after an interruption and it measures only what is missing.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -27,6 +29,7 @@ PATCH=${PATCH:-scripts/offline-bundle/patches/flashmla-draft-decode-context-0.5.
 export COLUMNS=${COLUMNS:-160}
 log() { echo "[flashmla_draft_fix +${SECONDS}s] $*"; }
 has() { case " $STEPS " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
+left() { if [ -n "${END_BY:-}" ]; then echo $((END_BY - $(date +%s))); else echo 999999; fi; }
 
 # sb unpatched|patched ARGS...: specbench in a shell that imports that SGLang.
 sb() {
@@ -70,10 +73,12 @@ fi
 
 if has cost; then
   for which in unpatched patched; do
-    log "cost: $which"
+    if [ "$(left)" -lt 180 ]; then log "cost: $which skipped, $(left) s left before END_BY"; continue; fi
+    cut=(); [ -n "${END_BY:-}" ] && cut=(--deadline-s "$(($(left) - 30))")
+    log "cost: $which ${cut[*]}"
     # One database per SGLang: --resume continues the latest run of the sweep in its database.
     sb "$which" run sweeps/flashmla-draft-fix-cost.yaml --db "sqlite:///$WORK/cost-$which.db" --label "cost-$which" \
-      --log-dir "$WORK/logs/cost-$which" --resume --no-progress > "$WORK/cost-$which.log" 2>&1 ||
+      --log-dir "$WORK/logs/cost-$which" --resume --no-progress "${cut[@]}" > "$WORK/cost-$which.log" 2>&1 ||
       log "cost $which exit $?"
   done
 fi
