@@ -3,8 +3,9 @@
 - `check(spec)`: an interpreter that is not there, SGLang not installed for it, or a local model path that
   does not exist would fail every launch of the sweep the same way; `run` and `ci` stop here with one error
   (exit 2) instead of one per point, and store no run.
-- `launch_version(spec)`: the SGLang release a dry run builds argv and env for: the installed one, else the
-  one specbench's `[gpu]` extra pins, and which of the two it is.
+- `launch_version(spec)`: the SGLang release a dry run builds argv and env for: the installed one (read from
+  the interpreter's package metadata: a dry run executes nothing, not even `server.python`), else the one
+  specbench's `[gpu]` extra pins, and which of the two it is.
 - `missing_paths(spec)` and `describe(spec)`: the dry run's warnings and its one line each on pairing, ABBA
   and profiling.
 """
@@ -16,7 +17,7 @@ import re
 from pathlib import Path
 
 from bench.host.policy import HostPolicy
-from bench.server.argv import ArgvError
+from bench.server.argv import ArgvError, resolve_python
 from bench.server.launcher import LaunchError, detect_sglang_version
 from bench.server.spec_modes import KNOWN_RELEASES
 from bench.sweep import SweepSpec
@@ -41,20 +42,43 @@ def pinned_sglang() -> str | None:
     return None
 
 
+# Where an interpreter's tree keeps its packages, relative to the directory above its bin/.
+_SITE_PACKAGES = ("lib/python3*/site-packages", "lib64/python3*/site-packages", "lib/python3/dist-packages")
+
+
+def installed_sglang(python: str | None) -> str | None:
+    """The SGLang release installed for `python` (None: this interpreter), read from package metadata
+    without running anything (issue 35 §7: a dry run once ran `server.python` to ask); None when not found."""
+    if python is None:
+        try:
+            return importlib.metadata.version("sglang")
+        except importlib.metadata.PackageNotFoundError:
+            return None
+    try:
+        interpreter = Path(resolve_python(python))  # looks the file up; runs nothing
+    except ArgvError:
+        return None
+    root = interpreter.parent.parent  # not resolved: a venv's bin/python3 links to the base interpreter
+    paths = [str(d) for pattern in _SITE_PACKAGES for d in sorted(root.glob(pattern)) if d.is_dir()]
+    for dist in importlib.metadata.distributions(name="sglang", path=paths):
+        return str(dist.version)
+    return None
+
+
 def launch_version(spec: SweepSpec) -> tuple[str, str]:
-    """(version, where it comes from) for the argv and env a dry run shows."""
+    """(version, where it comes from) for the argv and env a dry run shows. Nothing is executed."""
     if spec.server.backend == "sim":
         return spec.server.sim.version, "emulated by the stand-in"
     if spec.server.backend == "external":
         return "?", "whatever the external server runs"
-    try:
-        return detect_sglang_version(spec.server.python, timeout_s=120.0), "installed"
-    except (LaunchError, ArgvError):
-        pinned = pinned_sglang()
-        if pinned is not None:
-            return pinned, "not installed here, so the release specbench pins (pyproject.toml, [gpu] extra)"
-        newest = ".".join(map(str, KNOWN_RELEASES[-1]))
-        return newest, "not installed here, so the newest release specbench knows"
+    installed = installed_sglang(spec.server.python)
+    if installed is not None:
+        return installed, "installed (read from its package metadata)"
+    pinned = pinned_sglang()
+    if pinned is not None:
+        return pinned, "not installed here, so the release specbench pins (pyproject.toml, [gpu] extra)"
+    newest = ".".join(map(str, KNOWN_RELEASES[-1]))
+    return newest, "not installed here, so the newest release specbench knows"
 
 
 def _local(path: str) -> bool:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import Protocol
 
-from bench.server.flags import check_passthrough_flag
+from bench.server.flags import PATH_FLAGS, check_passthrough_flag, path_value_problem
 from bench.server.spec_modes import ENV_ROUND_ROBIN_EXPERTS, ENV_UNIFORM_EXPERTS
 from bench.sweep.fields import MAX_POINTS, MAX_SERVER_CONFIGS, SIMULATE_ACC_ENV, TOPK1_ONLY_BACKENDS
 from bench.sweep.sections import GridSpec, MeasureSpec, ProfileSpec, ServerSpec, WorkloadSpec
@@ -113,10 +113,12 @@ def find_problems(spec: CheckedSweep) -> list[str]:
         p.append("grid: no spec_modes and no baseline, nothing to measure")
     if len(set(g.spec_modes)) != len(g.spec_modes):
         p.append("grid.spec_modes: duplicate values")
-    for name in s.args:
+    for name, value in s.args.items():
         msg = check_passthrough_flag(name)
         if msg:
             p.append(f"server.args: {msg}")
+        elif name in PATH_FLAGS and (msg := path_value_problem(f"server.args.{name}", value)):
+            p.append(msg)
     if s.backend == "external":
         if not s.base_url:
             p.append("server.base_url: required with backend: external (the server someone else launched)")
