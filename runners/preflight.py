@@ -1,7 +1,8 @@
 """Before a sweep starts a server: what every launch would repeat, checked once, and what a dry run previews.
 
-- `check(spec)`: an interpreter that is not there, SGLang not installed for it, or a local model path that
-  does not exist would fail every launch of the sweep the same way; `run` and `ci` stop here with one error
+- `check(spec)`: an interpreter that is not there, SGLang not installed for it, a local model path that
+  does not exist, a workload file that cannot give prompts or a model config that cannot be read would fail
+  every launch of the sweep the same way; `run` and `ci` (and a worker's job) stop here with one error line
   (exit 2) instead of one per point, and store no run.
 - `launch_version(spec)`: the SGLang release a dry run builds argv and env for: the installed one (read from
   the interpreter's package metadata: a dry run executes nothing, not even `server.python`), else the one
@@ -17,10 +18,12 @@ import re
 from pathlib import Path
 
 from bench.host.policy import HostPolicy
+from bench.model_config import model_config_problem, prompt_vocab
 from bench.server.argv import ArgvError, resolve_python
 from bench.server.launcher import LaunchError, detect_sglang_version
 from bench.server.spec_modes import KNOWN_RELEASES
 from bench.sweep import SweepSpec
+from bench.workload import workload_problems
 
 _PIN = re.compile(r"^sglang\s*==\s*([\w.+-]+)\s*;.*extra\s*==\s*['\"]gpu['\"]")
 
@@ -108,25 +111,30 @@ def check(spec: SweepSpec, policy: HostPolicy | None = None) -> None:
     """Raise PreflightError when every launch of `spec` would fail the same way on this host.
 
     `policy` is what this host lets the sweep use (a worker's; default: the author's). Its refusals come
-    first and alone: whether a file exists is asked only of a path the policy allows."""
-    if spec.server.backend != "sglang":
-        return
+    first and alone: whether a file exists, or what it holds, is asked only of a path the policy allows. Then
+    every workload file is read and parsed whole, and a local model's config.json read, on every backend:
+    a bad file (a FIFO, /dev/zero, `output_len: 10**12`) is refused before a server spends minutes starting."""
     policy = policy or HostPolicy.author()
     refused = policy.problems(spec)
     if refused:
         raise PreflightError("; ".join(refused) + ". Nothing was run and no run stored.")
-    problems = [p for p in missing_paths(spec) if p.startswith(("model", "draft_model"))]
-    try:
-        detect_sglang_version(policy.interpreter(spec.server.python), timeout_s=120.0)
-    except (LaunchError, ArgvError) as e:
-        problems.insert(0, "; ".join(e.problems) if isinstance(e, ArgvError) else str(e))
-        where = "server.python" if spec.server.python else "this interpreter"
-        problems.append(
-            f"install SGLang for {where} (pip install -e '.[gpu]'), or point server.python at one that has it"
-        )
+    problems = workload_problems(spec.workloads, prompt_vocab(spec.model))
+    if spec.server.backend != "external":
+        problems += [p for p in (model_config_problem(spec.model),) if p]
+    if spec.server.backend == "sglang":
+        problems += [p for p in missing_paths(spec) if p.startswith(("model", "draft_model"))]
+        try:
+            detect_sglang_version(policy.interpreter(spec.server.python), timeout_s=120.0)
+        except (LaunchError, ArgvError) as e:
+            problems.insert(0, "; ".join(e.problems) if isinstance(e, ArgvError) else str(e))
+            where = "server.python" if spec.server.python else "this interpreter"
+            problems.append(
+                f"install SGLang for {where} (pip install -e '.[gpu]'), or point server.python at one that has it"
+            )
     if problems:
+        # One line: a workload's bad lines are listed in it, separated, not on lines of their own.
         raise PreflightError(
-            "; ".join(problems)
+            " ".join("; ".join(problems).split())
             + ". No server of this sweep could start, so nothing was run and no run stored."
         )
 

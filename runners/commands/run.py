@@ -20,6 +20,7 @@ from bench.server.known_bugs import KNOWN_BUGS, KnownBug, bugs_for
 from bench.server.launcher import LaunchError, plan_launch
 from bench.sweep import SIMULATE_ACC_ENV, ServerGroup, SweepError, SweepSpec, expand, load_sweep
 from bench.sweep.sections import SIM_WRONG_FAULTS
+from bench.workload import WorkloadError
 from db.engine import resolve_url, session_scope
 from db.migrate import open_database_readonly
 from db.models import Point, Run
@@ -167,6 +168,8 @@ def run(
             )
     except ResumeRefused as e:
         fail(str(e))
+    except WorkloadError as e:  # a workload file changed after the check before the first server started
+        fail(f"{' '.join(str(e).split())}; the run is marked failed")
     except DatabaseUnavailable as e:
         fail(f"{e}; every repeat measured before it is stored; continue with: specbench run {sweep} --resume")
     _summary(engine, outcome, time.monotonic() - started)

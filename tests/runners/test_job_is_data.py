@@ -568,3 +568,24 @@ def test_hole7_a_dry_run_runs_no_interpreter(tmp_path: Path, marker_script: tupl
     assert done.returncode == 0, done.stdout + done.stderr
     assert "argv:" in done.stdout and str(script) in done.stdout
     assert not marker.exists(), "the dry run ran the sweep's interpreter"
+
+
+def test_a_workers_job_with_a_hostile_workload_line_fails_before_any_server_starts(
+    db_url: str, tmp_path: Path
+) -> None:
+    """`output_len: 10**12` in a workload line reset the stand-in's connection and, on PostgreSQL, ended the run in
+    a traceback carrying the failed insert; the worker now refuses the job before a server starts."""
+    data = tmp_path / "data"
+    data.mkdir()
+    prompts = data / "prompts.jsonl"
+    prompts.write_text('{"input_ids": [5, 6], "output_len": 1000000000000}\n')
+    engine = open_database(db_url)
+    job_id = store_job(engine, jsonl_sweep("huge", str(prompts)))
+    log = worker_once(db_url, tmp_path, "--data-dir", str(data))
+    row = job(engine, job_id)
+    assert row["status"] == "failed" and '"output_len" must be a whole number' in row["last_error"], log
+    assert "nothing was run" in row["last_error"] and "Traceback" not in log
+    assert not list((tmp_path / "logs").rglob("server-*.log"))
+    with engine.connect() as conn:
+        assert conn.execute(select(Run.id)).first() is None
+    engine.dispose()
