@@ -122,6 +122,12 @@ def find_problems(spec: CheckedSweep) -> list[str]:
     if s.backend == "external":
         if not s.base_url:
             p.append("server.base_url: required with backend: external (the server someone else launched)")
+        elif "@" in s.base_url:
+            # Not echoed: a sweep's text is stored with the job and the run, and shown in errors and reasons.
+            p.append(
+                "server.base_url: holds a user name or password (user:password@host), not shown; a sweep is "
+                "stored and shown in full, so it carries no secret, and specbench sends no credentials"
+            )
         elif not re.match(r"^https?://[^\s/]+(:\d+)?/?$", s.base_url):
             p.append(f"server.base_url: {s.base_url!r} is not http(s)://host[:port]")
         multi = [

@@ -589,3 +589,27 @@ def test_a_workers_job_with_a_hostile_workload_line_fails_before_any_server_star
     with engine.connect() as conn:
         assert conn.execute(select(Run.id)).first() is None
     engine.dispose()
+
+
+def test_a_password_in_an_external_base_url_is_refused_and_stored_nowhere(
+    db_url: str, tmp_path: Path
+) -> None:
+    """Issue 35 "Also": `http://admin:pw@host` was accepted, echoed and stored with the job, its errors and point
+    reasons. `submit` refuses it without echoing; a job stored past `submit` fails at claim, and its error does
+    not hold the password either."""
+    sweep = tmp_path / "ext.yaml"
+    sweep.write_text(external_sweep("ext", "http://admin:pw-s3cret@127.0.0.1:9"))
+    done = run_cli("submit", str(sweep), "--db", db_url)
+    out = done.stdout + done.stderr
+    assert done.returncode == 2 and "user name or password" in out and "pw-s3cret" not in out, out
+    engine = open_database(db_url)
+    with engine.connect() as conn:
+        assert conn.execute(select(Job.id)).first() is None
+    job_id = store_job(engine, sweep.read_text())
+    log = worker_once(db_url, tmp_path, "--allow-external", "127.0.0.1:9")
+    row = job(engine, job_id)
+    assert row["status"] == "failed" and "user name or password" in row["last_error"], log
+    assert "pw-s3cret" not in row["last_error"] + log
+    with engine.connect() as conn:
+        assert conn.execute(select(Run.id)).first() is None
+    engine.dispose()
