@@ -528,7 +528,9 @@ def test_hole4_no_redirect_is_followed_for_a_jobs_server(
     with engine.connect() as conn:
         stored = repr(conn.execute(select(ServerInstance.error, ServerInstance.resolved)).all())
         stored += repr(conn.execute(select(Run.error)).all())
-        stored += repr(conn.execute(select(Point.reason)).all() + conn.execute(select(Sample.reason)).all())
+        stored += repr(conn.execute(select(Point.reason)).all()) + repr(
+            conn.execute(select(Sample.reason)).all()
+        )
     assert "307" in stored + (row["last_error"] or "")
     assert "db_backup_key" not in stored + log
     engine.dispose()
