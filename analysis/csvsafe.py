@@ -9,7 +9,9 @@ spreadsheets show as text and never evaluate.
 Numbers stay numbers. An int or float is written as it is (a negative number is not a formula), and so is
 text that is exactly a decimal number, such as `-5.2`, `+3` or `1e-3`: a spreadsheet reads it as that number.
 Text that only starts like one (`-1+2`, `-cmd`, `-inf`) gets the `'`. Leading spaces do not hide a formula:
-` =1+1` gets one too.
+` =1+1` gets one too, and neither do look-alikes a spreadsheet may fold to ASCII: the cell is judged after
+Unicode compatibility normalisation (NFKC: fullwidth `＝＋－＠` become `=+-@`) with leading spaces and invisible
+characters (no-break space, zero-width space, byte-order mark, word joiner) set aside (issue 35).
 
 Control characters other than newline and tab are written as escapes (analysis.text.printable), so `cat`
 of an export cannot drive the terminal.
@@ -18,18 +20,19 @@ of an export cannot drive the terminal.
 from __future__ import annotations
 
 import re
+import unicodedata
 from typing import Any
 
 import pandas as pd
 
 from analysis.text import printable
 
-# OWASP's list: a cell starting with one of these (after any spaces) is a formula or starts one.
-_FORMULA_START = re.compile(r"^[ ]*[=+\-@\t\r\n]")
-# What may need a change: a formula start, or a control character (a cheap vectorised test for `frame`).
-_SUSPECT = re.compile(
-    r"^[ ]*[=+\-@\t\r\n]|[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069]"
-)
+# OWASP's list: a cell starting with one of these (after padding, normalised) is a formula or starts one.
+_FORMULA_START = re.compile(r"^[=+\-@\t\r\n]")
+# OWASP's own starts that are also white space: never skipped as padding.
+_BREAKS = "\t\r\n"
+# Control characters `cell` escapes: a cell holding one always goes through it.
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069]")
 _NUMBER = re.compile(r"[ ]*[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?[ ]*")
 
 
@@ -39,13 +42,29 @@ def cell(value: Any) -> Any:
     if not isinstance(value, str):
         return value
     text = printable(value, multiline=True)
-    if _FORMULA_START.match(text) and not _NUMBER.fullmatch(text):
+    if starts_formula(text) and not _NUMBER.fullmatch(text):
         return "'" + text
     return text
 
 
+def starts_formula(text: str) -> bool:
+    """Whether a spreadsheet may read `text` as a formula: its first character that shows, once normalised,
+    is one of OWASP's (`=`, `+`, `-`, `@`, a tab or a line break)."""
+    i = 0
+    # Padding that shows nothing: spaces of any kind (a no-break space) and format characters (a zero-width
+    # space, a word joiner, a byte-order mark).
+    while i < len(text) and (
+        (text[i].isspace() and text[i] not in _BREAKS) or unicodedata.category(text[i]) == "Cf"
+    ):
+        i += 1
+    return bool(_FORMULA_START.match(unicodedata.normalize("NFKC", text[i : i + 4])))
+
+
 def _cheap(value: Any) -> Any:
-    return cell(value) if isinstance(value, str) and _SUSPECT.search(value) else value
+    # A cell opening with a letter or a digit (ASCII or not) starts no formula: only the rest needs `cell`.
+    if isinstance(value, str) and (not value[:1].isalnum() or _CONTROL.search(value)):
+        return cell(value)
+    return value
 
 
 def row(values: list[Any]) -> list[Any]:

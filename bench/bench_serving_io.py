@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -91,6 +92,30 @@ def _text(where: str, value: Any) -> None:
         raise BenchServingFormatError(f"{where}: text with a NUL byte or longer than {MAX_TEXT} characters")
 
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _lone_surrogate(line: dict[str, Any]) -> str | None:
+    """Where a key or string of `line` holds a lone surrogate (`server_info.model_path`), or None.
+    Walked with a stack: JSON nests as deep as its parser allows."""
+    stack: list[tuple[str, Any]] = [("", line)]
+    while stack:
+        where, value = stack.pop()
+        if isinstance(value, str):
+            if _SURROGATE.search(value):
+                return where
+        elif isinstance(value, dict):
+            for key, item in value.items():
+                shown = ascii(key)[1:-1] if isinstance(key, str) else str(key)
+                path = f"{where}.{shown}" if where else shown
+                if isinstance(key, str) and _SURROGATE.search(key):
+                    return path
+                stack.append((path, item))
+        elif isinstance(value, list):
+            stack.extend((f"{where}[{i}]", item) for i, item in enumerate(value))
+    return None
+
+
 def metrics_of(line: Mapping[str, Any]) -> dict[str, float | int]:
     """SampleMetrics field -> value for every catalogue metric the result holds, each checked (a count is a
     whole number, a figure a finite number in range); a key the line lacks stays unknown."""
@@ -117,6 +142,13 @@ def read_line(raw: str | bytes) -> ResultLine:
         raise BenchServingFormatError(f"not JSON: {exc}") from None
     if not isinstance(line, dict) or "output_throughput" not in line or "completed" not in line:
         raise BenchServingFormatError("not a bench_serving result (no output_throughput / completed)")
+    surrogate = _lone_surrogate(line)
+    if surrogate is not None:
+        # JSON's "\ud800" decodes to a string no UTF-8 output can hold: printing or storing it raised
+        # UnicodeEncodeError as a traceback (issue 35).
+        raise BenchServingFormatError(
+            f"{surrogate}: text with a lone surrogate (\\ud800-\\udfff), not Unicode text"
+        )
     completed = _count(line, "completed", least=1, required=True)
     assert completed is not None
     metrics = metrics_of(line)

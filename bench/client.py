@@ -37,6 +37,25 @@ _STOP_DISPATCH_ON = ("stalled", "connect timeout", "connection refused")
 _ERROR_BODY_CHARS = 300
 
 
+class RedirectRefused(aiohttp.ClientResponseError):
+    """The server answered a redirect; it is not followed (issue 35 §4): requests, prompt ids included, go to
+    the address the sweep names and the host allowed, never to one a server names."""
+
+
+async def _refuse_redirects(
+    request: aiohttp.ClientRequest, handler: aiohttp.ClientHandlerType
+) -> aiohttp.ClientResponse:
+    """A session middleware: raises on a 3xx before aiohttp's redirect loop could follow it, for every
+    request of the session (the client's, the cross-check's, the profiler's)."""
+    resp = await handler(request)
+    if 300 <= resp.status < 400:
+        resp.release()
+        raise RedirectRefused(
+            resp.request_info, (), status=resp.status, message="redirect not followed (the reply is not kept)"
+        )
+    return resp
+
+
 class ServerUnavailableError(ConnectionError):
     """The server refuses connections: it is not (or no longer) running."""
 
@@ -75,6 +94,7 @@ class LoadClient:
                 timeout=aiohttp.ClientTimeout(total=None, sock_connect=self._connect_timeout_s),
                 read_bufsize=self._read_bufsize,
                 auto_decompress=False,
+                middlewares=(_refuse_redirects,),
             )
 
     async def close(self) -> None:
@@ -104,6 +124,8 @@ class LoadClient:
                     self._info_path = path
                     info: dict[str, Any] = orjson.loads(body)
                     return info
+            except RedirectRefused as e:
+                raise RuntimeError(f"GET {path}: HTTP {e.status}, {e.message}") from None
             except aiohttp.ClientConnectorError as e:
                 self.server_down = True
                 raise ServerUnavailableError(f"GET {path}: {e}") from None
@@ -133,6 +155,9 @@ class LoadClient:
                     last = f"HTTP {resp.status}: {_snippet(body)}"
                     if resp.status != 400:
                         break  # not "busy": retrying will not help
+            except RedirectRefused as e:
+                last = f"HTTP {e.status}: {e.message}"
+                break
             except aiohttp.ClientConnectorError as e:
                 self.server_down = True
                 raise ServerUnavailableError(f"POST /flush_cache: {e}") from None
@@ -197,6 +222,8 @@ class LoadClient:
                     rec.error = f"HTTP {resp.status}: {_snippet(await resp.read())}"
                     return rec
                 await _read_stream(resp.content, rec, t_send)
+        except RedirectRefused as e:
+            rec.error = f"HTTP {e.status}: {e.message}"
         except aiohttp.ConnectionTimeoutError as e:
             rec.error = f"connect timeout: {e}"
         except TimeoutError:
@@ -225,6 +252,8 @@ class LoadClient:
                 if resp.status != 200:
                     raise RuntimeError(f"HTTP {resp.status}: {_snippet(body)}")
                 return orjson.loads(body)
+        except RedirectRefused as e:
+            raise RuntimeError(f"HTTP {e.status}: {e.message}") from None
         except aiohttp.ClientConnectorError as e:
             self.server_down = True
             raise ServerUnavailableError(f"connection refused: {e}") from None

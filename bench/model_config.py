@@ -16,10 +16,15 @@ floor of its shard.
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
+from bench.files import FileReadError, read_regular_file
+
 CONFIG_FILE = "config.json"
+# A config.json is a few KiB; DeepSeek-V3's with its quantization table is under 10 KiB.
+MAX_CONFIG_BYTES = 16 << 20
 # What `build_prompts` assumed before it read the model's vocabulary; still the default for a model without
 # a local config (every tokenizer specbench met has at least this many ids).
 DEFAULT_VOCAB_SIZE = 32_000
@@ -31,14 +36,32 @@ class ShardError(ValueError):
     """A tensor-parallel width that does not divide the model's heads, widths or vocabulary."""
 
 
+def model_config_problem(model: str | Path | None) -> str | None:
+    """Why a local model's config.json cannot be read as a JSON object (a FIFO, /dev/zero behind a link, a
+    gigabyte, nested past the parser, not an object), or None: read fine, or there is none to read."""
+    if not model:
+        return None
+    path = Path(model).expanduser() / CONFIG_FILE
+    if not os.path.lexists(path):
+        return None
+    try:
+        cfg = json.loads(read_regular_file(path, MAX_CONFIG_BYTES, "a model's config.json"))
+    except FileReadError as e:
+        return str(e)
+    except (ValueError, RecursionError) as e:
+        return f"{path}: not JSON ({str(e)[:120] or type(e).__name__})"
+    return None if isinstance(cfg, dict) else f"{path}: not a JSON object"
+
+
 def read_model_config(model: str | Path | None) -> dict[str, Any] | None:
-    """The model's config.json as a dict, or None: not a local directory, no readable config.json in it."""
+    """The model's config.json as a dict, or None: not a local directory, no readable config.json in it
+    (read as bench/files.py reads a named file: a FIFO or a device there never blocks or fills memory)."""
     if not model:
         return None
     path = Path(model).expanduser() / CONFIG_FILE
     try:
-        cfg = json.loads(path.read_text())
-    except (OSError, ValueError):
+        cfg = json.loads(read_regular_file(path, MAX_CONFIG_BYTES, "a model's config.json"))
+    except (FileReadError, ValueError, RecursionError):
         return None
     return cfg if isinstance(cfg, dict) else None
 

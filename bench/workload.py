@@ -13,8 +13,6 @@ server's `prompt_tokens`.
 
 from __future__ import annotations
 
-import os
-import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -22,8 +20,9 @@ from typing import Any
 import numpy as np
 import orjson
 
+from bench.files import FileReadError, read_regular_file, regular_file_problem
 from bench.model_config import DEFAULT_VOCAB_SIZE
-from bench.sweep import WorkloadSpec
+from bench.sweep import MAX_TOKENS, WorkloadSpec
 
 # Ids 0 and 1 are bos/eos in most vocabularies; a random prompt never contains them.
 FIRST_RANDOM_ID = 2
@@ -32,8 +31,6 @@ _MAX_REPORTED_PROBLEMS = 10
 # A workload file is read whole into memory: at most this much (a JSONL of prompts, not a corpus; ShareGPT
 # converted to JSONL is about 600 MB). /dev/zero, once read until memory ran out, is refused before a byte.
 MAX_WORKLOAD_BYTES = 1 << 30
-# Pseudo file systems: their files claim to be regular, with a size of 0, and are not data.
-_PSEUDO_ROOTS = ("/proc", "/sys", "/dev")
 
 
 class WorkloadError(ValueError):
@@ -93,40 +90,31 @@ def _random_prompts(workload: WorkloadSpec, n: int, vocab_size: int) -> list[Pro
 def workload_file_problem(path: str | Path, cap: int = MAX_WORKLOAD_BYTES) -> str | None:
     """Why `path` cannot be a workload file (not a regular file, larger than `cap`, unreadable), or None.
     From its metadata alone: nothing is opened, so a FIFO cannot block the caller."""
-    real = os.path.realpath(path)
-    if any(real == root or real.startswith(root + "/") for root in _PSEUDO_ROOTS):
-        return f"{path}: not a regular file (a device or a /proc, /sys file is never read)"
-    try:
-        st = os.stat(real)
-    except OSError as e:
-        return f"{path}: cannot read ({e.strerror or e})"
-    if not stat.S_ISREG(st.st_mode):
-        return f"{path}: not a regular file (a directory, FIFO, socket or device is never read)"
-    if st.st_size > cap:
-        return f"{path}: {st.st_size:,} bytes, more than the {cap:,}-byte limit of a workload file"
-    return None
+    return regular_file_problem(path, cap, "a workload file")
 
 
 def read_workload_file(path: str | Path, cap: int = MAX_WORKLOAD_BYTES) -> bytes:
-    """The bytes of a workload file: a regular file of at most `cap` bytes. Opened without blocking (a FIFO
-    that nobody writes to would hang the run forever) and read no further than `cap`, whatever it claims."""
-    problem = workload_file_problem(path, cap)
-    if problem:
-        raise WorkloadError(problem)
+    """The bytes of a workload file: a regular file of at most `cap` bytes, opened without blocking (a FIFO
+    that nobody writes to would hang the run forever) and read no further than `cap` (bench/files.py)."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-    except OSError as e:
-        raise WorkloadError(f"{path}: cannot read ({e.strerror or e})") from None
-    with os.fdopen(fd, "rb") as f:
-        # Checked again on what was opened: the path may have been swapped since the look above.
-        if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
-            raise WorkloadError(
-                f"{path}: not a regular file (a directory, FIFO, socket or device is never read)"
-            )
-        data = f.read(cap + 1)
-    if len(data) > cap:
-        raise WorkloadError(f"{path}: more than the {cap:,}-byte limit of a workload file")
-    return data
+        return read_regular_file(path, cap, "a workload file")
+    except FileReadError as e:
+        raise WorkloadError(str(e)) from None
+
+
+def workload_problems(workloads: list[WorkloadSpec], vocab_size: int = DEFAULT_VOCAB_SIZE) -> list[str]:
+    """Every reason a sweep's workload files cannot produce prompts, each file read and parsed whole: what a
+    run checks before its first server starts (runners/preflight.py), so a bad file costs no start-up."""
+    out: list[str] = []
+    for i, w in enumerate(workloads):
+        if w.dataset != "jsonl":
+            continue
+        try:
+            build_prompts(w, 1, vocab_size)
+        except WorkloadError as e:
+            where = f"workload[{i}]" if len(workloads) > 1 else "workload"
+            out.append(f"{where}.path: {e}")
+    return out
 
 
 def _jsonl_prompts(path: Path, default_output_len: int, n: int, vocab_size: int) -> list[Prompt]:
@@ -162,29 +150,40 @@ def _parse_line(raw: bytes, default_output_len: int, vocab_size: int) -> Prompt:
     if has_ids == has_text:
         raise WorkloadError('expected exactly one of "input_ids" and "prompt"')
     output_len = obj.get("output_len", default_output_len)
-    if not _positive_int(output_len):
-        raise WorkloadError(f'"output_len" must be a positive integer, got {output_len!r}')
+    if not _token_count(output_len):
+        raise WorkloadError(
+            f'"output_len" must be a whole number from 1 to {MAX_TOKENS:,}, got {_shown(output_len)}'
+        )
     if has_ids:
         ids = obj["input_ids"]
-        if not isinstance(ids, list) or not ids:
-            raise WorkloadError('"input_ids" must be a non-empty list of integers')
+        if not isinstance(ids, list) or not 0 < len(ids) <= MAX_TOKENS:
+            raise WorkloadError(f'"input_ids" must be a list of 1 to {MAX_TOKENS:,} integers')
         bad = next(
             (x for x in ids if not isinstance(x, int) or isinstance(x, bool) or not 0 <= x < vocab_size), None
         )
         if bad is not None:
-            raise WorkloadError(f'"input_ids" holds {bad!r}, not an integer id in [0, {vocab_size})')
+            raise WorkloadError(f'"input_ids" holds {_shown(bad)}, not an integer id in [0, {vocab_size})')
         return Prompt(prompt_len=len(ids), output_len=output_len, input_ids=ids)
     text = obj["prompt"]
     if not isinstance(text, str) or not text:
         raise WorkloadError('"prompt" must be a non-empty string')
     prompt_len = obj.get("prompt_len", 0)
-    if prompt_len != 0 and not _positive_int(prompt_len):
-        raise WorkloadError(f'"prompt_len" must be a positive integer, got {prompt_len!r}')
+    if prompt_len != 0 and not _token_count(prompt_len):
+        raise WorkloadError(
+            f'"prompt_len" must be a whole number from 1 to {MAX_TOKENS:,}, got {_shown(prompt_len)}'
+        )
     return Prompt(prompt_len=prompt_len, output_len=output_len, text=text)
 
 
-def _positive_int(x: Any) -> bool:
-    return isinstance(x, int) and not isinstance(x, bool) and x > 0
+def _token_count(x: Any) -> bool:
+    """A whole number of tokens a request may ask for: 10**12 once reset the stand-in's connection and ended a
+    PostgreSQL run in a traceback (issue 35)."""
+    return isinstance(x, int) and not isinstance(x, bool) and 0 < x <= MAX_TOKENS
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 def window_prompt(prompts: list[Prompt], i: int) -> Prompt:

@@ -174,6 +174,12 @@ def _backup(src: Path, tmp: Path, dest: Path) -> None:
 
 
 def _has_token_columns(copy: sqlite3.Connection) -> bool:
+    # A table's columns only: table_info of a view prepares the view's query, which may fail or never end.
+    if (
+        copy.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'requests'").fetchone()
+        is None
+    ):
+        return False
     columns = {row[1] for row in copy.execute("PRAGMA table_info(requests)")}
     return {"chunk_times", "chunk_tokens"} <= columns
 

@@ -13,6 +13,7 @@ from sqlalchemy import Engine
 from sqlalchemy.engine import make_url
 
 from bench.host.cpu_affinity import AffinityError, check_allowed, parse_cpu_list, pinned_runner
+from bench.server.env import withhold
 from db import models
 from db.engine import (
     DEFAULT_URL,
@@ -60,6 +61,8 @@ MAX_PRIORITY = 1_000_000
 
 def db_url(url: str | None) -> str:
     """The resolved URL of `--db`, or a clear message and exit 2 (bad URL, unset env:NAME, a password in argv)."""
+    if url and url.startswith(ENV_PREFIX):
+        withhold(url.removeprefix(ENV_PREFIX))  # that variable now holds our database: no server ever gets it
     try:
         resolved = resolve_url(url)
     except DatabaseURLError as e:
@@ -89,6 +92,26 @@ OutageOption = Annotated[
         help="How long to wait out an unreachable (or, on SQLite, locked) database before giving up. "
         "Default: $SPECBENCH_DB_OUTAGE_LIMIT_S, else 900.",
         show_default=False,
+    ),
+]
+
+
+# The host's decisions about code and downloads (bench/host/policy.py), for `run` and `worker` alike: off unless
+# given, whatever a sweep or the environment says (issue 35 §1).
+TrustRemoteCodeOption = Annotated[
+    bool,
+    typer.Option(
+        "--trust-remote-code",
+        help="Let SGLang run Python a checkpoint ships (passes --trust-remote-code to every server). Off: a "
+        "sweep cannot ask for it.",
+    ),
+]
+HubDownloadsOption = Annotated[
+    bool,
+    typer.Option(
+        "--allow-hub-downloads",
+        help="Let servers download from the Hugging Face hub (passes the host's HF_HUB_OFFLINE and HF_TOKEN). "
+        "Off: servers run with HF_HUB_OFFLINE=1 and TRANSFORMERS_OFFLINE=1, from the host's cache.",
     ),
 ]
 

@@ -4,6 +4,7 @@ meets it is `bench.host.gpus.unmet`, beside the GPU detector, so the dashboard c
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -12,6 +13,9 @@ from bench.host.gpus import Gpu, matches, unmet
 __all__ = ["REQUIREMENT_KEYS", "Gpu", "matches", "parse_requires", "requirements_for", "unmet"]
 
 REQUIREMENT_KEYS = frozenset({"gpu", "count", "labels"})
+# More GPUs than any one host holds: `count=10**30` is a typo, and was stored as a job nothing could claim.
+MAX_GPU_COUNT = 1024
+_COUNT = re.compile(r"^[0-9]{1,4}$")
 
 
 def parse_requires(text: str | None) -> dict[str, Any]:
@@ -29,8 +33,10 @@ def parse_requires(text: str | None) -> dict[str, Any]:
                 f"--requires: unknown key {key!r} (known: {', '.join(sorted(REQUIREMENT_KEYS))})"
             )
         if key == "count":
-            if not value.isdigit() or int(value) < 1:
-                raise ValueError(f"--requires: count={value!r} must be a positive integer")
+            if not _COUNT.match(value) or not 1 <= int(value) <= MAX_GPU_COUNT:
+                raise ValueError(
+                    f"--requires: count={value[:40]!r} must be a whole number from 1 to {MAX_GPU_COUNT:,}"
+                )
             out[key] = int(value)
         elif key == "labels":
             out[key] = sorted({v for v in value.split("+") if v})

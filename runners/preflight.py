@@ -1,10 +1,12 @@
 """Before a sweep starts a server: what every launch would repeat, checked once, and what a dry run previews.
 
-- `check(spec)`: an interpreter that is not there, SGLang not installed for it, or a local model path that
-  does not exist would fail every launch of the sweep the same way; `run` and `ci` stop here with one error
+- `check(spec)`: an interpreter that is not there, SGLang not installed for it, a local model path that
+  does not exist, a workload file that cannot give prompts or a model config that cannot be read would fail
+  every launch of the sweep the same way; `run` and `ci` (and a worker's job) stop here with one error line
   (exit 2) instead of one per point, and store no run.
-- `launch_version(spec)`: the SGLang release a dry run builds argv and env for: the installed one, else the
-  one specbench's `[gpu]` extra pins, and which of the two it is.
+- `launch_version(spec)`: the SGLang release a dry run builds argv and env for: the installed one (read from
+  the interpreter's package metadata: a dry run executes nothing, not even `server.python`), else the one
+  specbench's `[gpu]` extra pins, and which of the two it is.
 - `missing_paths(spec)` and `describe(spec)`: the dry run's warnings and its one line each on pairing, ABBA
   and profiling.
 """
@@ -16,11 +18,13 @@ import re
 from pathlib import Path
 
 from bench.host.policy import HostPolicy
-from bench.server.argv import ArgvError
+from bench.model_config import model_config_problem, prompt_vocab
+from bench.server.argv import ArgvError, resolve_python
 from bench.server.launcher import LaunchError, detect_sglang_version
-from bench.server.sglang_patch import UNPATCHED, installed_patch
+from bench.server.sglang_patch import UNPATCHED, installed_patch, source_version
 from bench.server.spec_modes import KNOWN_RELEASES
 from bench.sweep import SweepSpec
+from bench.workload import workload_problems
 
 _PIN = re.compile(r"^sglang\s*==\s*([\w.+-]+)\s*;.*extra\s*==\s*['\"]gpu['\"]")
 
@@ -42,20 +46,43 @@ def pinned_sglang() -> str | None:
     return None
 
 
+# Where an interpreter's tree keeps its packages, relative to the directory above its bin/.
+_SITE_PACKAGES = ("lib/python3*/site-packages", "lib64/python3*/site-packages", "lib/python3/dist-packages")
+
+
+def installed_sglang(python: str | None) -> str | None:
+    """The SGLang release installed for `python` (None: this interpreter), read from package metadata
+    without running anything (issue 35 §7: a dry run once ran `server.python` to ask); None when not found."""
+    if python is None:
+        try:
+            return importlib.metadata.version("sglang")
+        except importlib.metadata.PackageNotFoundError:
+            return source_version()  # a bundle's site tree has no dist-info
+    try:
+        interpreter = Path(resolve_python(python))  # looks the file up; runs nothing
+    except ArgvError:
+        return None
+    root = interpreter.parent.parent  # not resolved: a venv's bin/python3 links to the base interpreter
+    paths = [str(d) for pattern in _SITE_PACKAGES for d in sorted(root.glob(pattern)) if d.is_dir()]
+    for dist in importlib.metadata.distributions(name="sglang", path=paths):
+        return str(dist.version)
+    return None
+
+
 def launch_version(spec: SweepSpec) -> tuple[str, str]:
-    """(version, where it comes from) for the argv and env a dry run shows."""
+    """(version, where it comes from) for the argv and env a dry run shows. Nothing is executed."""
     if spec.server.backend == "sim":
         return spec.server.sim.version, "emulated by the stand-in"
     if spec.server.backend == "external":
         return "?", "whatever the external server runs"
-    try:
-        return detect_sglang_version(spec.server.python, timeout_s=120.0), "installed"
-    except (LaunchError, ArgvError):
-        pinned = pinned_sglang()
-        if pinned is not None:
-            return pinned, "not installed here, so the release specbench pins (pyproject.toml, [gpu] extra)"
-        newest = ".".join(map(str, KNOWN_RELEASES[-1]))
-        return newest, "not installed here, so the newest release specbench knows"
+    installed = installed_sglang(spec.server.python)
+    if installed is not None:
+        return installed, "installed (read from its files)"
+    pinned = pinned_sglang()
+    if pinned is not None:
+        return pinned, "not installed here, so the release specbench pins (pyproject.toml, [gpu] extra)"
+    newest = ".".join(map(str, KNOWN_RELEASES[-1]))
+    return newest, "not installed here, so the newest release specbench knows"
 
 
 def installed_patch_state(spec: SweepSpec) -> str | None:
@@ -105,25 +132,30 @@ def check(spec: SweepSpec, policy: HostPolicy | None = None) -> None:
     """Raise PreflightError when every launch of `spec` would fail the same way on this host.
 
     `policy` is what this host lets the sweep use (a worker's; default: the author's). Its refusals come
-    first and alone: whether a file exists is asked only of a path the policy allows."""
-    if spec.server.backend != "sglang":
-        return
+    first and alone: whether a file exists, or what it holds, is asked only of a path the policy allows. Then
+    every workload file is read and parsed whole, and a local model's config.json read, on every backend:
+    a bad file (a FIFO, /dev/zero, `output_len: 10**12`) is refused before a server spends minutes starting."""
     policy = policy or HostPolicy.author()
     refused = policy.problems(spec)
     if refused:
         raise PreflightError("; ".join(refused) + ". Nothing was run and no run stored.")
-    problems = [p for p in missing_paths(spec) if p.startswith(("model", "draft_model"))]
-    try:
-        detect_sglang_version(policy.interpreter(spec.server.python), timeout_s=120.0)
-    except (LaunchError, ArgvError) as e:
-        problems.insert(0, "; ".join(e.problems) if isinstance(e, ArgvError) else str(e))
-        where = "server.python" if spec.server.python else "this interpreter"
-        problems.append(
-            f"install SGLang for {where} (pip install -e '.[gpu]'), or point server.python at one that has it"
-        )
+    problems = workload_problems(spec.workloads, prompt_vocab(spec.model))
+    if spec.server.backend != "external":
+        problems += [p for p in (model_config_problem(spec.model),) if p]
+    if spec.server.backend == "sglang":
+        problems += [p for p in missing_paths(spec) if p.startswith(("model", "draft_model"))]
+        try:
+            detect_sglang_version(policy.interpreter(spec.server.python), timeout_s=120.0)
+        except (LaunchError, ArgvError) as e:
+            problems.insert(0, "; ".join(e.problems) if isinstance(e, ArgvError) else str(e))
+            where = "server.python" if spec.server.python else "this interpreter"
+            problems.append(
+                f"install SGLang for {where} (pip install -e '.[gpu]'), or point server.python at one that has it"
+            )
     if problems:
+        # One line: a workload's bad lines are listed in it, separated, not on lines of their own.
         raise PreflightError(
-            "; ".join(problems)
+            " ".join("; ".join(problems).split())
             + ". No server of this sweep could start, so nothing was run and no run stored."
         )
 

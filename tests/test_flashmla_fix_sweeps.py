@@ -30,7 +30,7 @@ def _site(tmp_path: Path, patched: bool) -> Path:
     attn = site / "sglang" / "srt" / "layers" / "attention"
     attn.mkdir(parents=True)
     (site / "sglang" / "__init__.py").write_text("")
-    (site / "sglang" / "version.py").write_text("__version__ = '0.5.13.post1'\n")
+    (site / "sglang" / "_version.py").write_text("__version__ = version = '0.5.13.post1'\n")
     (attn / "flashmla_backend.py").write_text(PRISTINE)
     if patched:
         text = PATCH.read_text()
@@ -76,7 +76,7 @@ def test_unpatched_the_dry_run_warns_patched_it_says_fixed(tmp_path: Path, name:
     plain_rc, plain = _dry_run(SWEEPS / name, _site(tmp_path, patched=False))
     assert plain_rc == 0, plain
     assert "SGLang patch: none (unpatched)" in plain
-    assert "SGLang 0.5.13.post1 (installed) has known issue flashmla-draft-decode-context" in plain
+    assert "SGLang 0.5.13.post1 (installed (read from its files)) has known issue flashmla-draft-decode-context" in plain
     fixed_rc, fixed = _dry_run(SWEEPS / name, _site(tmp_path, patched=True))
     assert fixed_rc == 0, fixed
     assert "SGLang patch: flashmla-draft-decode-context (" in fixed

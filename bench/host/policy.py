@@ -12,9 +12,12 @@ URL and reaches its host's files and network. So the worker's operator decides, 
     the server runs in its log directory, so an id never names a directory of the worker's.
   * which external servers it may measure: `--allow-external HOST:PORT`. Any other `backend: external` job
     is refused before a single request leaves the worker.
+  * whether SGLang may run a checkpoint's own Python (`--trust-remote-code`) and fetch from the hub
+    (`--allow-hub-downloads`): both off unless the operator (or `run`'s author) turns them on. A job can
+    neither pass the flag nor set HF_HUB_OFFLINE (issue 35 §1).
 
 `specbench run` runs its author's own sweep (HostPolicy.author()): explicit interpreter and file paths stay
-as written. What every host applies, author or not, lives with the readers: workload files are regular files
+as written; remote code and downloads are off there too unless asked for. What every host applies, author or not, lives with the readers: workload files are regular files
 read with a size cap (bench/workload.py), the version probe gets the server's scrubbed environment.
 """
 
@@ -24,8 +27,10 @@ import os
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
+
+from bench.server.flags import PATH_FLAGS, path_value_problem
 
 if TYPE_CHECKING:  # bench.sweep imports bench.host (cpu_affinity); only types are needed here
     from bench.sweep import SweepSpec
@@ -104,10 +109,12 @@ class HostPolicy:
     models_dirs: tuple[str, ...] = ()  # real paths
     data_dirs: tuple[str, ...] = ()  # real paths
     external: frozenset[str] = frozenset()  # "host:port"
+    trust_remote_code: bool = False  # SGLang may run Python a checkpoint ships (--trust-remote-code)
+    hub_downloads: bool = False  # servers may fetch from the Hugging Face hub (else HF_HUB_OFFLINE=1)
 
     @classmethod
-    def author(cls) -> HostPolicy:
-        return cls()
+    def author(cls, *, trust_remote_code: bool = False, hub_downloads: bool = False) -> HostPolicy:
+        return cls(trust_remote_code=trust_remote_code, hub_downloads=hub_downloads)
 
     @classmethod
     def worker(
@@ -117,6 +124,8 @@ class HostPolicy:
         models_dirs: Iterable[str] = (),
         data_dirs: Iterable[str] = (),
         external: Iterable[str] = (),
+        trust_remote_code: bool = False,
+        hub_downloads: bool = False,
     ) -> HostPolicy:
         """The operator's settings, checked: interpreter names are words and their paths executable files;
         directories exist (stored resolved, so a check compares real paths); addresses are HOST:PORT."""
@@ -149,7 +158,7 @@ class HostPolicy:
                 problems.append(str(e))
         if problems:
             raise PolicyError(problems)
-        return cls(True, checked, models, data, frozenset(allowed))
+        return cls(True, checked, models, data, frozenset(allowed), trust_remote_code, hub_downloads)
 
     # ---- one value at a time ------------------------------------------------------------------------------
 
@@ -171,9 +180,12 @@ class HostPolicy:
             )
         return self.pythons[python]
 
-    def check_model(self, value: str, where: str) -> None:
+    def check_model(self, value: object, where: str) -> None:
         """A model (or draft, or tokenizer) a worker may hand to a server: an id, or a path under its
-        model directories. The refusal does not depend on whether the path exists."""
+        model directories; one string, whatever else YAML can make of it (a list, a number, a mapping is
+        refused on every host). The refusal does not depend on whether the path exists."""
+        if not isinstance(value, str):
+            raise PolicyError([path_value_problem(where, value) or where])
         if not self.confined or is_model_id(value):
             return
         self._check_under(value, where, self.models_dirs, "--models-dir", "a model id such as org/name")
@@ -225,13 +237,12 @@ class HostPolicy:
             checks.append(lambda: self.check_external(server.base_url))
         else:
             checks.append(lambda: self.interpreter(server.python))
-        files: list[tuple[Callable[[str, str], None], str | None, str]] = [
+        files: list[tuple[Callable[[Any, str], None], object, str]] = [
             (self.check_model, spec.model, "model"),
             (self.check_model, spec.draft_model, "draft_model"),
         ]
-        tokenizer = server.args.get("tokenizer-path")
-        if isinstance(tokenizer, str):
-            files.append((self.check_model, tokenizer, "server.args.tokenizer-path"))
+        for flag in sorted(PATH_FLAGS & set(server.args)):
+            files.append((self.check_model, server.args[flag], f"server.args.{flag}"))
         many = isinstance(spec.workload, list)
         for i, w in enumerate(spec.workloads):
             files.append((self.check_data_file, w.path, f"workload[{i}].path" if many else "workload.path"))

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from bench.server.flags import check_passthrough_flag
+from bench.server.flags import PATH_FLAGS, check_passthrough_flag, path_value_problem
 from bench.server.spec_modes import SpecMode, VersionError, launch_settings, parse_version
 from bench.sweep import ServerConfig, SimSettings
 
@@ -171,6 +171,9 @@ def translate_args(
         seen[target] = name
         if target != name:
             notes.append(f"--{name} passed as --{target} for SGLang {version}")
+        if name in PATH_FLAGS and (msg := path_value_problem(f"server.args.{name}", value)):
+            problems.append(msg)
+            continue
         if value is False:
             continue
         if value is True:
@@ -235,8 +238,10 @@ def build_argv(
     port: int,
     python: str | None = None,
     host: str = "127.0.0.1",
+    trust_remote_code: bool = False,
 ) -> ServerArgv:
     """Argv of one server for `cfg` on SGLang `version` (for the sim: the version it emulates).
+    `trust_remote_code` is the host's decision (bench/host/policy.py), never the sweep's.
 
     Raises ArgvError, listing every problem, for a config this version cannot run.
     """
@@ -288,5 +293,5 @@ def build_argv(
         if cfg.draft_model:
             argv += ["--speculative-draft-model-path", cfg.draft_model]
     mode_flags, mode_env = launch_settings(version, mode)
-    argv += mode_flags + passthrough
+    argv += mode_flags + passthrough + (["--trust-remote-code"] if trust_remote_code else [])
     return ServerArgv(argv, mode_env, notes)

@@ -8,7 +8,11 @@ So the server's environment is
   * what specbench sets itself (spec mode, stand-in knobs, GPU pinning).
 Never DATABASE_URL, never a SPECBENCH_* setting of the worker, never a variable that makes a program load
 or run another one (LD_PRELOAD, PYTHONPATH, BROWSER, PYTHONWARNINGS, ...): those turned a sweep into a shell
-command on every worker host (issue 10).
+command on every worker host (issue 10). Never the variable `--db env:NAME` named (`withhold`), nor a host
+variable that looks like a secret by its name (`*_PASSWORD`, `*_TOKEN`, ...) or its value (a URL with a
+password): `--db env:SGLANG_DB_URL` once handed the database password to every server (issue 35 §5).
+Whether servers may reach the hub is the host's (HF_HUB_OFFLINE, TRANSFORMERS_OFFLINE, HF_TOKEN), never a
+job's (issue 35 §1).
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ import difflib
 import math
 import re
 from collections.abc import Mapping
+from urllib.parse import parse_qsl, urlsplit
 
 from bench.server.env_names import SET_BY_SPECBENCH, SWEEP_NAMES
 
@@ -67,7 +72,6 @@ HOST_BASE_NAMES = frozenset(
         "XDG_CACHE_HOME",
         "HF_HOME",
         "HF_HUB_CACHE",
-        "HF_TOKEN",
         "HF_ENDPOINT",
         "HF_HUB_OFFLINE",
         "TRANSFORMERS_OFFLINE",
@@ -97,6 +101,42 @@ HOST_BASE_PREFIXES = ("LC_", "CUDA_", "NCCL_", "TORCH_", "TRITON_", "FLASHINFER_
 PASS_SETTING = "SPECBENCH_SERVER_ENV_PASS"
 # Never passed, whatever the host or the operator says.
 _NEVER = re.compile(r"^(SPECBENCH_|DATABASE_URL$|PG[A-Z]*$|POSTGRES)")
+# Host variables that hold a secret by their name (a word of it), not passed unless the operator names them
+# in SPECBENCH_SERVER_ENV_PASS: a GPU-stack family such as SGLANG_* may hold a key or a database URL.
+_SECRET_NAME = re.compile(
+    r"(^|_)(PASSWORD|PASSWD|SECRET|TOKEN|CREDENTIALS?|API_?KEY|ACCESS_KEY|PRIVATE_KEY)(_|$)"
+)
+# URL parameters that carry a secret (libpq's, as db.engine.SECRET_PARAMS, and the common `token`/`key`).
+_SECRET_PARAMS = frozenset(
+    {"password", "sslpassword", "passfile", "sslkey", "oauth_client_secret", "token", "key"}
+)
+# Whether servers may reach the hub is the host's decision (bench.host.policy: --allow-hub-downloads). Set
+# over the host's own values when it does not allow them; HF_TOKEN is passed only when it does.
+OFFLINE_ENV = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+HUB_TOKEN = "HF_TOKEN"
+_HOST_DECIDES = frozenset({*OFFLINE_ENV, HUB_TOKEN, "HF_DATASETS_OFFLINE"})
+# The variables `--db env:NAME` named in this process: a server never gets them (runners.common.db_url).
+_WITHHELD: set[str] = set()
+
+
+def withhold(name: str) -> None:
+    """Never pass `name` to a server or the version probe: it holds this process's database URL."""
+    _WITHHELD.add(name)
+
+
+def looks_secret(name: str, value: str) -> bool:
+    """A host variable that holds a secret: by a word of its name, or a URL value with a password or a
+    secret parameter (`postgresql://u:pw@db/x`, `...?password=...`)."""
+    if _SECRET_NAME.search(name):
+        return True
+    if "://" not in value:
+        return False
+    try:
+        parts = urlsplit(value.strip())
+        query = parse_qsl(parts.query)
+        return bool(parts.password) or any(k.lower() in _SECRET_PARAMS for k, _ in query)
+    except ValueError:  # not a URL we can read: cannot be shown to be clean
+        return True
 
 
 class ServerEnvError(ValueError):
@@ -111,6 +151,11 @@ def sweep_name_problem(name: str) -> str | None:
         return f"{name}: specbench settings are the worker's, not the job's (server.sim sets the stand-in)"
     if name in SET_BY_SPECBENCH:
         return f"{name}: set by specbench itself ({SET_BY_SPECBENCH[name][1]})"
+    if name in _HOST_DECIDES:
+        return (
+            f"{name}: whether servers reach the Hugging Face hub is the host's decision (specbench worker or run "
+            "--allow-hub-downloads), never a sweep's"
+        )
     if name in SWEEP_NAMES:
         return None
     why = (
@@ -172,30 +217,46 @@ def check_sweep_env(env: Mapping[str, str]) -> list[str]:
     return out
 
 
-def host_base(host: Mapping[str, str]) -> dict[str, str]:
-    """The host's variables every server gets: the basics, GPU-stack settings, and what the operator names."""
+def _never(name: str) -> bool:
+    return bool(_NEVER.match(name)) or name in _WITHHELD
+
+
+def host_base(host: Mapping[str, str], *, hub_downloads: bool = False) -> dict[str, str]:
+    """The host's variables every server gets: the basics, GPU-stack settings without secrets, and what the
+    operator names (its choice, secret or not); HF_TOKEN only where the host allows hub downloads."""
     extra = {n.strip() for n in host.get(PASS_SETTING, "").split(",") if n.strip()}
+    if hub_downloads:
+        extra.add(HUB_TOKEN)
     return {
         k: v
         for k, v in host.items()
-        if (k in HOST_BASE_NAMES or k.startswith(HOST_BASE_PREFIXES) or k in extra) and not _NEVER.match(k)
+        if not _never(k)
+        and (
+            k in extra
+            or ((k in HOST_BASE_NAMES or k.startswith(HOST_BASE_PREFIXES)) and not looks_secret(k, v))
+        )
     }
 
 
 def build_server_env(
-    host: Mapping[str, str], sweep_env: Mapping[str, str], specbench_env: Mapping[str, str]
+    host: Mapping[str, str],
+    sweep_env: Mapping[str, str],
+    specbench_env: Mapping[str, str],
+    *,
+    hub_downloads: bool = False,
 ) -> dict[str, str]:
-    """The whole environment of a launched server.
+    """The whole environment of a launched server (and of the version probe, with no sweep env).
 
     `sweep_env` is checked again here (a job stored by an older version skipped today's validation);
-    `specbench_env` is what the launcher itself sets (spec mode, SPECBENCH_SIM_* knobs, GPU pinning).
+    `specbench_env` is what the launcher itself sets (spec mode, SPECBENCH_SIM_* knobs, GPU pinning, the
+    hub switches where the host keeps servers offline).
     """
     problems = check_sweep_env(sweep_env)
     if problems:
         raise ServerEnvError("; ".join(problems))
-    env = {**host_base(host), **sweep_env, **specbench_env}
+    env = {**host_base(host, hub_downloads=hub_downloads), **sweep_env, **specbench_env}
     leaked = sorted(
-        k for k in env if _NEVER.match(k) and not (k in specbench_env and k.startswith("SPECBENCH_SIM_"))
+        k for k in env if _never(k) and not (k in specbench_env and k.startswith("SPECBENCH_SIM_"))
     )
     if leaked:  # only reachable through a bug in this module: fail closed
         raise ServerEnvError(f"refusing to pass {', '.join(leaked)} to a server")

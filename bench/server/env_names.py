@@ -6,7 +6,9 @@ built-in methods. None loads code, runs a program, names a file or directory, or
 builds. A prefix cannot know that: inside `SGLANG_*` sit SGLANG_EXTERNAL_MODEL_PACKAGE and SGLANG_PLUGINS
 (SGLang imports the package they name), inside `TRITON_*` sit TRITON_CACHE_MANAGER and
 TRITON_REMOTE_CACHE_BACKEND (Triton imports a `module:Class`), inside `FLASHINFER_*` sit
-FLASHINFER_EXTRA_CFLAGS / _LDFLAGS (flags for the JIT compiler at start-up) (issue 30 §3).
+FLASHINFER_EXTRA_CFLAGS / _LDFLAGS (flags for the JIT compiler at start-up) (issue 30 §3). HF_HUB_OFFLINE is
+not here either: whether a server may download (a hub id's remote code included) is the host's decision
+(bench/server/env.py, issue 35 §1).
 
 `since` is the first supported release whose source reads the name (bench.server.spec_modes.RELEASES).
 docs/reference/sglang-contract.md ("Server variables a sweep may set") lists the same names; a test keeps the
@@ -76,7 +78,6 @@ SWEEP_VARIABLES: tuple[ServerVariable, ...] = (
     ServerVariable("NCCL_CUMEM_ENABLE", "0.5.12", "NCCL's cuMem allocations"),
     ServerVariable("CUDA_VISIBLE_DEVICES", "0.5.12", "which GPUs the server sees (conflicts with --gpus)"),
     ServerVariable("TOKENIZERS_PARALLELISM", "0.5.12", "HF tokenizers' own threads"),
-    ServerVariable("HF_HUB_OFFLINE", "0.5.12", "never fetch from the hub (only the host's cache)"),
 )  # fmt: skip
 
 # Read by SGLang, but specbench sets them itself; a sweep says what it wants elsewhere.

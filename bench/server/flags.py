@@ -52,7 +52,6 @@ KNOWN_PASSTHROUGH: frozenset[str] = frozenset(
         "stream-interval",
         "served-model-name",
         "grammar-backend",
-        "trust-remote-code",
         "log-level",
         "random-seed",
         "dtype",
@@ -76,12 +75,34 @@ KNOWN_PASSTHROUGH: frozenset[str] = frozenset(
 )
 
 
+# Flags that make SGLang run code a checkpoint ships (transformers' trust_remote_code: the model's, the
+# tokenizer's and the config's own Python). The host decides them (`worker` / `run --trust-remote-code`),
+# never a job: with them a hub id or a checkpoint folder is a program (issue 35 §1).
+HOST_ONLY_FLAGS: dict[str, str] = {"trust-remote-code": "--trust-remote-code"}
+
+# Pass-through flags whose value is a file or directory: one string, checked like `model` (bench/host/policy.py).
+PATH_FLAGS: frozenset[str] = frozenset({"tokenizer-path"})
+
+
 def check_passthrough_flag(name: str) -> str | None:
     """Return an error message for a flag that may not appear in a sweep's `args`, else None."""
     if name.startswith("-"):
         return f"write flag names without leading dashes: {name!r} -> {name.lstrip('-')!r}"
+    if name in HOST_ONLY_FLAGS:
+        return (
+            f"flag {name!r} makes SGLang run Python the checkpoint ships: the host decides it (specbench worker "
+            f"or run {HOST_ONLY_FLAGS[name]}), never a sweep"
+        )
     if name in OWNED_BY_SWEEP:
         return f"flag {name!r} is set by the sweep itself (model/server/grid fields), not via server.args"
     if name not in KNOWN_PASSTHROUGH:
         return f"unknown SGLang flag {name!r} (known pass-through flags: see bench/server/flags.py)"
     return None
+
+
+def path_value_problem(where: str, value: object) -> str | None:
+    """Why a path-typed value is not one path: YAML can make it a list (`[/outside]`), a number or a mapping,
+    none of which a check of strings would look at (issue 35 §2). None for a string."""
+    if isinstance(value, str):
+        return None
+    return f"{where}: one path or model id as a string, not {type(value).__name__}"

@@ -40,9 +40,18 @@ class LaunchError(RuntimeError):
         super().__init__(full)
 
 
+class _NoRedirects(urllib.request.HTTPRedirectHandler):
+    """A redirect is an answer, not an address to go to: a job's server (an allowed external one) that
+    answers 307 to another port must not send the worker there (issue 35 §4)."""
+
+    def redirect_request(self, *args: Any, **kwargs: Any) -> None:
+        return None  # urllib then raises HTTPError with the 3xx status, which http_get returns
+
+
 def http_get(url: str, timeout_s: float) -> tuple[int, bytes]:
-    """GET without proxies (a loopback server must not go through http_proxy). HTTP errors are returned."""
-    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    """GET without proxies (a loopback server must not go through http_proxy) and without following a
+    redirect (its status is returned, like any other). HTTP errors are returned."""
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}), _NoRedirects())
     try:
         with opener.open(url, timeout=timeout_s) as r:
             return int(r.status), r.read()

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import hashlib
 import json
 import os
 import subprocess
@@ -44,7 +45,8 @@ from bench.host.processes import (
 from bench.model_config import is_moe, read_model_config
 from bench.server import sglang_patch as patch_probe
 from bench.server.argv import ArgvError, ServerArgv, build_argv, resolve_python, sim_env
-from bench.server.env import ServerEnvError, build_server_env
+from bench.server.env import OFFLINE_ENV, ServerEnvError, build_server_env
+from bench.server.flags import PATH_FLAGS
 from bench.server.http import LaunchError, fetch_server_info, wait_healthy
 from bench.server.known_bugs import identify_failure
 from bench.server.requested import compare_requested
@@ -293,7 +295,7 @@ def launch(
         # Another server on that port would answer our health checks for a process that never binds.
         raise LaunchError(f"port {port} on {host} is already in use")
 
-    plan = plan_launch(spec, config, version=version, port=port, gpus=gpus, log_dir=log_dir)
+    plan = plan_launch(spec, config, version=version, port=port, gpus=gpus, log_dir=log_dir, policy=policy)
     built, env_delta, env = plan.argv, plan.env_delta, plan.env
     # Sim knobs come from the sweep alone: one exported by a developer would silently change the stand-in.
     dropped = sorted(k for k in os.environ if k.startswith(_OWNED_ENV_PREFIXES) and k not in env_delta)
@@ -430,8 +432,8 @@ def _host_checked(policy: HostPolicy, spec: ServerSpec, config: ServerConfig) ->
     if config.draft_model is not None:
         policy.check_model(config.draft_model, "draft_model")
     for name, value in config.args:
-        if name == "tokenizer-path" and isinstance(value, str):
-            policy.check_model(value, "server.args.tokenizer-path")
+        if name in PATH_FLAGS:  # whatever its type: a list or a number is refused, not skipped
+            policy.check_model(value, f"server.args.{name}")
     python = policy.interpreter(spec.python)
     return spec if python == spec.python else spec.model_copy(update={"python": python})
 
@@ -456,13 +458,23 @@ def plan_launch(
     port: int,
     gpus: Sequence[int] | None = None,
     log_dir: str | Path = "logs/servers",
+    policy: HostPolicy | None = None,
 ) -> LaunchPlan:
     """The argv and environment of one launch: what `launch` starts, and what `specbench run --dry-run`
-    prints. Raises LaunchError listing every problem."""
+    prints. `policy` says whether the host lets SGLang run a checkpoint's code and reach the hub (default:
+    neither). Raises LaunchError listing every problem."""
     if spec.backend == "external":
         raise LaunchError("backend external launches nothing")
+    policy = policy or HostPolicy.author()
     try:
-        built = build_argv(config, backend=spec.backend, version=version, port=port, python=spec.python)
+        built = build_argv(
+            config,
+            backend=spec.backend,
+            version=version,
+            port=port,
+            python=spec.python,
+            trust_remote_code=policy.trust_remote_code,
+        )
     except (ArgvError, VersionError) as e:
         raise LaunchError(str(e)) from None
     # Dummy weights on a MoE model: the release's balanced-routing switch, set like the spec-mode switch.
@@ -473,13 +485,17 @@ def plan_launch(
         moe=is_moe(read_model_config(config.model)),
     )
     env_delta = _env_delta(spec, config, {**built.mode_env, **routing.env}, gpus)
+    if not policy.hub_downloads:  # set over whatever the host's environment says: the host chose offline
+        env_delta.update(OFFLINE_ENV)
     if spec.backend == "sim" and spec.sim.shared_gpu:
         # The run's stand-in servers share one emulated GPU (synthetic/server/gpu_ledger.py), as on a real host.
-        device = env_delta.get("CUDA_VISIBLE_DEVICES", "all").replace(",", "_")
+        # Named by a digest of the devices: CUDA_VISIBLE_DEVICES may come from the job, and a job's text never
+        # becomes a path (issue 35 §3: `../../srv/data/notes` overwrote notes.json).
+        device = hashlib.sha256(env_delta.get("CUDA_VISIBLE_DEVICES", "all").encode()).hexdigest()[:16]
         env_delta["SPECBENCH_SIM_GPU_LEDGER"] = str(Path(log_dir).resolve() / f"sim-gpu-{device}.json")
     # Built from nothing (bench.server.env): the worker's own environment holds the database URL.
     try:
-        env = build_server_env(os.environ, dict(config.env), env_delta)
+        env = build_server_env(os.environ, dict(config.env), env_delta, hub_downloads=policy.hub_downloads)
     except ServerEnvError as e:
         raise LaunchError(f"cannot launch server: {e}") from None
     cpus, cpu_notes = _server_cpus(spec)

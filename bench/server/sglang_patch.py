@@ -15,6 +15,7 @@ import hashlib
 import importlib.util
 import json
 import os
+import re
 from importlib import metadata
 
 UNPATCHED = "none"
@@ -77,6 +78,19 @@ def installed_patch() -> str | None:
     drifted = [rel for rel, h in files.items() if _sha256(os.path.join(site, rel)) != dict(h).get("after")]
     label = f"{name} ({sha})" if sha else name
     return f"{label}, then changed: {', '.join(drifted)}" if drifted else label
+
+
+def source_version() -> str | None:
+    """The version an importable sglang without package metadata (a bundle's site tree) declares in its
+    generated `_version.py`, read as text; None when there is none."""
+    try:
+        package = _package_dir()
+        with open(os.path.join(package or "", "_version.py")) as f:
+            text = f.read()
+    except (ImportError, ValueError, OSError):
+        return None
+    found = re.search(r"""^__version__\s*=\s*(?:version\s*=\s*)?['"]([^'"]+)['"]""", text, re.M)
+    return found.group(1) if found else None
 
 
 def is_patched(state: str | None) -> bool:

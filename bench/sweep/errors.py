@@ -119,6 +119,8 @@ def _message(err: Any) -> str:
 
 def _short(value: Any) -> str:
     text = repr(value)
+    if "://" in text and "@" in text:  # a URL with user info may hold a password: never echoed
+        return "a URL with user info, not shown"
     return text if len(text) <= 40 else text[:37] + "..."
 
 

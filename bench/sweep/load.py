@@ -10,6 +10,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from bench import safe_yaml
+from bench.files import FileReadError, read_regular_file
 from bench.sweep.errors import (
     SweepError,
     dotted_path,
@@ -39,8 +40,9 @@ def read_sweep_text(path: str | Path) -> str:
     try:
         if not p.is_file():
             raise SweepError(str(p), ["file not found"])
-        return safe_yaml.decode(p.read_bytes())
-    except safe_yaml.YAMLLimitError as e:
+        # Bounded and without blocking (bench/files.py): one byte past the limit lets decode say "larger".
+        return safe_yaml.decode(read_regular_file(p, safe_yaml.MAX_BYTES + 1, "a sweep file"))
+    except (safe_yaml.YAMLLimitError, FileReadError) as e:
         raise SweepError(str(p), [str(e)]) from None
     except OSError as e:
         raise SweepError(str(p), [f"cannot read: {e.strerror or e}"]) from None

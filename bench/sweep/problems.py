@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import Protocol
 
-from bench.server.flags import check_passthrough_flag
+from bench.server.flags import PATH_FLAGS, check_passthrough_flag, path_value_problem
 from bench.server.spec_modes import ENV_ROUND_ROBIN_EXPERTS, ENV_UNIFORM_EXPERTS
 from bench.sweep.fields import MAX_POINTS, MAX_SERVER_CONFIGS, SIMULATE_ACC_ENV, TOPK1_ONLY_BACKENDS
 from bench.sweep.sections import GridSpec, MeasureSpec, ProfileSpec, ServerSpec, WorkloadSpec
@@ -113,13 +113,21 @@ def find_problems(spec: CheckedSweep) -> list[str]:
         p.append("grid: no spec_modes and no baseline, nothing to measure")
     if len(set(g.spec_modes)) != len(g.spec_modes):
         p.append("grid.spec_modes: duplicate values")
-    for name in s.args:
+    for name, value in s.args.items():
         msg = check_passthrough_flag(name)
         if msg:
             p.append(f"server.args: {msg}")
+        elif name in PATH_FLAGS and (msg := path_value_problem(f"server.args.{name}", value)):
+            p.append(msg)
     if s.backend == "external":
         if not s.base_url:
             p.append("server.base_url: required with backend: external (the server someone else launched)")
+        elif "@" in s.base_url:
+            # Not echoed: a sweep's text is stored with the job and the run, and shown in errors and reasons.
+            p.append(
+                "server.base_url: holds a user name or password (user:password@host), not shown; a sweep is "
+                "stored and shown in full, so it carries no secret, and specbench sends no credentials"
+            )
         elif not re.match(r"^https?://[^\s/]+(:\d+)?/?$", s.base_url):
             p.append(f"server.base_url: {s.base_url!r} is not http(s)://host[:port]")
         multi = [

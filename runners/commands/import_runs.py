@@ -16,6 +16,7 @@ from db.engine import ENV_PREFIX, SQLITE_IMMEDIATE, redact, scrub
 from db.merge import check_source, merge_runs
 from db.migrate import open_database
 from db.snapshot import SnapshotError, snapshot
+from db.source import SourceError, bound_reads, check_sqlite_source, read_error
 from db.validate import RowProblem
 from runners import dbretry
 from runners.common import DbOption, check_text, console, db_url, fail, open_db
@@ -65,17 +66,29 @@ def import_runs(
                     f"{type(e).__name__}: {e}",
                     code=1,
                 )
+            # Tables only, specbench's, before the migration or anything else reads it (db/source.py).
+            try:
+                check_sqlite_source(copy)
+            except SourceError as e:
+                fail(f"{source}: {e}; nothing imported")
         assert url is not None
         try:
             src = open_database(url)  # brings an older file up to this schema first
         except Exception as e:
             shown = redact(url) if "://" in source or source.startswith(ENV_PREFIX) else source
             fail(f"cannot open {shown}: {type(e).__name__}: {scrub(str(e), url)}")
+        if local is not None:
+            bound_reads(
+                src
+            )  # every later read of the copy: no value past the size bound, none after the time
         try:
             check_source(src, sweep=sweep)
         except RowProblem as e:
             src.dispose()
             fail(f"{source}: {e}; nothing imported")
+        except SQLAlchemyError as e:  # a bound it hit, a table it lacks: one line, never a traceback
+            src.dispose()
+            fail(f"{source}: {scrub(read_error(e), url)}; nothing imported")
         engine = open_db(db)
         try:
             # One transaction, retried as a whole while the database is locked or away (as `run` and the

@@ -15,10 +15,12 @@ from sqlalchemy import Engine, select
 from bench.correctness.prompts import why_not_checked
 from bench.host.cpu_affinity import format_cpu_list
 from bench.host.gpus import parse_gpu_list
+from bench.host.policy import HostPolicy
 from bench.server.known_bugs import KNOWN_BUGS, KnownBug, bugs_for, fixed_by_patch
 from bench.server.launcher import LaunchError, plan_launch
 from bench.sweep import SIMULATE_ACC_ENV, ServerGroup, SweepError, SweepSpec, expand, load_sweep
 from bench.sweep.sections import SIM_WRONG_FAULTS
+from bench.workload import WorkloadError
 from db.engine import resolve_url, session_scope
 from db.migrate import open_database_readonly
 from db.models import Point, Run
@@ -28,7 +30,9 @@ from runners.common import (
     RUN_REF_HELP,
     ClientCpusOption,
     DbOption,
+    HubDownloadsOption,
     OutageOption,
+    TrustRemoteCodeOption,
     check_label,
     client_cpus,
     console,
@@ -96,6 +100,8 @@ def run(
     ] = DEFAULT_FAIL_ON,
     db_outage_limit_s: OutageOption = None,
     client_cpu_list: ClientCpusOption = None,
+    trust_remote_code: TrustRemoteCodeOption = False,
+    allow_hub_downloads: HubDownloadsOption = False,
 ) -> None:
     """Run a sweep against a live SGLang server (or the stand-in) and store every point.
 
@@ -113,6 +119,7 @@ def run(
         fail(f"--trigger must be manual, schedule or pr, not {trigger!r}")
     gpu_list = _parse_gpus(gpus)
     pin = client_cpus(client_cpu_list)
+    policy = HostPolicy.author(trust_remote_code=trust_remote_code, hub_downloads=allow_hub_downloads)
     groups = expand(spec)
     n_points = sum(len(g.points) for g in groups)
     console.print(
@@ -124,10 +131,10 @@ def run(
             console.print(
                 f"--client-cpus {format_cpu_list(pin)}: a run pins itself there (a dry run does not)"
             )
-        _dry_run(spec, groups, gpu_list, db, _dry_run_resume(spec, groups, db, resume, resume_run))
+        _dry_run(spec, groups, gpu_list, db, _dry_run_resume(spec, groups, db, resume, resume_run), policy)
         return
     try:
-        preflight.check(spec)
+        preflight.check(spec, policy)
     except preflight.PreflightError as e:
         fail(str(e))
     engine = open_db(db)
@@ -157,9 +164,12 @@ def run(
                 show_progress=progress,
                 console=err_console,
                 outage=OutagePolicy.from_env(db_outage_limit_s),
+                policy=policy,
             )
     except ResumeRefused as e:
         fail(str(e))
+    except WorkloadError as e:  # a workload file changed after the check before the first server started
+        fail(f"{' '.join(str(e).split())}; the run is marked failed")
     except DatabaseUnavailable as e:
         fail(f"{e}; every repeat measured before it is stored; continue with: specbench run {sweep} --resume")
     _summary(engine, outcome, time.monotonic() - started)
@@ -235,9 +245,10 @@ def _dry_run(
     gpus: list[int] | None,
     db: str | None,
     resume: estimate.ResumeState | None = None,
+    policy: HostPolicy | None = None,
 ) -> None:
     """Each launch's real argv and environment (from the launcher's own builder) and a time estimate (of what
-    is missing, for a run to resume)."""
+    is missing, for a run to resume). Runs nothing: the SGLang release is read from files (runners/preflight.py)."""
     version, version_from = preflight.launch_version(spec)
     patch = preflight.installed_patch_state(spec)
     _warn_known_bugs(spec, groups, version, f" ({version_from})", patch)
@@ -289,7 +300,9 @@ def _dry_run(
         if spec.server.backend == "external":
             continue
         try:
-            plan = plan_launch(spec.server, g.server, version=version, port=DRY_RUN_PORT, gpus=gpus)
+            plan = plan_launch(
+                spec.server, g.server, version=version, port=DRY_RUN_PORT, gpus=gpus, policy=policy
+            )
         except LaunchError as e:
             fail(str(e))
         built, env = plan.argv, plan.env_delta

@@ -2,11 +2,14 @@
 until nothing is left for it).
 
 Its operator, not a job, decides what a job may use on this host: `--python NAME=PATH` (interpreters a sweep
-names with `server.python: NAME`), `--models-dir` / `--data-dir` (where model and workload paths may resolve)
-and `--allow-external HOST:PORT` (external servers it may measure). See bench/host/policy.py."""
+names with `server.python: NAME`), `--models-dir` / `--data-dir` (where model and workload paths may resolve),
+`--allow-external HOST:PORT` (external servers it may measure), and whether SGLang may run a checkpoint's own
+code or download from the hub (`--trust-remote-code`, `--allow-hub-downloads`; both off). See
+bench/host/policy.py."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Annotated
 
@@ -18,7 +21,9 @@ from runners.common import (
     MAX_WAIT_S,
     ClientCpusOption,
     DbOption,
+    HubDownloadsOption,
     OutageOption,
+    TrustRemoteCodeOption,
     client_cpus,
     fail,
     open_db,
@@ -123,6 +128,8 @@ def worker(
             show_default=False,
         ),
     ] = None,
+    trust_remote_code: TrustRemoteCodeOption = False,
+    allow_hub_downloads: HubDownloadsOption = False,
 ) -> None:
     """Run queued sweeps on this host."""
     log_to_stderr()
@@ -134,6 +141,7 @@ def worker(
     chosen = select_gpus(detect_gpus(), indices)
     label_list = [x.strip() for x in (labels or "").split(",") if x.strip()]
     policy = _host_policy(python or [], models_dir or [], data_dir or [], allow_external or [])
+    policy = replace(policy, trust_remote_code=trust_remote_code, hub_downloads=allow_hub_downloads)
     engine = open_db(db, ride_out_outage=OutagePolicy.from_env(db_outage_limit_s))
     options = WorkerOptions(
         gpus=chosen,

@@ -45,6 +45,36 @@ def _assert_neutral(text: str) -> None:
     assert not RAW_CONTROL.search(text)  # a `cat` of the file cannot drive the terminal
 
 
+# Issue 35: the guard skipped cells that begin with a no-break space, a zero-width space, a byte-order mark or
+# a fullwidth `=`; a spreadsheet that folds or drops them still reads a formula.
+LOOK_ALIKES = (
+    "\u00a0=1+1",  # no-break space
+    '\u200b=HYPERLINK("http://evil.invalid")',  # zero-width space
+    "\ufeff=1+1",  # byte-order mark
+    "\u2060@SUM(A1)",  # word joiner
+    "\u3000+1+1",  # ideographic space
+    "\uff1d1+1",  # fullwidth =
+    "\uff0b1+1",  # fullwidth +
+    "\uff0dcmd",  # fullwidth -
+    "\uff20SUM(A1)",  # fullwidth @
+    "\ufe62x",  # small plus
+    "\u00a0\u200b\ufeff\uff1d1",  # several at once
+)
+
+
+@pytest.mark.parametrize("formula", LOOK_ALIKES)
+def test_look_alike_formula_starts_are_neutralised(formula: str) -> None:
+    assert csvsafe.cell(formula) == "'" + formula
+    frame = csvsafe.frame(pd.DataFrame({"name": [formula, "ok"], formula: [1.0, 2.0]}))
+    assert frame["name"].tolist() == ["'" + formula, "ok"]
+    assert list(frame.columns) == ["name", "'" + formula]
+
+
+def test_look_alikes_that_start_no_formula_stay() -> None:
+    for value in ("\uff11\uff12", "ｍｏｄｅｌ", "\u00e9t\u00e9", "a\u00a0=b", "x\uff1d1"):
+        assert csvsafe.cell(value) == value
+
+
 def test_the_rule() -> None:
     for formula in ("=1+1", "+1+1", "-1+1", "@SUM(A1)", "\t=1", " =1", "-cmd", "-inf", "=-5", "\n=1"):
         assert csvsafe.cell(formula) == "'" + formula

@@ -67,12 +67,12 @@ def test_a_list_of_values_changes_as_a_whole_and_a_list_of_workloads_per_entry()
 
 
 def test_a_key_one_side_lacks_is_unset_and_a_flag_value_keeps_its_type() -> None:
-    added = BASE.replace("{max-running-requests: 8}", "{max-running-requests: 8, trust-remote-code: true}")
-    assert _changes(BASE, added) == [FieldChange("server.args.trust-remote-code", UNSET, True)]
-    assert _changes(added, BASE) == [FieldChange("server.args.trust-remote-code", True, UNSET)]
+    added = BASE.replace("{max-running-requests: 8}", "{max-running-requests: 8, disable-radix-cache: true}")
+    assert _changes(BASE, added) == [FieldChange("server.args.disable-radix-cache", UNSET, True)]
+    assert _changes(added, BASE) == [FieldChange("server.args.disable-radix-cache", True, UNSET)]
     # `1` and `true` are the same to Python, not to SGLang's argument parser.
-    as_int = BASE.replace("{max-running-requests: 8}", "{max-running-requests: 8, trust-remote-code: 1}")
-    assert _changes(added, as_int) == [FieldChange("server.args.trust-remote-code", True, 1)]
+    as_int = BASE.replace("{max-running-requests: 8}", "{max-running-requests: 8, disable-radix-cache: 1}")
+    assert _changes(added, as_int) == [FieldChange("server.args.disable-radix-cache", True, 1)]
 
 
 def test_describe_lists_old_and_new_values_then_how_many_more() -> None:

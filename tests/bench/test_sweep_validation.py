@@ -261,3 +261,33 @@ def test_measurement_fields_are_bounded(patch: tuple[str, str], needle: str) -> 
     assert text != BASE
     problems = problems_of(text)
     assert any(needle in p for p in problems), problems
+
+
+EXTERNAL = """\
+name: ext
+model: sim-tiny
+server: {backend: external, base_url: 'URL'}
+grid: {batch_sizes: [1], spec_modes: [], baseline: true}
+"""
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "http://admin:pw-s3cret@gpu-box:30000",
+        "http://admin:pw-s3cret@gpu-box:30000/path",  # also not host[:port]: still not echoed
+        "https://pw-s3cret@gpu-box",
+        "http://admin:pw-s3cret@gpu-box:30000\t",  # a field error (a tab) echoes its input: not this one
+    ],
+)
+def test_a_password_in_an_external_base_url_is_refused_and_never_echoed(tmp_path: Path, url: str) -> None:
+    """Issue 35: `http://admin:pw@host` was accepted, echoed on stdout and stored in the sweep YAML, errors and
+    point reasons."""
+    text = EXTERNAL.replace("URL", url)
+    with pytest.raises(SweepError) as e:
+        parse_sweep(text)
+    assert "pw-s3cret" not in str(e.value) and "not shown" in str(e.value), str(e.value)
+    path = tmp_path / "ext.yaml"
+    path.write_text(text)
+    result = CliRunner().invoke(app, ["run", str(path), "--dry-run", "--db", f"sqlite:///{tmp_path}/x.db"])
+    assert result.exit_code == 2 and "pw-s3cret" not in result.output and "Traceback" not in result.output

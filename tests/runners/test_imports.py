@@ -12,11 +12,14 @@ from pathlib import Path
 
 import pytest
 from sqlalchemy import func, select
+from sqlalchemy.exc import SQLAlchemyError
 from typer.testing import CliRunner
 
 from bench.results import STATUS_SEVERITY
+from db.merge import check_source
 from db.migrate import open_database
 from db.models import Point, Run
+from db.source import check_sqlite_source
 from db.validate import STATUSES
 from runners.cli import app
 from tests.fixtures.bad_imports import DB_CASES, EXAMPLE, JSONL_CASES, RESULTS, with_change
@@ -39,7 +42,14 @@ def runs_in(url: str) -> int:
 
 
 # What PostgreSQL itself would refuse halfway (a value wider than its column, a NUL): checked there too.
-PG_CASES = {"model NUL", "version too long", "backend too long", "model too long", "completed 10**30"}
+PG_CASES = {
+    "model NUL",
+    "version too long",
+    "backend too long",
+    "model too long",
+    "completed 10**30",
+    "lone surrogate",
+}
 
 
 @pytest.mark.parametrize(("text", "field"), [c[1:] for c in JSONL_CASES], ids=[c[0] for c in JSONL_CASES])
@@ -154,6 +164,87 @@ def test_import_into_postgresql_refuses_what_it_cannot_hold(pg_url: str, tmp_pat
     code, out = invoke("import", str(_source(clean, "SELECT 1")), "--db", pg_url)
     assert code == 0, out
     assert runs_in(pg_url) == 4
+
+
+# Issue 35 §6: a hostile SQLite file hung `import` (a recursive view in the source check) or traced back (a view
+# over a missing table, a zeroblob(2e9) column); another application's file was imported as nothing, exit 0.
+HOSTILE_SQLITE = [
+    (
+        "recursive view",
+        "DROP TABLE requests",
+        "CREATE VIEW requests AS WITH RECURSIVE r(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM r) "
+        "SELECT x AS id, x AS sample_id FROM r",
+        "view 'requests'",
+    ),
+    (
+        "view over a missing table",
+        "DROP TABLE requests",
+        "CREATE VIEW requests AS SELECT * FROM nowhere",
+        "view",
+    ),
+    (
+        "zeroblob column",
+        "DROP TABLE requests",
+        "CREATE VIEW requests AS SELECT 1 AS id, 1 AS sample_id, zeroblob(2000000000) AS chunk_times",
+        "view",
+    ),
+    (
+        "trigger",
+        "SELECT 1",
+        "CREATE TRIGGER t AFTER UPDATE ON runs BEGIN DELETE FROM points; END",
+        "trigger 't'",
+    ),
+]
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize(
+    ("drop", "create", "needle"), [c[1:] for c in HOSTILE_SQLITE], ids=[c[0] for c in HOSTILE_SQLITE]
+)
+def test_import_of_a_hostile_sqlite_file_never_hangs_nor_traces_back(
+    db_url: str, tmp_path: Path, drop: str, create: str, needle: str
+) -> None:
+    source = _source(tmp_path, drop, create)
+    started = time.monotonic()
+    code, out = invoke("import", str(source), "--db", db_url)
+    assert code == 2, out
+    assert needle in out and "tables only" in out and "nothing imported" in out.replace("\n", " "), out
+    assert len(out.strip().splitlines()) == 1, out
+    assert time.monotonic() - started < 60
+    assert runs_in(db_url) == 0
+
+
+def test_import_refuses_a_file_of_another_application(db_url: str, tmp_path: Path) -> None:
+    other = tmp_path / "notes.db"
+    with sqlite3.connect(other) as conn:
+        conn.execute("CREATE TABLE notes (id INTEGER PRIMARY KEY, body TEXT)")
+        conn.execute("INSERT INTO notes (body) VALUES ('groceries')")
+    code, out = invoke("import", str(other), "--db", db_url)
+    assert code == 2 and "not a specbench database" in out and "another application" in out, out
+    assert runs_in(db_url) == 0
+    # A specbench file from a newer (or made-up) schema is refused too, not half-read.
+    code, out = invoke(
+        "import", str(_source(tmp_path, "UPDATE alembic_version SET version_num = 'zz99'")), "--db", db_url
+    )
+    assert code == 2 and "schema revision 'zz99'" in out, out
+
+
+def test_import_reads_under_a_size_and_time_bound(tmp_path: Path) -> None:
+    """The bounds themselves, small: a value past the size bound and a read past the time bound each end in
+    one line, and a file within both reads whole."""
+    from db.source import bound_reads, read_error
+
+    source = _source(tmp_path, "UPDATE runs SET error = printf('%.5000c', 'e') WHERE id = 1")
+    check_sqlite_source(source)  # a specbench file with tables only
+    engine = bound_reads(open_database(f"sqlite:///{source}"), max_value_bytes=1000)
+    with pytest.raises(SQLAlchemyError) as big:
+        check_source(engine)
+    assert "longer than 1,000 bytes" in read_error(big.value, max_value_bytes=1000)
+    engine = bound_reads(open_database(f"sqlite:///{source}"), limit_s=0.0)
+    with pytest.raises(SQLAlchemyError) as slow:
+        check_source(engine)
+    assert "took longer than 0 s" in read_error(slow.value, limit_s=0.0)
+    check_source(bound_reads(open_database(f"sqlite:///{source}")))
 
 
 def test_statuses_are_the_ones_the_code_writes() -> None:

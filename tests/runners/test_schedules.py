@@ -173,16 +173,17 @@ IMPOSSIBLE = ("0 0 31 2 *", "30 2 30 2 *", "31 4 31 4 *", "0 0 31 4 *")
 
 @pytest.mark.parametrize("cron", IMPOSSIBLE)
 def test_an_impossible_cron_is_refused(cron: str) -> None:
-    with pytest.raises(ValueError, match="never fires in the next year"):
+    with pytest.raises(ValueError, match="never fires"):
         schedules.check_cron(cron)
 
 
-def test_a_cron_must_fire_within_a_year() -> None:
-    # 29 February fires in 2028: refused in December 2026 (14 months ahead), accepted a year later.
-    with pytest.raises(ValueError, match="never fires"):
-        schedules.check_cron("0 0 29 2 *", now=T0)
-    assert schedules.check_cron("0 0 29 2 *", now=T0 + timedelta(days=365)) == "0 0 29 2 *"
-    assert schedules.check_cron("0 0 1 1 *", now=T0) == "0 0 1 1 *"  # yearly: within a year
+def test_a_leap_day_cron_is_a_valid_schedule() -> None:
+    """Issue 35: `0 0 29 2 *` was refused as "never fires in the next year". It fires in 2028 (14 months
+    after T0), and even from March 2096, when the next 29 February is eight years away (2100 is no leap year)."""
+    assert schedules.check_cron("0 0 29 2 *", now=T0) == "0 0 29 2 *"
+    assert schedules.check_cron("0 0 29 2 *", now=datetime(2096, 3, 1, tzinfo=UTC)) == "0 0 29 2 *"
+    assert schedules.next_fire("0 0 29 2 *", T0) == datetime(2028, 2, 29, tzinfo=UTC)
+    assert schedules.check_cron("0 0 1 1 *", now=T0) == "0 0 1 1 *"  # yearly
     with pytest.raises(ValueError, match="five fields"):
         schedules.check_cron("0 2 * * " + "1," * 200 + "2")  # longer than the column
 
@@ -193,9 +194,33 @@ def test_schedule_add_refuses_an_impossible_cron_in_one_line(sqlite_url: str, tm
     for cron in ("0 0 31 2 *", "30 2 30 2 *", "31 4 31 4 *"):
         res = CliRunner().invoke(app, ["schedule", "add", str(sweep), "--cron", cron, "--db", sqlite_url])
         assert res.exit_code == 2, res.output
-        assert "never fires in the next year" in res.output and "Traceback" not in res.output
+        assert "never fires" in res.output and "Traceback" not in res.output
         assert len(res.output.strip().splitlines()) == 1, res.output
     assert schedules.list_schedules(open_database(sqlite_url)) == []
+
+
+def test_schedule_add_takes_a_leap_day_and_refuses_an_absurd_requirement(db_url: str, tmp_path: Path) -> None:
+    """Issue 35: `--requires count=10**30` was stored (no worker could ever claim it), and the valid leap-day
+    cron was refused."""
+    sweep = tmp_path / "s.yaml"
+    sweep.write_text(sim_sweep("leap"))
+    for requires in (f"count={10**30}", "count=1025", "count=0", "count=¹"):
+        res = CliRunner().invoke(
+            app,
+            ["schedule", "add", str(sweep), "--cron", "0 2 * * *", "--requires", requires, "--db", db_url],
+        )
+        assert res.exit_code == 2 and "count=" in res.output and "Traceback" not in res.output, res.output
+        assert len(res.output.strip().splitlines()) == 1, res.output
+    engine = open_database(db_url)
+    assert schedules.list_schedules(engine) == []
+    res = CliRunner().invoke(
+        app, ["schedule", "add", str(sweep), "--cron", "0 0 29 2 *", "--requires", "count=8", "--db", db_url]
+    )
+    assert res.exit_code == 0, res.output
+    [listed] = schedules.list_schedules(engine)
+    fire = listed["next_fire_time"]
+    assert listed["cron"] == "0 0 29 2 *" and (fire.month, fire.day) == (2, 29) and not listed["broken"]
+    engine.dispose()
 
 
 def _break(engine: Engine, schedule_id: int, **values: object) -> None:

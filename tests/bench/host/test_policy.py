@@ -94,6 +94,15 @@ def test_relative_paths_are_refused_for_files_and_ids_pass_for_models(tree: dict
     assert "--models-dir" in refusal(p.check_model, str(tree["models"] / "escape"), "model")
 
 
+@pytest.mark.parametrize("value", [["/outside/dir"], ("/outside/dir",), 7, {"path": "/outside"}, None])
+def test_a_path_of_another_yaml_type_is_refused_not_skipped(tree: dict[str, Path], value: object) -> None:
+    """Issue 35 §2: `tokenizer-path: [/outside/dir]` once passed because the checks looked at strings only."""
+    for policy in (worker(tree), HostPolicy.author()):
+        assert "one path or model id as a string" in refusal(
+            policy.check_model, value, "server.args.tokenizer-path"
+        )
+
+
 def test_interpreters_are_names_the_operator_gave(tree: dict[str, Path]) -> None:
     p = worker(tree)
     assert p.interpreter("sg") == str(tree["python"])

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from bench.server import env as env_mod
 from bench.server.env import ServerEnvError, build_server_env, sweep_name_problem
 from bench.server.launcher import launch
 from bench.sweep import ServerConfig, ServerSpec, SimSettings, SweepError, expand, parse_sweep
@@ -159,6 +160,42 @@ def test_builder_keeps_only_the_base_and_never_the_worker_settings() -> None:
         "SPECBENCH_SIM_SEED": "0",
         "PYTHONUNBUFFERED": "1",
     }
+
+
+def test_no_secret_and_no_database_variable_reaches_a_server() -> None:
+    """Issue 35 §5: a GPU-stack family (SGLANG_*, NCCL_*) may hold the database URL `--db env:NAME` names, or
+    another secret; the allow-list keeps neither. The operator's own SPECBENCH_SERVER_ENV_PASS still passes
+    what it names (a proxy with a password), but never the withheld variable."""
+    host = {
+        "SGLANG_DB_URL": "sqlite:////srv/specbench.db",  # named by --db env:, no password in it
+        "SGLANG_RESULTS_DB": "postgresql://bench:pw@db/x",  # a password in a URL
+        "NCCL_URL": "postgresql://db/x?sslpassword=pw",  # a secret parameter
+        "SGLANG_API_KEY": "k",
+        "TORCH_AUTH_TOKEN": "t",
+        "CUDA_SECRET": "s",
+        "HF_TOKEN": "hf_x",
+        "SGLANG_CLIP_MAX_NEW_TOKENS_ESTIMATION": "4096",  # TOKENS is not TOKEN: tuning, kept
+        "NCCL_SOCKET_IFNAME": "eth0",
+        "HTTPS_PROXY": "http://user:pw@proxy:3128",
+        "SPECBENCH_SERVER_ENV_PASS": "HTTPS_PROXY,SGLANG_DB_URL",
+    }
+    env_mod.withhold("SGLANG_DB_URL")
+    env = build_server_env(host, {}, {})
+    assert env == {
+        "SGLANG_CLIP_MAX_NEW_TOKENS_ESTIMATION": "4096",
+        "NCCL_SOCKET_IFNAME": "eth0",
+        "HTTPS_PROXY": "http://user:pw@proxy:3128",
+    }
+    # HF_TOKEN goes with the host's --allow-hub-downloads, and only then.
+    assert build_server_env(host, {}, {}, hub_downloads=True)["HF_TOKEN"] == "hf_x"
+    with pytest.raises(ServerEnvError, match="SGLANG_DB_URL"):  # fail closed, whoever adds it
+        build_server_env({}, {}, {"SGLANG_DB_URL": "x"})
+
+
+def test_hub_switches_are_the_hosts() -> None:
+    for name in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_TOKEN"):
+        problem = sweep_name_problem(name)
+        assert problem is not None and "--allow-hub-downloads" in problem, problem
 
 
 def test_builder_refuses_a_bad_sweep_env_that_skipped_validation() -> None:

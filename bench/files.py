@@ -1,0 +1,61 @@
+"""Reading a file that a user or a job names: a regular file, bounded, opened without blocking.
+
+/dev/zero was once read until memory ran out, a FIFO nobody writes to blocks a reader forever, and /proc and
+/sys files claim to be regular with a size of 0 (issue 30 §9, issue 35). So a named file is read only when
+its metadata says it is a regular file of at most `cap` bytes outside /proc, /sys and /dev; it is opened
+with O_NONBLOCK, checked again on what was opened (the path may have been swapped since), and read no
+further than `cap`, whatever it claims. Workload files, sweep files and a model's config.json go through here.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+# Pseudo file systems: their files claim to be regular, with a size of 0, and are not data.
+PSEUDO_ROOTS = ("/proc", "/sys", "/dev")
+
+
+class FileReadError(ValueError):
+    """A named file that is not read; the message names it and says why."""
+
+
+def regular_file_problem(path: str | Path, cap: int, what: str = "a file") -> str | None:
+    """Why `path` cannot be read as `what` (not a regular file, larger than `cap`, unreadable), or None.
+    From its metadata alone: nothing is opened, so a FIFO cannot block the caller."""
+    real = os.path.realpath(path)
+    if any(real == root or real.startswith(root + "/") for root in PSEUDO_ROOTS):
+        return f"{path}: not a regular file (a device or a /proc, /sys file is never read)"
+    try:
+        st = os.stat(real)
+    except OSError as e:
+        return f"{path}: cannot read ({e.strerror or e})"
+    if not stat.S_ISREG(st.st_mode):
+        return f"{path}: not a regular file (a directory, FIFO, socket or device is never read)"
+    if st.st_size > cap:
+        return f"{path}: {st.st_size:,} bytes, more than the {cap:,}-byte limit of {what}"
+    return None
+
+
+def read_regular_file(path: str | Path, cap: int, what: str = "a file") -> bytes:
+    """The bytes of `path`, a regular file of at most `cap` bytes; FileReadError otherwise."""
+    problem = regular_file_problem(path, cap, what)
+    if problem:
+        raise FileReadError(problem)
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as e:
+        raise FileReadError(f"{path}: cannot read ({e.strerror or e})") from None
+    with os.fdopen(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+            raise FileReadError(
+                f"{path}: not a regular file (a directory, FIFO, socket or device is never read)"
+            )
+        try:
+            data = f.read(cap + 1)
+        except OSError as e:
+            raise FileReadError(f"{path}: cannot read ({e.strerror or e})") from None
+    if len(data) > cap:
+        raise FileReadError(f"{path}: more than the {cap:,}-byte limit of {what}")
+    return data

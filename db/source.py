@@ -1,0 +1,124 @@
+"""A SQLite file someone else wrote, before `import` reads it: specbench's tables and nothing that runs.
+
+A view runs a query of the file's choosing whenever it is read (a recursive one never ends; `zeroblob(2e9)`
+asks for 2 GB; one over a missing table fails in the middle of a read), and a trigger runs one whenever the
+migration writes. A specbench database has neither (issue 35 §6). So before anything else reads the file:
+
+  * it must hold specbench's tables (`runs`, and `alembic_version` at a revision this specbench knows): any
+    other SQLite file belongs to another application and is refused, never migrated into an empty specbench
+    database that imports nothing and exits 0;
+  * it must hold no view and no trigger;
+  * every read of it (this check, the migration, the row checks, the copy) is bounded by SQLite itself: no value
+    longer than MAX_VALUE_BYTES (`SQLITE_LIMIT_LENGTH`), and nothing after READ_LIMIT_S (a progress handler).
+
+Refusals are SourceError, one line each; reads cut off by a bound raise the driver's error, which the caller
+reports in one line too.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sqlite3
+import time
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+from alembic.script import ScriptDirectory
+from sqlalchemy import Engine, event
+
+from db.migrate import MIGRATIONS_DIR
+
+# No value of a specbench database comes near this (the largest are a sweep's text, at most 1 MiB, and a
+# request's token times); a 2 GB blob is refused by SQLite before it is built.
+MAX_VALUE_BYTES = 64 << 20
+# Reading a GPU host's whole database takes seconds to a minute; an import that reads for longer is stuck.
+READ_LIMIT_S = 600.0
+# SQLite calls the progress handler every this many virtual-machine instructions.
+_PROGRESS_STEPS = 10_000
+
+
+class SourceError(ValueError):
+    """A file `import` will not read; the message says why in one line."""
+
+
+def known_revisions() -> set[str]:
+    """Every schema revision of this specbench's migrations."""
+    return {rev.revision for rev in ScriptDirectory(str(MIGRATIONS_DIR)).walk_revisions()}
+
+
+def bound_connection(
+    conn: sqlite3.Connection, *, deadline: float, max_value_bytes: int = MAX_VALUE_BYTES
+) -> None:
+    """Make SQLite refuse any value longer than `max_value_bytes` and interrupt any statement still running
+    at `deadline` (time.monotonic())."""
+    conn.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, max_value_bytes)
+    conn.set_progress_handler(lambda: int(time.monotonic() > deadline), _PROGRESS_STEPS)
+
+
+def check_sqlite_source(
+    path: Path, *, limit_s: float = READ_LIMIT_S, max_value_bytes: int = MAX_VALUE_BYTES
+) -> None:
+    """Raise SourceError unless `path` is a specbench database with tables only (see the module docstring).
+    Reads the schema table alone, read-only and bounded."""
+    uri = f"file:{quote(str(path.resolve()))}?mode=ro"
+    with contextlib.closing(sqlite3.connect(uri, uri=True)) as conn:
+        bound_connection(conn, deadline=time.monotonic() + limit_s, max_value_bytes=max_value_bytes)
+        try:
+            schema = conn.execute("SELECT type, name FROM sqlite_master").fetchall()
+        except sqlite3.Error as e:
+            raise SourceError(f"not a readable SQLite database ({e})") from None
+        views = sorted(str(name) for kind, name in schema if kind == "view")
+        triggers = sorted(str(name) for kind, name in schema if kind == "trigger")
+        if views or triggers:
+            named = ", ".join(
+                [*(f"view {v!r}" for v in views[:3]), *(f"trigger {t!r}" for t in triggers[:3])]
+            )
+            raise SourceError(
+                f"holds {named}: a specbench database has tables only, and reading a view (or writing under a "
+                "trigger) runs a query of the file's choosing"
+            )
+        tables = {str(name) for kind, name in schema if kind == "table"}
+        if not {"runs", "alembic_version"} <= tables:
+            raise SourceError(
+                "not a specbench database (no runs and alembic_version tables): a file of another application"
+            )
+        try:
+            revisions = [str(r) for (r,) in conn.execute("SELECT version_num FROM alembic_version LIMIT 2")]
+        except sqlite3.Error as e:
+            raise SourceError(f"its schema revision cannot be read ({e})") from None
+    if len(revisions) != 1 or revisions[0] not in known_revisions():
+        shown = revisions[0][:40] if revisions else "none"
+        raise SourceError(
+            f"schema revision {shown!r} is not one this specbench knows: not a specbench database, or one "
+            "written by a newer specbench (upgrade this one)"
+        )
+
+
+def bound_reads(
+    engine: Engine, *, limit_s: float = READ_LIMIT_S, max_value_bytes: int = MAX_VALUE_BYTES
+) -> Engine:
+    """`engine` (on a SQLite source) with every connection it opens from now on bounded as bound_connection
+    says, the deadline `limit_s` from now; connections it already pooled are dropped."""
+    deadline = time.monotonic() + limit_s
+
+    def on_connect(dbapi_conn: Any, _record: Any) -> None:
+        if isinstance(dbapi_conn, sqlite3.Connection):
+            bound_connection(dbapi_conn, deadline=deadline, max_value_bytes=max_value_bytes)
+
+    event.listen(engine, "connect", on_connect)
+    engine.dispose()
+    return engine
+
+
+def read_error(
+    e: BaseException, *, limit_s: float = READ_LIMIT_S, max_value_bytes: int = MAX_VALUE_BYTES
+) -> str:
+    """One line for a read of the source that failed: a bound it hit, else the driver's first line."""
+    lines = str(getattr(e, "orig", None) or e).strip().splitlines()
+    text = lines[0] if lines else type(e).__name__
+    if "too big" in text:
+        return f"it holds a value longer than {max_value_bytes:,} bytes, which no specbench database does"
+    if "interrupted" in text:
+        return f"reading it took longer than {limit_s:g} s"
+    return f"cannot read it ({text[:200]})"
