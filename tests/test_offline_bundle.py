@@ -276,7 +276,11 @@ def _bundle_with_sglang(project: Path) -> None:
     out.mkdir(parents=True)
     raw = io.BytesIO()
     with tarfile.open(fileobj=raw, mode="w") as tf:
-        for name, body in (("./sglang/__init__.py", b""), ("./sglang/attn.py", b"READS = 'prefix'\n")):
+        for name, body in (
+            ("./sglang/__init__.py", b""),
+            ("./sglang/attn.py", b"READS = 'prefix'\n"),
+            ("./kernels/__init__.py", b""),  # what the patched copy must share, not copy
+        ):
             info = tarfile.TarInfo(name)
             info.size = len(body)
             tf.addfile(info, io.BytesIO(body))
@@ -295,23 +299,36 @@ def _bundle_with_sglang(project: Path) -> None:
 
 
 def test_bootstrap_with_a_patch_keeps_a_patched_copy_beside_the_unpatched_one(tmp_path: Path) -> None:
+    """The patched copy holds the sglang package only, in front of the one site tree: its kernels keep one path,
+    which FlashInfer's JIT cache keys its builds on (two full copies rebuilt kernels on every server start)."""
     project, home = tmp_path / "proj", tmp_path / "home"
     _bundle_with_sglang(project)
     good = project / "fix.patch"
     good.write_text(_patch_for("sglang/attn.py", "READS = 'prefix'\n", "READS = 'prefix + drafts'\n"))
-    show = "python3 -c \"import sglang.attn; print('reads=' + sglang.attn.READS)\""
+    show = (
+        "python3 -c \"import sglang.attn, kernels; print('reads=' + sglang.attn.READS); "
+        "print('kernels=' + kernels.__file__)\""
+    )
 
     patched = _source(project, ".whl/bootstrap.sh", show, SGL_PATCH="fix.patch")
     assert _out(patched, "rc") == "0", patched.stderr
     assert _out(patched, "reads") == "prefix + drafts"
     assert "| patched: fix |" in patched.stdout
-    site = home / "sgl-site-0.5.13.post1+fix"
-    assert _out(patched, "PYTHONPATH").split(":") == [str(site), str(project)]
-    assert '"patch": "fix"' in (site / "sglang" / "SPECBENCH_PATCH.json").read_text()
+    site, overlay = home / "sgl-site-0.5.13.post1", home / "sgl-site-0.5.13.post1+fix"
+    assert _out(patched, "PYTHONPATH").split(":") == [str(overlay), str(site), str(project)]
+    assert _out(patched, "kernels") == str(site / "kernels" / "__init__.py")
+    assert sorted(p.name for p in overlay.iterdir()) == [".bundle-sha256", "sglang"]
+    assert '"patch": "fix"' in (overlay / "sglang" / "SPECBENCH_PATCH.json").read_text()
+    assert (site / "sglang" / "attn.py").read_text() == "READS = 'prefix'\n"
 
     plain = _source(project, ".whl/bootstrap.sh", show)  # unpatched stays the default, in its own tree
     assert _out(plain, "rc") == "0", plain.stderr
     assert _out(plain, "reads") == "prefix" and "| unpatched |" in plain.stdout
+    # switching back in the same shell takes the patched copy off the path
+    back = _source(
+        project, ".whl/bootstrap.sh; SGL_PATCH= source .whl/bootstrap.sh", show, SGL_PATCH="fix.patch"
+    )
+    assert _out(back, "reads") == "prefix" and str(overlay) not in _out(back, "PYTHONPATH")
     again = _source(project, ".whl/bootstrap.sh", show, SGL_PATCH="fix.patch")
     assert "unpacked" not in again.stdout and _out(again, "reads") == "prefix + drafts"
 
