@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import contextlib
+import re
+from datetime import timedelta
 from pathlib import Path
 from typing import Annotated, NoReturn
 
@@ -213,3 +215,22 @@ def resolve_run_ref(engine: Engine, ref: str) -> int:
         return q.resolve_run(engine, ref)
     except q.QueryError as e:
         fail(str(e))
+
+
+_SPAN = re.compile(r"^([0-9]{1,7})\s*([hdw])$")
+# Ten years: older than any benchmark history, and `now - span` stays a date (99999999999999999999d did not).
+MAX_SPAN = timedelta(days=3653)
+
+
+def parse_span(text: str, option: str = "--since") -> timedelta:
+    """`30d`, `12h`, `2w` -> a timedelta, at most MAX_SPAN."""
+    m = _SPAN.match(text.strip().lower())
+    if not m:
+        raise ValueError(f"{option} {text[:40]!r}: expected a span like 30d, 12h or 2w")
+    n, unit = int(m.group(1)), m.group(2)
+    span = {"h": timedelta(hours=n), "d": timedelta(days=n), "w": timedelta(weeks=n)}[unit]
+    if span > MAX_SPAN:
+        raise ValueError(
+            f"{option} {text[:40]!r}: at most {MAX_SPAN.days} days (ten years), e.g. 3650d or 520w"
+        )
+    return span

@@ -13,6 +13,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from rich.console import Console
+from rich.markup import escape
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
@@ -367,3 +369,41 @@ def _write_verdicts(s: Session, run_id: int, verdicts: dict[str, Verdict]) -> No
         point.correctness_diverge_request = v.diverge_request
         point.correctness_diverge_token = v.diverge_token
         point.acceptance_v2_v1 = v.acceptance_v2_v1
+
+
+CHECK_MARK = {"pass": "[green]pass[/]", "fail": "[bold red]FAIL[/]", "not checked": "[dim]not checked[/]"}
+
+
+def print_correctness(summary: GateSummary | None, console: Console, err_console: Console) -> bool:
+    """The gate's verdict per launch on `console`, a failure loudly on `err_console`; True when one failed."""
+    if summary is None or not summary.launches:
+        return False
+    counts = summary.counts()
+    spread = summary.baseline_spread
+    same = (
+        f"; baseline batched vs one at a time: {spread[1] - spread[0]}/{spread[1]} prompts agree"
+        if spread
+        else ""
+    )
+    for n, total in summary.baseline_launches:
+        same += f"; an earlier baseline launch of this run: {total - n}/{total} prompts agree"
+    console.print(
+        f"correctness: {counts['pass']} pass, {counts['fail']} fail, {counts['not checked']} not checked{same}",
+        highlight=False,
+    )
+    for v in summary.launches:
+        mark = CHECK_MARK[v.verdict.verdict]
+        console.print(f"  {mark} {escape(v.label)}: {escape(v.verdict.why)}", highlight=False)
+    wrong = [v.label for v in summary.failed if v.known_bug is None]
+    crashed = [v.label for v in summary.failed if v.known_bug is not None]
+    if wrong:
+        err_console.print(
+            f"[bold red]WRONG: {escape(', '.join(wrong))} computed wrong tokens or acceptance; their speed was "
+            "measured on a wrong path (struck through above, `wrong` in exports and the dashboard)[/]"
+        )
+    if crashed:
+        err_console.print(
+            f"[bold red]WRONG: {escape(', '.join(crashed))} cannot run on this release: the server died of a known "
+            "SGLang bug (named above), so no speed exists for it[/]"
+        )
+    return bool(summary.failed)

@@ -34,6 +34,7 @@ from db.models import Point, Run
 from db.types import uuid7
 from runners import correctness, dbretry, pair_runner, preflight, run_checks, store
 from runners.correctness import GateSummary
+from runners.drift import Drift
 from runners.executor import Stopped, SweepExecutor, run_provenance
 from runners.recovery import OutagePolicy
 from runners.resume_guard import ResumeRefused, check_resume
@@ -54,7 +55,7 @@ class RunOutcome:
     launches: int = 0
     error: str | None = None
     overhead_s_per_point: float | None = None
-    drift: dict[str, Any] | None = None
+    drift: Drift | None = None
     # The correctness gate's verdicts (None: not judged, e.g. interrupted with Ctrl-C).
     correctness: GateSummary | None = None
 
@@ -130,7 +131,8 @@ def execute_sweep(
     judge = True  # the correctness gate judges what was stored, unless the user interrupted the run
     try:
         with _progress_bar(console, show_progress) as progress:
-            executor.show_progress(progress, progress.add_task("starting", total=total_points), console)
+            executor.progress.bar, executor.progress.console = progress, console
+            executor.progress.task = progress.add_task("starting", total=total_points)
             _run_steps(executor, groups, spec)
         status, error = dbretry.in_session(
             engine,
@@ -157,20 +159,18 @@ def execute_sweep(
         raise
     finally:
         executor.telemetry.close()
-        _finish_run(engine, run_id, executor.overhead_total, status, error, outage)
+        _finish_run(engine, run_id, executor.progress.overhead_s, status, error, outage)
     run_checks.flag_throttled(executor.write, run_id, spec.measure.throttle_fraction)
     verdicts = _judge(spec, run_id, executor, console) if judge else None
     return RunOutcome(
         run_id=run_id,
         status=status,
         points_total=total_points,
-        points_stored=executor.points_stored,
-        launches=executor.launches,
+        points_stored=executor.progress.points_stored,
+        launches=executor.progress.launches,
         error=error,
-        overhead_s_per_point=(executor.overhead_total / executor.points_measured)
-        if executor.points_measured
-        else None,
-        drift=executor.drift,
+        overhead_s_per_point=executor.progress.overhead_s_per_point,
+        drift=executor.drift.result,
         correctness=verdicts,
     )
 
@@ -232,13 +232,11 @@ def _run_steps(executor: SweepExecutor, groups: list[ServerGroup], spec: SweepSp
     """Every step of the schedule (v1/v2 pairs, restart blocks), then the drift check if no step ran it."""
     steps = schedule(groups, spec)
     for i, step in enumerate(steps):
-        # The last pair re-measures the reference point on its still-running server when it holds it.
-        executor.drift_due_here = spec.drift_check and i == len(steps) - 1
         if isinstance(step, Pair):
-            pair_runner.run_pair(executor, step)
+            pair_runner.run_pair(executor, step, drift_here=spec.drift_check and i == len(steps) - 1)
         else:
             executor.run_batch(step)
-    if spec.drift_check and executor.drift is None:
+    if spec.drift_check and executor.drift.result is None:
         run_checks.drift_check(executor)
 
 
