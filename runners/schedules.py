@@ -256,6 +256,10 @@ def _tick_one(engine: Engine, schedule_id: int, now: datetime) -> Fired | None:
     if job_id is not None:
         extra = f"; skipped {skipped} older missed fire time(s)" if skipped else ""
         log.info("schedule %d: fire time %s enqueued as job %d%s", sched.id, fire.isoformat(), job_id, extra)
+    else:
+        log.info(
+            "schedule %d: fire time %s already enqueued by another scheduler", sched.id, fire.isoformat()
+        )
     return Fired(sched.id, fire, job_id, skipped)
 
 
