@@ -61,7 +61,7 @@ MAX_PRIORITY = 1_000_000
 
 
 def db_url(url: str | None) -> str:
-    """The resolved URL of `--db`, or a clear message and exit 2 (bad URL, unset env:NAME, a password in argv)."""
+    """The URL of `--db`, or a clear message and exit 2 (bad URL, unset env:NAME, a password in argv)."""
     try:
         resolved = resolve_url(url)
     except DatabaseURLError as e:
@@ -185,16 +185,16 @@ def write_output(path: Path, text: str) -> None:
 
 
 def check_text(option: str, value: str | None, max_length: int) -> str | None:
-    """Free text from the command line that is stored (a name, a model, a GPU) or matched (a filter): one line of
-    printable text that fits its column (PostgreSQL refuses longer text and NUL bytes; SQLite would keep them),
-    else a clear message and exit 2. `max_length` is the column's width (db/models.py)."""
+    """Free text from the command line that is stored (a name, a model, a GPU) or matched (a filter): one line
+    of printable text that fits its column (PostgreSQL refuses longer text and NUL bytes; SQLite would keep
+    them), else a clear message and exit 2. `max_length` is the column's width (db/models.py)."""
     if value is not None and (not value.strip() or not value.isprintable() or len(value) > max_length):
         fail(f"{option} {value[:40]!r}: one line of printable text, at most {max_length} characters")
     return value
 
 
 def check_label(label: str | None) -> str | None:
-    """A run or job label: one printable line of at most 200 characters (it is shown in tables and PR text)."""
+    """A run or job label: one printable line of at most 200 characters (shown in tables and PR text)."""
     return check_text("--label", label, 200)
 
 

@@ -1,5 +1,5 @@
-"""The correctness gate of a run: each launched server answers the check's greedy prompts (stored as they come),
-and at the end every point gets its server config's verdict (docs/reference/correctness-gate.md).
+"""The correctness gate of a run: each launched server answers the check's greedy prompts (stored as they
+come), and at the end every point gets its server config's verdict (docs/reference/correctness-gate.md).
 
 `CorrectnessCheck.check_server` is the executor's step after a server is recorded; `gate` judges a run from
 what is stored (at the end of `execute_sweep`, and again with other tolerances from `specbench gate`).
@@ -94,7 +94,6 @@ class GateSummary:
     # The same between this run's baseline launches, when it holds several (a resumed run starts a new one).
     baseline_launches: list[tuple[int, int]] = field(default_factory=list)
     reference_note: str | None = None
-    reference_seconds: float | None = None
 
     @property
     def failed(self) -> list[LaunchVerdict]:
@@ -135,8 +134,6 @@ def gate(
     ref, summary.reference_note = _reference(
         spec, run_id, write, launches, rows.get(REFERENCE_KEY), reference, say, store=store
     )
-    if ref is not None:
-        summary.reference_seconds = ref.seconds
     baseline = next((o for o in launches.values() if o.spec_mode is None), None)
     if baseline is not None and (spread := self_divergence(baseline)) is not None:
         summary.baseline_spread = (spread[0], len(baseline.passes[0].requests))
@@ -148,8 +145,8 @@ def gate(
         mine = launches.get(key)
         known = _known_bug_failure(servers.get(key))
         if known is not None and settings.enabled:
-            # A launch that died of a known SGLang bug is a finding whatever the check could have compared: the
-            # release cannot run this configuration (docs/reference/correctness-gate.md).
+            # A launch that died of a known SGLang bug is a finding whatever the check could have compared:
+            # the release cannot run this configuration (docs/reference/correctness-gate.md).
             bug = servers[key][3]
             summary.launches.append(
                 LaunchVerdict(key, cfg.label(), cfg.spec_mode, Verdict("fail", known), bug)
@@ -284,7 +281,7 @@ def _baselines(s: Session, run_id: int) -> list[LaunchOutputs]:
 
 
 def run_baseline(write: Write[Any], run_id: int) -> LaunchOutputs | None:
-    """The latest baseline launch's answers of a run (for comparing runs' baselines: `specbench gate --against`)."""
+    """A run's latest baseline launch's answers (to compare runs' baselines: `specbench gate --against`)."""
     found = write(lambda s: _baselines(s, run_id), "reading a run's baseline")
     return found[-1] if found else None
 

@@ -54,8 +54,8 @@ def _without_none(d: dict[str, Any]) -> dict[str, Any]:
 
 class DriftCheck:
     """The check's references in this invocation: the first point measured (`reference`) and, as a stand-in
-    when a deadline cuts the run inside a pair that does not hold it, the current pair's first (`pair_reference`);
-    `result` once the check ran."""
+    when a deadline cuts the run inside a pair that does not hold it, the current pair's first
+    (`pair_reference`); `result` once the check ran."""
 
     def __init__(self) -> None:
         self.reference: PointPlan | None = None

@@ -4,8 +4,9 @@
 `pair_target` (extra pairs until the interval is narrow) and `run_checks` (the drift check) compose the same
 public steps: check_stop, pending_repeats, launch / start_server, record_server / record_launch_failure,
 check_correctness, measure_on, measure_plan, server_ended and write. What the run did so far is one record
-(`progress`, runners/progress.py); each run-level check keeps its own references (`drift`, `correctness`). Every write is one transaction
-retried through a database outage (`dbretry`), so a measured repeat waits in memory until it is stored.
+(`progress`, runners/progress.py); each run-level check keeps its own references (`drift`, `correctness`).
+Every write is one transaction retried through a database outage (`dbretry`), so a measured repeat waits in
+memory until it is stored.
 """
 
 from __future__ import annotations
@@ -90,7 +91,7 @@ class SweepExecutor:
         self.floor_note: str | None = None  # why points have no floor (no config, unknown GPU), for the run
 
     def check_stop(self) -> None:
-        """Raise Stopped when a stop was requested (SIGTERM) or the deadline passed; called between windows."""
+        """Raise Stopped on a stop request (SIGTERM) or a passed deadline; called between windows."""
         if self.stop is not None and self.stop.is_set():
             raise Stopped("stop requested (SIGTERM); finished the current point")
         if self.deadline is not None and time.monotonic() >= self.deadline:
@@ -151,7 +152,7 @@ class SweepExecutor:
             return e
 
     def write(self, fn: Callable[[Session], T], what: str) -> T:
-        """One transaction, retried through a database outage (a measured repeat waits in memory meanwhile)."""
+        """One transaction, retried through a database outage (a measured repeat waits in memory)."""
         return dbretry.in_session(self.engine, fn, what=what, policy=self.outage)
 
     def record_launch_failure(self, group: ServerGroup, todo: list[PointPlan], err: LaunchError) -> None:
@@ -343,7 +344,7 @@ class SweepExecutor:
         self.progress.overhead_s += max(time.perf_counter() - t_point - window, 0.0)
 
     def point_floor(self, plan: PointPlan, server: LaunchedServer, run_gpu: str | None) -> float | None:
-        """The floor of `plan` on `server` (bench/floor.py), or None; why there is none goes to the run once."""
+        """The floor of `plan` on `server` (bench/floor.py), or None; why none goes to the run once."""
         cfg = plan.server
         gpu = floor.gpu_for_floor(server.server_info, run_gpu)
         result, why = floor.point_floor(

@@ -1,11 +1,12 @@
-"""Runs a v1/v2 pair interleaved (bench.pairing): both servers alive and ABBA windows, or alternating restarts.
+"""Runs a v1/v2 pair interleaved (bench.pairing): both servers alive and ABBA windows, or alternating
+restarts.
 
 The pair's servers start one after the other, never together: the first cold start compiles the JIT caches
 (Triton, FlashInfer, torch) that the second then reuses. Each server warms up at each batch size before its
 first window there. If the second server cannot start while the first is up (GPU memory), that failure is
 recorded on a server row and the pair falls back to alternating restarts in the same ABBA order; a failure
-identified as a known SGLang bug (the launch error's `known_bug`) is that side's failed launch instead, and the
-other side is measured alone.
+identified as a known SGLang bug (the launch error's `known_bug`) is that side's failed launch instead, and
+the other side is measured alone.
 """
 
 from __future__ import annotations
@@ -91,7 +92,7 @@ def run_pair(executor: SweepExecutor, pair: Pair, *, drift_here: bool = False) -
     b = executor.launch(pair.side(other))
     if isinstance(b, LaunchError) and b.known_bug is not None:
         # A known SGLang bug (bench.server.known_bugs), not the GPU memory: alone it would crash the same way,
-        # so it is recorded as this side's launch failure, and the other side is measured on the server it has.
+        # so it is recorded as this side's launch failure, and the other side is measured on its server.
         executor.record_launch_failure(pair.side(other), todo[other], b)
         try:
             executor.measure_on(pair.side(first), todo[first], a, co_resident=0)

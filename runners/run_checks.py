@@ -1,12 +1,12 @@
 """Run-level checks after the last point: drift of a reference point, and throttled windows.
 
 Drift: the first point measured in the run is measured once more at the end, and the change of its output
-throughput and TPOT against its first window (of this invocation: a resumed run's earlier windows ran on
-other servers, perhaps another host) is stored on the run (`runs.drift`) and printed by
-`specbench run`. When the run's last step is the v1/v2 pair holding the reference point, its server is still up and the
-check runs there (the figure is then the drift of the host and the server over the run). Otherwise servers
-were stopped once their points were done, so the reference point's server is started again; the figure then
-also holds the restart-to-restart spread of a fresh server, which `docs/reference/paired-measurement.md` discusses.
+throughput and TPOT against its first window (of this invocation: a resumed run's earlier windows ran on other
+servers, perhaps another host) is stored on the run (`runs.drift`) and printed by `specbench run`. When the
+run's last step is the v1/v2 pair holding the reference point, its server is still up and the check runs there
+(the figure is then the drift of the host and the server over the run). Otherwise servers were stopped once
+their points were done, so the reference point's server is started again; the figure then also holds the
+restart-to-restart spread of a fresh server, which `docs/reference/paired-measurement.md` discusses.
 
 Throttling: a window whose median SM clock fell below `measure.throttle_fraction` of the highest clock seen
 in the run gets `telemetry.throttled = true` and a reason (its status stays as judged: it is a flag for the

@@ -243,7 +243,7 @@ def _run_steps(executor: SweepExecutor, groups: list[ServerGroup], spec: SweepSp
 def _finish_run(
     engine: Engine, run_id: int, overhead_s: float, status: str, error: str | None, outage: OutagePolicy
 ) -> None:
-    """The run row's final status; a database still away leaves it `running` for a resume or the job's retry."""
+    """The run row's final status; a database still away leaves it `running` for a resume or a retry."""
 
     def finish(s: Session) -> None:
         run = s.get(Run, run_id)

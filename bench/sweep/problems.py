@@ -1,4 +1,4 @@
-"""The cross-field checks of a well-typed sweep: every reason it cannot run, so the user fixes them in one go."""
+"""The cross-field checks of a well-typed sweep: every reason it cannot run, to fix them in one go."""
 
 from __future__ import annotations
 

@@ -163,7 +163,7 @@ def _side(
     args += (["--db", db] if db else []) + (["--gpus", gpus] if gpus else [])
     args += [] if progress else ["--no-progress"]
     code = load_verb("run").main(args, prog_name="specbench run", standalone_mode=False)
-    # A run that failed the correctness gate (a finding) is still compared: the PR comment says what was wrong.
+    # A run that failed the correctness gate (a finding) is still compared: the PR comment says why.
     if code not in (None, ExitCode.OK, ExitCode.FINDING):
         raise typer.Exit(code)
     made = labelled_run(engine, sweep_name, label)

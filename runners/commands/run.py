@@ -138,7 +138,7 @@ def run(
             err_console.print(f"{why_new}; starting a new one")
     deadline = time.monotonic() + deadline_s if deadline_s is not None else None
     # SIGTERM (a scheduler, `timeout`, a container stop) ends the run like Ctrl-C: stored repeats stay, the
-    # servers are torn down, the run is marked partial, as terminated. Python's default would skip all cleanup.
+    # servers are torn down, the run is marked partial, as terminated (Python's default skips all cleanup).
     signal.signal(signal.SIGTERM, _interrupt)
     started = time.monotonic()
     try:
@@ -340,14 +340,14 @@ def _warn_known_bugs(spec: SweepSpec, groups: list[ServerGroup], version: str, v
             continue
         launches = f"{len(seen[bug.key])} launch(es) take that path ({', '.join(seen[bug.key])})"
         if bug.is_open:
-            # No release has the fix: say what the path costs and how the gate shows it, not which release to use.
+            # No release has the fix: what the path costs and how the gate shows it, not a release to use.
             outcome = _open_bug_outcome(bug, spec, pinned=pinned[bug.key], total=len(seen[bug.key]))
             line = (
                 f"SGLang {version}{version_note} has known issue {bug.key} ({bug.status()}): {bug.summary}. "
                 f"{launches}: {outcome} (docs/reference/correctness-gate.md)."
             )
         else:
-            # A bug measured as a crash: the launch fails, named, and the gate fails it (no speed exists for it).
+            # A bug measured as a crash: the launch fails, named, and the gate fails it (no speed exists).
             outcome = (
                 f"measured on a GPU, such a server dies at its start-up warm-up ({bug.crash}): the launch fails, "
                 "named as this bug, and the correctness gate fails it"
@@ -363,11 +363,11 @@ def _warn_known_bugs(spec: SweepSpec, groups: list[ServerGroup], version: str, v
 
 
 def _open_bug_outcome(bug: KnownBug, spec: SweepSpec, *, pinned: int, total: int) -> str:
-    """What an open bug does to the `total` launches that take it, `pinned` of them with acceptance pinned, as the
-    dry run says it."""
+    """What an open bug does to the `total` launches that take it, `pinned` of them with acceptance pinned, as
+    the dry run says it."""
     if bug.symptom != "acceptance":
         return "their speed is a wrong path's unless the correctness gate passes them"
-    # SGLang draws a pinned acceptance without looking at the drafts (contract §1.8): such numbers do not show it.
+    # SGLang draws a pinned acceptance without looking at the drafts (contract §1.8): it does not show there.
     why_pinned = f"pin acceptance ({SIMULATE_ACC_ENV}), which SGLang draws without the drafts"
     if pinned == total:
         return f"they {why_pinned}, so their numbers do not show it"

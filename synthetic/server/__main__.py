@@ -160,8 +160,8 @@ async def _start_up(server: SimServer) -> None:
         await warmup(server, max_new_tokens=1)
         wrong.die_of_draft_extend_v2()
     await warmup(server)
-    # Start-up's ~36k objects live as long as the server: a full collection walking them held the loop 15-60 ms
-    # on a loaded 2-core box, 10x a stand-in's TTFT. Frozen, they are never scanned again.
+    # Start-up's ~36k objects live as long as the server: a full collection walking them held the loop
+    # 15-60 ms on a loaded 2-core box, 10x a stand-in's TTFT. Frozen, they are never scanned again.
     gc.collect()
     gc.freeze()
     server.ready = True

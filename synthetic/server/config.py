@@ -20,8 +20,9 @@ class SimConfigError(ValueError):
 
 @dataclass(frozen=True)
 class PerfParams:
-    """Milliseconds per piece of work, combined by `synthetic.server.perf`: a small MLA model (DeepSeek-V2-Lite
-    class) on one H200, a decode step of 2-5 ms, prefill ~125k tokens/s, overlap worth 15-20% at mid batch."""
+    """Milliseconds per piece of work, combined by `synthetic.server.perf`: a small MLA model
+    (DeepSeek-V2-Lite class) on one H200, a decode step of 2-5 ms, prefill ~125k tokens/s, overlap worth
+    15-20% at mid batch."""
 
     gpu_base_ms: float = 2.0
     gpu_per_token_ms: float = 0.010
@@ -110,7 +111,7 @@ class SimConfig:
     simulate_acc_method: str = "match-expected"
     simulate_uniform_experts: bool = False
     simulate_round_robin_experts: bool = False
-    # What the stand-in pretends to be, for provenance; the GPU name gives its points a floor (bench/floor.py).
+    # What the stand-in pretends to be (provenance); the GPU name gives its points a floor (bench/floor.py).
     gpu_name: str = "NVIDIA H200"
     gpu_memory_gb: float = 140.0
     weights_gb: float = 31.4

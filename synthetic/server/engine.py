@@ -1,9 +1,9 @@
 """The continuous-batching scheduler: one asyncio task that plays SGLang's event loop.
 
-Each iteration is a prefill batch (waiting requests admitted up to max_running_requests and the chunked-prefill
-budget; each gets its first token) or a decode batch (every running request takes one verify step). It first
-waits out its modelled cost (`PerfModel`) on a deadline clock, then commits tokens and wakes the handlers, so
-each stream event lands at its modelled time: ITL is one step's gap, as on SGLang.
+Each iteration is a prefill batch (waiting requests admitted up to max_running_requests and the
+chunked-prefill budget; each gets its first token) or a decode batch (every running request takes one verify
+step). It first waits out its modelled cost (`PerfModel`) on a deadline clock, then commits tokens and wakes
+the handlers, so each stream event lands at its modelled time: ITL is one step's gap, as on SGLang.
 
 Acceptance bookkeeping follows contract §3.4: drafts and request-steps accumulate in a window that moves into
 the lifetime totals every `--decode-log-interval` decode iterations, when `avg_spec_accept_length` first

@@ -50,8 +50,8 @@ KERNELS = {
 }
 # Kernels per graph replay: the target model's layers, the draft's steps (see _kernels).
 GRAPH_REPEAT = {"target_verify": 8, "draft": 3}
-# What SGLang 0.5.13.post1 runs for DeepSeek-V3's all-reduces at TP > 1 on SM90: FlashInfer's TensorRT-LLM
-# all-reduce fusion (all-reduce + residual add + RMSNorm), enabled by server_args.py (bench.profile.collectives).
+# SGLang 0.5.13.post1's all-reduce for DeepSeek-V3 at TP > 1 on SM90: FlashInfer's TensorRT-LLM fusion
+# (all-reduce + residual add + RMSNorm), enabled by server_args.py (bench.profile.collectives).
 ALL_REDUCE_KERNEL = (
     "void flashinfer::trtllm_allreduce_fusion::allreduce_fusion_kernel_oneshot_lamport<"
     "(flashinfer::trtllm_allreduce_fusion::AllReduceFusionPattern)1, __nv_bfloat16, 8, true, true>"

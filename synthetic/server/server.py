@@ -153,8 +153,8 @@ class SimServer:
         return info
 
     def expert_routing(self) -> str:
-        """How this server's MoE layers would route as SGLang runs them: SGLang reports neither switch anywhere,
-        so the stand-in says it under `specbench_sim`."""
+        """How this server's MoE layers would route as SGLang runs them: SGLang reports neither switch
+        anywhere, so the stand-in says it under `specbench_sim`."""
         if is_moe(read_model_config(self.args.model_path)) is False:
             return "dense model: no experts to route"
         switches = self.release.routing_switches
@@ -175,7 +175,7 @@ class SimServer:
         out["graph_max_bs"] = self.resolved.graph_max_bs
         out["tokenizer"] = self.tokenizer_file or "hash (no tokenizer.json at the tokenizer path)"
         out["expert_routing"] = self.expert_routing()
-        # One emulated GPU per tensor-parallel rank, as a real TP-N server holds N (run provenance records it).
+        # One emulated GPU per TP rank, as a real TP-N server holds N (run provenance records it).
         out["gpu_count"] = self.args.tp_size
         if self.acceptance is not None:
             out["expected_tokens_per_verify_step"] = self.acceptance.expected_tokens_per_step()

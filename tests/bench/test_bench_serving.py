@@ -241,8 +241,8 @@ def test_metrics_page_is_read_when_the_server_gzips_it(model_dir: Path, sim_serv
 
 
 def test_bench_serving_results_read_through_the_catalogue_as_the_gpu_run_stored_them() -> None:
-    """The H200 cross-check's bench_serving files parse into the windows that run stored (its crosscheck.json),
-    and a result without a figure the comparison needs is refused by name."""
+    """The H200 cross-check's bench_serving files parse into the windows that run stored (its
+    crosscheck.json), and a result without a figure the comparison needs is refused by name."""
     folder = REPO_ROOT / "examples" / "h200-v3slice-crosscheck"
     stored = [w for c in json.loads((folder / "crosscheck.json").read_text()) for w in c["windows"]]
     from_files = [w for w in stored if w["client"] == BENCH_SERVING]

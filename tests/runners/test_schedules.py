@@ -1,4 +1,5 @@
-"""Schedules: due fire times, the missed-fire policy, and exactly one job per fire time with racing schedulers."""
+"""Schedules: due fire times, the missed-fire policy, and exactly one job per fire time with racing
+schedulers."""
 
 from __future__ import annotations
 

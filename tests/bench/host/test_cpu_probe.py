@@ -32,7 +32,8 @@ from tests.paths import REPO_ROOT
 
 ALLOWED = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
 linux_affinity = pytest.mark.skipif(not ALLOWED, reason="CPU affinity is Linux only")
-# One CPU for the "server", another the probe would take when left alone: with one CPU nothing is seen to move.
+# One CPU for the "server", another the probe would take when left alone: with one CPU nothing is seen to
+# move.
 needs_two = pytest.mark.skipif(
     len(ALLOWED) < 2, reason="needs at least two CPUs to see the probe follow the server"
 )

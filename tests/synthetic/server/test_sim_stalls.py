@@ -73,8 +73,8 @@ def test_a_hiccup_holds_the_queue_without_stalling_the_loop(sim_server: SimFacto
     status, raw, _ = request(sim, "POST", "/generate", body, timeout=30)
     assert status == 200 and json.loads(raw)["meta_info"]["completion_tokens"] == 8
     assert time.monotonic() - t0 >= HICCUP_S  # request 1 waited out the hold for its first token
-    # The hold is the server's (awaited on its loop), so its probe never saw it: the host's stalls cannot excuse
-    # the tail it makes (bench.measure.judge).
+    # The hold is the server's (awaited on its loop), so its probe never saw it: the host's stalls cannot
+    # excuse the tail it makes (bench.measure.judge).
     assert _stalls(sim)[0] < HICCUP_S * 1000 / 3
     t0 = time.monotonic()
     assert request(sim, "POST", "/generate", body, timeout=30)[0] == 200
