@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import contextlib
+import re
+from datetime import timedelta
 from pathlib import Path
 from typing import Annotated, NoReturn
 
@@ -206,16 +208,16 @@ def write_output(path: Path, text: str) -> None:
 
 
 def check_text(option: str, value: str | None, max_length: int) -> str | None:
-    """Free text from the command line that is stored (a name, a model, a GPU) or matched (a filter): one line of
-    printable text that fits its column (PostgreSQL refuses longer text and NUL bytes; SQLite would keep them),
-    else a clear message and exit 2. `max_length` is the column's width (db/models.py)."""
+    """Free text from the command line that is stored (a name, a model, a GPU) or matched (a filter): one line
+    of printable text that fits its column (PostgreSQL refuses longer text and NUL bytes; SQLite would keep
+    them), else a clear message and exit 2. `max_length` is the column's width (db/models.py)."""
     if value is not None and (not value.strip() or not value.isprintable() or len(value) > max_length):
         fail(f"{option} {value[:40]!r}: one line of printable text, at most {max_length} characters")
     return value
 
 
 def check_label(label: str | None) -> str | None:
-    """A run or job label: one printable line of at most 200 characters (it is shown in tables and PR text)."""
+    """A run or job label: one printable line of at most 200 characters (shown in tables and PR text)."""
     return check_text("--label", label, 200)
 
 
@@ -236,3 +238,22 @@ def resolve_run_ref(engine: Engine, ref: str) -> int:
         return q.resolve_run(engine, ref)
     except q.QueryError as e:
         fail(str(e))
+
+
+_SPAN = re.compile(r"^([0-9]{1,7})\s*([hdw])$")
+# Ten years: older than any benchmark history, and `now - span` stays a date (99999999999999999999d did not).
+MAX_SPAN = timedelta(days=3653)
+
+
+def parse_span(text: str, option: str = "--since") -> timedelta:
+    """`30d`, `12h`, `2w` -> a timedelta, at most MAX_SPAN."""
+    m = _SPAN.match(text.strip().lower())
+    if not m:
+        raise ValueError(f"{option} {text[:40]!r}: expected a span like 30d, 12h or 2w")
+    n, unit = int(m.group(1)), m.group(2)
+    span = {"h": timedelta(hours=n), "d": timedelta(days=n), "w": timedelta(weeks=n)}[unit]
+    if span > MAX_SPAN:
+        raise ValueError(
+            f"{option} {text[:40]!r}: at most {MAX_SPAN.days} days (ten years), e.g. 3650d or 520w"
+        )
+    return span

@@ -1,5 +1,5 @@
-"""The correctness gate of a run: each launched server answers the check's greedy prompts (stored as they come),
-and at the end every point gets its server config's verdict (docs/reference/correctness-gate.md).
+"""The correctness gate of a run: each launched server answers the check's greedy prompts (stored as they
+come), and at the end every point gets its server config's verdict (docs/reference/correctness-gate.md).
 
 `CorrectnessCheck.check_server` is the executor's step after a server is recorded; `gate` judges a run from
 what is stored (at the end of `execute_sweep`, and again with other tolerances from `specbench gate`).
@@ -13,6 +13,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from rich.console import Console
+from rich.markup import escape
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
@@ -92,7 +94,6 @@ class GateSummary:
     # The same between this run's baseline launches, when it holds several (a resumed run starts a new one).
     baseline_launches: list[tuple[int, int]] = field(default_factory=list)
     reference_note: str | None = None
-    reference_seconds: float | None = None
 
     @property
     def failed(self) -> list[LaunchVerdict]:
@@ -134,8 +135,6 @@ def gate(
     ref, summary.reference_note = _reference(
         spec, run_id, write, launches, rows.get(REFERENCE_KEY), reference, say, store=store
     )
-    if ref is not None:
-        summary.reference_seconds = ref.seconds
     baseline = next((o for o in launches.values() if o.spec_mode is None), None)
     if baseline is not None and (spread := self_divergence(baseline)) is not None:
         summary.baseline_spread = (spread[0], len(baseline.passes[0].requests))
@@ -147,8 +146,8 @@ def gate(
         mine = launches.get(key)
         known = _known_bug_failure(servers.get(key))
         if known is not None and settings.enabled:
-            # A launch that died of a known SGLang bug is a finding whatever the check could have compared: the
-            # release cannot run this configuration (docs/reference/correctness-gate.md).
+            # A launch that died of a known SGLang bug is a finding whatever the check could have compared:
+            # the release cannot run this configuration (docs/reference/correctness-gate.md).
             bug = servers[key][3]
             summary.launches.append(
                 LaunchVerdict(key, cfg.label(), cfg.spec_mode, Verdict("fail", known), bug)
@@ -293,7 +292,7 @@ def _baselines(s: Session, run_id: int) -> list[LaunchOutputs]:
 
 
 def run_baseline(write: Write[Any], run_id: int) -> LaunchOutputs | None:
-    """The latest baseline launch's answers of a run (for comparing runs' baselines: `specbench gate --against`)."""
+    """A run's latest baseline launch's answers (to compare runs' baselines: `specbench gate --against`)."""
     found = write(lambda s: _baselines(s, run_id), "reading a run's baseline")
     return found[-1] if found else None
 
@@ -378,3 +377,41 @@ def _write_verdicts(s: Session, run_id: int, verdicts: dict[str, Verdict]) -> No
         point.correctness_diverge_request = v.diverge_request
         point.correctness_diverge_token = v.diverge_token
         point.acceptance_v2_v1 = v.acceptance_v2_v1
+
+
+CHECK_MARK = {"pass": "[green]pass[/]", "fail": "[bold red]FAIL[/]", "not checked": "[dim]not checked[/]"}
+
+
+def print_correctness(summary: GateSummary | None, console: Console, err_console: Console) -> bool:
+    """The gate's verdict per launch on `console`, a failure loudly on `err_console`; True when one failed."""
+    if summary is None or not summary.launches:
+        return False
+    counts = summary.counts()
+    spread = summary.baseline_spread
+    same = (
+        f"; baseline batched vs one at a time: {spread[1] - spread[0]}/{spread[1]} prompts agree"
+        if spread
+        else ""
+    )
+    for n, total in summary.baseline_launches:
+        same += f"; an earlier baseline launch of this run: {total - n}/{total} prompts agree"
+    console.print(
+        f"correctness: {counts['pass']} pass, {counts['fail']} fail, {counts['not checked']} not checked{same}",
+        highlight=False,
+    )
+    for v in summary.launches:
+        mark = CHECK_MARK[v.verdict.verdict]
+        console.print(f"  {mark} {escape(v.label)}: {escape(v.verdict.why)}", highlight=False)
+    wrong = [v.label for v in summary.failed if v.known_bug is None]
+    crashed = [v.label for v in summary.failed if v.known_bug is not None]
+    if wrong:
+        err_console.print(
+            f"[bold red]WRONG: {escape(', '.join(wrong))} computed wrong tokens or acceptance; their speed was "
+            "measured on a wrong path (struck through above, `wrong` in exports and the dashboard)[/]"
+        )
+    if crashed:
+        err_console.print(
+            f"[bold red]WRONG: {escape(', '.join(crashed))} cannot run on this release: the server died of a known "
+            "SGLang bug (named above), so no speed exists for it[/]"
+        )
+    return bool(summary.failed)

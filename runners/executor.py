@@ -3,8 +3,10 @@
 `runners.sweep_runner.execute_sweep` drives it through the sweep's steps; `pair_runner` (v1/v2 pairs),
 `pair_target` (extra pairs until the interval is narrow) and `run_checks` (the drift check) compose the same
 public steps: check_stop, pending_repeats, launch / start_server, record_server / record_launch_failure,
-check_correctness, measure_on, measure_plan, server_ended, point_done and write. Every write is one transaction
-retried through a database outage (`dbretry`), so a measured repeat waits in memory until it is stored.
+check_correctness, measure_on, measure_plan, server_ended and write. What the run did so far is one record
+(`progress`, runners/progress.py); each run-level check keeps its own references (`drift`, `correctness`).
+Every write is one transaction retried through a database outage (`dbretry`), so a measured repeat waits in
+memory until it is stored.
 """
 
 from __future__ import annotations
@@ -18,9 +20,6 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar
 
-from rich.console import Console
-from rich.markup import escape
-from rich.progress import Progress, TaskID
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session
 
@@ -40,6 +39,8 @@ from db.models import Run, ServerInstance
 from db.types import utcnow
 from runners import dbretry, profiling, store
 from runners.correctness import CorrectnessCheck
+from runners.drift import DriftCheck
+from runners.progress import RunProgress
 from runners.recovery import OutagePolicy
 
 T = TypeVar("T")
@@ -74,24 +75,10 @@ class SweepExecutor:
         self.outage = outage
         self.policy = policy or HostPolicy.author()
         self.gpus, self.deadline, self.stop, self.log_dir = gpus, deadline, stop, log_dir
-        self.progress: Progress | None = None
-        self.task: TaskID | None = None
-        self.launches = 0
-        self.points_stored = 0
-        self.points_measured = 0
-        self.overhead_total = 0.0
-        # Measurement order across the run (stored per repeat); continues after a resume.
-        self.order_index = sum(len(v) for v in done.values())
-        # Where this invocation's windows start: a resumed run's earlier windows ran on another server, perhaps
-        # another host, so the drift check compares against this invocation's first window, not the run's.
-        self.first_order_index = self.order_index
-        # The first point measured in this invocation: re-measured at the end (drift check).
-        self.reference: PointPlan | None = None
-        # The first point the current v1/v2 pair measured in this invocation: the drift reference when a
-        # deadline cuts the run inside a pair that does not hold `reference` (whose server is gone by then).
-        self.pair_reference: PointPlan | None = None
-        self.drift: dict[str, Any] | None = None
-        self.drift_due_here = False  # set while the run's last step runs (see run_checks.drift_check)
+        self.progress = RunProgress.resuming(sum(len(v) for v in done.values()))
+        # The run-level checks, each with its references: drift (runners/run_checks.py), correctness.
+        self.drift = DriftCheck()
+        self.correctness = CorrectnessCheck(spec, run_id, self.write)
         # Server rows whose first warmup (warmup.after_start_s) is done.
         self.warmed_servers: set[int] = set()
         # A pair's second server could not start next to the first: later pairs use alternating restarts.
@@ -102,26 +89,13 @@ class SweepExecutor:
         self.model_config = read_model_config(spec.model)
         self.vocab_size = vocab_size(self.model_config) or DEFAULT_VOCAB_SIZE
         self.floor_note: str | None = None  # why points have no floor (no config, unknown GPU), for the run
-        self.console: Console | None = None  # where run-time warnings go (set by execute_sweep)
-        self.warned: set[str] = set()
-        # The correctness gate's prompt set and the launches asked so far (runners/correctness.py).
-        self.correctness = CorrectnessCheck(spec, run_id, self.write)
 
     def check_stop(self) -> None:
-        """Raise Stopped when a stop was requested (SIGTERM) or the deadline passed; called between windows."""
+        """Raise Stopped on a stop request (SIGTERM) or a passed deadline; called between windows."""
         if self.stop is not None and self.stop.is_set():
             raise Stopped("stop requested (SIGTERM); finished the current point")
         if self.deadline is not None and time.monotonic() >= self.deadline:
             raise Stopped("deadline reached; finished the current point", deadline=True)
-
-    def show_progress(self, progress: Progress, task: TaskID, console: Console | None = None) -> None:
-        """Report the run's progress on `progress`'s `task` (one tick per point), warnings on `console`."""
-        self.progress, self.task, self.console = progress, task, console
-
-    def advance(self, description: str | None = None) -> None:
-        """One point fewer to go (measured, failed or already stored)."""
-        if self.progress is not None and self.task is not None:
-            self.progress.update(self.task, advance=1, description=description or "")
 
     def pending_repeats(self, plan: PointPlan) -> list[int]:
         """The planned repeats of `plan` not stored yet (a resumed run skips the stored ones)."""
@@ -130,19 +104,9 @@ class SweepExecutor:
 
     def launch(self, group: ServerGroup) -> LaunchedServer | LaunchError:
         """Start one server config alone (a pair's side, a restart block), counted as a launch."""
-        self.describe(f"launching {group.server.label()}")
-        self.launches += 1
+        self.progress.describe(f"launching {group.server.label()}")
+        self.progress.launches += 1
         return self.start_server(group.server)
-
-    def point_done(self) -> None:
-        """A point's last planned repeat is stored (or it was given up): count it, move the progress bar."""
-        self.points_stored += 1
-        self.advance()
-
-    def describe(self, description: str) -> None:
-        """What the progress line says the run is doing now."""
-        if self.progress is not None and self.task is not None:
-            self.progress.update(self.task, description=description)
 
     def run_batch(self, groups: list[ServerGroup]) -> None:
         """Start the servers of `groups` together, then measure them one at a time.
@@ -155,14 +119,14 @@ class SweepExecutor:
         for group in groups:
             todo = [p for p in group.points if self.pending_repeats(p)]
             for _ in range(len(group.points) - len(todo)):
-                self.advance()
+                self.progress.advance()
             if todo:
                 pending.append((group, todo))
         if not pending:
             return
         self.check_stop()
-        self.describe(f"launching {', '.join(g.server.label() for g, _ in pending)}")
-        self.launches += len(pending)
+        self.progress.describe(f"launching {', '.join(g.server.label() for g, _ in pending)}")
+        self.progress.launches += len(pending)
         with ThreadPoolExecutor(max_workers=len(pending)) as pool:
             futures = [pool.submit(self.start_server, g.server) for g, _ in pending]
             started = [f.result() for f in futures]
@@ -188,7 +152,7 @@ class SweepExecutor:
             return e
 
     def write(self, fn: Callable[[Session], T], what: str) -> T:
-        """One transaction, retried through a database outage (a measured repeat waits in memory meanwhile)."""
+        """One transaction, retried through a database outage (a measured repeat waits in memory)."""
         return dbretry.in_session(self.engine, fn, what=what, policy=self.outage)
 
     def record_launch_failure(self, group: ServerGroup, todo: list[PointPlan], err: LaunchError) -> None:
@@ -207,7 +171,7 @@ class SweepExecutor:
 
         self.write(write, "recording a failed launch")
         for _ in todo:
-            self.advance()
+            self.progress.advance()
 
     def measure_on(
         self, group: ServerGroup, todo: list[PointPlan], server: LaunchedServer, co_resident: int
@@ -243,7 +207,7 @@ class SweepExecutor:
     def check_correctness(self, cfg: ServerConfig, server: LaunchedServer, server_row_id: int) -> None:
         """Send the correctness check's greedy prompts to a freshly started server (before its first window)
         and store its answers; the run's verdicts are judged from them at the end (runners/correctness.py)."""
-        self.describe(f"correctness check: {cfg.label()}")
+        self.progress.describe(f"correctness check: {cfg.label()}")
         self.correctness.check_server(cfg, server, server_row_id)
 
     def record_server(
@@ -297,12 +261,9 @@ class SweepExecutor:
 
     def warn_routing(self, server: LaunchedServer) -> None:
         """Say loudly, once per run, that a dummy-weight MoE server's routing collapsed."""
-        if server.expert_routing != "collapsed" or "routing" in self.warned:
-            return
-        self.warned.add("routing")
-        warning = next((n for n in server.notes if "routing" in n), "expert routing collapsed")
-        if self.console is not None:
-            self.console.print(f"[bold yellow]WARNING[/]: {escape(warning)}", highlight=False)
+        if server.expert_routing == "collapsed":
+            warning = next((n for n in server.notes if "routing" in n), "expert routing collapsed")
+            self.progress.warn_once("routing", warning)
 
     async def _measure_group(
         self, todo: list[PointPlan], server: LaunchedServer, server_row_id: int, label: str
@@ -310,14 +271,14 @@ class SweepExecutor:
         async with LoadClient(server.base_url) as client:
             for plan in todo:
                 self.check_stop()
-                self.describe(f"{label} bs={plan.batch_size}")
+                self.progress.describe(f"{label} bs={plan.batch_size}")
                 await self.measure_plan(
                     client, plan, server, server_row_id, self.pending_repeats(plan), warmup=True
                 )
                 await profiling.profile_point(
                     self.engine, self.spec, plan, client, self.run_id, server_row_id
                 )
-                self.point_done()
+                self.progress.point_done()
 
     def window_settings(
         self,
@@ -378,16 +339,14 @@ class SweepExecutor:
             if sample.metrics is not None:
                 window += sample.metrics.duration_s
             self._store(plan, sample, server_row_id, server, win)
-            if self.reference is None and sample.metrics is not None:
-                self.reference = plan
-            if self.pair_reference is None and sample.metrics is not None:
-                self.pair_reference = plan
+            if sample.metrics is not None:
+                self.drift.measured(plan)
         if warmup:
-            self.points_measured += 1
-        self.overhead_total += max(time.perf_counter() - t_point - window, 0.0)
+            self.progress.points_measured += 1
+        self.progress.overhead_s += max(time.perf_counter() - t_point - window, 0.0)
 
     def point_floor(self, plan: PointPlan, server: LaunchedServer, run_gpu: str | None) -> float | None:
-        """The floor of `plan` on `server` (bench/floor.py), or None; why there is none goes to the run once."""
+        """The floor of `plan` on `server` (bench/floor.py), or None; why none goes to the run once."""
         cfg = plan.server
         gpu = floor.gpu_for_floor(server.server_info, run_gpu)
         result, why = floor.point_floor(
@@ -417,8 +376,7 @@ class SweepExecutor:
     ) -> None:
         """One repeat as one transaction (sample, requests, point refresh), idempotent on (point, repeat): a
         retry after a connection lost mid-commit finds the repeat stored and adds nothing."""
-        order = self.order_index
-        self.order_index += 1
+        order = self.progress.next_order()
 
         def write(s: Session) -> None:
             run = s.get(Run, self.run_id)
@@ -440,7 +398,7 @@ class SweepExecutor:
                 spec_mode_resolved=server.spec_mode_resolved,
                 window=window,
                 order_index=order,
-                invocation=self.first_order_index,
+                invocation=self.progress.invocation,
                 server_instance_id=server_row_id,
             )
 

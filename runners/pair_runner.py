@@ -1,11 +1,12 @@
-"""Runs a v1/v2 pair interleaved (bench.pairing): both servers alive and ABBA windows, or alternating restarts.
+"""Runs a v1/v2 pair interleaved (bench.pairing): both servers alive and ABBA windows, or alternating
+restarts.
 
 The pair's servers start one after the other, never together: the first cold start compiles the JIT caches
 (Triton, FlashInfer, torch) that the second then reuses. Each server warms up at each batch size before its
 first window there. If the second server cannot start while the first is up (GPU memory), that failure is
 recorded on a server row and the pair falls back to alternating restarts in the same ABBA order; a failure
-identified as a known SGLang bug (the launch error's `known_bug`) is that side's failed launch instead, and the
-other side is measured alone.
+identified as a known SGLang bug (the launch error's `known_bug`) is that side's failed launch instead, and
+the other side is measured alone.
 """
 
 from __future__ import annotations
@@ -60,7 +61,9 @@ def _wants_more(executor: SweepExecutor, plan_a: PointPlan, plan_b: PointPlan) -
     return pair_target.next_repeat(executor, plan_a, plan_b, _measured(executor, plan_a, plan_b)) is not None
 
 
-def run_pair(executor: SweepExecutor, pair: Pair) -> None:
+def run_pair(executor: SweepExecutor, pair: Pair, *, drift_here: bool = False) -> None:
+    """Measure `pair`; `drift_here`: the run's last step, which re-measures the reference point on its still
+    running server when it holds it."""
     todo: dict[Side, list[PointPlan]] = {"A": [], "B": []}
     extend: set[str] = set()  # keys of A-side points with only an extension left (read once, here)
     for plan_a, plan_b in zip(pair.a.points, pair.b.points, strict=True):
@@ -72,7 +75,7 @@ def run_pair(executor: SweepExecutor, pair: Pair) -> None:
                 todo[side].append(plan)
     for side in SIDES:
         for _ in range(len(pair.side(side).points) - len(todo[side])):
-            executor.advance()
+            executor.progress.advance()
     if not todo["A"] and not todo["B"]:
         return
     executor.check_stop()
@@ -89,7 +92,7 @@ def run_pair(executor: SweepExecutor, pair: Pair) -> None:
     b = executor.launch(pair.side(other))
     if isinstance(b, LaunchError) and b.known_bug is not None:
         # A known SGLang bug (bench.server.known_bugs), not the GPU memory: alone it would crash the same way,
-        # so it is recorded as this side's launch failure, and the other side is measured on the server it has.
+        # so it is recorded as this side's launch failure, and the other side is measured on its server.
         executor.record_launch_failure(pair.side(other), todo[other], b)
         try:
             executor.measure_on(pair.side(first), todo[first], a, co_resident=0)
@@ -115,7 +118,7 @@ def run_pair(executor: SweepExecutor, pair: Pair) -> None:
             side: executor.record_server(pair.side(side).server, servers[side], 1, {PAIR_ENV: "colocated"})
             for side in SIDES
         }
-        executor.pair_reference = None
+        executor.drift.new_pair()
         try:
             for side in SIDES:
                 executor.check_correctness(pair.side(side).server, servers[side], server_rows[side])
@@ -125,10 +128,10 @@ def run_pair(executor: SweepExecutor, pair: Pair) -> None:
                 # A deadline cut the run inside this pair: while the reference point's server is still up,
                 # re-measure it anyway (one window), so a cut run still says how far it drifted. A stop
                 # request (SIGTERM) means leave now, and skips it.
-                if stop.deadline and executor.spec.drift_check and executor.drift is None:
+                if stop.deadline and executor.spec.drift_check and executor.drift.result is None:
                     _drift_on_live(executor, pair, servers, after_deadline=True)
                 raise
-            if executor.drift_due_here:
+            if drift_here:
                 _drift_on_live(executor, pair, servers)
         finally:
             for side in SIDES:
@@ -146,12 +149,12 @@ def _drift_on_live(
     After a deadline inside a pair that does not hold it (a long sweep run in parts: the reference is the
     first point of this invocation, whose server went down pairs ago), the pair's own first point stands in,
     re-measured on its live server: a run cut every night still reports how far it drifted each time."""
-    ref = executor.reference
+    ref = executor.drift.reference
     if ref is None:
         return
     holder = [side for side in SIDES if pair.side(side).server == ref.server]
-    if not holder and after_deadline and executor.pair_reference is not None:
-        ref = executor.pair_reference
+    if not holder and after_deadline and executor.drift.pair_reference is not None:
+        ref = executor.drift.pair_reference
         holder = [side for side in SIDES if pair.side(side).server == ref.server]
     if holder and servers[holder[0]].exit_code is None:  # still up (or attached)
         run_checks.drift_check(executor, live=servers[holder[0]], after_deadline=after_deadline, plan=ref)
@@ -177,7 +180,7 @@ async def _interleave(
             if extension_only and plan_a.key() not in extend:
                 continue  # counted when the pair started
             warmed: set[Side] = set()
-            executor.describe(f"pair {plan_a.server.label()} bs={plan_a.batch_size}")
+            executor.progress.describe(f"pair {plan_a.server.label()} bs={plan_a.batch_size}")
             for r, side in abba_order(plan_a.repeats):
                 if r not in pending[side] or side in dead:
                     continue
@@ -228,7 +231,7 @@ async def _interleave(
                     )
             for side in SIDES:
                 if pending[side] or extension_only:
-                    executor.point_done()
+                    executor.progress.point_done()
 
 
 def _alternate(
@@ -272,12 +275,12 @@ def _alternate(
                 server.stop()
             for plan in plans:
                 if not executor.pending_repeats(plan) and left.pop(plan.key(), None) is not None:
-                    executor.point_done()
+                    executor.progress.point_done()
     finally:
         if running is not None:
             running[1].stop()
     for _ in left:  # points left unfinished (a server died) still move the progress bar
-        executor.advance()
+        executor.progress.advance()
 
 
 async def _block(

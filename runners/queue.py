@@ -60,7 +60,7 @@ __all__ = [
     "db_now",
     "deregister_worker",
     "enqueue",
-    "fail",
+    "fail_attempt",
     "finish",
     "has_claimable",
     "job_problems",
@@ -128,7 +128,7 @@ def enqueue(
     schedule_id: int | None = None,
     fire_time: datetime | None = None,
 ) -> int:
-    """Insert one queued job inside the caller's transaction (the scheduler relies on its unique constraint)."""
+    """One queued job, inside the caller's transaction (the scheduler relies on its unique constraint)."""
     if max_attempts < 1:
         raise ValueError("max_attempts must be >= 1")
     spec = parse_sweep(sweep_yaml, source)  # raises SweepError with every problem listed
@@ -283,7 +283,7 @@ def finish(engine: Engine, job_id: int, worker_id: str, *, run_id: int | None = 
         return transition_in(conn, job_id, [RUNNING], DONE, owner=worker_id, **values)
 
 
-def fail(
+def fail_attempt(
     engine: Engine,
     job_id: int,
     worker_id: str,

@@ -1,12 +1,12 @@
 """Run-level checks after the last point: drift of a reference point, and throttled windows.
 
 Drift: the first point measured in the run is measured once more at the end, and the change of its output
-throughput and TPOT against its first window (of this invocation: a resumed run's earlier windows ran on
-other servers, perhaps another host) is stored on the run (`runs.drift`) and printed by
-`specbench run`. When the run's last step is the v1/v2 pair holding the reference point, its server is still up and the
-check runs there (the figure is then the drift of the host and the server over the run). Otherwise servers
-were stopped once their points were done, so the reference point's server is started again; the figure then
-also holds the restart-to-restart spread of a fresh server, which `docs/reference/paired-measurement.md` discusses.
+throughput and TPOT against its first window (of this invocation: a resumed run's earlier windows ran on other
+servers, perhaps another host) is stored on the run (`runs.drift`) and printed by `specbench run`. When the
+run's last step is the v1/v2 pair holding the reference point, its server is still up and the check runs there
+(the figure is then the drift of the host and the server over the run). Otherwise servers were stopped once
+their points were done, so the reference point's server is started again; the figure then also holds the
+restart-to-restart spread of a fresh server, which `docs/reference/paired-measurement.md` discusses.
 
 Throttling: a window whose median SM clock fell below `measure.throttle_fraction` of the highest clock seen
 in the run gets `telemetry.throttled = true` and a reason (its status stays as judged: it is a flag for the
@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable
-from typing import Any
+from dataclasses import replace
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
@@ -32,6 +32,7 @@ from bench.sweep import PointPlan
 from bench.workload import build_prompts
 from db.models import Point, Run, Sample
 from runners import dbretry, store
+from runners.drift import Drift, DriftWindow
 from runners.executor import SweepExecutor
 
 
@@ -41,72 +42,71 @@ def drift_check(
     *,
     after_deadline: bool = False,
     plan: PointPlan | None = None,
-) -> dict[str, Any] | None:
+) -> Drift | None:
     """Re-measure the reference point (`plan`, default the invocation's first point); on `live` (its server,
     still up at the end of the run's last pair), else on a fresh start of its server config.
     `after_deadline`: the run's deadline has passed and this one window on a live server is the last thing
-    it measures."""
-    plan = plan if plan is not None else executor.reference
+    it measures. The finding is stored on the run and kept as `executor.drift.result`."""
+    reference = executor.drift.reference
+    plan = plan if plan is not None else reference
     if plan is None:
         return None
     if not after_deadline:
         executor.check_stop()
-    executor.describe(f"drift check: {plan.server.label()} bs={plan.batch_size}")
+    executor.progress.describe(f"drift check: {plan.server.label()} bs={plan.batch_size}")
     started = time.perf_counter()
-    drift: dict[str, Any] = {
-        "point_key": plan.key(),
-        "label": plan.server.label(),
-        "batch_size": plan.batch_size,
-        "same_server": live is not None,
-        "note": "re-measured on the same server, still up at the end of the run"
-        if live is not None
-        else "the reference point's server was started again for the check",
-    }
-    if plan is not executor.reference:
-        drift["note"] = (
+    if plan is not reference:
+        note = (
             "a deadline cut the run inside a later pair: its first point stands in, re-measured on its live "
             "server (the run's reference point's server was already down)"
         )
+    elif live is not None:
+        note = "re-measured on the same server, still up at the end of the run"
+    else:
+        note = "the reference point's server was started again for the check"
+    found = Drift(plan.key(), plan.server.label(), plan.batch_size, same_server=live is not None, note=note)
     # Not counted in `launches` (one per server config and restart block); the drift record says it restarted.
     server: LaunchedServer | LaunchError = live if live is not None else executor.start_server(plan.server)
     if isinstance(server, LaunchError):
-        drift["error"] = f"server failed to start: {str(server).strip()[:500]}"
-        _save(executor, drift)
-        return drift
+        return _save(executor, replace(found, error=f"server failed to start: {str(server).strip()[:500]}"))
     if (
         live is None
     ):  # no server row: the run's servers are the sweep's configs; the restart is described here
-        drift["startup_s"] = server.startup_s
-        drift["log_path"] = str(server.log_path) if server.log_path else None
-    window = 0.0
+        log_path = str(server.log_path) if server.log_path else None
+        found = replace(found, startup_s=server.startup_s, log_path=log_path)
     try:
         result, win = asyncio.run(
             _measure_once(executor, server.base_url, plan, after_start=live is None, server_pid=server.pid)
         )
-        if result is not None and result.metrics is not None:
-            window = result.metrics.duration_s
-        drift["telemetry"] = win.telemetry if win is not None else None
     finally:
         if live is None:
             server.stop()
-    executor.overhead_total += max(time.perf_counter() - started - window, 0.0)
+    window = result.metrics.duration_s if result is not None and result.metrics is not None else 0.0
+    executor.progress.overhead_s += max(time.perf_counter() - started - window, 0.0)
     first = _first_window(executor, plan.key())
-    drift["first"] = first
+    found = replace(found, telemetry=win.telemetry if win is not None else None, first=first)
     if result is None or result.metrics is None:
-        drift["error"] = f"re-measurement failed: {result.reason if result else 'no result'}"
-    else:
-        m = result.metrics
-        drift["last"] = {
-            "output_throughput": m.output_throughput,
-            "tpot_mean_ms": m.tpot_mean_ms,
-            "status": result.status,
-        }
-        if first and first.get("output_throughput") and m.output_throughput is not None:
-            drift["output_throughput_change"] = m.output_throughput / first["output_throughput"] - 1.0
-        if first and first.get("tpot_mean_ms") and m.tpot_mean_ms is not None:
-            drift["tpot_change"] = m.tpot_mean_ms / first["tpot_mean_ms"] - 1.0
-    _save(executor, drift)
-    return drift
+        return _save(
+            executor,
+            replace(found, error=f"re-measurement failed: {result.reason if result else 'no result'}"),
+        )
+    m = result.metrics
+    last = DriftWindow(m.output_throughput, m.tpot_mean_ms, status=result.status)
+    return _save(
+        executor,
+        replace(
+            found,
+            last=last,
+            output_throughput_change=_change(
+                last.output_throughput, first.output_throughput if first else None
+            ),
+            tpot_change=_change(last.tpot_mean_ms, first.tpot_mean_ms if first else None),
+        ),
+    )
+
+
+def _change(now: float | None, then: float | None) -> float | None:
+    return now / then - 1.0 if now is not None and then else None
 
 
 async def _measure_once(
@@ -120,8 +120,11 @@ async def _measure_once(
     return None, None
 
 
-def _first_window(executor: SweepExecutor, point_key: str) -> dict[str, Any] | None:
-    def read(s: Session) -> dict[str, Any] | None:
+def _first_window(executor: SweepExecutor, point_key: str) -> DriftWindow | None:
+    """The reference point's first window of this invocation (not a lost host's)."""
+    invocation = executor.progress.invocation
+
+    def read(s: Session) -> DriftWindow | None:
         point = s.scalars(
             select(Point).where(Point.run_id == executor.run_id, Point.point_key == point_key)
         ).first()
@@ -132,33 +135,33 @@ def _first_window(executor: SweepExecutor, point_key: str) -> dict[str, Any] | N
             .where(
                 Sample.point_id == point.id,
                 Sample.output_throughput.is_not(None),
-                Sample.invocation
-                == executor.first_order_index,  # this invocation's windows, not a lost host's
+                Sample.invocation == invocation,
             )
             .order_by(Sample.order_index, Sample.repeat)
         ).first()
         if sample is None:
             return None
-        return {
-            "repeat": sample.repeat,
-            "order_index": sample.order_index,
-            "output_throughput": sample.output_throughput,
-            "tpot_mean_ms": sample.tpot_mean_ms,
-        }
+        return DriftWindow(
+            sample.output_throughput,
+            sample.tpot_mean_ms,
+            repeat=sample.repeat,
+            order_index=sample.order_index,
+        )
 
-    result: dict[str, Any] | None = executor.write(read, "reading the reference point")
+    result: DriftWindow | None = executor.write(read, "reading the reference point")
     return result
 
 
-def _save(executor: SweepExecutor, drift: dict[str, Any]) -> None:
-    executor.drift = drift
+def _save(executor: SweepExecutor, drift: Drift) -> Drift:
+    executor.drift.result = drift
 
     def write(s: Session) -> None:
         run = s.get(Run, executor.run_id)
         assert run is not None
-        run.drift = drift
+        run.drift = drift.as_json()
 
     executor.write(write, "storing the drift check")
+    return drift
 
 
 def flag_throttled(

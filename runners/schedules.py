@@ -13,7 +13,8 @@ A schedule that cannot fire never stops the scheduler (issue 30 §5): `schedule 
 fires (`0 0 31 2 *`; 29 February fires, if only every four years), and a stored schedule that breaks at run time (a cron stored before
 that check or edited in the database, a sweep that no longer validates, an unreadable row) is marked broken
 (`schedules.broken` says why), skipped with one logged error, and tried again each tick: it fires again, and
-the mark is cleared, once it is mended. The other schedules fire, and dead workers' jobs are requeued, as ever.
+the mark is cleared, once it is mended. The other schedules fire, and dead workers' jobs are requeued, as
+ever.
 """
 
 from __future__ import annotations
@@ -244,8 +245,8 @@ def _tick_one(engine: Engine, schedule_id: int, now: datetime) -> Fired | None:
     with engine.connect() as conn:
         sched = conn.execute(select(Schedule).where(Schedule.id == schedule_id)).one()
     since = sched.last_fire_time or sched.created_at
-    # The checks `schedule add` makes: a cron stored before them (or edited since) fails here, not in croniter,
-    # and a sweep that no longer validates fails on every tick, not only when a fire time is due.
+    # The checks `schedule add` makes: a cron stored before them (or edited since) fails here, not in
+    # croniter, and a sweep that no longer validates fails on every tick, not only when a fire time is due.
     fire = due_fire(check_cron(sched.cron, now), since, now)
     spec = parse_sweep(sched.sweep_yaml, f"schedule {schedule_id}")
     requirements_for(spec.server.backend, spec.server.tp, sched.requires or {})
@@ -258,6 +259,10 @@ def _tick_one(engine: Engine, schedule_id: int, now: datetime) -> Fired | None:
     if job_id is not None:
         extra = f"; skipped {skipped} older missed fire time(s)" if skipped else ""
         log.info("schedule %d: fire time %s enqueued as job %d%s", sched.id, fire.isoformat(), job_id, extra)
+    else:
+        log.info(
+            "schedule %d: fire time %s already enqueued by another scheduler", sched.id, fire.isoformat()
+        )
     return Fired(sched.id, fire, job_id, skipped)
 
 

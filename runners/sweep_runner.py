@@ -7,6 +7,7 @@ SIGTERM (`stop`) or a passed `deadline` leaves every finished repeat in the data
 
 from __future__ import annotations
 
+import functools
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,11 +29,12 @@ from sqlalchemy.orm import Session
 from bench.host import reaper
 from bench.host.policy import HostPolicy
 from bench.pairing import Pair
-from bench.sweep import SweepSpec, expand
+from bench.sweep import ServerGroup, SweepSpec, expand
 from db.models import Point, Run
 from db.types import uuid7
 from runners import correctness, dbretry, pair_runner, preflight, run_checks, store
 from runners.correctness import GateSummary
+from runners.drift import Drift
 from runners.executor import Stopped, SweepExecutor, run_provenance
 from runners.recovery import OutagePolicy
 from runners.resume_guard import ResumeRefused, check_resume
@@ -53,7 +55,7 @@ class RunOutcome:
     launches: int = 0
     error: str | None = None
     overhead_s_per_point: float | None = None
-    drift: dict[str, Any] | None = None
+    drift: Drift | None = None
     # The correctness gate's verdicts (None: not judged, e.g. interrupted with Ctrl-C).
     correctness: GateSummary | None = None
 
@@ -107,35 +109,18 @@ def execute_sweep(
     # before a run row exists: not one failed server and point after another (runners/preflight.py).
     preflight.check(spec, policy)
     groups = expand(spec)
-    provenance = run_provenance(spec, gpus=gpus)
-    uid = uuid7()  # names the run before it exists, so a create retried after a lost commit finds it
-
-    def open_run(s: Session) -> tuple[int, dict[str, set[int]], list[str]]:
-        resume = resume_run_id
-        notes: list[str] = []
-        if resume is None and job_id is not None:
-            # A job has one run. Another worker that took the job over (our lease lapsed while we started,
-            # or the reverse) may have created it since the worker looked: continue that one.
-            resume = s.scalars(select(func.max(Run.id)).where(Run.job_id == job_id)).one_or_none()
-        if resume is not None:
-            run = s.get(Run, resume)
-            if run is None:
-                raise ResumeRefused(f"run {resume} does not exist")
-            # Before the run is touched: a refused resume leaves it exactly as it was.
-            check = check_resume(run.id, run.sweep_name, run.sweep_yaml, spec)
-            if check.edits:
-                store.adopt_sweep(run, sweep_yaml, check.edits)
-            notes = check.lines(run.id)
-            run.status = "running"
-            run.finished_at = None
-            run.owner = reaper.owner()  # this process runs it now (runners/host_recovery.py)
-        else:
-            run = s.scalars(select(Run).where(Run.uid == uid)).one_or_none() or store.create_run(
-                s, spec, sweep_yaml, provenance, trigger=trigger, label=label, job_id=job_id, uid=uid
-            )
-        return run.id, store.stored_repeats(s, run.id), notes
-
-    run_id, done, notes = dbretry.in_session(engine, open_run, what="opening the run", policy=outage)
+    opening = functools.partial(
+        _open_run,
+        spec=spec,
+        sweep_yaml=sweep_yaml,
+        provenance=run_provenance(spec, gpus=gpus),
+        uid=uuid7(),  # names the run before it exists, so a create retried after a lost commit finds it
+        resume=resume_run_id,
+        job_id=job_id,
+        trigger=trigger,
+        label=label,
+    )
+    run_id, done, notes = dbretry.in_session(engine, opening, what="opening the run", policy=outage)
     for note in notes:
         console.print(escape(note))
     logs = (log_dir or Path("logs")) / f"run-{run_id}"
@@ -144,32 +129,11 @@ def execute_sweep(
     total_points = sum(len(g.points) for g in groups)
     status, error = "done", None
     judge = True  # the correctness gate judges what was stored, unless the user interrupted the run
-    progress = Progress(
-        TextColumn("[bold]{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TextColumn("points"),
-        TimeElapsedColumn(),
-        TextColumn("ETA"),
-        TimeRemainingColumn(),
-        console=console,
-        disable=not show_progress,
-        transient=False,
-    )
     try:
-        with progress:
-            task = progress.add_task("starting", total=total_points)
-            executor.show_progress(progress, task, console)
-            steps = schedule(groups, spec)
-            for i, step in enumerate(steps):
-                # The last pair re-measures the reference point on its still-running server when it holds it.
-                executor.drift_due_here = spec.drift_check and i == len(steps) - 1
-                if isinstance(step, Pair):
-                    pair_runner.run_pair(executor, step)
-                else:
-                    executor.run_batch(step)
-            if spec.drift_check and executor.drift is None:
-                run_checks.drift_check(executor)
+        with _progress_bar(console, show_progress) as progress:
+            executor.progress.bar, executor.progress.console = progress, console
+            executor.progress.task = progress.add_task("starting", total=total_points)
+            _run_steps(executor, groups, spec)
         status, error = dbretry.in_session(
             engine,
             lambda s: final_status(
@@ -195,35 +159,103 @@ def execute_sweep(
         raise
     finally:
         executor.telemetry.close()
-
-        def finish(s: Session) -> None:
-            run = s.get(Run, run_id)
-            assert run is not None
-            run.overhead_s = executor.overhead_total
-            store.finish_run(s, run, status, error)
-
-        try:
-            dbretry.in_session(engine, finish, what="finishing the run", policy=outage)
-        except dbretry.DatabaseUnavailable:
-            if outage.limit_s > 0:
-                raise
-            # Still away: the run row stays `running` until a resume or the job's retry takes it over.
+        _finish_run(engine, run_id, executor.progress.overhead_s, status, error, outage)
     run_checks.flag_throttled(executor.write, run_id, spec.measure.throttle_fraction)
     verdicts = _judge(spec, run_id, executor, console) if judge else None
-    stored = executor.points_stored
     return RunOutcome(
         run_id=run_id,
         status=status,
         points_total=total_points,
-        points_stored=stored,
-        launches=executor.launches,
+        points_stored=executor.progress.points_stored,
+        launches=executor.progress.launches,
         error=error,
-        overhead_s_per_point=(executor.overhead_total / executor.points_measured)
-        if executor.points_measured
-        else None,
-        drift=executor.drift,
+        overhead_s_per_point=executor.progress.overhead_s_per_point,
+        drift=executor.drift.result,
         correctness=verdicts,
     )
+
+
+def _open_run(
+    s: Session,
+    *,
+    spec: SweepSpec,
+    sweep_yaml: str,
+    provenance: dict[str, Any],
+    uid: str,
+    resume: int | None,
+    job_id: int | None,
+    trigger: str,
+    label: str | None,
+) -> tuple[int, dict[str, set[int]], list[str]]:
+    """The run to measure into (a new one, the one to resume, or the job's) with its stored repeats and what a
+    resume adopted of an edited sweep."""
+    notes: list[str] = []
+    if resume is None and job_id is not None:
+        # A job has one run. Another worker that took the job over (our lease lapsed while we started, or the
+        # reverse) may have created it since the worker looked: continue that one.
+        resume = s.scalars(select(func.max(Run.id)).where(Run.job_id == job_id)).one_or_none()
+    if resume is not None:
+        run = s.get(Run, resume)
+        if run is None:
+            raise ResumeRefused(f"run {resume} does not exist")
+        # Before the run is touched: a refused resume leaves it exactly as it was.
+        check = check_resume(run.id, run.sweep_name, run.sweep_yaml, spec)
+        if check.edits:
+            store.adopt_sweep(run, sweep_yaml, check.edits)
+        notes = check.lines(run.id)
+        run.status = "running"
+        run.finished_at = None
+        run.owner = reaper.owner()  # this process runs it now (runners/host_recovery.py)
+    else:
+        run = s.scalars(select(Run).where(Run.uid == uid)).one_or_none() or store.create_run(
+            s, spec, sweep_yaml, provenance, trigger=trigger, label=label, job_id=job_id, uid=uid
+        )
+    return run.id, store.stored_repeats(s, run.id), notes
+
+
+def _progress_bar(console: Console, show: bool) -> Progress:
+    return Progress(
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("points"),
+        TimeElapsedColumn(),
+        TextColumn("ETA"),
+        TimeRemainingColumn(),
+        console=console,
+        disable=not show,
+        transient=False,
+    )
+
+
+def _run_steps(executor: SweepExecutor, groups: list[ServerGroup], spec: SweepSpec) -> None:
+    """Every step of the schedule (v1/v2 pairs, restart blocks), then the drift check if no step ran it."""
+    steps = schedule(groups, spec)
+    for i, step in enumerate(steps):
+        if isinstance(step, Pair):
+            pair_runner.run_pair(executor, step, drift_here=spec.drift_check and i == len(steps) - 1)
+        else:
+            executor.run_batch(step)
+    if spec.drift_check and executor.drift.result is None:
+        run_checks.drift_check(executor)
+
+
+def _finish_run(
+    engine: Engine, run_id: int, overhead_s: float, status: str, error: str | None, outage: OutagePolicy
+) -> None:
+    """The run row's final status; a database still away leaves it `running` for a resume or a retry."""
+
+    def finish(s: Session) -> None:
+        run = s.get(Run, run_id)
+        assert run is not None
+        run.overhead_s = overhead_s
+        store.finish_run(s, run, status, error)
+
+    try:
+        dbretry.in_session(engine, finish, what="finishing the run", policy=outage)
+    except dbretry.DatabaseUnavailable:
+        if outage.limit_s > 0:
+            raise
 
 
 def _judge(spec: SweepSpec, run_id: int, executor: SweepExecutor, console: Console) -> GateSummary | None:

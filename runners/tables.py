@@ -55,7 +55,6 @@ class Layout:
     widths: dict[int, int]
     hidden: list[str] = field(default_factory=list)
     cut: list[str] = field(default_factory=list)
-    wrapped: list[str] = field(default_factory=list)
 
 
 def _plain(value: str, column: Column) -> str:
@@ -82,13 +81,7 @@ def fit(columns: Sequence[Column], rows: Sequence[Sequence[str]], width: int | N
             return Layout(keep, widths, hidden)
         if room >= excess or not droppable:
             cut = _shrink(widths, columns, excess)
-            return Layout(
-                keep,
-                widths,
-                hidden,
-                [columns[i].header for i in cut if not columns[i].fold],
-                [columns[i].header for i in cut if columns[i].fold],
-            )
+            return Layout(keep, widths, hidden, [columns[i].header for i in cut if not columns[i].fold])
         worst = max(droppable, key=lambda i: (columns[i].drop, i))
         keep.remove(worst)
         hidden.append(columns[worst].header)

@@ -22,8 +22,7 @@ from analysis.stats.compare import DEFAULT_CONFIDENCE, DEFAULT_THRESHOLD
 from bench.sweep import SweepError, load_sweep
 from db.engine import session_scope
 from db.models import Point, Run
-from runners.commands import run as run_cmd
-from runners.commands.compare import compare_result, render
+from runners.cli import load_verb
 from runners.common import (
     RUN_REF_HELP,
     ConfidenceOption,
@@ -34,6 +33,7 @@ from runners.common import (
     open_db,
     resolve_run_ref,
 )
+from runners.comparison import compare_result, render
 from runners.exit_codes import ExitCode
 
 REUSABLE = ("done", "unstable", "partial")
@@ -158,13 +158,14 @@ def _side(
         err_console.print(f"{role}: reusing run {found} ({sweep_name}, label {label!r})")
         return found
     err_console.print(f"{role}: no finished run of {sweep_name} labelled {label!r}; running it now")
-    # The `run` verb itself: same validation, progress, summary, storage and exit codes for a failed run.
-    try:
-        run_cmd.run(sweep, db=db, label=label, trigger="pr", gpus=gpus, log_dir=log_dir, progress=progress)
-    except typer.Exit as e:
-        if e.exit_code != run_cmd.EXIT_WRONG:
-            raise
-        # A run that failed the correctness gate is still compared: the PR comment says what was wrong.
+    # The `run` verb itself, as a user runs it: same validation, progress, summary, storage and exit codes.
+    args = [str(sweep), "--label", label, "--trigger", "pr", "--log-dir", str(log_dir)]
+    args += (["--db", db] if db else []) + (["--gpus", gpus] if gpus else [])
+    args += [] if progress else ["--no-progress"]
+    code = load_verb("run").main(args, prog_name="specbench run", standalone_mode=False)
+    # A run that failed the correctness gate (a finding) is still compared: the PR comment says why.
+    if code not in (None, ExitCode.OK, ExitCode.FINDING):
+        raise typer.Exit(code)
     made = labelled_run(engine, sweep_name, label)
     if made is None:
         fail(f"the {role} run of {sweep_name} (label {label!r}) did not finish")

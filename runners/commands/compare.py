@@ -3,21 +3,18 @@
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Literal
 
-import pandas as pd
 import typer
 from rich.text import Text
-from sqlalchemy import Engine
 
 from analysis import report
-from analysis.comparability import KIND_MEANS, Refusal, refusal
-from analysis.compare import center_text, comparable_pair, compare_runs, verdict_counts
+from analysis.comparability import KIND_MEANS
+from analysis.compare import center_text, comparable_pair
 from analysis.labels import run_tag
 from analysis.plain import missing
-from analysis.stats.compare import DEFAULT_CONFIDENCE, DEFAULT_THRESHOLD, Method
+from analysis.stats.compare import DEFAULT_CONFIDENCE, DEFAULT_THRESHOLD
 from bench.catalog import direction_text, label
 from db import queries as q
 from runners.common import (
@@ -32,10 +29,11 @@ from runners.common import (
     resolve_run_ref,
     write_output,
 )
+from runners.comparison import CompareResult, compare_result, render
 from runners.exit_codes import ExitCode
 from runners.tables import Column, print_table, say
 
-Format = Literal["table", "md", "comment", "csv", "json"]
+Format = Literal["table", "md", "comment", "csv", "json"]  # table, or one of comparison.TextFormat
 
 
 def register(app: typer.Typer) -> None:
@@ -122,76 +120,6 @@ def compare(
     )
     if fail_on_regression and counts["regression"]:
         raise typer.Exit(ExitCode.FINDING)
-
-
-@dataclass(frozen=True)
-class CompareResult:
-    """Candidate run `b` against baseline run `a`: the point table, both runs, and a refusal when they do
-    not compare (analysis.comparability)."""
-
-    table: pd.DataFrame
-    run_a: dict[str, object]
-    run_b: dict[str, object]
-    metric: str
-    refused: Refusal | None
-
-    @property
-    def counts(self) -> dict[str, int]:
-        return verdict_counts(self.table)
-
-
-def compare_result(
-    engine: Engine,
-    a: int,
-    b: int,
-    *,
-    metric: str = "output_throughput",
-    threshold: float = DEFAULT_THRESHOLD,
-    confidence: float = DEFAULT_CONFIDENCE,
-    method: Method = "t",
-) -> CompareResult:
-    table = compare_runs(
-        q.run_points(engine, a),
-        q.run_samples(engine, a, [metric]),
-        q.run_points(engine, b),
-        q.run_samples(engine, b, [metric]),
-        metric=metric,
-        threshold=threshold,
-        confidence=confidence,
-        method=method,
-    )
-    run_a, run_b = q.run_info(engine, a), q.run_info(engine, b)
-    series: dict[int, set[str]] = {}
-
-    def series_of(run_id: int) -> set[str]:
-        if run_id not in series:
-            series[run_id] = set(q.fingerprints_of_runs(engine, [run_id]))
-        return series[run_id]
-
-    refused = refusal(run_a, run_b, table, q.run_choices(engine), series_of)
-    return CompareResult(table, run_a, run_b, metric, refused)
-
-
-def render(
-    result: CompareResult, format: Format, *, threshold: float, confidence: float
-) -> tuple[str, dict[str, int]]:
-    """The comparison as text in `format` (md, comment, csv or json), and the verdict counts."""
-    table, run_a, run_b, metric = result.table, result.run_a, result.run_b, result.metric
-    if format in ("md", "comment"):
-        text = report.to_markdown(
-            table,
-            run_a,
-            run_b,
-            metric=metric,
-            threshold=threshold,
-            confidence=confidence,
-            short=format == "comment",
-        )
-    elif format == "csv":
-        text = report.to_csv(table)
-    else:
-        text = report.to_json(table, run_a, run_b)
-    return text, result.counts
 
 
 _VERDICT_STYLE = {

@@ -1,9 +1,10 @@
 """`specbench gate [RUN]`: judge a stored run's correctness check again, e.g. with another tolerance.
 
-Every launch's answers to the check's greedy prompts are stored (`correctness_outputs`), so the verdicts can be
-recomputed without a GPU: with the run's own settings, or with `--max-diverging-prompts` /
-`--min-acceptance-ratio` to see what a tolerance set from measurement would say (docs/reference/correctness-gate.md).
-Nothing is written unless `--write`. Exits 1 when a launch fails, like `run`.
+Every launch's answers to the check's greedy prompts are stored (`correctness_outputs`), so the verdicts can
+be recomputed without a GPU: with the run's own settings, or with `--max-diverging-prompts` /
+`--min-acceptance-ratio` to see what a tolerance set from measurement would say
+(docs/reference/correctness-gate.md). Nothing is written unless `--write`. Exits 1 when a launch fails, like
+`run`.
 """
 
 from __future__ import annotations
@@ -17,9 +18,9 @@ from sqlalchemy.orm import Session
 from bench.sweep import SweepError, parse_sweep
 from db import queries as q
 from runners import correctness
-from runners.commands.run import EXIT_WRONG, print_correctness
-from runners.common import RUN_REF_HELP, DbOption, console, fail, open_db, resolve_run_ref
+from runners.common import RUN_REF_HELP, DbOption, console, err_console, fail, open_db, resolve_run_ref
 from runners.dbretry import in_session
+from runners.exit_codes import ExitCode
 from runners.recovery import OutagePolicy
 
 T = TypeVar("T")
@@ -104,5 +105,5 @@ def gate(
         console.print(
             "no launch of this run answered the check (a run made before the gate, or none started)"
         )
-    if print_correctness(summary):
-        raise typer.Exit(EXIT_WRONG)
+    if correctness.print_correctness(summary, console, err_console):
+        raise typer.Exit(ExitCode.FINDING)

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import re
-from datetime import timedelta
 from typing import Annotated, Literal
 
 import pandas as pd
@@ -13,30 +11,12 @@ import typer
 from analysis.regressions import flagged, recent_changes
 from analysis.stats.changepoint import ChangePointParams
 from db import queries as q
-from runners.common import DbOption, console, fail, open_db_readonly
+from runners.common import DbOption, console, fail, open_db_readonly, parse_span
 from runners.tables import Column, print_table, say
-
-_SPAN = re.compile(r"^([0-9]{1,7})\s*([hdw])$")
-# Ten years: older than any benchmark history, and `now - span` stays a date (99999999999999999999d did not).
-MAX_SPAN = timedelta(days=3653)
 
 
 def register(app: typer.Typer) -> None:
     app.command("regressions")(regressions)
-
-
-def parse_span(text: str, option: str = "--since") -> timedelta:
-    """`30d`, `12h`, `2w` -> a timedelta, at most MAX_SPAN."""
-    m = _SPAN.match(text.strip().lower())
-    if not m:
-        raise ValueError(f"{option} {text[:40]!r}: expected a span like 30d, 12h or 2w")
-    n, unit = int(m.group(1)), m.group(2)
-    span = {"h": timedelta(hours=n), "d": timedelta(days=n), "w": timedelta(weeks=n)}[unit]
-    if span > MAX_SPAN:
-        raise ValueError(
-            f"{option} {text[:40]!r}: at most {MAX_SPAN.days} days (ten years), e.g. 3650d or 520w"
-        )
-    return span
 
 
 def regressions(

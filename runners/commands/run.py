@@ -6,7 +6,7 @@ import shlex
 import signal
 import time
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 from rich.markup import escape
@@ -43,8 +43,9 @@ from runners.common import (
     pinned_client,
     resolve_run_ref,
 )
-from runners.correctness import GateSummary
+from runners.correctness import CHECK_MARK, print_correctness
 from runners.dbretry import DatabaseUnavailable
+from runners.drift import Drift, DriftWindow
 from runners.exit_codes import ExitCode
 from runners.recovery import OutagePolicy
 from runners.resume_guard import ResumeRefused, check_resume
@@ -54,7 +55,6 @@ from runners.tables import Column, print_table
 # A run's status named in --fail-on exits as runners/exit_codes.py says: unstable points are a finding (1: the
 # run measured, and says this host's numbers are noisy); a failed or partial run is no answer (2).
 STATUS_EXIT = {"unstable": ExitCode.FINDING, "partial": ExitCode.ERROR, "failed": ExitCode.ERROR}
-EXIT_WRONG = ExitCode.FINDING  # the correctness gate failed a launch: its speed was measured on a wrong path
 RUN_STATUSES = ("done", "unstable", "partial", "failed")
 DEFAULT_FAIL_ON = "failed,partial"
 
@@ -145,7 +145,7 @@ def run(
             err_console.print(f"{why_new}; starting a new one")
     deadline = time.monotonic() + deadline_s if deadline_s is not None else None
     # SIGTERM (a scheduler, `timeout`, a container stop) ends the run like Ctrl-C: stored repeats stay, the
-    # servers are torn down, the run is marked partial, as terminated. Python's default would skip all cleanup.
+    # servers are torn down, the run is marked partial, as terminated (Python's default skips all cleanup).
     signal.signal(signal.SIGTERM, _interrupt)
     started = time.monotonic()
     try:
@@ -173,7 +173,7 @@ def run(
     except DatabaseUnavailable as e:
         fail(f"{e}; every repeat measured before it is stored; continue with: specbench run {sweep} --resume")
     _summary(engine, outcome, time.monotonic() - started)
-    wrong = print_correctness(outcome.correctness)
+    wrong = print_correctness(outcome.correctness, console, err_console)
     if outcome.status in ("partial", "failed") and outcome.error:
         colour = "red" if outcome.status == "failed" else "yellow"
         err_console.print(
@@ -183,7 +183,7 @@ def run(
     if wrong:
         # A wrong path is a finding about the code under test, even in a run that stopped short: it outranks
         # the run's own status.
-        raise typer.Exit(EXIT_WRONG)
+        raise typer.Exit(ExitCode.FINDING)
     if outcome.status in failing and outcome.status in STATUS_EXIT:
         raise typer.Exit(STATUS_EXIT[outcome.status])
 
@@ -367,14 +367,14 @@ def _warn_known_bugs(
             continue
         launches = f"{len(seen[bug.key])} launch(es) take that path ({', '.join(seen[bug.key])})"
         if bug.is_open:
-            # No release has the fix: say what the path costs and how the gate shows it, not which release to use.
+            # No release has the fix: what the path costs and how the gate shows it, not a release to use.
             outcome = _open_bug_outcome(bug, spec, pinned=pinned[bug.key], total=len(seen[bug.key]))
             line = (
                 f"SGLang {version}{version_note} has known issue {bug.key} ({bug.status()}): {bug.summary}. "
                 f"{launches}: {outcome} (docs/reference/correctness-gate.md)."
             )
         else:
-            # A bug measured as a crash: the launch fails, named, and the gate fails it (no speed exists for it).
+            # A bug measured as a crash: the launch fails, named, and the gate fails it (no speed exists).
             outcome = (
                 f"measured on a GPU, such a server dies at its start-up warm-up ({bug.crash}): the launch fails, "
                 "named as this bug, and the correctness gate fails it"
@@ -390,11 +390,11 @@ def _warn_known_bugs(
 
 
 def _open_bug_outcome(bug: KnownBug, spec: SweepSpec, *, pinned: int, total: int) -> str:
-    """What an open bug does to the `total` launches that take it, `pinned` of them with acceptance pinned, as the
-    dry run says it."""
+    """What an open bug does to the `total` launches that take it, `pinned` of them with acceptance pinned, as
+    the dry run says it."""
     if bug.symptom != "acceptance":
         return "their speed is a wrong path's unless the correctness gate passes them"
-    # SGLang draws a pinned acceptance without looking at the drafts (contract §1.8): such numbers do not show it.
+    # SGLang draws a pinned acceptance without looking at the drafts (contract §1.8): it does not show there.
     why_pinned = f"pin acceptance ({SIMULATE_ACC_ENV}), which SGLang draws without the drafts"
     if pinned == total:
         return f"they {why_pinned}, so their numbers do not show it"
@@ -460,44 +460,6 @@ def _run_to_resume(engine: Engine, spec: SweepSpec) -> tuple[int | None, str]:
     return run_id, ""
 
 
-CHECK_MARK = {"pass": "[green]pass[/]", "fail": "[bold red]FAIL[/]", "not checked": "[dim]not checked[/]"}
-
-
-def print_correctness(summary: GateSummary | None) -> bool:
-    """The correctness gate's verdict per launch, a failure loudly; True when a launch failed."""
-    if summary is None or not summary.launches:
-        return False
-    counts = summary.counts()
-    spread = summary.baseline_spread
-    same = (
-        f"; baseline batched vs one at a time: {spread[1] - spread[0]}/{spread[1]} prompts agree"
-        if spread
-        else ""
-    )
-    for n, total in summary.baseline_launches:
-        same += f"; an earlier baseline launch of this run: {total - n}/{total} prompts agree"
-    console.print(
-        f"correctness: {counts['pass']} pass, {counts['fail']} fail, {counts['not checked']} not checked{same}",
-        highlight=False,
-    )
-    for v in summary.launches:
-        mark = CHECK_MARK[v.verdict.verdict]
-        console.print(f"  {mark} {escape(v.label)}: {escape(v.verdict.why)}", highlight=False)
-    wrong = [v.label for v in summary.failed if v.known_bug is None]
-    crashed = [v.label for v in summary.failed if v.known_bug is not None]
-    if wrong:
-        err_console.print(
-            f"[bold red]WRONG: {escape(', '.join(wrong))} computed wrong tokens or acceptance; their speed was "
-            "measured on a wrong path (struck through above, `wrong` in exports and the dashboard)[/]"
-        )
-    if crashed:
-        err_console.print(
-            f"[bold red]WRONG: {escape(', '.join(crashed))} cannot run on this release: the server died of a known "
-            "SGLang bug (named above), so no speed exists for it[/]"
-        )
-    return bool(summary.failed)
-
-
 def _fmt(v: float | None, digits: int = 1) -> str:
     return "-" if v is None else f"{v:,.{digits}f}"
 
@@ -561,21 +523,22 @@ def _summary(engine: Engine, outcome: RunOutcome, elapsed_s: float) -> None:
     _print_drift(outcome.drift)
 
 
-def _print_drift(drift: dict[str, Any] | None) -> None:
+def _print_drift(drift: Drift | None) -> None:
     if drift is None:
         return
-    where = f"{drift.get('label')} bs={drift.get('batch_size')}"
-    if drift.get("error"):
-        console.print(f"[yellow]drift check ({where}): {drift['error']}[/]")
+    where = escape(f"{drift.label} bs={drift.batch_size}")
+    if drift.error:
+        console.print(f"[yellow]drift check ({where}): {escape(drift.error)}[/]")
         return
-    tput, tpot = drift.get("output_throughput_change"), drift.get("tpot_change")
-    first, last = drift.get("first") or {}, drift.get("last") or {}
+    first = drift.first or DriftWindow(None, None)
+    last = drift.last or DriftWindow(None, None)
 
     def pct(x: float | None) -> str:
         return "-" if x is None else f"{x:+.1%}"
 
     console.print(
-        f"drift check ({where}, re-measured at the end; {drift.get('note')}): output throughput "
-        f"{_fmt(first.get('output_throughput'))} -> {_fmt(last.get('output_throughput'))} tok/s ({pct(tput)}), "
-        f"TPOT {_fmt(first.get('tpot_mean_ms'), 2)} -> {_fmt(last.get('tpot_mean_ms'), 2)} ms ({pct(tpot)})"
+        f"drift check ({where}, re-measured at the end; {drift.note}): output throughput "
+        f"{_fmt(first.output_throughput)} -> {_fmt(last.output_throughput)} tok/s "
+        f"({pct(drift.output_throughput_change)}), TPOT {_fmt(first.tpot_mean_ms, 2)} -> "
+        f"{_fmt(last.tpot_mean_ms, 2)} ms ({pct(drift.tpot_change)})"
     )

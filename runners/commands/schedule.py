@@ -11,8 +11,8 @@ from rich.markup import escape
 
 from bench.sweep import read_sweep_text
 from runners import schedules
-from runners.commands.sweep_input import sweep_problems_fail, sweep_requirements
 from runners.common import MAX_ID, MAX_PRIORITY, DbOption, check_label, console, err_console, fail, open_db
+from runners.sweep_input import sweep_problems_fail, sweep_requirements
 from runners.tables import Column, print_table
 
 schedule_app = typer.Typer(

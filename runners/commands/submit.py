@@ -9,8 +9,8 @@ import typer
 
 from bench.sweep import parse_sweep, read_sweep_text
 from runners import queue
-from runners.commands.sweep_input import interpreter_offered, sweep_problems_fail, sweep_requirements
 from runners.common import MAX_PRIORITY, DbOption, check_label, console, open_db
+from runners.sweep_input import interpreter_offered, sweep_problems_fail, sweep_requirements
 
 
 def register(app: typer.Typer) -> None:

@@ -16,8 +16,16 @@ from analysis.regressions import recent_changes
 from analysis.stats.changepoint import ChangePointParams
 from db import queries as q
 from db import triage as stored_triage
-from runners.commands.regressions import parse_span
-from runners.common import RUN_REF_HELP, DbOption, console, err_console, fail, open_db, resolve_run_ref
+from runners.common import (
+    RUN_REF_HELP,
+    DbOption,
+    console,
+    err_console,
+    fail,
+    open_db,
+    parse_span,
+    resolve_run_ref,
+)
 from runners.tables import Column, print_table
 
 

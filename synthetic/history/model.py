@@ -55,31 +55,14 @@ class Lane:
     forward_ms_per_req: float  # added per request in the batch
 
 
+V3 = "deepseek-ai/DeepSeek-V3-0324"
+V2_LITE, V2_LITE_EAGLE = "deepseek-ai/DeepSeek-V2-Lite-Chat", "synthetic/EAGLE-DeepSeek-V2-Lite"
+H200, H100 = "NVIDIA H200", "NVIDIA H100 80GB HBM3"
 LANES: tuple[Lane, ...] = (
-    Lane("deepseek-ai/DeepSeek-V3-0324", None, "NEXTN", 8, "NVIDIA H200", 8, 0.80, 21.0, 0.22),
-    Lane("deepseek-ai/DeepSeek-V3-0324", None, "NEXTN", 8, "NVIDIA H100 80GB HBM3", 8, 0.80, 26.0, 0.30),
-    Lane(
-        "deepseek-ai/DeepSeek-V2-Lite-Chat",
-        "synthetic/EAGLE-DeepSeek-V2-Lite",
-        "EAGLE",
-        1,
-        "NVIDIA H200",
-        1,
-        0.68,
-        6.5,
-        0.07,
-    ),
-    Lane(
-        "deepseek-ai/DeepSeek-V2-Lite-Chat",
-        "synthetic/EAGLE-DeepSeek-V2-Lite",
-        "EAGLE",
-        1,
-        "NVIDIA H100 80GB HBM3",
-        1,
-        0.68,
-        8.0,
-        0.09,
-    ),
+    Lane(V3, None, "NEXTN", 8, H200, 8, 0.80, 21.0, 0.22),
+    Lane(V3, None, "NEXTN", 8, H100, 8, 0.80, 26.0, 0.30),
+    Lane(V2_LITE, V2_LITE_EAGLE, "EAGLE", 1, H200, 1, 0.68, 6.5, 0.07),
+    Lane(V2_LITE, V2_LITE_EAGLE, "EAGLE", 1, H100, 1, 0.68, 8.0, 0.09),
 )
 
 
@@ -143,8 +126,8 @@ INJECTED_STEPS: tuple[InjectedStep, ...] = (
         0.35,
         0.92,
         "acceptance",
-        gpu="NVIDIA H200",
-        model="deepseek-ai/DeepSeek-V3-0324",
+        gpu=H200,
+        model=V3,
         spec_mode="v2",
         description="v2 overlap drafts from a stale KV slot: acceptance -8% (DeepSeek-V3, H200)",
     ),
@@ -152,7 +135,7 @@ INJECTED_STEPS: tuple[InjectedStep, ...] = (
         0.60,
         1.06,
         "step_time",
-        gpu="NVIDIA H100 80GB HBM3",
+        gpu=H100,
         min_steps=3,
         description="FlashMLA verify kernel retuned for H200: verify steps +6% slower on H100 for steps >= 3",
     ),
@@ -167,16 +150,16 @@ INJECTED_STEPS: tuple[InjectedStep, ...] = (
         0.93,
         0.94,
         "acceptance",
-        gpu="NVIDIA H100 80GB HBM3",
-        model="deepseek-ai/DeepSeek-V2-Lite-Chat",
+        gpu=H100,
+        model=V2_LITE,
         description="draft head loaded in fp8 by default: acceptance -6% (DeepSeek-V2-Lite EAGLE, H100)",
     ),
     InjectedStep(
         0.90,
         1 / 0.92,
         "acceptance",
-        gpu="NVIDIA H200",
-        model="deepseek-ai/DeepSeek-V3-0324",
+        gpu=H200,
+        model=V3,
         spec_mode="v2",
         description="stale-KV fix: acceptance back to normal (DeepSeek-V3, H200, v2)",
     ),

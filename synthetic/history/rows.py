@@ -120,64 +120,88 @@ def _none_for_nan(a: np.ndarray) -> list[float | None]:
 def one_run(
     cols: dict[str, Columns], ids: IdSource, rng: np.random.Generator, ctx: RunContext, samples: bool
 ) -> None:
-    lane, g = ctx.lane, ctx.grid
-    version, kernel, flashinfer, torch = release_at(ctx.fraction)
-    run_id = ids.take("runs", 1)
-    n_points = len(g.batch)
+    """One run of a lane into `cols`: its run row, then (unless it never started) its servers, points and,
+    with `samples`, each point's repeats."""
+    release = release_at(ctx.fraction)
+    n_points = len(ctx.grid.batch)
     failed_run = rng.random() < 0.004  # a server that never came up: the run has no points at all
     status = "failed" if failed_run else ("partial" if rng.random() < 0.01 else "done")
-    started = ctx.started
     duration = timedelta(seconds=int(25 * n_points + rng.integers(0, 300)))
-    cols["runs"].add(
-        1,
-        {
-            "id": run_id,
-            "uid": ctx.uid,
-            "sweep_name": sweep_name(lane),
-            "sweep_yaml": ctx.yaml,
-            "sweep_hash": hashlib.sha256(ctx.yaml.encode()).hexdigest(),
-            "trigger": SYNTHETIC_TRIGGER,
-            "label": SYNTHETIC_LABEL,
-            "backend": "sim",
-            "status": status,
-            "error": "synthetic: server exited during CUDA graph capture (out of memory)"
-            if failed_run
-            else None,
-            "started_at": started,
-            "finished_at": started + duration,
-            "job_id": None,
-            "model": lane.model,
-            "model_identity": f"synthetic:{hashlib.sha1(lane.model.encode()).hexdigest()[:12]}",
-            "sglang_version": version,
-            "sglang_commit": ctx.commit,
-            "sgl_kernel_version": kernel,
-            "flashinfer_version": flashinfer,
-            "flash_mla_source": "sgl-kernel",
-            "torch_version": torch,
-            "cuda_version": "12.9",
-            "driver_version": "580.95.05",
-            "gpu_name": lane.gpu_name,
-            "gpu_count": lane.gpu_count,
-            "host": f"synthetic-{lane.gpu_name.split()[1].lower()}-{lane.gpu_count}x",
-            "specbench_version": "0.1.0",
-            "git_commit": None,
-            "simulated": True,
-            "provenance": {
-                "synthetic": True,
-                "generator": "synthetic.history",
-                "seed": ctx.seed,
-                "round": ctx.round,
-            },
-            "overhead_s": None,
-        },
-    )
+    run_id = ids.take("runs", 1)
+    cols["runs"].add(1, _run_row(ctx, run_id, release, status, duration))
     if failed_run:
         return
     n = n_points if status == "done" else int(n_points * rng.uniform(0.3, 0.9))
+    metrics = _metrics(ctx, rng)
+    statuses, reasons, mismatch_run = _problems(ctx, rng, release[0])
+    si_first = ids.take("server_instances", len(ctx.grid.configs))
+    cols["server_instances"].add(
+        len(ctx.grid.configs), _server_rows(ctx, rng, run_id, si_first, release[0], mismatch_run, duration)
+    )
+    ok = statuses[:n] != "failed"
+    p_first = ids.take("points", n)
+    cols["points"].add(n, _point_rows(ctx, run_id, si_first, p_first, n, statuses, reasons, ok, metrics))
+    if samples:
+        keep = np.flatnonzero(ok)
+        s_first = ids.take("samples", len(keep) * ctx.shape.repeats)
+        cols["samples"].add(
+            len(keep) * ctx.shape.repeats,
+            _sample_rows(ctx, s_first, p_first, n, keep, statuses, reasons, metrics),
+        )
 
-    # Level shifts in force at this point of history, then run-level and repeat-level noise.
-    accept = g.base_accept.copy()
-    step_ms = g.base_step_ms.copy()
+
+def _run_row(
+    ctx: RunContext, run_id: int, release: tuple[str, str, str, str], status: str, duration: timedelta
+) -> dict[str, Any]:
+    lane = ctx.lane
+    version, kernel, flashinfer, torch = release
+    return {
+        "id": run_id,
+        "uid": ctx.uid,
+        "sweep_name": sweep_name(lane),
+        "sweep_yaml": ctx.yaml,
+        "sweep_hash": hashlib.sha256(ctx.yaml.encode()).hexdigest(),
+        "trigger": SYNTHETIC_TRIGGER,
+        "label": SYNTHETIC_LABEL,
+        "backend": "sim",
+        "status": status,
+        "error": "synthetic: server exited during CUDA graph capture (out of memory)"
+        if status == "failed"
+        else None,
+        "started_at": ctx.started,
+        "finished_at": ctx.started + duration,
+        "job_id": None,
+        "model": lane.model,
+        "model_identity": f"synthetic:{hashlib.sha1(lane.model.encode()).hexdigest()[:12]}",
+        "sglang_version": version,
+        "sglang_commit": ctx.commit,
+        "sgl_kernel_version": kernel,
+        "flashinfer_version": flashinfer,
+        "flash_mla_source": "sgl-kernel",
+        "torch_version": torch,
+        "cuda_version": "12.9",
+        "driver_version": "580.95.05",
+        "gpu_name": lane.gpu_name,
+        "gpu_count": lane.gpu_count,
+        "host": f"synthetic-{lane.gpu_name.split()[1].lower()}-{lane.gpu_count}x",
+        "specbench_version": "0.1.0",
+        "git_commit": None,
+        "simulated": True,
+        "provenance": {
+            "synthetic": True,
+            "generator": "synthetic.history",
+            "seed": ctx.seed,
+            "round": ctx.round,
+        },
+        "overhead_s": None,
+    }
+
+
+def _metrics(ctx: RunContext, rng: np.random.Generator) -> dict[str, np.ndarray]:
+    """Every repeat's metrics (points x repeats): the model, the injected steps in force at this point of
+    history, then run-level and repeat-level noise."""
+    g, lane = ctx.grid, ctx.lane
+    accept, step_ms = g.base_accept.copy(), g.base_step_ms.copy()
     for step in INJECTED_STEPS:
         if ctx.fraction >= step.at:
             mask = np.array(
@@ -188,53 +212,51 @@ def one_run(
             else:
                 step_ms = np.where(mask, step_ms * step.factor, step_ms)
     step_ms = step_ms * rng.normal(1.0, 0.004)  # this host tonight
-    reps = ctx.shape.repeats
-    acc_s = np.maximum(1.0, accept[:, None] * rng.normal(1.0, 0.006, (n_points, reps)))
+    shape = (len(g.batch), ctx.shape.repeats)
+    acc_s = np.maximum(1.0, accept[:, None] * rng.normal(1.0, 0.006, shape))
     acc_s = np.where(g.is_spec[:, None], acc_s, np.nan)
-    step_s = step_ms[:, None] * rng.normal(1.0, 0.009, (n_points, reps))
+    step_s = step_ms[:, None] * rng.normal(1.0, 0.009, shape)
     tpot = step_s / np.where(np.isnan(acc_s), 1.0, acc_s)
-    ttft = (35.0 + 0.011 * g.input_len * (1 + g.batch / 8.0))[:, None] * rng.normal(
-        1.0, 0.03, (n_points, reps)
-    )
-    out = g.output_len[:, None]
+    ttft = (35.0 + 0.011 * g.input_len * (1 + g.batch / 8.0))[:, None] * rng.normal(1.0, 0.03, shape)
+    out, inp = g.output_len[:, None], g.input_len[:, None]
     e2e = ttft + (out - 1) * tpot
     nprom = g.num_prompts[:, None].astype(np.float64)
     duration_s = nprom * e2e / g.batch[:, None] / 1000.0
     thr = nprom * out / duration_s
-    metrics = {
+    return {
         "output_throughput": thr,
-        "input_throughput": thr * g.input_len[:, None] / out,
-        "total_throughput": thr * (1 + g.input_len[:, None] / out),
+        "input_throughput": thr * inp / out,
+        "total_throughput": thr * (1 + inp / out),
         "request_throughput": nprom / duration_s,
-        "ttft_mean_ms": ttft,
-        "ttft_p50_ms": ttft * 0.97,
-        "ttft_p90_ms": ttft * 1.35,
-        "ttft_p99_ms": ttft * 1.9,
-        "tpot_mean_ms": tpot,
-        "tpot_p50_ms": tpot * 0.99,
-        "tpot_p90_ms": tpot * 1.06,
-        "tpot_p99_ms": tpot * 1.14,
+        **_spread("ttft", ttft, mean=1.0, p50=0.97, p90=1.35, p99=1.9),
+        **_spread("tpot", tpot, mean=1.0, p50=0.99, p90=1.06, p99=1.14),
         "itl_mean_ms": tpot,
         "itl_p50_ms": tpot * 0.9,
         "itl_p90_ms": step_s * 1.02,
         "itl_p99_ms": step_s * 1.25,
-        "e2e_mean_ms": e2e,
-        "e2e_p50_ms": e2e * 0.99,
-        "e2e_p90_ms": e2e * 1.05,
-        "e2e_p99_ms": e2e * 1.12,
+        **_spread("e2e", e2e, mean=1.0, p50=0.99, p90=1.05, p99=1.12),
         "accept_length": acc_s,
         "accept_length_weighted": acc_s * 0.996,
         "server_accept_length": acc_s * 1.002,
-        "concurrency": np.repeat(g.batch[:, None] * 0.985, reps, axis=1),
+        "concurrency": np.repeat(g.batch[:, None] * 0.985, ctx.shape.repeats, axis=1),
         "max_output_tokens_per_s": thr * 1.18,
         "duration_s": duration_s,
     }
 
-    # Rare problems, as real history has them.
+
+def _spread(name: str, value: np.ndarray, **factors: float) -> dict[str, np.ndarray]:
+    """A latency's mean and percentiles as fixed multiples of its modelled value."""
+    return {f"{name}_{stat}_ms": value * f for stat, f in factors.items()}
+
+
+def _problems(ctx: RunContext, rng: np.random.Generator, version: str) -> tuple[np.ndarray, np.ndarray, bool]:
+    """Each point's status and reason: rare invalid and failed points, and on 0.5.14 H100s sometimes a run
+    whose v1 servers resolved v2 (the removed variable), as real history has them."""
+    g, n_points = ctx.grid, len(ctx.grid.batch)
     statuses = np.full(n_points, "ok", dtype=object)
     reasons = np.full(n_points, None, dtype=object)
     is_v1 = np.array([g.configs[ci].spec_mode == "v1" for ci in g.config_index])
-    mismatch_run = version == "0.5.14" and lane.gpu_name.startswith("NVIDIA H100") and rng.random() < 0.25
+    mismatch_run = version == "0.5.14" and ctx.lane.gpu_name.startswith("NVIDIA H100") and rng.random() < 0.25
     invalid = rng.random(n_points) < 0.002
     oom = (g.batch >= 64) & (g.steps >= 4) & (rng.random(n_points) < 0.03)
     statuses[invalid] = "invalid"
@@ -247,55 +269,74 @@ def one_run(
         )
     statuses[oom] = "failed"
     reasons[oom] = "server crashed: CUDA out of memory during cuda graph capture (bs=64)"
-    ok = statuses[:n] != "failed"
+    return statuses, reasons, mismatch_run
 
-    si_first = ids.take("server_instances", len(g.configs))
-    nc = len(g.configs)
-    v1_mismatch = [c.spec_mode == "v1" and mismatch_run for c in g.configs]
-    cols["server_instances"].add(
-        nc,
-        {
-            "id": list(range(si_first, si_first + nc)),
-            "run_id": run_id,
-            "config_key": [c.key() for c in g.configs],
-            "label": [c.label() for c in g.configs],
-            "requested": [c.to_dict() for c in g.configs],
-            "resolved": [
-                {
-                    "version": version,
-                    "attention_backend": "flashmla",
-                    "page_size": 64,
-                    "disable_overlap_schedule": c.spec_mode == "v1" and not mm,
-                }
-                for c, mm in zip(g.configs, v1_mismatch, strict=True)
-            ],
-            "argv": [[] for _ in range(nc)],
-            "env": [{} for _ in range(nc)],
-            "spec_mode_requested": [c.spec_mode for c in g.configs],
-            "spec_mode_resolved": [
-                "v2" if mm else c.spec_mode for c, mm in zip(g.configs, v1_mismatch, strict=True)
-            ],
-            "spec_mode_detail": "synthetic",
-            "mismatches": [["spec_mode"] if mm else [] for mm in v1_mismatch],
-            "sglang_version": version,
-            "log_path": None,
-            "startup_s": rng.uniform(60, 240, nc).tolist(),
-            "status": "ok",
-            "error": None,
-            "started_at": started,
-            "stopped_at": started + duration,
-        },
-    )
 
-    p_first = ids.take("points", n)
+def _server_rows(
+    ctx: RunContext,
+    rng: np.random.Generator,
+    run_id: int,
+    first: int,
+    version: str,
+    mismatch_run: bool,
+    duration: timedelta,
+) -> dict[str, Any]:
+    configs = ctx.grid.configs
+    nc = len(configs)
+    v1_mismatch = [c.spec_mode == "v1" and mismatch_run for c in configs]
+    pairs = list(zip(configs, v1_mismatch, strict=True))
+    return {
+        "id": list(range(first, first + nc)),
+        "run_id": run_id,
+        "config_key": [c.key() for c in configs],
+        "label": [c.label() for c in configs],
+        "requested": [c.to_dict() for c in configs],
+        "resolved": [
+            {
+                "version": version,
+                "attention_backend": "flashmla",
+                "page_size": 64,
+                "disable_overlap_schedule": c.spec_mode == "v1" and not mm,
+            }
+            for c, mm in pairs
+        ],
+        "argv": [[] for _ in range(nc)],
+        "env": [{} for _ in range(nc)],
+        "spec_mode_requested": [c.spec_mode for c in configs],
+        "spec_mode_resolved": ["v2" if mm else c.spec_mode for c, mm in pairs],
+        "spec_mode_detail": "synthetic",
+        "mismatches": [["spec_mode"] if mm else [] for mm in v1_mismatch],
+        "sglang_version": version,
+        "log_path": None,
+        "startup_s": rng.uniform(60, 240, nc).tolist(),
+        "status": "ok",
+        "error": None,
+        "started_at": ctx.started,
+        "stopped_at": ctx.started + duration,
+    }
+
+
+def _point_rows(
+    ctx: RunContext,
+    run_id: int,
+    si_first: int,
+    first: int,
+    n: int,
+    statuses: np.ndarray,
+    reasons: np.ndarray,
+    ok: np.ndarray,
+    metrics: dict[str, np.ndarray],
+) -> dict[str, Any]:
+    """The first `n` points (a partial run stops early): medians of the repeats, none for a failed point."""
+    g, lane, reps = ctx.grid, ctx.lane, ctx.shape.repeats
     ci = g.config_index[:n]
     cfgs = [g.configs[c] for c in ci]
     spec = [c.steps is not None for c in cfgs]
     nprompts = g.num_prompts[:n]
     st = statuses[:n].tolist()
     okl = ok.tolist()
-    point_cols: dict[str, Any] = {
-        "id": list(range(p_first, p_first + n)),
+    cols: dict[str, Any] = {
+        "id": list(range(first, first + n)),
         "run_id": run_id,
         "server_instance_id": (si_first + ci).tolist(),
         "point_key": g.point_keys[:n],
@@ -325,40 +366,51 @@ def one_run(
         "repeats": np.where(ok, reps, 0).tolist(),
         "repeats_planned": reps,
         "overhead_s": None,
-        "created_at": [started + timedelta(seconds=25 * i) for i in range(n)],
+        "created_at": [ctx.started + timedelta(seconds=25 * i) for i in range(n)],
         "completed": [int(x) if o else None for x, o in zip(nprompts.tolist(), okl, strict=True)],
         "failed": np.where(ok, 0, nprompts).tolist(),
         "incomplete": [0 if o else None for o in okl],
         "wrong_length": [(3 if s == "invalid" else 0) if o else None for s, o in zip(st, okl, strict=True)],
-        "total_input_tokens": _none_for_nan(np.where(ok, nprompts * g.input_len[:n], np.nan)),
-        "total_output_tokens": _none_for_nan(np.where(ok, nprompts * g.output_len[:n], np.nan)),
     }
+    for k, per_prompt in (("total_input_tokens", g.input_len), ("total_output_tokens", g.output_len)):
+        cols[k] = [
+            None if x is None else int(x)
+            for x in _none_for_nan(np.where(ok, nprompts * per_prompt[:n], np.nan))
+        ]
     thr_n = metrics["output_throughput"][:n]
     # n = 3 repeats: [min, max] is the order-statistic interval of the median (75 % coverage).
-    point_cols["output_throughput_ci_low"] = _none_for_nan(np.where(ok, thr_n.min(axis=1), np.nan))
-    point_cols["output_throughput_ci_high"] = _none_for_nan(np.where(ok, thr_n.max(axis=1), np.nan))
+    cols["output_throughput_ci_low"] = _none_for_nan(np.where(ok, thr_n.min(axis=1), np.nan))
+    cols["output_throughput_ci_high"] = _none_for_nan(np.where(ok, thr_n.max(axis=1), np.nan))
     for k, v in metrics.items():
-        point_cols[k] = _none_for_nan(np.where(ok, np.median(v[:n], axis=1), np.nan))
-    for k in ("total_input_tokens", "total_output_tokens"):
-        point_cols[k] = [None if x is None else int(x) for x in point_cols[k]]
-    cols["points"].add(n, point_cols)
-    if not samples:
-        return
+        cols[k] = _none_for_nan(np.where(ok, np.median(v[:n], axis=1), np.nan))
+    return cols
 
-    keep = np.flatnonzero(ok)
+
+def _sample_rows(
+    ctx: RunContext,
+    first: int,
+    p_first: int,
+    n: int,
+    keep: np.ndarray,
+    statuses: np.ndarray,
+    reasons: np.ndarray,
+    metrics: dict[str, np.ndarray],
+) -> dict[str, Any]:
+    """Every repeat of the points that were measured (`keep`)."""
+    g, reps = ctx.grid, ctx.shape.repeats
     m = len(keep) * reps
-    s_first = ids.take("samples", m)
     rep_idx = np.tile(np.arange(reps), len(keep))
     pt_idx = np.repeat(keep, reps)
-    sample_cols: dict[str, Any] = {
-        "id": list(range(s_first, s_first + m)),
+    nprompts = g.num_prompts[:n]
+    cols: dict[str, Any] = {
+        "id": list(range(first, first + m)),
         "point_id": (p_first + pt_idx).tolist(),
         "repeat": rep_idx.tolist(),
         "status": statuses[pt_idx].tolist(),
         "reason": reasons[pt_idx].tolist(),
         "overhead_s": None,
         "created_at": [
-            started + timedelta(seconds=25 * int(i) + 8 * int(r))
+            ctx.started + timedelta(seconds=25 * int(i) + 8 * int(r))
             for i, r in zip(pt_idx, rep_idx, strict=True)
         ],
         "completed": nprompts[pt_idx].tolist(),
@@ -369,5 +421,5 @@ def one_run(
         "total_output_tokens": (nprompts * g.output_len[:n]).astype(int)[pt_idx].tolist(),
     }
     for k, v in metrics.items():
-        sample_cols[k] = _none_for_nan(v[:n][keep].reshape(-1))
-    cols["samples"].add(m, sample_cols)
+        cols[k] = _none_for_nan(v[:n][keep].reshape(-1))
+    return cols

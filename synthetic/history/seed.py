@@ -37,14 +37,9 @@ class SeedReport:
     runs: int = 0
     points: int = 0
     samples: int = 0
-    server_instances: int = 0
     seconds: float = 0.0
     run_ids: list[int] = field(default_factory=list)
     steps: tuple[InjectedStep, ...] = INJECTED_STEPS
-
-    @property
-    def points_per_second(self) -> float:
-        return self.points / self.seconds if self.seconds else 0.0
 
 
 def seed_history(
@@ -90,7 +85,6 @@ def seed_history(
         report.runs += len(cols["runs"])
         report.points += len(cols["points"])
         report.samples += len(cols["samples"])
-        report.server_instances += len(cols["server_instances"])
         report.run_ids.extend(cols["runs"].data.get("id", []))
         if progress is not None:
             progress(report.points, planned)

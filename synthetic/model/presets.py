@@ -4,7 +4,7 @@ With `--load-format dummy` SGLang builds the model from `config.json` and fills 
 random values; no tensors are read. A cost-realistic model therefore needs only the published config, with
 `num_hidden_layers` cut down so the slice fits one GPU (docs/reference/paired-measurement.md: the cost-equivalent slice).
 
-The values below are those of the published `config.json` files on the Hugging Face Hub:
+The files in `published/` are the published `config.json` files on the Hugging Face Hub:
 - deepseek-ai/DeepSeek-V3 (identical in shape to DeepSeek-R1): hidden 7168, 128 heads, MLA q_lora 1536,
   kv_lora 512, rope 64, nope 128, v 128, 256 routed + 1 shared experts, top-8 in 8 groups (top-4 groups),
   moe_intermediate 2048, intermediate 18432, 3 dense layers first, vocab 129280, 1 MTP (NextN) layer.
@@ -49,120 +49,20 @@ SHARD_PRESET: Preset = "deepseek-v3-tp8-shard"
 SHARD_DEFAULT_TP = 8
 PRESET_FILES = (CONFIG_FILE, GENERATION_CONFIG_FILE, MANIFEST_FILE)
 
-# Published deepseek-ai/DeepSeek-V3 config.json, less `quantization_config` and the `auto_map` of the remote
-# code (SGLang has its own DeepseekV3ForCausalLM; no trust_remote_code needed).
-DEEPSEEK_V3: dict[str, Any] = {
-    "architectures": ["DeepseekV3ForCausalLM"],
-    "attention_bias": False,
-    "attention_dropout": 0.0,
-    "bos_token_id": 0,
-    "eos_token_id": 1,
-    "ep_size": 1,
-    "first_k_dense_replace": 3,
-    "hidden_act": "silu",
-    "hidden_size": 7168,
-    "initializer_range": 0.02,
-    "intermediate_size": 18432,
-    "kv_lora_rank": 512,
-    "max_position_embeddings": 163840,
-    "model_type": "deepseek_v3",
-    "moe_intermediate_size": 2048,
-    "moe_layer_freq": 1,
-    "n_group": 8,
-    "n_routed_experts": 256,
-    "n_shared_experts": 1,
-    "norm_topk_prob": True,
-    "num_attention_heads": 128,
-    "num_experts_per_tok": 8,
-    "num_hidden_layers": 61,
-    "num_key_value_heads": 128,
-    "num_nextn_predict_layers": 1,
-    "q_lora_rank": 1536,
-    "qk_nope_head_dim": 128,
-    "qk_rope_head_dim": 64,
-    "rms_norm_eps": 1e-06,
-    "rope_scaling": {
-        "beta_fast": 32,
-        "beta_slow": 1,
-        "factor": 40,
-        "mscale": 1.0,
-        "mscale_all_dim": 1.0,
-        "original_max_position_embeddings": 4096,
-        "type": "yarn",
-    },
-    "rope_theta": 10000,
-    "routed_scaling_factor": 2.5,
-    "scoring_func": "sigmoid",
-    "tie_word_embeddings": False,
-    "topk_group": 4,
-    "topk_method": "noaux_tc",
-    "torch_dtype": "bfloat16",
-    "use_cache": True,
-    "v_head_dim": 128,
-    "vocab_size": 129280,
-}
+# The published config.json files (synthetic/model/published/): DeepSeek-V3's less its `quantization_config`
+# (kept apart, for the shard) and both less the `auto_map` of the remote code (SGLang has its own classes).
+_PUBLISHED_DIR = Path(__file__).with_name("published")
 
-# The published DeepSeek-V3 config.json's `quantization_config` (README_WEIGHTS.md of deepseek-ai/DeepSeek-V3
-# documents the same block): FP8 e4m3 weights in 128 x 128 blocks, each with a float32 `weight_scale_inv`,
-# activations quantised on the fly.
-DEEPSEEK_V3_QUANTIZATION: dict[str, Any] = {
-    "activation_scheme": "dynamic",
-    "fmt": "e4m3",
-    "quant_method": "fp8",
-    "weight_block_size": [128, 128],
-}
 
-# Published deepseek-ai/DeepSeek-V2-Lite config.json, less its `auto_map`.
-DEEPSEEK_V2_LITE: dict[str, Any] = {
-    "architectures": ["DeepseekV2ForCausalLM"],
-    "attention_bias": False,
-    "attention_dropout": 0.0,
-    "aux_loss_alpha": 0.001,
-    "bos_token_id": 100000,
-    "eos_token_id": 100001,
-    "first_k_dense_replace": 1,
-    "hidden_act": "silu",
-    "hidden_size": 2048,
-    "initializer_range": 0.02,
-    "intermediate_size": 10944,
-    "kv_lora_rank": 512,
-    "max_position_embeddings": 163840,
-    "model_type": "deepseek_v2",
-    "moe_intermediate_size": 1408,
-    "moe_layer_freq": 1,
-    "n_group": 1,
-    "n_routed_experts": 64,
-    "n_shared_experts": 2,
-    "norm_topk_prob": False,
-    "num_attention_heads": 16,
-    "num_experts_per_tok": 6,
-    "num_hidden_layers": 27,
-    "num_key_value_heads": 16,
-    "q_lora_rank": None,
-    "qk_nope_head_dim": 128,
-    "qk_rope_head_dim": 64,
-    "rms_norm_eps": 1e-06,
-    "rope_scaling": {
-        "beta_fast": 32,
-        "beta_slow": 1,
-        "factor": 40,
-        "mscale": 0.707,
-        "mscale_all_dim": 0.707,
-        "original_max_position_embeddings": 4096,
-        "type": "yarn",
-    },
-    "rope_theta": 10000,
-    "routed_scaling_factor": 1.0,
-    "scoring_func": "softmax",
-    "seq_aux": True,
-    "tie_word_embeddings": False,
-    "topk_group": 1,
-    "topk_method": "greedy",
-    "torch_dtype": "bfloat16",
-    "use_cache": True,
-    "v_head_dim": 128,
-    "vocab_size": 102400,
-}
+def _published(name: str) -> dict[str, Any]:
+    loaded: dict[str, Any] = json.loads((_PUBLISHED_DIR / f"{name}.json").read_text())
+    return loaded
+
+
+DEEPSEEK_V3 = _published("deepseek-v3")
+DEEPSEEK_V2_LITE = _published("deepseek-v2-lite")
+# FP8 e4m3 weights in 128 x 128 blocks, each with a float32 `weight_scale_inv` (README_WEIGHTS.md documents it).
+DEEPSEEK_V3_QUANTIZATION = _published("deepseek-v3-quantization")
 
 _PUBLISHED: dict[Preset, dict[str, Any]] = {
     "deepseek-v3-slice": DEEPSEEK_V3,

@@ -24,7 +24,6 @@ from synthetic.model.layout import BOS_TOKEN_ID, EOS_TOKEN_ID
 
 TOKENIZER_FILE = "tokenizer.json"
 TOKENIZER_CONFIG_FILE = "tokenizer_config.json"
-TOKENIZER_FILES = (TOKENIZER_FILE, TOKENIZER_CONFIG_FILE)
 
 BOS_TOKEN = "<s>"
 EOS_TOKEN = "</s>"
@@ -106,7 +105,7 @@ def write_for_checkpoint(model_dir: str | os.PathLike[str]) -> list[Path]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """`python -m synthetic.model.tokenizer MODEL_DIR`: add the tokenizer to an existing synthetic checkpoint."""
+    """`python -m synthetic.model.tokenizer MODEL_DIR`: add the tokenizer to a synthetic checkpoint."""
     import sys
 
     args = sys.argv[1:] if argv is None else argv

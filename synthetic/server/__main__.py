@@ -1,12 +1,9 @@
 """`python -m synthetic.server <SGLang launch flags>`: start the stand-in server.
 
-Launch order mirrors SGLang's: flags are parsed (argparse errors exit 2), server arguments are
-post-processed (warnings logged; a refused combination exits 1 with the error in the log), the
-resolved `server_args=ServerArgs(...)` is printed, the HTTP server comes up answering 503, and after
-SPECBENCH_SIM_STARTUP_S plus a self-sent warmup generation the server logs
+Launch order mirrors SGLang's: flags parsed (argparse errors exit 2), server arguments post-processed
+(warnings logged; a refused combination exits 1 with the error in the log), `server_args=ServerArgs(...)`
+printed, the HTTP server up answering 503, then after SPECBENCH_SIM_STARTUP_S and a self-sent warm-up
 "The server is fired up and ready to roll!". SIGTERM or SIGINT shut it down within about a second.
-Emulating sglang 0.5.12 with FlashMLA and spec v2, the warm-up dies instead, as SGLang's did on a GPU
-(synthetic/server/crashes.py).
 """
 
 from __future__ import annotations
@@ -20,14 +17,13 @@ from collections.abc import Sequence
 
 from aiohttp import web
 
-from synthetic.server import crashes, gpu_ledger, logs
-from synthetic.server.app import build_app
-from synthetic.server.args import MODEL_ARCHITECTURE, Resolved, ServerArgsError, parse_flags, resolve
+from synthetic.server import gpu_ledger, logs, wrong
+from synthetic.server.args import MODEL_ARCHITECTURE, ServerArgsError, parse_flags, resolve
 from synthetic.server.config import SimConfig, SimConfigError
-from synthetic.server.generate import warmup
+from synthetic.server.release import release
+from synthetic.server.routes import build_app, warmup
 from synthetic.server.server import SimServer
 from synthetic.server.text import TokenizerLoadError
-from synthetic.server.versions import VersionTraits, traits_for
 
 SHUTDOWN_GRACE_S = 0.3
 # If cleanup ever hangs (a stuck client), exit anyway: the launcher expects a prompt exit.
@@ -41,44 +37,43 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SimConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    traits = traits_for(cfg.version)
-    if traits.routing_switches and cfg.simulate_uniform_experts and cfg.simulate_round_robin_experts:
-        # SGLang raises this in select_experts at the first MoE forward (the warmup), and the server dies.
-        print(
-            "ValueError: SGLANG_SIMULATE_UNIFORM_EXPERTS and SGLANG_SIMULATE_ROUND_ROBIN_EXPERTS are mutually "
-            "exclusive",
-            file=sys.stderr,
-        )
+    rel = release(cfg.version)
+    if rel.routing_switches and cfg.simulate_uniform_experts and cfg.simulate_round_robin_experts:
+        # SGLang raises this in select_experts at the first MoE forward (the warm-up), and the server dies.
+        names = "SGLANG_SIMULATE_UNIFORM_EXPERTS and SGLANG_SIMULATE_ROUND_ROBIN_EXPERTS"
+        print(f"ValueError: {names} are mutually exclusive", file=sys.stderr)
         return 1
-    ns = parse_flags(traits, flags)
+    ns = parse_flags(rel, flags)
     logs.setup(ns.log_level)
     warnings: list[str] = []
     try:
-        resolved = resolve(ns, cfg, traits, warnings)
+        resolved = resolve(ns, cfg, rel, warnings)
     except ServerArgsError as exc:
         for line in warnings:
             logs.launch.warning(line)
-        logs.plain("Traceback (most recent call last):")
-        logs.plain('  File "sglang/srt/server_args.py", in __post_init__')
-        logs.plain(str(exc))
+        _traceback("server_args.py", "__post_init__", exc)
         return 1
     for line in warnings:
         logs.launch.warning(line)
-    logs.launch.info(f"server_args={resolved.args.dump(traits)}")
+    logs.launch.info(f"server_args={resolved.args.dump(rel)}")
     try:
-        return asyncio.run(_serve(resolved, cfg, traits, flags))
+        server = SimServer(resolved, cfg, rel)
+    except TokenizerLoadError as exc:
+        _traceback("utils/hf_transformers_utils.py", "get_tokenizer", exc)
+        return 1
+    try:
+        return asyncio.run(_serve(server))
     except KeyboardInterrupt:
         return 0
 
 
-async def _serve(resolved: Resolved, cfg: SimConfig, traits: VersionTraits, flags: list[str]) -> int:
-    try:
-        server = SimServer(resolved, cfg, traits, flags)
-    except TokenizerLoadError as exc:
-        logs.plain("Traceback (most recent call last):")
-        logs.plain('  File "sglang/srt/utils/hf_transformers_utils.py", in get_tokenizer')
-        logs.plain(str(exc))
-        return 1
+def _traceback(path: str, function: str, exc: Exception) -> None:
+    logs.plain("Traceback (most recent call last):")
+    logs.plain(f'  File "sglang/srt/{path}", in {function}')
+    logs.plain(str(exc))
+
+
+async def _serve(server: SimServer) -> int:
     for fault, why in server.wrong.describe().items():  # never silently wrong: the log says it too
         what = {
             "draft_extend_crash": "reproduces a known SGLang crash",
@@ -89,12 +84,13 @@ async def _serve(resolved: Resolved, cfg: SimConfig, traits: VersionTraits, flag
         build_app(server), access_log=None, handler_cancellation=True, shutdown_timeout=SHUTDOWN_GRACE_S
     )
     await runner.setup()
-    args = resolved.args
+    host, port = server.args.host, server.args.port
     try:
-        await web.TCPSite(runner, args.host, args.port, reuse_address=True).start()
+        await web.TCPSite(runner, host, port, reuse_address=True).start()
     except OSError as exc:
+        where = f"({host!r}, {port})"
         logs.plain(
-            f"ERROR:    [Errno {exc.errno}] error while attempting to bind on address ({args.host!r}, {args.port}): {exc.strerror}"
+            f"ERROR:    [Errno {exc.errno}] error while attempting to bind on address {where}: {exc.strerror}"
         )
         await runner.cleanup()
         return 1
@@ -108,7 +104,7 @@ async def _serve(resolved: Resolved, cfg: SimConfig, traits: VersionTraits, flag
     logs.plain(f"INFO:     Started server process [{os.getpid()}]")
     logs.plain("INFO:     Waiting for application startup.")
     logs.plain("INFO:     Application startup complete.")
-    logs.plain(f"INFO:     Uvicorn running on http://{args.host}:{args.port} (Press CTRL+C to quit)")
+    logs.plain(f"INFO:     Uvicorn running on http://{host}:{port} (Press CTRL+C to quit)")
     stopped = asyncio.create_task(stop.wait())
     await asyncio.wait({stopped, engine_task, startup_task}, return_when=asyncio.FIRST_COMPLETED)
     if startup_task.done() and not stopped.done() and startup_task.exception() is None:
@@ -129,22 +125,20 @@ async def _serve(resolved: Resolved, cfg: SimConfig, traits: VersionTraits, flag
 def _failed(task: asyncio.Task[None], what: str) -> bool:
     if not task.done() or task.cancelled() or task.exception() is None:
         return False
-    exc = task.exception()
-    logs.scheduler.error(f"{what} hit an exception: {exc!r}")
+    logs.scheduler.error(f"{what} hit an exception: {task.exception()!r}")
     return True
 
 
 async def _start_up(server: SimServer) -> None:
     resolved, args, cfg = server.resolved, server.args, server.cfg
     log = logs.scheduler.info
-    ledger = os.environ.get(gpu_ledger.LEDGER_ENV)
-    if ledger:  # several stand-in servers share one GPU (sim.shared_gpu)
+    if ledger := os.environ.get(gpu_ledger.LEDGER_ENV):  # several stand-ins share one GPU (sim.shared_gpu)
         gpu_ledger.claim(ledger, args.mem_fraction_static * cfg.gpu_memory_gb, cfg.gpu_memory_gb)
+    weights = cfg.weights_gb / args.tp_size
     log(f"Load weight begin. avail mem={cfg.gpu_memory_gb:.2f} GB")
     log(
         f"Load weight end. type={MODEL_ARCHITECTURE}, dtype=torch.bfloat16, "
-        f"avail mem={cfg.gpu_memory_gb - cfg.weights_gb / args.tp_size:.2f} GB, "
-        f"mem usage={cfg.weights_gb / args.tp_size:.2f} GB."
+        f"avail mem={cfg.gpu_memory_gb - weights:.2f} GB, mem usage={weights:.2f} GB."
     )
     for note in resolved.runtime_notes:
         logs.scheduler.warning(note)
@@ -162,14 +156,12 @@ async def _start_up(server: SimServer) -> None:
     if cfg.startup_s > 0:
         await asyncio.sleep(cfg.startup_s)
     if server.wrong.draft_extend_crash:
-        # SGLang's warm-up as 0.5.12 runs it on FlashMLA with spec v2: the prefill works (its draft extend is
-        # DRAFT_EXTEND, routed right); the first decode step's draft extend (DRAFT_EXTEND_V2) kills the server.
+        # 0.5.12's warm-up prefill works (its draft extend is routed right); the first decode step's kills it.
         await warmup(server, max_new_tokens=1)
-        crashes.draft_extend_v2()
+        wrong.die_of_draft_extend_v2()
     await warmup(server)
-    # The ~36k objects of start-up (aiohttp, the tokenizer, the resolved launch) live as long as the server: a
-    # full collection that walks them held this loop 15-60 ms on a loaded 2-core box, mid-window, which is 10x
-    # a stand-in's TTFT. Frozen, they are never scanned again; what requests allocate is still collected.
+    # Start-up's ~36k objects live as long as the server: a full collection walking them held the loop
+    # 15-60 ms on a loaded 2-core box, 10x a stand-in's TTFT. Frozen, they are never scanned again.
     gc.collect()
     gc.freeze()
     server.ready = True

@@ -1,25 +1,12 @@
-"""How many drafted tokens one verify step accepts: the analytic ground truth the harness is tested against.
+"""How many drafted tokens one verify step accepts: the analytic truth the harness is tested against.
 
-With topk 1 each of the `steps` drafted tokens is accepted in order with independent probability
-p until the first rejection, so P(accepted >= k) = p**k for k <= steps, and a verify step commits
-accepted + 1 tokens (the bonus token). Hence
-
-    E[tokens per verify step] = (1 - p**(steps + 1)) / (1 - p)
-
-With topk > 1 (a tree draft, reachable only off FlashMLA) each depth offers `topk` candidates, so
-the per-depth acceptance becomes 1 - (1 - p)**topk; the same chain formula then applies.
-
-`max_accepted` caps the drafts one verify step can accept below `steps`: a draft path that computes the later
-drafts from the wrong inputs (synthetic.server.wrong) has them rejected, so the chain formula runs over
-min(steps, max_accepted) draws.
-
-`SGLANG_SIMULATE_ACC_LEN=L` overrides all of that as SGLang does: every step commits floor(L) or
-ceil(L) tokens (chosen so the mean is L, clamped to [1, steps + 1]), or with
-`SGLANG_SIMULATE_ACC_METHOD=multinomial` a rounded normal draw around L.
-
-Which drafts a request's verify steps accept is drawn from a generator seeded by its prompt (`prompt_rng`), so
-`verify_steps` replays what a server with this model reports for it, without a server: the correctness gate's
-reference for the stand-in (synthetic.server.reference).
+With topk 1 each of `steps` drafts is accepted in order with probability p until the first rejection, and a
+verify step commits the accepted drafts plus one, so E[tokens per verify step] = (1 - p**(steps+1)) / (1 - p).
+With topk > 1 the per-depth acceptance is 1 - (1 - p)**topk. `max_accepted` caps the drafts a wrong draft path
+can get accepted (synthetic.server.wrong). `SGLANG_SIMULATE_ACC_LEN=L` overrides it all as SGLang does: each
+step commits floor(L) or ceil(L) tokens, mean L, clamped to [1, steps + 1] (`multinomial`: a rounded normal).
+Draws come from a generator seeded by the prompt (`prompt_rng`), so `verify_steps` replays a request without a
+server: the gate's reference for the stand-in (synthetic.server.reference).
 """
 
 from __future__ import annotations
@@ -61,7 +48,7 @@ class AcceptanceModel:
         return self.sampler()(rng)
 
     def sampler(self) -> Callable[[random.Random], int]:
-        """`sample` as a closure with its constants precomputed: the scheduler calls it per request-step."""
+        """`sample` with its constants precomputed: the scheduler calls it per request-step."""
         if self.simulate_len is not None:
             return lambda rng: self._sample_simulated(rng) - 1
         p, steps = self.per_depth_rate, self.acceptable
@@ -94,14 +81,14 @@ class AcceptanceModel:
 
 
 def prompt_rng(seed: int, key: int) -> random.Random:
-    """The generator that decides which drafts a request's verify steps accept: seeded by `sim.seed` and its
-    prompt (`tokens.prompt_key`), so the same prompt gets the same acceptance on every server, v1 and v2 alike."""
+    """Which drafts a request's verify steps accept: seeded by `sim.seed` and its prompt, so the same prompt
+    gets the same acceptance on every server, v1 and v2 alike."""
     return random.Random(f"{seed}:prompt-{key}")
 
 
 def verify_steps(draw: Callable[[random.Random], int], rng: random.Random, limit: int) -> int:
-    """How many verify steps a request of `limit` new tokens takes, as the stand-in's scheduler commits them: the
-    prefill gives the first token, each verify step its accepted drafts + 1, cut at the limit."""
+    """Verify steps for `limit` new tokens as the scheduler commits them: the prefill gives the first token,
+    each verify step its accepted drafts + 1, cut at the limit."""
     done, steps = min(limit, 1), 0
     while done < limit:
         done += min(draw(rng) + 1, limit - done)

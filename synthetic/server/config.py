@@ -1,8 +1,7 @@
-"""Stand-in knobs that are not SGLang flags: read once from the environment at start-up.
+"""Stand-in knobs that are not SGLang flags, read once from the environment at start-up.
 
-The launcher writes the sweep's `server.sim` block into `SPECBENCH_SIM_*` variables; the real
-SGLang environment variables the stand-in honours (`SGLANG_ENABLE_SPEC_V2`,
-`SGLANG_SIMULATE_ACC_LEN`, ...) are read here too, so every module downstream gets plain values.
+The launcher writes the sweep's `server.sim` block as `SPECBENCH_SIM_*` variables; the SGLang variables the
+stand-in honours (`SGLANG_ENABLE_SPEC_V2`, `SGLANG_SIMULATE_ACC_LEN`, ...) are read here too.
 """
 
 from __future__ import annotations
@@ -12,8 +11,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from bench.server.spec_modes import DEFAULT_RELEASE as DEFAULT_VERSION
-from bench.server.spec_modes import RELEASES as EMULATED_VERSIONS
+from bench.server.spec_modes import DEFAULT_RELEASE, RELEASES
 
 
 class SimConfigError(ValueError):
@@ -22,12 +20,9 @@ class SimConfigError(ValueError):
 
 @dataclass(frozen=True)
 class PerfParams:
-    """Milliseconds per piece of work; see `synthetic.server.perf` for the formula that combines them.
-
-    Chosen to look like a small MLA model (DeepSeek-V2-Lite class) on one H200: a decode step of
-    2-5 ms, prefill around 125k tokens/s, and an overlap scheduler that is worth ~15-20% at mid
-    batch sizes.
-    """
+    """Milliseconds per piece of work, combined by `synthetic.server.perf`: a small MLA model
+    (DeepSeek-V2-Lite class) on one H200, a decode step of 2-5 ms, prefill ~125k tokens/s, overlap worth
+    15-20% at mid batch."""
 
     gpu_base_ms: float = 2.0
     gpu_per_token_ms: float = 0.010
@@ -50,23 +45,15 @@ class PerfParams:
 WRONG_FAULTS = ("v2_draft", "v2_verify", "flashmla_draft_decode_context")
 # `SPECBENCH_SIM_FAULT` items that strike at the N+1-th user request (`name=N`).
 COUNTED_FAULTS = ("crash_after", "stall_after", "malformed_after", "hiccup_after")
-# How long `hiccup_after` holds the scheduler's queue: wall time, not scaled by time_scale, so that it lies far
-# beyond what a loaded host's stalls (tens to a few hundred ms) explain at any time scale.
+# How long `hiccup_after` holds the queue: wall time, far beyond what a loaded host's stalls explain.
 HICCUP_S = 3.0
 
 
 @dataclass(frozen=True)
 class Faults:
-    """Request numbers are 1-based over user requests; health probes, the warmup and the correctness check's
-    requests (rid `specbench-check-*`) do not count.
-
-    `hiccup_after`: when request N+1 arrives the scheduler admits nothing for `HICCUP_S`, a genuinely unstable
-    server (the requests that arrive meanwhile get a TTFT of seconds).
-
-    `v2_draft` and `v2_verify` hit every request of an overlap (v2) speculative launch: v2's drafts are computed
-    wrongly (acceptance falls, the tokens stay the baseline's), or its verification is (its tokens leave the
-    baseline's at a position that depends on the prompt). `flashmla_draft_decode_context` emulates the known
-    SGLang issue of that name on the FlashMLA launches it applies to (synthetic.server.wrong)."""
+    """Counted faults number user requests from 1; health probes, the warm-up and the correctness check's
+    requests do not count. `hiccup_after` holds the queue for `HICCUP_S`; `v2_draft`, `v2_verify` and
+    `flashmla_draft_decode_context` compute wrongly (synthetic.server.wrong)."""
 
     crash_after: int | None = None
     stall_after: int | None = None
@@ -77,27 +64,18 @@ class Faults:
     flashmla_draft_decode_context: bool = False
 
     def for_request(self, number: int) -> frozenset[str]:
-        hits = set()
-        if self.crash_after is not None and number == self.crash_after + 1:
-            hits.add("crash")
-        if self.stall_after is not None and number == self.stall_after + 1:
-            hits.add("stall")
-        if self.malformed_after is not None and number == self.malformed_after + 1:
-            hits.add("malformed")
-        if self.hiccup_after is not None and number == self.hiccup_after + 1:
-            hits.add("hiccup")
-        return frozenset(hits)
+        return frozenset(
+            name.removesuffix("_after")
+            for name in COUNTED_FAULTS
+            if getattr(self, name) is not None and number == getattr(self, name) + 1
+        )
 
     @classmethod
     def parse(cls, text: str) -> Faults:
-        values: dict[str, int] = {}
-        wrong: dict[str, bool] = {}
-        for raw in text.split(","):
-            item = raw.strip()
-            if not item:
-                continue
+        values: dict[str, int | bool] = {}
+        for item in filter(None, (raw.strip() for raw in text.split(","))):
             if item in WRONG_FAULTS:
-                wrong[item] = True
+                values[item] = True
                 continue
             name, sep, number = item.partition("=")
             if not sep or name not in COUNTED_FAULTS:
@@ -114,20 +92,12 @@ class Faults:
                 ) from None
             if values[name] < 0:
                 raise SimConfigError(f"SPECBENCH_SIM_FAULT: {name} must be >= 0")
-        return cls(
-            crash_after=values.get("crash_after"),
-            stall_after=values.get("stall_after"),
-            malformed_after=values.get("malformed_after"),
-            hiccup_after=values.get("hiccup_after"),
-            v2_draft=wrong.get("v2_draft", False),
-            v2_verify=wrong.get("v2_verify", False),
-            flashmla_draft_decode_context=wrong.get("flashmla_draft_decode_context", False),
-        )
+        return cls(**values)  # type: ignore[arg-type]
 
 
 @dataclass(frozen=True)
 class SimConfig:
-    version: str = DEFAULT_VERSION
+    version: str = DEFAULT_RELEASE
     acceptance_rate: float = 0.7
     seed: int = 0
     instant: bool = False
@@ -135,18 +105,13 @@ class SimConfig:
     startup_s: float = 0.2
     faults: Faults = field(default_factory=Faults)
     perf: PerfParams = field(default_factory=PerfParams)
-    # Real SGLang environment variables, kept raw where their meaning depends on the version.
+    # SGLang's own variables; SGLANG_ENABLE_SPEC_V2 stays raw, its meaning depends on the release.
     enable_spec_v2_env: str | None = None
     simulate_acc_len: float | None = None
     simulate_acc_method: str = "match-expected"
-    health_generation: bool = True
-    health_timeout_s: float = 20.0
-    record_step_time: bool = False
-    # SGLang's benchmark-only routing switches, as SGLang's EnvBool reads them (honoured from 0.5.13).
     simulate_uniform_experts: bool = False
     simulate_round_robin_experts: bool = False
-    # Not knobs, but part of what the stand-in pretends to be; reported for provenance. The GPU name is the one
-    # whose memory bandwidth gives the stand-in's points their floor (bench/floor.py).
+    # What the stand-in pretends to be (provenance); the GPU name gives its points a floor (bench/floor.py).
     gpu_name: str = "NVIDIA H200"
     gpu_memory_gb: float = 140.0
     weights_gb: float = 31.4
@@ -158,25 +123,24 @@ class SimConfig:
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> SimConfig:
-        version = env.get("SPECBENCH_SIM_VERSION", DEFAULT_VERSION).strip()
-        if version not in EMULATED_VERSIONS:
+        version = env.get("SPECBENCH_SIM_VERSION", DEFAULT_RELEASE).strip()
+        if version not in RELEASES:
             raise SimConfigError(
-                f"SPECBENCH_SIM_VERSION={version!r} is not emulated; choose one of {', '.join(EMULATED_VERSIONS)}"
+                f"SPECBENCH_SIM_VERSION={version!r} is not emulated; choose one of {', '.join(RELEASES)}"
             )
-        acceptance = _float(env, "SPECBENCH_SIM_ACCEPTANCE_RATE", 0.7)
+        acceptance = _number(env, "SPECBENCH_SIM_ACCEPTANCE_RATE", 0.7)
         if not 0.0 <= acceptance <= 1.0:
             raise SimConfigError("SPECBENCH_SIM_ACCEPTANCE_RATE must be within [0, 1]")
-        time_scale = _float(env, "SPECBENCH_SIM_TIME_SCALE", 1.0)
-        if time_scale < 0:
-            raise SimConfigError("SPECBENCH_SIM_TIME_SCALE must be >= 0")
-        startup_s = _float(env, "SPECBENCH_SIM_STARTUP_S", 0.2)
-        if startup_s < 0:
-            raise SimConfigError("SPECBENCH_SIM_STARTUP_S must be >= 0")
-        acc_len = _float(env, "SGLANG_SIMULATE_ACC_LEN", -1.0)
+        time_scale = _number(env, "SPECBENCH_SIM_TIME_SCALE", 1.0)
+        startup_s = _number(env, "SPECBENCH_SIM_STARTUP_S", 0.2)
+        for name, value in (("TIME_SCALE", time_scale), ("STARTUP_S", startup_s)):
+            if value < 0:
+                raise SimConfigError(f"SPECBENCH_SIM_{name} must be >= 0")
+        acc_len = _number(env, "SGLANG_SIMULATE_ACC_LEN", -1.0)
         return cls(
             version=version,
             acceptance_rate=acceptance,
-            seed=_int(env, "SPECBENCH_SIM_SEED", 0),
+            seed=int(_number(env, "SPECBENCH_SIM_SEED", 0, integer=True)),
             instant=env.get("SPECBENCH_SIM_INSTANT", "0").strip() == "1",
             time_scale=time_scale,
             startup_s=startup_s,
@@ -184,15 +148,12 @@ class SimConfig:
             enable_spec_v2_env=env.get("SGLANG_ENABLE_SPEC_V2"),
             simulate_acc_len=acc_len if acc_len > 0 else None,
             simulate_acc_method=env.get("SGLANG_SIMULATE_ACC_METHOD", "match-expected"),
-            health_generation=env_flag(env.get("SGLANG_ENABLE_HEALTH_ENDPOINT_GENERATION"), default=True),
-            health_timeout_s=_float(env, "SGLANG_HEALTH_CHECK_TIMEOUT", 20.0),
-            record_step_time=env_flag(env.get("SGLANG_RECORD_STEP_TIME"), default=False),
             simulate_uniform_experts=sglang_env_bool(env.get("SGLANG_SIMULATE_UNIFORM_EXPERTS")),
             simulate_round_robin_experts=sglang_env_bool(env.get("SGLANG_SIMULATE_ROUND_ROBIN_EXPERTS")),
         )
 
     def provenance(self) -> dict[str, Any]:
-        """What `/server_info` exposes under `specbench_sim`, so stored numbers can never pass for real ones."""
+        """What `/server_info` says under `specbench_sim`, so stored numbers never pass for real ones."""
         out = asdict(self)
         out["stand_in"] = True
         out["faults"] = {k: v for k, v in out["faults"].items() if v is not None and v is not False}
@@ -207,29 +168,18 @@ def env_flag(value: str | None, *, default: bool) -> bool:
 
 
 def sglang_env_bool(value: str | None) -> bool:
-    """SGLang's EnvBool (sglang/srt/environ.py): true/1/yes/y and false/0/no/n, any case; anything else warns
-    there and reads as the default, false."""
+    """SGLang's EnvBool (sglang/srt/environ.py): true/1/yes/y in any case; anything else reads as false."""
     return value is not None and value.lower() in ("true", "1", "yes", "y")
 
 
-def _float(env: Mapping[str, str], name: str, default: float) -> float:
+def _number(env: Mapping[str, str], name: str, default: float, *, integer: bool = False) -> float:
     raw = env.get(name)
     if raw is None or raw.strip() == "":
         return default
     try:
-        value = float(raw)
+        value = int(raw) if integer else float(raw)
     except ValueError:
-        raise SimConfigError(f"{name} needs a number, got {raw!r}") from None
+        raise SimConfigError(f"{name} needs {'an integer' if integer else 'a number'}, got {raw!r}") from None
     if not math.isfinite(value):
         raise SimConfigError(f"{name} must be finite")
     return value
-
-
-def _int(env: Mapping[str, str], name: str, default: int) -> int:
-    raw = env.get(name)
-    if raw is None or raw.strip() == "":
-        return default
-    try:
-        return int(raw)
-    except ValueError:
-        raise SimConfigError(f"{name} needs an integer, got {raw!r}") from None

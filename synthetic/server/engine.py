@@ -1,20 +1,14 @@
 """The continuous-batching scheduler: one asyncio task that plays SGLang's event loop.
 
-Each iteration is either a prefill batch (waiting requests admitted up to max_running_requests
-and the chunked-prefill token budget; each gets its first token) or a decode batch (every running
-request takes one verify step). The iteration first waits out its modelled cost (`PerfModel`), then
-commits tokens and wakes the HTTP handlers. Time is kept on a deadline clock, and waits shorter than
-the event loop's 1 ms timer granularity sleep in the OS after a yield, so each step (and its stream event) lands at its
-modelled time: ITL is one step's gap, as on SGLang, not a burst of zeros.
+Each iteration is a prefill batch (waiting requests admitted up to max_running_requests and the
+chunked-prefill budget; each gets its first token) or a decode batch (every running request takes one verify
+step). It first waits out its modelled cost (`PerfModel`) on a deadline clock, then commits tokens and wakes
+the handlers, so each stream event lands at its modelled time: ITL is one step's gap, as on SGLang.
 
-Acceptance bookkeeping follows contract §3.4: per-iteration drafts and request-steps accumulate in
-a window that moves into the lifetime totals every `--decode-log-interval` decode iterations; that
-is when `avg_spec_accept_length` first appears, the decode log line is printed and the scheduler
-gauges are refreshed. `/flush_cache` resets the totals and the iteration counter.
-
-The fault `hiccup_after=N` holds the queue for `HICCUP_S` when request N+1 arrives: nothing is admitted
-meanwhile, so the requests that arrive in the hold wait seconds for their first token, as on a server whose
-queue hangs. The hold is modelled time, awaited on the event loop like a step's cost.
+Acceptance bookkeeping follows contract §3.4: drafts and request-steps accumulate in a window that moves into
+the lifetime totals every `--decode-log-interval` decode iterations, when `avg_spec_accept_length` first
+appears and the decode log line is printed; `/flush_cache` resets them. `hiccup_after` holds the queue for
+`HICCUP_S` (nothing admitted, running requests keep decoding), awaited on the loop like a step's cost.
 """
 
 from __future__ import annotations
@@ -24,6 +18,7 @@ import contextlib
 import time
 from collections import deque
 from collections.abc import Callable
+from dataclasses import dataclass, field
 
 from synthetic.server import logs
 from synthetic.server.acceptance import AcceptanceModel
@@ -34,8 +29,7 @@ from synthetic.server.perf import PerfModel
 from synthetic.server.radix import RadixCache
 from synthetic.server.request import Req
 
-# Instant mode: iterations run back to back and yield to the event loop only every few of them,
-# so each handler finds several events queued and sends them in one write.
+# Instant mode yields to the loop every few iterations, so a handler sends several events in one write.
 INSTANT_BURST_ITERATIONS = 16
 # How far the deadline clock may fall behind before it forgives the debt (e.g. after idling).
 MAX_CLOCK_DEBT_S = 0.05
@@ -43,39 +37,23 @@ MAX_CLOCK_DEBT_S = 0.05
 SLEEP_GRANULARITY_S = 0.001
 
 
+@dataclass(slots=True)
 class SpecCounters:
-    __slots__ = (
-        "decode_iters",
-        "last_accept_len",
-        "last_accept_rate",
-        "last_gen_throughput",
-        "total_drafts",
-        "total_steps",
-        "win_drafts",
-        "win_start",
-        "win_steps",
-        "win_tokens",
-    )
+    """The decode log's window and the lifetime totals behind `avg_spec_accept_length`."""
 
-    def __init__(self) -> None:
-        self.last_gen_throughput = 0.0
-        self.last_accept_len = 0.0
-        self.last_accept_rate = 0.0
-        self.reset()
-
-    def reset(self) -> None:
-        self.decode_iters = 0
-        self.win_drafts = 0
-        self.win_steps = 0
-        self.win_tokens = 0
-        self.win_start = time.perf_counter()
-        self.total_drafts = 0
-        self.total_steps = 0
+    decode_iters: int = 0
+    win_drafts: int = 0
+    win_steps: int = 0
+    win_tokens: int = 0
+    win_start: float = field(default_factory=time.perf_counter)
+    total_drafts: int = 0
+    total_steps: int = 0
+    last_gen_throughput: float = 0.0
+    last_accept_len: float = 0.0
+    last_accept_rate: float = 0.0
 
     def avg_accept_length(self) -> float | None:
-        if self.total_steps == 0:
-            return None
-        return 1.0 + self.total_drafts / self.total_steps
+        return 1.0 + self.total_drafts / self.total_steps if self.total_steps else None
 
 
 class Engine:
@@ -88,7 +66,6 @@ class Engine:
         radix: RadixCache,
         metrics: Metrics | None,
         instant: bool,
-        record_step_time: bool,
     ) -> None:
         args = resolved.args
         self.resolved = resolved
@@ -106,7 +83,6 @@ class Engine:
         self.waiting: deque[Req] = deque()
         self.running: list[Req] = []
         self.counters = SpecCounters()
-        self.step_time: dict[str, list[float]] | None = {} if record_step_time else None
         self.last_batch_graph = False
         self._work = asyncio.Event()
         self._idle = asyncio.Event()
@@ -149,15 +125,13 @@ class Engine:
 
     def flush(self) -> None:
         self.radix.reset()
-        self.counters.reset()
+        self.counters = SpecCounters()
 
     # -- the loop --------------------------------------------------------------------------------
     async def run(self) -> None:
         while True:
             self.running = [r for r in self.running if not r.finished]
             if not self.waiting and not self.running:
-                if self.metrics is not None:
-                    self._refresh_gauges()  # so an idle server does not keep reporting its last batch
                 self._idle.set()
                 self._work.clear()
                 await self._work.wait()
@@ -215,23 +189,17 @@ class Engine:
             self.step_observer("prefill", len(batch), uncached)
         await self._advance(self.perf.prefill_ms(len(batch), uncached))
         now = time.perf_counter()
-        metrics = self.metrics
         for req in batch:
             if req.finished:
                 continue
             self.radix.insert(req.prompt)
-            req.t_first = req.t_last = now
             req.n_out = 1 if req.limit > 0 else 0
-            if metrics is not None and not req.internal:
-                metrics.ttft.observe(now - req.t_created)
             if req.n_out >= req.limit or "stall" in req.faults:
                 self._finish(req, now)
             else:
                 self.running.append(req)
             req.bounds.append(req.n_out)
             req.sink.wake()
-        if metrics is not None:
-            self._refresh_gauges()
 
     async def _decode(self) -> None:
         running = self.running
@@ -242,10 +210,7 @@ class Engine:
         cost = self.perf.decode_ms(batch)
         await self._advance(cost)
         now = time.perf_counter()
-        if self.step_time is not None:
-            self.step_time.setdefault(str(batch), []).append(cost / 1000.0)
         sample = self._sample
-        itl = self.metrics.itl if self.metrics is not None else None
         count_truncated = self.count_truncated
         drafts = tokens = steps = 0
         for req in running:
@@ -267,9 +232,6 @@ class Engine:
             steps += 1
             tokens += committed
             req.n_out += committed
-            if itl is not None and not req.internal:
-                itl.observe((now - req.t_last) / committed, committed)
-                req.t_last = now
             if done:
                 self._finish(req, now)
             elif req.stream_interval > 1:
@@ -295,12 +257,9 @@ class Engine:
         self.radix.insert(req.prompt + req.tape.ids[: req.n_out])
         metrics = self.metrics
         if metrics is not None and not req.internal:
-            metrics.e2e.observe(now - req.t_created)
             metrics.prompt_tokens += len(req.prompt)
             metrics.generation_tokens += req.n_out
-            metrics.cached_tokens += req.cached_tokens
             metrics.num_requests += 1
-            metrics.spec_verify_calls += req.verify_ct
 
     def _close_window(self, now: float) -> None:
         c = self.counters
@@ -328,29 +287,6 @@ class Engine:
             f"#queue-req: {len(self.waiting)}",
         ]
         logs.scheduler.info(", ".join(parts))
-        if self.metrics is not None:
-            self._refresh_gauges()
 
     def used_tokens(self) -> int:
         return sum(len(r.prompt) + r.n_out for r in self.running if not r.finished)
-
-    def _refresh_gauges(self) -> None:
-        assert self.metrics is not None
-        g = self.metrics.gauges
-        c = self.counters
-        used = self.used_tokens()
-        g["num_running_reqs"] = float(sum(1 for r in self.running if not r.finished))
-        g["num_queue_reqs"] = float(len(self.waiting))
-        g["gen_throughput"] = c.last_gen_throughput
-        g["num_used_tokens"] = float(used)
-        g["token_usage"] = used / self.resolved.max_total_num_tokens
-        g["max_total_num_tokens"] = float(self.resolved.max_total_num_tokens)
-        g["is_cuda_graph"] = 1.0 if self.last_batch_graph else 0.0
-        if self.metrics.prompt_tokens:
-            g["cache_hit_rate"] = self.metrics.cached_tokens / self.metrics.prompt_tokens
-        if "spec_accept_length" in g:
-            g["spec_accept_length"] = c.last_accept_len
-            g["spec_accept_rate"] = c.last_accept_rate
-        if "spec_num_steps" in g:
-            g["spec_num_steps"] = float(self.resolved.args.speculative_num_steps or 0)
-            g["spec_num_draft_tokens"] = float(self.draft_tokens)

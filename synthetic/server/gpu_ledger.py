@@ -1,10 +1,8 @@
-"""One GPU shared by several stand-in servers: a server that does not fit next to the live ones fails to start.
+"""One GPU shared by several stand-in servers (`sim.shared_gpu`): a server that does not fit next to the live
+ones fails to start, as SGLang's does when `mem_fraction_static` of the GPU is not free.
 
-Real SGLang reserves `mem_fraction_static` of the GPU's memory for weights and KV cache; a second server on the
-same GPU then finds too little free memory and exits during start-up. With `sim.shared_gpu: true` the launcher
-gives every stand-in server of a run the same ledger file (SPECBENCH_SIM_GPU_LEDGER); each live server holds a
-claim of mem_fraction_static x gpu memory in it, and a start whose claim does not fit fails the way SGLang's
-does. Claims of processes that are gone are dropped, so a crash never leaks memory.
+The launcher gives every stand-in of a run one ledger file (SPECBENCH_SIM_GPU_LEDGER); each live server holds
+a claim of mem_fraction_static x GPU memory in it. Claims of processes that are gone are dropped.
 """
 
 from __future__ import annotations

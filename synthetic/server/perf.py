@@ -1,31 +1,15 @@
 """The deterministic cost model: how long one scheduler iteration takes, in milliseconds.
 
-Decode iteration with `b` running requests, `d` tokens verified per request (`d` = draft tokens
-with speculative decoding, 1 without), `s` draft steps and tensor parallelism `tp`:
+Decode with b running requests, d tokens verified per request (1 without speculation), s draft steps, TP tp:
 
     gpu = gpu_base + gpu_per_token * b * d / tp + tp_comm * (tp - 1)
-        + [spec]  s * (draft_base + draft_per_req * b / tp)
-        + [spec, FlashMLA, <= 0.5.15]  draft_extend_no_graph
-        + [no CUDA graph, i.e. graphs disabled or b > graph max bs]
-              no_graph_target + [spec] s * no_graph_draft_step
+        + [spec] s * (draft_base + draft_per_req * b / tp) + [spec, FlashMLA, <= 0.5.15] draft_extend_no_graph
+        + [b beyond the CUDA graphs] no_graph_target + [spec] s * no_graph_draft_step
     cpu = cpu_base + cpu_per_req * b
+    non-overlap (spec v1): t = gpu + cpu;  overlap (spec v2, plain decoding): t = max(gpu, cpu) + overlap_sync
 
-    non-overlap (spec v1, or --disable-overlap-schedule):  t = gpu + cpu
-    overlap (spec v2, and plain decoding by default):       t = max(gpu, cpu) + overlap_sync
-
-Prefill of `n` new requests with `u` uncached prompt tokens uses the same overlap rule with
-
-    gpu = prefill_base + prefill_per_token * u / tp * (1 + [spec] prefill_draft_factor)
-    cpu = cpu_base + cpu_per_req * n
-
-Every result is multiplied by SPECBENCH_SIM_TIME_SCALE; instant mode makes every cost 0.
-Defaults (`synthetic.server.config.PerfParams`, ms): gpu_base 2.0, gpu_per_token 0.010, draft_base 0.35,
-draft_per_req 0.004, cpu_base 0.6, cpu_per_req 0.015, overlap_sync 0.1, no_graph_target 1.2,
-no_graph_draft_step 0.25, draft_extend_no_graph 0.3, prefill_base 3.0, prefill_per_token 0.008,
-prefill_draft_factor 0.1, tp_comm 0.15. For steps 3 / draft 4 at b = 1 that is 3.2 ms per overlap
-step (3.7 ms non-overlap); at b = 32, 4.8 ms vs 5.8 ms; plain decoding at b = 32 takes 2.4 ms.
-With acceptance 0.7 (2.53 tokens per step) speculative decoding wins clearly at small batches and
-loses to plain decoding beyond roughly b = 80, which is the shape a real MLA model shows.
+Prefill of n requests with u uncached tokens: gpu = prefill_base + prefill_per_token * u / tp * (1 + [spec]
+prefill_draft_factor), cpu as above. Everything is multiplied by the time scale (docs/reference/stand-in.md).
 """
 
 from __future__ import annotations
@@ -41,8 +25,7 @@ class DecodeSplit:
     draft_ms: float
     draft_extend_ms: float
     cpu_ms: float
-    # The part of target_ms that is tensor-parallel communication (tp_comm * (tp - 1)); the profiler stand-in
-    # draws it as all-reduce kernels inside the verify.
+    # The part of target_ms that is TP communication; the profiler draws it as all-reduces in the verify.
     comm_ms: float = 0.0
 
     @property
@@ -67,7 +50,7 @@ class PerfModel:
         return self._combine(split.gpu_ms, split.cpu_ms)
 
     def decode_split(self, batch: int) -> DecodeSplit:
-        """The unscaled pieces of one decode iteration; the profiler stand-in draws its trace from them."""
+        """The unscaled pieces of one decode iteration; the profiler draws its trace from them."""
         p = self.params
         tp = self.tp_size
         spec = self.steps > 0

@@ -1,28 +1,15 @@
-"""`/start_profile` and `/stop_profile` of the stand-in: a synthetic torch.profiler trace from the cost model.
+"""`/start_profile` and `/stop_profile`: a torch.profiler trace drawn from the cost model.
 
-Same request body and replies as SGLang 0.5.13 (`ProfileReqInput` in sglang/srt/managers/io_struct.py,
-routes in sglang/srt/entrypoints/http_server.py), same stop rule and file names as its scheduler profiler
-(sglang/srt/managers/scheduler_components/profiler_manager.py):
-- `num_steps = n` sets the target to forward_ct + n. The check runs at the top of each scheduler step, after
-  the step counter moves and before the forward, so the trace holds n - 1 whole steps and is written when the
-  n-th step begins. Without `num_steps` the trace is written by `/stop_profile`.
-- one file per TP rank: `[<profile_prefix>-]<profile_id>-TP-<rank>.trace.json.gz`, where profile_id is the
-  tokenizer's `str(time.time())`; the directory defaults to $SGLANG_TORCH_PROFILER_DIR, else /tmp.
-
-The trace has the categories SGLang's traces have: `kernel` (GPU, with stream and correlation id; one id per
-CUDA-graph replay) and, when CPU activity is on, `user_annotation`, `gpu_user_annotation` and `cpu_op` (a
-GPU-only torch trace has no annotations, see bench/profile/trace.py); steps are named `step[TARGET_VERIFY bs=n]`,
-`step[DRAFT_EXTEND_V2 bs=n]` and `step[EXTEND bs=n toks=t]` (the multi-step draft is not annotated in
-0.5.13). Timing follows `synthetic.server.perf`: without overlap a step's CPU work and GPU work run one after the
-other; with overlap the CPU prepares step k+1 while the GPU runs step k. Recording CPU activity slows the
-CPU work by CPU_PROFILING_SLOWDOWN, the way torch.profiler's CPU tracing slows the real scheduler.
-
-At `--tp-size` > 1 the verify holds TP's all-reduces. The model, deliberately simple: the cost model's
-communication term, `tp_comm_ms x (tp - 1)` per verify (synthetic.server.perf), is drawn as two all-reduce
-kernels per layer of the verify graph (after attention and after the MLP/MoE, as DeepSeek-V3 runs them), each
-1 / (2 x layers) of it, named as SGLang 0.5.13.post1 names them on an H200 for DeepSeek-V3 at TP > 1
-(FlashInfer's all-reduce fusion, ALL_REDUCE_KERNEL). The draft's and the LM head's communication are left out,
-as the cost model leaves them out. Every rank's file holds the same trace (rank 0's is the one summarised).
+Request bodies, replies, the stop rule and file names are SGLang 0.5.13's (ProfileReqInput, its scheduler's
+profiler manager): `num_steps = n` stops when the n-th step begins (n - 1 whole steps recorded), otherwise
+`/stop_profile` does; one `[<prefix>-]<profile_id>-TP-<rank>.trace.json.gz` per TP rank, in `output_dir`, else
+$SGLANG_TORCH_PROFILER_DIR, else /tmp. The trace has SGLang's categories: `kernel` (one correlation id per
+CUDA-graph replay) and, with CPU activity, `user_annotation`, `gpu_user_annotation` and `cpu_op`; steps are
+named `step[TARGET_VERIFY bs=n]`, `step[DRAFT_EXTEND_V2 bs=n]`, `step[EXTEND bs=n toks=t]`. Timing follows
+`synthetic.server.perf`: without overlap CPU and GPU work alternate, with it the CPU prepares step k+1 while
+the GPU runs step k; CPU tracing slows the CPU work by CPU_PROFILING_SLOWDOWN. At TP > 1 the cost model's
+`tp_comm_ms x (tp - 1)` per verify is drawn as two all-reduce kernels per verify layer, named as 0.5.13.post1
+names them on an H200 (ALL_REDUCE_KERNEL); every rank's file holds the same trace.
 """
 
 from __future__ import annotations
@@ -63,8 +50,8 @@ KERNELS = {
 }
 # Kernels per graph replay: the target model's layers, the draft's steps (see _kernels).
 GRAPH_REPEAT = {"target_verify": 8, "draft": 3}
-# What SGLang 0.5.13.post1 runs for DeepSeek-V3's all-reduces at TP > 1 on SM90: FlashInfer's TensorRT-LLM
-# all-reduce fusion (all-reduce + residual add + RMSNorm), enabled by server_args.py (bench.profile.collectives).
+# SGLang 0.5.13.post1's all-reduce for DeepSeek-V3 at TP > 1 on SM90: FlashInfer's TensorRT-LLM fusion
+# (all-reduce + residual add + RMSNorm), enabled by server_args.py (bench.profile.collectives).
 ALL_REDUCE_KERNEL = (
     "void flashinfer::trtllm_allreduce_fusion::allreduce_fusion_kernel_oneshot_lamport<"
     "(flashinfer::trtllm_allreduce_fusion::AllReduceFusionPattern)1, __nv_bfloat16, 8, true, true>"
@@ -91,7 +78,6 @@ class SimProfiler:
         self.s = server
         self.forward_ct = 0
         self.session: _Session | None = None
-        self.written: list[Path] = []
 
     # The engine calls this at the top of every scheduler step, like Scheduler.run_batch.
     def on_step(self, kind: str, batch: int, tokens: int) -> None:
@@ -138,7 +124,6 @@ class SimProfiler:
             tmp = path.with_name(path.name + ".part")
             tmp.write_bytes(blob)
             tmp.replace(path)  # a poller never sees half a file
-            self.written.append(path)
         logs.scheduler.info(f"Profiling done. Traces are saved to: {sess.output_dir}")
         return None
 
@@ -218,48 +203,29 @@ def _x(cat: str, name: str, ts: float, dur: float, pid: int, tid: int, **args: A
 
 
 def _kernels(
-    phase: str,
-    start: float,
-    dur: float,
-    corr: itertools.count[int],
-    graph: bool,
-    repeat: int = 1,
-    comm: float = 0.0,
+    phase: str, start: float, dur: float, corr: itertools.count[int], graph: bool, repeat: int, comm: float
 ) -> list[dict[str, Any]]:
-    """The phase's kernels back to back. A CUDA-graph replay gives all its kernels one correlation id (one
-    cudaGraphLaunch); eager kernels get one each (one cudaLaunchKernel each). `comm` (microseconds, part of
-    `dur`) is drawn as ALL_REDUCES_PER_LAYER all-reduce kernels per repeat (layer)."""
-    out = []
+    """The phase's kernels back to back: a CUDA-graph replay gives all of them one correlation id (one
+    cudaGraphLaunch), eager kernels one each. `comm` (microseconds, part of `dur`) is drawn as
+    ALL_REDUCES_PER_LAYER all-reduces per repeat (layer), after its first kernel (attention) and its last."""
     graph_id = next(corr) if graph else None
     compute = max(dur - comm, 0.0)
-    mix = list(KERNELS[phase])
-    # The all-reduces close the layer's attention (after its first kernel) and its MLP (after its last).
+    mix = KERNELS[phase]
     closing = [0, len(mix) - 1] if comm > 0 else []
     kernels: list[tuple[str, float]] = []
     for _ in range(repeat):
         for i, (name, share) in enumerate(mix):
             kernels.append((name, compute * share / repeat))
             kernels += [(ALL_REDUCE_KERNEL, comm / (ALL_REDUCES_PER_LAYER * repeat))] * closing.count(i)
-    # Each kernel ends where the next starts and the last exactly at start + dur, whatever the rounding of the
+    # Each kernel ends where the next starts and the last exactly at start + dur, whatever the rounding of
     # large absolute times: the phases tile the time axis as the cost model says.
-    t, done = start, 0.0
-    for n, (kname, d) in enumerate(kernels):
+    out, t, done = [], start, 0.0
+    for n, (name, d) in enumerate(kernels):
         done += d
         end = start + dur if n == len(kernels) - 1 else start + done
         c = graph_id if graph_id is not None else next(corr)
-        out.append(
-            _x(
-                "kernel",
-                kname,
-                t,
-                end - t,
-                GPU_PID,
-                KERNEL_STREAM,
-                stream=KERNEL_STREAM,
-                device=0,
-                correlation=c,
-            )
-        )
+        args = {"stream": KERNEL_STREAM, "device": 0, "correlation": c}
+        out.append(_x("kernel", name, t, end - t, GPU_PID, KERNEL_STREAM, **args))
         t = end
     return out
 

@@ -1,9 +1,8 @@
 """A prefix cache that answers SGLang's one client-visible question: how many prompt tokens were cached.
 
-Instead of a tree it keeps one chained hash per cached page (page = `page_size` tokens), so a
-prompt's hit length is the number of leading pages whose chained hash is present. Like SGLang it
-only matches whole pages and never the full prompt (the last token must be computed to sample
-from), and it evicts least-recently-used pages once `capacity` tokens are cached.
+One chained hash per cached page (`page_size` tokens) instead of a tree: a prompt's hit is its leading pages
+whose hash is present. Like SGLang it matches whole pages, never the full prompt (the last token must be
+computed), and evicts least-recently-used pages beyond `capacity` tokens.
 """
 
 from __future__ import annotations
@@ -45,10 +44,6 @@ class RadixCache:
 
     def reset(self) -> None:
         self._pages.clear()
-
-    @property
-    def cached_tokens(self) -> int:
-        return len(self._pages) * self.page_size
 
     def _chain(self, ids: Sequence[int], limit: int) -> list[int]:
         size = self.page_size

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import random
 import time
+from dataclasses import dataclass, field
 from typing import Any
 
 from synthetic.server.tokens import TokenTape
@@ -22,93 +23,50 @@ class Sink:
 
     def wake(self) -> None:
         self._dirty = True
-        waiter = self._waiter
-        if waiter is not None:
-            self._waiter = None
-            if not waiter.done():
-                waiter.set_result(None)
+        waiter, self._waiter = self._waiter, None
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
 
     async def wait(self) -> None:
         if not self._dirty:
-            waiter = self._loop.create_future()
-            self._waiter = waiter
-            await waiter
+            self._waiter = self._loop.create_future()
+            await self._waiter
         self._dirty = False
 
 
+@dataclass(slots=True, eq=False)
 class Req:
-    __slots__ = (
-        "aborted",
-        "bounds",
-        "cached_tokens",
-        "correct_drafts",
-        "decode_steps",
-        "faults",
-        "finish_reason",
-        "finished",
-        "hist",
-        "internal",
-        "limit",
-        "max_new_tokens",
-        "n_out",
-        "prompt",
-        "received_ts",
-        "rid",
-        "rng",
-        "sent",
-        "sink",
-        "stream_interval",
-        "t_created",
-        "t_finished",
-        "t_first",
-        "t_last",
-        "tape",
-        "verify_ct",
-    )
+    rid: str
+    prompt: list[int]
+    max_new_tokens: int
+    # Where an EOS ends the request; None when it ignores EOS.
+    natural_len: int | None
+    stream_interval: int
+    rng: random.Random | None
+    tape: TokenTape
+    sink: Sink
+    internal: bool = False
+    faults: frozenset[str] = frozenset()
+    hist: list[int] = field(default_factory=list)
+    cached_tokens: int = 0
+    n_out: int = 0
+    # Cumulative completion_tokens at each point the scheduler streamed an output.
+    bounds: list[int] = field(default_factory=list)
+    sent: int = 0
+    decode_steps: int = 0
+    verify_ct: int = 0
+    correct_drafts: int = 0
+    finished: bool = False
+    aborted: bool = False
+    finish_reason: dict[str, Any] | None = None
+    t_created: float = field(default_factory=time.perf_counter)
+    t_finished: float = 0.0
+    # The request ends at max_new_tokens, or at an earlier EOS it does not ignore.
+    limit: int = field(init=False)
 
-    def __init__(
-        self,
-        *,
-        rid: str,
-        prompt: list[int],
-        max_new_tokens: int,
-        natural_len: int | None,
-        stream_interval: int,
-        rng: random.Random | None,
-        tape: TokenTape,
-        sink: Sink,
-        internal: bool = False,
-        faults: frozenset[str] = frozenset(),
-        hist_len: int = 0,
-    ) -> None:
-        self.rid = rid
-        self.prompt = prompt
-        self.max_new_tokens = max_new_tokens
-        # The request ends at `limit` tokens: max_new_tokens, or an earlier EOS when not ignored.
-        self.limit = max_new_tokens if natural_len is None else min(max_new_tokens, natural_len)
-        self.stream_interval = stream_interval
-        self.rng = rng
-        self.tape = tape
-        self.sink = sink
-        self.internal = internal
-        self.faults = faults
-        self.cached_tokens = 0
-        self.n_out = 0
-        # Cumulative completion_tokens at each point the scheduler streamed an output.
-        self.bounds: list[int] = []
-        self.sent = 0
-        self.decode_steps = 0
-        self.verify_ct = 0
-        self.correct_drafts = 0
-        self.hist = [0] * hist_len
-        self.finished = False
-        self.aborted = False
-        self.finish_reason: dict[str, Any] | None = None
-        self.received_ts = time.time()
-        self.t_created = time.perf_counter()
-        self.t_first = 0.0
-        self.t_last = 0.0
-        self.t_finished = 0.0
+    def __post_init__(self) -> None:
+        natural = self.natural_len
+        self.limit = self.max_new_tokens if natural is None else min(self.max_new_tokens, natural)
 
     def finish(self, now: float) -> None:
         self.finished = True

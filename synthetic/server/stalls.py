@@ -1,19 +1,12 @@
-"""How late the stand-in's own event loop ran since the last `/flush_cache`: this host's scheduling stalls, as
+"""How late the stand-in's own event loop ran since the last `/flush_cache`: this host's scheduling stalls as
 felt by the process that emits every token.
 
-The stand-in's TTFT is a few milliseconds, so a loaded host that keeps this process off its CPU for tens of
-ms (or a garbage collection stretched by that load) lands a 10x tail on the requests in flight. The client
-measures its own stalls (`bench.host.loop_lag`) but cannot see this process's. So a ticker on the stand-in's
-loop sleeps `period_s` again and again and keeps the longest lateness it woke with; `/server_info` reports it
-under `specbench_sim`, and `bench.measure.judge` does not call a TTFT tail those stalls explain unstable.
-
-The stand-in's modelled time never shows here: a modelled GPU step or an injected hiccup (`hiccup_after`)
-awaits on the loop, which leaves the ticker on time. Only the host (CPU time withheld from the process) or this
-process's own CPU work (the loop busy elsewhere) can make it late, and either delays tokens the same way.
-
-It ticks only while there is work, or was lately (`linger_s` after the last request or flush): an idle server
-costs no wake-ups, and a window's first request, which arrives on an idle scheduler, is covered because its
-flush came just before it.
+A stand-in's TTFT is a few ms, so a loaded host that keeps this process off its CPU for tens of ms lands a 10x
+tail on the requests in flight; the client measures its own stalls (`bench.host.loop_lag`) but not this
+process's. A ticker sleeps `period_s` again and again and keeps the longest lateness it woke with;
+`/server_info` reports it under `specbench_sim` and `bench.measure.judge` does not call a tail those stalls
+explain unstable. Modelled time (a step, a `hiccup_after` hold) is awaited on the loop and never shows here.
+It ticks only while there is work or was lately (`linger_s`), so an idle server costs no wake-ups.
 """
 
 from __future__ import annotations

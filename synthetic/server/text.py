@@ -1,11 +1,7 @@
-"""How the stand-in turns a text prompt into token ids: the server's tokenizer when it has one.
-
-SGLang loads its tokenizer from `--tokenizer-path` (default: the model path) and encodes text prompts
-with special tokens added. The stand-in does the same with the HF `tokenizers` library, offline, when
-that path holds a `tokenizer.json` (e.g. one `specbench synth-model` wrote); a client that counts prompt
-tokens with the same tokenizer (SGLang's `bench_serving` in text mode) then agrees with the server's
-count. Without one it falls back to the toy hash in `synthetic.server.tokens`, which has no vocabulary to agree
-with. An explicit `--tokenizer-path` that cannot be loaded is a start-up error, as on SGLang.
+"""Text prompts into token ids: the tokenizer at `--tokenizer-path` (default: the model path) when it holds a
+`tokenizer.json`, encoded offline with special tokens as SGLang does, so a client counting with the same
+tokenizer (bench_serving in text mode) agrees with the server. Otherwise the toy hash of
+`synthetic.server.tokens`; an explicit path that does not load is a start-up error, as on SGLang.
 """
 
 from __future__ import annotations

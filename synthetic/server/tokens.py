@@ -1,9 +1,8 @@
 """Deterministic stand-in tokens: a toy tokenizer for text prompts and the output token stream.
 
-Output ids depend only on the sim seed and the prompt ids, so the same prompt gives the same
-completion on every run and every server. `TokenTape` materialises them lazily, together with the
-JSON and text fragments a streaming event needs, so building the k-th cumulative event is a pair
-of buffer slices rather than a re-serialisation of everything sent so far.
+Output ids depend only on the sim seed and the prompt ids, so a prompt gets the same completion on every run
+and server. `TokenTape` builds them lazily with the JSON and text fragments a stream event needs, so the k-th
+cumulative event is two buffer slices rather than a re-serialisation of everything sent so far.
 """
 
 from __future__ import annotations
@@ -41,10 +40,8 @@ def natural_length(key: int, mean_tokens: int, min_tokens: int) -> int:
     return max(length, min_tokens, 1)
 
 
-# Ids are produced in fixed blocks of positions, each from its own hash, so token j is the same
-# whatever order the blocks are asked for in, and the per-token work stays at C level: output ids
-# are 16-bit draws (native byte order: the same on every little-endian host) shifted past the
-# special ids, i.e. within [1000, 66536).
+# Ids come in fixed blocks of positions, each from its own hash (token j never depends on the order blocks
+# are asked for), as 16-bit draws shifted past the special ids: within [1000, 66536).
 _BLOCK = 64
 
 
@@ -60,11 +57,8 @@ _DECIMAL = _DecimalCache()
 
 
 class TokenTape:
-    """Output ids of one request, plus `ids_json`/`text` fragments with per-token end offsets.
-
-    `ids_json` is "12,34,56," with `ids_end[i]` its length after i tokens (a fragment drops the
-    trailing comma); `text` is " t12 t34 t56" with `text_end` likewise.
-    """
+    """Output ids of one request: `ids_json` is "12,34,56," with `ids_end[i]` its length after i tokens (a
+    fragment drops the trailing comma); `text` is " t12 t34 t56" with `text_end` likewise."""
 
     __slots__ = (
         "_diverge_at",
@@ -142,9 +136,3 @@ class TokenTape:
             if i == start and wrong == new[i]:  # the first wrong token must differ (odds 1/65536)
                 wrong = _FIRST_ORDINARY_ID + (tok + 1) % 65536
             new[i] = wrong
-
-    def ids_fragment(self, n: int) -> bytes:
-        return self.ids_json[: self.ids_end[n] - 1] if n else b""
-
-    def text_fragment(self, n: int) -> bytes:
-        return self.text[: self.text_end[n]]

@@ -1,47 +1,34 @@
-"""The stand-in computing wrongly on purpose, so the correctness gate can be seen to catch it.
+"""The stand-in computing wrongly on purpose, so that the correctness gate can be seen to catch it.
 
-Three faults (`server.sim.fault`, `SPECBENCH_SIM_FAULT`). Two on overlap (v2) speculative launches only:
-
-* `v2_draft`: v2's drafts are computed wrongly. Each draft token is accepted with a quarter of the sweep's
-  `acceptance_rate`, so acceptance falls; verification still picks the target's tokens, so the output is the
-  baseline's.
-* `v2_verify`: v2's verification is wrong. Each request's tokens leave the baseline's at a position that
-  depends on its prompt (1 to 32: never the first token, which the prefill computes).
-
-One that emulates a known SGLang bug, on every launch that bug applies to (FLASHMLA_DRAFT_DECODE_CONTEXT in
-bench.server.known_bugs: FlashMLA, v1 and v2, open in every emulated release):
-
-* `flashmla_draft_decode_context`: FlashMLA's draft decode steps attend only to the committed prefix. As the
-  mirror checkpoint measured on an H100 (3.05 tokens per verify step for the reference's 4.00 at 3 steps), the
-  draft extend's draft and draft decode step 0's are right and every later draft is rejected: a verify step
-  accepts at most DRAFT_DECODE_CONTEXT_ACCEPTED drafts, so launches with 3 or more steps accept fewer than the
-  reference (the gate fails them and names the bug); tokens are unchanged. Asked for, not automatic: every
-  stand-in sweep runs FlashMLA with 3 steps by default (the demo, the README's flows), and the bug's size on
-  real weights is unknown, so it stays out of the stand-in's numbers unless a sweep wants to see the gate
-  catch it. A launch on another backend (the triton control) is untouched.
-
-And one known bug, on by itself: emulating sglang 0.5.12 with FlashMLA and spec v2 (every algorithm the
-stand-in emulates is of the EAGLE family, whose v2 worker runs the draft extend) reproduces what the GPU measured
-for FLASHMLA_DRAFT_EXTEND_V2 (bench.server.known_bugs): the server comes up, answers /health 503 while its
-start-up warm-up runs, and its scheduler dies at the warm-up's first draft extend with SGLang's traceback
-(synthetic/server/crashes.py). No v2 speed exists on that release. `/server_info` says so under
-`specbench_sim.wrong` while the warm-up runs, and the log says it before anything else.
+Asked for with `server.sim.fault` (`SPECBENCH_SIM_FAULT`), on overlap (v2) speculative launches only:
+* `v2_draft`: each draft is accepted with a quarter of `acceptance_rate`; the tokens stay the baseline's.
+* `v2_verify`: each request's tokens leave the baseline's at a position in 1..32 set by its prompt.
+On every FlashMLA launch it applies to (bench.server.known_bugs.FLASHMLA_DRAFT_DECODE_CONTEXT, v1 and v2):
+* `flashmla_draft_decode_context`: a verify step accepts at most 2 drafts, as the mirror checkpoint measured
+  on an H100 (3.05 tokens per verify for the reference's 4.00 at 3 steps); tokens unchanged. Asked for, never
+  automatic: every stand-in sweep runs FlashMLA at 3 steps, and the bug's size on real weights is unknown.
+And on by itself: sglang 0.5.12 with FlashMLA and spec v2 (FLASHMLA_DRAFT_EXTEND_V2) comes up, answers /health
+503 while its warm-up runs, and dies at the warm-up's first draft extend with the traceback, SIGQUIT line and
+SIGKILL measured on an H100 (docs/results/2026-12-05-flashmla-v2-on-sglang-0.5.12.md).
 """
 
 from __future__ import annotations
 
+import os
+import signal
+import sys
 from dataclasses import dataclass
 
 from bench.server.known_bugs import FLASHMLA_DRAFT_DECODE_CONTEXT, FLASHMLA_DRAFT_EXTEND_V2
 from bench.server.spec_modes import SpecMode
+from synthetic.server import logs
 from synthetic.server.config import Faults
 
 # v2_draft: the per-draft acceptance probability is multiplied by this.
 DRAFT_FAULT_FACTOR = 0.25
 # v2_verify: the first wrong token lies in 1..DIVERGE_SPAN.
 DIVERGE_SPAN = 32
-# flashmla_draft_decode_context: the drafts a verify step can still accept, the draft extend's and draft decode
-# step 0's (on the mirror checkpoint step 0 needs only the committed last token; step 1 needs step 0's KV).
+# flashmla_draft_decode_context: the drafts a verify step can still accept (the draft extend's and step 0's).
 DRAFT_DECODE_CONTEXT_ACCEPTED = 2
 
 CRASH_0_5_12 = (
@@ -49,15 +36,55 @@ CRASH_0_5_12 = (
     f"{FLASHMLA_DRAFT_EXTEND_V2.summary}); as measured on an H100, the scheduler dies at the start-up warm-up's "
     "first draft extend and the server exits before it is ready"
 )
+# The measured traceback's SGLang frames (tests/fixtures/logs/sglang-0.5.12-flashmla-nextn-v2-crash.log).
+TRACEBACK_0_5_12 = """Traceback (most recent call last):
+  File "sglang/srt/managers/scheduler.py", line 4041, in run_scheduler_process
+    scheduler.run_event_loop()
+  File "sglang/srt/managers/scheduler.py", line 1534, in run_event_loop
+    dispatch_event_loop(self)
+  File "sglang/srt/managers/scheduler.py", line 3910, in dispatch_event_loop
+    scheduler.event_loop_overlap()
+  File "sglang/srt/managers/scheduler.py", line 1594, in event_loop_overlap
+    batch_result = self.run_batch(batch)
+  File "sglang/srt/managers/scheduler.py", line 3039, in run_batch
+    batch_result = self.model_worker.forward_batch_generation(
+  File "sglang/srt/speculative/eagle_worker_v2.py", line 824, in forward_batch_generation
+    self.draft_worker._draft_extend_for_decode(
+  File "sglang/srt/speculative/eagle_worker_v2.py", line 614, in _draft_extend_for_decode
+    draft_logits_output = self.draft_runner.forward(
+  File "sglang/srt/model_executor/model_runner.py", line 3323, in forward
+    output = self._forward_raw(
+  File "sglang/srt/model_executor/model_runner.py", line 3451, in _forward_raw
+    ret, can_run_graph = self.forward_extend(
+  File "sglang/srt/model_executor/model_runner.py", line 3233, in forward_extend
+    ret = self.model.forward(
+  File "sglang/srt/models/deepseek_nextn.py", line 308, in forward
+    hidden_states = self.model(input_ids, positions, forward_batch)
+  File "sglang/srt/models/deepseek_nextn.py", line 204, in forward
+    hidden_states, residual, topk_indices = self.decoder(
+  File "sglang/srt/models/deepseek_v2.py", line 1941, in forward
+    hidden_states = self.self_attn(
+  File "sglang/srt/models/deepseek_v2.py", line 1607, in forward
+    return self.forward_core(s)
+  File "sglang/srt/models/deepseek_v2.py", line 1718, in forward_core
+    return self.forward_absorb_core(*inner_state)
+  File "sglang/srt/models/deepseek_common/attention_forward_methods/forward_mla.py", line 537, in forward_absorb_core
+    attn_output = self.attn_mqa(
+  File "sglang/srt/layers/radix_attention.py", line 138, in forward
+    return forward_batch.attn_backend.forward(
+  File "sglang/srt/layers/attention/base_attn_backend.py", line 124, in forward
+    return self.forward_extend(
+  File "sglang/srt/layers/attention/flashmla_backend.py", line 535, in forward_extend
+    block_table=self.forward_metadata.block_kv_indices[:bs],
+AttributeError: 'PrefillMetadata' object has no attribute 'block_kv_indices'
+"""
 
 
 @dataclass(frozen=True)
 class Wrong:
     draft: bool = False
     verify: bool = False
-    # sglang 0.5.12's FlashMLA draft-extend crash (synthetic/server/crashes.py).
     draft_extend_crash: bool = False
-    # FlashMLA's draft decode attending to the committed prefix only (asked for).
     draft_decode_context: bool = False
 
     @property
@@ -67,38 +94,31 @@ class Wrong:
 
     def describe(self) -> dict[str, str]:
         out: dict[str, str] = {}
+        asked = "asked for (server.sim.fault)"
         if self.draft_extend_crash:
             out["draft_extend_crash"] = CRASH_0_5_12
         if self.draft_decode_context:
             bug = FLASHMLA_DRAFT_DECODE_CONTEXT
             out["flashmla_draft_decode_context"] = (
-                f"asked for (server.sim.fault): known SGLang issue {bug.key} ({bug.gist}); as measured on the "
-                f"mirror checkpoint, a verify step accepts at most {DRAFT_DECODE_CONTEXT_ACCEPTED} drafts; tokens "
-                "unchanged"
+                f"{asked}: known SGLang issue {bug.key} ({bug.gist}); as measured on the mirror checkpoint, a "
+                f"verify step accepts at most {DRAFT_DECODE_CONTEXT_ACCEPTED} drafts; tokens unchanged"
             )
         if self.draft:
             out["v2_draft"] = (
-                f"asked for (server.sim.fault): each draft accepted with {DRAFT_FAULT_FACTOR:g} x acceptance_rate; "
-                "tokens unchanged"
+                f"{asked}: each draft accepted with {DRAFT_FAULT_FACTOR:g} x acceptance_rate; tokens unchanged"
             )
         if self.verify:
             out["v2_verify"] = (
-                f"asked for (server.sim.fault): each request's tokens leave the baseline's at a position in "
-                f"1..{DIVERGE_SPAN} set by its prompt"
+                f"{asked}: each request's tokens leave the baseline's at a position in 1..{DIVERGE_SPAN} set by "
+                "its prompt"
             )
         return out
 
 
 def for_launch(
-    faults: Faults,
-    *,
-    version: str,
-    spec_mode: SpecMode | None,
-    steps: int,
-    flashmla: bool,
-    draft_extend_v2_routed: bool,
+    faults: Faults, *, version: str, spec_mode: SpecMode | None, steps: int, flashmla: bool, routed: bool
 ) -> Wrong:
-    """What this launch computes wrongly: nothing unless it is a speculative server (`spec_mode` v1 or v2)."""
+    """What this launch computes wrongly; `routed`: the release routes v2's draft extend right on FlashMLA."""
     context = (
         faults.flashmla_draft_decode_context
         and flashmla
@@ -106,14 +126,18 @@ def for_launch(
     )
     if spec_mode != "v2":
         return Wrong(draft_decode_context=context)
-    return Wrong(
-        draft=faults.v2_draft,
-        verify=faults.v2_verify,
-        draft_extend_crash=flashmla and not draft_extend_v2_routed,
-        draft_decode_context=context,
-    )
+    return Wrong(faults.v2_draft, faults.v2_verify, flashmla and not routed, context)
 
 
 def diverge_at(prompt_key: int) -> int:
     """The output position where a `v2_verify` request's tokens first differ from the baseline's."""
     return 1 + (prompt_key >> 7) % DIVERGE_SPAN
+
+
+def die_of_draft_extend_v2() -> None:
+    """Die as sglang 0.5.12's scheduler did: the traceback, the launcher's SIGQUIT line, then SIGKILL to the
+    whole server (exit status -9, as SGLang's kill_process_tree)."""
+    logs.scheduler.error("Scheduler hit an exception: " + TRACEBACK_0_5_12)
+    logs.launch.error("SIGQUIT received. signum=None, frame=None. It usually means one child failed.")
+    sys.stderr.flush()
+    os.kill(os.getpid(), signal.SIGKILL)

@@ -4,11 +4,9 @@ point, Profiles on a readable v1/v2 pair; `--open-browser` leaves no defunct pro
 
 from __future__ import annotations
 
-import os
 import re
 import stat
 import subprocess
-import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -31,6 +29,7 @@ from tests.fixtures.dashboard import (
     stop_server,
     wait_healthy,
 )
+from tests.fixtures.waiting import wait_until
 from tests.paths import REPO_ROOT
 from tests.queue_support import cli_argv, cli_env
 
@@ -124,10 +123,12 @@ def test_a_newcomers_first_look(demo: tuple[str, str], tmp_path: Path) -> None:
 
 
 def test_open_browser_leaves_no_defunct_child(tmp_path: Path) -> None:
+    """The opener (a fake browser that says its pid) exits, and the dashboard reaps it: the test waits for
+    the exit it needs to see, then for the reaping, and fails if the opener stays a zombie."""
     url = f"sqlite:///{tmp_path / 'x.db'}"
-    opened = tmp_path / "opened.txt"
+    opened, pid_file = tmp_path / "opened.txt", tmp_path / "opener.pid"
     browser = tmp_path / "fake-browser"
-    browser.write_text(f'#!/bin/sh\necho "$1" > {opened}\n')
+    browser.write_text(f'#!/bin/sh\necho $$ > {pid_file}\necho "$1" > {opened}\n')
     browser.chmod(browser.stat().st_mode | stat.S_IXUSR)
     port = free_port()
     proc = subprocess.Popen(
@@ -139,14 +140,18 @@ def test_open_browser_leaves_no_defunct_child(tmp_path: Path) -> None:
     )
     try:
         wait_healthy(port, proc, timeout=90)
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and not opened.exists():
-            time.sleep(0.2)
+        wait_until(lambda: opened.exists() and opened.read_text().strip(), "the browser opened")
         assert opened.read_text().strip() == f"http://127.0.0.1:{port}"
-        time.sleep(1.0)  # the opener has exited by now
-        server = psutil.Process(proc.pid)  # `specbench dashboard` became Streamlit (exec)
-        zombies = [c.pid for c in server.children(recursive=True) if c.status() == psutil.STATUS_ZOMBIE]
-        assert zombies == []
+        opener = int(pid_file.read_text())
+        wait_until(lambda: _status(opener) != "running", "the opener's exit")
+        wait_until(lambda: _status(opener) == "gone", "the opener reaped (it stayed a zombie)", timeout_s=30)
     finally:
         stop_server(proc)
-    assert os.path.exists(opened)
+
+
+def _status(pid: int) -> str:
+    """`gone` (exited and reaped), `zombie` (exited, not reaped) or `running`."""
+    try:
+        return "zombie" if psutil.Process(pid).status() == psutil.STATUS_ZOMBIE else "running"
+    except psutil.NoSuchProcess:
+        return "gone"

@@ -4,6 +4,7 @@ and started under them (and a real SQLite writer holding the lock); nothing meas
 from __future__ import annotations
 
 import contextlib
+import logging
 import signal
 import subprocess
 import threading
@@ -224,7 +225,15 @@ def test_a_sqlite_writer_holding_the_lock_costs_no_attempt(tmp_path: Path) -> No
         engine, sim_sweep("locked", batch_sizes=(1, 2), repeats=2, num_prompts=2, time_scale=0.5)
     )
     holder = make_engine(url)
-    released = threading.Event()
+    released, met = threading.Event(), threading.Event()
+
+    class LockMet(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            if "database unavailable" in record.getMessage() and "locked" in record.getMessage():
+                met.set()
+
+    watcher = LockMet()
+    logging.getLogger("specbench.db").addHandler(watcher)
 
     def hold_the_lock_mid_run() -> None:
         deadline = time.monotonic() + 60
@@ -232,19 +241,25 @@ def test_a_sqlite_writer_holding_the_lock_costs_no_attempt(tmp_path: Path) -> No
             time.sleep(0.02)
         with holder.connect().execution_options(**{SQLITE_IMMEDIATE: True}) as conn:
             conn.execute(text("UPDATE workers SET labels = labels"))
-            time.sleep(3.0)  # 15 busy timeouts: each write of the run meets "database is locked"
+            # Held until a write of the run met "database is locked" (proof the two collided), then a while
+            # longer: several busy timeouts, each ridden out without a new attempt.
+            if met.wait(timeout=60):
+                time.sleep(1.0)
             conn.rollback()
         released.set()
 
-    t = threading.Thread(target=hold_the_lock_mid_run, daemon=True)
-    t.start()
-    options = WorkerOptions(
-        lease_s=30, poll_s=0.05, once=True, backoff=queue.Backoff(base_s=0.0), log_dir=tmp_path,
-        recovery=RecoveryPolicy(outage=OutagePolicy(limit_s=60)),
-    )  # fmt: skip
-    assert QueueWorker(engine, options).run() == 0
-    t.join(timeout=10)
-    assert released.is_set()
+    try:
+        t = threading.Thread(target=hold_the_lock_mid_run, daemon=True)
+        t.start()
+        options = WorkerOptions(
+            lease_s=30, poll_s=0.05, once=True, backoff=queue.Backoff(base_s=0.0), log_dir=tmp_path,
+            recovery=RecoveryPolicy(outage=OutagePolicy(limit_s=60)),
+        )  # fmt: skip
+        assert QueueWorker(engine, options).run() == 0
+        t.join(timeout=10)
+    finally:
+        logging.getLogger("specbench.db").removeHandler(watcher)
+    assert released.is_set() and met.is_set()  # the lock was held while the run wrote
     with engine.connect() as conn:
         j = conn.execute(select(Job.status, Job.attempts, Job.last_error).where(Job.id == job_id)).one()
         run_status = conn.execute(select(Run.status)).scalar_one()

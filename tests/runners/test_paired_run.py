@@ -97,7 +97,7 @@ def test_paired_run_interleaves_abba_on_two_live_servers(engine: Engine, tmp_pat
 
         run = s.scalars(select(Run)).one()
         drift = run.drift
-    assert drift is not None and drift == out.drift
+    assert out.drift is not None and drift == out.drift.as_json()
 
     # Run cost: every window and warmup accounted to its server; the windows are a fraction of the wall time.
     cost = run_cost(engine, out.run_id)
@@ -108,15 +108,14 @@ def test_paired_run_interleaves_abba_on_two_live_servers(engine: Engine, tmp_pat
     assert all(sc.cost.warmup_s > 0 for sc in cost["servers"])  # each warmed up at each batch size
     assert 0 < windows / cost["held_s"] < 1 and cost["held_s"] <= cost["wall_s"] + 1e-6
     assert "inside measurement windows" in report(cost, show_points=True)
-    assert drift["batch_size"] == 1 and drift["first"]["order_index"] == 0
+    found = out.drift
+    assert found.batch_size == 1 and found.first is not None and found.first.order_index == 0
     # The run's last step is the pair that holds the reference point: re-measured on its live server,
     # no extra launch (a warm restart costs about a minute on a GPU host).
-    assert drift["same_server"] is True and "startup_s" not in drift
-    assert drift["last"]["output_throughput"] > 0
-    assert (
-        drift["output_throughput_change"]
-        == drift["last"]["output_throughput"] / drift["first"]["output_throughput"] - 1
-    )
+    assert found.same_server is True and found.startup_s is None and "startup_s" not in drift
+    assert found.last is not None and found.last.output_throughput
+    assert found.first.output_throughput
+    assert found.output_throughput_change == found.last.output_throughput / found.first.output_throughput - 1
 
 
 def test_pinned_acceptance_off_by_more_than_the_tolerance_is_invalid(engine: Engine, tmp_path: Path) -> None:
@@ -233,11 +232,12 @@ def test_a_deadline_inside_a_pair_still_measures_the_drift_on_the_live_server(
     assert out.status == "partial" and "deadline" in (out.error or "")
     # The cut came mid-pair, long before its 200 windows; the reference point was re-measured on its
     # server before the pair went down, as at the end of a whole run.
-    assert out.drift is not None and out.drift["same_server"] is True
-    assert out.drift["last"]["output_throughput"] > 0 and "output_throughput_change" in out.drift
+    assert out.drift is not None and out.drift.same_server is True
+    assert out.drift.last is not None and out.drift.last.output_throughput
+    assert out.drift.output_throughput_change is not None
     with session_scope(engine) as s:
         assert 3 <= len(s.scalars(select(Sample.id)).all()) < 20
-        assert s.scalars(select(Run)).one().drift == out.drift
+        assert s.scalars(select(Run)).one().drift == out.drift.as_json()
 
 
 TARGETED = PAIRED.replace("batch_sizes: [1, 4]", "batch_sizes: [2]").replace("repeats: 4", "repeats: 3")
@@ -473,12 +473,13 @@ def test_a_deadline_in_a_later_pair_measures_the_drift_of_that_pairs_first_point
     watcher.join()
     assert out.status == "partial" and "deadline" in (out.error or "")
     drift = out.drift
-    assert drift is not None and drift["same_server"] is True, drift
-    assert "(no spec)" not in drift["label"] and "v1" in drift["label"]  # the pair's point, not the baseline
-    assert "cut the run inside a later pair" in drift["note"]
-    assert drift["batch_size"] == 1 and drift["last"]["output_throughput"] > 0
+    assert drift is not None and drift.same_server is True, drift
+    assert "(no spec)" not in drift.label and "v1" in drift.label  # the pair's point, not the baseline
+    assert "cut the run inside a later pair" in drift.note
+    assert drift.batch_size == 1 and drift.last is not None and drift.last.output_throughput
+    assert drift.first is not None
     with session_scope(engine) as s:
-        first = s.scalars(select(Sample).where(Sample.order_index == drift["first"]["order_index"])).one()
+        first = s.scalars(select(Sample).where(Sample.order_index == drift.first.order_index)).one()
         point = s.get(Point, first.point_id)
         assert point is not None and point.spec_mode == "v1" and point.batch_size == 1
 

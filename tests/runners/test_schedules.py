@@ -1,4 +1,5 @@
-"""Schedules: due fire times, the missed-fire policy, and exactly one job per fire time with racing schedulers."""
+"""Schedules: due fire times, the missed-fire policy, and exactly one job per fire time with racing
+schedulers."""
 
 from __future__ import annotations
 
@@ -10,13 +11,14 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-from sqlalchemy import Engine, select, update
+from sqlalchemy import Engine, delete, select, update
 from typer.testing import CliRunner
 
 from db.migrate import open_database
 from db.models import Job, Schedule
 from runners import queue, schedules
 from runners.cli import app
+from tests.fixtures.waiting import wait_until
 from tests.queue_support import sim_sweep, spawn_cli
 
 T0 = datetime(2026, 12, 2, 2, 0, tzinfo=UTC)
@@ -89,26 +91,38 @@ def test_the_database_refuses_a_second_job_for_a_fire_time(engine: Engine) -> No
     assert jobs_per_fire(engine) == {(sid, T0): 1}
 
 
-def test_racing_schedulers_in_threads(engine: Engine) -> None:
-    """Four schedulers tick at the same simulated minutes; every fire time becomes exactly one job."""
+def test_racing_schedulers_in_threads(engine: Engine, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Four schedulers tick at the same simulated minutes and all four reach the enqueue of each due fire time
+    before any of them writes (a barrier inside it): the race happens every time, and the database lets one
+    win. Every fire time becomes exactly one job; the three others get nothing."""
     a = schedules.add_schedule(engine, "* * * * *", sim_sweep("a"))
     b = schedules.add_schedule(engine, "*/2 * * * *", sim_sweep("b"))
     set_last_fire(engine, a, T0)
     set_last_fire(engine, b, T0)
-    minutes = 12
-    barrier = threading.Barrier(4)
+    minutes, racers = 12, 4
+    real_enqueue = schedules.enqueue_fire
+    at_the_write = threading.Barrier(racers)
+
+    def racing_enqueue(engine: Engine, schedule: object, fire_time: datetime) -> int | None:
+        at_the_write.wait(timeout=60)  # every scheduler has read the schedule and found this fire time due
+        return real_enqueue(engine, schedule, fire_time)
+
+    monkeypatch.setattr(schedules, "enqueue_fire", racing_enqueue)
+    each_minute = threading.Barrier(racers)
+    fired: list[schedules.Fired] = []
     errors: list[BaseException] = []
 
     def scheduler() -> None:
         try:
             for m in range(1, minutes + 1):
-                barrier.wait()
-                schedules.tick(engine, now=T0 + timedelta(minutes=m, seconds=5))
+                each_minute.wait(timeout=60)
+                fired.extend(schedules.tick(engine, now=T0 + timedelta(minutes=m, seconds=5)))
         except BaseException as e:
             errors.append(e)
-            barrier.abort()
+            each_minute.abort()
+            at_the_write.abort()
 
-    threads = [threading.Thread(target=scheduler) for _ in range(4)]
+    threads = [threading.Thread(target=scheduler) for _ in range(racers)]
     for t in threads:
         t.start()
     for t in threads:
@@ -119,6 +133,11 @@ def test_racing_schedulers_in_threads(engine: Engine) -> None:
     expected |= {(b, T0 + timedelta(minutes=m)) for m in range(2, minutes + 1, 2)}
     assert set(counts) == expected
     assert set(counts.values()) == {1}
+    # Every racer tried every fire time; one got the job, the others learned it was taken.
+    tries = Counter((f.schedule_id, f.fire_time) for f in fired)
+    assert tries == dict.fromkeys(expected, racers)
+    wins = Counter((f.schedule_id, f.fire_time) for f in fired if f.job_id is not None)
+    assert wins == dict.fromkeys(expected, 1)
 
 
 def test_schedule_verbs(sqlite_url: str, tmp_path: Path) -> None:
@@ -142,27 +161,43 @@ def test_schedule_verbs(sqlite_url: str, tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_two_scheduler_processes(pg_url: str, tmp_path: Path) -> None:
-    """Two real `specbench scheduler` processes on one PostgreSQL, ticking every 0.05 s together."""
+    """Two real `specbench scheduler` processes on one PostgreSQL, ticking every 0.05 s together. The test
+    opens the current fire time again and again (as a missed hour) until one of them logs that the other got
+    there first: the race happened; and however many times it did, each fire time is one job."""
     engine = open_database(pg_url)
     sid = schedules.add_schedule(engine, "* * * * *", sim_sweep("sched"), label="nightly")
-    # Missed the last hour: each scheduler wants to enqueue the latest minute (and then each new minute).
-    set_last_fire(engine, sid, datetime.now(UTC) - timedelta(hours=1))
     logs = [tmp_path / f"sched{i}.log" for i in range(2)]
     procs = [spawn_cli("scheduler", "--db", pg_url, "--interval-s", "0.05", log=log) for log in logs]
-    deadline = time.monotonic() + 60
-    while not all("scheduler started" in log.read_text() for log in logs):
-        assert time.monotonic() < deadline and all(p.poll() is None for p in procs)
-        time.sleep(0.1)
-    time.sleep(1.5)  # both are ticking now: dozens of racing ticks
+
+    def text() -> str:
+        return "".join(log.read_text() for log in logs)
+
+    def reopen() -> bool:
+        """Missed the last hour, and the current minute's job gone: both schedulers want it now."""
+        with engine.begin() as conn:
+            conn.execute(
+                update(Schedule)
+                .where(Schedule.id == sid)
+                .values(last_fire_time=datetime.now(UTC) - timedelta(hours=1))
+            )
+            conn.execute(
+                delete(Job).where(
+                    Job.schedule_id == sid, Job.fire_time > datetime.now(UTC) - timedelta(minutes=1)
+                )
+            )
+        assert all(p.poll() is None for p in procs), text()
+        return "already enqueued by another scheduler" in text()
+
+    wait_until(lambda: all("scheduler started" in log.read_text() for log in logs), "both schedulers started")
+    wait_until(reopen, "a lost race between the two schedulers", timeout_s=120, poll_s=0.2)
+    wait_until(lambda: bool(jobs_per_fire(engine)), "the fire time reopened last enqueued again")
     for p in procs:
         p.terminate()
     for p in procs:
         assert p.wait(timeout=30) == 0
     counts = jobs_per_fire(engine)
     assert counts and set(counts.values()) == {1}, counts
-    text = "".join(log.read_text() for log in logs)
-    assert text.count("enqueued as job") == sum(counts.values())
-    assert "skipped 59 older missed fire time(s)" in text or "skipped 60 older" in text
+    assert "skipped 59 older missed fire time(s)" in text() or "skipped 60 older" in text()
     engine.dispose()
 
 

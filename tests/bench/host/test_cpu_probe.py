@@ -27,14 +27,22 @@ from db.migrate import open_database
 from db.models import Sample
 from runners.cli import app
 from runners.sweep_runner import execute_sweep
+from tests.fixtures.waiting import wait_until
 from tests.paths import REPO_ROOT
 
 ALLOWED = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
 linux_affinity = pytest.mark.skipif(not ALLOWED, reason="CPU affinity is Linux only")
-# One CPU for the "server", another the probe would take when left alone: with one CPU nothing can be seen to move.
+# One CPU for the "server", another the probe would take when left alone: with one CPU nothing is seen to
+# move.
 needs_two = pytest.mark.skipif(
     len(ALLOWED) < 2, reason="needs at least two CPUs to see the probe follow the server"
 )
+
+
+def taken_since(probe: CpuProbe, t: float) -> int:
+    """How many samples the probe took from `t` on, read without dropping any (`between` drops)."""
+    with probe._lock:
+        return sum(s.at >= t for s in probe._samples)
 
 
 def test_lines_and_summary_hand_computed() -> None:
@@ -61,15 +69,11 @@ def test_the_child_times_its_work_and_windows_get_their_own_samples() -> None:
     probe = CpuProbe(period_s=0.02)
     assert probe.start()
     try:
-        # The child's interpreter start takes a while on a busy host: wait for its first sample (that read
-        # drops it), then time a window long enough for several samples even when the child is starved.
-        deadline = time.monotonic() + 60
-        while not probe.between(0.0, time.monotonic()) and time.monotonic() < deadline:
-            time.sleep(0.05)
+        # A window that ends once it holds five samples, however slowly a loaded host lets the child run.
         t0 = time.monotonic()
-        time.sleep(1.0)
+        wait_until(lambda: taken_since(probe, t0) >= 5, "five probe samples")
         t1 = time.monotonic()
-        time.sleep(0.2)
+        wait_until(lambda: taken_since(probe, t1) >= 1, "a sample after the window")
         first = probe.between(t0, t1)
         assert len(first) >= 5
         assert all(t0 <= s.at <= t1 for s in first)
@@ -160,11 +164,13 @@ def test_the_child_exits_when_its_runner_is_killed() -> None:
 def test_a_telemetry_window_carries_the_probe_figures() -> None:
     source = TelemetrySource(enabled=True)  # no GPU here: host figures and the probe only
     try:
-        source.window().start()  # starts the probe; the first figures follow its interpreter start
-        time.sleep(0.3)
+        source.window().start()  # starts the probe
+        assert source._probe is not None
+        probe = source._probe
         w = source.window()
         w.start()
-        time.sleep(1.0)
+        assert w.cpu_start is not None  # the window's samples are those from its counters' reading on
+        wait_until(lambda: taken_since(probe, w.cpu_start.wall_s) >= 2, "two probe samples in the window")
         w.stop()
         s = w.summary()
         assert s["cpu_probe_samples"] >= 2
@@ -198,7 +204,7 @@ def spinning_server(cpu: int) -> Iterator[int]:
         assert server.stdout is not None
         spinner = int(server.stdout.readline())
         os.sched_setaffinity(spinner, {cpu})
-        time.sleep(0.2)  # some CPU time on the pinned CPU before the window
+        wait_until(lambda: psutil.Process(spinner).cpu_num() == cpu, "the spinner running on its CPU")
         yield server.pid
     finally:
         server.kill()
@@ -213,10 +219,12 @@ def started_source() -> tuple[TelemetrySource, int]:
     source = TelemetrySource(enabled=True)
     warm = source.window()  # starts the probe; the first figures follow its interpreter start
     warm.start()
-    time.sleep(0.3)
+    probe = source._probe
+    assert probe is not None
+    wait_until(lambda: taken_since(probe, 0.0) >= 1, "the probe's first sample")
     warm.stop()
-    assert source._probe is not None and source._probe.pid is not None
-    return source, source._probe.pid
+    assert probe.pid is not None
+    return source, probe.pid
 
 
 def test_probe_on_server_share_hand_computed() -> None:
@@ -242,8 +250,23 @@ def test_server_mode_moves_the_probe_onto_the_busiest_server_cpu_and_back() -> N
         with spinning_server(cpu) as server_pid:
             w = source.window(server_pid, cpu_probe="server")
             w.start()
-            time.sleep(2.5)  # ~10 probe samples: one caught mid-move cannot sink the share
-            during = os.sched_getaffinity(probe_pid)  # read from the kernel, not through the module
+            assert w.cpu_start is not None and source._probe is not None
+            probe, started = source._probe, w.cpu_start.wall_s
+            # Read from the kernel, not through the module: the window moved the probe onto the spinner's CPU.
+            wait_until(
+                lambda: os.sched_getaffinity(probe_pid) == {cpu}, "the probe moved onto the server's CPU"
+            )
+            moved = time.monotonic()
+            # Then the window runs until the samples taken there outnumber those from before the move four to
+            # one, however long a loaded host takes: the share asserted below is what following gives.
+            wait_until(
+                lambda: (
+                    taken_since(probe, moved)
+                    >= max(4, 4 * (taken_since(probe, started) - taken_since(probe, moved)))
+                ),
+                "probe samples on the server's CPU",
+            )
+            during = os.sched_getaffinity(probe_pid)
             w.stop()
             after = os.sched_getaffinity(probe_pid)
         s = w.summary()
@@ -289,11 +312,15 @@ def test_a_probe_that_cannot_be_moved_costs_the_window_nothing() -> None:
             os.kill(probe_pid, signal.SIGKILL)  # gone before the window starts following it
             psutil.wait_procs([psutil.Process(probe_pid)], timeout=5)
             w.start()
-            time.sleep(0.6)
+            spinner = psutil.Process(server_pid).children()[0]
+            spun = sum(spinner.cpu_times()[:2])
+            wait_until(
+                lambda: sum(spinner.cpu_times()[:2]) > spun + 0.05, "the server's CPU time in the window"
+            )
             w.stop()
         s = w.summary()
         assert s["cpu_probe_on"] == "server" and s["cpu_probe_follow_errors"] == 1
-        assert s["server_busiest_cpu_pct"] > 10  # the rest of the window was recorded as ever
+        assert s["server_busiest_cpu_pct"] > 0  # the rest of the window was recorded as ever
         again = source.window(server_pid=None)  # the next window restarts the probe
         assert source._probe is not None and source._probe.pid not in (None, probe_pid)
         again.start()

@@ -169,19 +169,11 @@ def test_server_info_keys_per_version(matrix: dict[str, SimHandle], version: str
     # 0.5.12-0.5.13 reserve 4 GiB more for speculative decoding, so the default fraction drops.
     assert info["mem_fraction_static"] == (0.9 if version < "0.5.14" else 0.929)
     assert info["speculative_draft_model_path"] == info["model_path"]
-    state = info["internal_states"][0]
-    assert state["effective_max_running_requests_per_dp"] == 48
-    assert state[graph_key] == 256 and state["disable_overlap_schedule"] is False
-    assert {"last_gen_throughput", "memory_usage"} <= state.keys()
-    assert isinstance(state["memory_usage"]["graph"], dict if version >= "0.5.23" else float)
+    assert "last_gen_throughput" in info["internal_states"][0]
     assert info["specbench_sim"]["stand_in"] is True
     assert http_status(sim.url("/ready")) == (200 if version == "0.5.23" else 404)
-    assert http_status(sim.url("/health_generate")) == 200
     models = get_json(sim, "/v1/models")
     assert models["data"][0]["id"] == info["served_model_name"]
-    model = get_json(sim, "/model_info")
-    assert model["is_generation"] is True and model["model_path"] == info["model_path"]
-    assert get_json(sim, "/get_model_info") == model
 
 
 def test_flashmla_draft_extend_notice(matrix: dict[str, SimHandle]) -> None:
@@ -202,7 +194,6 @@ def test_health_is_503_until_ready(sim_server: SimFactory) -> None:
             break
         time.sleep(0.05)
     assert seen == [503, 200], sim.log()
-    assert http_status(sim.url("/health_generate")) == 200
     assert sim.log().count("The server is fired up and ready to roll!") == 1
 
 
@@ -256,7 +247,6 @@ def test_flag_spellings_per_version(sim_server: SimFactory) -> None:
     info = get_json(plain.wait_ready(), "/server_info")
     assert info["speculative_algorithm"] is None and info["speculative_num_steps"] is None
     assert info["max_running_requests"] is None and info["disable_overlap_schedule"] is False
-    assert info["internal_states"][0]["effective_max_running_requests_per_dp"] > 48
     assert info["attention_backend"] == "fa3" and info["page_size"] == 1
     assert "Max running requests is reset to 48" not in plain.log()
 

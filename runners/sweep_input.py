@@ -1,4 +1,4 @@
-"""What `submit` and `schedule add` both check in a sweep given on the command line, each failure as exit 2."""
+"""What `submit` and `schedule add` both check in a sweep given on the command line; a failure exits 2."""
 
 from __future__ import annotations
 

@@ -1,0 +1,88 @@
+"""Two runs compared point by point (`analysis.compare`), refused when they do not compare, and rendered as
+text: what `specbench compare` and `specbench ci` both print or write."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+import pandas as pd
+from sqlalchemy import Engine
+
+from analysis import report
+from analysis.comparability import Refusal, refusal
+from analysis.compare import compare_runs, verdict_counts
+from analysis.stats.compare import DEFAULT_CONFIDENCE, DEFAULT_THRESHOLD, Method
+from db import queries as q
+
+TextFormat = Literal["md", "comment", "csv", "json"]
+
+
+@dataclass(frozen=True)
+class CompareResult:
+    """Candidate run `b` against baseline run `a`: the point table, both runs, and a refusal when they do
+    not compare (analysis.comparability)."""
+
+    table: pd.DataFrame
+    run_a: dict[str, object]
+    run_b: dict[str, object]
+    metric: str
+    refused: Refusal | None
+
+    @property
+    def counts(self) -> dict[str, int]:
+        return verdict_counts(self.table)
+
+
+def compare_result(
+    engine: Engine,
+    a: int,
+    b: int,
+    *,
+    metric: str = "output_throughput",
+    threshold: float = DEFAULT_THRESHOLD,
+    confidence: float = DEFAULT_CONFIDENCE,
+    method: Method = "t",
+) -> CompareResult:
+    table = compare_runs(
+        q.run_points(engine, a),
+        q.run_samples(engine, a, [metric]),
+        q.run_points(engine, b),
+        q.run_samples(engine, b, [metric]),
+        metric=metric,
+        threshold=threshold,
+        confidence=confidence,
+        method=method,
+    )
+    run_a, run_b = q.run_info(engine, a), q.run_info(engine, b)
+    series: dict[int, set[str]] = {}
+
+    def series_of(run_id: int) -> set[str]:
+        if run_id not in series:
+            series[run_id] = set(q.fingerprints_of_runs(engine, [run_id]))
+        return series[run_id]
+
+    refused = refusal(run_a, run_b, table, q.run_choices(engine), series_of)
+    return CompareResult(table, run_a, run_b, metric, refused)
+
+
+def render(
+    result: CompareResult, format: TextFormat, *, threshold: float, confidence: float
+) -> tuple[str, dict[str, int]]:
+    """The comparison as text in `format` (md, comment, csv or json), and the verdict counts."""
+    table, run_a, run_b, metric = result.table, result.run_a, result.run_b, result.metric
+    if format in ("md", "comment"):
+        text = report.to_markdown(
+            table,
+            run_a,
+            run_b,
+            metric=metric,
+            threshold=threshold,
+            confidence=confidence,
+            short=format == "comment",
+        )
+    elif format == "csv":
+        text = report.to_csv(table)
+    else:
+        text = report.to_json(table, run_a, run_b)
+    return text, result.counts

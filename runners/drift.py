@@ -1,0 +1,73 @@
+"""The drift check's references and finding: the first point measured in this invocation is measured once more
+at the end (runners/run_checks.py), and the change against its first window is stored on the run."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from bench.sweep import PointPlan
+
+
+@dataclass(frozen=True)
+class DriftWindow:
+    """One window of the reference point: the invocation's first (`repeat`, `order_index`) or the re-measured
+    one (`status`)."""
+
+    output_throughput: float | None
+    tpot_mean_ms: float | None
+    repeat: int | None = None
+    order_index: int | None = None
+    status: str | None = None
+
+
+@dataclass(frozen=True)
+class Drift:
+    """What the drift check found, stored whole on the run (`runs.drift`, None fields left out)."""
+
+    point_key: str
+    label: str
+    batch_size: int
+    # True: re-measured on its server still up at the end; False: on a fresh start (`startup_s`, `log_path`).
+    same_server: bool
+    note: str
+    startup_s: float | None = None
+    log_path: str | None = None
+    telemetry: dict[str, Any] | None = None
+    first: DriftWindow | None = None
+    last: DriftWindow | None = None
+    output_throughput_change: float | None = None
+    tpot_change: float | None = None
+    error: str | None = None
+
+    def as_json(self) -> dict[str, Any]:
+        return _without_none(asdict(self))
+
+
+def _without_none(d: dict[str, Any]) -> dict[str, Any]:
+    return {
+        k: _without_none(v) if isinstance(v, dict) and k != "telemetry" else v
+        for k, v in d.items()
+        if v is not None
+    }
+
+
+class DriftCheck:
+    """The check's references in this invocation: the first point measured (`reference`) and, as a stand-in
+    when a deadline cuts the run inside a pair that does not hold it, the current pair's first
+    (`pair_reference`); `result` once the check ran."""
+
+    def __init__(self) -> None:
+        self.reference: PointPlan | None = None
+        self.pair_reference: PointPlan | None = None
+        self.result: Drift | None = None
+
+    def measured(self, plan: PointPlan) -> None:
+        """A window of `plan` was measured."""
+        if self.reference is None:
+            self.reference = plan
+        if self.pair_reference is None:
+            self.pair_reference = plan
+
+    def new_pair(self) -> None:
+        self.pair_reference = None
