@@ -10,6 +10,7 @@ import pandas as pd
 
 from analysis import md
 from analysis.plain import missing
+from analysis.render import Column, md_table
 
 WRONG = "wrong"
 # The point columns the gate writes (db.models.Point), in export order.
@@ -95,14 +96,13 @@ def wrong_points_md(points: pd.DataFrame, label: Any) -> list[str]:
     rows = points[points["correctness"] == "fail"]
     if rows.empty:
         return []
-    out = [
-        "| config | batch | output tok/s | first diverging | acceptance v2/v1 |",
-        "|---|---:|---:|---|---:|",
-    ]
-    for r in rows.to_dict("records"):
-        ratio = r.get("acceptance_v2_v1")
-        out.append(
-            f"| {md.text(label(r))} | {int(r['batch_size'])} | {speed_md(r.get('output_throughput'), 'fail')} "
-            f"| {position(r) or '–'} | {'–' if missing(ratio) else f'{float(ratio):.3f}'} |"
-        )
-    return out
+    cols = (
+        Column("config", text=True, show=lambda r: md.text(label(r))),
+        Column("batch_size", "batch", "d"),
+        Column(
+            "output_throughput", "output tok/s", show=lambda r: speed_md(r.get("output_throughput"), "fail")
+        ),
+        Column("diverge", "first diverging", text=True, show=lambda r: position(r) or "–"),
+        Column("acceptance_v2_v1", "acceptance v2/v1", ".3f"),
+    )
+    return md_table(rows.to_dict("records"), cols)

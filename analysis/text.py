@@ -3,7 +3,7 @@
 A stored name (model, sweep, host, label, error text) can hold ESC, OSC 8 or BEL sequences that recolour a
 terminal, forge a hyperlink, set its title or erase lines, and Unicode direction overrides that make a name
 read differently than it is ("Trojan Source"). `printable` writes each as an escape (`\\x1b`, `\\u202e`). The
-CLI's consoles and tables (runners/terminal.py) and every CSV writer (analysis/csvsafe.py) use it.
+CLI's consoles and tables (runners/terminal.py) and the CSV writer (analysis/render.py) use it.
 """
 
 from __future__ import annotations

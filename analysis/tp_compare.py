@@ -27,9 +27,8 @@ single shared cell is refused.
 
 from __future__ import annotations
 
-import io
-import json
 import statistics
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -37,7 +36,8 @@ import pandas as pd
 from sqlalchemy import Engine, inspect
 
 from analysis import md
-from analysis.plain import missing, plain
+from analysis.plain import missing
+from analysis.render import Column, Document, columns, interval, md_table, number, signed_pct
 from analysis.tp_pair import PairRefused, RunSide, check_pair
 from analysis.v2_vs_v1 import SAMPLE_METRICS, v2_vs_v1
 from bench.floor import measured_step_ms
@@ -45,7 +45,6 @@ from db import profile_queries as pq
 from db import queries
 
 TARGET_ERROR = 0.10
-VIEW = "shard-vs-tp"
 MODES = ("baseline", "v1", "v2")
 # A point's cell inside a run, the mode included: what a shard point and its TP partner share.
 CELL_KEYS: tuple[str, ...] = (
@@ -82,6 +81,12 @@ COLUMNS: tuple[str, ...] = (
     "topk",
     "draft_tokens",
     "workload_key",
+)
+# The view as exported.
+VIEW = columns(
+    COLUMNS,
+    ints=("batch_size", "steps", "topk", "draft_tokens", "shard_n", "tp_n"),
+    text=("mode", "shard_verdict", "shard_method", "tp_verdict", "tp_method", "workload_key"),
 )
 # Points whose step time is compared: ok, and unstable (a TTFT outlier in a repeat, said in `missing`; TPOT
 # and the accept length stand). failed, invalid and mode_mismatch points are listed, never compared.
@@ -471,7 +476,7 @@ def meta(c: Comparison) -> dict[str, Any]:
         }
 
     return {
-        "view": VIEW,
+        "view": "shard-vs-tp",
         "shard": side(c.shard),
         "tp": side(c.tp),
         "conclusion": c.conclusion,
@@ -480,77 +485,87 @@ def meta(c: Comparison) -> dict[str, Any]:
     }
 
 
-def to_csv(c: Comparison) -> str:
-    buf = io.StringIO()
-    c.frame.to_csv(buf, index=False, float_format="%.6g")
-    return buf.getvalue()
+def document(c: Comparison) -> Document:
+    """The comparison in every format (analysis.render)."""
+    return Document(c.frame, VIEW, lambda: to_markdown(c), head=meta(c))
 
 
-def to_json(c: Comparison) -> str:
-    rows = [{k: plain(v) for k, v in rec.items()} for rec in c.frame.to_dict(orient="records")]
-    return json.dumps({**plain(meta(c)), "rows": rows}, indent=2, default=str) + "\n"
-
-
-def _f(v: Any, spec: str) -> str:
-    if missing(v):
-        return "–"
-    return format(int(v) if spec == "d" else v, spec)  # a column with a baseline row's NaN reads as floats
-
-
-def _pct(v: Any) -> str:
-    return "–" if missing(v) else f"{v:+.1%}"
-
-
-def _ratio_cell(r: dict[str, Any], side: str) -> str:
+def _ratio_cell(r: Mapping[str, Any], side: str) -> str:
     ratio, low, high = r.get(f"{side}_ratio"), r.get(f"{side}_ci_low"), r.get(f"{side}_ci_high")
     if missing(ratio):
         return "–"
-    ci = "" if missing(low) or missing(high) else f" [{low:.3f}, {high:.3f}]"
-    return f"{ratio:.3f}{ci}"
+    return f"{ratio:.3f}" + ("" if missing(low) or missing(high) else f" {interval(low, high)}")
 
 
 def _agree(v: Any) -> str:
-    return "–" if v is None or missing(v) else ("yes" if v else "**no**")
+    return "–" if missing(v) else ("yes" if v else "**no**")
+
+
+_CELL = (
+    Column("batch_size", "batch", "d"),
+    Column("steps", "steps", "d"),
+    Column("accept_length", "accept len", "g"),
+)
+
+
+def _verdict_columns(tp: int) -> list[Column]:
+    def side(name: str, head: str) -> list[Column]:
+        return [
+            Column(f"{name}_ratio", f"{head} v2/v1 [95% CI]", text=True, show=lambda r: _ratio_cell(r, name)),
+            Column(
+                f"{name}_verdict",
+                f"{head} verdict",
+                text=True,
+                show=lambda r: r.get(f"{name}_verdict") or "–",
+            ),
+        ]
+
+    agree = Column("verdicts_agree", "agree", text=True, show=lambda r: _agree(r.get("verdicts_agree")))
+    return [*_CELL, *side("shard", "shard"), *side("tp", f"TP-{tp}"), agree]
+
+
+def _step_columns(tp: int) -> list[Column]:
+    floors = Column(
+        "floor",
+        "floor frac shard / TP",
+        text=True,
+        show=lambda r: (
+            f"{number(r['shard_floor_fraction'], '.2f')} / {number(r['tp_floor_fraction'], '.2f')}"
+        ),
+    )
+    return [
+        *_CELL,
+        Column("mode", "mode", text=True),
+        Column("shard_step_ms", "shard step ms", ".3f"),
+        Column("tp_step_ms", f"TP-{tp} step ms", ".3f"),
+        Column("step_ratio", "TP / shard", ".3f"),
+        floors,
+        Column("tp_all_reduce_share", "all-reduce share (TP)", ".1%"),
+        Column("tp_all_reduce_ms", "all-reduce ms/cycle", ".3f"),
+        Column("shard_plus_all_reduce_ms", "shard + all-reduce ms", ".3f"),
+        Column("cycle_error", "error", show=lambda r: signed_pct(r["cycle_error"])),
+        Column(
+            "cycle_error_with_all_reduce",
+            "error with all-reduce",
+            show=lambda r: signed_pct(r["cycle_error_with_all_reduce"]),
+        ),
+    ]
 
 
 def to_markdown(c: Comparison) -> str:
     """Two tables (the v2/v1 verdicts per cell; the step times per point) and the conclusion in sentences."""
     tp = c.tp.tp
-    spec = _spec(c.frame)
+    cells = _spec(c.frame).drop_duplicates(["batch_size", "steps", "accept_length", "workload_key"])
     lines = [
         f"**Shard vs TP-{tp}: {md.text(c.shard.describe())} against {md.text(c.tp.describe())}**",
         "",
         *conclusion_lines(c.conclusion, tp),
         "",
-        f"| batch | steps | accept len | shard v2/v1 [95% CI] | shard verdict | TP-{tp} v2/v1 [95% CI] "
-        f"| TP-{tp} verdict | agree |",
-        "|---:|---:|---:|---|---|---|---|---|",
+        *md_table(cells.to_dict("records"), _verdict_columns(tp)),
     ]
-    cells = spec.drop_duplicates(["batch_size", "steps", "accept_length", "workload_key"])
-    for r in cells.to_dict("records"):
-        lines.append(
-            f"| {r['batch_size']} | {_f(r['steps'], 'd')} | {_f(r['accept_length'], 'g')} "
-            f"| {_ratio_cell(r, 'shard')} | {r.get('shard_verdict') or '–'} | {_ratio_cell(r, 'tp')} "
-            f"| {r.get('tp_verdict') or '–'} | {_agree(r.get('verdicts_agree'))} |"
-        )
     if cells.empty:
         lines.append("| – | – | – | – | – | – | – | no v1/v2 cell in both runs |")
-    lines += [
-        "",
-        f"| batch | steps | accept len | mode | shard step ms | TP-{tp} step ms | TP / shard "
-        f"| floor frac shard / TP | all-reduce share (TP) | all-reduce ms/cycle | shard + all-reduce ms "
-        "| error | error with all-reduce |",
-        "|---:|---:|---:|---|---:|---:|---:|---|---:|---:|---:|---:|---:|",
-    ]
-    for r in c.frame.to_dict("records"):
-        lines.append(
-            f"| {r['batch_size']} | {_f(r['steps'], 'd')} | {_f(r['accept_length'], 'g')} | {r['mode']} "
-            f"| {_f(r['shard_step_ms'], '.3f')} | {_f(r['tp_step_ms'], '.3f')} | {_f(r['step_ratio'], '.3f')} "
-            f"| {_f(r['shard_floor_fraction'], '.2f')} / {_f(r['tp_floor_fraction'], '.2f')} "
-            f"| {_f(r['tp_all_reduce_share'], '.1%')} | {_f(r['tp_all_reduce_ms'], '.3f')} "
-            f"| {_f(r['shard_plus_all_reduce_ms'], '.3f')} | {_pct(r['cycle_error'])} "
-            f"| {_pct(r['cycle_error_with_all_reduce'])} |"
-        )
+    lines += ["", *md_table(c.frame.to_dict("records"), _step_columns(tp))]
     lines += [
         "",
         "Step: TPOT × tokens per verify for a speculative point, TPOT for the baseline (unprofiled windows). "
@@ -566,11 +581,6 @@ def to_markdown(c: Comparison) -> str:
     return "\n".join(lines) + "\n"
 
 
-def render(c: Comparison, fmt: str) -> str:
-    """The comparison as csv, json or md."""
-    return {"csv": to_csv, "json": to_json, "md": to_markdown}[fmt](c)
-
-
 __all__ = [
     "COLUMNS",
     "TARGET_ERROR",
@@ -580,6 +590,6 @@ __all__ = [
     "compare",
     "conclusion",
     "conclusion_lines",
+    "document",
     "load",
-    "render",
 ]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from analysis import csvsafe
+from analysis.render import csv_text
 
 
 def download_buttons(csv_text: str, markdown_text: str | None, base_name: str, key: str) -> None:
@@ -34,7 +34,7 @@ def frame_with_csv(frame: pd.DataFrame, what: str, file_name: str, key: str) -> 
     st.dataframe(frame, hide_index=True)
     st.download_button(
         f"Download {what} CSV",
-        csvsafe.frame(frame).to_csv(index=False),  # no cell starts a spreadsheet formula
+        csv_text(frame, float_format=None),
         file_name=file_name,
         mime="text/csv",
         on_click="ignore",

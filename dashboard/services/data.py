@@ -267,9 +267,8 @@ def comparison_files(
     url: str, a: int, b: int, metric: str, threshold: float, confidence: float
 ) -> tuple[str, str]:
     """The comparison as CSV and as the short Markdown of a PR comment (what Compare offers to download)."""
-    table = comparison(url, a, b, metric, threshold, confidence)
-    markdown = report.to_markdown(
-        table,
+    doc = report.document(
+        comparison(url, a, b, metric, threshold, confidence),
         run_info(url, a),
         run_info(url, b),
         metric=metric,
@@ -277,7 +276,7 @@ def comparison_files(
         confidence=confidence,
         short=True,  # changed rows, the rest as counts, sweep files folded (the CSV has all)
     )
-    return report.to_csv(table), markdown
+    return doc.text("csv"), doc.text("md")
 
 
 @cached()

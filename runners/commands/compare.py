@@ -17,6 +17,7 @@ from analysis.comparability import KIND_MEANS, Refusal, refusal
 from analysis.compare import center_text, comparable_pair, compare_runs, verdict_counts
 from analysis.labels import run_tag
 from analysis.plain import missing
+from analysis.render import magnitude, signed_pct
 from analysis.stats.compare import DEFAULT_CONFIDENCE, DEFAULT_THRESHOLD, Method
 from bench.catalog import direction_text, label
 from db import queries as q
@@ -176,21 +177,16 @@ def render(
     result: CompareResult, format: Format, *, threshold: float, confidence: float
 ) -> tuple[str, dict[str, int]]:
     """The comparison as text in `format` (md, comment, csv or json), and the verdict counts."""
-    table, run_a, run_b, metric = result.table, result.run_a, result.run_b, result.metric
-    if format in ("md", "comment"):
-        text = report.to_markdown(
-            table,
-            run_a,
-            run_b,
-            metric=metric,
-            threshold=threshold,
-            confidence=confidence,
-            short=format == "comment",
-        )
-    elif format == "csv":
-        text = report.to_csv(table)
-    else:
-        text = report.to_json(table, run_a, run_b)
+    doc = report.document(
+        result.table,
+        result.run_a,
+        result.run_b,
+        metric=result.metric,
+        threshold=threshold,
+        confidence=confidence,
+        short=format == "comment",
+    )
+    text = doc.text("csv" if format == "csv" else "json" if format == "json" else "md")
     return text, result.counts
 
 
@@ -200,17 +196,6 @@ _VERDICT_STYLE = {
     "no change": ("dim", "no change"),
     "insufficient data": ("yellow", "too few data"),
 }
-
-
-def _pct(v: object) -> str:
-    return "–" if missing(v) else f"{float(v) * 100:+.1f}%"  # type: ignore[arg-type]
-
-
-def _num(v: object) -> str:
-    if missing(v):
-        return "–"
-    x = float(v)  # type: ignore[arg-type]
-    return f"{x:,.0f}" if abs(x) >= 100 else f"{x:,.2f}"
 
 
 def print_compare(result: CompareResult, *, threshold: float, confidence: float) -> None:
@@ -246,16 +231,16 @@ def print_compare(result: CompareResult, *, threshold: float, confidence: float)
     rows = []
     for r in table.to_dict("records"):
         style, word = _VERDICT_STYLE.get(r["verdict"], ("white", str(r["verdict"])))
-        interval = "–" if missing(r["ci_low"]) else f"{_pct(r['ci_low'])}…{_pct(r['ci_high'])}"
+        interval = "–" if missing(r["ci_low"]) else f"{signed_pct(r['ci_low'])}…{signed_pct(r['ci_high'])}"
         cells = [
             f"[{style}]{word}[/]",
             str(r["config"]),
             *([str(r["model"])] if multi_model else []),
             *([str(r["workload"])] if multi_workload else []),
-            _pct(r["delta"]),
+            signed_pct(r["delta"]),
             interval,
-            _num(r["baseline"]),
-            _num(r["candidate"]),
+            magnitude(r["baseline"]),
+            magnitude(r["candidate"]),
             # The largest factor (the attribution lists them largest first); --format md has them all.
             str(r.get("why") or "").split(", ")[0] or str(r.get("note") or ""),
         ]

@@ -3,8 +3,6 @@ prints the sweep one run started from."""
 
 from __future__ import annotations
 
-import csv
-import io
 import json
 import sys
 from typing import Annotated, Any, Literal
@@ -14,8 +12,8 @@ import typer
 from rich.markup import escape
 from sqlalchemy import Engine
 
-from analysis import csvsafe
 from analysis.labels import STAND_IN_TAG, none_if_nan, run_tag, short_gpu
+from analysis.render import columns, csv_text
 from analysis.run_counts import points_text
 from analysis.text import printable
 from db import queries as q
@@ -40,6 +38,14 @@ JSON_FIELDS = (
     "finished",
     "points",
     "points_ok",
+)
+VIEW = columns(
+    JSON_FIELDS,
+    ints=("id", "gpu_count", "points", "points_ok"),
+    text=(
+        *("uid", "name", "label", "status", "trigger", "backend", "kind", "model", "gpu"),
+        "sglang_version",
+    ),
 )
 
 
@@ -92,11 +98,7 @@ def runs(
     if format == "json":
         typer.echo(json.dumps(records, indent=2))
     elif format == "csv":
-        buf = io.StringIO()
-        writer = csv.DictWriter(buf, fieldnames=JSON_FIELDS, lineterminator="\n")
-        writer.writeheader()
-        writer.writerows(csvsafe.record(r) for r in records)  # no cell starts a spreadsheet formula
-        typer.echo(buf.getvalue(), nl=False)
+        typer.echo(csv_text(records, VIEW), nl=False)
     else:
         _table(records, list(frame["sweep_yaml"]))
 
