@@ -60,8 +60,6 @@ def position(row: Mapping[str, Any]) -> str:
 
 def failed_launches(points: pd.DataFrame, label: Any) -> list[tuple[str, str]]:
     """(config label, why) of each failed server config in `points` (one entry per config, not per batch)."""
-    if "correctness" not in points:
-        return []
     seen: dict[str, str] = {}
     for row in points[points["correctness"] == "fail"].to_dict("records"):
         seen.setdefault(label(row), str(row.get("correctness_reason") or ""))
@@ -91,8 +89,6 @@ def banner_md(failed: list[tuple[str, str]], whose: str = "This run") -> list[st
 def wrong_points_md(points: pd.DataFrame, label: Any) -> list[str]:
     """A Markdown table of the points the gate failed: config, batch, the struck speed, where tokens diverged,
     acceptance v2/v1 (empty when none failed)."""
-    if "correctness" not in points:
-        return []
     rows = points[points["correctness"] == "fail"]
     if rows.empty:
         return []

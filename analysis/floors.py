@@ -26,7 +26,7 @@ FLOOR_COLUMNS: tuple[str, ...] = (
 
 def floor_rows(points: pd.DataFrame) -> pd.DataFrame:
     """One row per point with a floor (db.queries.run_points), FLOOR_COLUMNS."""
-    if "step_floor_ms" not in points or points["step_floor_ms"].isna().all():
+    if points["step_floor_ms"].isna().all():
         return pd.DataFrame(columns=list(FLOOR_COLUMNS))
     f = points[points["step_floor_ms"].notna()]
     rows = []

@@ -125,8 +125,8 @@ def to_markdown(
 
 
 def _correctness_block(table: pd.DataFrame, a: Mapping[str, Any], b: Mapping[str, Any]) -> list[str]:
-    """The correctness gate first: a wrong path's speed is a finding, not a number (empty before the gate)."""
-    if table.empty or "correctness_candidate" not in table:
+    """The correctness gate first: a wrong path's speed is a finding, not a number (empty when none was checked)."""
+    if table.empty:
         return []
     out: list[str] = []
     for side, run, whose in (("candidate", b, "the candidate"), ("baseline", a, "the baseline")):
@@ -240,8 +240,7 @@ def _short_points(table: pd.DataFrame) -> list[str]:
     sided = one_sided(table)
     wrong = pd.Series(False, index=table.index)
     for side in ("baseline", "candidate"):
-        if f"correctness_{side}" in table:
-            wrong |= table[f"correctness_{side}"] == "fail"
+        wrong |= table[f"correctness_{side}"] == "fail"
     # Rows the correctness gate failed are always shown: a wrong path's speed is the headline, not a count.
     changed = table[(table["verdict"].isin(["regression", "improvement"]) | wrong) & ~sided]
     rest = table[~table.index.isin(changed.index)]

@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pandas as pd
-from sqlalchemy import Engine, inspect
+from sqlalchemy import Engine
 
 from analysis import md
 from analysis.plain import missing
@@ -432,13 +432,12 @@ def load(engine: Engine, shard_run: int, tp_run: int, confidence: float = 0.95) 
     shard = RunSide.from_facts(queries.run_model_facts(engine, shard_run))
     tp = RunSide.from_facts(queries.run_model_facts(engine, tp_run))
     notes = check_pair(shard, tp)
-    has_profiles = inspect(engine).has_table("profiles")
     frame, gaps, cautions = compare(
         queries.run_points(engine, shard_run),
         queries.run_samples(engine, shard_run, list(SAMPLE_METRICS)),
         queries.run_points(engine, tp_run),
         queries.run_samples(engine, tp_run, list(SAMPLE_METRICS)),
-        pq.run_profiles(engine, tp_run) if has_profiles else [],
+        pq.run_profiles(engine, tp_run),
     )
     if frame.empty:
         listed = "\n".join(f"- {g}" for g in gaps[:40]) or "- neither run has a measured point"

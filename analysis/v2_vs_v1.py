@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from typing import Any
 
 import pandas as pd
-from sqlalchemy import Engine, inspect
+from sqlalchemy import Engine
 
 from analysis import correctness
 from analysis.plain import missing
@@ -33,7 +33,6 @@ from analysis.profiles import (
     distorted,
     join_overlap,
     overlap_cells,
-    overlap_rows,
     overlap_table,
 )
 from analysis.render import Column, Document, columns, interval, md_table, md_title, number
@@ -128,21 +127,21 @@ def _first(values: pd.Series) -> float | None:
 
 def _invocations(rows: pd.DataFrame) -> dict[int, int | None]:
     """repeat -> the invocation that measured it (None before runs recorded it)."""
-    inv = rows["invocation"] if "invocation" in rows else pd.Series([None] * len(rows), index=rows.index)
-    return {int(r): None if missing(i) else int(i) for r, i in zip(rows["repeat"], inv, strict=True)}
+    return {
+        int(r): None if missing(i) else int(i)
+        for r, i in zip(rows["repeat"], rows["invocation"], strict=True)
+    }
 
 
 def _checks(points: pd.DataFrame, v1: pd.DataFrame, v2: pd.DataFrame) -> dict[str, Any]:
-    """Each side's correctness verdict and the check's acceptance v2/v1 (None for runs before the gate)."""
-    if "correctness" not in points:
-        return {"v1_correctness": None, "v2_correctness": None, "acceptance_v2_v1": None}
+    """Each side's correctness verdict and the check's acceptance v2/v1 (None where it was not checked)."""
     by_id = points.set_index("point_id")
 
     def side(rows: pd.DataFrame, column: str) -> Any:
         value = by_id.at[int(rows["point_id"].iloc[0]), column]
         return None if missing(value) else value
 
-    ratio = side(v2, "acceptance_v2_v1") if "acceptance_v2_v1" in points else None
+    ratio = side(v2, "acceptance_v2_v1")
     return {
         "v1_correctness": side(v1, "correctness"),
         "v2_correctness": side(v2, "correctness"),
@@ -154,10 +153,6 @@ def v2_vs_v1(points: pd.DataFrame, samples: pd.DataFrame, confidence: float = 0.
     """One row per v1/v2 pair of points in `points` (a run's, from db.queries.run_points), using `samples`
     (db.queries.run_samples with output_throughput and tpot_mean_ms, plus order_index and invocation)."""
     spec = points[points["spec_mode"].isin(["v1", "v2"])]
-    if "accept_length_pinned" not in spec:  # a database of an older schema: nothing was pinned
-        spec = spec.assign(accept_length_pinned=None)
-    if "floor_fraction" not in spec:  # a database of an older schema, or a frame without floors
-        spec = spec.assign(floor_fraction=None)
     if spec.empty or samples.empty:
         return pd.DataFrame(columns=list(COLUMNS))
     joined = samples.merge(spec[["point_id", "spec_mode", "floor_fraction", *PAIR_KEYS]], on="point_id")
@@ -170,7 +165,7 @@ def v2_vs_v1(points: pd.DataFrame, samples: pd.DataFrame, confidence: float = 0.
         # A repeat pairs its two sides only when one invocation measured both (a resumed run can finish a
         # repeat whose other side ran earlier, elsewhere).
         pairable = paired_repeats(_invocations(v1), _invocations(v2))
-        paired = bool(group["order_index"].notna().all()) if "order_index" in group else False
+        paired = bool(group["order_index"].notna().all())
         row: dict[str, Any] = {
             "batch_size": int(k["batch_size"]),
             "steps": None if missing(k["steps"]) else int(k["steps"]),
@@ -372,5 +367,4 @@ def load(engine: Engine, run_id: int, confidence: float = 0.95, profiles: bool =
     frame = v2_vs_v1(points, samples, confidence)
     if not profiles:
         return frame
-    has_table = inspect(engine).has_table("profiles")  # a database not yet migrated to profiles has none
-    return with_profiles(frame, overlap_table(engine, [run_id]) if has_table else overlap_rows([]))
+    return with_profiles(frame, overlap_table(engine, [run_id]))

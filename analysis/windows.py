@@ -137,8 +137,7 @@ def load(engine: Engine, run_id: int) -> pd.DataFrame:
 def windows(raw: pd.DataFrame) -> pd.DataFrame:
     """`raw` (db.queries.run_windows, already in measurement order) with the telemetry dict flattened:
     HEAD, the telemetry columns, TAIL."""
-    tele = raw["telemetry"] if "telemetry" in raw else pd.Series([None] * len(raw), index=raw.index)
-    dicts = [t if isinstance(t, dict) else {} for t in tele]
+    dicts = [t if isinstance(t, dict) else {} for t in raw["telemetry"]]
     keys = [*TELEMETRY, *(k for k in TELEMETRY_OPTIONAL if any(k in d for d in dicts))]
     texts = [k for k in TELEMETRY_TEXT if any(k in d for d in dicts)]
     out = raw.reindex(columns=[*HEAD, *keys, *texts, *TAIL]).reset_index(drop=True)

@@ -28,7 +28,8 @@ from analysis.tp_pair import RunSide, default_pair
 from db import profile_queries as pq
 from db import queries as q
 from db import triage as stored_triage
-from db.engine import DatabaseMissingError, make_engine, make_readonly_engine, redact, resolve_url
+from db.engine import DatabaseMissingError, make_engine, redact, resolve_url
+from db.migrate import open_database_readonly
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -118,9 +119,10 @@ def shown_url(url: str) -> str:
 
 @st.cache_resource(show_spinner=False)
 def engine(url: str) -> Engine:
-    """Reads go through an engine that cannot write: browsing never changes the database file."""
+    """Reads go through an engine that cannot write, at the head schema (db.migrate.open_database_readonly:
+    a file behind head is read from a migrated copy), so browsing never changes the database file."""
     try:
-        return make_readonly_engine(url)
+        return open_database_readonly(url)[0]
     except DatabaseMissingError:  # nothing to protect; the pages show their empty state
         return make_engine(url)
 
@@ -133,6 +135,7 @@ def writer(url: str) -> Engine:
 
 @cached()
 def has_schema(url: str) -> bool:
+    """False for a database nothing has created the tables of (the dashboard started on a new URL)."""
     return "points" in inspect(engine(url)).get_table_names()
 
 
@@ -227,9 +230,7 @@ def shard_tp_default(url: str, newest_first: tuple[int, ...]) -> tuple[int, int]
 
 @cached()
 def runs_with_profiles(url: str) -> list[dict[str, Any]]:
-    """Runs with stored profiles, newest first; none on a database not yet migrated to profiles."""
-    if not inspect(engine(url)).has_table("profiles"):
-        return []
+    """Runs with stored profiles, newest first."""
     return pq.runs_with_profiles(engine(url))
 
 
