@@ -145,21 +145,6 @@ class LoadClient:
 
     # ---- generation ----------------------------------------------------------------------------------------
 
-    async def generate_stream(
-        self,
-        prompt: Prompt,
-        *,
-        temperature: float = 0.0,
-        request_timeout_s: float = 600.0,
-        index: int = 0,
-        t0: float | None = None,
-    ) -> RequestRecord:
-        """One streaming request. `t0` (perf_counter) is the window start that `record.start` counts from."""
-        timeout = aiohttp.ClientTimeout(
-            total=None, sock_connect=self._connect_timeout_s, sock_read=request_timeout_s
-        )
-        return await self._generate(prompt, temperature, timeout, request_timeout_s, index, t0)
-
     async def _generate(
         self,
         prompt: Prompt,
@@ -304,11 +289,6 @@ class LoadClient:
                 rec = RequestRecord(index=i, prompt_len=p.prompt_len, max_new_tokens=p.output_len)
             out.append(rec)
         return out, duration
-
-    @property
-    def dispatch_stopped_by(self) -> str | None:
-        """The error that made the last closed loop stop sending, or None if it sent every prompt."""
-        return self._stop_dispatch
 
 
 async def _read_stream(content: aiohttp.StreamReader, rec: RequestRecord, t_send: float) -> None:

@@ -18,9 +18,16 @@ from sqlalchemy.orm import Session
 
 from bench.client import LoadClient
 from bench.correctness.collect import collect
-from bench.correctness.judge import Verdict, divergences, judge_launch, not_checked, self_divergence, unusable
 from bench.correctness.outputs import LaunchOutputs, ReferenceOutputs
 from bench.correctness.prompts import check_prompts, why_not_checked
+from bench.correctness.verdict import (
+    CheckVerdict,
+    divergences,
+    judge_launch,
+    not_checked,
+    self_divergence,
+    unusable,
+)
 from bench.model_config import prompt_vocab
 from bench.server.known_bugs import KnownBug, acceptance_suspect, bugs_for, suspect_line
 from bench.server.launcher import LaunchedServer
@@ -77,7 +84,7 @@ class LaunchVerdict:
     config_key: str
     label: str
     spec_mode: str | None
-    verdict: Verdict
+    verdict: CheckVerdict
     # The known SGLang bug its launch died of (bench.server.known_bugs), when that is why it failed.
     known_bug: str | None = None
 
@@ -150,7 +157,7 @@ def gate(
             # release cannot run this configuration (docs/reference/correctness-gate.md).
             bug = servers[key][3]
             summary.launches.append(
-                LaunchVerdict(key, cfg.label(), cfg.spec_mode, Verdict("fail", known), bug)
+                LaunchVerdict(key, cfg.label(), cfg.spec_mode, CheckVerdict("fail", known), bug)
             )
             continue
         if why is not None:
@@ -239,8 +246,8 @@ def _acceptance_suspect(cfg: ServerConfig, spec: SweepSpec, server: ServerRow | 
 
 
 def _with_known_bugs(
-    verdict: Verdict, cfg: ServerConfig, spec: SweepSpec, server: ServerRow | None
-) -> Verdict:
+    verdict: CheckVerdict, cfg: ServerConfig, spec: SweepSpec, server: ServerRow | None
+) -> CheckVerdict:
     """The verdict with a note when the launch's release has a known crash here that it did not die of
     (bench.server.known_bugs). A bug whose symptom is acceptance is said only where the verdict shows that
     symptom (`judge_launch`'s acceptance_suspect): on every other FlashMLA verdict it would be noise."""
@@ -357,7 +364,7 @@ def _reference(
     return ref, None
 
 
-def _write_verdicts(s: Session, run_id: int, verdicts: dict[str, Verdict]) -> None:
+def _write_verdicts(s: Session, run_id: int, verdicts: dict[str, CheckVerdict]) -> None:
     for point in s.scalars(select(Point).where(Point.run_id == run_id)):
         v = verdicts.get(point.point_key.split("/", 1)[0])  # PointPlan.key() starts with its server's key
         if v is None:

@@ -1,4 +1,4 @@
-"""The job queue on the SQL database: submit, claim, start, finish, fail (with retries), cancel.
+"""The job queue on the SQL database: submit, claim, start, finish, fail_job (with retries), cancel.
 
 States: queued -> claimed -> running -> done | failed | canceled, moved only by the guarded transitions of
 `runners.job_states`. Leases and their recovery live in `runners.leases`, the workers table in
@@ -60,7 +60,7 @@ __all__ = [
     "db_now",
     "deregister_worker",
     "enqueue",
-    "fail",
+    "fail_job",
     "finish",
     "has_claimable",
     "job_problems",
@@ -283,7 +283,7 @@ def finish(engine: Engine, job_id: int, worker_id: str, *, run_id: int | None = 
         return transition_in(conn, job_id, [RUNNING], DONE, owner=worker_id, **values)
 
 
-def fail(
+def fail_job(
     engine: Engine,
     job_id: int,
     worker_id: str,

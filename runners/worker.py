@@ -272,7 +272,7 @@ class QueueWorker:
             spec = parse_sweep(job.sweep_yaml, f"job {job.id}")
         except SweepError as e:  # validated at submit; a schema change since then cannot be fixed by retrying
             why = str(e)
-            self._db(lambda: queue.fail(self.engine, job.id, self.id, why, retry=False), "failing a job")
+            self._db(lambda: queue.fail_job(self.engine, job.id, self.id, why, retry=False), "failing a job")
             log.error("job %d failed: payload is not a valid sweep", job.id)
             return
         refusal = self._refusal(spec)
@@ -280,7 +280,9 @@ class QueueWorker:
             # Nothing ran: no interpreter, no server, no request, no file read. Failed for good, not retried:
             # the submitter fixes the sweep (a job submitted today is claimed only by workers that offer the
             # interpreter or external server it names, so this is mostly a job stored without those checks).
-            self._db(lambda: queue.fail(self.engine, job.id, self.id, refusal, retry=False), "failing a job")
+            self._db(
+                lambda: queue.fail_job(self.engine, job.id, self.id, refusal, retry=False), "failing a job"
+            )
             log.error("job %d refused: %s", job.id, refusal)
             return
         if not self._db(lambda: queue.start(self.engine, job.id, self.id, lease_s=opts.lease_s), "starting"):
@@ -377,7 +379,7 @@ class QueueWorker:
             log.info("job %d released after: %s", job.id, error)
             return
         status = self._db(
-            lambda: queue.fail(self.engine, job.id, self.id, error, backoff=self.options.backoff),
+            lambda: queue.fail_job(self.engine, job.id, self.id, error, backoff=self.options.backoff),
             "failing a job",
         )
         if status == queue.QUEUED:

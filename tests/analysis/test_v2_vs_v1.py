@@ -14,7 +14,8 @@ from typer.testing import CliRunner
 
 from analysis.v2_vs_v1 import load, to_markdown, v2_vs_v1
 from bench.pairing import abba_order
-from bench.stats.ratio import half_width, paired_ratio, pairs_for, t_quantile, unpaired_ratio, verdict
+from bench.stats.ratio import half_width, paired_ratio, pairs_for, unpaired_ratio, verdict
+from bench.stats.tdist import t_quantile
 from bench.sweep import parse_sweep
 from dashboard.charts import GREY_CELL, ratio_heatmap
 from db.engine import session_scope

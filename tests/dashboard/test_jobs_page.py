@@ -37,7 +37,8 @@ def populate(engine: Engine) -> dict[str, int]:
         assert got is not None and got.id == ids[name]
         assert queue.start(engine, got.id, "gpu-a:1:x", lease_s=60)
     assert (
-        queue.fail(engine, ids["bad"], "gpu-a:1:x", "LaunchError: port 30000 in use", retry=False) == "failed"
+        queue.fail_job(engine, ids["bad"], "gpu-a:1:x", "LaunchError: port 30000 in use", retry=False)
+        == "failed"
     )
     assert queue.finish(engine, ids["ok"], "gpu-a:1:x")
     queue.worker_heartbeat(engine, "gpu-a:1:x", status="busy", job_id=ids["run"])

@@ -132,7 +132,7 @@ def test_lifecycle_and_guards(engine: Engine) -> None:
     assert status(engine, job_id) == "done"
     assert not queue.finish(engine, job_id, "w1")
     assert not queue.cancel(engine, job_id)
-    assert queue.fail(engine, job_id, "w1", "late") is None
+    assert queue.fail_job(engine, job_id, "w1", "late") is None
     assert not queue.release(engine, job_id, "w1")
     assert not queue.transition(engine, job_id, ["queued"], "claimed")
 
@@ -149,7 +149,7 @@ def test_failure_retries_with_backoff_then_fails_keeping_the_error(engine: Engin
     backoff = queue.Backoff(base_s=60.0)
     assert queue.claim(engine, "w", []) is not None
     assert queue.start(engine, job_id, "w", lease_s=30)
-    assert queue.fail(engine, job_id, "w", "boom 1", backoff=backoff) == "queued"
+    assert queue.fail_job(engine, job_id, "w", "boom 1", backoff=backoff) == "queued"
     j = job(engine, job_id)
     assert j.last_error == "boom 1" and j.worker_id is None and j.attempts == 1
     assert j.not_before is not None and j.not_before > utcnow() + timedelta(seconds=50)
@@ -157,7 +157,7 @@ def test_failure_retries_with_backoff_then_fails_keeping_the_error(engine: Engin
     with engine.begin() as conn:
         conn.execute(update(Job).where(Job.id == job_id).values(not_before=None))
     assert queue.claim(engine, "w", []) is not None
-    assert queue.fail(engine, job_id, "w", "boom 2", backoff=backoff) == "failed"
+    assert queue.fail_job(engine, job_id, "w", "boom 2", backoff=backoff) == "failed"
     j = job(engine, job_id)
     assert (j.status, j.attempts, j.last_error) == ("failed", 2, "boom 2")
     assert j.finished_at is not None
@@ -171,7 +171,7 @@ def test_backoff_doubles_and_caps() -> None:
 def test_non_retryable_failure(engine: Engine) -> None:
     job_id = queue.submit(engine, sweep(), max_attempts=5)
     assert queue.claim(engine, "w", []) is not None
-    assert queue.fail(engine, job_id, "w", "bad payload", retry=False) == "failed"
+    assert queue.fail_job(engine, job_id, "w", "bad payload", retry=False) == "failed"
 
 
 def test_release_does_not_use_up_an_attempt(engine: Engine) -> None:
@@ -197,7 +197,7 @@ def test_expired_lease_is_requeued_without_using_an_attempt(engine: Engine) -> N
     assert (j.attempts, j.lease_expiries) == (0, 1)
     # The dead worker cannot come back and finish what is no longer its job.
     assert not queue.renew_lease(engine, job_id, "dead", lease_s=30)
-    assert queue.fail(engine, job_id, "dead", "late") is None
+    assert queue.fail_job(engine, job_id, "dead", "late") is None
     with engine.begin() as conn:  # the backoff counts from the simulated `later`; skip ahead to it
         conn.execute(update(Job).where(Job.id == job_id).values(not_before=None))
     got = queue.claim(engine, "alive", [], lease_s=30)
