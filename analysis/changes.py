@@ -157,7 +157,7 @@ def first_runs_after(changes: pd.DataFrame) -> list[str]:
 
 
 def summarize_by_run(changes: pd.DataFrame) -> list[str]:
-    """One Markdown line per run where changes start, busiest first: how many series, typical Δ, main cause."""
+    """One Markdown line per run where changes start, busiest first: series, typical Δ, main cause."""
     lines = []
     groups = sorted(changes.groupby("run_id"), key=lambda g: (-len(g[1]), -int(g[0])))
     for run_id, g in groups:

@@ -1,4 +1,4 @@
-"""Exports of a run's points: CSV with a `#` metadata header (for PR discussions and spreadsheets) and JSON."""
+"""A run's points for PR discussions and spreadsheets: CSV with a `#` metadata header, JSON, Markdown."""
 
 from __future__ import annotations
 
@@ -19,8 +19,7 @@ from bench import catalog
 from db.models import Point, Run, ServerInstance
 from db.queries import RUN_COLUMNS, caption_facts
 
-# The columns of one exported point, in order: what identifies the point, then the catalogue's exported metrics
-# (the throughput with its interval), then the repeat count and the series.
+# One exported point: its identity, the catalogue's exported metrics (throughput with its interval), series.
 _IDENTITY: tuple[str, ...] = (
     "run_id",
     "point_id",
@@ -43,8 +42,7 @@ _IDENTITY: tuple[str, ...] = (
 _INTERVAL: dict[str, tuple[str, ...]] = {
     "output_throughput": ("output_throughput_ci_low", "output_throughput_ci_high")
 }
-# What the numbers stand on: the pinned acceptance, the expert routing of a dummy-weight MoE server, and the
-# physical floor of a step (bench/floor.py) with floor / measured step (above 1: impossible, flagged).
+# What the numbers stand on: pinned acceptance, a dummy MoE's routing, the step's floor (bench/floor.py).
 _BASIS: tuple[str, ...] = ("accept_length_pinned", "expert_routing", "step_floor_ms", "floor_fraction")
 EXPORT_COLUMNS: tuple[str, ...] = (
     *_IDENTITY,
@@ -52,8 +50,7 @@ EXPORT_COLUMNS: tuple[str, ...] = (
     *_BASIS,
     "repeats",
     "fingerprint",
-    # The correctness gate (docs/reference/correctness-gate.md): pass | fail | not checked, why, where the tokens
-    # first diverged, acceptance v2/v1. A `fail` row's throughput was measured on a wrong path.
+    # The correctness gate (docs/reference/correctness-gate.md): a `fail` row's speed is a wrong path's.
     *correctness.COLUMNS,
 )
 # A run as the export header describes it: what `db.queries` reads of a run, less the error text.
@@ -97,8 +94,7 @@ def collect(session: Session, run_ids: list[int] | None = None, *, all_status: b
     missing = sorted(set(run_ids) - {r.id for r in runs})
     if missing:
         raise ExportError(f"no run with id {', '.join(map(str, missing))}")
-    # Plain columns, not ORM objects: an export of many runs reaches 100k points, and building an identity-mapped
-    # Point (63 columns) per row took ~80 us against ~5 us for a row tuple.
+    # Row tuples, not ORM objects: at 100k points a mapped Point cost ~80 us a row, a tuple ~5 us.
     q = (
         select(*_EXPORT_SELECT)
         .outerjoin(ServerInstance, ServerInstance.id == Point.server_instance_id)

@@ -50,14 +50,10 @@ class Column:
     def cell(self, row: Mapping[str, Any]) -> str:
         if self.show is not None:
             return self.show(row)
-        return (
-            number(row.get(self.key), self.fmt, self.missing) if not self.text else text_cell(row, self.key)
-        )
-
-
-def text_cell(row: Mapping[str, Any], key: str, mark: str = DASH) -> str:
-    v = row.get(key)
-    return mark if missing(v) else md.text(v)
+        v = row.get(self.key)
+        if missing(v):
+            return self.missing
+        return md.text(v) if self.text else number(v, self.fmt)
 
 
 def columns(keys: Iterable[str], *, ints: Iterable[str] = (), text: Iterable[str] = ()) -> tuple[Column, ...]:
@@ -150,7 +146,7 @@ def safe_frame(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def frame_of(rows: pd.DataFrame | Sequence[Mapping[str, Any]], cols: Sequence[Column]) -> pd.DataFrame:
-    """The declared columns that `rows` has, in declared order, integers as integers (ids and counts: no 3.0)."""
+    """The declared columns that `rows` has, in declared order; integers stay integers (never 3.0)."""
     if isinstance(rows, pd.DataFrame):
         frame = rows[[c.key for c in cols if c.key in rows.columns]]
     else:
@@ -169,9 +165,8 @@ def csv_text(
     """The rows as CSV, every cell formula-safe: the declared columns (all of a frame's without `cols`),
     floats to 6 significant digits, no value as an empty cell. Each `preamble` line (`# ...`) is one cell
     above the header, quoted when it holds a comma, so no part of it becomes a cell of its own."""
-    if cols is None:
-        assert isinstance(rows, pd.DataFrame)
     frame = rows if cols is None else frame_of(rows, cols)
+    assert isinstance(frame, pd.DataFrame)  # records are written by their declared columns
     buf = io.StringIO()
     csv.writer(buf, lineterminator="\n").writerows([line] for line in preamble)
     safe_frame(frame).to_csv(buf, index=False, float_format=float_format, lineterminator="\n", na_rep="")
@@ -192,9 +187,8 @@ def comment_value(v: Any) -> str:
 # ------------------------------------------------------------------------------------------- JSON
 
 
-def records(rows: pd.DataFrame, cols: Sequence[Column] | None = None) -> list[dict[str, Any]]:
-    """The rows as plain JSON values (analysis.plain), the declared columns only when `cols` is given."""
-    frame = rows if cols is None else frame_of(rows, cols)
+def records(frame: pd.DataFrame) -> list[dict[str, Any]]:
+    """The rows as plain JSON values (analysis.plain)."""
     return [{k: plain(v) for k, v in rec.items()} for rec in frame.to_dict(orient="records")]
 
 

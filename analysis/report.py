@@ -125,7 +125,7 @@ def to_markdown(
 
 
 def _correctness_block(table: pd.DataFrame, a: Mapping[str, Any], b: Mapping[str, Any]) -> list[str]:
-    """The correctness gate first: a wrong path's speed is a finding, not a number (empty when none was checked)."""
+    """The correctness gate first: a wrong path's speed is a finding, not a number (empty: none checked)."""
     if table.empty:
         return []
     out: list[str] = []

@@ -97,8 +97,8 @@ _ACTIVITY_PREFERENCE = {"GPU": 0, "CPU+GPU": 1}
 
 @dataclass
 class Comparison:
-    """The comparison of one pair: the rows, the two runs, the cells not compared (`missing`), and what changes
-    how the rows read (`notes`)."""
+    """The comparison of one pair: the rows, the two runs, the cells not compared (`missing`), and what
+    changes how the rows read (`notes`)."""
 
     frame: pd.DataFrame
     shard: RunSide
@@ -243,8 +243,9 @@ def compare(
     tp_profiles: list[dict[str, Any]],
 ) -> tuple[pd.DataFrame, list[str], list[str]]:
     """The rows (COLUMNS) of every cell both runs measured; one line per cell not compared (only one run has
-    it, or a side's status is not in COMPARED_STATUSES); one line per caution on a compared cell. Inputs: db.queries.run_points / run_samples (SAMPLE_METRICS) of each run, and
-    db.profile_queries.run_profiles of the TP run."""
+    it, or a side's status is not in COMPARED_STATUSES); one line per caution on a compared cell. Inputs:
+    db.queries.run_points / run_samples (SAMPLE_METRICS) of each run, db.profile_queries.run_profiles of the
+    TP run."""
     shard, tp = _steps(shard_points), _steps(tp_points)
     shard_ratio, tp_ratio = _ratios(shard_points, shard_samples), _ratios(tp_points, tp_samples)
     profiles = _profiles(tp_profiles)

@@ -6,8 +6,8 @@ repeat when the run interleaved its v1/v2 windows (every sample has an `order_in
 logs). Only `ok` repeats count; in an interleaved run, only repeats whose two windows one invocation measured
 (a resumed run can finish a repeat whose other side ran earlier), whether paired or, with fewer than two such
 pairs `ok` on both sides, unpaired. The verdict reads the throughput interval: `faster` when all of it lies
-above 1, `slower` when all of it lies below, else `no clear difference`; `tpot_verdict` reads the TPOT interval
-the other way round (a lower TPOT is faster).
+above 1, `slower` when all of it lies below, else `no clear difference`; `tpot_verdict` reads the TPOT
+interval the other way round (a lower TPOT is faster).
 
 `load` adds the profile evidence of the run (analysis.profiles.OVERLAP_COLUMNS: cycle time and GPU idle per
 cycle of each side, the CPU work v2 hides, the profiler's distortion and the one-line verdict) to every cell
@@ -70,10 +70,9 @@ COLUMNS: tuple[str, ...] = (
     "method",
     "topk",
     "workload_key",
-    # Paired pairs the throughput interval needs for +-5% at the spread it shows (bench.stats.ratio.pairs_for).
+    # Pairs the throughput interval needs for +-5% at the spread it shows (bench.stats.ratio.pairs_for).
     "pairs_for_5pct",
-    # The correctness gate's verdict on each side and the check's acceptance v2/v1: a pair with a `fail` compares
-    # a wrong path's speed (docs/reference/correctness-gate.md).
+    # Each side's correctness verdict and acceptance v2/v1: a `fail` side's speed is a wrong path's.
     "v1_correctness",
     "v2_correctness",
     "acceptance_v2_v1",
@@ -162,8 +161,7 @@ def v2_vs_v1(points: pd.DataFrame, samples: pd.DataFrame, confidence: float = 0.
         v1, v2 = group[group["spec_mode"] == "v1"], group[group["spec_mode"] == "v2"]
         if v1.empty or v2.empty:
             continue
-        # A repeat pairs its two sides only when one invocation measured both (a resumed run can finish a
-        # repeat whose other side ran earlier, elsewhere).
+        # A repeat pairs its sides only when one invocation measured both (a resume may split a repeat).
         pairable = paired_repeats(_invocations(v1), _invocations(v2))
         paired = bool(group["order_index"].notna().all())
         row: dict[str, Any] = {

@@ -2,15 +2,16 @@
 
 Why: the repeats of a point spread, and the point's median hides why. Next to each window's throughput,
 latency and measured acceptance this puts the GPU and host context the window recorded (`samples.telemetry`,
-bench.host.telemetry: SM clock, temperature, power, host load and, in newer runs, host CPU busy / steal / pressure),
-so a slow window reads as throttled, loaded or accepting fewer tokens. A window is one `samples` row (one
-repeat of one point); every status is listed, a failed or throttled window with its `reason`.
+bench.host.telemetry: SM clock, temperature, power, host load and, in newer runs, host CPU busy / steal /
+pressure), so a slow window reads as throttled, loaded or accepting fewer tokens. A window is one `samples`
+row (one repeat of one point); every status is listed, a failed or throttled window with its `reason`.
 
 `spread` sums the windows up per (batch size, mode, steps, pinned accept length): the `ok` windows and the
 coefficient of variation (sample standard deviation over mean) of their output throughput. `drivers` says what
 moved with throughput across those windows: the Pearson correlation with each recorded context column (on the
 H200 the speculative windows' throughput followed GPU power at r = 0.99 and the hypervisor's steal at -0.26 to
--0.63 while the SM clock did not move: docs/results/2026-12-04-h200-v3-slice-grid-part1.md). A correlation is a lead, not a cause.
+-0.63 while the SM clock did not move: docs/results/2026-12-04-h200-v3-slice-grid-part1.md). A correlation
+is a lead, not a cause.
 """
 
 from __future__ import annotations
@@ -58,28 +59,26 @@ TELEMETRY_OPTIONAL: tuple[str, ...] = (
     "gpu_util_mean_pct",  # a slower window with an idler GPU waited for the host (bench/host/telemetry/)
     "server_cpu_pct",  # the launched server's processes, percent of one core
     "server_busiest_cpu_pct",
-    "cpu_probe_ms",  # the host's time for a fixed piece of Python (bench/host/cpu_probe.py): higher = slower host
-    # The same probe's own CPU time: up with cpu_probe_ms means a slower CPU, not preemption. The figure to read
-    # with cpu_probe_on = server: the probe then shares the scheduler's core, so its wall time includes waits.
+    "cpu_probe_ms",  # a fixed piece of Python's wall time (bench/host/cpu_probe.py): higher = slower host
+    # Its CPU time: up with cpu_probe_ms means a slower CPU, not preemption. The one to read with
+    # cpu_probe_on = server, where the probe shares the scheduler's core and its wall time includes waits.
     "cpu_probe_cpu_ms",
     "cpu_probe_on_server_pct",  # cpu_probe_on = server: percent of probe samples on the busiest process's CPU
     "cpu_probe_follow_errors",  # cpu_probe_on = server: moves onto that CPU the kernel refused (0: none)
-    "server_busiest_cpu_moves",  # times the busiest server process was on another CPU than at the sample before
-    # How late the client's own event loop woke (bench/host/loop_lag.py): the host's stalls in the window, what
-    # `unstable` is measured against.
+    "server_busiest_cpu_moves",  # samples where the busiest server process had moved to another CPU
+    # The client's event-loop lag (bench/host/loop_lag.py): the host stalls `unstable` is measured against.
     "client_loop_lag_max_ms",
     "client_loop_lag_p99_ms",
-    # The same for the server's loop, where the server reports it (the stand-in does: synthetic/server/stalls.py).
+    # The same for the server's loop, where it reports it (the stand-in does: synthetic/server/stalls.py).
     "server_loop_stall_max_ms",
 )
-# Text keys, likewise optional: the busiest server process's name, and the NVML clock-event reasons seen
-# (a list, written space-separated).
+# Text keys, likewise optional; a list (the NVML clock-event reasons) is written space-separated.
 TELEMETRY_TEXT: tuple[str, ...] = (
     "server_busiest_process",
     "clock_event_reasons",
     "server_busiest_cpus",  # the CPUs it ran on, most often first: a window's level can follow its core
     "cpu_probe_cpus",
-    "cpu_probe_on",  # runner: the probe ran on the runner's CPUs; server: it followed the busiest server process
+    "cpu_probe_on",  # runner: the probe ran on the runner's CPUs; server: it followed the busiest process
 )
 HEAD: tuple[str, ...] = ("order_index", *CONFIG_KEYS, "repeat", "status", *METRICS)
 # invocation: where the `specbench run` (or job attempt) that measured the window began in the run's order; a
@@ -184,8 +183,9 @@ def spread(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def drivers(frame: pd.DataFrame) -> pd.DataFrame:
-    """Per configuration with at least MIN_DRIVER_WINDOWS ok windows: n, and the Pearson r of output throughput
-    with each DRIVERS column the run recorded (None where the column did not vary or has too few values)."""
+    """Per configuration with at least MIN_DRIVER_WINDOWS ok windows: n, and the Pearson r of output
+    throughput with each DRIVERS column the run recorded (None where it did not vary or has too few
+    values)."""
     present = [c for c, _ in DRIVERS if c in frame.columns and frame[c].notna().any()]
     rows: list[dict[str, Any]] = []
     for key, group in frame.groupby(list(CONFIG_KEYS), dropna=False, sort=False):

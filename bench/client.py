@@ -6,7 +6,8 @@ no pool limit that would silently cap concurrency (aiohttp's default is 100 conn
 
 The per-event path reads raw chunks, splits them on the SSE separator, reads each event's token count and
 appends two numbers to two lists (see `_read_stream` for why only the last event is parsed in full).
-Nothing else happens per event: no logging, no objects, no validation models. What a request records, and why TTFT counts tokens rather than text, is in `bench.metrics`.
+Nothing else happens per event: no logging, no objects, no validation models. What a request records, and
+why TTFT counts tokens rather than text, is in `bench.metrics`.
 """
 
 from __future__ import annotations

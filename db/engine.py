@@ -1,4 +1,4 @@
-"""Engine and sessions from one URL: `--db`, else DATABASE_URL, else a SQLite file in the working directory."""
+"""Engine and sessions from one URL: `--db`, else DATABASE_URL, else a SQLite file in the working dir."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Series identity: points comparable over time share a fingerprint. Version, commit and time are the x-axis."""
+"""Series identity: points comparable over time share a fingerprint; version, commit and time are x-axes."""
 
 from __future__ import annotations
 

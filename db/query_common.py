@@ -21,8 +21,7 @@ from sqlalchemy.orm import InstrumentedAttribute
 from db.fingerprint import FINGERPRINT_FIELDS
 from db.models import METRIC_FIELDS, PROVENANCE_COLUMNS, Point
 
-# What identifies a point's configuration inside a run (and across runs on other GPUs): the fingerprint minus
-# the GPU. Compare pairs points of two runs on these.
+# A point's configuration in a run (and across GPUs): the fingerprint without the GPU; compare pairs on it.
 SERIES_COLUMNS: tuple[str, ...] = FINGERPRINT_FIELDS
 CONFIG_COLUMNS: tuple[str, ...] = tuple(c for c in FINGERPRINT_FIELDS if c not in ("gpu_name", "gpu_count"))
 RUN_COLUMNS: tuple[str, ...] = (

@@ -101,7 +101,8 @@ def problem_points(engine: Engine, run_ids: Sequence[int], limit: int = 500) -> 
 
 
 def run_choices(engine: Engine, limit: int = 500) -> pd.DataFrame:
-    """Runs for pickers, newest first: id, started_at, sweep, version, GPU, status, trigger, simulated, model."""
+    """Runs for pickers, newest first: id, started_at, sweep, version, GPU, status, trigger, simulated,
+    model."""
     stmt = (
         select(
             Run.id,

@@ -1,5 +1,5 @@
-"""The correctness gate of a run: each launched server answers the check's greedy prompts (stored as they come),
-and at the end every point gets its server config's verdict (docs/reference/correctness-gate.md).
+"""The correctness gate of a run: each launched server answers the check's greedy prompts (stored as they
+come), and at the end every point gets its server config's verdict (docs/reference/correctness-gate.md).
 
 `CorrectnessCheck.check_server` is the executor's step after a server is recorded; `gate` judges a run from
 what is stored (at the end of `execute_sweep`, and again with other tolerances from `specbench gate`).
@@ -153,8 +153,8 @@ def gate(
         mine = launches.get(key)
         known = _known_bug_failure(servers.get(key))
         if known is not None and settings.enabled:
-            # A launch that died of a known SGLang bug is a finding whatever the check could have compared: the
-            # release cannot run this configuration (docs/reference/correctness-gate.md).
+            # Died of a known SGLang bug: a finding whatever the check could compare, as the release cannot
+            # run this configuration (docs/reference/correctness-gate.md).
             bug = servers[key][3]
             summary.launches.append(
                 LaunchVerdict(key, cfg.label(), cfg.spec_mode, CheckVerdict("fail", known), bug)
@@ -289,7 +289,7 @@ def _baselines(s: Session, run_id: int) -> list[LaunchOutputs]:
 
 
 def run_baseline(write: Write[Any], run_id: int) -> LaunchOutputs | None:
-    """The latest baseline launch's answers of a run (for comparing runs' baselines: `specbench gate --against`)."""
+    """The latest baseline launch's answers of a run (for `specbench gate --against`)."""
     found = write(lambda s: _baselines(s, run_id), "reading a run's baseline")
     return found[-1] if found else None
 

@@ -128,7 +128,8 @@ def enqueue(
     schedule_id: int | None = None,
     fire_time: datetime | None = None,
 ) -> int:
-    """Insert one queued job inside the caller's transaction (the scheduler relies on its unique constraint)."""
+    """Insert one queued job inside the caller's transaction (the scheduler relies on its unique
+    constraint)."""
     if max_attempts < 1:
         raise ValueError("max_attempts must be >= 1")
     spec = parse_sweep(sweep_yaml, source)  # raises SweepError with every problem listed

@@ -111,8 +111,8 @@ def judge_launch(
     reference_note: str | None,
     acceptance_suspect: str | None = None,
 ) -> CheckVerdict:
-    """The verdict of `launch`. `baseline`: the run's no-spec launch; `partner`: the other spec mode of the same
-    config; `reference`: the pure-torch reference's outputs, or None with `reference_note` saying why;
+    """The verdict of `launch`. `baseline`: the run's no-spec launch; `partner`: the other spec mode of the
+    same config; `reference`: the pure-torch reference's outputs, or None with `reference_note` saying why;
     `acceptance_suspect`: a known bug's line, said when the launch fails on acceptance alone (below the
     reference's, every comparison of its tokens right), the symptom that bug has."""
     bad = unusable(launch)
@@ -139,8 +139,8 @@ def judge_launch(
 
 
 def _acceptance_alone(parts: list[_Part]) -> bool:
-    """Whether the only failure is accepting fewer drafts than the reference while the tokens were compared and
-    right: a draft computed from wrong inputs (verify, which decides the tokens, is right)."""
+    """Whether the only failure is accepting fewer drafts than the reference while the tokens were compared
+    and right: a draft computed from wrong inputs (verify, which decides the tokens, is right)."""
     failed = [p for p in parts if p.status == "fail"]
     tokens_right = any(p.kind == "tokens" and p.status == "pass" for p in parts)
     return tokens_right and bool(failed) and all(p.kind == "reference_low" for p in failed)

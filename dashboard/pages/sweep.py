@@ -68,8 +68,7 @@ m[3].metric(
 m[4].metric(
     "Started", f"{info['started_at']:%m-%d %H:%M}", help=f"{info['started_at']:%Y-%m-%d %H:%M:%S} UTC"
 )
-# The correctness gate first: a point that computed wrong tokens or acceptance is a finding, and its speed is
-# struck through and labelled `wrong` wherever it shows (docs/reference/correctness-gate.md).
+# The correctness gate first: a wrong path's speed is a finding (docs/reference/correctness-gate.md).
 verdicts = correctness.counts(points["correctness"])
 if verdicts["not recorded"] < len(points):
     failed = correctness.failed_launches(points, lambda r: config_label(r, with_batch=False))

@@ -1,4 +1,4 @@
-"""Trends: one metric of one series over SGLang version, commit or time, with repeat bands and change points."""
+"""Trends: one metric of one series over SGLang version, commit or time, with repeat bands and changes."""
 
 from __future__ import annotations
 

@@ -34,8 +34,7 @@ from db.migrate import open_database_readonly
 P = ParamSpec("P")
 R = TypeVar("R")
 Version = tuple[int, ...]
-# A database server gives no cheap sign of change, so its results are kept for this long (the TTL the
-# dashboard used for everything before), aligned to the clock so that every page agrees on the window.
+# A database server gives no cheap sign of change: its results live this long, in clock-aligned windows.
 SERVER_REFRESH_S = 30
 MAX_ENTRIES = 64  # results per function: runs, series and selections a team browses, not a crawl's worth
 
@@ -151,7 +150,7 @@ def catalog(url: str) -> pd.DataFrame:
 
 @cached()
 def annotated_catalog(url: str) -> pd.DataFrame:
-    """The series catalog with the facet columns the pickers filter on (`analysis.facets.annotate_catalog`)."""
+    """The series catalog with the facets the pickers filter on (`analysis.facets.annotate_catalog`)."""
     return annotate_catalog(catalog(url))
 
 

@@ -1,4 +1,4 @@
-"""`specbench runs`: list the stored runs, newest first, so their ids can be given to other verbs; `--yaml RUN`
+"""`specbench runs`: the stored runs, newest first, so their ids can be given to other verbs; `--yaml RUN`
 prints the sweep one run started from."""
 
 from __future__ import annotations
