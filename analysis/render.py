@@ -192,8 +192,9 @@ def records(frame: pd.DataFrame) -> list[dict[str, Any]]:
     return [{k: plain(v) for k, v in rec.items()} for rec in frame.to_dict(orient="records")]
 
 
-def json_text(doc: Mapping[str, Any]) -> str:
-    return json.dumps(plain(dict(doc)), indent=2, default=str) + "\n"
+def json_text(doc: dict[str, Any] | list[Any]) -> str:
+    """`doc` as indented JSON of plain values (analysis.plain), ending in a newline."""
+    return json.dumps(plain(doc), indent=2, default=str) + "\n"
 
 
 # ------------------------------------------------------------------------------------------- a view

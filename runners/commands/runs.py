@@ -3,7 +3,6 @@ prints the sweep one run started from."""
 
 from __future__ import annotations
 
-import json
 import sys
 from typing import Annotated, Any, Literal
 
@@ -13,7 +12,7 @@ from rich.markup import escape
 from sqlalchemy import Engine
 
 from analysis.labels import STAND_IN_TAG, none_if_nan, run_tag, short_gpu
-from analysis.render import columns, csv_text
+from analysis.render import columns, csv_text, json_text
 from analysis.run_counts import points_text
 from analysis.text import printable
 from db import queries as q
@@ -96,7 +95,7 @@ def runs(
     frame = q.list_runs(engine, name=name, gpu=gpu, status=status, simulated=simulated, limit=limit)
     records = [_record(r) for r in frame.to_dict("records")]
     if format == "json":
-        typer.echo(json.dumps(records, indent=2))
+        typer.echo(json_text(records), nl=False)
     elif format == "csv":
         typer.echo(csv_text(records, VIEW), nl=False)
     else:
