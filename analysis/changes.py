@@ -14,26 +14,9 @@ from analysis.stats.changepoint import ChangePointParams, detect_change_points
 from bench.catalog import higher_is_better
 
 CHANGE_COLUMNS: tuple[str, ...] = (
-    "fingerprint",
-    "metric",
-    "index",
-    "run_id",
-    "point_id",
-    "started_at",
-    "sglang_version",
-    "sglang_commit",
-    "prev_run_id",
-    "prev_version",
-    "prev_commit",
-    "mean_before",
-    "mean_after",
-    "rel_change",
-    "magnitude",
-    "pvalue",
-    "n_before",
-    "n_after",
-    "direction",
-    "why",
+    *("fingerprint", "metric", "index", "run_id", "point_id", "started_at", "sglang_version"),
+    *("sglang_commit", "prev_run_id", "prev_version", "prev_commit", "mean_before", "mean_after"),
+    *("rel_change", "magnitude", "pvalue", "n_before", "n_after", "direction", "why"),
 )
 
 

@@ -21,23 +21,9 @@ from db.queries import RUN_COLUMNS, caption_facts
 
 # One exported point: its identity, the catalogue's exported metrics (throughput with its interval), series.
 _IDENTITY: tuple[str, ...] = (
-    "run_id",
-    "point_id",
-    "status",
-    "reason",
-    "batch_size",
-    "algorithm",
-    "steps",
-    "topk",
-    "draft_tokens",
-    "spec_mode",
-    "spec_mode_resolved",
-    "server_instance",
-    "attention_backend",
-    "tp",
-    "input_len",
-    "output_len",
-    "num_prompts",
+    *("run_id", "point_id", "status", "reason", "batch_size", "algorithm", "steps", "topk", "draft_tokens"),
+    *("spec_mode", "spec_mode_resolved", "server_instance", "attention_backend", "tp", "input_len"),
+    *("output_len", "num_prompts"),
 )
 _INTERVAL: dict[str, tuple[str, ...]] = {
     "output_throughput": ("output_throughput_ci_low", "output_throughput_ci_high")

@@ -39,7 +39,7 @@ from analysis import md
 from analysis.plain import missing
 from analysis.render import Column, Document, columns, interval, md_table, number, signed_pct
 from analysis.tp_pair import PairRefused, RunSide, check_pair
-from analysis.v2_vs_v1 import SAMPLE_METRICS, v2_vs_v1
+from analysis.v2_vs_v1 import PAIR_KEYS, SAMPLE_METRICS, v2_vs_v1
 from bench.floor import measured_step_ms
 from db import profile_queries as pq
 from db import queries
@@ -47,40 +47,16 @@ from db import queries
 TARGET_ERROR = 0.10
 MODES = ("baseline", "v1", "v2")
 # A point's cell inside a run, the mode included: what a shard point and its TP partner share.
-CELL_KEYS: tuple[str, ...] = (
-    "workload_key",
-    "algorithm",
-    "topk",
-    "draft_tokens",
-    "accept_length_pinned",
-    "steps",
-    "batch_size",
-    "mode",
-)
+CELL_KEYS: tuple[str, ...] = (*PAIR_KEYS, "mode")
 RATIO_SIDES = ("ratio", "ci_low", "ci_high", "verdict", "n", "method")
 COLUMNS: tuple[str, ...] = (
-    "batch_size",
-    "steps",
-    "accept_length",
-    "mode",
-    "shard_step_ms",
-    "tp_step_ms",
-    "step_ratio",
-    "shard_floor_fraction",
-    "tp_floor_fraction",
-    "tp_all_reduce_ms",
-    "tp_all_reduce_share",
-    "tp_all_reduce_kernels",
-    "tp_profile_cycle_ms",
-    "shard_plus_all_reduce_ms",
-    "cycle_error",
+    *("batch_size", "steps", "accept_length", "mode", "shard_step_ms", "tp_step_ms", "step_ratio"),
+    *("shard_floor_fraction", "tp_floor_fraction", "tp_all_reduce_ms", "tp_all_reduce_share"),
+    *("tp_all_reduce_kernels", "tp_profile_cycle_ms", "shard_plus_all_reduce_ms", "cycle_error"),
     "cycle_error_with_all_reduce",
     *(f"shard_{c}" for c in RATIO_SIDES),
     *(f"tp_{c}" for c in RATIO_SIDES),
-    "verdicts_agree",
-    "topk",
-    "draft_tokens",
-    "workload_key",
+    *("verdicts_agree", "topk", "draft_tokens", "workload_key"),
 )
 # The view as exported.
 VIEW = columns(

@@ -42,43 +42,18 @@ from db import queries
 
 # Everything a v1 point and its v2 partner share besides the mode.
 PAIR_KEYS: tuple[str, ...] = (
-    "workload_key",
-    "algorithm",
-    "topk",
-    "draft_tokens",
-    "accept_length_pinned",
-    "steps",
-    "batch_size",
+    *("workload_key", "algorithm", "topk", "draft_tokens", "accept_length_pinned", "steps", "batch_size"),
 )
 COLUMNS: tuple[str, ...] = (
-    "batch_size",
-    "steps",
-    "accept_length",
-    "v1_output_throughput",
-    "v2_output_throughput",
-    "ratio",
-    "ci_low",
-    "ci_high",
-    "verdict",
-    "v1_tpot_ms",
-    "v2_tpot_ms",
-    "tpot_ratio",
-    "tpot_ci_low",
-    "tpot_ci_high",
-    "tpot_verdict",
-    "n",
-    "method",
-    "topk",
-    "workload_key",
+    *("batch_size", "steps", "accept_length", "v1_output_throughput", "v2_output_throughput", "ratio"),
+    *("ci_low", "ci_high", "verdict", "v1_tpot_ms", "v2_tpot_ms", "tpot_ratio", "tpot_ci_low"),
+    *("tpot_ci_high", "tpot_verdict", "n", "method", "topk", "workload_key"),
     # Pairs the throughput interval needs for +-5% at the spread it shows (bench.stats.ratio.pairs_for).
     "pairs_for_5pct",
     # Each side's correctness verdict and acceptance v2/v1: a `fail` side's speed is a wrong path's.
-    "v1_correctness",
-    "v2_correctness",
-    "acceptance_v2_v1",
+    *("v1_correctness", "v2_correctness", "acceptance_v2_v1"),
     # Each side's physical floor / measured cycle (bench/floor.py): how close to the memory bus it ran.
-    "v1_floor_fraction",
-    "v2_floor_fraction",
+    *("v1_floor_fraction", "v2_floor_fraction"),
 )
 # The view as exported: the cells and their profile evidence.
 VIEW = columns(

@@ -30,22 +30,14 @@ from analysis.render import Column, Document, columns, md_table, md_title, recor
 from db import queries
 
 CONFIG_KEYS: tuple[str, ...] = ("batch_size", "spec_mode", "steps", "accept_length_pinned")
+# accept_length: measured (the pinned one is accept_length_pinned).
 METRICS: tuple[str, ...] = (
-    "output_throughput",
-    "tpot_mean_ms",
-    "itl_p99_ms",
-    "ttft_p50_ms",
-    "duration_s",
-    "completed",
-    "accept_length",  # measured; the pinned one is accept_length_pinned
+    *("output_throughput", "tpot_mean_ms", "itl_p99_ms", "ttft_p50_ms", "duration_s", "completed"),
+    "accept_length",
 )
 # Keys of samples.telemetry, one column each; missing keys are empty cells.
 TELEMETRY: tuple[str, ...] = (
-    "sm_clock_min_mhz",
-    "sm_clock_median_mhz",
-    "temp_max_c",
-    "power_mean_w",
-    "host_load_1m_start",
+    *("sm_clock_min_mhz", "sm_clock_median_mhz", "temp_max_c", "power_mean_w", "host_load_1m_start"),
     "host_load_1m_end",
 )
 # Recorded by newer runs only: a column when some window of the run has the key.
@@ -84,24 +76,11 @@ HEAD: tuple[str, ...] = ("order_index", *CONFIG_KEYS, "repeat", "status", *METRI
 # invocation: where the `specbench run` (or job attempt) that measured the window began in the run's order; a
 # resumed run shows two or more. server_instance_id: the server row (server_instances) that measured it.
 TAIL: tuple[str, ...] = (
-    "throttled",
-    "reason",
-    "window_started_at",
-    "invocation",
-    "server_instance_id",
-    "topk",
-    "point_id",
+    *("throttled", "reason", "window_started_at", "invocation", "server_instance_id", "topk", "point_id"),
 )
 _INTS: tuple[str, ...] = (
-    "order_index",
-    "batch_size",
-    "steps",
-    "repeat",
-    "completed",
-    "invocation",
-    "server_instance_id",
-    "topk",
-    "point_id",
+    *("order_index", "batch_size", "steps", "repeat", "completed", "invocation", "server_instance_id"),
+    *("topk", "point_id"),
 )
 # The view as exported: the columns a run's windows have, in this order.
 VIEW = columns(

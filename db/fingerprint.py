@@ -6,19 +6,8 @@ import hashlib
 import json
 
 FINGERPRINT_FIELDS: tuple[str, ...] = (
-    "model",
-    "draft_model",
-    "attention_backend",
-    "tp",
-    "algorithm",
-    "steps",
-    "topk",
-    "draft_tokens",
-    "spec_mode",
-    "batch_size",
-    "workload_key",
-    "gpu_name",
-    "gpu_count",
+    *("model", "draft_model", "attention_backend", "tp", "algorithm", "steps", "topk", "draft_tokens"),
+    *("spec_mode", "batch_size", "workload_key", "gpu_name", "gpu_count"),
 )
 
 

@@ -27,14 +27,7 @@ from db.models import Base, CorrectnessOutput, Point, Profile, RequestRow, Run, 
 # resume with an edited stopping rule also rewrites the sweep and appends the old one to the provenance
 # (runners/resume_guard.py, `sweep_edits`).
 RUN_RESUME_COLUMNS = (
-    "status",
-    "error",
-    "finished_at",
-    "overhead_s",
-    "drift",
-    "sweep_yaml",
-    "sweep_hash",
-    "provenance",
+    *("status", "error", "finished_at", "overhead_s", "drift", "sweep_yaml", "sweep_hash", "provenance"),
 )
 # A point's identity within its run: never overwritten when its aggregates are refreshed.
 POINT_IDENTITY_COLUMNS = frozenset({"id", "run_id", "point_key", "created_at", "server_instance_id"})

@@ -87,20 +87,9 @@ METRIC_FIELDS: tuple[str, ...] = tuple(
 # Run columns that say where the numbers came from (filled from bench.provenance; the full dict is kept in
 # runs.provenance too).
 PROVENANCE_COLUMNS: tuple[str, ...] = (
-    "model_identity",
-    "sglang_version",
-    "sglang_commit",
-    "sgl_kernel_version",
-    "flashinfer_version",
-    "flash_mla_source",
-    "torch_version",
-    "cuda_version",
-    "driver_version",
-    "gpu_name",
-    "gpu_count",
-    "host",
-    "specbench_version",
-    "git_commit",
+    *("model_identity", "sglang_version", "sglang_commit", "sgl_kernel_version", "flashinfer_version"),
+    *("flash_mla_source", "torch_version", "cuda_version", "driver_version", "gpu_name", "gpu_count", "host"),
+    *("specbench_version", "git_commit"),
 )
 
 

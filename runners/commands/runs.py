@@ -20,23 +20,8 @@ from runners.common import RUN_REF_HELP, DbOption, console, open_db_readonly, re
 from runners.tables import Column, print_table
 
 JSON_FIELDS = (
-    "id",
-    "uid",
-    "name",
-    "label",
-    "status",
-    "trigger",
-    "backend",
-    "simulated",
-    "kind",
-    "model",
-    "gpu",
-    "gpu_count",
-    "sglang_version",
-    "started",
-    "finished",
-    "points",
-    "points_ok",
+    *("id", "uid", "name", "label", "status", "trigger", "backend", "simulated", "kind", "model", "gpu"),
+    *("gpu_count", "sglang_version", "started", "finished", "points", "points_ok"),
 )
 VIEW = columns(
     JSON_FIELDS,
