@@ -67,7 +67,6 @@ Seed = Annotated[int, Field(ge=0, le=2**63 - 1)]
 BatchSize = Annotated[int, Field(ge=1, le=65_536)]
 Steps = Annotated[int, Field(ge=1, le=64)]
 TopK = Annotated[int, Field(ge=1, le=64)]
-DraftTokens = Annotated[int, Field(ge=2, le=4096)]
 Tokens = Annotated[int, Field(ge=1, le=1_000_000)]
 AcceptLength = Annotated[float, Field(ge=1.0, le=64.0)]  # tokens committed per verify step
 MAX_PROMPTS = 1_000_000
