@@ -108,6 +108,29 @@ def test_runs(hostile_url: str) -> None:
     assert all(r["model"].startswith("'=HYPERLINK(") for r in rows)
 
 
+@pytest.mark.parametrize("view", ["points", "v2-vs-v1", "windows", "shard-vs-tp", "compare", "runs"])
+def test_every_declared_view_writes_text_columns_formula_safe(view: str) -> None:
+    """The one writer (analysis.render) for every view's declared columns, shard-vs-tp's included (its CSV
+    once skipped the guard): hostile text in each text column, numbers in the rest, no formula cell out."""
+    from analysis import export, tp_compare, v2_vs_v1, windows
+    from runners.commands import runs
+
+    cols = {
+        "points": export.VIEW,
+        "v2-vs-v1": v2_vs_v1.VIEW,
+        "windows": windows.VIEW,
+        "shard-vs-tp": tp_compare.VIEW,
+        "compare": report.VIEW,
+        "runs": runs.VIEW,
+    }[view]
+    assert any(c.text for c in cols)
+    row = {c.key: HOSTILE if c.text else (-3 if c.fmt == "d" else -2.5) for c in cols}
+    text = render.csv_text([row, row], cols)
+    _assert_neutral(text)
+    values = next(csv.DictReader(io.StringIO(text)))
+    assert {v for k, v in values.items() if not next(c for c in cols if c.key == k).text} <= {"-3", "-2.5"}
+
+
 def test_a_writer_without_the_helper_would_fail() -> None:
     """The check itself: a raw pandas CSV of a hostile cell has a formula cell."""
     raw = pd.DataFrame({"model": ['=HYPERLINK("http://e","x"),=1+1']}).to_csv(index=False)
