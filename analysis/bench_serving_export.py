@@ -21,18 +21,8 @@ from db.models import Point, Run
 
 _METRIC_FIELDS = tuple(m.name for m in catalog.METRICS if m.bench_serving)
 _IDENTITY = (
-    "id",
-    "run_id",
-    "point_key",
-    "status",
-    "batch_size",
-    "algorithm",
-    "steps",
-    "topk",
-    "spec_mode",
-    "dataset",
-    "input_len",
-    "output_len",
+    *("id", "run_id", "point_key", "status", "batch_size", "algorithm", "steps", "topk", "spec_mode"),
+    *("dataset", "input_len", "output_len"),
 )
 
 

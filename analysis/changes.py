@@ -14,26 +14,9 @@ from analysis.stats.changepoint import ChangePointParams, detect_change_points
 from bench.catalog import higher_is_better
 
 CHANGE_COLUMNS: tuple[str, ...] = (
-    "fingerprint",
-    "metric",
-    "index",
-    "run_id",
-    "point_id",
-    "started_at",
-    "sglang_version",
-    "sglang_commit",
-    "prev_run_id",
-    "prev_version",
-    "prev_commit",
-    "mean_before",
-    "mean_after",
-    "rel_change",
-    "magnitude",
-    "pvalue",
-    "n_before",
-    "n_after",
-    "direction",
-    "why",
+    *("fingerprint", "metric", "index", "run_id", "point_id", "started_at", "sglang_version"),
+    *("sglang_commit", "prev_run_id", "prev_version", "prev_commit", "mean_before", "mean_after"),
+    *("rel_change", "magnitude", "pvalue", "n_before", "n_after", "direction", "why"),
 )
 
 
@@ -157,7 +140,7 @@ def first_runs_after(changes: pd.DataFrame) -> list[str]:
 
 
 def summarize_by_run(changes: pd.DataFrame) -> list[str]:
-    """One Markdown line per run where changes start, busiest first: how many series, typical Δ, main cause."""
+    """One Markdown line per run where changes start, busiest first: series, typical Δ, main cause."""
     lines = []
     groups = sorted(changes.groupby("run_id"), key=lambda g: (-len(g[1]), -int(g[0])))
     for run_id, g in groups:

@@ -70,10 +70,8 @@ def compare_runs(
     Points pair on their configuration (the series key without the GPU, so an H100 run compares against an
     H200 run too). A point present on one side only is listed as `insufficient data`.
     """
-    keys = list(CONFIG_COLUMNS)
-    if "accept_length_pinned" in points_a and "accept_length_pinned" in points_b:
-        # Pinned acceptance (grid.accept_lengths) splits a config into one point per value.
-        keys.append("accept_length_pinned")
+    # Pinned acceptance (grid.accept_lengths) splits a config into one point per value.
+    keys = [*CONFIG_COLUMNS, "accept_length_pinned"]
     a = _keyed(points_a, keys)
     b = _keyed(points_b, keys)
     merged = a.merge(b, on="_key", how="outer", suffixes=("_a", "_b"), indicator=True)
@@ -169,7 +167,7 @@ def _keyed(points: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
 def _sample_lists(samples: pd.DataFrame, metric: str) -> dict[int, list[float]]:
     if samples.empty or metric not in samples:
         return {}
-    ok = samples[samples["status"] != "failed"] if "status" in samples else samples
+    ok = samples[samples["status"] != "failed"]
     ok = ok.dropna(subset=[metric])
     return {int(pid): grp[metric].astype(float).tolist() for pid, grp in ok.groupby("point_id")}
 
@@ -202,7 +200,7 @@ def one_sided(table: pd.DataFrame) -> pd.Series:
 def center_text(table: pd.DataFrame) -> str:
     """What the Baseline / Candidate columns hold (the values Δ is computed on), for headers."""
     paired = table[~one_sided(table)] if not table.empty else table
-    centers = sorted(set(paired["center"].dropna())) if "center" in paired else []
+    centers = sorted(set(paired["center"].dropna()))
     return " / ".join(centers) if centers else "median"
 
 

@@ -1,5 +1,5 @@
-"""How the correctness gate's verdicts read in every output (exports, reports, the dashboard): a failed point is
-a finding, and its speed, measured on a wrong path, is shown struck through and labelled `wrong`."""
+"""How the correctness gate's verdicts read in every output (exports, reports, the dashboard): a failed point
+is a finding, and its speed, measured on a wrong path, is shown struck through and labelled `wrong`."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import pandas as pd
 
 from analysis import md
 from analysis.plain import missing
+from analysis.render import Column, md_table
 
 WRONG = "wrong"
 # The point columns the gate writes (db.models.Point), in export order.
@@ -33,12 +34,6 @@ def strike(text: str) -> str:
     return "".join(c + _STROKE for c in text)
 
 
-def speed_text(value: Any, verdict: Any, fmt: str = ",.0f") -> str:
-    """A speed as a plain label: struck through and followed by `wrong` when the gate failed its point."""
-    text = "–" if missing(value) else format(float(value), fmt)
-    return f"{strike(text)} {WRONG}" if is_wrong(verdict) and text != "–" else text
-
-
 def speed_md(value: Any, verdict: Any, fmt: str = ",.0f") -> str:
     """A speed for Markdown: `~~1,234~~ **wrong**` when the gate failed its point."""
     text = "–" if missing(value) else format(float(value), fmt)
@@ -59,8 +54,6 @@ def position(row: Mapping[str, Any]) -> str:
 
 def failed_launches(points: pd.DataFrame, label: Any) -> list[tuple[str, str]]:
     """(config label, why) of each failed server config in `points` (one entry per config, not per batch)."""
-    if "correctness" not in points:
-        return []
     seen: dict[str, str] = {}
     for row in points[points["correctness"] == "fail"].to_dict("records"):
         seen.setdefault(label(row), str(row.get("correctness_reason") or ""))
@@ -90,19 +83,16 @@ def banner_md(failed: list[tuple[str, str]], whose: str = "This run") -> list[st
 def wrong_points_md(points: pd.DataFrame, label: Any) -> list[str]:
     """A Markdown table of the points the gate failed: config, batch, the struck speed, where tokens diverged,
     acceptance v2/v1 (empty when none failed)."""
-    if "correctness" not in points:
-        return []
     rows = points[points["correctness"] == "fail"]
     if rows.empty:
         return []
-    out = [
-        "| config | batch | output tok/s | first diverging | acceptance v2/v1 |",
-        "|---|---:|---:|---|---:|",
-    ]
-    for r in rows.to_dict("records"):
-        ratio = r.get("acceptance_v2_v1")
-        out.append(
-            f"| {md.text(label(r))} | {int(r['batch_size'])} | {speed_md(r.get('output_throughput'), 'fail')} "
-            f"| {position(r) or '–'} | {'–' if missing(ratio) else f'{float(ratio):.3f}'} |"
-        )
-    return out
+    cols = (
+        Column("config", text=True, show=lambda r: md.text(label(r))),
+        Column("batch_size", "batch", "d"),
+        Column(
+            "output_throughput", "output tok/s", show=lambda r: speed_md(r.get("output_throughput"), "fail")
+        ),
+        Column("diverge", "first diverging", text=True, show=lambda r: position(r) or "–"),
+        Column("acceptance_v2_v1", "acceptance v2/v1", ".3f"),
+    )
+    return md_table(rows.to_dict("records"), cols)

@@ -1,49 +1,34 @@
-"""Exports of a run's points: CSV with a `#` metadata header (for PR discussions and spreadsheets) and JSON."""
+"""A run's points for PR discussions and spreadsheets: CSV with a `#` metadata header, JSON, Markdown."""
 
 from __future__ import annotations
 
 import csv
 import io
-import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import Integer, String, select
 from sqlalchemy.orm import Session
 
-from analysis import correctness, csvsafe, md
+from analysis import correctness, md
 from analysis.labels import STAND_IN_TAG, SYNTHETIC_TAG, config_label, numbers_caption, run_tag
 from analysis.plain import plain
+from analysis.render import Column, Document, comment_value, md_table
 from bench import catalog
 from db.models import Point, Run, ServerInstance
 from db.queries import RUN_COLUMNS, caption_facts
 
-# The columns of one exported point, in order: what identifies the point, then the catalogue's exported metrics
-# (the throughput with its interval), then the repeat count and the series.
+# One exported point: its identity, the catalogue's exported metrics (throughput with its interval), series.
 _IDENTITY: tuple[str, ...] = (
-    "run_id",
-    "point_id",
-    "status",
-    "reason",
-    "batch_size",
-    "algorithm",
-    "steps",
-    "topk",
-    "draft_tokens",
-    "spec_mode",
-    "spec_mode_resolved",
-    "server_instance",
-    "attention_backend",
-    "tp",
-    "input_len",
-    "output_len",
-    "num_prompts",
+    *("run_id", "point_id", "status", "reason", "batch_size", "algorithm", "steps", "topk", "draft_tokens"),
+    *("spec_mode", "spec_mode_resolved", "server_instance", "attention_backend", "tp", "input_len"),
+    *("output_len", "num_prompts"),
 )
 _INTERVAL: dict[str, tuple[str, ...]] = {
     "output_throughput": ("output_throughput_ci_low", "output_throughput_ci_high")
 }
-# What the numbers stand on: the pinned acceptance, the expert routing of a dummy-weight MoE server, and the
-# physical floor of a step (bench/floor.py) with floor / measured step (above 1: impossible, flagged).
+# What the numbers stand on: pinned acceptance, a dummy MoE's routing, the step's floor (bench/floor.py).
 _BASIS: tuple[str, ...] = ("accept_length_pinned", "expert_routing", "step_floor_ms", "floor_fraction")
 EXPORT_COLUMNS: tuple[str, ...] = (
     *_IDENTITY,
@@ -51,8 +36,7 @@ EXPORT_COLUMNS: tuple[str, ...] = (
     *_BASIS,
     "repeats",
     "fingerprint",
-    # The correctness gate (docs/reference/correctness-gate.md): pass | fail | not checked, why, where the tokens
-    # first diverged, acceptance v2/v1. A `fail` row's throughput was measured on a wrong path.
+    # The correctness gate (docs/reference/correctness-gate.md): a `fail` row's speed is a wrong path's.
     *correctness.COLUMNS,
 )
 # A run as the export header describes it: what `db.queries` reads of a run, less the error text.
@@ -62,6 +46,11 @@ RUN_METADATA: tuple[str, ...] = tuple(c for c in RUN_COLUMNS if c != "error")
 _SPECIAL = {"point_id": Point.id, "server_instance": ServerInstance.id}
 _EXPORT_SELECT = tuple(
     _SPECIAL[c].label(c) if c in _SPECIAL else getattr(Point, c).label(c) for c in EXPORT_COLUMNS
+)
+# The view as exported, each column typed as the schema types it.
+VIEW: tuple[Column, ...] = tuple(
+    Column(c.name, fmt="d" if isinstance(c.type, Integer) else "", text=isinstance(c.type, String))
+    for c in _EXPORT_SELECT
 )
 
 
@@ -91,8 +80,7 @@ def collect(session: Session, run_ids: list[int] | None = None, *, all_status: b
     missing = sorted(set(run_ids) - {r.id for r in runs})
     if missing:
         raise ExportError(f"no run with id {', '.join(map(str, missing))}")
-    # Plain columns, not ORM objects: an export of many runs reaches 100k points, and building an identity-mapped
-    # Point (63 columns) per row took ~80 us against ~5 us for a row tuple.
+    # Row tuples, not ORM objects: at 100k points a mapped Point cost ~80 us a row, a tuple ~5 us.
     q = (
         select(*_EXPORT_SELECT)
         .outerjoin(ServerInstance, ServerInstance.id == Point.server_instance_id)
@@ -118,45 +106,58 @@ def collect(session: Session, run_ids: list[int] | None = None, *, all_status: b
     return Export(runs=run_meta, rows=rows, all_status=all_status)
 
 
-def to_csv(export: Export) -> str:
-    buf = io.StringIO()
-    writer = csv.writer(buf, lineterminator="\n")
-    # Each header line is one CSV cell that starts with `#`: quoted when the value holds a comma or a quote,
-    # so a spreadsheet never splits it into a second cell that could start a formula (`x,=HYPERLINK(...)`).
-    header: list[str] = []
+def document(export: Export) -> Document:
+    """The export in every format (analysis.render); the CSV starts with `#` lines that describe each run."""
+    return Document(
+        export.rows,
+        VIEW,
+        lambda: to_markdown(export),
+        head={"runs": export.runs, "all_status": export.all_status},
+        rows_key="points",
+        preamble=_preamble(export),
+    )
+
+
+def _preamble(export: Export) -> tuple[str, ...]:
+    lines: list[str] = []
     for run in export.runs:
-        header.append(f"# run {_header_value(run['id'])}")
-        # One line per field, whatever the value holds (see _header_value).
-        header += [f"#   {k}: {_header_value(v)}" for k, v in run.items()]
-    header.append(
+        lines.append(f"# run {comment_value(run['id'])}")
+        lines += [f"#   {k}: {comment_value(v)}" for k, v in run.items()]
+    lines.append(
         f"# points: {'all statuses' if export.all_status else 'status ok only (--all-status for all)'}"
     )
-    writer.writerows([line] for line in header)
-    writer.writerow(EXPORT_COLUMNS)
-    writer.writerows(csvsafe.row([_csv_value(row[k]) for k in EXPORT_COLUMNS]) for row in export.rows)
-    return buf.getvalue()
+    return tuple(lines)
 
 
-def to_json(export: Export) -> str:
-    return json.dumps(
-        {"runs": export.runs, "all_status": export.all_status, "points": export.rows}, indent=2, default=str
-    )
+def _interval(r: Mapping[str, Any]) -> str:
+    lo, hi = r["output_throughput_ci_low"], r["output_throughput_ci_high"]
+    return "-" if lo is None else f"{max(lo, 0):,.0f}-{hi:,.0f}"
 
 
-_MD_COLUMNS: tuple[tuple[str, str, str], ...] = (
-    # (header, key, format)
-    ("bs", "batch_size", "d"),
-    ("out tok/s", "output_throughput", ",.0f"),
-    ("95% CI", "", ""),
-    ("accept len", "accept_length", ".2f"),
-    ("TTFT p50 ms", "ttft_p50_ms", ".1f"),
-    ("TTFT p99 ms", "ttft_p99_ms", ".1f"),
-    ("TPOT p50 ms", "tpot_p50_ms", ".2f"),
-    ("ITL p50 ms", "itl_p50_ms", ".2f"),
-    ("E2E p50 ms", "e2e_p50_ms", ".0f"),
-    ("floor ms", "step_floor_ms", ".2f"),
-    ("floor frac", "floor_fraction", ".2f"),
-    ("check", "correctness", ""),
+_MD: tuple[Column, ...] = (
+    Column("config", text=True, show=lambda r: md.text(config_label(r, with_batch=False))),
+    Column("status", text=True),
+    Column("batch_size", "bs", "d", missing="-"),
+    Column(
+        "output_throughput",
+        "out tok/s",
+        show=lambda r: correctness.speed_md(r["output_throughput"], r.get("correctness"), ",.0f"),
+    ),
+    Column("ci", "95% CI", show=_interval),
+    *(
+        Column(key, head, fmt, missing="-")
+        for head, key, fmt in (
+            ("accept len", "accept_length", ".2f"),
+            ("TTFT p50 ms", "ttft_p50_ms", ".1f"),
+            ("TTFT p99 ms", "ttft_p99_ms", ".1f"),
+            ("TPOT p50 ms", "tpot_p50_ms", ".2f"),
+            ("ITL p50 ms", "itl_p50_ms", ".2f"),
+            ("E2E p50 ms", "e2e_p50_ms", ".0f"),
+            ("floor ms", "step_floor_ms", ".2f"),
+            ("floor frac", "floor_fraction", ".2f"),
+        )
+    ),
+    Column("correctness", "check", show=lambda r: correctness.verdict_md(r["correctness"])),
 )
 
 
@@ -198,23 +199,7 @@ def to_markdown(export: Export) -> str:
             if correctness.is_wrong(r.get("correctness"))
         }
         out += correctness.banner_md(list(failed.items()), f"run {run['id']}")
-        header = ["config", "status", *(h for h, _, _ in _MD_COLUMNS)]
-        out.append("| " + " | ".join(header) + " |")
-        out.append("|" + "|".join(["---", "---", *("---:" for _ in _MD_COLUMNS)]) + "|")
-        for row in rows:
-            cells = [md.text(config_label(row, with_batch=False)), md.text(row["status"])]
-            for _, key, fmt in _MD_COLUMNS:
-                if not key:
-                    lo, hi = row["output_throughput_ci_low"], row["output_throughput_ci_high"]
-                    cells.append("-" if lo is None else f"{max(lo, 0):,.0f}-{hi:,.0f}")
-                elif key == "output_throughput":
-                    cells.append(correctness.speed_md(row[key], row.get("correctness"), fmt))
-                elif key == "correctness":
-                    cells.append(correctness.verdict_md(row[key]))
-                else:
-                    v = row[key]
-                    cells.append("-" if v is None else format(v, fmt))
-            out.append("| " + " | ".join(cells) + " |")
+        out += md_table(rows, _MD)
         out.append("")
         floors = any(r.get("step_floor_ms") is not None for r in export.rows if r["run_id"] == run["id"])
         if not (floors or run.get("floor_note")):
@@ -247,20 +232,3 @@ def read_csv_rows(text: str) -> list[dict[str, str]]:
     lines = text.splitlines(keepends=True)
     start = next((i for i, line in enumerate(lines) if not line.startswith(("#", '"#'))), len(lines))
     return list(csv.DictReader(io.StringIO("".join(lines[start:]))))
-
-
-def _header_value(v: Any) -> str:
-    """A metadata value on one header line: backslashes, newlines and other control characters escaped
-    (a newline in a model name once injected a header row and broke this module's own reader)."""
-    if v is None:
-        return ""
-    return "".join(
-        "\\\\" if c == "\\" else c if c.isprintable() else c.encode("unicode_escape").decode("ascii")
-        for c in str(v)
-    )
-
-
-def _csv_value(v: Any) -> Any:
-    if isinstance(v, float):
-        return f"{v:.6g}"  # text that is a number: analysis.csvsafe leaves it as it is, "-5.2" included
-    return "" if v is None else v

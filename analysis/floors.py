@@ -13,20 +13,14 @@ from analysis.labels import config_label, none_if_nan
 from bench.floor import FLOOR_TOLERANCE, measured_step_ms
 
 FLOOR_COLUMNS: tuple[str, ...] = (
-    "series",
-    "spec_mode",
-    "batch_size",
-    "status",
-    "step_floor_ms",
-    "measured_step_ms",
-    "floor_fraction",
-    "impossible",
+    *("series", "spec_mode", "batch_size", "status", "step_floor_ms", "measured_step_ms", "floor_fraction"),
+    *("impossible",),
 )
 
 
 def floor_rows(points: pd.DataFrame) -> pd.DataFrame:
     """One row per point with a floor (db.queries.run_points), FLOOR_COLUMNS."""
-    if "step_floor_ms" not in points or points["step_floor_ms"].isna().all():
+    if points["step_floor_ms"].isna().all():
         return pd.DataFrame(columns=list(FLOOR_COLUMNS))
     f = points[points["step_floor_ms"].notna()]
     rows = []

@@ -29,7 +29,7 @@ def short_gpu(name: str | None, count: Any = None) -> str:
 
 
 def short_workload(key: str | None) -> str:
-    """`random:random:in1024:out512:seed1:t0.0` -> `in1024/out512` (with the dataset when it is not random)."""
+    """`random:random:in1024:out512:seed1:t0.0` -> `in1024/out512` (the dataset too, when not random)."""
     if not key:
         return "?"
     parts = key.split(":")
@@ -76,8 +76,8 @@ def key_part(v: Any) -> str:
 
 
 # What kind of numbers a run holds, as every page, export and comment names it. Real measurements carry no
-# tag. A run on the stand-in server (`synthetic.server`, no GPU) is "simulated (stand-in)": its numbers come from a
-# performance model. Runs written by `specbench seed` are "synthetic" history for load tests. Both are
+# tag. A run on the stand-in server (`synthetic.server`, no GPU) is "simulated (stand-in)": its numbers come
+# from a performance model. Runs written by `specbench seed` are "synthetic" history for load tests. Both are
 # `simulated` in the store; the trigger tells them apart.
 STAND_IN_TAG = "simulated (stand-in)"
 SYNTHETIC_TAG = "synthetic"
@@ -104,7 +104,7 @@ def _and(values: list[str]) -> str:
 
 def numbers_caption(facts: Mapping[str, Any]) -> str:
     """ "dummy weights, acceptance pinned at 2.5, balanced routing": what a run's numbers are made of, from
-    `db.queries.caption_facts` (empty for a run that says nothing, e.g. real weights, acceptance as drafted)."""
+    `db.queries.caption_facts` (empty for a run that says nothing: real weights, acceptance as drafted)."""
     parts: list[str] = []
     dummy = facts.get("dummy_weights")
     if dummy:

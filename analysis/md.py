@@ -9,8 +9,8 @@ issue 30 §6).
 Escaping is not enough for every renderer. GitHub and Streamlit turn some text into elements after the
 Markdown is parsed, where a backslash no longer counts: bare URLs and `www.` names become links, `@name`
 becomes a mention (GitHub) or an e-mail link, and Streamlit turns `:material/icon:` into an icon, `:name:`
-into an emoji and `:red[...]` into coloured text. `text` puts a WORD JOINER (U+2060, invisible and zero-width) inside each such
-pattern, so it shows as the characters it holds and creates nothing.
+into an emoji and `:red[...]` into coloured text. `text` puts a WORD JOINER (U+2060, invisible and zero-width)
+inside each such pattern, so it shows as the characters it holds and creates nothing.
 """
 
 from __future__ import annotations

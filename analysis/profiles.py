@@ -21,18 +21,9 @@ from db import profile_queries as pq
 # "accept_length" is the pinned acceptance (SGLANG_SIMULATE_ACC_LEN), as the v2-vs-v1 view names it.
 JOIN_KEYS: tuple[str, ...] = ("batch_size", "steps", "accept_length", "topk", "draft_tokens", "workload_key")
 OVERLAP_COLUMNS: tuple[str, ...] = (
-    "v1_cycle_ms",
-    "v2_cycle_ms",
-    "v1_gpu_idle_ms",
-    "v2_gpu_idle_ms",
-    "cpu_hidden_ms",
-    "overlap_share",
-    "v1_gpu_busy_fraction",
-    "v2_gpu_busy_fraction",
-    "v1_distortion",
-    "v2_distortion",
-    "profile_activities",
-    "profile_verdict",
+    *("v1_cycle_ms", "v2_cycle_ms", "v1_gpu_idle_ms", "v2_gpu_idle_ms", "cpu_hidden_ms", "overlap_share"),
+    *("v1_gpu_busy_fraction", "v2_gpu_busy_fraction", "v1_distortion", "v2_distortion", "profile_activities"),
+    *("profile_verdict",),
 )
 DISTORTION_MARK = 1.2
 # With both a GPU-only and a CPU+GPU profile of a point, the GPU-only one speaks (it distorts less).

@@ -8,17 +8,17 @@ table (flagged rows first), and the commands that reproduce each run. Pure funct
 from __future__ import annotations
 
 import difflib
-import json
 from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
 import pandas as pd
 
-from analysis import correctness, csvsafe, md
+from analysis import correctness, md
 from analysis.compare import COMPARE_COLUMNS, center_text, one_sided, verdict_counts
 from analysis.labels import STAND_IN_TAG, numbers_caption, run_tag, short_gpu
 from analysis.plain import missing, plain
+from analysis.render import Column, Document, columns, magnitude, md_table, signed_pct
 from bench.catalog import direction_text, label
 
 VERDICT_BADGE = {
@@ -34,30 +34,27 @@ SHORT_ROWS = 6
 _VERDICT_RANK = {"regression": 1, "improvement": 0}
 
 
-def to_csv(table: pd.DataFrame) -> str:
-    """The compare table as plain CSV: one header row, then one row per point pair (empty cell = no value).
-
-    pandas' C writer: 100k rows in a fraction of a second, where a Python loop takes seconds.
-    """
-    cols = [c for c in COMPARE_COLUMNS if c in table.columns] or list(table.columns)
-    out = table[cols].copy()
-    for c in ("steps", "point_baseline", "point_candidate"):  # ids and counts, not measurements: no 3.0
-        if c in out:
-            out[c] = out[c].astype("Int64")
-    # Stored names (model, config, why) may start a formula in a spreadsheet: analysis.csvsafe.
-    return str(csvsafe.frame(out).to_csv(index=False, float_format="%.6g", lineterminator="\n", na_rep=""))
+# The compare table as exported.
+VIEW = columns(
+    COMPARE_COLUMNS,
+    ints=("steps", "batch_size", "n_baseline", "n_candidate", "point_baseline", "point_candidate"),
+    text=(
+        *("config", "model", "workload", "spec_mode", "metric", "center", "verdict", "why", "note"),
+        *("fingerprint", "correctness_baseline", "correctness_candidate", "correctness_why"),
+    ),
+)
 
 
-def to_json(table: pd.DataFrame, run_a: Mapping[str, Any], run_b: Mapping[str, Any]) -> str:
-    rows = [{k: plain(v) for k, v in r.items()} for r in table.to_dict("records")]
-    return json.dumps(
-        {
-            "baseline": _run_json(run_a),
-            "candidate": _run_json(run_b),
-            "counts": verdict_counts(table),
-            "points": rows,
-        },
-        indent=2,
+def document(
+    table: pd.DataFrame,
+    run_a: Mapping[str, Any],
+    run_b: Mapping[str, Any],
+    **markdown: Any,
+) -> Document:
+    """The comparison in every format (analysis.render); `markdown`: the options of `to_markdown`."""
+    head = {"baseline": _run_json(run_a), "candidate": _run_json(run_b), "counts": verdict_counts(table)}
+    return Document(
+        table, VIEW, lambda: to_markdown(table, run_a, run_b, **markdown), head=head, rows_key="points"
     )
 
 
@@ -128,8 +125,8 @@ def to_markdown(
 
 
 def _correctness_block(table: pd.DataFrame, a: Mapping[str, Any], b: Mapping[str, Any]) -> list[str]:
-    """The correctness gate first: a wrong path's speed is a finding, not a number (empty before the gate)."""
-    if table.empty or "correctness_candidate" not in table:
+    """The correctness gate first: a wrong path's speed is a finding, not a number (empty: none checked)."""
+    if table.empty:
         return []
     out: list[str] = []
     for side, run, whose in (("candidate", b, "the candidate"), ("baseline", a, "the baseline")):
@@ -219,44 +216,18 @@ def _points_table(table: pd.DataFrame, max_rows: int, *, workload: bool = True) 
         shown = flagged.head(max_rows)
         omitted = len(table) - len(shown)
     multi_model = table["model"].nunique() > 1
-    head = [
-        "Config",
-        *(["Model"] if multi_model else []),
-        *(["Workload"] if workload else []),
-        f"Baseline ({center_text(table)})",
-        "Candidate",
-        "Δ",
-        "Interval",
+    cols = [
+        Column("config", "Config", text=True),
+        *([Column("model", "Model", text=True, show=lambda r: md.code(r["model"]))] if multi_model else []),
+        *([Column("workload", "Workload", text=True)] if workload else []),
+        Column("baseline", f"Baseline ({center_text(table)})", show=lambda r: _value(r, "baseline")),
+        Column("candidate", "Candidate", show=lambda r: _value(r, "candidate")),
+        Column("delta", "Δ", show=lambda r: signed_pct(r["delta"], "−")),
+        Column("interval", "Interval", text=True, show=_interval),
+        Column("verdict", "Verdict", text=True, show=_verdict),
+        Column("why", "Why", text=True, show=lambda r: md.text(r.get("why") or r.get("note") or "")),
     ]
-    head += ["Verdict", "Why"]
-    align = [
-        "---",
-        *(["---"] if multi_model else []),
-        *(["---"] if workload else []),
-        "---:",
-        "---:",
-        "---:",
-        "---",
-        "---",
-        "---",
-    ]
-    out = ["| " + " | ".join(head) + " |", "| " + " | ".join(align) + " |"]
-    for r in shown.to_dict("records"):
-        wrong = [s for s in ("baseline", "candidate") if correctness.is_wrong(r.get(f"correctness_{s}"))]
-        cells = [  # user text escaped; numbers are ours
-            md.text(r["config"]),
-            *([md.code(r["model"])] if multi_model else []),
-            *([md.text(r["workload"])] if workload else []),
-            _num(r["baseline"], "baseline" in wrong),
-            _num(r["candidate"], "candidate" in wrong),
-            _pct(r["delta"]),
-            f"[{_pct(r['ci_low'])}, {_pct(r['ci_high'])}]" if not missing(r["ci_low"]) else "–",
-            f"🛑 **{correctness.WRONG}** ({' and '.join(wrong)})"
-            if wrong
-            else VERDICT_BADGE.get(r["verdict"]) or md.text(r["verdict"]),
-            md.text(r.get("why") or r.get("note") or ""),
-        ]
-        out.append("| " + " | ".join(cells) + " |")
+    out = md_table(shown.to_dict("records"), cols)
     if omitted:
         out += ["", f"_{omitted} more point(s) with no change are in the CSV._"]
     return out
@@ -269,8 +240,7 @@ def _short_points(table: pd.DataFrame) -> list[str]:
     sided = one_sided(table)
     wrong = pd.Series(False, index=table.index)
     for side in ("baseline", "candidate"):
-        if f"correctness_{side}" in table:
-            wrong |= table[f"correctness_{side}"] == "fail"
+        wrong |= table[f"correctness_{side}"] == "fail"
     # Rows the correctness gate failed are always shown: a wrong path's speed is the headline, not a count.
     changed = table[(table["verdict"].isin(["regression", "improvement"]) | wrong) & ~sided]
     rest = table[~table.index.isin(changed.index)]
@@ -413,17 +383,23 @@ def _install_lines(r: Mapping[str, Any]) -> list[str]:
     return lines
 
 
-def _is_synthetic(r: Mapping[str, Any]) -> bool:
-    return r.get("trigger") == "synthetic" or str(r.get("sweep_name") or "").startswith("synthetic-")
+def _wrong(r: Mapping[str, Any]) -> list[str]:
+    return [s for s in ("baseline", "candidate") if correctness.is_wrong(r.get(f"correctness_{s}"))]
 
 
-def _num(v: Any, wrong: bool = False) -> str:
-    if missing(v):
+def _value(r: Mapping[str, Any], side: str) -> str:
+    text = magnitude(r[side])
+    return f"~~{text}~~ **{correctness.WRONG}**" if side in _wrong(r) and text != "–" else text
+
+
+def _interval(r: Mapping[str, Any]) -> str:
+    if missing(r["ci_low"]):
         return "–"
-    x = float(v)
-    text = f"{x:,.0f}" if abs(x) >= 100 else f"{x:,.2f}"
-    return f"~~{text}~~ **{correctness.WRONG}**" if wrong else text
+    return f"[{signed_pct(r['ci_low'], '−')}, {signed_pct(r['ci_high'], '−')}]"
 
 
-def _pct(v: Any) -> str:
-    return f"{float(v) * 100:+.1f}%".replace("-", "−") if not missing(v) else "–"
+def _verdict(r: Mapping[str, Any]) -> str:
+    wrong = _wrong(r)
+    if wrong:
+        return f"🛑 **{correctness.WRONG}** ({' and '.join(wrong)})"
+    return VERDICT_BADGE.get(r["verdict"]) or md.text(r["verdict"])

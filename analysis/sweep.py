@@ -48,7 +48,5 @@ def sweep_grid(points: pd.DataFrame) -> pd.DataFrame:
 
 
 def _key(frame: pd.DataFrame, column: str) -> list[float | None]:
-    """`column` as hashable cell-key parts: None for a missing value (NaN never equals itself) or column."""
-    if column not in frame:
-        return [None] * len(frame)
+    """`column` as hashable cell-key parts: None for a missing value (NaN never equals itself)."""
     return [None if pd.isna(v) else float(v) for v in frame[column]]

@@ -3,15 +3,14 @@
 A stored name (model, sweep, host, label, error text) can hold ESC, OSC 8 or BEL sequences that recolour a
 terminal, forge a hyperlink, set its title or erase lines, and Unicode direction overrides that make a name
 read differently than it is ("Trojan Source"). `printable` writes each as an escape (`\\x1b`, `\\u202e`). The
-CLI's consoles and tables (runners/terminal.py) and every CSV writer (analysis/csvsafe.py) use it.
+CLI's consoles and tables (runners/terminal.py) and the CSV writer (analysis/render.py) use it.
 """
 
 from __future__ import annotations
 
 import re
 
-# C0 (but tab and newline, handled below), DEL and C1; the Unicode line and paragraph separators; the
-# bidirectional marks, embeddings, overrides and isolates.
+# C0 (tab and newline aside: below), DEL, C1, Unicode line/paragraph separators and the bidi controls.
 _CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069]")
 _LINE_BREAKS = re.compile("[\t\n]")
 
@@ -23,11 +22,12 @@ def _escape(match: re.Match[str]) -> str:
 
 def printable(text: str, *, multiline: bool = False) -> str:
     """`text` with every control character written as an escape. `multiline` keeps newlines and tabs (a
-    message of several lines, a CSV cell); without it they are escaped too (a table cell, a name on a line)."""
+    message of several lines, a CSV cell); without it they are escaped too (a table cell, a name on a
+    line)."""
     out = _CONTROL.sub(_escape, text)
     return out if multiline else _LINE_BREAKS.sub(_escape, out)
 
 
 def has_control(text: str) -> bool:
-    """True if `text` holds a character `printable` escapes even with `multiline` (so not a newline or tab)."""
+    """True if `text` holds a character `printable` escapes even with `multiline` (not a newline or tab)."""
     return _CONTROL.search(text) is not None

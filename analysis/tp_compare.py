@@ -27,61 +27,42 @@ single shared cell is refused.
 
 from __future__ import annotations
 
-import io
-import json
 import statistics
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import pandas as pd
-from sqlalchemy import Engine, inspect
+from sqlalchemy import Engine
 
 from analysis import md
-from analysis.plain import missing, plain
+from analysis.plain import missing
+from analysis.render import Column, Document, columns, interval, md_table, number, signed_pct
 from analysis.tp_pair import PairRefused, RunSide, check_pair
-from analysis.v2_vs_v1 import SAMPLE_METRICS, v2_vs_v1
+from analysis.v2_vs_v1 import PAIR_KEYS, SAMPLE_METRICS, v2_vs_v1
 from bench.floor import measured_step_ms
 from db import profile_queries as pq
 from db import queries
 
 TARGET_ERROR = 0.10
-VIEW = "shard-vs-tp"
 MODES = ("baseline", "v1", "v2")
 # A point's cell inside a run, the mode included: what a shard point and its TP partner share.
-CELL_KEYS: tuple[str, ...] = (
-    "workload_key",
-    "algorithm",
-    "topk",
-    "draft_tokens",
-    "accept_length_pinned",
-    "steps",
-    "batch_size",
-    "mode",
-)
+CELL_KEYS: tuple[str, ...] = (*PAIR_KEYS, "mode")
 RATIO_SIDES = ("ratio", "ci_low", "ci_high", "verdict", "n", "method")
 COLUMNS: tuple[str, ...] = (
-    "batch_size",
-    "steps",
-    "accept_length",
-    "mode",
-    "shard_step_ms",
-    "tp_step_ms",
-    "step_ratio",
-    "shard_floor_fraction",
-    "tp_floor_fraction",
-    "tp_all_reduce_ms",
-    "tp_all_reduce_share",
-    "tp_all_reduce_kernels",
-    "tp_profile_cycle_ms",
-    "shard_plus_all_reduce_ms",
-    "cycle_error",
+    *("batch_size", "steps", "accept_length", "mode", "shard_step_ms", "tp_step_ms", "step_ratio"),
+    *("shard_floor_fraction", "tp_floor_fraction", "tp_all_reduce_ms", "tp_all_reduce_share"),
+    *("tp_all_reduce_kernels", "tp_profile_cycle_ms", "shard_plus_all_reduce_ms", "cycle_error"),
     "cycle_error_with_all_reduce",
     *(f"shard_{c}" for c in RATIO_SIDES),
     *(f"tp_{c}" for c in RATIO_SIDES),
-    "verdicts_agree",
-    "topk",
-    "draft_tokens",
-    "workload_key",
+    *("verdicts_agree", "topk", "draft_tokens", "workload_key"),
+)
+# The view as exported.
+VIEW = columns(
+    COLUMNS,
+    ints=("batch_size", "steps", "topk", "draft_tokens", "shard_n", "tp_n"),
+    text=("mode", "shard_verdict", "shard_method", "tp_verdict", "tp_method", "workload_key"),
 )
 # Points whose step time is compared: ok, and unstable (a TTFT outlier in a repeat, said in `missing`; TPOT
 # and the accept length stand). failed, invalid and mode_mismatch points are listed, never compared.
@@ -92,8 +73,8 @@ _ACTIVITY_PREFERENCE = {"GPU": 0, "CPU+GPU": 1}
 
 @dataclass
 class Comparison:
-    """The comparison of one pair: the rows, the two runs, the cells not compared (`missing`), and what changes
-    how the rows read (`notes`)."""
+    """The comparison of one pair: the rows, the two runs, the cells not compared (`missing`), and what
+    changes how the rows read (`notes`)."""
 
     frame: pd.DataFrame
     shard: RunSide
@@ -238,8 +219,9 @@ def compare(
     tp_profiles: list[dict[str, Any]],
 ) -> tuple[pd.DataFrame, list[str], list[str]]:
     """The rows (COLUMNS) of every cell both runs measured; one line per cell not compared (only one run has
-    it, or a side's status is not in COMPARED_STATUSES); one line per caution on a compared cell. Inputs: db.queries.run_points / run_samples (SAMPLE_METRICS) of each run, and
-    db.profile_queries.run_profiles of the TP run."""
+    it, or a side's status is not in COMPARED_STATUSES); one line per caution on a compared cell. Inputs:
+    db.queries.run_points / run_samples (SAMPLE_METRICS) of each run, db.profile_queries.run_profiles of the
+    TP run."""
     shard, tp = _steps(shard_points), _steps(tp_points)
     shard_ratio, tp_ratio = _ratios(shard_points, shard_samples), _ratios(tp_points, tp_samples)
     profiles = _profiles(tp_profiles)
@@ -427,13 +409,12 @@ def load(engine: Engine, shard_run: int, tp_run: int, confidence: float = 0.95) 
     shard = RunSide.from_facts(queries.run_model_facts(engine, shard_run))
     tp = RunSide.from_facts(queries.run_model_facts(engine, tp_run))
     notes = check_pair(shard, tp)
-    has_profiles = inspect(engine).has_table("profiles")
     frame, gaps, cautions = compare(
         queries.run_points(engine, shard_run),
         queries.run_samples(engine, shard_run, list(SAMPLE_METRICS)),
         queries.run_points(engine, tp_run),
         queries.run_samples(engine, tp_run, list(SAMPLE_METRICS)),
-        pq.run_profiles(engine, tp_run) if has_profiles else [],
+        pq.run_profiles(engine, tp_run),
     )
     if frame.empty:
         listed = "\n".join(f"- {g}" for g in gaps[:40]) or "- neither run has a measured point"
@@ -471,7 +452,7 @@ def meta(c: Comparison) -> dict[str, Any]:
         }
 
     return {
-        "view": VIEW,
+        "view": "shard-vs-tp",
         "shard": side(c.shard),
         "tp": side(c.tp),
         "conclusion": c.conclusion,
@@ -480,77 +461,87 @@ def meta(c: Comparison) -> dict[str, Any]:
     }
 
 
-def to_csv(c: Comparison) -> str:
-    buf = io.StringIO()
-    c.frame.to_csv(buf, index=False, float_format="%.6g")
-    return buf.getvalue()
+def document(c: Comparison) -> Document:
+    """The comparison in every format (analysis.render)."""
+    return Document(c.frame, VIEW, lambda: to_markdown(c), head=meta(c))
 
 
-def to_json(c: Comparison) -> str:
-    rows = [{k: plain(v) for k, v in rec.items()} for rec in c.frame.to_dict(orient="records")]
-    return json.dumps({**plain(meta(c)), "rows": rows}, indent=2, default=str) + "\n"
-
-
-def _f(v: Any, spec: str) -> str:
-    if missing(v):
-        return "–"
-    return format(int(v) if spec == "d" else v, spec)  # a column with a baseline row's NaN reads as floats
-
-
-def _pct(v: Any) -> str:
-    return "–" if missing(v) else f"{v:+.1%}"
-
-
-def _ratio_cell(r: dict[str, Any], side: str) -> str:
+def _ratio_cell(r: Mapping[str, Any], side: str) -> str:
     ratio, low, high = r.get(f"{side}_ratio"), r.get(f"{side}_ci_low"), r.get(f"{side}_ci_high")
     if missing(ratio):
         return "–"
-    ci = "" if missing(low) or missing(high) else f" [{low:.3f}, {high:.3f}]"
-    return f"{ratio:.3f}{ci}"
+    return f"{ratio:.3f}" + ("" if missing(low) or missing(high) else f" {interval(low, high)}")
 
 
 def _agree(v: Any) -> str:
-    return "–" if v is None or missing(v) else ("yes" if v else "**no**")
+    return "–" if missing(v) else ("yes" if v else "**no**")
+
+
+_CELL = (
+    Column("batch_size", "batch", "d"),
+    Column("steps", "steps", "d"),
+    Column("accept_length", "accept len", "g"),
+)
+
+
+def _verdict_columns(tp: int) -> list[Column]:
+    def side(name: str, head: str) -> list[Column]:
+        return [
+            Column(f"{name}_ratio", f"{head} v2/v1 [95% CI]", text=True, show=lambda r: _ratio_cell(r, name)),
+            Column(
+                f"{name}_verdict",
+                f"{head} verdict",
+                text=True,
+                show=lambda r: r.get(f"{name}_verdict") or "–",
+            ),
+        ]
+
+    agree = Column("verdicts_agree", "agree", text=True, show=lambda r: _agree(r.get("verdicts_agree")))
+    return [*_CELL, *side("shard", "shard"), *side("tp", f"TP-{tp}"), agree]
+
+
+def _step_columns(tp: int) -> list[Column]:
+    floors = Column(
+        "floor",
+        "floor frac shard / TP",
+        text=True,
+        show=lambda r: (
+            f"{number(r['shard_floor_fraction'], '.2f')} / {number(r['tp_floor_fraction'], '.2f')}"
+        ),
+    )
+    return [
+        *_CELL,
+        Column("mode", "mode", text=True),
+        Column("shard_step_ms", "shard step ms", ".3f"),
+        Column("tp_step_ms", f"TP-{tp} step ms", ".3f"),
+        Column("step_ratio", "TP / shard", ".3f"),
+        floors,
+        Column("tp_all_reduce_share", "all-reduce share (TP)", ".1%"),
+        Column("tp_all_reduce_ms", "all-reduce ms/cycle", ".3f"),
+        Column("shard_plus_all_reduce_ms", "shard + all-reduce ms", ".3f"),
+        Column("cycle_error", "error", show=lambda r: signed_pct(r["cycle_error"])),
+        Column(
+            "cycle_error_with_all_reduce",
+            "error with all-reduce",
+            show=lambda r: signed_pct(r["cycle_error_with_all_reduce"]),
+        ),
+    ]
 
 
 def to_markdown(c: Comparison) -> str:
     """Two tables (the v2/v1 verdicts per cell; the step times per point) and the conclusion in sentences."""
     tp = c.tp.tp
-    spec = _spec(c.frame)
+    cells = _spec(c.frame).drop_duplicates(["batch_size", "steps", "accept_length", "workload_key"])
     lines = [
         f"**Shard vs TP-{tp}: {md.text(c.shard.describe())} against {md.text(c.tp.describe())}**",
         "",
         *conclusion_lines(c.conclusion, tp),
         "",
-        f"| batch | steps | accept len | shard v2/v1 [95% CI] | shard verdict | TP-{tp} v2/v1 [95% CI] "
-        f"| TP-{tp} verdict | agree |",
-        "|---:|---:|---:|---|---|---|---|---|",
+        *md_table(cells.to_dict("records"), _verdict_columns(tp)),
     ]
-    cells = spec.drop_duplicates(["batch_size", "steps", "accept_length", "workload_key"])
-    for r in cells.to_dict("records"):
-        lines.append(
-            f"| {r['batch_size']} | {_f(r['steps'], 'd')} | {_f(r['accept_length'], 'g')} "
-            f"| {_ratio_cell(r, 'shard')} | {r.get('shard_verdict') or '–'} | {_ratio_cell(r, 'tp')} "
-            f"| {r.get('tp_verdict') or '–'} | {_agree(r.get('verdicts_agree'))} |"
-        )
     if cells.empty:
         lines.append("| – | – | – | – | – | – | – | no v1/v2 cell in both runs |")
-    lines += [
-        "",
-        f"| batch | steps | accept len | mode | shard step ms | TP-{tp} step ms | TP / shard "
-        f"| floor frac shard / TP | all-reduce share (TP) | all-reduce ms/cycle | shard + all-reduce ms "
-        "| error | error with all-reduce |",
-        "|---:|---:|---:|---|---:|---:|---:|---|---:|---:|---:|---:|---:|",
-    ]
-    for r in c.frame.to_dict("records"):
-        lines.append(
-            f"| {r['batch_size']} | {_f(r['steps'], 'd')} | {_f(r['accept_length'], 'g')} | {r['mode']} "
-            f"| {_f(r['shard_step_ms'], '.3f')} | {_f(r['tp_step_ms'], '.3f')} | {_f(r['step_ratio'], '.3f')} "
-            f"| {_f(r['shard_floor_fraction'], '.2f')} / {_f(r['tp_floor_fraction'], '.2f')} "
-            f"| {_f(r['tp_all_reduce_share'], '.1%')} | {_f(r['tp_all_reduce_ms'], '.3f')} "
-            f"| {_f(r['shard_plus_all_reduce_ms'], '.3f')} | {_pct(r['cycle_error'])} "
-            f"| {_pct(r['cycle_error_with_all_reduce'])} |"
-        )
+    lines += ["", *md_table(c.frame.to_dict("records"), _step_columns(tp))]
     lines += [
         "",
         "Step: TPOT × tokens per verify for a speculative point, TPOT for the baseline (unprofiled windows). "
@@ -566,11 +557,6 @@ def to_markdown(c: Comparison) -> str:
     return "\n".join(lines) + "\n"
 
 
-def render(c: Comparison, fmt: str) -> str:
-    """The comparison as csv, json or md."""
-    return {"csv": to_csv, "json": to_json, "md": to_markdown}[fmt](c)
-
-
 __all__ = [
     "COLUMNS",
     "TARGET_ERROR",
@@ -580,6 +566,6 @@ __all__ = [
     "compare",
     "conclusion",
     "conclusion_lines",
+    "document",
     "load",
-    "render",
 ]

@@ -188,10 +188,10 @@ def default_pair(
     side_of: Callable[[int], RunSide],
     limit: int = 25,
 ) -> tuple[int, int] | None:
-    """The newest (shard, TP) pair among runs listed newest first: the newest tensor-parallel run (one tp > 1)
-    that some one-GPU run pairs with, and the newest such one-GPU run; None when none pairs. `widths` is run ->
-    its tp widths (db.queries.run_tp_widths); `side_of` reads a run (only candidates are read, at most `limit`
-    of each kind)."""
+    """The newest (shard, TP) pair among runs listed newest first: the newest tensor-parallel run (a tp above
+    1) that some one-GPU run pairs with, and the newest such one-GPU run; None when none pairs. `widths`: run
+    -> its tp widths (db.queries.run_tp_widths); `side_of` reads a run (only candidates are read, at most
+    `limit` of each kind)."""
     tps = [r for r in newest_first if len(widths.get(r, [])) == 1 and widths[r][0] > 1][:limit]
     shards = [r for r in newest_first if widths.get(r) == [1]][:limit]
     sides: dict[int, RunSide] = {}

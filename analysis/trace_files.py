@@ -59,7 +59,7 @@ def _matches(path: Path, sha256: str | None, size: int | None) -> bool:
 
 
 def _beside_database(stored: str, folder: Path) -> list[Path]:
-    """Where the stored file would be if its `artifacts/` tree (or the file alone) sits next to the database."""
+    """Where the stored file would be if its `artifacts/` tree (or the file alone) sits by the database."""
     parts = PurePosixPath(stored).parts
     out = []
     if "artifacts" in parts:

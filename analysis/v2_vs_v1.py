@@ -6,8 +6,8 @@ repeat when the run interleaved its v1/v2 windows (every sample has an `order_in
 logs). Only `ok` repeats count; in an interleaved run, only repeats whose two windows one invocation measured
 (a resumed run can finish a repeat whose other side ran earlier), whether paired or, with fewer than two such
 pairs `ok` on both sides, unpaired. The verdict reads the throughput interval: `faster` when all of it lies
-above 1, `slower` when all of it lies below, else `no clear difference`; `tpot_verdict` reads the TPOT interval
-the other way round (a lower TPOT is faster).
+above 1, `slower` when all of it lies below, else `no clear difference`; `tpot_verdict` reads the TPOT
+interval the other way round (a lower TPOT is faster).
 
 `load` adds the profile evidence of the run (analysis.profiles.OVERLAP_COLUMNS: cycle time and GPU idle per
 cycle of each side, the CPU work v2 hides, the profiler's distortion and the one-line verdict) to every cell
@@ -16,16 +16,15 @@ that has a v1 and a v2 profile of the same configuration; the columns stay empty
 
 from __future__ import annotations
 
-import io
-import json
 import statistics
+from collections.abc import Mapping
 from typing import Any
 
 import pandas as pd
-from sqlalchemy import Engine, inspect
+from sqlalchemy import Engine
 
-from analysis import correctness, csvsafe, md
-from analysis.plain import missing, plain
+from analysis import correctness
+from analysis.plain import missing
 from analysis.profiles import (
     DISTORTION_MARK,
     OVERLAP_CELLS,
@@ -34,53 +33,36 @@ from analysis.profiles import (
     distorted,
     join_overlap,
     overlap_cells,
-    overlap_rows,
     overlap_table,
 )
+from analysis.render import Column, Document, columns, interval, md_table, md_title, number
 from bench.pairing import paired_repeats
 from bench.stats.ratio import RatioInterval, half_width, paired_ratio, pairs_for, unpaired_ratio, verdict
 from db import queries
 
 # Everything a v1 point and its v2 partner share besides the mode.
 PAIR_KEYS: tuple[str, ...] = (
-    "workload_key",
-    "algorithm",
-    "topk",
-    "draft_tokens",
-    "accept_length_pinned",
-    "steps",
-    "batch_size",
+    *("workload_key", "algorithm", "topk", "draft_tokens", "accept_length_pinned", "steps", "batch_size"),
 )
 COLUMNS: tuple[str, ...] = (
-    "batch_size",
-    "steps",
-    "accept_length",
-    "v1_output_throughput",
-    "v2_output_throughput",
-    "ratio",
-    "ci_low",
-    "ci_high",
-    "verdict",
-    "v1_tpot_ms",
-    "v2_tpot_ms",
-    "tpot_ratio",
-    "tpot_ci_low",
-    "tpot_ci_high",
-    "tpot_verdict",
-    "n",
-    "method",
-    "topk",
-    "workload_key",
-    # Paired pairs the throughput interval needs for +-5% at the spread it shows (bench.stats.ratio.pairs_for).
+    *("batch_size", "steps", "accept_length", "v1_output_throughput", "v2_output_throughput", "ratio"),
+    *("ci_low", "ci_high", "verdict", "v1_tpot_ms", "v2_tpot_ms", "tpot_ratio", "tpot_ci_low"),
+    *("tpot_ci_high", "tpot_verdict", "n", "method", "topk", "workload_key"),
+    # Pairs the throughput interval needs for +-5% at the spread it shows (bench.stats.ratio.pairs_for).
     "pairs_for_5pct",
-    # The correctness gate's verdict on each side and the check's acceptance v2/v1: a pair with a `fail` compares
-    # a wrong path's speed (docs/reference/correctness-gate.md).
-    "v1_correctness",
-    "v2_correctness",
-    "acceptance_v2_v1",
+    # Each side's correctness verdict and acceptance v2/v1: a `fail` side's speed is a wrong path's.
+    *("v1_correctness", "v2_correctness", "acceptance_v2_v1"),
     # Each side's physical floor / measured cycle (bench/floor.py): how close to the memory bus it ran.
-    "v1_floor_fraction",
-    "v2_floor_fraction",
+    *("v1_floor_fraction", "v2_floor_fraction"),
+)
+# The view as exported: the cells and their profile evidence.
+VIEW = columns(
+    (*COLUMNS, *OVERLAP_COLUMNS),
+    ints=("batch_size", "steps", "n", "topk", "pairs_for_5pct"),
+    text=(
+        *("verdict", "tpot_verdict", "method", "workload_key", "v1_correctness", "v2_correctness"),
+        *("profile_activities", "profile_verdict"),
+    ),
 )
 TARGET = 0.05
 FLOOR_CELL = "floor v1 / v2"
@@ -119,21 +101,21 @@ def _first(values: pd.Series) -> float | None:
 
 def _invocations(rows: pd.DataFrame) -> dict[int, int | None]:
     """repeat -> the invocation that measured it (None before runs recorded it)."""
-    inv = rows["invocation"] if "invocation" in rows else pd.Series([None] * len(rows), index=rows.index)
-    return {int(r): None if missing(i) else int(i) for r, i in zip(rows["repeat"], inv, strict=True)}
+    return {
+        int(r): None if missing(i) else int(i)
+        for r, i in zip(rows["repeat"], rows["invocation"], strict=True)
+    }
 
 
 def _checks(points: pd.DataFrame, v1: pd.DataFrame, v2: pd.DataFrame) -> dict[str, Any]:
-    """Each side's correctness verdict and the check's acceptance v2/v1 (None for runs before the gate)."""
-    if "correctness" not in points:
-        return {"v1_correctness": None, "v2_correctness": None, "acceptance_v2_v1": None}
+    """Each side's correctness verdict and the check's acceptance v2/v1 (None where it was not checked)."""
     by_id = points.set_index("point_id")
 
     def side(rows: pd.DataFrame, column: str) -> Any:
         value = by_id.at[int(rows["point_id"].iloc[0]), column]
         return None if missing(value) else value
 
-    ratio = side(v2, "acceptance_v2_v1") if "acceptance_v2_v1" in points else None
+    ratio = side(v2, "acceptance_v2_v1")
     return {
         "v1_correctness": side(v1, "correctness"),
         "v2_correctness": side(v2, "correctness"),
@@ -145,10 +127,6 @@ def v2_vs_v1(points: pd.DataFrame, samples: pd.DataFrame, confidence: float = 0.
     """One row per v1/v2 pair of points in `points` (a run's, from db.queries.run_points), using `samples`
     (db.queries.run_samples with output_throughput and tpot_mean_ms, plus order_index and invocation)."""
     spec = points[points["spec_mode"].isin(["v1", "v2"])]
-    if "accept_length_pinned" not in spec:  # a database of an older schema: nothing was pinned
-        spec = spec.assign(accept_length_pinned=None)
-    if "floor_fraction" not in spec:  # a database of an older schema, or a frame without floors
-        spec = spec.assign(floor_fraction=None)
     if spec.empty or samples.empty:
         return pd.DataFrame(columns=list(COLUMNS))
     joined = samples.merge(spec[["point_id", "spec_mode", "floor_fraction", *PAIR_KEYS]], on="point_id")
@@ -158,10 +136,9 @@ def v2_vs_v1(points: pd.DataFrame, samples: pd.DataFrame, confidence: float = 0.
         v1, v2 = group[group["spec_mode"] == "v1"], group[group["spec_mode"] == "v2"]
         if v1.empty or v2.empty:
             continue
-        # A repeat pairs its two sides only when one invocation measured both (a resumed run can finish a
-        # repeat whose other side ran earlier, elsewhere).
+        # A repeat pairs its sides only when one invocation measured both (a resume may split a repeat).
         pairable = paired_repeats(_invocations(v1), _invocations(v2))
-        paired = bool(group["order_index"].notna().all()) if "order_index" in group else False
+        paired = bool(group["order_index"].notna().all())
         row: dict[str, Any] = {
             "batch_size": int(k["batch_size"]),
             "steps": None if missing(k["steps"]) else int(k["steps"]),
@@ -203,23 +180,9 @@ def v2_vs_v1(points: pd.DataFrame, samples: pd.DataFrame, confidence: float = 0.
 # ------------------------------------------------------------------------------------------- formats
 
 
-def to_csv(frame: pd.DataFrame) -> str:
-    buf = io.StringIO()
-    csvsafe.frame(frame).to_csv(buf, index=False, float_format="%.6g")  # no cell starts a formula
-    return buf.getvalue()
-
-
-def to_json(frame: pd.DataFrame, meta: dict[str, Any] | None = None) -> str:
-    rows = [{c: plain(v) for c, v in rec.items()} for rec in frame.to_dict(orient="records")]
-    return json.dumps({"view": "v2-vs-v1", **(meta or {}), "rows": rows}, indent=2, default=str) + "\n"
-
-
-def _fmt(v: Any, spec: str) -> str:
-    return "–" if missing(v) else format(v, spec)
-
-
-def _ci(low: Any, high: Any) -> str:
-    return "–" if missing(low) or missing(high) else f"[{low:.3f}, {high:.3f}]"
+def document(frame: pd.DataFrame, meta: dict[str, Any] | None = None, title: str | None = None) -> Document:
+    """The view in every format (analysis.render): the cells with their profile evidence."""
+    return Document(frame, VIEW, lambda: to_markdown(frame, title), head={"view": "v2-vs-v1", **(meta or {})})
 
 
 def _wider_than_target(r: dict[str, Any]) -> bool:
@@ -230,7 +193,7 @@ def _wider_than_target(r: dict[str, Any]) -> bool:
     return width is not None and width > TARGET
 
 
-def _wrong_side(r: dict[str, Any]) -> str:
+def _wrong_side(r: Mapping[str, Any]) -> str:
     """'v1', 'v2' or 'v1 and v2': which side of a cell the correctness gate failed ('' when none)."""
     sides = [m for m in ("v1", "v2") if correctness.is_wrong(r.get(f"{m}_correctness"))]
     return " and ".join(sides)
@@ -255,29 +218,57 @@ def _profiled(frame: pd.DataFrame) -> pd.DataFrame:
     return frame[frame["cpu_hidden_ms"].notna()]
 
 
+def _speed(side: str) -> Column:
+    return Column(
+        f"{side}_output_throughput",
+        f"{side} tok/s",
+        show=lambda r: correctness.speed_md(r[f"{side}_output_throughput"], r.get(f"{side}_correctness")),
+    )
+
+
+def _verdict(r: Mapping[str, Any]) -> str:
+    wrong = _wrong_side(r)
+    return f"**{correctness.WRONG}** ({wrong} failed the check)" if wrong else str(r["verdict"])
+
+
+def _overlap(name: str) -> Column:
+    return Column(name, show=lambda r: overlap_cells(r)[name])
+
+
+_FLOOR = Column(
+    FLOOR_CELL,
+    show=lambda r: (
+        f"{number(r.get('v1_floor_fraction'), '.2f')} / {number(r.get('v2_floor_fraction'), '.2f')}"
+    ),
+)
+_HEAD = (
+    Column("batch_size", "batch", "d"),
+    Column("steps", "steps", "d"),
+    Column("accept_length", "accept len", "g"),
+    _speed("v1"),
+    _speed("v2"),
+    Column("ratio", "v2/v1", ".3f"),
+    Column("ci", "95% CI", text=True, show=lambda r: interval(r["ci_low"], r["ci_high"])),
+    Column("verdict", "verdict", text=True, show=_verdict),
+)
+_TPOT = (
+    Column("tpot_ratio", "TPOT v2/v1", ".3f"),
+    Column("tpot_ci", "TPOT 95% CI", text=True, show=lambda r: interval(r["tpot_ci_low"], r["tpot_ci_high"])),
+    Column("n", show=lambda r: f"{r['n']} ({r['method'] or '–'})"),
+)
+
+
 def to_markdown(frame: pd.DataFrame, title: str | None = None) -> str:
     """The table a PR comment needs: one row per cell, the ratio with its interval and the verdict; with the
     profile evidence (cycle, GPU idle per cycle, CPU hidden) when the run profiled a v1/v2 pair of a cell."""
-    lines = [f"**{md.text(title)}**", ""] if title else []  # the title holds the sweep name: user text
+    lines = md_title(title) if title else []
     profiled = _profiled(frame)
-    # The overlap share sits next to the ratio it explains; the other profile cells follow at the end.
-    share = [SHARE_CELL] if not profiled.empty else []
-    extra = [c for c in OVERLAP_CELLS if c != SHARE_CELL] if not profiled.empty else []
-    floors = any(
-        not missing(r.get(f"{m}_floor_fraction")) for r in frame.to_dict("records") for m in ("v1", "v2")
-    )
-    floor_head = [FLOOR_CELL] if floors else []
-    lines += [
-        "| batch | steps | accept len | v1 tok/s | v2 tok/s | v2/v1 | 95% CI | verdict |"
-        + "".join(f" {c} |" for c in share)
-        + " TPOT v2/v1 | TPOT 95% CI | n |"
-        + "".join(f" {c} |" for c in (*floor_head, *extra)),
-        "|---:|---:|---:|---:|---:|---:|---|---|"
-        + "---:|" * len(share)
-        + "---:|---|---:|"
-        + "---:|" * (len(floor_head) + len(extra)),
-    ]
     records = frame.to_dict(orient="records")
+    floors = any(not missing(r.get(f"{m}_floor_fraction")) for r in records for m in ("v1", "v2"))
+    # The overlap share sits next to the ratio it explains; the other profile cells follow at the end.
+    share = [_overlap(SHARE_CELL)] if not profiled.empty else []
+    extra = [_overlap(c) for c in OVERLAP_CELLS if c != SHARE_CELL] if not profiled.empty else []
+    lines += md_table(records, [*_HEAD, *share, *_TPOT, *([_FLOOR] if floors else []), *extra])
     wrong = [r for r in records if _wrong_side(r)]
     if wrong:
         at = 2 if title else 0  # under the title
@@ -287,27 +278,6 @@ def to_markdown(frame: pd.DataFrame, title: str | None = None) -> str:
             + "; ".join(f"{_cell_name(r)}: {_wrong_side(r)} failed" for r in wrong),
             "",
         ]
-    for r in records:
-        cells = overlap_cells(r) if extra else {}
-        floor_cell = (
-            [f"{_fmt(r.get('v1_floor_fraction'), '.2f')} / {_fmt(r.get('v2_floor_fraction'), '.2f')}"]
-            if floors
-            else []
-        )
-        verdict_cell = (
-            f"**{correctness.WRONG}** ({_wrong_side(r)} failed the check)" if _wrong_side(r) else r["verdict"]
-        )
-        lines.append(
-            f"| {r['batch_size']} | {_fmt(r['steps'], 'd')} | {_fmt(r['accept_length'], 'g')} "
-            f"| {correctness.speed_md(r['v1_output_throughput'], r.get('v1_correctness'))} "
-            f"| {correctness.speed_md(r['v2_output_throughput'], r.get('v2_correctness'))} "
-            f"| {_fmt(r['ratio'], '.3f')} | {_ci(r['ci_low'], r['ci_high'])} | {verdict_cell} |"
-            + "".join(f" {cells[c]} |" for c in share)
-            + f" {_fmt(r['tpot_ratio'], '.3f')} | {_ci(r['tpot_ci_low'], r['tpot_ci_high'])} "
-            f"| {r['n']} ({r['method'] or '–'}) |"
-            + "".join(f" {c} |" for c in floor_cell)
-            + "".join(f" {cells[c]} |" for c in extra)
-        )
     if frame.empty:
         lines.append("| – | – | – | – | – | – | – | no v1/v2 pairs in this run | – | – | – |")
     lines += [
@@ -340,10 +310,10 @@ def to_markdown(frame: pd.DataFrame, title: str | None = None) -> str:
         for r in profiled.to_dict(orient="records"):
             acc = "" if missing(r["accept_length"]) else f", accept len {r['accept_length']:g}"
             lines.append(
-                f"- batch {r['batch_size']}, steps {_fmt(r['steps'], 'd')}{acc} "
+                f"- batch {r['batch_size']}, steps {number(r['steps'], 'd')}{acc} "
                 f"({r['profile_activities']}): {r['profile_verdict']}"
                 + (
-                    f" (distortion v1 ×{_fmt(r['v1_distortion'], '.2f')}, v2 ×{_fmt(r['v2_distortion'], '.2f')})"
+                    f" (distortion v1 ×{number(r['v1_distortion'], '.2f')}, v2 ×{number(r['v2_distortion'], '.2f')})"
                     if not (missing(r["v1_distortion"]) and missing(r["v2_distortion"]))
                     else ""
                 )
@@ -370,5 +340,4 @@ def load(engine: Engine, run_id: int, confidence: float = 0.95, profiles: bool =
     frame = v2_vs_v1(points, samples, confidence)
     if not profiles:
         return frame
-    has_table = inspect(engine).has_table("profiles")  # a database not yet migrated to profiles has none
-    return with_profiles(frame, overlap_table(engine, [run_id]) if has_table else overlap_rows([]))
+    return with_profiles(frame, overlap_table(engine, [run_id]))

@@ -2,49 +2,42 @@
 
 Why: the repeats of a point spread, and the point's median hides why. Next to each window's throughput,
 latency and measured acceptance this puts the GPU and host context the window recorded (`samples.telemetry`,
-bench.host.telemetry: SM clock, temperature, power, host load and, in newer runs, host CPU busy / steal / pressure),
-so a slow window reads as throttled, loaded or accepting fewer tokens. A window is one `samples` row (one
-repeat of one point); every status is listed, a failed or throttled window with its `reason`.
+bench.host.telemetry: SM clock, temperature, power, host load and, in newer runs, host CPU busy / steal /
+pressure), so a slow window reads as throttled, loaded or accepting fewer tokens. A window is one `samples`
+row (one repeat of one point); every status is listed, a failed or throttled window with its `reason`.
 
 `spread` sums the windows up per (batch size, mode, steps, pinned accept length): the `ok` windows and the
 coefficient of variation (sample standard deviation over mean) of their output throughput. `drivers` says what
 moved with throughput across those windows: the Pearson correlation with each recorded context column (on the
 H200 the speculative windows' throughput followed GPU power at r = 0.99 and the hypervisor's steal at -0.26 to
--0.63 while the SM clock did not move: docs/results/2026-12-04-h200-v3-slice-grid-part1.md). A correlation is a lead, not a cause.
+-0.63 while the SM clock did not move: docs/results/2026-12-04-h200-v3-slice-grid-part1.md). A correlation
+is a lead, not a cause.
 """
 
 from __future__ import annotations
 
-import json
 import math
 import statistics
+from collections.abc import Mapping
 from typing import Any
 
 import pandas as pd
 from sqlalchemy import Engine
 
 from analysis import md
-from analysis.plain import missing, plain
-from analysis.v2_vs_v1 import to_csv as _frame_csv
+from analysis.plain import missing
+from analysis.render import Column, Document, columns, md_table, md_title, records
 from db import queries
 
 CONFIG_KEYS: tuple[str, ...] = ("batch_size", "spec_mode", "steps", "accept_length_pinned")
+# accept_length: measured (the pinned one is accept_length_pinned).
 METRICS: tuple[str, ...] = (
-    "output_throughput",
-    "tpot_mean_ms",
-    "itl_p99_ms",
-    "ttft_p50_ms",
-    "duration_s",
-    "completed",
-    "accept_length",  # measured; the pinned one is accept_length_pinned
+    *("output_throughput", "tpot_mean_ms", "itl_p99_ms", "ttft_p50_ms", "duration_s", "completed"),
+    "accept_length",
 )
 # Keys of samples.telemetry, one column each; missing keys are empty cells.
 TELEMETRY: tuple[str, ...] = (
-    "sm_clock_min_mhz",
-    "sm_clock_median_mhz",
-    "temp_max_c",
-    "power_mean_w",
-    "host_load_1m_start",
+    *("sm_clock_min_mhz", "sm_clock_median_mhz", "temp_max_c", "power_mean_w", "host_load_1m_start"),
     "host_load_1m_end",
 )
 # Recorded by newer runs only: a column when some window of the run has the key.
@@ -58,51 +51,42 @@ TELEMETRY_OPTIONAL: tuple[str, ...] = (
     "gpu_util_mean_pct",  # a slower window with an idler GPU waited for the host (bench/host/telemetry/)
     "server_cpu_pct",  # the launched server's processes, percent of one core
     "server_busiest_cpu_pct",
-    "cpu_probe_ms",  # the host's time for a fixed piece of Python (bench/host/cpu_probe.py): higher = slower host
-    # The same probe's own CPU time: up with cpu_probe_ms means a slower CPU, not preemption. The figure to read
-    # with cpu_probe_on = server: the probe then shares the scheduler's core, so its wall time includes waits.
+    "cpu_probe_ms",  # a fixed piece of Python's wall time (bench/host/cpu_probe.py): higher = slower host
+    # Its CPU time: up with cpu_probe_ms means a slower CPU, not preemption. The one to read with
+    # cpu_probe_on = server, where the probe shares the scheduler's core and its wall time includes waits.
     "cpu_probe_cpu_ms",
     "cpu_probe_on_server_pct",  # cpu_probe_on = server: percent of probe samples on the busiest process's CPU
     "cpu_probe_follow_errors",  # cpu_probe_on = server: moves onto that CPU the kernel refused (0: none)
-    "server_busiest_cpu_moves",  # times the busiest server process was on another CPU than at the sample before
-    # How late the client's own event loop woke (bench/host/loop_lag.py): the host's stalls in the window, what
-    # `unstable` is measured against.
+    "server_busiest_cpu_moves",  # samples where the busiest server process had moved to another CPU
+    # The client's event-loop lag (bench/host/loop_lag.py): the host stalls `unstable` is measured against.
     "client_loop_lag_max_ms",
     "client_loop_lag_p99_ms",
-    # The same for the server's loop, where the server reports it (the stand-in does: synthetic/server/stalls.py).
+    # The same for the server's loop, where it reports it (the stand-in does: synthetic/server/stalls.py).
     "server_loop_stall_max_ms",
 )
-# Text keys, likewise optional: the busiest server process's name, and the NVML clock-event reasons seen
-# (a list, written space-separated).
+# Text keys, likewise optional; a list (the NVML clock-event reasons) is written space-separated.
 TELEMETRY_TEXT: tuple[str, ...] = (
     "server_busiest_process",
     "clock_event_reasons",
     "server_busiest_cpus",  # the CPUs it ran on, most often first: a window's level can follow its core
     "cpu_probe_cpus",
-    "cpu_probe_on",  # runner: the probe ran on the runner's CPUs; server: it followed the busiest server process
+    "cpu_probe_on",  # runner: the probe ran on the runner's CPUs; server: it followed the busiest process
 )
 HEAD: tuple[str, ...] = ("order_index", *CONFIG_KEYS, "repeat", "status", *METRICS)
 # invocation: where the `specbench run` (or job attempt) that measured the window began in the run's order; a
 # resumed run shows two or more. server_instance_id: the server row (server_instances) that measured it.
 TAIL: tuple[str, ...] = (
-    "throttled",
-    "reason",
-    "window_started_at",
-    "invocation",
-    "server_instance_id",
-    "topk",
-    "point_id",
+    *("throttled", "reason", "window_started_at", "invocation", "server_instance_id", "topk", "point_id"),
 )
 _INTS: tuple[str, ...] = (
-    "order_index",
-    "batch_size",
-    "steps",
-    "repeat",
-    "completed",
-    "invocation",
-    "server_instance_id",
-    "topk",
-    "point_id",
+    *("order_index", "batch_size", "steps", "repeat", "completed", "invocation", "server_instance_id"),
+    *("topk", "point_id"),
+)
+# The view as exported: the columns a run's windows have, in this order.
+VIEW = columns(
+    (*HEAD, *TELEMETRY, *TELEMETRY_OPTIONAL, *TELEMETRY_TEXT, *TAIL),
+    ints=_INTS,
+    text=("spec_mode", "status", *TELEMETRY_TEXT, "reason", "window_started_at"),
 )
 SPREAD_COLUMNS: tuple[str, ...] = (*CONFIG_KEYS, "n", "mean_output_throughput", "cv_output_throughput")
 # Context that may move with throughput, correlated in `drivers` when the run recorded it: (column, header).
@@ -131,8 +115,7 @@ def load(engine: Engine, run_id: int) -> pd.DataFrame:
 def windows(raw: pd.DataFrame) -> pd.DataFrame:
     """`raw` (db.queries.run_windows, already in measurement order) with the telemetry dict flattened:
     HEAD, the telemetry columns, TAIL."""
-    tele = raw["telemetry"] if "telemetry" in raw else pd.Series([None] * len(raw), index=raw.index)
-    dicts = [t if isinstance(t, dict) else {} for t in tele]
+    dicts = [t if isinstance(t, dict) else {} for t in raw["telemetry"]]
     keys = [*TELEMETRY, *(k for k in TELEMETRY_OPTIONAL if any(k in d for d in dicts))]
     texts = [k for k in TELEMETRY_TEXT if any(k in d for d in dicts)]
     out = raw.reindex(columns=[*HEAD, *keys, *texts, *TAIL]).reset_index(drop=True)
@@ -179,8 +162,9 @@ def spread(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def drivers(frame: pd.DataFrame) -> pd.DataFrame:
-    """Per configuration with at least MIN_DRIVER_WINDOWS ok windows: n, and the Pearson r of output throughput
-    with each DRIVERS column the run recorded (None where the column did not vary or has too few values)."""
+    """Per configuration with at least MIN_DRIVER_WINDOWS ok windows: n, and the Pearson r of output
+    throughput with each DRIVERS column the run recorded (None where it did not vary or has too few
+    values)."""
     present = [c for c, _ in DRIVERS if c in frame.columns and frame[c].notna().any()]
     rows: list[dict[str, Any]] = []
     for key, group in frame.groupby(list(CONFIG_KEYS), dropna=False, sort=False):
@@ -204,133 +188,113 @@ def drivers(frame: pd.DataFrame) -> pd.DataFrame:
 # ------------------------------------------------------------------------------------------- formats
 
 
-def _records(frame: pd.DataFrame) -> list[dict[str, Any]]:
-    return [{c: plain(v) for c, v in rec.items()} for rec in frame.to_dict(orient="records")]
+def document(frame: pd.DataFrame, meta: dict[str, Any] | None = None, title: str | None = None) -> Document:
+    """The view in every format (analysis.render): the windows, then in JSON their spread and drivers."""
+    return Document(
+        frame,
+        VIEW,
+        lambda: to_markdown(frame, title),
+        head={"view": "windows", **(meta or {})},
+        tail={"spread": records(spread(frame)), "drivers": records(drivers(frame))},
+    )
 
 
-def to_csv(frame: pd.DataFrame) -> str:
-    """One line per window, numbers as the v2-vs-v1 view writes them (6 significant digits)."""
-    return _frame_csv(frame)
-
-
-def to_json(frame: pd.DataFrame, meta: dict[str, Any] | None = None) -> str:
-    doc = {
-        "view": "windows",
-        **(meta or {}),
-        "rows": _records(frame),
-        "spread": _records(spread(frame)),
-        "drivers": _records(drivers(frame)),
-    }
-    return json.dumps(doc, indent=2, default=str) + "\n"
-
-
-# (header, column, format); a format of "" is text, escaped.
-_MD: tuple[tuple[str, str, str], ...] = (
-    ("#", "order_index", "d"),
-    ("batch", "batch_size", "d"),
-    ("mode", "spec_mode", ""),
-    ("steps", "steps", "d"),
-    ("accept pinned", "accept_length_pinned", "g"),
-    ("rep", "repeat", "d"),
-    ("status", "status", ""),
-    ("tok/s", "output_throughput", ",.1f"),
-    ("TPOT ms", "tpot_mean_ms", ".3f"),
-    ("ITL p99 ms", "itl_p99_ms", ".2f"),
-    ("TTFT p50 ms", "ttft_p50_ms", ".2f"),
-    ("window s", "duration_s", ".2f"),
-    ("done", "completed", "d"),
-    ("accept len", "accept_length", ".2f"),
-    ("SM min MHz", "sm_clock_min_mhz", ".0f"),
-    ("SM median MHz", "sm_clock_median_mhz", ".0f"),
-    ("temp max °C", "temp_max_c", ".0f"),
-    ("power W", "power_mean_w", ".1f"),
-    ("load 1m start", "host_load_1m_start", ".2f"),
-    ("load 1m end", "host_load_1m_end", ".2f"),
-    ("CPU busy %", "host_cpu_busy_pct", ".1f"),
-    ("CPU steal %", "host_cpu_steal_pct", ".2f"),
-    ("CPU pressure %", "cpu_pressure_pct", ".2f"),
-    ("max CPU busy %", "host_cpu_max_busy_pct", ".1f"),
-    ("max CPU steal %", "host_cpu_steal_max_pct", ".2f"),
-    ("mem MHz", "mem_clock_median_mhz", ".0f"),
-    ("GPU util %", "gpu_util_mean_pct", ".1f"),
-    ("server CPU %", "server_cpu_pct", ".1f"),
-    ("busiest proc CPU %", "server_busiest_cpu_pct", ".1f"),
-    ("busiest proc", "server_busiest_process", ""),
-    ("clock events", "clock_event_reasons", ""),
-    ("host probe ms", "cpu_probe_ms", ".3f"),
-    ("probe CPU ms", "cpu_probe_cpu_ms", ".3f"),
-    ("busiest proc CPUs", "server_busiest_cpus", ""),
-    ("busiest proc moves", "server_busiest_cpu_moves", "d"),
-    ("probe CPUs", "cpu_probe_cpus", ""),
-    ("probe on", "cpu_probe_on", ""),
-    ("probe on server %", "cpu_probe_on_server_pct", ".1f"),
-    ("client stall max ms", "client_loop_lag_max_ms", ".1f"),
-    ("client stall p99 ms", "client_loop_lag_p99_ms", ".1f"),
-    ("server stall max ms", "server_loop_stall_max_ms", ".1f"),
-    ("probe follow errors", "cpu_probe_follow_errors", "d"),
+# The windows as the Markdown table shows them; a column without a format is text, escaped.
+_MD: tuple[Column, ...] = tuple(
+    Column(key, head, fmt, text=not fmt)
+    for head, key, fmt in (
+        ("#", "order_index", "d"),
+        ("batch", "batch_size", "d"),
+        ("mode", "spec_mode", ""),
+        ("steps", "steps", "d"),
+        ("accept pinned", "accept_length_pinned", "g"),
+        ("rep", "repeat", "d"),
+        ("status", "status", ""),
+        ("tok/s", "output_throughput", ",.1f"),
+        ("TPOT ms", "tpot_mean_ms", ".3f"),
+        ("ITL p99 ms", "itl_p99_ms", ".2f"),
+        ("TTFT p50 ms", "ttft_p50_ms", ".2f"),
+        ("window s", "duration_s", ".2f"),
+        ("done", "completed", "d"),
+        ("accept len", "accept_length", ".2f"),
+        ("SM min MHz", "sm_clock_min_mhz", ".0f"),
+        ("SM median MHz", "sm_clock_median_mhz", ".0f"),
+        ("temp max °C", "temp_max_c", ".0f"),
+        ("power W", "power_mean_w", ".1f"),
+        ("load 1m start", "host_load_1m_start", ".2f"),
+        ("load 1m end", "host_load_1m_end", ".2f"),
+        ("CPU busy %", "host_cpu_busy_pct", ".1f"),
+        ("CPU steal %", "host_cpu_steal_pct", ".2f"),
+        ("CPU pressure %", "cpu_pressure_pct", ".2f"),
+        ("max CPU busy %", "host_cpu_max_busy_pct", ".1f"),
+        ("max CPU steal %", "host_cpu_steal_max_pct", ".2f"),
+        ("mem MHz", "mem_clock_median_mhz", ".0f"),
+        ("GPU util %", "gpu_util_mean_pct", ".1f"),
+        ("server CPU %", "server_cpu_pct", ".1f"),
+        ("busiest proc CPU %", "server_busiest_cpu_pct", ".1f"),
+        ("busiest proc", "server_busiest_process", ""),
+        ("clock events", "clock_event_reasons", ""),
+        ("host probe ms", "cpu_probe_ms", ".3f"),
+        ("probe CPU ms", "cpu_probe_cpu_ms", ".3f"),
+        ("busiest proc CPUs", "server_busiest_cpus", ""),
+        ("busiest proc moves", "server_busiest_cpu_moves", "d"),
+        ("probe CPUs", "cpu_probe_cpus", ""),
+        ("probe on", "cpu_probe_on", ""),
+        ("probe on server %", "cpu_probe_on_server_pct", ".1f"),
+        ("client stall max ms", "client_loop_lag_max_ms", ".1f"),
+        ("client stall p99 ms", "client_loop_lag_p99_ms", ".1f"),
+        ("server stall max ms", "server_loop_stall_max_ms", ".1f"),
+        ("probe follow errors", "cpu_probe_follow_errors", "d"),
+    )
 )
 
 
-def _cell(v: Any, spec: str) -> str:
-    if missing(v):
-        return "–"
-    if not spec:
-        return md.text(v)
-    return format(int(v) if spec == "d" else float(v), spec)
-
-
-def _note(r: dict[str, Any]) -> str:
+def _note(r: Mapping[str, Any]) -> str:
     if not missing(r["reason"]):
         return md.text(r["reason"])
     return "throttled" if r["throttled"] is True else ""
 
 
+# A configuration's cells, first in the spread and drivers tables.
+_CONFIG = (
+    Column("batch_size", "batch", "d"),
+    Column("spec_mode", "mode", text=True),
+    Column("steps", "steps", "d"),
+    Column("accept_length_pinned", "accept pinned", "g"),
+    Column("n", "n", "d"),
+)
+_SPREAD = (
+    *_CONFIG,
+    Column("mean_output_throughput", "mean tok/s", ",.1f"),
+    Column(
+        "cv", "CV", show=lambda s: "–" if missing(cv := s["cv_output_throughput"]) else f"{100 * cv:.1f} %"
+    ),
+)
+
+
 def to_markdown(frame: pd.DataFrame, title: str | None = None) -> str:
     """The windows as a table (user text escaped), then the spread per configuration."""
-    cols = [c for c in _MD if c[1] in frame.columns]
-    lines = [f"**{md.text(title)}**", ""] if title else []
-    lines += [
-        "| " + " | ".join(h for h, _, _ in cols) + " | note |",
-        "|" + "|".join("---" if not f else "---:" for _, _, f in cols) + "|---|",
-    ]
-    for r in frame.to_dict(orient="records"):
-        lines.append("| " + " | ".join(_cell(r[c], f) for _, c, f in cols) + f" | {_note(r)} |")
+    cols = [c for c in _MD if c.key in frame.columns]
+    lines = md_title(title) if title else []
+    lines += md_table(frame.to_dict(orient="records"), [*cols, Column("note", text=True, show=_note)])
     if frame.empty:
         lines.append("| " + " | ".join("–" for _ in cols) + " | no windows stored for this run |")
     lines += [
         "",
         "Spread per configuration (ok windows): CV = standard deviation / mean of output throughput.",
         "",
-        "| batch | mode | steps | accept pinned | n | mean tok/s | CV |",
-        "|---:|---|---:|---:|---:|---:|---:|",
+        *md_table(spread(frame).to_dict(orient="records"), _SPREAD),
     ]
-    for s in spread(frame).to_dict(orient="records"):
-        cv = s["cv_output_throughput"]
-        lines.append(
-            f"| {_cell(s['batch_size'], 'd')} | {_cell(s['spec_mode'], '')} | {_cell(s['steps'], 'd')} "
-            f"| {_cell(s['accept_length_pinned'], 'g')} | {s['n']} | {_cell(s['mean_output_throughput'], ',.1f')} "
-            f"| {'–' if missing(cv) else f'{100 * cv:.1f} %'} |"
-        )
-    lines += _drivers_markdown(drivers(frame))
+    table = drivers(frame)
+    if not table.empty:
+        lines += [
+            "",
+            f"What moved with throughput (ok windows, at least {MIN_DRIVER_WINDOWS}): Pearson r of output "
+            "throughput with each recorded column; a lead, not a cause.",
+            "",
+            *md_table(
+                table.to_dict(orient="records"),
+                [*_CONFIG, *(Column(f"r_{c}", h, "+.2f") for c, h in DRIVERS if f"r_{c}" in table.columns)],
+            ),
+        ]
     return "\n".join(lines) + "\n"
-
-
-def _drivers_markdown(table: pd.DataFrame) -> list[str]:
-    if table.empty:
-        return []
-    cols = [(c, h) for c, h in DRIVERS if f"r_{c}" in table.columns]
-    lines = [
-        "",
-        f"What moved with throughput (ok windows, at least {MIN_DRIVER_WINDOWS}): Pearson r of output throughput "
-        "with each recorded column; a lead, not a cause.",
-        "",
-        "| batch | mode | steps | accept pinned | n | " + " | ".join(h for _, h in cols) + " |",
-        "|---:|---|---:|---:|---:|" + "---:|" * len(cols),
-    ]
-    for r in table.to_dict(orient="records"):
-        cells = " | ".join(_cell(r[f"r_{c}"], "+.2f") for c, _ in cols)
-        lines.append(
-            f"| {_cell(r['batch_size'], 'd')} | {_cell(r['spec_mode'], '')} | {_cell(r['steps'], 'd')} "
-            f"| {_cell(r['accept_length_pinned'], 'g')} | {r['n']} | {cells} |"
-        )
-    return lines

@@ -19,15 +19,8 @@ from bench import catalog
 
 # bench_serving's own argument keys, written by `to_line` so that a file round-trips.
 ARG_KEYS = (
-    "tag",
-    "backend",
-    "dataset_name",
-    "request_rate",
-    "max_concurrency",
-    "sharegpt_output_len",
-    "random_input_len",
-    "random_output_len",
-    "random_range_ratio",
+    *("tag", "backend", "dataset_name", "request_rate", "max_concurrency", "sharegpt_output_len"),
+    *("random_input_len", "random_output_len", "random_range_ratio"),
 )
 
 

@@ -6,7 +6,8 @@ no pool limit that would silently cap concurrency (aiohttp's default is 100 conn
 
 The per-event path reads raw chunks, splits them on the SSE separator, reads each event's token count and
 appends two numbers to two lists (see `_read_stream` for why only the last event is parsed in full).
-Nothing else happens per event: no logging, no objects, no validation models. What a request records, and why TTFT counts tokens rather than text, is in `bench.metrics`.
+Nothing else happens per event: no logging, no objects, no validation models. What a request records, and
+why TTFT counts tokens rather than text, is in `bench.metrics`.
 """
 
 from __future__ import annotations
@@ -170,21 +171,6 @@ class LoadClient:
 
     # ---- generation ----------------------------------------------------------------------------------------
 
-    async def generate_stream(
-        self,
-        prompt: Prompt,
-        *,
-        temperature: float = 0.0,
-        request_timeout_s: float = 600.0,
-        index: int = 0,
-        t0: float | None = None,
-    ) -> RequestRecord:
-        """One streaming request. `t0` (perf_counter) is the window start that `record.start` counts from."""
-        timeout = aiohttp.ClientTimeout(
-            total=None, sock_connect=self._connect_timeout_s, sock_read=request_timeout_s
-        )
-        return await self._generate(prompt, temperature, timeout, request_timeout_s, index, t0)
-
     async def _generate(
         self,
         prompt: Prompt,
@@ -333,11 +319,6 @@ class LoadClient:
                 rec = RequestRecord(index=i, prompt_len=p.prompt_len, max_new_tokens=p.output_len)
             out.append(rec)
         return out, duration
-
-    @property
-    def dispatch_stopped_by(self) -> str | None:
-        """The error that made the last closed loop stop sending, or None if it sent every prompt."""
-        return self._stop_dispatch
 
 
 async def _read_stream(content: aiohttp.StreamReader, rec: RequestRecord, t_send: float) -> None:

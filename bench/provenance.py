@@ -164,12 +164,7 @@ def _short_hash(parts: list[bytes]) -> str:
 
 
 _MODEL_KEYS = (
-    "model_identity",
-    "model_path",
-    "model_architectures",
-    "model_hash",
-    "model_synth",
-    "model_shape",
+    *("model_identity", "model_path", "model_architectures", "model_hash", "model_synth", "model_shape"),
 )
 
 

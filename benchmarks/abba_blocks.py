@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from analysis import windows
-from bench.stats.ratio import t_quantile
+from bench.stats.tdist import t_quantile
 from db.migrate import open_database_readonly
 
 CELL = ("batch_size", "steps", "accept_length_pinned")

@@ -97,13 +97,13 @@ def bench_csv(url: str) -> tuple[float, float, float, int]:
     )
     big = pd.concat([table] * (100_000 // len(table) + 1), ignore_index=True).head(100_000)
     t0 = time.perf_counter()
-    report.to_csv(big)
+    report.document(big, {}, {}).text("csv")
     compare_s = time.perf_counter() - t0
     # 100k points straight from the database, as `specbench export --run ... --run ...` does: the newest runs
     # until they hold 100k points, then the same collect + CSV the command runs.
     from sqlalchemy import func, select
 
-    from analysis.export import collect, to_csv
+    from analysis.export import collect, document
     from db.engine import session_scope
     from db.models import Point
 
@@ -121,7 +121,7 @@ def bench_csv(url: str) -> tuple[float, float, float, int]:
         export = collect(s, picked, all_status=True)
         query_s = time.perf_counter() - t0
         t0 = time.perf_counter()
-        to_csv(export)
+        document(export).text("csv")
         csv_s = time.perf_counter() - t0
     n = len(export.rows)
     eng.dispose()

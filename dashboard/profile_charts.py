@@ -29,8 +29,8 @@ def _short(name: str) -> str:
 
 def merge_kernels(rows: list[dict[str, Any]], resolution_ms: float) -> list[dict[str, Any]]:
     """The bars to draw: phase bars as they are; kernel bars of one phase that start within `resolution_ms`
-    of the previous one's end merged into one, which counts its `kernels`, sums their `busy_ms` and is named
-    after the longest of them. Every bar carries `kernels` (1 for a single kernel or a phase) and `busy_ms`."""
+    of the previous one's end merged into one, which counts its `kernels`, sums their `busy_ms` and is
+    named after the longest of them. Every bar carries `kernels` (1 for a kernel or a phase) and `busy_ms`."""
     out = [{**r, "kernels": 1, "busy_ms": r["end_ms"] - r["start_ms"]} for r in rows if r["kind"] != "kernel"]
     kernels = sorted((r for r in rows if r["kind"] == "kernel"), key=lambda r: (r["row"], r["start_ms"]))
     groups: list[tuple[list[dict[str, Any]], float]] = []  # the kernels of a bar, and where it ends

@@ -1,4 +1,4 @@
-"""Run `streamlit run dashboard/app.py ...` in this process, with st.navigation in charge from the first request.
+"""Run `streamlit run dashboard/app.py ...` in-process, with st.navigation in charge from the first request.
 
 Streamlit still carries its first multipage mechanism: when the entry script has a sibling `pages/` folder it
 starts in that legacy mode, and a first visit to /trends runs pages/trends.py on its own, skipping the

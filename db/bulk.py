@@ -57,8 +57,8 @@ class BulkWriter:
         """`tables`: table name -> column name -> values (columns of one table have the same length)."""
         with self.engine.begin() as conn:
             if self.dialect.name == "sqlite":
-                # 256 MiB of page cache for this connection: index inserts in fingerprint order touch pages all
-                # over the file, and the 2 MiB default turns that into disk reads. A constant pragma, no input.
+                # 256 MiB of page cache: index inserts in fingerprint order touch pages all over the file,
+                # and the 2 MiB default turns that into disk reads. A constant pragma, no input.
                 conn.exec_driver_sql("PRAGMA cache_size = -262144")
             for name, table in _TABLES:
                 data = tables.get(name) or {}
@@ -102,7 +102,7 @@ def delete_runs_by_trigger(engine: Engine, trigger: str) -> int:
         ids = conn.execute(select(Run.id).where(Run.trigger == trigger)).scalars().all()
         for part in range(0, len(ids), 500):
             chunk = ids[part : part + 500]
-            # SQLite cascades only with foreign_keys=ON (db.engine sets it); delete children explicitly anyway.
+            # SQLite cascades only with foreign_keys=ON (db.engine sets it): delete children explicitly.
             point_ids = select(Point.id).where(Point.run_id.in_(chunk))
             conn.execute(Triage.__table__.delete().where(Triage.run_id.in_(chunk)))  # type: ignore[attr-defined]
             conn.execute(Sample.__table__.delete().where(Sample.point_id.in_(point_ids)))  # type: ignore[attr-defined]

@@ -1,4 +1,4 @@
-"""Engine and sessions from one URL: `--db`, else DATABASE_URL, else a SQLite file in the working directory."""
+"""Engine and sessions from one URL: `--db`, else DATABASE_URL, else a SQLite file in the working dir."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from urllib.parse import quote, quote_plus
 from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError
-from sqlalchemy.orm import Session, sessionmaker
+from sqlalchemy.orm import Session
 
 DEFAULT_URL = "sqlite:///specbench.db"
 URL_ENV = "DATABASE_URL"  # the one setting that names the database, for every command and the dashboard
@@ -173,10 +173,6 @@ def make_engine(url: str | None = None, *, busy_timeout_s: float = 30.0, **kwarg
         event.listen(engine, "begin", _sqlite_begin)
         return engine
     return create_engine(resolved, pool_pre_ping=True, **kwargs)
-
-
-def session_factory(engine: Engine) -> sessionmaker[Session]:
-    return sessionmaker(engine, expire_on_commit=False)
 
 
 @contextmanager

@@ -1,4 +1,4 @@
-"""Series identity: points comparable over time share a fingerprint. Version, commit and time are the x-axis."""
+"""Series identity: points comparable over time share a fingerprint; version, commit and time are x-axes."""
 
 from __future__ import annotations
 
@@ -6,19 +6,8 @@ import hashlib
 import json
 
 FINGERPRINT_FIELDS: tuple[str, ...] = (
-    "model",
-    "draft_model",
-    "attention_backend",
-    "tp",
-    "algorithm",
-    "steps",
-    "topk",
-    "draft_tokens",
-    "spec_mode",
-    "batch_size",
-    "workload_key",
-    "gpu_name",
-    "gpu_count",
+    *("model", "draft_model", "attention_backend", "tp", "algorithm", "steps", "topk", "draft_tokens"),
+    *("spec_mode", "batch_size", "workload_key", "gpu_name", "gpu_count"),
 )
 
 

@@ -27,32 +27,26 @@ from db.models import Base, CorrectnessOutput, Point, Profile, RequestRow, Run, 
 # resume with an edited stopping rule also rewrites the sweep and appends the old one to the provenance
 # (runners/resume_guard.py, `sweep_edits`).
 RUN_RESUME_COLUMNS = (
-    "status",
-    "error",
-    "finished_at",
-    "overhead_s",
-    "drift",
-    "sweep_yaml",
-    "sweep_hash",
-    "provenance",
+    *("status", "error", "finished_at", "overhead_s", "drift", "sweep_yaml", "sweep_hash", "provenance"),
 )
 # A point's identity within its run: never overwritten when its aggregates are refreshed.
 POINT_IDENTITY_COLUMNS = frozenset({"id", "run_id", "point_key", "created_at", "server_instance_id"})
 # Repeat statuses that are a measurement and so supersede a `failed` repeat here (ok | unstable | invalid |
 # mode_mismatch; `failed` is the one left, bench.results.STATUS_SEVERITY). They are the statuses that
-# bench.stats.summary counts as measured (MEASURED_STATUSES): the window ran, its requests and metrics are stored,
-# and the source point's aggregates already count the repeat, whatever its verdict (the verdict travels with the
-# row and the point's status). It is also what the GPU host itself did: runners.store.store_sample replaces a
-# stored `failed` repeat by any new result but a `failed` one. A `failed` source repeat (re-measured and failed
-# again, or never re-measured) holds no measurement and replaces nothing. An explicit list, not "not failed": a
-# status added later replaces nothing until someone decides it is a measurement.
+# bench.stats.summary counts as measured (MEASURED_STATUSES): the window ran, its requests and metrics are
+# stored, and the source point's aggregates already count the repeat, whatever its verdict (the verdict
+# travels with the row and the point's status). It is also what the GPU host itself did:
+# runners.store.store_sample replaces a stored `failed` repeat by any new result but a `failed` one. A
+# `failed` source repeat (re-measured and failed again, or never re-measured) holds no measurement and
+# replaces nothing. An explicit list, not "not failed": a status added later replaces nothing until someone
+# decides it is a measurement.
 SUPERSEDES_FAILED = frozenset({"ok", "unstable", "invalid", "mode_mismatch"})
 
 
 @dataclass
 class Counts:
-    """Rows copied: new ones only (a point or repeat already here is not counted). `replaced`: repeats here that
-    were `failed` and took the source's measurement of them (not in `samples`; their requests are in
+    """Rows copied: new ones only (a point or repeat already here is not counted). `replaced`: repeats here
+    that were `failed` and took the source's measurement of them (not in `samples`; their requests are in
     `requests`)."""
 
     points: int = 0
@@ -75,7 +69,7 @@ class MergeReport(Counts):
 
     def summary(self) -> str:
         """The import summary: the line `specbench import` prints (runners/commands/import_runs.py, checked
-        equal by tests/test_merge_replace.py), with the repeats that replaced a failed one when there are any."""
+        equal by tests/test_merge_replace.py), with the repeats that replaced a failed one, if any."""
         g = self.grown
         replaced = f", +{g.replaced} repeats replaced a failed one" if g.replaced else ""
         grew = (
@@ -147,7 +141,7 @@ def check_source(source: Engine, *, sweep: str | None = None) -> None:
 
 
 def merge_runs(source: Engine, dest: Session, *, sweep: str | None = None) -> MergeReport:
-    """Copy every run of `source` (optionally only one sweep's) that `dest` lacks; grow those it has in part."""
+    """Copy every run of `source` (or only one sweep's) that `dest` lacks; grow those it has in part."""
     report = MergeReport()
     have: dict[str, int] = {uid: run_id for uid, run_id in dest.execute(select(Run.uid, Run.id))}
     with Session(source) as src:
@@ -277,14 +271,14 @@ def _refresh_point(target: Point, point: Point, server_id: int | None) -> None:
 def _copy_sample(
     src: Session, sample: Sample, dest: Session, point_id: int, server_ids: dict[int, int]
 ) -> int:
-    """Copy one repeat with its requests (its window telemetry is a column of it); returns the requests copied."""
+    """Copy one repeat with its requests (its window telemetry is a column of it); returns requests copied."""
     new_sample = _copy(
         sample, Sample, point_id=point_id, server_instance_id=_remap(server_ids, sample.server_instance_id)
     )
     dest.add(new_sample)
     dest.flush()
-    # Requests are most of a run's rows (39k in the H200 grid): copied as plain rows in one bulk insert, not as
-    # ORM objects, which took three quarters of an import's time.
+    # Requests are most of a run's rows (39k in the H200 grid): copied as plain rows in one bulk insert, not
+    # as ORM objects, which took three quarters of an import's time.
     reqs = [
         {**row, "sample_id": new_sample.id}
         for row in src.execute(select(*_REQUEST_COLUMNS).where(RequestRow.sample_id == sample.id)).mappings()

@@ -11,7 +11,7 @@ from alembic import command
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
-from sqlalchemy import Engine, inspect
+from sqlalchemy import Engine
 from sqlalchemy.engine import make_url
 
 from db.engine import make_engine, make_readonly_engine, resolve_url
@@ -36,10 +36,6 @@ def open_database(url: str | None = None) -> Engine:
     resolved = resolve_url(url)
     upgrade(resolved)
     return make_engine(resolved)
-
-
-def current_tables(engine: Engine) -> set[str]:
-    return set(inspect(engine).get_table_names())
 
 
 def schema_revisions(engine: Engine, url: str) -> tuple[str | None, str | None]:

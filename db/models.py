@@ -87,20 +87,9 @@ METRIC_FIELDS: tuple[str, ...] = tuple(
 # Run columns that say where the numbers came from (filled from bench.provenance; the full dict is kept in
 # runs.provenance too).
 PROVENANCE_COLUMNS: tuple[str, ...] = (
-    "model_identity",
-    "sglang_version",
-    "sglang_commit",
-    "sgl_kernel_version",
-    "flashinfer_version",
-    "flash_mla_source",
-    "torch_version",
-    "cuda_version",
-    "driver_version",
-    "gpu_name",
-    "gpu_count",
-    "host",
-    "specbench_version",
-    "git_commit",
+    *("model_identity", "sglang_version", "sglang_commit", "sgl_kernel_version", "flashinfer_version"),
+    *("flash_mla_source", "torch_version", "cuda_version", "driver_version", "gpu_name", "gpu_count", "host"),
+    *("specbench_version", "git_commit"),
 )
 
 
@@ -145,8 +134,8 @@ class Run(Base):
     # The reference point re-measured at the end (measure.drift_check), against its first measurement.
     drift: Mapped[dict[str, Any] | None] = mapped_column(JSON)
     # The process running the run while it is `running`: {"host", "pid", "start"} (start: its start time in
-    # clock ticks since boot, so a recycled pid is not mistaken for it). A later specbench process on that host
-    # marks a run whose process is gone `partial` (runners/host_recovery.py).
+    # clock ticks since boot, so a recycled pid is not mistaken for it). A later specbench process on that
+    # host marks a run whose process is gone `partial` (runners/host_recovery.py).
     owner: Mapped[dict[str, Any] | None] = mapped_column(JSON)
 
     servers: Mapped[list[ServerInstance]] = relationship(back_populates="run", cascade="all, delete-orphan")
@@ -246,11 +235,11 @@ class Point(MetricColumns, Base):
     # measured step; above 1 is impossible (the point is flagged invalid).
     step_floor_ms: Mapped[float | None] = mapped_column(Float)
     floor_fraction: Mapped[float | None] = mapped_column(Float)
-    # The correctness gate's verdict on the point's server config (docs/reference/correctness-gate.md):
-    # pass | fail | not checked; NULL = the run predates the check. A `fail` means the speed is a wrong path's.
+    # The correctness gate's verdict on its server config (docs/reference/correctness-gate.md): pass | fail |
+    # not checked; NULL: the run predates the check. A `fail` means the speed is a wrong path's.
     correctness: Mapped[str | None] = mapped_column(String(16))
     correctness_reason: Mapped[str | None] = mapped_column(Text)
-    # The first position where its tokens left the baseline's (or the reference's): request index, token index.
+    # Where its tokens first left the baseline's (or the reference's): request index, token index.
     correctness_diverge_request: Mapped[int | None] = mapped_column(Integer)
     correctness_diverge_token: Mapped[int | None] = mapped_column(Integer)
     # Token-weighted acceptance of v2 over v1 on the check's prompts (set on both points of a pair).
@@ -431,8 +420,8 @@ class Schedule(Base):
 class Profile(Base):
     """One SGLang profiler trace of a point (one row per TP rank's file), captured after its measured windows.
 
-    `path` is where the compressed trace lies on `host` (see docs/reference/profiles.md); `summary` holds the figures of
-    `bench.profile.summary.summarize` plus the distortion against the point's unprofiled figures.
+    `path` is where the compressed trace lies on `host` (see docs/reference/profiles.md); `summary` holds the
+    figures of `bench.profile.summary.summarize` plus the distortion against the point's unprofiled figures.
     """
 
     __tablename__ = "profiles"

@@ -10,14 +10,8 @@ from db.models import Point, Profile, Run
 
 # What makes a v1 profile and a v2 profile "the same point": everything but the spec mode.
 PAIR_KEYS = (
-    "batch_size",
-    "steps",
-    "topk",
-    "draft_tokens",
-    "accept_length_pinned",
-    "workload_key",
-    "algorithm",
-    "activities_key",
+    *("batch_size", "steps", "topk", "draft_tokens", "accept_length_pinned", "workload_key", "algorithm"),
+    *("activities_key",),
 )
 
 

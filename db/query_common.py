@@ -11,19 +11,17 @@ Results are pandas DataFrames (UTC-aware timestamps), so the dashboard can cache
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping, Sequence
-from collections.abc import Set as AbstractSet
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, TypeVar
 
 import pandas as pd
-from sqlalchemy import Engine, Executable, inspect
+from sqlalchemy import Engine, Executable
 from sqlalchemy.orm import InstrumentedAttribute
 
 from db.fingerprint import FINGERPRINT_FIELDS
 from db.models import METRIC_FIELDS, PROVENANCE_COLUMNS, Point
 
-# What identifies a point's configuration inside a run (and across runs on other GPUs): the fingerprint minus
-# the GPU. Compare pairs points of two runs on these.
+# A point's configuration in a run (and across GPUs): the fingerprint without the GPU; compare pairs on it.
 SERIES_COLUMNS: tuple[str, ...] = FINGERPRINT_FIELDS
 CONFIG_COLUMNS: tuple[str, ...] = tuple(c for c in FINGERPRINT_FIELDS if c not in ("gpu_name", "gpu_count"))
 RUN_COLUMNS: tuple[str, ...] = (
@@ -72,20 +70,3 @@ def chunks(items: Sequence[T], size: int = IN_CHUNK) -> Iterator[list[T]]:
     """`items` in consecutive lists of at most `size`."""
     for i in range(0, len(items), size):
         yield list(items[i : i + size])
-
-
-def table_columns(engine: Engine, *tables: str) -> dict[str, frozenset[str]]:
-    """The column names of each table as the database has them, each table inspected once. A query reads them
-    once per call and hands them to `if_present`: never kept across calls, so a database migrated since (by
-    this process or another, under a long-lived dashboard engine) is seen as it is now."""
-    inspector = inspect(engine)
-    return {t: frozenset(c["name"] for c in inspector.get_columns(t)) for t in tables}
-
-
-def if_present(
-    columns: Mapping[str, AbstractSet[str]], column: InstrumentedAttribute[Any]
-) -> list[InstrumentedAttribute[Any]]:
-    """`[column]`, or `[]` on a database file of an older schema that the dashboard reads without migrating
-    (the read-only engine never upgrades it); the frame then lacks that column. `columns`: `table_columns` of
-    the column's table."""
-    return [column] if column.key in columns[column.class_.__tablename__] else []

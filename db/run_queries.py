@@ -22,10 +22,8 @@ from db.query_common import (
     QueryError,
     checked_metrics,
     chunks,
-    if_present,
     metric_column,
     read_frame,
-    table_columns,
 )
 
 CORRECTNESS_COLUMNS = (
@@ -103,7 +101,8 @@ def problem_points(engine: Engine, run_ids: Sequence[int], limit: int = 500) -> 
 
 
 def run_choices(engine: Engine, limit: int = 500) -> pd.DataFrame:
-    """Runs for pickers, newest first: id, started_at, sweep, version, GPU, status, trigger, simulated, model."""
+    """Runs for pickers, newest first: id, started_at, sweep, version, GPU, status, trigger, simulated,
+    model."""
     stmt = (
         select(
             Run.id,
@@ -226,13 +225,12 @@ def caption_facts(engine: Engine, run_id: int) -> dict[str, Any]:
     """What a run's numbers are made of, for `analysis.labels.numbers_caption`: dummy weights (a launch with
     `--load-format dummy`; None when the run launched nothing), the pinned acceptances, the expert routings of
     its points, why its points have no floor, and the model with its synthetic-preset summary."""
-    present = table_columns(engine, Point.__tablename__)
     with engine.connect() as c:
         argvs = c.execute(select(ServerInstance.argv).where(ServerInstance.run_id == run_id)).scalars().all()
-        cols = [*if_present(present, Point.accept_length_pinned), *if_present(present, Point.expert_routing)]
-        rows = (
-            c.execute(select(*cols).where(Point.run_id == run_id).distinct()).mappings().all() if cols else []
+        pinned_and_routing = select(Point.accept_length_pinned, Point.expert_routing).where(
+            Point.run_id == run_id
         )
+        rows = c.execute(pinned_and_routing.distinct()).mappings().all()
         run = c.execute(select(Run.model, Run.provenance).where(Run.id == run_id)).first()
     launched = [list(a or []) for a in argvs if a]
     dummy = (
@@ -334,7 +332,6 @@ def run_points(engine: Engine, run_id: int, metrics: Sequence[str] | None = None
     cols = checked_metrics(
         metrics or (*FACTOR_METRICS, "accept_length_weighted", "ttft_p50_ms", "e2e_p50_ms")
     )
-    present = table_columns(engine, Point.__tablename__)
     stmt = (
         select(
             Point.id.label("point_id"),
@@ -350,12 +347,11 @@ def run_points(engine: Engine, run_id: int, metrics: Sequence[str] | None = None
             *(metric_column(m) for m in cols),
             Point.output_throughput_ci_low,
             Point.output_throughput_ci_high,
-            *if_present(present, Point.accept_length_pinned),
-            *if_present(present, Point.expert_routing),
-            *if_present(present, Point.step_floor_ms),
-            *if_present(present, Point.floor_fraction),
-            # The correctness gate's verdict (docs/reference/correctness-gate.md); absent on an older schema.
-            *(c for col in CORRECTNESS_COLUMNS for c in if_present(present, col)),
+            Point.accept_length_pinned,
+            Point.expert_routing,
+            Point.step_floor_ms,
+            Point.floor_fraction,
+            *CORRECTNESS_COLUMNS,  # the correctness gate's verdict (docs/reference/correctness-gate.md)
         )
         .where(Point.run_id == run_id)
         .order_by(Point.id)
@@ -367,11 +363,8 @@ def run_windows(engine: Engine, run_id: int, metrics: Sequence[str]) -> pd.DataF
     """Every measured window (sample) of a run, every status, in measurement order: by `order_index`, then the
     windows without one by point and repeat. Columns: point_id, the point's batch_size, spec_mode, steps, topk
     and accept_length_pinned, then repeat, status, reason, order_index, invocation, server_instance_id,
-    window_started_at, telemetry (the stored dict) and the metrics; a column an older schema lacks is left
-    out."""
+    window_started_at, telemetry (the stored dict) and the metrics."""
     cols = checked_metrics(metrics)
-    present = table_columns(engine, Point.__tablename__, Sample.__tablename__)
-    order = if_present(present, Sample.order_index)
     stmt = (
         select(
             Sample.point_id,
@@ -379,20 +372,20 @@ def run_windows(engine: Engine, run_id: int, metrics: Sequence[str]) -> pd.DataF
             Point.spec_mode,
             Point.steps,
             Point.topk,
-            *if_present(present, Point.accept_length_pinned),
+            Point.accept_length_pinned,
             Sample.repeat,
             Sample.status,
             Sample.reason,
-            *order,
-            *if_present(present, Sample.invocation),
-            *if_present(present, Sample.server_instance_id),
-            *if_present(present, Sample.window_started_at),
-            *if_present(present, Sample.telemetry),
+            Sample.order_index,
+            Sample.invocation,
+            Sample.server_instance_id,
+            Sample.window_started_at,
+            Sample.telemetry,
             *(getattr(Sample, m) for m in cols),
         )
         .join(Point, Point.id == Sample.point_id)
         .where(Point.run_id == run_id)
-        .order_by(*(c for col in order for c in (col.is_(None), col)), Sample.point_id, Sample.repeat)
+        .order_by(Sample.order_index.is_(None), Sample.order_index, Sample.point_id, Sample.repeat)
     )
     return read_frame(engine, stmt)
 
@@ -400,14 +393,13 @@ def run_windows(engine: Engine, run_id: int, metrics: Sequence[str]) -> pd.DataF
 def run_samples(engine: Engine, run_id: int, metrics: Sequence[str]) -> pd.DataFrame:
     """Every repeat of every point of a run, long by point: point_id, repeat, status and the metrics."""
     cols = checked_metrics(metrics)
-    present = table_columns(engine, Sample.__tablename__)
     stmt = (
         select(
             Sample.point_id,
             Sample.repeat,
             Sample.status,
-            *if_present(present, Sample.order_index),  # set when the run interleaved v1/v2 windows
-            *if_present(present, Sample.invocation),  # which invocation measured it (a resumed run: several)
+            Sample.order_index,  # set when the run interleaved v1/v2 windows
+            Sample.invocation,  # which invocation measured it (a resumed run: several)
             *(getattr(Sample, m) for m in cols),
         )
         .join(Point, Point.id == Sample.point_id)

@@ -102,7 +102,7 @@ def with_run_axes(values: pd.DataFrame, axes: pd.DataFrame) -> pd.DataFrame:
 
 
 def sample_ranges(engine: Engine, point_ids: Sequence[int], metric: str) -> pd.DataFrame:
-    """Per point: min, max and count of one metric over its repeats (the band for metrics without a stored CI)."""
+    """Per point: min, max and count of one metric over its repeats (the band where no CI is stored)."""
     col = getattr(Sample, metric_column(metric).key)
     if not point_ids:
         return pd.DataFrame(columns=["point_id", "low", "high", "n"])

@@ -1,11 +1,11 @@
 """A consistent copy of a SQLite database that may be in use: `specbench db snapshot SRC DEST`.
 
 Why: a GPU host that writes SQLite (scripts/gpu_evidence.sh's `WORK_DIR/evidence.db`) can be lost mid-run.
-docs/guide/gpu-hosts.md ("A host lost mid-run") tells users to copy a consistent snapshot off the host while the sweep
-runs and resume on the next host (`specbench run SWEEP --resume`); a plain `cp` of a file being written can
-tear, and the sqlite3 CLI is often not installed there. The copy goes through SQLite's online backup API
-(`sqlite3.Connection.backup`), from a read-only connection, so it is one committed state of the database and
-the snapshot never migrates, checkpoints or otherwise changes SRC.
+docs/guide/gpu-hosts.md ("A host lost mid-run") tells users to copy a consistent snapshot off the host while
+the sweep runs and resume on the next host (`specbench run SWEEP --resume`); a plain `cp` of a file being
+written can tear, and the sqlite3 CLI is often not installed there. The copy goes through SQLite's online
+backup API (`sqlite3.Connection.backup`), from a read-only connection, so it is one committed state of the
+database and the snapshot never migrates, checkpoints or otherwise changes SRC.
 
 `drop_token_times` thins the copy for committing evidence into a repository (examples/): per-token arrival
 times (`requests.chunk_times` and `chunk_tokens`) are about 80% of a GPU evidence database. Runs, points,
@@ -141,8 +141,8 @@ def _check_dest(src: Path, dest: Path, *, force: bool) -> None:
         raise SnapshotError(f"DEST {present[0]} exists: pick another name, or pass --force to replace it")
 
 
-# SQLite errors a backup raises while writing its target: a full disk or a file-size limit reads as one of these
-# (the backup API reports both sides' errors alike, and blaming SRC for them sent people to a healthy file).
+# SQLite errors a backup raises writing its target (a full disk, a file-size limit): the backup API reports
+# both sides' errors alike, and blaming SRC for them sent people to a healthy file.
 _WRITE_ERRORS = frozenset(
     {"SQLITE_FULL", "SQLITE_IOERR_WRITE", "SQLITE_IOERR_FSYNC", "SQLITE_IOERR_TRUNCATE", "SQLITE_READONLY"}
 )
@@ -160,8 +160,8 @@ def _backup(src: Path, tmp: Path, dest: Path) -> None:
     try:
         source.execute("PRAGMA query_only=ON")
         with contextlib.closing(sqlite3.connect(tmp)) as target:
-            # pages=-1: every page in one step, under one read transaction, so the copy is one committed state
-            # of SRC (a stepped backup restarts whenever another process writes, and a busy sweep writes often).
+            # pages=-1: every page in one step, under one read transaction: one committed state of SRC (a
+            # stepped backup restarts whenever another process writes, and a busy sweep writes often).
             source.backup(target, pages=-1)
     except sqlite3.DatabaseError as e:
         if getattr(e, "sqlite_errorname", None) in _WRITE_ERRORS:

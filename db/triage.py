@@ -1,4 +1,4 @@
-"""Humans' verdicts on flagged changes: read them beside detected changes, store one per series, metric and run."""
+"""Humans' verdicts on flagged changes: read beside detected changes, one stored per series, metric, run."""
 
 from __future__ import annotations
 

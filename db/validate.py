@@ -77,8 +77,8 @@ def _json_problem(value: Any) -> str | None:
             if len(value) > MAX_JSON_CHARS:
                 return f"JSON longer than {MAX_JSON_CHARS:,} characters"
             value = json.loads(value)
-        # PostgreSQL's json type refuses NaN and Infinity, and its text functions a NUL escape. Serialising in C
-        # also bounds the depth: one that Python's json cannot walk is refused here, not when a page reads it.
+        # PostgreSQL's json type refuses NaN and Infinity, its text functions a NUL escape. Serialising in C
+        # also bounds the depth: one Python's json cannot walk is refused here, not when a page reads it.
         text = json.dumps(value, allow_nan=False)
     except RecursionError:
         return "JSON nested too deep"

@@ -70,19 +70,14 @@ def render(
     result: CompareResult, format: TextFormat, *, threshold: float, confidence: float
 ) -> tuple[str, dict[str, int]]:
     """The comparison as text in `format` (md, comment, csv or json), and the verdict counts."""
-    table, run_a, run_b, metric = result.table, result.run_a, result.run_b, result.metric
-    if format in ("md", "comment"):
-        text = report.to_markdown(
-            table,
-            run_a,
-            run_b,
-            metric=metric,
-            threshold=threshold,
-            confidence=confidence,
-            short=format == "comment",
-        )
-    elif format == "csv":
-        text = report.to_csv(table)
-    else:
-        text = report.to_json(table, run_a, run_b)
+    doc = report.document(
+        result.table,
+        result.run_a,
+        result.run_b,
+        metric=result.metric,
+        threshold=threshold,
+        confidence=confidence,
+        short=format == "comment",
+    )
+    text = doc.text("csv" if format == "csv" else "json" if format == "json" else "md")
     return text, result.counts

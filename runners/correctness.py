@@ -20,9 +20,16 @@ from sqlalchemy.orm import Session
 
 from bench.client import LoadClient
 from bench.correctness.collect import collect
-from bench.correctness.judge import Verdict, divergences, judge_launch, not_checked, self_divergence, unusable
 from bench.correctness.outputs import LaunchOutputs, ReferenceOutputs
 from bench.correctness.prompts import check_prompts, why_not_checked
+from bench.correctness.verdict import (
+    CheckVerdict,
+    divergences,
+    judge_launch,
+    not_checked,
+    self_divergence,
+    unusable,
+)
 from bench.model_config import prompt_vocab
 from bench.server.known_bugs import KnownBug, acceptance_suspect, bugs_for, suspect_line
 from bench.server.launcher import LaunchedServer
@@ -79,7 +86,7 @@ class LaunchVerdict:
     config_key: str
     label: str
     spec_mode: str | None
-    verdict: Verdict
+    verdict: CheckVerdict
     # The known SGLang bug its launch died of (bench.server.known_bugs), when that is why it failed.
     known_bug: str | None = None
 
@@ -146,11 +153,11 @@ def gate(
         mine = launches.get(key)
         known = _known_bug_failure(servers.get(key))
         if known is not None and settings.enabled:
-            # A launch that died of a known SGLang bug is a finding whatever the check could have compared:
-            # the release cannot run this configuration (docs/reference/correctness-gate.md).
+            # Died of a known SGLang bug: a finding whatever the check could compare, as the release cannot
+            # run this configuration (docs/reference/correctness-gate.md).
             bug = servers[key][3]
             summary.launches.append(
-                LaunchVerdict(key, cfg.label(), cfg.spec_mode, Verdict("fail", known), bug)
+                LaunchVerdict(key, cfg.label(), cfg.spec_mode, CheckVerdict("fail", known), bug)
             )
             continue
         if why is not None:
@@ -249,8 +256,8 @@ def _acceptance_suspect(
 
 
 def _with_known_bugs(
-    verdict: Verdict, cfg: ServerConfig, spec: SweepSpec, server: ServerRow | None, patch: str | None
-) -> Verdict:
+    verdict: CheckVerdict, cfg: ServerConfig, spec: SweepSpec, server: ServerRow | None, patch: str | None
+) -> CheckVerdict:
     """The verdict with a note when the launch's release has a known crash here that it did not die of
     (bench.server.known_bugs). A bug whose symptom is acceptance is said only where the verdict shows that
     symptom (`judge_launch`'s acceptance_suspect): on every other FlashMLA verdict it would be noise."""
@@ -292,7 +299,7 @@ def _baselines(s: Session, run_id: int) -> list[LaunchOutputs]:
 
 
 def run_baseline(write: Write[Any], run_id: int) -> LaunchOutputs | None:
-    """A run's latest baseline launch's answers (to compare runs' baselines: `specbench gate --against`)."""
+    """The latest baseline launch's answers of a run (for `specbench gate --against`)."""
     found = write(lambda s: _baselines(s, run_id), "reading a run's baseline")
     return found[-1] if found else None
 
@@ -367,7 +374,7 @@ def _reference(
     return ref, None
 
 
-def _write_verdicts(s: Session, run_id: int, verdicts: dict[str, Verdict]) -> None:
+def _write_verdicts(s: Session, run_id: int, verdicts: dict[str, CheckVerdict]) -> None:
     for point in s.scalars(select(Point).where(Point.run_id == run_id)):
         v = verdicts.get(point.point_key.split("/", 1)[0])  # PointPlan.key() starts with its server's key
         if v is None:

@@ -1,4 +1,4 @@
-"""The job queue on the SQL database: submit, claim, start, finish, fail (with retries), cancel.
+"""The job queue on the SQL database: submit, claim, start, finish, fail_attempt (with retries), cancel.
 
 States: queued -> claimed -> running -> done | failed | canceled, moved only by the guarded transitions of
 `runners.job_states`. Leases and their recovery live in `runners.leases`, the workers table in

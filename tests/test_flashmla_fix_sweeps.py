@@ -76,7 +76,10 @@ def test_unpatched_the_dry_run_warns_patched_it_says_fixed(tmp_path: Path, name:
     plain_rc, plain = _dry_run(SWEEPS / name, _site(tmp_path, patched=False))
     assert plain_rc == 0, plain
     assert "SGLang patch: none (unpatched)" in plain
-    assert "SGLang 0.5.13.post1 (installed (read from its files)) has known issue flashmla-draft-decode-context" in plain
+    assert (
+        "SGLang 0.5.13.post1 (installed (read from its files)) has known issue flashmla-draft-decode-context"
+        in plain
+    )
     fixed_rc, fixed = _dry_run(SWEEPS / name, _site(tmp_path, patched=True))
     assert fixed_rc == 0, fixed
     assert "SGLang patch: flashmla-draft-decode-context (" in fixed

@@ -35,7 +35,7 @@ TTestChangePoint = ChangePoint[TTestStats]
 @dataclass(frozen=True, slots=True)
 class ChangePointParams:
     """window: points per split window; max_pvalue: significance level of the final (merge) test;
-    min_magnitude: smallest relative change kept (0.05 = 5 %), the floor that silences real-but-tiny shifts."""
+    min_magnitude: smallest relative change kept (0.05 = 5 %), which silences real but tiny shifts."""
 
     window: int = 50
     max_pvalue: float = 0.001
@@ -51,7 +51,7 @@ class ChangePointParams:
 
     @property
     def first_pass_pvalue(self) -> float:
-        # Otava's relaxation: the split step over-collects so that the merge step has something to choose from.
+        # Otava's relaxation: the split step over-collects, so the merge step has something to choose from.
         p = self.max_pvalue
         return p * 10 if p < 0.05 else (p * 2 if p < 0.5 else p)
 
@@ -108,7 +108,7 @@ def split(x: FloatArray, window: int, pvalue: float) -> list[TTestChangePoint]:
 def merge(
     change_points: list[TTestChangePoint], x: FloatArray, max_pvalue: float, min_magnitude: float
 ) -> list[TTestChangePoint]:
-    """Drop the weakest change point until every survivor has p <= max_pvalue and magnitude >= min_magnitude."""
+    """Drop the weakest change point until each survivor has p <= max_pvalue, magnitude >= min_magnitude."""
     cps = list(change_points)
     while cps:
         weakest = max(range(len(cps)), key=lambda i: cps[i].stats.pvalue)

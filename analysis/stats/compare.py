@@ -24,11 +24,10 @@ from typing import Any, Literal
 import numpy as np
 
 from bench.catalog import higher_is_better
-from bench.stats.intervals import t_quantile
-from bench.stats.tdist import welch_ttest
+from bench.stats.tdist import t_quantile, welch_ttest
 
-Verdict = Literal["regression", "improvement", "no change", "insufficient data"]
-VERDICTS: tuple[Verdict, ...] = ("regression", "improvement", "no change", "insufficient data")
+ChangeVerdict = Literal["regression", "improvement", "no change", "insufficient data"]
+VERDICTS: tuple[ChangeVerdict, ...] = ("regression", "improvement", "no change", "insufficient data")
 Method = Literal["t", "bootstrap"]
 
 DEFAULT_THRESHOLD = 0.05
@@ -48,7 +47,7 @@ class Comparison:
     ci_low: float | None
     ci_high: float | None
     pvalue: float | None
-    verdict: Verdict
+    verdict: ChangeVerdict
     higher_is_better: bool
     method: str
     note: str = ""
@@ -138,7 +137,7 @@ def compare_samples(
     )
 
 
-def verdict_for(delta: float, low: float, high: float, threshold: float, higher: bool) -> Verdict:
+def verdict_for(delta: float, low: float, high: float, threshold: float, higher: bool) -> ChangeVerdict:
     excludes_zero = low > 0 or high < 0
     if not excludes_zero or abs(delta) < threshold:
         return "no change"
@@ -166,7 +165,7 @@ def _insufficient(base: dict[str, Any], note: str) -> Comparison:
 
 
 def _quantile(confidence: float, df: float) -> float:
-    # intervals.t_quantile takes integer df; flooring the Welch df widens the interval slightly (conservative).
+    # The Welch df floored: a slightly wider interval, on the conservative side.
     return t_quantile(confidence, max(1, math.floor(df)))
 
 

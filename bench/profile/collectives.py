@@ -36,7 +36,6 @@ COLLECTIVE_PATTERNS: dict[str, re.Pattern[str]] = {
     "all_gather": re.compile(r"all_?gather", re.IGNORECASE),
     "reduce_scatter": re.compile(r"reduce_?scatter", re.IGNORECASE),
 }
-COLLECTIVES: tuple[str, ...] = tuple(COLLECTIVE_PATTERNS)
 
 
 # Cached: a trace repeats a few hundred distinct names thousands of times, and a templated CUDA kernel's name

@@ -162,7 +162,6 @@ FLASHMLA_DRAFT_DECODE_CONTEXT = KnownBug(
 )
 
 KNOWN_BUGS: tuple[KnownBug, ...] = (FLASHMLA_DRAFT_EXTEND_V2, FLASHMLA_DRAFT_DECODE_CONTEXT)
-BY_KEY = {bug.key: bug for bug in KNOWN_BUGS}
 
 
 @dataclass(frozen=True)

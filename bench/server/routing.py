@@ -23,7 +23,6 @@ from bench.server.spec_modes import balanced_routing_switch
 BalancedRouting = Literal["auto", "off"]
 # Stored per point: NULL for real weights (trained routing) and dense models (nothing to route).
 ExpertRouting = Literal["balanced", "collapsed"]
-EXPERT_ROUTINGS: tuple[ExpertRouting, ...] = ("balanced", "collapsed")
 
 
 @dataclass(frozen=True)

@@ -9,8 +9,7 @@ a warmed-up server is to a good approximation, and its width grows honestly as n
 n = 3). The headline number stays the median, robust to one odd repeat; for the near-symmetric spread of
 repeats it sits next to the mean, and for n <= 3 it provably lies inside the interval.
 
-The t quantile is computed from the exact CDF for integer degrees of freedom (Abramowitz & Stegun 26.7.3/4)
-by bisection, so the module needs no SciPy.
+The t quantile comes from bench.stats.tdist (no SciPy).
 """
 
 from __future__ import annotations
@@ -18,6 +17,8 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Sequence
+
+from bench.stats.tdist import t_quantile
 
 
 def median_ci(values: Sequence[float], confidence: float = 0.95) -> tuple[float, float | None, float | None]:
@@ -36,42 +37,3 @@ def median_ci(values: Sequence[float], confidence: float = 0.95) -> tuple[float,
     mean = statistics.fmean(values)
     half = t_quantile(confidence, n - 1) * statistics.stdev(values) / math.sqrt(n)
     return med, mean - half, mean + half
-
-
-def t_quantile(confidence: float, df: int) -> float:
-    """t such that P(|T| <= t) = confidence for Student's T with `df` degrees of freedom."""
-    if df < 1:
-        raise ValueError(f"df must be >= 1, got {df}")
-    lo, hi = 0.0, 1.0
-    while _t_central(hi, df) < confidence:
-        hi *= 2.0
-    # 200 halvings reach double precision long before; stop once the bracket stops shrinking.
-    for _ in range(200):
-        mid = 0.5 * (lo + hi)
-        if mid in (lo, hi):
-            break
-        if _t_central(mid, df) < confidence:
-            lo = mid
-        else:
-            hi = mid
-    return 0.5 * (lo + hi)
-
-
-def _t_central(t: float, df: int) -> float:
-    """A(t|df) = P(|T| <= t), the closed form for integer degrees of freedom."""
-    theta = math.atan(t / math.sqrt(df))
-    c2 = math.cos(theta) ** 2
-    s = math.sin(theta)
-    if df % 2 == 1:
-        if df == 1:
-            return 2.0 * theta / math.pi
-        term, acc = math.cos(theta), math.cos(theta)
-        for k in range(3, df - 1, 2):  # (2·4···(k-1))/(1·3···k) cos^k θ
-            term *= c2 * (k - 1) / k
-            acc += term
-        return 2.0 / math.pi * (theta + s * acc)
-    term, acc = 1.0, 1.0
-    for k in range(2, df - 1, 2):  # (1·3···(k-1))/(2·4···k) cos^k θ
-        term *= c2 * (k - 1) / k
-        acc += term
-    return s * acc

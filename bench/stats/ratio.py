@@ -17,17 +17,16 @@ it sits next to the ratio of the medians shown beside it.
 
 from __future__ import annotations
 
-import functools
 import math
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from bench.stats.tdist import t_two_sided_p
+from bench.stats.tdist import t_quantile
 
 Method = Literal["paired", "unpaired"]
-Verdict = Literal["faster", "slower", "no clear difference", "insufficient data"]
+RatioVerdict = Literal["faster", "slower", "no clear difference", "insufficient data"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,31 +36,6 @@ class RatioInterval:
     high: float | None
     n: int  # paired: common repeats; unpaired: the smaller side
     method: Method
-
-
-@functools.lru_cache(maxsize=4096)
-def t_quantile(confidence: float, df: float) -> float:
-    """t with P(|T| <= t) = confidence for Student's T with `df` > 0 (fractional allowed) degrees of freedom.
-
-    Cached: `pairs_for` asks for the same few (confidence, df) for every point of a run, and each answer is a
-    bisection over the incomplete beta function (hundreds of evaluations)."""
-    if not 0.0 < confidence < 1.0:
-        raise ValueError(f"confidence must lie in (0, 1), got {confidence}")
-    if df <= 0:
-        raise ValueError(f"df must be positive, got {df}")
-    alpha = 1.0 - confidence
-    lo, hi = 0.0, 1.0
-    while t_two_sided_p(hi, df) > alpha:
-        hi *= 2.0
-    for _ in range(200):
-        mid = 0.5 * (lo + hi)
-        if mid in (lo, hi):
-            break
-        if t_two_sided_p(mid, df) > alpha:
-            lo = mid
-        else:
-            hi = mid
-    return 0.5 * (lo + hi)
 
 
 def _logs(values: Sequence[float]) -> list[float]:
@@ -139,7 +113,7 @@ def unpaired_ratio(a: Sequence[float], b: Sequence[float], confidence: float = 0
     return RatioInterval(math.exp(diff), math.exp(diff - half), math.exp(diff + half), n, "unpaired")
 
 
-def verdict(low: float | None, high: float | None, *, higher_is_better: bool = True) -> Verdict:
+def verdict(low: float | None, high: float | None, *, higher_is_better: bool = True) -> RatioVerdict:
     """faster / slower when the whole interval lies on one side of 1, else no clear difference."""
     if low is None or high is None:
         return "insufficient data"

@@ -1,7 +1,6 @@
 """Two-sample t-tests without SciPy: Student's (pooled, for change points) and Welch's (for run comparisons).
 
-`intervals.t_quantile` gives quantiles for integer degrees of freedom; here we need tail *probabilities*,
-and for Welch's test at fractional degrees of freedom, so the survival function goes through the regularised
+Tail *probabilities* and quantiles, at fractional degrees of freedom too (Welch's), through the regularised
 incomplete beta function: P(|T| > t) = I_{df/(df+t²)}(df/2, 1/2). It is evaluated with the Lentz continued
 fraction (Numerical Recipes §6.4), which converges in a few dozen terms for every df and t we meet and keeps
 full relative precision in the far tail, where 1 - CDF would round to zero.
@@ -9,6 +8,7 @@ full relative precision in the far tail, where 1 - CDF would round to zero.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -65,6 +65,31 @@ def t_two_sided_p(t: float, df: float) -> float:
     if math.isinf(t):
         return 0.0
     return min(1.0, betainc(df / 2.0, 0.5, df / (df + t * t)))
+
+
+@functools.lru_cache(maxsize=4096)
+def t_quantile(confidence: float, df: float) -> float:
+    """t with P(|T| <= t) = confidence for Student's T with `df` > 0 (fractional allowed) degrees of freedom.
+
+    Cached: `bench.stats.ratio.pairs_for` asks for the same few (confidence, df) for every point of a run, and
+    each answer is a bisection over the incomplete beta function (hundreds of evaluations)."""
+    if not 0.0 < confidence < 1.0:
+        raise ValueError(f"confidence must lie in (0, 1), got {confidence}")
+    if df <= 0:
+        raise ValueError(f"df must be positive, got {df}")
+    alpha = 1.0 - confidence
+    lo, hi = 0.0, 1.0
+    while t_two_sided_p(hi, df) > alpha:
+        hi *= 2.0
+    for _ in range(200):
+        mid = 0.5 * (lo + hi)
+        if mid in (lo, hi):
+            break
+        if t_two_sided_p(mid, df) > alpha:
+            lo = mid
+        else:
+            hi = mid
+    return 0.5 * (lo + hi)
 
 
 @dataclass(frozen=True, slots=True)

@@ -67,7 +67,6 @@ Seed = Annotated[int, Field(ge=0, le=2**63 - 1)]
 BatchSize = Annotated[int, Field(ge=1, le=65_536)]
 Steps = Annotated[int, Field(ge=1, le=64)]
 TopK = Annotated[int, Field(ge=1, le=64)]
-DraftTokens = Annotated[int, Field(ge=2, le=4096)]
 MAX_TOKENS = 1_000_000  # a request's input or output length; a workload file's lines too (bench/workload.py)
 Tokens = Annotated[int, Field(ge=1, le=MAX_TOKENS)]
 AcceptLength = Annotated[float, Field(ge=1.0, le=64.0)]  # tokens committed per verify step

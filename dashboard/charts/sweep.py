@@ -70,7 +70,7 @@ def heatmap(
     """
     f = frame.dropna(subset=[value]).copy()
     f["steps_label"] = f["steps"].map(lambda s: f"{int(s)}")
-    f["wrong"] = [is_wrong(c) for c in f["correctness"]] if "correctness" in f else False
+    f["wrong"] = [is_wrong(c) for c in f["correctness"]]
     f["label"] = _labels(f[value], f["wrong"], fmt, strike_wrong)
     if diverging:
         m = ratio_half_span(f[value])
@@ -127,8 +127,7 @@ def ratio_heatmap(frame: pd.DataFrame, *, width: int = 330) -> AnyChart:
         for lo, hi, ok in zip(f["ci_low"].fillna(0), f["ci_high"].fillna(0), has_ci, strict=True)
     ]
     f["accept"] = ["not pinned" if pd.isna(a) else f"accept {a:g}" for a in f["accept_length"]]
-    pairs = f["pairs_for_5pct"] if "pairs_for_5pct" in f else pd.Series([None] * len(f), index=f.index)
-    f["pairs_5pct"] = ["–" if pd.isna(p) else f"about {int(p)}" for p in pairs]
+    f["pairs_5pct"] = ["–" if pd.isna(p) else f"about {int(p)}" for p in f["pairs_for_5pct"]]
     m = ratio_half_span(f["ratio"])
     scale = alt.Scale(scheme="redblue", domain=[1 - m, 1 + m], domainMid=1.0)
     base = alt.Chart().encode(
@@ -196,8 +195,6 @@ def throughput_frame(frame: pd.DataFrame, metric: str = "output_throughput") -> 
         mode=f["spec_mode"],
         batch_size=f["batch_size"].astype(int),
     )
-    if "accept_length" not in f:
-        f = f.assign(accept_length=np.nan)
     lines = f[["series", "mode"]].drop_duplicates()
     sizes = pd.DataFrame({"batch_size": sorted(f["batch_size"].unique())})
     full = lines.merge(sizes, how="cross")

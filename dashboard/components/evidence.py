@@ -71,7 +71,7 @@ def floor_section(rows: pd.DataFrame, chart: AnyChart | None, facts: dict[str, A
 
 def overlap_share_table(ratios: pd.DataFrame) -> None:
     """The overlap share of the profiled cells, next to their v2/v1 ratio."""
-    if "overlap_share" not in ratios or not ratios["overlap_share"].notna().any():
+    if not ratios["overlap_share"].notna().any():
         return
     f = ratios[ratios["overlap_share"].notna()]
     st.dataframe(

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from analysis import csvsafe
+from analysis.render import csv_text
 
 
 def download_buttons(csv_text: str, markdown_text: str | None, base_name: str, key: str) -> None:
@@ -30,11 +30,11 @@ def download_buttons(csv_text: str, markdown_text: str | None, base_name: str, k
 def frame_with_csv(frame: pd.DataFrame, what: str, file_name: str, key: str) -> None:
     """The frame as a table and a button that downloads it as CSV (`Download <what> CSV`). The CSV goes with
     the page, not written on the click: a deferred download (a callable) took a second round trip that, on a
-    loaded host, left the click without a download for over a minute (tests/dashboard/test_hostile_pages.py)."""
+    loaded host, left the click without a file for over a minute (tests/dashboard/test_hostile_pages.py)."""
     st.dataframe(frame, hide_index=True)
     st.download_button(
         f"Download {what} CSV",
-        csvsafe.frame(frame).to_csv(index=False),  # no cell starts a spreadsheet formula
+        csv_text(frame, float_format=None),
         file_name=file_name,
         mime="text/csv",
         on_click="ignore",

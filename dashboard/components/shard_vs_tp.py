@@ -81,9 +81,10 @@ def shard_vs_tp_section(c: tp_compare.Comparison, key: str = "tp_cmp") -> None:
                 st.markdown(f"- {md.text(g)}")
     for note in c.notes:
         st.caption(f"Note: {md.text(note)}")
+    doc = tp_compare.document(c)
     download_buttons(
-        tp_compare.render(c, "csv"),
-        tp_compare.render(c, "md"),
+        doc.text("csv"),
+        doc.text("md"),
         f"shard-{c.shard.run_id}-vs-tp-{c.tp.run_id}",
         key=key,
     )

@@ -26,10 +26,6 @@ class Param:
     cast: Callable[[str], Any] = str
 
 
-def as_bool(text: str) -> bool:
-    return text.strip().lower() in {"1", "true", "yes", "on"}
-
-
 def parse(param: Param, raw: str | None) -> Any:
     if raw is None:
         return param.default

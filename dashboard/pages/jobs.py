@@ -6,7 +6,6 @@ from typing import Any
 
 import pandas as pd
 import streamlit as st
-from sqlalchemy import inspect
 
 from analysis import md
 from analysis.jobs import why_waiting
@@ -20,12 +19,12 @@ st.caption("Sweeps queued with `specbench submit` or a schedule, and the workers
 
 try:
     engine = data.engine(url)
-    ready = "jobs" in inspect(engine).get_table_names()
+    ready = data.has_schema(url)
 except Exception as e:  # an unreachable server or a bad URL: say so on the page instead of a traceback
     st.error(f"Cannot read the database {md.text(data.shown_url(url))}: {type(e).__name__}: {md.text(e)}")
     st.stop()
 if not ready:
-    st.info(f"{md.text(data.shown_url(url))} has no job tables yet: run `specbench db upgrade --db URL`.")
+    st.info(f"{md.text(data.shown_url(url))} has no tables yet: run `specbench db upgrade --db URL`.")
     st.stop()
 layout.synthetic_banner(url)
 

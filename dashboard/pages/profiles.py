@@ -1,4 +1,4 @@
-"""Profiles: v1 and v2 of the same point side by side, from SGLang profiler traces captured after the point."""
+"""Profiles: v1 and v2 of one point side by side, from SGLang profiler traces captured after the point."""
 
 from __future__ import annotations
 

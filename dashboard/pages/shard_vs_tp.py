@@ -1,4 +1,4 @@
-"""Shard vs TP: does a one-GPU shard run predict its tensor-parallel deployment's run? (analysis.tp_compare)"""
+"""Shard vs TP: does a one-GPU shard run predict its tensor-parallel deployment? (analysis.tp_compare)"""
 
 from __future__ import annotations
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import pandas as pd
 import streamlit as st
 
 from analysis import correctness, md
@@ -34,7 +33,7 @@ points = data.run_points(url, run_id)
 workloads = sorted(points["workload_key"].dropna().unique().tolist())
 topks = sorted(int(k) for k in points["topk"].dropna().unique())
 # A grid with grid.accept_lengths has one point per pinned acceptance at each (batch, steps): one at a time.
-pinned = points["accept_length_pinned"] if "accept_length_pinned" in points else pd.Series(dtype=float)
+pinned = points["accept_length_pinned"]
 accepts = sorted(float(a) for a in pinned.dropna().unique())
 slots = iter(st.columns(3))  # only the choices this run has, from the left
 if len(workloads) > 1:
@@ -75,10 +74,9 @@ m[3].metric(
 m[4].metric(
     "Started", f"{info['started_at']:%m-%d %H:%M}", help=f"{info['started_at']:%Y-%m-%d %H:%M:%S} UTC"
 )
-# The correctness gate first: a point that computed wrong tokens or acceptance is a finding, and its speed is
-# struck through and labelled `wrong` wherever it shows (docs/reference/correctness-gate.md).
-verdicts = correctness.counts(points["correctness"]) if "correctness" in points else None
-if verdicts is not None and verdicts["not recorded"] < len(points):
+# The correctness gate first: a wrong path's speed is a finding (docs/reference/correctness-gate.md).
+verdicts = correctness.counts(points["correctness"])
+if verdicts["not recorded"] < len(points):
     failed = correctness.failed_launches(points, lambda r: config_label(r, with_batch=False))
     if failed:
         st.error(

@@ -1,4 +1,4 @@
-"""Trends: one metric of one series over SGLang version, commit or time, with repeat bands and change points."""
+"""Trends: one metric of one series over SGLang version, commit or time, with repeat bands and changes."""
 
 from __future__ import annotations
 
@@ -72,8 +72,6 @@ fp = str(row["fingerprint"])
 series = data.series_points(url, fp, metric)
 kinds = sorted(
     {run_tag(m, t) or "measured" for m, t in zip(series["simulated"], series["trigger"], strict=True)}
-    if "simulated" in series
-    else set()
 )
 st.subheader(md.text(row["label"]), anchor=False)  # no "#..." link made from a stored name
 tag = " · ".join(f"⚠ {k}" for k in kinds if k != "measured")

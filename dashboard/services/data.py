@@ -28,13 +28,13 @@ from analysis.tp_pair import RunSide, default_pair
 from db import profile_queries as pq
 from db import queries as q
 from db import triage as stored_triage
-from db.engine import DatabaseMissingError, make_engine, make_readonly_engine, redact, resolve_url
+from db.engine import DatabaseMissingError, make_engine, redact, resolve_url
+from db.migrate import open_database_readonly
 
 P = ParamSpec("P")
 R = TypeVar("R")
 Version = tuple[int, ...]
-# A database server gives no cheap sign of change, so its results are kept for this long (the TTL the
-# dashboard used for everything before), aligned to the clock so that every page agrees on the window.
+# A database server gives no cheap sign of change: its results live this long, in clock-aligned windows.
 SERVER_REFRESH_S = 30
 MAX_ENTRIES = 64  # results per function: runs, series and selections a team browses, not a crawl's worth
 
@@ -118,9 +118,10 @@ def shown_url(url: str) -> str:
 
 @st.cache_resource(show_spinner=False)
 def engine(url: str) -> Engine:
-    """Reads go through an engine that cannot write: browsing never changes the database file."""
+    """Reads go through an engine that cannot write, at the head schema (db.migrate.open_database_readonly:
+    a file behind head is read from a migrated copy), so browsing never changes the database file."""
     try:
-        return make_readonly_engine(url)
+        return open_database_readonly(url)[0]
     except DatabaseMissingError:  # nothing to protect; the pages show their empty state
         return make_engine(url)
 
@@ -133,6 +134,7 @@ def writer(url: str) -> Engine:
 
 @cached()
 def has_schema(url: str) -> bool:
+    """False for a database nothing has created the tables of (the dashboard started on a new URL)."""
     return "points" in inspect(engine(url)).get_table_names()
 
 
@@ -148,7 +150,7 @@ def catalog(url: str) -> pd.DataFrame:
 
 @cached()
 def annotated_catalog(url: str) -> pd.DataFrame:
-    """The series catalog with the facet columns the pickers filter on (`analysis.facets.annotate_catalog`)."""
+    """The series catalog with the facets the pickers filter on (`analysis.facets.annotate_catalog`)."""
     return annotate_catalog(catalog(url))
 
 
@@ -227,9 +229,7 @@ def shard_tp_default(url: str, newest_first: tuple[int, ...]) -> tuple[int, int]
 
 @cached()
 def runs_with_profiles(url: str) -> list[dict[str, Any]]:
-    """Runs with stored profiles, newest first; none on a database not yet migrated to profiles."""
-    if not inspect(engine(url)).has_table("profiles"):
-        return []
+    """Runs with stored profiles, newest first."""
     return pq.runs_with_profiles(engine(url))
 
 
@@ -267,9 +267,8 @@ def comparison_files(
     url: str, a: int, b: int, metric: str, threshold: float, confidence: float
 ) -> tuple[str, str]:
     """The comparison as CSV and as the short Markdown of a PR comment (what Compare offers to download)."""
-    table = comparison(url, a, b, metric, threshold, confidence)
-    markdown = report.to_markdown(
-        table,
+    doc = report.document(
+        comparison(url, a, b, metric, threshold, confidence),
         run_info(url, a),
         run_info(url, b),
         metric=metric,
@@ -277,7 +276,7 @@ def comparison_files(
         confidence=confidence,
         short=True,  # changed rows, the rest as counts, sweep files folded (the CSV has all)
     )
-    return report.to_csv(table), markdown
+    return doc.text("csv"), doc.text("md")
 
 
 @cached()

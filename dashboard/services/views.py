@@ -39,7 +39,7 @@ class SweepView:
 def select(
     points: pd.DataFrame, workload: str | None, topk: int | None, accept: float | None
 ) -> pd.DataFrame:
-    """The points of one workload, eagle topk and pinned acceptance (the baseline, which has neither, stays)."""
+    """The points of one workload, eagle topk and pinned acceptance (the baseline, having neither, stays)."""
     sel = points[points["workload_key"] == workload]
     if topk is not None:
         sel = sel[sel["topk"].isna() | (sel["topk"] == topk)]

@@ -14,6 +14,7 @@ from analysis.comparability import KIND_MEANS
 from analysis.compare import center_text, comparable_pair
 from analysis.labels import run_tag
 from analysis.plain import missing
+from analysis.render import magnitude, signed_pct
 from analysis.stats.compare import DEFAULT_CONFIDENCE, DEFAULT_THRESHOLD
 from bench.catalog import direction_text, label
 from db import queries as q
@@ -130,17 +131,6 @@ _VERDICT_STYLE = {
 }
 
 
-def _pct(v: object) -> str:
-    return "–" if missing(v) else f"{float(v) * 100:+.1f}%"  # type: ignore[arg-type]
-
-
-def _num(v: object) -> str:
-    if missing(v):
-        return "–"
-    x = float(v)  # type: ignore[arg-type]
-    return f"{x:,.0f}" if abs(x) >= 100 else f"{x:,.2f}"
-
-
 def print_compare(result: CompareResult, *, threshold: float, confidence: float) -> None:
     """The comparison as a terminal table (runners/tables.py): Δ, verdict and config always shown, the
     interval, values and workload left out first on a narrow terminal."""
@@ -174,16 +164,16 @@ def print_compare(result: CompareResult, *, threshold: float, confidence: float)
     rows = []
     for r in table.to_dict("records"):
         style, word = _VERDICT_STYLE.get(r["verdict"], ("white", str(r["verdict"])))
-        interval = "–" if missing(r["ci_low"]) else f"{_pct(r['ci_low'])}…{_pct(r['ci_high'])}"
+        interval = "–" if missing(r["ci_low"]) else f"{signed_pct(r['ci_low'])}…{signed_pct(r['ci_high'])}"
         cells = [
             f"[{style}]{word}[/]",
             str(r["config"]),
             *([str(r["model"])] if multi_model else []),
             *([str(r["workload"])] if multi_workload else []),
-            _pct(r["delta"]),
+            signed_pct(r["delta"]),
             interval,
-            _num(r["baseline"]),
-            _num(r["candidate"]),
+            magnitude(r["baseline"]),
+            magnitude(r["candidate"]),
             # The largest factor (the attribution lists them largest first); --format md has them all.
             str(r.get("why") or "").split(", ")[0] or str(r.get("note") or ""),
         ]

@@ -11,6 +11,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from analysis.render import magnitude
 from bench.crosscheck import (
     BENCH_SERVING,
     COMPARED,
@@ -132,7 +133,12 @@ def summary_table(results: list[Comparison]) -> Table:
             ci = c.ratio_interval(key)
             interval = "-" if ci is None or ci.low is None else f"[{ci.low:.3f}, {ci.high:.3f}] n={ci.n}"
             table.add_row(
-                str(c.batch_size), label, _num(a), _num(b), "-" if r is None else f"{r:.3f}", interval
+                str(c.batch_size),
+                label,
+                magnitude(a, "-"),
+                magnitude(b, "-"),
+                "-" if r is None else f"{r:.3f}",
+                interval,
             )
         cpu_a, cpu_b = c.mean(SPECBENCH, "client_cpu_s"), c.mean(BENCH_SERVING, "client_cpu_s")
         if cpu_a is not None and cpu_b is not None:
@@ -154,12 +160,6 @@ def summary_table(results: list[Comparison]) -> Table:
                 "",
             )
     return table
-
-
-def _num(v: float | None) -> str:
-    if v is None:
-        return "-"
-    return f"{v:,.0f}" if abs(v) >= 100 else f"{v:.2f}"
 
 
 def register(app: typer.Typer) -> None:

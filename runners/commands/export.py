@@ -11,7 +11,8 @@ from sqlalchemy import Engine
 
 from analysis import tp_compare, v2_vs_v1, windows
 from analysis.bench_serving_export import bench_serving_lines
-from analysis.export import ExportError, collect, to_csv, to_json, to_markdown
+from analysis.export import ExportError, collect, document
+from analysis.render import Document, Format
 from db import queries as q
 from db.engine import session_scope
 from db.models import Run
@@ -111,7 +112,7 @@ def export(
     if format == "bench-serving-json":
         text = "".join(line + "\n" for line in lines)
     else:
-        text = {"csv": to_csv, "json": to_json, "md": to_markdown}[format](data)
+        text = document(data).text(format)
     if output is None:
         typer.echo(text, nl=False)
     else:
@@ -119,7 +120,9 @@ def export(
         typer.echo(f"wrote {len(data.rows)} points to {output}", err=True)
 
 
-def _export_shard_vs_tp(engine: Engine, shard_ref: str, tp_ref: str, fmt: str, output: Path | None) -> None:
+def _export_shard_vs_tp(
+    engine: Engine, shard_ref: str, tp_ref: str, fmt: Format, output: Path | None
+) -> None:
     shard, tp = resolve_run_ref(engine, shard_ref), resolve_run_ref(engine, tp_ref)
     try:
         comparison = tp_compare.load(engine, shard, tp)
@@ -127,16 +130,16 @@ def _export_shard_vs_tp(engine: Engine, shard_ref: str, tp_ref: str, fmt: str, o
         fail(str(e))
     for line in comparison.missing + comparison.notes:
         err_console.print(f"note: {line}", markup=False, highlight=False)
-    _emit(tp_compare.render(comparison, fmt), output, f"{len(comparison.frame)} shard/TP rows")
+    _emit(tp_compare.document(comparison).text(fmt), output, f"{len(comparison.frame)} shard/TP rows")
 
 
 class RunView(Protocol):
-    """A single-run view of analysis (analysis.v2_vs_v1, analysis.windows): a frame and its three formats."""
+    """A single-run view of analysis (analysis.v2_vs_v1, analysis.windows): its frame and its document."""
 
     def load(self, engine: Engine, run_id: int) -> pd.DataFrame: ...
-    def to_csv(self, frame: pd.DataFrame) -> str: ...
-    def to_json(self, frame: pd.DataFrame, meta: dict[str, Any] | None = None) -> str: ...
-    def to_markdown(self, frame: pd.DataFrame, title: str | None = None) -> str: ...
+    def document(
+        self, frame: pd.DataFrame, meta: dict[str, Any] | None = None, title: str | None = None
+    ) -> Document: ...
 
 
 # --view -> (the module, why it takes one run, its title around the run's, what a row is)
@@ -156,15 +159,11 @@ _RUN_VIEWS: dict[str, tuple[RunView, str, str, str]] = {
 }
 
 
-def _export_run_view(engine: Engine, run_ids: list[int], view: str, fmt: str, output: Path | None) -> None:
+def _export_run_view(engine: Engine, run_ids: list[int], view: str, fmt: Format, output: Path | None) -> None:
     module, why, title, rows = _RUN_VIEWS[view]
     meta = _one_run_meta(engine, run_ids, why)
     frame = module.load(engine, meta["run_id"])
-    text = {
-        "csv": lambda: module.to_csv(frame),
-        "json": lambda: module.to_json(frame, meta),
-        "md": lambda: module.to_markdown(frame, title.format(run=_run_title(meta))),
-    }[fmt]()
+    text = module.document(frame, meta, title.format(run=_run_title(meta))).text(fmt)
     _emit(text, output, f"{len(frame)} {rows}")
 
 

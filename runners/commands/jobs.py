@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import json
 from typing import Annotated, Any, Literal
 
 import typer
 
 from analysis.jobs import why_waiting
+from analysis.render import json_text
 from db import queue_queries
 from runners import queue
 from runners.common import MAX_ID, DbOption, console, fail, open_db
@@ -58,8 +58,7 @@ def jobs(
                 if r["status"] == "queued"
                 else None
             )
-        payload = {"counts": counts, "jobs": rows, "workers": workers}
-        typer.echo(json.dumps(payload, default=_json_default, indent=2))
+        typer.echo(json_text({"counts": counts, "jobs": rows, "workers": workers}), nl=False)
         return
     console.print(" ".join(f"{s}: [bold]{counts.get(s, 0)}[/]" for s in _STATUSES))
     now = queue_queries.database_now(engine)
@@ -123,9 +122,3 @@ def _workers_table(rows: list[dict[str, Any]]) -> None:
         for r in rows
     ]
     print_table(console, columns, cells, title="workers")
-
-
-def _json_default(value: Any) -> Any:
-    if hasattr(value, "isoformat"):
-        return value.isoformat()
-    raise TypeError(f"cannot serialise {type(value).__name__}")

@@ -3,13 +3,13 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import typer
 from rich.table import Table
 
+from analysis.render import json_text
 from bench.profile.summary import DEFAULT_DISTORTION_THRESHOLD, distortion, summarize
 from bench.profile.trace import TraceError, load_trace
 from runners.common import MAX_ID, DbOption, console, fail, open_db
@@ -52,7 +52,7 @@ def summarize_cmd(
     if format == "json":
         if not per_cycle:
             s.pop("per_cycle")
-        typer.echo(json.dumps(s, indent=2))
+        typer.echo(json_text(s), nl=False)
         return
     _table(trace, s)
 

@@ -2,17 +2,24 @@
 
 from __future__ import annotations
 
-import json
 from typing import Annotated, Literal
 
 import pandas as pd
 import typer
 
 from analysis.regressions import flagged, recent_changes
+from analysis.render import json_text, records
 from analysis.stats.changepoint import ChangePointParams
 from db import queries as q
 from runners.common import DbOption, console, fail, open_db_readonly, parse_span
 from runners.tables import Column, print_table, say
+
+# A flagged change as `--format json` writes it.
+JSON_FIELDS = (
+    *("series", "fingerprint", "metric", "direction", "rel_change", "pvalue", "run_id", "prev_run_id"),
+    *("started_at", "sglang_version", "sglang_commit", "prev_version", "prev_commit", "mean_before"),
+    *("mean_after", "n_before", "n_after", "why", "state", "note"),
+)
 
 
 def register(app: typer.Typer) -> None:
@@ -52,40 +59,9 @@ def regressions(
     changes = recent_changes(engine, metric, params, since=recent, lookback=context)
     changes = flagged(changes, include_improvements=include_improvements, include_dismissed=include_dismissed)
     if format == "json":
-        typer.echo(json.dumps(_records(changes), indent=2))
+        typer.echo(json_text(records(changes.reindex(columns=list(JSON_FIELDS)))), nl=False)
         return
     _table(changes, metric, since)
-
-
-def _records(changes: pd.DataFrame) -> list[dict[str, object]]:
-    cols = [
-        "series",
-        "fingerprint",
-        "metric",
-        "direction",
-        "rel_change",
-        "pvalue",
-        "run_id",
-        "prev_run_id",
-        "started_at",
-        "sglang_version",
-        "sglang_commit",
-        "prev_version",
-        "prev_commit",
-        "mean_before",
-        "mean_after",
-        "n_before",
-        "n_after",
-        "why",
-        "state",
-        "note",
-    ]
-    out = []
-    for r in changes.reindex(columns=cols).to_dict("records"):
-        out.append(
-            {k: (v.isoformat() if hasattr(v, "isoformat") else (None if v != v else v)) for k, v in r.items()}
-        )
-    return out
 
 
 def _table(changes: pd.DataFrame, metric: str, since: str) -> None:

@@ -1,11 +1,8 @@
-"""`specbench runs`: list the stored runs, newest first, so their ids can be given to other verbs; `--yaml RUN`
+"""`specbench runs`: the stored runs, newest first, so their ids can be given to other verbs; `--yaml RUN`
 prints the sweep one run started from."""
 
 from __future__ import annotations
 
-import csv
-import io
-import json
 import sys
 from typing import Annotated, Any, Literal
 
@@ -14,8 +11,8 @@ import typer
 from rich.markup import escape
 from sqlalchemy import Engine
 
-from analysis import csvsafe
 from analysis.labels import STAND_IN_TAG, none_if_nan, run_tag, short_gpu
+from analysis.render import columns, csv_text, json_text
 from analysis.run_counts import points_text
 from analysis.text import printable
 from bench.server.sglang_patch import is_patched
@@ -24,24 +21,16 @@ from runners.common import RUN_REF_HELP, DbOption, console, open_db_readonly, re
 from runners.tables import Column, print_table
 
 JSON_FIELDS = (
-    "id",
-    "uid",
-    "name",
-    "label",
-    "status",
-    "trigger",
-    "backend",
-    "simulated",
-    "kind",
-    "model",
-    "gpu",
-    "gpu_count",
-    "sglang_version",
-    "sglang_patch",
-    "started",
-    "finished",
-    "points",
-    "points_ok",
+    *("id", "uid", "name", "label", "status", "trigger", "backend", "simulated", "kind", "model", "gpu"),
+    *("gpu_count", "sglang_version", "sglang_patch", "started", "finished", "points", "points_ok"),
+)
+VIEW = columns(
+    JSON_FIELDS,
+    ints=("id", "gpu_count", "points", "points_ok"),
+    text=(
+        *("uid", "name", "label", "status", "trigger", "backend", "kind", "model", "gpu"),
+        *("sglang_version", "sglang_patch"),
+    ),
 )
 
 
@@ -92,13 +81,9 @@ def runs(
     frame = q.list_runs(engine, name=name, gpu=gpu, status=status, simulated=simulated, limit=limit)
     records = [_record(r) for r in frame.to_dict("records")]
     if format == "json":
-        typer.echo(json.dumps(records, indent=2))
+        typer.echo(json_text(records), nl=False)
     elif format == "csv":
-        buf = io.StringIO()
-        writer = csv.DictWriter(buf, fieldnames=JSON_FIELDS, lineterminator="\n")
-        writer.writeheader()
-        writer.writerows(csvsafe.record(r) for r in records)  # no cell starts a spreadsheet formula
-        typer.echo(buf.getvalue(), nl=False)
+        typer.echo(csv_text(records, VIEW), nl=False)
     else:
         _table(records, list(frame["sweep_yaml"]))
 

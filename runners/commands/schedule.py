@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import typer
 from rich.markup import escape
 
+from analysis.render import json_text
 from bench.sweep import read_sweep_text
 from runners import schedules
 from runners.common import MAX_ID, MAX_PRIORITY, DbOption, check_label, console, err_console, fail, open_db
@@ -67,7 +67,7 @@ def list_(
     """List schedules with their last and next fire times."""
     rows = schedules.list_schedules(open_db(db))
     if format == "json":
-        typer.echo(json.dumps(rows, default=_json_default, indent=2))
+        typer.echo(json_text(rows), nl=False)
         return
     columns = [
         Column("id", "right"),
@@ -122,9 +122,3 @@ def _requires_text(req: Any) -> str:
 
 def _ts(value: Any) -> str:
     return value.strftime("%Y-%m-%d %H:%M") if hasattr(value, "strftime") else "-"
-
-
-def _json_default(value: Any) -> Any:
-    if hasattr(value, "isoformat"):
-        return value.isoformat()
-    raise TypeError(f"cannot serialise {type(value).__name__}")

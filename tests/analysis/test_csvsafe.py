@@ -1,4 +1,4 @@
-"""No CSV specbench writes opens a formula in a spreadsheet (issue 30 §6): OWASP's rule in analysis.csvsafe, and a
+"""No CSV specbench writes opens a formula in a spreadsheet (issue 30 §6): OWASP's rule in analysis.render, and a
 test per writer on a database whose every stored text field starts with `=HYPERLINK(...),=1+1`.
 
 The writers: `export` (points, with its `#` header lines), `export --view v2-vs-v1`, `export --view windows`,
@@ -16,7 +16,7 @@ import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
-from analysis import csvsafe, report
+from analysis import render, report
 from analysis.compare import compare_runs
 from analysis.export import read_csv_rows
 from runners.cli import app
@@ -64,27 +64,27 @@ LOOK_ALIKES = (
 
 @pytest.mark.parametrize("formula", LOOK_ALIKES)
 def test_look_alike_formula_starts_are_neutralised(formula: str) -> None:
-    assert csvsafe.cell(formula) == "'" + formula
-    frame = csvsafe.frame(pd.DataFrame({"name": [formula, "ok"], formula: [1.0, 2.0]}))
+    assert render.csv_cell(formula) == "'" + formula
+    frame = render.safe_frame(pd.DataFrame({"name": [formula, "ok"], formula: [1.0, 2.0]}))
     assert frame["name"].tolist() == ["'" + formula, "ok"]
     assert list(frame.columns) == ["name", "'" + formula]
 
 
 def test_look_alikes_that_start_no_formula_stay() -> None:
     for value in ("\uff11\uff12", "ｍｏｄｅｌ", "\u00e9t\u00e9", "a\u00a0=b", "x\uff1d1"):
-        assert csvsafe.cell(value) == value
+        assert render.csv_cell(value) == value
 
 
 def test_the_rule() -> None:
     for formula in ("=1+1", "+1+1", "-1+1", "@SUM(A1)", "\t=1", " =1", "-cmd", "-inf", "=-5", "\n=1"):
-        assert csvsafe.cell(formula) == "'" + formula
-    assert csvsafe.cell("\r=1") == "\\x0d=1"  # a carriage return is escaped, which also defuses it
+        assert render.csv_cell(formula) == "'" + formula
+    assert render.csv_cell("\r=1") == "\\x0d=1"  # a carriage return is escaped, which also defuses it
     for number in ("-5.2", "+3", "1e-3", "-.5", "5.", "-1E+08", " -2 "):
-        assert csvsafe.cell(number) == number  # a number is not a formula, and stays a number
+        assert render.csv_cell(number) == number  # a number is not a formula, and stays a number
     for value in (-5.2, -3, 0.0, None, True, "plain", "a=b", "x-1"):
-        assert csvsafe.cell(value) == value
-    assert csvsafe.cell("a\x1b[2Jb\nc\td") == "a\\x1b[2Jb\nc\td"  # newlines and tabs are data
-    frame = csvsafe.frame(pd.DataFrame({"=name": ["=1", "-5.2", "ok"], "v": [-5.2, 1.0, 2.0]}))
+        assert render.csv_cell(value) == value
+    assert render.csv_cell("a\x1b[2Jb\nc\td") == "a\\x1b[2Jb\nc\td"  # newlines and tabs are data
+    frame = render.safe_frame(pd.DataFrame({"=name": ["=1", "-5.2", "ok"], "v": [-5.2, 1.0, 2.0]}))
     assert list(frame.columns) == ["'=name", "v"]
     assert frame["'=name"].tolist() == ["'=1", "-5.2", "ok"]
     assert frame["v"].tolist() == [-5.2, 1.0, 2.0]
@@ -121,12 +121,12 @@ def test_compare(hostile_url: str) -> None:
     assert formula_cells(text) == [] and not RAW_CONTROL.search(text)
     deltas = [float(r["delta"]) for r in csv.DictReader(io.StringIO(text)) if r["delta"]]
     assert deltas and any(d < 0 for d in deltas)  # negative numbers are written as numbers
-    # The same writer (report.to_csv, also the Compare page's download) with hostile text in every text column.
+    # The same writer (analysis.render, also the Compare page's download) with hostile text in every text column.
     a = _points(100, dict(zip(KEYS, [1000.0, 1500.0, 1700.0, 2900.0], strict=True)))
     b = _points(200, dict(zip(KEYS, [1001.0, 1490.0, 1530.0, 3132.0], strict=True)))
     table = compare_runs(a, _samples(a), b, _samples(b))
     text_columns = [c for c in table.columns if table[c].dtype == object or str(table[c].dtype) == "str"]
-    hostile = report.to_csv(table.assign(**dict.fromkeys(text_columns, HOSTILE)))
+    hostile = report.document(table.assign(**dict.fromkeys(text_columns, HOSTILE)), {}, {}).text("csv")
     _assert_neutral(hostile)
 
 
@@ -138,8 +138,31 @@ def test_runs(hostile_url: str) -> None:
     assert all(r["model"].startswith("'=HYPERLINK(") for r in rows)
 
 
+@pytest.mark.parametrize("view", ["points", "v2-vs-v1", "windows", "shard-vs-tp", "compare", "runs"])
+def test_every_declared_view_writes_text_columns_formula_safe(view: str) -> None:
+    """The one writer (analysis.render) for every view's declared columns, shard-vs-tp's included (its CSV
+    once skipped the guard): hostile text in each text column, numbers in the rest, no formula cell out."""
+    from analysis import export, tp_compare, v2_vs_v1, windows
+    from runners.commands import runs
+
+    cols = {
+        "points": export.VIEW,
+        "v2-vs-v1": v2_vs_v1.VIEW,
+        "windows": windows.VIEW,
+        "shard-vs-tp": tp_compare.VIEW,
+        "compare": report.VIEW,
+        "runs": runs.VIEW,
+    }[view]
+    assert any(c.text for c in cols)
+    row = {c.key: HOSTILE if c.text else (-3 if c.fmt == "d" else -2.5) for c in cols}
+    text = render.csv_text([row, row], cols)
+    _assert_neutral(text)
+    values = next(csv.DictReader(io.StringIO(text)))
+    assert {v for k, v in values.items() if not next(c for c in cols if c.key == k).text} <= {"-3", "-2.5"}
+
+
 def test_a_writer_without_the_helper_would_fail() -> None:
     """The check itself: a raw pandas CSV of a hostile cell has a formula cell."""
     raw = pd.DataFrame({"model": ['=HYPERLINK("http://e","x"),=1+1']}).to_csv(index=False)
     assert formula_cells(raw) != []
-    assert formula_cells(csvsafe.frame(pd.DataFrame({"model": ["=1,=2"]})).to_csv(index=False)) == []
+    assert formula_cells(render.safe_frame(pd.DataFrame({"model": ["=1,=2"]})).to_csv(index=False)) == []

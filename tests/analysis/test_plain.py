@@ -88,7 +88,7 @@ def test_windows_json_writes_a_datetime_as_iso_and_no_infinity() -> None:
             }
         )
     )
-    doc = strict_json(windows_view.to_json(frame))
+    doc = strict_json(windows_view.document(frame).text("json"))
     assert doc["rows"][0]["window_started_at"] == "2026-03-01T12:00:05+00:00"
     assert doc["rows"][1]["window_started_at"] is None
     assert doc["rows"][0]["power_mean_w"] is None and doc["rows"][1]["power_mean_w"] == 500.0
@@ -99,7 +99,7 @@ def test_v2_vs_v1_json_writes_a_missing_integer_as_null() -> None:
     frame = pd.DataFrame(
         {"batch_size": [1, 4], "topk": pd.array([1, None], dtype="Int64"), "ratio": [1.1, np.inf]}
     )
-    doc = strict_json(v2_vs_v1.to_json(frame))
+    doc = strict_json(v2_vs_v1.document(frame).text("json"))
     assert doc["rows"] == [
         {"batch_size": 1, "topk": 1, "ratio": 1.1},
         {"batch_size": 4, "topk": None, "ratio": None},

@@ -125,7 +125,7 @@ def test_markdown_escapes_pipes_and_trims_long_tables(table: pd.DataFrame) -> No
 
 
 def test_csv_round_trips(table: pd.DataFrame) -> None:
-    text = report.to_csv(table)
+    text = report.document(table, RUN_A, RUN_B).text("csv")
     assert text.splitlines()[0] == ",".join(COMPARE_COLUMNS)
     back = pd.read_csv(io.StringIO(text))
     assert list(back.columns) == list(COMPARE_COLUMNS)
@@ -139,12 +139,12 @@ def test_csv_round_trips(table: pd.DataFrame) -> None:
 def test_csv_of_100k_rows_is_complete(table: pd.DataFrame) -> None:
     # Its speed (target < 2 s) is measured by benchmarks/dashboard_scale.py, not asserted here.
     big = pd.concat([table] * 25_000, ignore_index=True)
-    text = report.to_csv(big)
+    text = report.document(big, RUN_A, RUN_B).text("csv")
     assert text.count("\n") == len(big) + 1
 
 
 def test_json_is_plain(table: pd.DataFrame) -> None:
-    doc = json.loads(report.to_json(table, RUN_A, RUN_B))
+    doc = json.loads(report.document(table, RUN_A, RUN_B).text("json"))
     assert doc["counts"]["regression"] == 1
     assert doc["baseline"]["started_at"].startswith("2026-11-30")
     assert "sweep_yaml" not in doc["candidate"]
@@ -162,7 +162,7 @@ def test_json_has_no_nan_infinity_or_na(table: pd.DataFrame) -> None:
     def refuse(const: str) -> None:
         raise ValueError(f"not JSON: {const}")
 
-    doc = json.loads(report.to_json(edged, run_a, RUN_B), parse_constant=refuse)
+    doc = json.loads(report.document(edged, run_a, RUN_B).text("json"), parse_constant=refuse)
     assert doc["points"][0]["delta"] is None and doc["points"][0]["n_baseline"] is None
     assert doc["points"][1]["n_baseline"] == int(table["n_baseline"][1])
     assert doc["baseline"]["finished_at"] is None

@@ -14,7 +14,8 @@ from typer.testing import CliRunner
 
 from analysis.v2_vs_v1 import load, to_markdown, v2_vs_v1
 from bench.pairing import abba_order
-from bench.stats.ratio import half_width, paired_ratio, pairs_for, t_quantile, unpaired_ratio, verdict
+from bench.stats.ratio import half_width, paired_ratio, pairs_for, unpaired_ratio, verdict
+from bench.stats.tdist import t_quantile
 from bench.sweep import parse_sweep
 from dashboard.charts import GREY_CELL, ratio_heatmap
 from db.engine import session_scope
@@ -96,6 +97,7 @@ def test_verdicts() -> None:
 
 def _frames(order: bool) -> tuple[pd.DataFrame, pd.DataFrame]:
     common = {"workload_key": "w", "algorithm": "EAGLE", "topk": 1, "draft_tokens": 3, "steps": 2}
+    common |= {"floor_fraction": None, "correctness": None, "acceptance_v2_v1": None}  # not measured here
     points = pd.DataFrame(
         [
             {"point_id": 1, "spec_mode": "v1", "batch_size": 8, "accept_length_pinned": 2.5, **common},
@@ -113,6 +115,7 @@ def _frames(order: bool) -> tuple[pd.DataFrame, pd.DataFrame]:
                     "repeat": r,
                     "status": "ok",
                     "order_index": (2 * r + pid) if order else None,
+                    "invocation": 0 if order else None,
                     "output_throughput": tput,
                     "tpot_mean_ms": 1000.0 / tput,
                 }
@@ -123,6 +126,7 @@ def _frames(order: bool) -> tuple[pd.DataFrame, pd.DataFrame]:
             "repeat": 3,
             "status": "invalid",
             "order_index": 9,
+            "invocation": 0,
             "output_throughput": 1.0,
             "tpot_mean_ms": 1.0,
         }
@@ -316,6 +320,7 @@ def test_ratio_heatmap_greys_out_cells_whose_interval_spans_one() -> None:
                 "verdict": "faster",
                 "n": 5,
                 "method": "paired",
+                "pairs_for_5pct": 4,
             },
             {
                 "batch_size": 8,
@@ -327,6 +332,7 @@ def test_ratio_heatmap_greys_out_cells_whose_interval_spans_one() -> None:
                 "verdict": "no clear difference",
                 "n": 5,
                 "method": "paired",
+                "pairs_for_5pct": 4,
             },
             {
                 "batch_size": 32,
@@ -338,6 +344,7 @@ def test_ratio_heatmap_greys_out_cells_whose_interval_spans_one() -> None:
                 "verdict": "insufficient data",
                 "n": 1,
                 "method": "paired",
+                "pairs_for_5pct": None,
             },
         ]
     )

@@ -398,5 +398,5 @@ def test_drivers_correlate_throughput_with_the_recorded_context() -> None:
         "What moved with throughput" in text
         and "| 8 | v1 | 2 | 2.5 | 5 | +1.00 | – | -1.00 | -1.00 |" in text
     )
-    doc = json.loads(windows_view.to_json(_driver_frame()))
+    doc = json.loads(windows_view.document(_driver_frame()).text("json"))
     assert doc["drivers"][0]["r_power_mean_w"] == 1.0 and doc["drivers"][0]["r_sm_clock_median_mhz"] is None

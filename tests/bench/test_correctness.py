@@ -6,7 +6,6 @@ import json
 
 import pytest
 
-from bench.correctness.judge import divergences, judge_launch, unusable
 from bench.correctness.outputs import (
     CheckPass,
     LaunchOutputs,
@@ -15,6 +14,7 @@ from bench.correctness.outputs import (
     prompts_digest,
 )
 from bench.correctness.prompts import check_prompts, why_not_checked
+from bench.correctness.verdict import divergences, judge_launch, unusable
 from bench.sweep import CorrectnessSpec, SweepError, expand, parse_sweep
 
 N, OUT = 8, 12

@@ -4,8 +4,9 @@ import math
 
 import pytest
 
-from bench.stats.intervals import median_ci, t_quantile
+from bench.stats.intervals import median_ci
 from bench.stats.summary import Repeat, summarize_repeats
+from bench.stats.tdist import t_quantile
 
 
 @pytest.mark.parametrize(

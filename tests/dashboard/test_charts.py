@@ -24,6 +24,7 @@ def _grid() -> pd.DataFrame:
                     "batch_size": bs,
                     "output_throughput": 100.0 * bs * (1 + (steps or 0) / 10) * (1.1 if mode == "v2" else 1),
                     "accept_length": None if steps is None else 1.5 + steps / 4,
+                    "correctness": None,
                 }
             )
     return pd.DataFrame(rows)

@@ -33,9 +33,9 @@ def test_heatmap_strikes_a_wrong_points_speed() -> None:
     # Not a speed: labelled, not struck.
     plain = {r["spec_mode"]: r for r in _rows(charts.heatmap(grid, "output_throughput", "tok/s").to_dict())}
     assert plain["v2"]["label"] == f"2,345 {WRONG}"
-    # A run before the gate has no column: labels are the plain values.
-    old = _rows(charts.heatmap(grid.drop(columns=["correctness"]), "output_throughput", "tok/s").to_dict())
-    assert {r["label"] for r in old} == {"1,234", "2,345"}
+    # Points the gate did not check: labels are the plain values.
+    unchecked = _rows(charts.heatmap(grid.assign(correctness=None), "output_throughput", "tok/s").to_dict())
+    assert {r["label"] for r in unchecked} == {"1,234", "2,345"}
 
 
 def test_ratio_cell_with_a_wrong_side_is_grey_and_wrong() -> None:
@@ -50,6 +50,7 @@ def test_ratio_cell_with_a_wrong_side_is_grey_and_wrong() -> None:
             "verdict": ["faster", "faster"],
             "n": [5, 5],
             "method": ["paired", "paired"],
+            "pairs_for_5pct": [None, None],
             "v1_correctness": ["pass", "pass"],
             "v2_correctness": ["pass", "fail"],
         }

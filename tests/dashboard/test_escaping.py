@@ -16,7 +16,7 @@ from streamlit.testing.v1 import AppTest
 
 from analysis import md, report
 from analysis.compare import compare_runs
-from analysis.export import EXPORT_COLUMNS, RUN_METADATA, Export, read_csv_rows, to_csv, to_markdown
+from analysis.export import EXPORT_COLUMNS, RUN_METADATA, Export, document, read_csv_rows, to_markdown
 from tests.fixtures.markdown import assert_inert, markdown_tables, render
 from tests.fixtures.report_data import KEYS, RUN_A, RUN_B, report_points, report_samples
 from tests.paths import REPO_ROOT
@@ -86,7 +86,7 @@ def _export(model: str) -> Export:
 
 def test_csv_header_is_one_line_per_field_and_reads_back() -> None:
     model = "evil\n# injected: row\r\n\x00tail \\ end"
-    text = to_csv(_export(model))
+    text = document(_export(model)).text("csv")
     header = [line for line in text.splitlines() if line.startswith("#")]
     # "# run 1", one line per metadata field, "# points: ..."; a value cannot add a line.
     assert len(header) >= len(RUN_METADATA) + 2

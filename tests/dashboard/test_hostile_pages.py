@@ -7,7 +7,7 @@ name, label, host, GPU, versions, error reasons, log tails, triage notes, profil
 overwritten with Markdown images and links, bare URLs, an e-mail address, HTML, Streamlit's colour, icon and
 math markup, and terminal control sequences. `specbench dashboard` serves it; headless Chromium (Debian's, via
 Playwright) opens each page and a few hostile links, with every request to another host than the app's
-intercepted and counted. The pages' CSV downloads are checked for formula cells (analysis.csvsafe).
+intercepted and counted. The pages' CSV downloads are checked for formula cells (analysis.render).
 """
 
 from __future__ import annotations

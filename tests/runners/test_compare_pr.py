@@ -157,7 +157,7 @@ def test_reproduce_block_omits_unknown_versions() -> None:
 
 def test_exports_and_json_carry_the_stand_in_tag(tmp_path: Path) -> None:
     table = _pair({})
-    doc = json.loads(report.to_json(table, STAND_IN, RUN_B))
+    doc = json.loads(report.document(table, STAND_IN, RUN_B).text("json"))
     assert doc["baseline"]["kind"] == STAND_IN_TAG and doc["candidate"]["kind"] == "measured"
 
 

@@ -299,7 +299,9 @@ def test_flashmla_draft_context_fails_v1_and_v2_naming_the_known_issue(tmp_path:
         )  # the failure leads, the issue right after it
         assert r["acceptance_v2_v1"] == "1" and r["correctness_diverge_request"] == ""
     md = CliRunner().invoke(app, ["export", "--db", url, "--run", "1", "--format", "md", "--all-status"])
-    assert md.exit_code == 0 and md.stdout.count("matches known SGLang issue flashmla-draft-decode-context") == 2
+    assert (
+        md.exit_code == 0 and md.stdout.count("matches known SGLang issue flashmla-draft-decode-context") == 2
+    )
     again = CliRunner().invoke(app, ["gate", "1", "--db", url])
     assert again.exit_code == 1 and " ".join(again.output.split()).count(ISSUE) == 2
 

@@ -18,7 +18,7 @@ import pytest
 from sqlalchemy import Engine, func, select
 from typer.testing import CliRunner
 
-from analysis.export import collect, read_csv_rows, to_csv
+from analysis.export import collect, document, read_csv_rows
 from bench.sweep import expand, parse_sweep
 from db.engine import session_scope
 from db.migrate import open_database
@@ -273,7 +273,7 @@ repeats: 1
 def test_csv_export_round_trips(tiny_run: FinishedRun) -> None:
     engine = tiny_run.engine
     with session_scope(engine) as s:
-        text = to_csv(collect(s))
+        text = document(collect(s)).text("csv")
     assert text.startswith("# run 1")
     assert "#   simulated: True" in text
     rows = read_csv_rows(text)

@@ -11,7 +11,7 @@ import pytest
 from sqlalchemy import Engine, select
 from typer.testing import CliRunner
 
-from analysis.export import collect, read_csv_rows, to_csv, to_markdown
+from analysis.export import collect, document, read_csv_rows, to_markdown
 from analysis.labels import numbers_caption
 from bench.sweep import parse_sweep
 from db import queries as q
@@ -67,7 +67,7 @@ def test_shard_on_the_stand_in_routes_balanced_and_every_point_has_its_floor(
             assert 0 < p.floor_fraction < 1 and p.status in ("ok", "unstable")
     with session_scope(engine) as s:
         export = collect(s, [out.run_id], all_status=True)
-    rows = read_csv_rows(to_csv(export))
+    rows = read_csv_rows(document(export).text("csv"))
     assert all(float(r["step_floor_ms"]) > 0 and 0 < float(r["floor_fraction"]) < 1 for r in rows)
     assert {r["expert_routing"] for r in rows} == {"balanced"}
     assert export.runs[0]["numbers"] == "dummy weights, acceptance pinned at 1.8, balanced routing"

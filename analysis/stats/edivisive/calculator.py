@@ -2,7 +2,8 @@
 
 For X = Z[s:τ] (n values) and Y = Z[τ:κ] (m values) and distances d(a, b) = |a - b|^α with 0 < α < 2:
 
-    Q(τ, κ) = 2/(m+n) · ΣΣ d(Xi, Yj) − 2m/((m+n)(n−1)) · Σ_{i<k} d(Xi, Xk) − 2n/((m+n)(m−1)) · Σ_{j<k} d(Yj, Yk)
+    Q(τ, κ) = 2/(m+n) · ΣΣ d(Xi, Yj) − 2m/((m+n)(n−1)) · Σ_{i<k} d(Xi, Xk)
+                                     − 2n/((m+n)(m−1)) · Σ_{j<k} d(Yj, Yk)
 
 (= mn/(m+n) times the empirical energy distance between X and Y). The candidate change point of the
 interval [s, e) is the τ of the (τ, κ) pair, s < τ < κ <= e, with the largest Q.
@@ -42,7 +43,7 @@ class PairDistanceCalculator(Calculator):
         return self._prefix
 
     def q_values(self, interval: Interval) -> FloatArray:
-        """Q(τ, κ) on the grid τ = start+1..stop-1 (rows) by κ = start+2..stop (columns); -inf where κ <= τ."""
+        """Q(τ, κ) for τ = start+1..stop-1 (rows) and κ = start+2..stop (columns); -inf where κ <= τ."""
         s, e = interval.start, interval.stop
         if e - s < 2:
             raise ValueError(f"interval {interval} is too short to split")

@@ -155,7 +155,10 @@ def test_the_control_sweep_is_the_gate_sweep_off_flashmla() -> None:
         gate.grid.topk,
     )
     launches = [g.server for g in expand(control)]
-    assert (control.grid.batch_sizes, control.grid.spec_modes) == (gate.grid.batch_sizes, gate.grid.spec_modes)
+    assert (control.grid.batch_sizes, control.grid.spec_modes) == (
+        gate.grid.batch_sizes,
+        gate.grid.spec_modes,
+    )
     assert sorted((s.steps or 0, s.spec_mode or "") for s in launches) == [
         (n, m) for n in (2, 3, 4) for m in ("v1", "v2")
     ]

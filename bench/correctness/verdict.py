@@ -9,7 +9,7 @@ the same drafts. So a launch is compared with:
     acceptance below `min_acceptance_ratio` x v1's fails v2 (v1 fails when it falls that far below v2);
 (c) the pure-torch reference's tokens and acceptance, for a specbench synthetic checkpoint.
 
-Verdict: `fail` if any comparison fails, else `pass` if any was made, else `not checked`; `why` says what
+The verdict: `fail` if any comparison fails, else `pass` if any was made, else `not checked`; `why` says what
 was compared and what was not. Requests that errored or came back short fail the launch: a server that
 cannot answer 16 greedy prompts is not correct either. A launch that fails (c)'s acceptance alone, below the
 reference, with its tokens compared and right, is what a known draft-path bug looks like: the caller's
@@ -31,7 +31,7 @@ VERDICTS: tuple[VerdictWord, ...] = ("fail", "not checked", "pass")
 
 
 @dataclass(frozen=True)
-class Verdict:
+class CheckVerdict:
     verdict: VerdictWord
     why: str
     # The first diverging position of the token comparison that decided (lowest request index), if any.
@@ -41,8 +41,8 @@ class Verdict:
     acceptance_v2_v1: float | None = None
 
 
-def not_checked(why: str) -> Verdict:
-    return Verdict("not checked", why)
+def not_checked(why: str) -> CheckVerdict:
+    return CheckVerdict("not checked", why)
 
 
 # What a comparison compared: tokens (against the baseline or the reference), acceptance against the partner,
@@ -110,14 +110,14 @@ def judge_launch(
     reference: ReferenceOutputs | None,
     reference_note: str | None,
     acceptance_suspect: str | None = None,
-) -> Verdict:
-    """The verdict of `launch`. `baseline`: the run's no-spec launch; `partner`: the other spec mode of the same
-    config; `reference`: the pure-torch reference's outputs, or None with `reference_note` saying why;
+) -> CheckVerdict:
+    """The verdict of `launch`. `baseline`: the run's no-spec launch; `partner`: the other spec mode of the
+    same config; `reference`: the pure-torch reference's outputs, or None with `reference_note` saying why;
     `acceptance_suspect`: a known bug's line, said when the launch fails on acceptance alone (below the
     reference's, every comparison of its tokens right), the symptom that bug has."""
     bad = unusable(launch)
     if bad is not None:
-        return Verdict("fail", bad)
+        return CheckVerdict("fail", bad)
     ours = launch.first
     assert ours is not None
     tol = settings.max_diverging_prompts
@@ -139,8 +139,8 @@ def judge_launch(
 
 
 def _acceptance_alone(parts: list[_Part]) -> bool:
-    """Whether the only failure is accepting fewer drafts than the reference while the tokens were compared and
-    right: a draft computed from wrong inputs (verify, which decides the tokens, is right)."""
+    """Whether the only failure is accepting fewer drafts than the reference while the tokens were compared
+    and right: a draft computed from wrong inputs (verify, which decides the tokens, is right)."""
     failed = [p for p in parts if p.status == "fail"]
     tokens_right = any(p.kind == "tokens" and p.status == "pass" for p in parts)
     return tokens_right and bool(failed) and all(p.kind == "reference_low" for p in failed)
@@ -283,7 +283,7 @@ def _tokens_part(ours: CheckPass, theirs: list[list[int]], whose: str, tol: int)
     )
 
 
-def _verdict(parts: list[_Part], ratio: float | None) -> Verdict:
+def _verdict(parts: list[_Part], ratio: float | None) -> CheckVerdict:
     order = {"fail": 0, "pass": 1, "skip": 2}
     ranked = sorted(parts, key=lambda p: order[p.status])  # stable: the failing parts lead the text
     why = "; ".join(p.text for p in ranked)
@@ -295,7 +295,7 @@ def _verdict(parts: list[_Part], ratio: float | None) -> Verdict:
         if any(p.status == "pass" for p in parts)
         else "not checked"
     )
-    return Verdict(
+    return CheckVerdict(
         word,
         why,
         diverge_request=diverge[0] if diverge else None,

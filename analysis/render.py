@@ -1,0 +1,239 @@
+"""Every view specbench writes, as CSV, JSON or Markdown, from one declaration of its columns.
+
+A view (points, v2-vs-v1, windows, shard-vs-tp, compare, runs) lists its `Column`s; `Document.text` writes it
+in each format, for the CLI and the dashboard alike. The view keeps only what is its own: its rows, the JSON
+fields around them and the prose of its Markdown around `md_table`. A `kind` column (measured, simulated,
+synthetic) is one more `Column("kind", text=True)` in a view's tuple, and then shows in every format.
+
+No CSV cell starts a formula. Spreadsheets read a cell that starts with `=`, `+`, `-` or `@` (or a tab or
+carriage return, after any spaces) as one: `=HYPERLINK(...)` in a model name becomes a link, `=cmd|' /C
+calc'!A0` asks to run a program (OWASP, "CSV Injection"). Such a cell gets OWASP's leading `'`, which
+spreadsheets show as text. Numbers stay numbers: an int or float, and text that is exactly a decimal number
+(`-5.2`, `+3`, `1e-3`), are written as they are; `-1+2`, `-cmd` and `-inf` get the `'`. Control characters
+other than newline and tab are written as escapes (analysis.text.printable), so `cat` of a file cannot drive
+the terminal.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import re
+import unicodedata
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import pandas as pd
+
+from analysis import md
+from analysis.plain import missing, plain
+from analysis.text import printable
+
+Format = Literal["csv", "json", "md"]
+DASH = "–"  # no value, in Markdown
+
+
+@dataclass(frozen=True)
+class Column:
+    """One column of a view: its key in a row, its Markdown header and number format, the mark for no value,
+    and whether it holds text (escaped and left-aligned in Markdown) or a number (right-aligned). `fmt="d"`
+    writes an integer, in CSV too. `show` builds a Markdown cell from the whole row instead."""
+
+    key: str
+    head: str = ""
+    fmt: str = ""
+    text: bool = False
+    missing: str = DASH
+    show: Callable[[Mapping[str, Any]], str] | None = None
+
+    def cell(self, row: Mapping[str, Any]) -> str:
+        if self.show is not None:
+            return self.show(row)
+        v = row.get(self.key)
+        if missing(v):
+            return self.missing
+        return md.text(v) if self.text else number(v, self.fmt)
+
+
+def columns(keys: Iterable[str], *, ints: Iterable[str] = (), text: Iterable[str] = ()) -> tuple[Column, ...]:
+    """The columns of `keys`, in order: those in `ints` integers, those in `text` text, the rest numbers."""
+    ints, text = set(ints), set(text)
+    return tuple(Column(k, fmt="d" if k in ints else "", text=k in text) for k in keys)
+
+
+# ------------------------------------------------------------------------------------------- numbers
+
+
+def number(v: Any, fmt: str = "", mark: str = DASH) -> str:
+    """`v` in format `fmt` ("d": as an integer), or `mark` for no value."""
+    if missing(v):
+        return mark
+    return format(int(v) if fmt == "d" else v, fmt)
+
+
+def magnitude(v: Any, mark: str = DASH) -> str:
+    """A measured value to the precision it needs: `1,234` from 100 up, `12.35` below."""
+    if missing(v):
+        return mark
+    x = float(v)
+    return f"{x:,.0f}" if abs(x) >= 100 else f"{x:,.2f}"
+
+
+def signed_pct(v: Any, minus: str = "-") -> str:
+    """A relative change as `+5.0%`; `minus="−"` for prose, where a typographic minus reads better."""
+    return DASH if missing(v) else f"{float(v) * 100:+.1f}%".replace("-", minus)
+
+
+def interval(low: Any, high: Any, fmt: str = ".3f") -> str:
+    """`[0.950, 1.050]`, or a dash when either end is missing."""
+    return DASH if missing(low) or missing(high) else f"[{low:{fmt}}, {high:{fmt}}]"
+
+
+# ------------------------------------------------------------------------------------------- Markdown
+
+
+def md_table(rows: Iterable[Mapping[str, Any]], cols: Sequence[Column]) -> list[str]:
+    """A Markdown table: the header, the alignment line and one line per row."""
+    return [
+        "| " + " | ".join(c.head or c.key for c in cols) + " |",
+        "|" + "|".join("---" if c.text else "---:" for c in cols) + "|",
+        *("| " + " | ".join(c.cell(r) for c in cols) + " |" for r in rows),
+    ]
+
+
+def md_title(text: Any) -> list[str]:
+    """A bold title line (user text: it holds sweep names) and the blank line under it."""
+    return [f"**{md.text(text)}**", ""]
+
+
+# ------------------------------------------------------------------------------------------- CSV
+
+# OWASP's list: a cell starting with one of these (after padding, normalised) is a formula or starts one.
+_FORMULA_START = re.compile(r"^[=+\-@\t\r\n]")
+# OWASP's own starts that are also white space: never skipped as padding.
+_BREAKS = "\t\r\n"
+# Control characters `csv_cell` escapes: a cell holding one always goes through it.
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069]")
+_NUMBER = re.compile(r"[ ]*[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?[ ]*")
+
+
+def csv_cell(value: Any) -> Any:
+    """`value` as a CSV cell: text that would start a formula gets a leading `'`, control characters are
+    escaped; anything else, numbers included, is returned as it is."""
+    if not isinstance(value, str):
+        return value
+    text = printable(value, multiline=True)
+    if starts_formula(text) and not _NUMBER.fullmatch(text):
+        return "'" + text
+    return text
+
+
+def starts_formula(text: str) -> bool:
+    """Whether a spreadsheet may read `text` as a formula: its first character that shows, once normalised
+    (NFKC: fullwidth `＝＋－＠` become `=+-@`), is one of OWASP's (`=`, `+`, `-`, `@`, a tab or a line break)."""
+    i = 0
+    # Padding that shows nothing: spaces of any kind (a no-break space) and format characters (a zero-width
+    # space, a word joiner, a byte-order mark).
+    while i < len(text) and (
+        (text[i].isspace() and text[i] not in _BREAKS) or unicodedata.category(text[i]) == "Cf"
+    ):
+        i += 1
+    return bool(_FORMULA_START.match(unicodedata.normalize("NFKC", text[i : i + 4])))
+
+
+def _neutral(value: Any) -> Any:
+    # A cell opening with a letter or a digit (ASCII or not) starts no formula: only the rest needs `csv_cell`.
+    if isinstance(value, str) and (not value[:1].isalnum() or _CONTROL.search(value)):
+        return csv_cell(value)
+    return value
+
+
+def safe_frame(df: pd.DataFrame) -> pd.DataFrame:
+    """`df` with every text cell (and column name) passed through `csv_cell`; numeric columns untouched."""
+    out = df.copy()
+    for col in out.columns:
+        s = out[col]
+        if pd.api.types.is_numeric_dtype(s) or pd.api.types.is_datetime64_any_dtype(s):
+            continue
+        out[col] = s.map(_neutral)  # one regex search per cell: 100k rows in a few hundredths of a second
+    out.columns = [csv_cell(c) if isinstance(c, str) else c for c in out.columns]
+    return out
+
+
+def frame_of(rows: pd.DataFrame | Sequence[Mapping[str, Any]], cols: Sequence[Column]) -> pd.DataFrame:
+    """The declared columns that `rows` has, in declared order; integers stay integers (never 3.0)."""
+    if isinstance(rows, pd.DataFrame):
+        frame = rows[[c.key for c in cols if c.key in rows.columns]]
+    else:
+        frame = pd.DataFrame.from_records(list(rows), columns=[c.key for c in cols])
+    ints = {c.key: "Int64" for c in cols if c.fmt == "d" and c.key in frame.columns}
+    return frame.astype(ints) if ints else frame
+
+
+def csv_text(
+    rows: pd.DataFrame | Sequence[Mapping[str, Any]],
+    cols: Sequence[Column] | None = None,
+    *,
+    preamble: Sequence[str] = (),
+    float_format: str | None = "%.6g",
+) -> str:
+    """The rows as CSV, every cell formula-safe: the declared columns (all of a frame's without `cols`),
+    floats to 6 significant digits, no value as an empty cell. Each `preamble` line (`# ...`) is one cell
+    above the header, quoted when it holds a comma, so no part of it becomes a cell of its own."""
+    frame = rows if cols is None else frame_of(rows, cols)
+    assert isinstance(frame, pd.DataFrame)  # records are written by their declared columns
+    buf = io.StringIO()
+    csv.writer(buf, lineterminator="\n").writerows([line] for line in preamble)
+    safe_frame(frame).to_csv(buf, index=False, float_format=float_format, lineterminator="\n", na_rep="")
+    return buf.getvalue()
+
+
+def comment_value(v: Any) -> str:
+    """A value on one `#` line of a CSV preamble: backslashes and control characters (newlines too) escaped,
+    since a newline in a model name once injected a header row."""
+    if v is None:
+        return ""
+    return "".join(
+        "\\\\" if c == "\\" else c if c.isprintable() else c.encode("unicode_escape").decode("ascii")
+        for c in str(v)
+    )
+
+
+# ------------------------------------------------------------------------------------------- JSON
+
+
+def records(frame: pd.DataFrame) -> list[dict[str, Any]]:
+    """The rows as plain JSON values (analysis.plain)."""
+    return [{k: plain(v) for k, v in rec.items()} for rec in frame.to_dict(orient="records")]
+
+
+def json_text(doc: dict[str, Any] | list[Any]) -> str:
+    """`doc` as indented JSON of plain values (analysis.plain), ending in a newline."""
+    return json.dumps(plain(doc), indent=2, default=str) + "\n"
+
+
+# ------------------------------------------------------------------------------------------- a view
+
+
+@dataclass(frozen=True)
+class Document:
+    """A view ready to write: its rows and columns, the JSON fields before (`head`) and after (`tail`) the
+    rows, the CSV preamble, and its Markdown."""
+
+    rows: pd.DataFrame | Sequence[Mapping[str, Any]]
+    columns: tuple[Column, ...]
+    markdown: Callable[[], str]
+    head: Mapping[str, Any] = field(default_factory=dict)
+    tail: Mapping[str, Any] = field(default_factory=dict)
+    rows_key: str = "rows"
+    preamble: tuple[str, ...] = ()
+
+    def text(self, fmt: Format) -> str:
+        if fmt == "csv":
+            return csv_text(self.rows, self.columns, preamble=self.preamble)
+        if fmt == "json":
+            rows = records(frame_of(self.rows, self.columns))
+            return json_text({**self.head, self.rows_key: rows, **self.tail})
+        return self.markdown()
