@@ -333,6 +333,20 @@ grid: {{batch_sizes: [1, 8], spec_modes: [v1, v2], steps: [3]}}
 """
 
 
+def _interpreter_with_sglang(tmp_path: Path, version: str) -> Path:
+    """An interpreter whose tree has sglang `version` installed, as a dry run reads it (package metadata, never
+    running the interpreter): the script itself would fail if run."""
+    root = tmp_path / f"env-{version}"
+    dist = root / "lib" / "python3.12" / "site-packages" / f"sglang-{version}.dist-info"
+    dist.mkdir(parents=True)
+    (dist / "METADATA").write_text(f"Metadata-Version: 2.1\nName: sglang\nVersion: {version}\n")
+    python = root / "bin" / "python3"
+    python.parent.mkdir()
+    python.write_text("#!/bin/sh\nexit 97\n")
+    python.chmod(0o755)
+    return python
+
+
 def dry_run(tmp_path: Path, backend: str, extra: str) -> str:
     sweep = tmp_path / "dry.yaml"
     sweep.write_text(DRY.format(backend=backend, extra=extra))
@@ -348,12 +362,10 @@ def test_dry_run_warns_about_flashmla_v2_before_the_fix(tmp_path: Path) -> None:
     assert "dies at its start-up warm-up (server crashed in spec v2's draft extend)" in out  # as measured
     assert "predates the fix" not in dry_run(tmp_path, "sim", ', sim: {version: "0.5.13.post1"}')
     # A real backend: the release is the one the server's interpreter imports (here one that says 0.5.12).
-    fake = tmp_path / "bin-0.5.12" / "python3"
-    fake.parent.mkdir()
-    fake.write_text("#!/bin/sh\necho 0.5.12\n")
-    fake.chmod(0o755)
-    real = dry_run(tmp_path, "sglang", f", python: {fake}")
-    assert "SGLang 0.5.12 (installed) predates the fix of flashmla-draft-extend-v2" in real
+    real = dry_run(tmp_path, "sglang", f", python: {_interpreter_with_sglang(tmp_path, '0.5.12')}")
+    assert (
+        "SGLang 0.5.12 (installed (read from its files)) predates the fix of flashmla-draft-extend-v2" in real
+    )
     assert "correctness check (measure.correctness): 16 greedy prompts" in real
 
 
@@ -382,10 +394,9 @@ def test_dry_run_warns_once_about_the_open_flashmla_draft_issue(tmp_path: Path) 
         res = CliRunner().invoke(app, ["run", str(sweep), "--dry-run"])
         assert res.exit_code == 0 and "flashmla-draft-decode-context" not in res.output, res.output
     # A real backend on the newest release read: open there too, and the control is named.
-    fake = tmp_path / "bin-0.5.23" / "python3"
-    fake.parent.mkdir()
-    fake.write_text("#!/bin/sh\necho 0.5.23\n")
-    fake.chmod(0o755)
-    real = dry_run(tmp_path, "sglang", f", python: {fake}")
-    assert "SGLang 0.5.23 (installed) has known issue flashmla-draft-decode-context" in real
+    real = dry_run(tmp_path, "sglang", f", python: {_interpreter_with_sglang(tmp_path, '0.5.23')}")
+    assert (
+        "SGLang 0.5.23 (installed (read from its files)) has known issue flashmla-draft-decode-context"
+        in real
+    )
     assert "control: sweeps/correctness-triton-control.yaml" in real and "predates the fix" not in real
