@@ -166,6 +166,9 @@ def test_compare(seeded_url: str, engine_of: Engine, monkeypatch: pytest.MonkeyP
     downloads = at.get("download_button")
     assert len(downloads) == 2
     assert any("Baseline | Candidate" in m.value for m in at.markdown)  # the PR comment preview
+    # ... and its source, to copy; no st.code, whose syntax highlighter costs a browser ~0.9 s of CPU
+    assert "Baseline | Candidate" in at.text_area(key="cmp_md_source").value
+    assert len(at.code) == 0
 
 
 def test_compare_with_bad_url_values_falls_back(seeded_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
