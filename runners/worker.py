@@ -15,7 +15,7 @@ the reason, and nothing is started or sent.
 Database outages are waited out (runners/dbretry.py, limit in runners/recovery.py): every queue call is
 retried with backoff, the executor holds a measured repeat until it is written, and the heartbeat keeps
 trying; once the database is back the lease renewal says whether the job is still ours. Only an outage
-longer than the limit ends the worker (exit 1), for its supervisor to restart.
+longer than the limit ends the worker (exit 2: no answer), for its supervisor to restart.
 """
 
 from __future__ import annotations
@@ -38,6 +38,7 @@ from bench.host.policy import HostPolicy
 from bench.sweep import SweepError, SweepSpec, parse_sweep
 from bench.workload import workload_file_problem
 from runners import dbretry, queue
+from runners.exit_codes import ExitCode
 from runners.gpus import Gpu
 from runners.recovery import OutagePolicy, RecoveryPolicy
 
@@ -143,7 +144,7 @@ class QueueWorker:
             )
         except dbretry.DatabaseUnavailable as e:
             log.error("worker %s: %s; exiting", self.id, e)
-            return 1
+            return ExitCode.ERROR
         gpu_text = ", ".join(f"{g.index}:{g.name}" for g in opts.gpus) or "none"
         offers = opts.policy.offered()
         log.info(
@@ -151,7 +152,7 @@ class QueueWorker:
         )
         self._beat_thread = threading.Thread(target=self._heartbeat_loop, name="heartbeat", daemon=True)
         self._beat_thread.start()
-        code = 0
+        code: int = ExitCode.OK
         try:
             while not self.shutdown.is_set():
                 try:
@@ -159,7 +160,7 @@ class QueueWorker:
                 except dbretry.DatabaseUnavailable as e:
                     if not self.shutdown.is_set():
                         log.error("worker %s: %s; exiting", self.id, e)
-                        code = 1
+                        code = ExitCode.ERROR
                     break
                 if job is None:
                     self._say_why_jobs_wait()

@@ -44,7 +44,7 @@ def jobs(
     engine = open_db(db)
     if cancel is not None:
         if not queue.cancel(engine, cancel):
-            fail(f"job {cancel} is not queued or running (already finished, or no such job)", code=1)
+            fail(f"job {cancel} is not queued or running (already finished, or no such job)")
         console.print(f"job {cancel} canceled")
         return
     rows = queue_queries.queue_jobs(engine, limit=limit, statuses=status)

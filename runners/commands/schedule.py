@@ -110,7 +110,7 @@ def remove(
 ) -> None:
     """Remove a schedule; the jobs it enqueued stay."""
     if not schedules.remove_schedule(open_db(db), schedule_id):
-        fail(f"no schedule {schedule_id}", code=1)
+        fail(f"no schedule {schedule_id}")
     console.print(f"schedule {schedule_id} removed")
 
 

@@ -326,7 +326,7 @@ def test_jobs_and_submit_verbs(sqlite_url: str, tmp_path: Path) -> None:
     assert listed["counts"] == {"queued": 1} and listed["jobs"][0]["label"] == "pr-1"
     assert "verb" in cli.invoke(app, ["jobs", "--db", sqlite_url]).output
     assert cli.invoke(app, ["jobs", "--db", sqlite_url, "--cancel", "1"]).exit_code == 0
-    assert cli.invoke(app, ["jobs", "--db", sqlite_url, "--cancel", "1"]).exit_code == 1
+    assert cli.invoke(app, ["jobs", "--db", sqlite_url, "--cancel", "1"]).exit_code == 2  # no answer
     assert cli.invoke(app, ["jobs", "--db", sqlite_url, "--status", "nope"]).exit_code == 2
     canceled = json.loads(
         cli.invoke(app, ["jobs", "--db", sqlite_url, "--format", "json", "--status", "canceled"]).stdout
