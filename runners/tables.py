@@ -130,7 +130,7 @@ def compact_lines(
             text = " ".join(_plain(r[i], columns[i]).splitlines())
             w = layout.widths[i]
             if columns[i].fold and cell_len(text) > w:
-                cells.append(textwrap.wrap(text, w) or [""])
+                cells.append(textwrap.wrap(text, w, break_on_hyphens=False) or [""])  # names stay whole
             else:
                 cells.append([_cut(text, w)])
         for n in range(max(len(c) for c in cells)):

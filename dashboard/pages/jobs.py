@@ -1,4 +1,4 @@
-"""Jobs: the queue, the workers with their last heartbeat, and failed jobs with their errors."""
+"""Jobs: the queue, the workers with their last heartbeat, and failed jobs with why they failed."""
 
 from __future__ import annotations
 
@@ -159,7 +159,8 @@ if failed:
     for j in failed[:20]:
         title = f"job {j['id']} · {md.text(j['sweep_name'])} · {md.text(j['status'])} after {j['attempts']} attempt(s)"
         with st.expander(title):
-            st.code(j["last_error"] or "(no error recorded)", language=None)
+            # Plain text, not st.code: that loads a syntax highlighter (1.5 MB) the page does not need.
+            st.text(j["last_error"] or "(no error recorded)")
 else:
     st.success("No failed jobs.", icon=":material/check_circle:")
 

@@ -78,7 +78,7 @@ def test_jobs_page(db_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
     assert list(failed_df["job"]) == [ids["bad"]]
     assert failed_df["last error"][0] == "LaunchError: port 30000 in use"
     assert [e.label for e in at.expander] == [f"job {ids['bad']} · bad · failed after 1 attempt(s)"]
-    assert at.code[0].value == "LaunchError: port 30000 in use"
+    assert at.text[0].value == "LaunchError: port 30000 in use"
     assert set(finished_df["status"]) == {"done", "canceled"}
     assert any("gpu-b:2:y" in w.value for w in at.warning)
     engine.dispose()

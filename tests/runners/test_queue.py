@@ -351,7 +351,7 @@ def test_an_unclaimable_job_says_why_it_waits(db_url: str, tmp_path: Path) -> No
     )
     assert "no job this worker can run, exiting (--once) (1 job(s) left for other workers)" in out.stderr
     listed = run_cli("jobs", "--db", db_url)
-    assert "waits because" in listed.stdout and "no worker is running" in listed.stdout, listed.stdout
+    assert " why" in listed.stdout and "no worker is running" in listed.stdout, listed.stdout
     doc = json.loads(run_cli("jobs", "--db", db_url, "--format", "json").stdout)
     assert doc["jobs"][0]["waits"].startswith("no worker is running")
 
