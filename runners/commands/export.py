@@ -138,7 +138,7 @@ def _export_shard_vs_tp(engine: Engine, shard_ref: str, tp_ref: str, fmt: str, o
     try:
         comparison = tp_compare.load(engine, shard, tp)
     except tp_compare.PairRefused as e:
-        fail(str(e))
+        fail(f"{e}\n(--run names the shard run, at tp 1; --against the TP run, at one tp > 1)")
     for line in comparison.missing + comparison.notes:
         err_console.print(f"note: {line}", markup=False, highlight=False)
     if fmt == "table":
