@@ -137,8 +137,9 @@ def add_schedule(
                 requires=requires or {},
                 priority=priority,
                 enabled=True,
-                # Counting from now: adding a schedule never fires a time that passed before it existed.
-                last_fire_time=now,
+                # Fire times count from its creation (`_tick_one`): adding a schedule never fires a time that
+                # passed before it existed, and `last_fire_time` stays empty until it fires.
+                created_at=now,
             )
             .returning(Schedule.id)
         )
