@@ -1,5 +1,5 @@
-"""Why a queued job waits, and why a failed one failed: the words `specbench jobs`, the Jobs page and the worker
-share."""
+"""Why a queued job waits, why a failed one failed, when a schedule fires next: the words `specbench jobs`, the
+Jobs page and the worker share."""
 
 from __future__ import annotations
 
@@ -13,6 +13,15 @@ from bench.server.refusal import refused
 
 def _aware(t: datetime) -> datetime:
     return t if t.tzinfo is not None else t.replace(tzinfo=UTC)
+
+
+def next_fire(expr: str, now: datetime) -> datetime:
+    """A cron expression's next fire time after `now` (UTC): for `schedule list`, the Jobs page, the scheduler."""
+    from croniter import croniter
+
+    value = croniter(expr, now).get_next(datetime)
+    assert isinstance(value, datetime)
+    return value
 
 
 def why_waiting(

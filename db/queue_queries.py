@@ -11,7 +11,7 @@ from typing import Any
 
 from sqlalchemy import Engine, case, func, select
 
-from db.models import Job, Point, ServerInstance, Worker
+from db.models import Job, Point, Schedule, ServerInstance, Worker
 
 ACTIVE = ("claimed", "running")
 _JOB_COLUMNS = (
@@ -141,5 +141,23 @@ def run_failures(engine: Engine, run_id: int) -> list[dict[str, Any]]:
         .where(Point.run_id == run_id, Point.status.in_(UNMEASURED))
         .order_by(Point.id)
     )
+    with engine.connect() as conn:
+        return [dict(r) for r in conn.execute(stmt).mappings()]
+
+
+def schedules(engine: Engine) -> list[dict[str, Any]]:
+    """Every schedule as stored (its sweep's text too, for its name), oldest first."""
+    stmt = select(
+        Schedule.id,
+        Schedule.cron,
+        Schedule.sweep_path,
+        Schedule.sweep_yaml,
+        Schedule.label,
+        Schedule.requires,
+        Schedule.priority,
+        Schedule.enabled,
+        Schedule.last_fire_time,
+        Schedule.broken,
+    ).order_by(Schedule.id)
     with engine.connect() as conn:
         return [dict(r) for r in conn.execute(stmt).mappings()]

@@ -28,6 +28,7 @@ from croniter import CroniterError, croniter
 from sqlalchemy import Engine, delete, insert, or_, select, update
 from sqlalchemy.exc import IntegrityError
 
+from analysis.jobs import next_fire
 from bench.sweep import SweepError, parse_sweep
 from db.models import Schedule
 from runners import dbretry, queue
@@ -83,12 +84,6 @@ def latest_fire(expr: str, now: datetime) -> datetime:
     """The latest fire time at or before `now`."""
     # get_prev is strict, so nudge past `now` to count a fire time that is exactly now.
     value = croniter(expr, now + timedelta(microseconds=1)).get_prev(datetime)
-    assert isinstance(value, datetime)
-    return value
-
-
-def next_fire(expr: str, now: datetime) -> datetime:
-    value = croniter(expr, now).get_next(datetime)
     assert isinstance(value, datetime)
     return value
 
