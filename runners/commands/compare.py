@@ -97,6 +97,8 @@ def compare(
         err_console.print(f"comparing the two latest comparable runs: baseline {a}, candidate {b}")
     else:
         a, b = resolve_run_ref(engine, baseline), resolve_run_ref(engine, candidate)
+        if a == b:  # as `ci` refuses it: a run against itself finds nothing and says so with confidence
+            fail(f"baseline and candidate are the same run ({a})")
     try:
         q.metric_column(metric)
     except q.QueryError as e:

@@ -126,6 +126,10 @@ def test_compare_exits_1_on_a_regression_in_every_format(two_runs: tuple[str, in
     better = run_cli("compare", str(bad), str(good), *common)
     assert better.returncode == ExitCode.OK, better.stdout + better.stderr
     assert "1 improvement" in better.stderr
+    # A run against itself is refused, as `ci` refuses it (by any name of the run).
+    same = run_cli("compare", str(good), str(good), *common)
+    assert same.returncode == ExitCode.ERROR and f"the same run ({good})" in same.stderr, same.stderr
+    assert run_cli("compare", str(bad), "latest", *common).returncode == ExitCode.ERROR
     # The old CI flag still parses and changes nothing.
     old = run_cli("compare", str(good), str(bad), *common, "--fail-on-regression")
     assert old.returncode == ExitCode.FINDING
