@@ -191,7 +191,9 @@ def main() -> None:
     except Exception as e:
         if os.environ.get("SPECBENCH_DEBUG") == "1":
             raise
-        line = " ".join(str(e).split())[:300]
+        from analysis.text import printable  # the message may quote stored or typed text
+
+        line = printable(" ".join(str(e).split())[:300])
         print(
             f"error: unexpected {type(e).__name__}: {line} (a bug in specbench; SPECBENCH_DEBUG=1 shows where)",
             file=sys.stderr,
