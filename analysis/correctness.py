@@ -34,6 +34,12 @@ def strike(text: str) -> str:
     return "".join(c + _STROKE for c in text)
 
 
+def speed_text(value: Any, verdict: Any, fmt: str = ",.0f") -> str:
+    """A speed as a plain label: struck through and followed by `wrong` when the gate failed its point."""
+    text = "–" if missing(value) else format(float(value), fmt)
+    return f"{strike(text)} {WRONG}" if is_wrong(verdict) and text != "–" else text
+
+
 def speed_md(value: Any, verdict: Any, fmt: str = ",.0f") -> str:
     """A speed for Markdown: `~~1,234~~ **wrong**` when the gate failed its point."""
     text = "–" if missing(value) else format(float(value), fmt)

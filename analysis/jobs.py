@@ -1,4 +1,5 @@
-"""Why a queued job waits: one sentence for `specbench jobs` and the Jobs page alike."""
+"""Why a queued job waits, why a failed one failed, when a schedule fires next: the words `specbench jobs`, the
+Jobs page and the worker share."""
 
 from __future__ import annotations
 
@@ -7,10 +8,20 @@ from datetime import UTC, datetime
 from typing import Any
 
 from bench.host.gpus import Gpu, unmet
+from bench.server.refusal import refused
 
 
 def _aware(t: datetime) -> datetime:
     return t if t.tzinfo is not None else t.replace(tzinfo=UTC)
+
+
+def next_fire(expr: str, now: datetime) -> datetime:
+    """A cron expression's next fire time after `now` (UTC): for `schedule list`, the Jobs page, the scheduler."""
+    from croniter import croniter
+
+    value = croniter(expr, now).get_next(datetime)
+    assert isinstance(value, datetime)
+    return value
 
 
 def why_waiting(
@@ -42,3 +53,34 @@ def why_waiting(
     if all(w.get("current_job_id") for w in fitting):
         return f"waits for a free worker ({len(fitting)} can run it, all busy)"
     return ""
+
+
+def _cause_of(failure: Mapping[str, Any]) -> str | None:
+    """Why one unmeasured point cannot be measured by trying again, or None when another try may do."""
+    if failure.get("known_bug"):
+        return f"known SGLang bug {failure['known_bug']}"
+    if failure.get("status") == "mode_mismatch":
+        return "the server ran another spec mode than asked: its release decides that"
+    return refused(failure.get("exit_code"), failure.get("log_tail"))
+
+
+def cannot_succeed(failures: Sequence[Mapping[str, Any]]) -> bool:
+    """Whether every unmeasured point of a run (as `db.queue_queries.run_failures` lists them) failed in a way
+    another attempt repeats: a known SGLang bug, arguments SGLang refused, a missing model, a spec mode the
+    release will not run. A job whose run failed only so is not retried."""
+    return bool(failures) and all(_cause_of(f) is not None for f in failures)
+
+
+def failure_cause(failures: Sequence[Mapping[str, Any]], most: int = 3) -> str:
+    """Why a run's points failed, one clause per distinct reason with its count, most frequent first
+    ("2 failed: server crashed in spec v2's draft extend: known SGLang bug ..."); "" when none failed."""
+    counts: dict[tuple[str, str], int] = {}
+    for f in failures:
+        reason = " ".join(str(f.get("reason") or "no reason recorded").split())
+        key = (str(f.get("status") or "failed"), reason)
+        counts[key] = counts.get(key, 0) + 1
+    ranked = sorted(counts.items(), key=lambda kv: -kv[1])
+    parts = [f"{n} {status}: {reason}" for (status, reason), n in ranked[:most]]
+    if len(ranked) > most:
+        parts.append(f"{len(ranked) - most} other reason(s)")
+    return "; ".join(parts)

@@ -107,12 +107,12 @@ def pair_problems(shard: RunSide, tp: RunSide) -> list[str]:
     if shard.tps != (1,):
         out.append(
             f"run #{shard.run_id} is not a one-GPU shard run: its servers ran at tp "
-            f"{'/'.join(map(str, shard.tps)) or '(no points)'}; --run names the shard (tp 1)"
+            f"{'/'.join(map(str, shard.tps)) or '(no points)'}; the shard run is one at tp 1"
         )
     if len(tp.tps) != 1 or tp.tps[0] < 2:
         out.append(
             f"run #{tp.run_id} is not a tensor-parallel run: its servers ran at tp "
-            f"{'/'.join(map(str, tp.tps)) or '(no points)'}; --against names the TP run (one tp > 1)"
+            f"{'/'.join(map(str, tp.tps)) or '(no points)'}; the TP run is one at a single tp > 1"
         )
     if shard.simulated != tp.simulated:
         kinds = {True: "the stand-in's", False: "real"}

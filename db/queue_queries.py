@@ -11,7 +11,7 @@ from typing import Any
 
 from sqlalchemy import Engine, case, func, select
 
-from db.models import Job, Worker
+from db.models import Job, Point, Schedule, ServerInstance, Worker
 
 ACTIVE = ("claimed", "running")
 _JOB_COLUMNS = (
@@ -119,3 +119,45 @@ def workers(
         lost = r["status"] != "stopped" and (age is None or age > stale_after_s)
         r["state"] = "lost" if lost else r["status"]
     return rows
+
+
+# Point statuses that measured nothing usable: what makes a run partial or failed.
+UNMEASURED = ("failed", "invalid", "mode_mismatch")
+
+
+def run_failures(engine: Engine, run_id: int) -> list[dict[str, Any]]:
+    """The run's points that measured nothing, with what their launch left: reason, the known SGLang bug it
+    died of, its exit code and log tail (plain dicts: the worker reads this without pandas)."""
+    stmt = (
+        select(
+            Point.status,
+            Point.reason,
+            ServerInstance.known_bug,
+            ServerInstance.status.label("server_status"),
+            ServerInstance.exit_code,
+            ServerInstance.log_tail,
+        )
+        .outerjoin(ServerInstance, ServerInstance.id == Point.server_instance_id)
+        .where(Point.run_id == run_id, Point.status.in_(UNMEASURED))
+        .order_by(Point.id)
+    )
+    with engine.connect() as conn:
+        return [dict(r) for r in conn.execute(stmt).mappings()]
+
+
+def schedules(engine: Engine) -> list[dict[str, Any]]:
+    """Every schedule as stored (its sweep's text too, for its name), oldest first."""
+    stmt = select(
+        Schedule.id,
+        Schedule.cron,
+        Schedule.sweep_path,
+        Schedule.sweep_yaml,
+        Schedule.label,
+        Schedule.requires,
+        Schedule.priority,
+        Schedule.enabled,
+        Schedule.last_fire_time,
+        Schedule.broken,
+    ).order_by(Schedule.id)
+    with engine.connect() as conn:
+        return [dict(r) for r in conn.execute(stmt).mappings()]

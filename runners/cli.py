@@ -8,6 +8,8 @@ or Streamlit. `tests/runners/test_cli_startup.py` checks each summary against it
 from __future__ import annotations
 
 import importlib
+import os
+import sys
 from typing import Any
 
 import typer
@@ -141,6 +143,14 @@ class LazyVerbs(TyperGroup):
             command = load_verb(name)
         return name, command, rest
 
+    def invoke(self, ctx: Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except BrokenPipeError:  # click would exit 1 for it: a reader that stopped reading is no error
+            from runners.exit_codes import reader_gone
+
+            reader_gone()
+
 
 app = typer.Typer(
     name="specbench",
@@ -163,7 +173,32 @@ def _on_start() -> None:
 
 
 def main() -> None:
-    app()
+    """The exit status is the contract of runners/exit_codes.py whatever happens: a closed pipe is not an
+    error (0), and an unexpected exception, a bug in specbench, is no answer (2) with one line that says so
+    (`SPECBENCH_DEBUG=1` shows the traceback)."""
+    from runners.exit_codes import reader_gone
+
+    try:
+        app()
+    except SystemExit as done:
+        try:
+            sys.stdout.flush()  # what is still buffered goes now, while a closed pipe can still be told apart
+        except BrokenPipeError:
+            reader_gone(done.code)
+        raise done
+    except BrokenPipeError:
+        reader_gone()
+    except Exception as e:
+        if os.environ.get("SPECBENCH_DEBUG") == "1":
+            raise
+        from analysis.text import printable  # the message may quote stored or typed text
+
+        line = printable(" ".join(str(e).split())[:300])
+        print(
+            f"error: unexpected {type(e).__name__}: {line} (a bug in specbench; SPECBENCH_DEBUG=1 shows where)",
+            file=sys.stderr,
+        )
+        raise SystemExit(2) from None
 
 
 if __name__ == "__main__":

@@ -29,6 +29,7 @@ from croniter import CroniterError, croniter
 from sqlalchemy import Engine, delete, insert, or_, select, update
 from sqlalchemy.exc import IntegrityError
 
+from analysis.jobs import next_fire
 from bench.sweep import SweepError, parse_sweep
 from db.models import Schedule
 from runners import dbretry, queue
@@ -90,12 +91,6 @@ def latest_fire(expr: str, now: datetime) -> datetime:
     return value
 
 
-def next_fire(expr: str, now: datetime) -> datetime:
-    value = croniter(expr, now).get_next(datetime)
-    assert isinstance(value, datetime)
-    return value
-
-
 def count_between(expr: str, after: datetime, until: datetime) -> int:
     """Fire times in (after, until): the ones a catch-up skips."""
     it = croniter(expr, after)
@@ -140,8 +135,9 @@ def add_schedule(
                 requires=requires or {},
                 priority=priority,
                 enabled=True,
-                # Counting from now: adding a schedule never fires a time that passed before it existed.
-                last_fire_time=now,
+                # Fire times count from its creation (`_tick_one`): adding a schedule never fires a time that
+                # passed before it existed, and `last_fire_time` stays empty until it fires.
+                created_at=now,
             )
             .returning(Schedule.id)
         )

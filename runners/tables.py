@@ -45,6 +45,9 @@ class Column:
     shrink: int = 0
     # On a terminal, cut cells wrap onto more lines instead (prose: an attribution, a reason).
     fold: bool = False
+    # Cut in the middle (`synthetic-…0324-h100`), not at the end: for names that share a long prefix and
+    # differ at the end, which an end cut would make all look the same.
+    middle: bool = False
 
 
 @dataclass
@@ -101,9 +104,18 @@ def _shrink(widths: dict[int, int], columns: Sequence[Column], excess: int) -> l
     return sorted(cut)
 
 
-def _cut(text: str, width: int) -> str:
+def _cut(text: str, width: int, middle: bool = False) -> str:
     if cell_len(text) <= width:
         return text
+    if middle and width >= 5:
+        tail = ""
+        for ch in reversed(text):  # the end, as many cells as half the room holds
+            if cell_len(ch + tail) > (width - 1) // 2:
+                break
+            tail = ch + tail
+        head = Text(text)
+        head.truncate(width - 1 - cell_len(tail))
+        return head.plain + "…" + tail
     t = Text(text)
     t.truncate(width, overflow="ellipsis")
     return t.plain
@@ -123,9 +135,9 @@ def compact_lines(
             text = " ".join(_plain(r[i], columns[i]).splitlines())
             w = layout.widths[i]
             if columns[i].fold and cell_len(text) > w:
-                cells.append(textwrap.wrap(text, w) or [""])
+                cells.append(textwrap.wrap(text, w, break_on_hyphens=False) or [""])  # names stay whole
             else:
-                cells.append([_cut(text, w)])
+                cells.append([_cut(text, w, columns[i].middle)])
         for n in range(max(len(c) for c in cells)):
             out.append(_line([c[n] if n < len(c) else "" for c in cells], columns, layout))
     return out
@@ -135,7 +147,7 @@ def _line(values: Sequence[str], columns: Sequence[Column], layout: Layout) -> s
     parts = []
     for v, i in zip(values, layout.keep, strict=True):
         w = layout.widths[i]
-        v = _cut(v, w)
+        v = _cut(v, w, columns[i].middle)
         pad = " " * (w - cell_len(v))
         parts.append(pad + v if columns[i].justify == "right" else v + pad)
     return "  ".join(parts).rstrip()
@@ -162,7 +174,14 @@ def _rich_table(
             overflow="fold" if c.fold else "ellipsis",
         )
     for r in rows:
-        table.add_row(*(Text.from_markup(r[i]) if columns[i].markup else Text(r[i]) for i in layout.keep))
+        table.add_row(
+            *(
+                Text.from_markup(r[i])
+                if columns[i].markup
+                else Text(_cut(r[i], layout.widths[i], True) if columns[i].middle else r[i])
+                for i in layout.keep
+            )
+        )
     return table
 
 
@@ -220,7 +239,7 @@ def print_table(
     title = printable(title) if title else title
     if not console.is_terminal:
         if title:
-            console.print(title, markup=False, highlight=False, soft_wrap=True)
+            say(console, title)  # wrapped to COLUMNS when set, like the table under it
         width = _env_width()
         layout = fit(columns, rows, width, COMPACT_GAP)
         for line in compact_lines(columns, rows, layout):

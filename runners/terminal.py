@@ -40,9 +40,15 @@ class _EscapeHook(RenderHook):
 
 
 def guard(console: Console) -> Console:
-    """`console`, with everything it prints from now on escaped by `printable` (newlines kept)."""
+    """`console`, with everything it prints from now on escaped by `printable` (newlines kept), and a closed
+    pipe left to the CLI (`runners.cli.reader_gone`: exit 0) instead of Rich's own exit 1."""
     console.push_render_hook(_EscapeHook())
+    console.on_broken_pipe = _reader_gone  # type: ignore[method-assign]
     return console
+
+
+def _reader_gone() -> None:
+    raise BrokenPipeError("stdout's reader went away")
 
 
 class LogFormatter(logging.Formatter):

@@ -7,6 +7,11 @@ stops its server, then the job is released to the queue (or marked done if that 
 
 A retried job resumes the run its first attempt created, so repeats already stored are skipped.
 
+A failed attempt is retried (with backoff, while attempts remain) unless it cannot succeed: every launch would
+fail alike (no interpreter, SGLang or model on the host), or every point that failed did so in a way another
+attempt repeats (a known SGLang bug, arguments SGLang refused, a missing model; analysis.jobs.cannot_succeed).
+The job's error then says so, after the run's own summary and why its points failed.
+
 A job is data: before anything runs, the worker checks the sweep against its host policy (the interpreters,
 model and data directories and external servers its operator allows; bench/host/policy.py) and its workload
 files (regular files within the size cap). A job that asks for anything else fails at once, for good, with
@@ -15,7 +20,7 @@ the reason, and nothing is started or sent.
 Database outages are waited out (runners/dbretry.py, limit in runners/recovery.py): every queue call is
 retried with backoff, the executor holds a measured repeat until it is written, and the heartbeat keeps
 trying; once the database is back the lease renewal says whether the job is still ours. Only an outage
-longer than the limit ends the worker (exit 1), for its supervisor to restart.
+longer than the limit ends the worker (exit 2: no answer), for its supervisor to restart.
 """
 
 from __future__ import annotations
@@ -33,12 +38,16 @@ from typing import Any, Protocol
 
 from sqlalchemy import Engine
 
+from analysis.jobs import cannot_succeed, failure_cause
 from bench.host import reaper
 from bench.host.policy import HostPolicy
 from bench.sweep import SweepError, SweepSpec, parse_sweep
 from bench.workload import workload_file_problem
+from db import queue_queries
 from runners import dbretry, queue
+from runners.exit_codes import ExitCode
 from runners.gpus import Gpu
+from runners.preflight import PreflightError
 from runners.recovery import OutagePolicy, RecoveryPolicy
 
 log = logging.getLogger("specbench.worker")
@@ -143,7 +152,7 @@ class QueueWorker:
             )
         except dbretry.DatabaseUnavailable as e:
             log.error("worker %s: %s; exiting", self.id, e)
-            return 1
+            return ExitCode.ERROR
         gpu_text = ", ".join(f"{g.index}:{g.name}" for g in opts.gpus) or "none"
         offers = opts.policy.offered()
         log.info(
@@ -151,7 +160,7 @@ class QueueWorker:
         )
         self._beat_thread = threading.Thread(target=self._heartbeat_loop, name="heartbeat", daemon=True)
         self._beat_thread.start()
-        code = 0
+        code: int = ExitCode.OK
         try:
             while not self.shutdown.is_set():
                 try:
@@ -159,7 +168,7 @@ class QueueWorker:
                 except dbretry.DatabaseUnavailable as e:
                     if not self.shutdown.is_set():
                         log.error("worker %s: %s; exiting", self.id, e)
-                        code = 1
+                        code = ExitCode.ERROR
                     break
                 if job is None:
                     self._say_why_jobs_wait()
@@ -309,6 +318,11 @@ class QueueWorker:
             outcome = self._call_executor(spec, job, resume, stop)
         except dbretry.DatabaseUnavailable:
             raise
+        except PreflightError as e:  # no interpreter, SGLang or model here: another attempt would fail alike
+            why = f"{e} (not retried: every attempt would fail the same way)"
+            self._db(lambda: queue.fail_attempt(self.engine, job.id, self.id, why, retry=False), "failing a job")
+            log.error("job %d failed for good: %s", job.id, why)
+            return
         except Exception as e:  # the executor marked its run failed; the job decides about retrying
             self._after_failure(job, f"{type(e).__name__}: {e}")
             return
@@ -367,7 +381,21 @@ class QueueWorker:
             if self._db(lambda: queue.release(self.engine, job.id, self.id), "releasing a job"):
                 log.info("job %d released to the queue (%s)", job.id, summary)
         else:
-            self._after_failure(job, outcome.error or f"run ended {outcome.status}")
+            error = outcome.error or f"run ended {outcome.status}"
+            failures = self._db(
+                lambda: queue_queries.run_failures(self.engine, outcome.run_id), "reading why"
+            )
+            cause = failure_cause(failures)
+            if cause:  # what the Overview says of the run's points, on the job
+                error = f"{error}: {cause}"
+            if cannot_succeed(failures) and not stop.is_set():
+                error += " (not retried: another attempt would fail the same way)"
+                self._db(
+                    lambda: queue.fail_attempt(self.engine, job.id, self.id, error, retry=False), "failing a job"
+                )
+                log.error("job %d failed for good: %s", job.id, error)
+                return
+            self._after_failure(job, error)
 
     def _after_failure(self, job: queue.ClaimedJob, error: str) -> None:
         if self._lost is not None:

@@ -262,3 +262,17 @@ def test_the_derived_figures_are_real_columns_and_link_their_pages() -> None:
     assert asked | {"correctness_reason", "acceptance_v2_v1", "status"} <= set(names)
     for page in ("paired-measurement", "synthetic-models", "correctness-gate", "profiles", "point-status"):
         assert f"]({page}.md" in derived, page
+
+
+_COUNT = {5: "five", 6: "six", 7: "seven", 8: "eight", 9: "nine"}
+
+
+def test_getting_started_names_every_dashboard_page() -> None:
+    """The newcomer's guide speaks of as many pages as the dashboard has, and its table has a row for each."""
+    from dashboard.navigation import PAGES
+
+    text = (REPO_ROOT / "docs" / "guide" / "getting-started.md").read_text()
+    assert f"the {_COUNT[len(PAGES)]} pages" in text
+    section = text.split("## 2. The pages", 1)[1].split("\n## ", 1)[0]
+    rows = [line.split("|")[1].strip() for line in section.splitlines() if line.startswith("| ")][2:]
+    assert rows == [p.title for p in PAGES]

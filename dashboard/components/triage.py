@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import pandas as pd
 import streamlit as st
 
@@ -69,12 +71,17 @@ def _form(url: str, row: pd.Series, fingerprint: str, metric: str, key: str) -> 
 BULK_STATES = {"acknowledged": "Acknowledge", "dismissed": "Dismiss (not a real change)", "open": "Reopen"}
 
 
-def bulk_triage_form(url: str, changes: pd.DataFrame, metric: str, key: str) -> None:
-    """One verdict for every change of a run that shares a cause: one cause often flags dozens of series."""
+def bulk_triage_form(
+    url: str, changes: pd.DataFrame, metric: str, key: str, listed: Sequence[int] = ()
+) -> None:
+    """One verdict for every change of a run that shares a cause: one cause often flags dozens of series.
+    The runs `listed` (in the order the page lists them) come first, so the picker opens on a run the reader
+    sees above it; the others (improvements, dismissed changes) follow, most changes first."""
     if changes.empty:
         return
     by_run = changes.groupby("run_id").size().sort_values(ascending=False)
-    runs = [int(r) for r in by_run.index]
+    first = [int(r) for r in dict.fromkeys(listed) if int(r) in by_run.index]
+    runs = [*first, *(int(r) for r in by_run.index if int(r) not in first)]
     with st.container(border=True):
         st.markdown("**Triage a whole run** — one verdict for every change that starts at a run")
         c1, c2 = st.columns(2)

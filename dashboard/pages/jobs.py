@@ -1,14 +1,16 @@
-"""Jobs: the queue, the workers with their last heartbeat, and failed jobs with their errors."""
+"""Jobs: the queue, the workers with their last heartbeat, failed jobs with why they failed, and the schedules."""
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 import pandas as pd
 import streamlit as st
 
 from analysis import md
-from analysis.jobs import why_waiting
+from analysis.jobs import next_fire, why_waiting
+from bench.sweep import SweepError, parse_sweep
 from dashboard.components import layout
 from dashboard.services import data
 from db import queue_queries as qq
@@ -46,15 +48,39 @@ def _age(seconds: float | None) -> str:
     return f"{seconds / 3600:.1f} h ago"
 
 
+def _sweep_name(text: str) -> str:
+    try:
+        return parse_sweep(text).name
+    except SweepError:
+        return "(a sweep that no longer validates)"
+
+
+def _next_fire(cron: str, now: datetime) -> datetime | None:
+    try:
+        return next_fire(cron, now)
+    except (ValueError, KeyError, OverflowError):  # a cron edited in the database: `schedule list` says why
+        return None
+
+
 def _requires(req: dict[str, Any] | None) -> str:
     return (
         ", ".join(f"{k}={'+'.join(v) if isinstance(v, list) else v}" for k, v in (req or {}).items()) or "any"
     )
 
 
+def _cell(value: Any) -> Any:
+    """What a table cell shows: nothing for no value (not "None"), a time as UTC text to the second."""
+    if value is None:
+        return ""
+    if isinstance(value, datetime):
+        return f"{value:%Y-%m-%d %H:%M:%S}"
+    return value
+
+
 def _frame(rows: list[dict[str, Any]], columns: dict[str, str]) -> pd.DataFrame:
     return pd.DataFrame(
-        [{label: r.get(key) for key, label in columns.items()} for r in rows], columns=list(columns.values())
+        [{label: _cell(r.get(key)) for key, label in columns.items()} for r in rows],
+        columns=list(columns.values()),
     )
 
 
@@ -158,9 +184,50 @@ if failed:
     for j in failed[:20]:
         title = f"job {j['id']} · {md.text(j['sweep_name'])} · {md.text(j['status'])} after {j['attempts']} attempt(s)"
         with st.expander(title):
-            st.code(j["last_error"] or "(no error recorded)", language=None)
+            # Plain text, not st.code: that loads a syntax highlighter (1.5 MB) the page does not need.
+            st.text(j["last_error"] or "(no error recorded)")
 else:
     st.success("No failed jobs.", icon=":material/check_circle:")
+
+st.subheader("Schedules", anchor="schedules")
+st.caption(
+    "Sweeps on a cron schedule (UTC), added with `specbench schedule add`; `specbench scheduler` fires them."
+)
+scheduled = qq.schedules(engine)
+if scheduled:
+    for r in scheduled:
+        r["sweep"] = r["sweep_path"] or _sweep_name(r["sweep_yaml"])
+        r["requires_text"] = _requires(r["requires"])
+        r["state"] = "broken" if r["broken"] else "enabled" if r["enabled"] else "disabled"
+        r["last_fire"] = r["last_fire_time"] or "never"  # nothing fired yet
+        r["next_fire"] = _next_fire(r["cron"], now) if r["enabled"] and not r["broken"] else None
+    st.dataframe(
+        _frame(
+            scheduled,
+            {
+                "id": "schedule",
+                "cron": "cron (UTC)",
+                "sweep": "sweep",
+                "label": "label",
+                "requires_text": "requires",
+                "priority": "priority",
+                "state": "state",
+                "last_fire": "last fire",
+                "next_fire": "next fire",
+            },
+        ),
+        hide_index=True,
+        width="stretch",
+        key="jobs_schedules",
+    )
+    for r in scheduled:
+        if r["broken"]:
+            st.warning(
+                f"Schedule {r['id']} is broken and skipped until mended: {md.text(r['broken'])}",
+                icon=":material/event_busy:",
+            )
+else:
+    st.info("No schedule. Add one: `specbench schedule add SWEEP.yaml --cron '0 2 * * *'`.")
 
 finished = [j for j in jobs if j["status"] in ("done", "canceled")][:20]
 if finished:

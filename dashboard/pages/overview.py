@@ -88,8 +88,14 @@ else:
     )
 
 if not changes.empty:
-    # Every change that starts at a run, whether shown above or not (improvements, dismissed ones too).
-    triage.bulk_triage_form(url, changes, "output_throughput", key="ov_bulk")
+    # Every change that starts at a run, whether shown above or not (improvements, dismissed ones too); the
+    # picker opens on the run of the list's first row.
+    listed = (
+        shown.sort_values(["started_at", "rel_change"], ascending=[False, True])["run_id"]
+        if not shown.empty
+        else []
+    )
+    triage.bulk_triage_form(url, changes, "output_throughput", key="ov_bulk", listed=[int(r) for r in listed])
 
 # ---- latest runs
 st.subheader("Latest runs", anchor="runs")

@@ -20,7 +20,7 @@ PARAMS = (
 url = layout.page_start(
     "Shard vs TP",
     caption="A one-GPU shard of a model (tp 1) against the whole model at tensor parallelism N: step times, "
-    "both v2/v1 verdicts, and the all-reduce time the shard leaves out (specbench export --view shard-vs-tp).",
+    "both v2/v1 verdicts, and the all-reduce time the shard leaves out.",
 )
 state.restore(PARAMS, "shard_vs_tp")
 

@@ -31,7 +31,7 @@ from runners.common import (
     write_output,
 )
 from runners.comparison import CompareResult, compare_result, render
-from runners.exit_codes import ExitCode
+from runners.exit_codes import ExitCode, answered
 from runners.tables import Column, print_table, say
 
 Format = Literal["table", "md", "comment", "csv", "json"]  # table, or one of comparison.TextFormat
@@ -72,13 +72,15 @@ def compare(
     fail_on_regression: Annotated[
         bool,
         typer.Option(
-            "--fail-on-regression", help=f"Exit {int(ExitCode.FINDING)} when any point regressed (CI)."
+            "--fail-on-regression",
+            help=f"Accepted for old scripts: compare always exits {int(ExitCode.FINDING)} on a regression.",
+            hidden=True,
         ),
     ] = False,
 ) -> None:
     """Compare two runs point by point: Δ with an interval and a verdict for every configuration.
 
-    Without run arguments: the two latest comparable runs (same model and GPU class, both measured or both
+    Exits 1 when a point regressed, 0 when none did. Without run arguments: the two latest comparable runs (same model and GPU class, both measured or both
     simulated). Runs that share no configuration, or a stand-in run against a GPU run, are refused (exit 2)
     with the nearest comparison that means something. This compares two runs; `specbench regressions` looks
     for change points along each series' history.
@@ -94,6 +96,8 @@ def compare(
         err_console.print(f"comparing the two latest comparable runs: baseline {a}, candidate {b}")
     else:
         a, b = resolve_run_ref(engine, baseline), resolve_run_ref(engine, candidate)
+        if a == b:  # as `ci` refuses it: a run against itself finds nothing and says so with confidence
+            fail(f"baseline and candidate are the same run ({a})")
     try:
         q.metric_column(metric)
     except q.QueryError as e:
@@ -108,19 +112,20 @@ def compare(
     if result.refused is not None:
         fail(f"runs {a} and {b} do not compare. {result.refused.text()}")
     counts = result.counts
-    if format == "table":
-        print_compare(result, threshold=threshold, confidence=confidence)
-    else:
-        text, _ = render(result, format, threshold=threshold, confidence=confidence)
-        if output is None:
-            typer.echo(text, nl=False)
+    code = ExitCode.FINDING if counts["regression"] else ExitCode.OK
+    with answered(code):
+        if format == "table":
+            print_compare(result, threshold=threshold, confidence=confidence)
         else:
-            write_output(output, text)
+            text, _ = render(result, format, threshold=threshold, confidence=confidence)
+            if output is None:
+                typer.echo(text, nl=False)
+            else:
+                write_output(output, text)
     err_console.print(
         f"run {b} vs baseline {a}: " + ", ".join(f"{n} {v}" for v, n in counts.items() if n) + f" ({metric})"
     )
-    if fail_on_regression and counts["regression"]:
-        raise typer.Exit(ExitCode.FINDING)
+    raise typer.Exit(code)
 
 
 _VERDICT_STYLE = {

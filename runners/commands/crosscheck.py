@@ -22,6 +22,7 @@ from bench.crosscheck import (
     CrossCheckError,
     tokenizer_json,
 )
+from runners.exit_codes import ExitCode
 from runners.terminal import guard
 
 
@@ -103,14 +104,14 @@ def crosscheck(
         ).run()
     except (CrossCheckError, ConnectionError) as exc:
         err.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False)
-        raise typer.Exit(code=1) from exc
+        raise typer.Exit(ExitCode.ERROR) from exc
     console.print(summary_table(results))
     console.print(f"details: {out_dir / 'crosscheck.json'}", markup=False)
     if max_diff is not None:
         worst = worst_diff(results)
         if worst is not None and worst > max_diff:
             err.print(f"disagreement {worst:.1%} exceeds --max-diff {max_diff:.1%}", markup=False)
-            raise typer.Exit(code=1)
+            raise typer.Exit(ExitCode.FINDING)
 
 
 def worst_diff(results: list[Comparison]) -> float | None:

@@ -81,7 +81,7 @@ def snapshot_cmd(
         fail(str(e))  # bad input (SRC missing, DEST exists, a PostgreSQL URL): exit 2, as everywhere
     except (OSError, sqlite3.Error) as e:
         # A full disk, no permission to write DEST's directory: the paths and the cause, not a traceback.
-        fail(f"cannot snapshot {src} to {dest}: {type(e).__name__}: {e}", code=1)
+        fail(f"cannot snapshot {src} to {dest}: {type(e).__name__}: {e}")
     sizes = human_bytes(result.bytes_before)
     if drop_token_times:
         sizes += f" -> {human_bytes(result.bytes_after)}"

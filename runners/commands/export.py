@@ -1,7 +1,9 @@
-"""`specbench export`: a run's points as CSV (with a `#` metadata header) or JSON."""
+"""`specbench export`: a run's points (or a view of it) as a table for the terminal, CSV (with a `#` metadata
+header), JSON or Markdown."""
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Annotated, Any, Literal, Protocol
 
@@ -16,9 +18,11 @@ from analysis.render import Document, Format
 from db import queries as q
 from db.engine import session_scope
 from db.models import Run
+from runners import export_table
 from runners.common import (
     RUN_REF_HELP,
     DbOption,
+    console,
     err_console,
     fail,
     open_db_readonly,
@@ -41,12 +45,15 @@ def export(
         bool, typer.Option("--all-runs", help="Every run in the database (oldest first).")
     ] = False,
     format: Annotated[
-        Literal["csv", "json", "md", "bench-serving-json"],
+        Literal["table", "csv", "json", "md", "bench-serving-json"] | None,
         typer.Option(
             "--format",
-            help="csv, json, md (a PR-ready table) or bench-serving-json (bench_serving --output-file lines)",
+            help="table (fits the terminal), csv, json, md (a PR-ready table) or bench-serving-json "
+            "(bench_serving --output-file lines). Default: table on a terminal, csv when piped or written to "
+            "--output.",
+            show_default=False,
         ),
-    ] = "csv",
+    ] = None,
     all_status: Annotated[
         bool, typer.Option("--all-status", help="Include failed, invalid, unstable and mode_mismatch points.")
     ] = False,
@@ -76,6 +83,10 @@ def export(
     ] = None,
 ) -> None:
     """Export points for PR discussions and spreadsheets."""
+    if format is None:
+        format = "table" if output is None and sys.stdout.isatty() else "csv"
+    if format == "table" and output is not None:
+        fail("--format table is for the terminal; write csv, json, md or bench-serving-json to --output")
     if all_runs and run:
         fail("give either --run or --all-runs, not both")
     if (view == "shard-vs-tp") != (against is not None):
@@ -109,6 +120,9 @@ def export(
                 lines = bench_serving_lines(s, [r["id"] for r in data.runs], all_status=all_status)
     except ExportError as e:
         fail(str(e))
+    if format == "table":
+        export_table.print_points(console, data)
+        return
     if format == "bench-serving-json":
         text = "".join(line + "\n" for line in lines)
     else:
@@ -121,15 +135,19 @@ def export(
 
 
 def _export_shard_vs_tp(
-    engine: Engine, shard_ref: str, tp_ref: str, fmt: Format, output: Path | None
+    engine: Engine, shard_ref: str, tp_ref: str, fmt: Format | Literal["table"], output: Path | None
 ) -> None:
     shard, tp = resolve_run_ref(engine, shard_ref), resolve_run_ref(engine, tp_ref)
     try:
         comparison = tp_compare.load(engine, shard, tp)
     except tp_compare.PairRefused as e:
-        fail(str(e))
+        fail(f"{e}\n(--run names the shard run, at tp 1; --against the TP run, at one tp > 1)")
     for line in comparison.missing + comparison.notes:
         err_console.print(f"note: {line}", markup=False, highlight=False)
+    if fmt == "table":
+        heading = f"shard run {shard} vs TP run {tp}"
+        export_table.print_frame(console, comparison.frame, heading, export_table.SHARD_VS_TP_FIRST)
+        return
     _emit(tp_compare.document(comparison).text(fmt), output, f"{len(comparison.frame)} shard/TP rows")
 
 
@@ -159,10 +177,19 @@ _RUN_VIEWS: dict[str, tuple[RunView, str, str, str]] = {
 }
 
 
-def _export_run_view(engine: Engine, run_ids: list[int], view: str, fmt: Format, output: Path | None) -> None:
+def _export_run_view(
+    engine: Engine, run_ids: list[int], view: str, fmt: Format | Literal["table"], output: Path | None
+) -> None:
     module, why, title, rows = _RUN_VIEWS[view]
     meta = _one_run_meta(engine, run_ids, why)
     frame = module.load(engine, meta["run_id"])
+    if fmt == "table":
+        heading = title.format(run=_run_title(meta))
+        if view == "v2-vs-v1":
+            export_table.print_v2_vs_v1(console, frame, heading)
+        else:
+            export_table.print_frame(console, frame, heading, export_table.WINDOWS_FIRST)
+        return
     text = module.document(frame, meta, title.format(run=_run_title(meta))).text(fmt)
     _emit(text, output, f"{len(frame)} {rows}")
 

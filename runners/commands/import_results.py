@@ -126,9 +126,9 @@ def import_results(
             policy=OutagePolicy.from_env(),
         )
     except dbretry.DatabaseUnavailable as e:
-        fail(f"{e}; nothing imported", code=1)
+        fail(f"{e}; nothing imported")
     except SQLAlchemyError as e:  # what the checks above did not foresee: the transaction is undone
-        fail(f"{file}: cannot import: {type(e).__name__}: {dbretry.short(e)}; nothing imported", code=1)
+        fail(f"{file}: cannot import: {type(e).__name__}: {dbretry.short(e)}; nothing imported")
     if not added:
         console.print(f"{file} is already imported as run {run_id}; nothing to do", soft_wrap=True)
         return

@@ -63,8 +63,7 @@ def import_runs(
                 # (as `specbench db snapshot` says it).
                 fail(
                     f"cannot snapshot {local} to {copy} (a temporary copy; TMPDIR picks its directory): "
-                    f"{type(e).__name__}: {e}",
-                    code=1,
+                    f"{type(e).__name__}: {e}"
                 )
             # Tables only, specbench's, before the migration or anything else reads it (db/source.py).
             try:
@@ -100,9 +99,9 @@ def import_runs(
                 policy=OutagePolicy.from_env(),
             )
         except dbretry.DatabaseUnavailable as e:
-            fail(f"{e}; nothing imported", code=1)
+            fail(f"{e}; nothing imported")
         except SQLAlchemyError as e:  # a row this schema cannot hold after all: the whole import is undone
-            fail(f"{source}: cannot import: {type(e).__name__}: {dbretry.short(e)}; nothing imported", code=1)
+            fail(f"{source}: cannot import: {type(e).__name__}: {dbretry.short(e)}; nothing imported")
         finally:
             src.dispose()
     console.print(report.summary())

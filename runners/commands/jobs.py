@@ -1,4 +1,4 @@
-"""`specbench jobs`: the queue, the workers with their heartbeats, and failed jobs with their errors."""
+"""`specbench jobs`: the queue, the workers with their heartbeats, and failed jobs with why they failed."""
 
 from __future__ import annotations
 
@@ -44,7 +44,7 @@ def jobs(
     engine = open_db(db)
     if cancel is not None:
         if not queue.cancel(engine, cancel):
-            fail(f"job {cancel} is not queued or running (already finished, or no such job)", code=1)
+            fail(f"job {cancel} is not queued or running (already finished, or no such job)")
         console.print(f"job {cancel} canceled")
         return
     rows = queue_queries.queue_jobs(engine, limit=limit, statuses=status)
@@ -81,8 +81,9 @@ def _jobs_table(rows: list[dict[str, Any]]) -> None:
         Column("attempts", "right", drop=2),
         Column("worker", drop=2),
         Column("run", "right"),
-        Column("waits because", drop=1, shrink=20, fold=True),
-        Column("last error", drop=6),
+        # Why a queued job waits, or why a failed one failed (its run's failed points, the known bug): the
+        # finding of `jobs --status failed`, wrapped rather than cut.
+        Column("why", drop=1, shrink=20, fold=True),
     ]
     cells = [
         [
@@ -95,12 +96,20 @@ def _jobs_table(rows: list[dict[str, Any]]) -> None:
             f"{r['attempts']}/{r['max_attempts']}",
             r["worker_id"] or "",
             str(r["run_id"] or ""),
-            r.get("waits") or "",
-            " ".join((r["last_error"] or "").split())[:120],
+            _why(r),
         ]
         for r in rows
     ]
     print_table(console, columns, cells, title="jobs")
+
+
+def _why(job: dict[str, Any]) -> str:
+    """A queued job: why it waits (and what its last attempt died of); a failed or canceled one: its error."""
+    error = " ".join((job["last_error"] or "").split())
+    if job["status"] == "queued":
+        waits = job.get("waits") or ""
+        return f"{waits}; last attempt: {error}" if error and waits else waits or error
+    return error if job["status"] in ("failed", "canceled") else ""
 
 
 def _workers_table(rows: list[dict[str, Any]]) -> None:

@@ -13,6 +13,7 @@ from analysis.render import json_text
 from bench.profile.summary import DEFAULT_DISTORTION_THRESHOLD, distortion, summarize
 from bench.profile.trace import TraceError, load_trace
 from runners.common import MAX_ID, DbOption, console, fail, open_db
+from runners.exit_codes import ExitCode
 
 profile_app = typer.Typer(help="SGLang profiler traces: summarise speculative cycles.", no_args_is_help=True)
 
@@ -117,4 +118,4 @@ def resummarize_cmd(
             f"profile {r['id']} (point {r['point_id']}): cycles {r['before']} -> {r['after']}: {r['result']}"
         )
     if any(r["result"] != "updated" for r in lines):
-        raise typer.Exit(1)
+        raise typer.Exit(ExitCode.ERROR)  # no answer for those profiles

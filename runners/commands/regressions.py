@@ -12,6 +12,7 @@ from analysis.render import json_text, records
 from analysis.stats.changepoint import ChangePointParams
 from db import queries as q
 from runners.common import DbOption, console, fail, open_db_readonly, parse_span
+from runners.exit_codes import ExitCode, answered
 from runners.tables import Column, print_table, say
 
 # A flagged change as `--format json` writes it.
@@ -46,7 +47,7 @@ def regressions(
 ) -> None:
     """List flagged changes: where a series shifted, by how much, why (for throughput), and its triage state.
 
-    This looks for change points along each series' history (E-divisive means); `specbench compare A B`
+    Exits 1 when a regression that is not dismissed is listed, 0 when none is. This looks for change points along each series' history (E-divisive means); `specbench compare A B`
     compares two runs point by point instead.
     """
     try:
@@ -58,10 +59,17 @@ def regressions(
     engine = open_db_readonly(db)
     changes = recent_changes(engine, metric, params, since=recent, lookback=context)
     changes = flagged(changes, include_improvements=include_improvements, include_dismissed=include_dismissed)
-    if format == "json":
-        typer.echo(json_text(records(changes.reindex(columns=list(JSON_FIELDS)))), nl=False)
-        return
-    _table(changes, metric, since)
+    # A finding: a regression nobody dismissed (acknowledged ones are real, so they still count).
+    found = not changes.empty and bool(
+        ((changes["direction"] == "regression") & (changes["state"] != "dismissed")).any()
+    )
+    code = ExitCode.FINDING if found else ExitCode.OK
+    with answered(code):
+        if format == "json":
+            typer.echo(json_text(records(changes.reindex(columns=list(JSON_FIELDS)))), nl=False)
+        else:
+            _table(changes, metric, since)
+    raise typer.Exit(code)
 
 
 def _table(changes: pd.DataFrame, metric: str, since: str) -> None:

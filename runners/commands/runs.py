@@ -151,7 +151,7 @@ def _table(records: list[dict[str, Any]], sweeps: list[str | None]) -> None:
         # The id is what every other verb takes: never cut, never left out.
         Column("id", "right"),
         Column("started (UTC)"),
-        Column("name", shrink=14),
+        Column("name", shrink=14, middle=True),  # seeded names differ only at their end
         Column("status", markup=True),
         Column("gpu", shrink=7),
         Column("kind"),

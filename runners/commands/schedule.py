@@ -89,7 +89,7 @@ def list_(
             _requires_text(r.get("requires")),
             str(r.get("priority", "")),
             "broken" if r.get("broken") else "enabled" if r.get("enabled") else "disabled",
-            _ts(r.get("last_fire_time")),
+            _ts(r.get("last_fire_time"), "never"),  # nothing fired yet: not the time it was added
             _ts(r.get("next_fire_time")),
         ]
         for r in rows
@@ -110,7 +110,7 @@ def remove(
 ) -> None:
     """Remove a schedule; the jobs it enqueued stay."""
     if not schedules.remove_schedule(open_db(db), schedule_id):
-        fail(f"no schedule {schedule_id}", code=1)
+        fail(f"no schedule {schedule_id}")
     console.print(f"schedule {schedule_id} removed")
 
 
@@ -120,5 +120,5 @@ def _requires_text(req: Any) -> str:
     return ",".join(f"{k}={'+'.join(map(str, v)) if isinstance(v, list) else v}" for k, v in req.items())
 
 
-def _ts(value: Any) -> str:
-    return value.strftime("%Y-%m-%d %H:%M") if hasattr(value, "strftime") else "-"
+def _ts(value: Any, none: str = "-") -> str:
+    return value.strftime("%Y-%m-%d %H:%M") if hasattr(value, "strftime") else none

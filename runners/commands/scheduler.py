@@ -44,6 +44,6 @@ def scheduler(
         run_scheduler(engine, interval_s=interval_s, once=once, stop=stop, policy=policy)
     except DatabaseUnavailable as e:
         if not stop.is_set():
-            fail(str(e), code=1)
+            fail(str(e))
     finally:
         engine.dispose()

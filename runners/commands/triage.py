@@ -66,7 +66,7 @@ def triage(
     changes = recent_changes(engine, metric, ChangePointParams(), since=span)
     of_run = changes_of_run(changes, run_id) if not changes.empty else changes
     if of_run.empty:
-        fail(f"no flagged change of {metric} starts at run {run_id} (within {since})", 1)
+        fail(f"no flagged change of {metric} starts at run {run_id} (within {since})")
     causes = main_cause(of_run["why"])
     chosen = changes_of_run(changes, run_id, cause) if cause else of_run
     if chosen.empty:

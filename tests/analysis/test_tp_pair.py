@@ -51,7 +51,8 @@ def test_roles_widths_and_kinds_of_numbers() -> None:
     assert "same run" in same
     swapped = pair_problems(side(2, [8], WHOLE_61), side(1, [1], SHARD_61))
     assert len(swapped) == 2
-    assert "run #2 is not a one-GPU shard run" in swapped[0] and "--run names the shard" in swapped[0]
+    assert "run #2 is not a one-GPU shard run" in swapped[0] and "the shard run is one at tp 1" in swapped[0]
+    assert not any("--" in why for why in swapped)  # no option names: the page shows these words too
     assert "run #1 is not a tensor-parallel run" in swapped[1]
     (mixed,) = pair_problems(side(1, [1], SHARD_61), side(2, [4, 8], WHOLE_61))
     assert "ran at tp 4/8" in mixed

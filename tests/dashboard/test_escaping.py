@@ -123,6 +123,8 @@ def test_dashboard_renders_the_report_without_raw_html(
     at.run()
     for page in ["pages/overview.py", "pages/compare.py"]:
         at.switch_page(page).run()
+        if page == "pages/compare.py":
+            at.toggle(key="cmp_preview").set_value(True).run()  # the PR comment preview, drawn when asked
         assert not at.exception, [e.value for e in at.exception]
         assert not [m.value for m in at.markdown if m.proto.allow_html], page
     # The PR comment preview is among them, with the hostile model escaped.

@@ -13,7 +13,7 @@ from db import queue_queries as qq
 from db.migrate import open_database
 from db.models import Worker
 from db.types import utcnow
-from runners import queue
+from runners import queue, schedules
 from tests.paths import REPO_ROOT
 from tests.queue_support import sim_sweep
 
@@ -63,13 +63,28 @@ def open_page(url: str, monkeypatch: pytest.MonkeyPatch) -> AppTest:
 def test_jobs_page(db_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
     engine = open_database(db_url)
     ids = populate(engine)
+    nightly = schedules.add_schedule(engine, "0 2 * * *", sim_sweep("nightly-sweep"), label="nightly")
     at = open_page(db_url, monkeypatch)
     assert at.title[0].value == "Jobs"
     metrics = {m.label: m.value for m in at.metric}
     assert metrics == {"Queued": "1", "Running": "1", "Done": "1", "Failed": "1", "Workers alive": "1"}
 
-    assert len(at.dataframe) == 4
-    queue_df, workers_df, failed_df, finished_df = (df.value for df in at.dataframe)
+    assert len(at.dataframe) == 5
+    queue_df, workers_df, failed_df, schedules_df, finished_df = (df.value for df in at.dataframe)
+    # No table prints "None": an empty cell (a queued job's worker and run, a job not finished) is empty.
+    for df in (queue_df, workers_df, failed_df, schedules_df, finished_df):
+        assert not df.isna().any().any(), df
+        assert not (df.astype(str) == "None").any().any(), df
+    assert (queue_df["worker"] == "").sum() == 1 and (queue_df["run"] == "").all()
+    # The schedules, as `specbench schedule list` shows them: it never fired, its next fire is due at 02:00.
+    (row,) = schedules_df.to_dict("records")
+    assert (row["schedule"], row["sweep"], row["label"], row["state"]) == (
+        nightly,
+        "nightly-sweep",
+        "nightly",
+        "enabled",
+    )
+    assert row["last fire"] == "never" and str(row["next fire"]).endswith("02:00:00")
     assert list(queue_df["job"]) == [ids["run"], ids["queued"]]  # running first, then waiting
     assert list(queue_df["status"]) == ["running", "queued"]
     states = dict(zip(workers_df["worker"], workers_df["state"], strict=True))
@@ -79,7 +94,7 @@ def test_jobs_page(db_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
     assert list(failed_df["job"]) == [ids["bad"]]
     assert failed_df["last error"][0] == "LaunchError: port 30000 in use"
     assert [e.label for e in at.expander] == [f"job {ids['bad']} · bad · failed after 1 attempt(s)"]
-    assert at.code[0].value == "LaunchError: port 30000 in use"
+    assert at.text[0].value == "LaunchError: port 30000 in use"
     assert set(finished_df["status"]) == {"done", "canceled"}
     assert any("gpu-b:2:y" in w.value for w in at.warning)
     engine.dispose()
@@ -96,6 +111,7 @@ def test_empty_and_missing_schema(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     assert any("Nothing queued" in i.value for i in at.info)
     assert any("No worker has registered" in i.value for i in at.info)
     assert at.success[0].value == "No failed jobs."
+    assert any("No schedule" in i.value for i in at.info)
 
 
 def test_queries_order_and_filter(sqlite_url: str) -> None:

@@ -27,6 +27,8 @@ from tests.fixtures.dashboard import (
     require_browser,
     served_dashboard,
     stop_server,
+    track_changes,
+    wait_drawn,
     wait_healthy,
 )
 from tests.fixtures.waiting import wait_until
@@ -120,6 +122,39 @@ def test_a_newcomers_first_look(demo: tuple[str, str], tmp_path: Path) -> None:
         finally:
             browser.close()
     assert outside == [], outside  # the page icon and every font come from the package
+
+
+def test_a_page_is_open_when_its_charts_and_tables_are_drawn(demo: tuple[str, str]) -> None:
+    """What the page timings count as open (benchmarks/page_render.py): not when the script finishes, since
+    Streamlit then still shows skeletons while a chart's or a table's code loads, but once every chart and
+    table is drawn and nothing changes."""
+    from playwright.sync_api import sync_playwright
+
+    base, _ = demo
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            for path, drawn in (("trends", 1), ("sweep", 1), ("compare", 1), ("", 0), ("jobs", 0)):
+                page = browser.new_page(viewport={"width": 1280, "height": 1000})  # a new context: cold
+                track_changes(page)
+                page.goto(f"{base}/{path}", wait_until="commit")
+                seconds = wait_drawn(page)
+                state = page.evaluate(
+                    """() => ({
+                      skeletons: document.querySelectorAll("[data-testid='stSkeleton']").length,
+                      charts: document.querySelectorAll("[data-testid='stVegaLiteChart']").length,
+                      drawn: document.querySelectorAll(
+                        "[data-testid='stVegaLiteChart'] svg, [data-testid='stVegaLiteChart'] canvas").length,
+                      now: performance.now() / 1000,
+                    })"""
+                )
+                assert state["skeletons"] == 0, (path, state)
+                assert state["charts"] >= drawn and state["drawn"] >= state["charts"], (path, state)
+                # The time is that of the page's last change, before the quiet wait that confirmed it.
+                assert 0 < seconds <= state["now"] - 0.9, (path, seconds, state)
+                page.close()
+        finally:
+            browser.close()
 
 
 def test_open_browser_leaves_no_defunct_child(tmp_path: Path) -> None:

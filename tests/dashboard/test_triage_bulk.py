@@ -10,7 +10,7 @@ from streamlit.testing.v1 import AppTest
 from typer.testing import CliRunner
 
 from analysis.changes import changes_of_run, main_cause
-from analysis.regressions import recent_changes
+from analysis.regressions import flagged, recent_changes
 from analysis.stats.changepoint import ChangePointParams
 from db import triage as stored_triage
 from db.migrate import open_database
@@ -102,3 +102,26 @@ def test_overview_bulk_triage(history: str, monkeypatch: pytest.MonkeyPatch) -> 
     button.click().run()
     assert not at.exception, [e.value for e in at.exception]
     assert _states(history, run_id) == ["dismissed"] * n
+
+
+def test_the_triage_picker_opens_on_a_run_the_list_shows(
+    history: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The list above shows regressions not dismissed; the picker under it must not open on a run that list
+    does not show. Dismissing every change of the busiest run hides it from the list (and it used to be the
+    picker's first choice)."""
+    busiest, _ = _busiest_run(history)
+    res = CliRunner().invoke(app, ["triage", str(busiest), "--state", "dismissed", "--db", history])
+    assert res.exit_code == 0, res.output
+    eng = open_database(history)
+    shown = flagged(recent_changes(eng, "output_throughput", ChangePointParams()))
+    eng.dispose()
+    assert not shown.empty and busiest not in set(shown["run_id"])
+    newest = shown.sort_values(["started_at", "rel_change"], ascending=[False, True]).iloc[0]
+    monkeypatch.setenv("DATABASE_URL", history)
+    at = AppTest.from_file(APP, default_timeout=90)
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    picker = at.selectbox(key="ov_bulk_run")
+    assert picker.value == int(newest["run_id"])  # the run of the list's first row
+    assert busiest in picker.options or f"#{busiest}" in " ".join(map(str, picker.options))  # still offered

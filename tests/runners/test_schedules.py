@@ -60,6 +60,11 @@ def test_adding_never_fires_the_past(engine: Engine) -> None:
         (sid, "0 2 * * *", "s", "nightly")
     ]
     assert listed[0]["next_fire_time"] is not None
+    assert (
+        listed[0]["last_fire_time"] is None
+    )  # it never fired: no "last fire" (it was the time it was added)
+    assert schedules.tick(engine, now=listed[0]["next_fire_time"])[0].schedule_id == sid  # then it fires
+    assert schedules.list_schedules(engine)[0]["last_fire_time"] == listed[0]["next_fire_time"]
 
 
 def test_missed_fire_times_enqueue_only_the_latest(engine: Engine) -> None:
@@ -153,10 +158,12 @@ def test_schedule_verbs(sqlite_url: str, tmp_path: Path) -> None:
     listed = runner.invoke(app, ["schedule", "list", "--db", sqlite_url, "--format", "json"])
     rows = json.loads(listed.stdout)
     assert [(r["cron"], r["label"], r["sweep"]) for r in rows] == [("0 2 * * *", "nightly", str(sweep))]
-    assert "02:00" in runner.invoke(app, ["schedule", "list", "--db", sqlite_url]).output  # next fire
+    table = runner.invoke(app, ["schedule", "list", "--db", sqlite_url]).output
+    assert "02:00" in table  # next fire
+    assert table.splitlines()[2].split()[-3] == "never", table  # last fire: it never fired
     sid = str(rows[0]["id"])
     assert runner.invoke(app, ["schedule", "remove", sid, "--db", sqlite_url]).exit_code == 0
-    assert runner.invoke(app, ["schedule", "remove", sid, "--db", sqlite_url]).exit_code == 1
+    assert runner.invoke(app, ["schedule", "remove", sid, "--db", sqlite_url]).exit_code == 2  # no answer
 
 
 @pytest.mark.slow

@@ -170,6 +170,7 @@ def test_pairs_that_are_not_one_are_refused(combined: tuple[str, int, int]) -> N
     swapped = _cli("export", "--db", url, "--view", "shard-vs-tp", "--run", str(tp), "--against", str(shard))
     assert swapped.exit_code == 2
     assert "is not a one-GPU shard run" in swapped.output and "is not a tensor-parallel run" in swapped.output
+    assert "--run names the shard run" in " ".join(swapped.output.split())  # the CLI names its options
     same = _cli("export", "--db", url, "--view", "shard-vs-tp", "--run", str(shard), "--against", str(shard))
     assert same.exit_code == 2 and "same run" in same.output
     lonely = _cli("export", "--db", url, "--view", "shard-vs-tp", "--run", str(shard))
@@ -253,6 +254,9 @@ def test_the_dashboard_page_renders_the_pair(
     assert any("not a shard and its TP deployment" in w.value for w in at.warning)
     assert any("is not a one-GPU shard run" in m.value for m in at.markdown)
     assert not at.get("vega_lite_chart")
+    # In the page's words, not the CLI's: no option names (--run, --against) anywhere on it.
+    shown = [e.value for e in (*at.markdown, *at.warning, *at.info, *at.caption)]
+    assert not [t for t in shown if "--run" in t or "--against" in t or "specbench " in t], shown
 
 
 def _page(url: str, monkeypatch: pytest.MonkeyPatch, **params: str) -> AppTest:

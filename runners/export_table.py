@@ -1,0 +1,158 @@
+"""`specbench export --format table`: a view as a table that fits the terminal (`runners.tables`), the default
+on one. What identifies a row and what it found (the batch, the throughput, the ratio with its interval, the
+verdict) are never cut or left out; the other columns go least important first, and a footnote names them.
+Each run's title says what its numbers are (measured, `simulated (stand-in)`, `synthetic`)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+import pandas as pd
+from rich.console import Console
+
+from analysis import correctness
+from analysis.export import Export
+from analysis.labels import config_label
+from analysis.plain import missing
+from runners.tables import Column, print_table, say
+
+
+def _num(value: Any, fmt: str) -> str:
+    if missing(value):
+        return "-"
+    return format(int(value), fmt) if fmt.endswith("d") else format(float(value), fmt)
+
+
+def _interval(low: Any, high: Any, fmt: str) -> str:
+    return "-" if missing(low) or missing(high) else f"{format(float(low), fmt)}-{format(float(high), fmt)}"
+
+
+def _run_title(run: Mapping[str, Any]) -> str:
+    kind = run.get("kind") or "measured"
+    gpu = f"{run.get('gpu_name')} x{run.get('gpu_count')}" if run.get("gpu_count") else "no GPU"
+    return (
+        f"run {run['id']} {run['sweep_name']} ({kind}): {run['status']}, sglang "
+        f"{run.get('sglang_version') or '?'} on {gpu}"
+    )
+
+
+POINT_COLUMNS = [
+    Column("config", shrink=12),
+    Column("bs", "right"),
+    Column("status", drop=5),
+    Column("out tok/s", "right"),
+    Column("95% CI", "right", drop=4),
+    Column("accept", "right", drop=2),
+    Column("TPOT ms", "right", drop=1),
+    Column("TTFT ms", "right", drop=3),
+    Column("ITL ms", "right", drop=6),
+    Column("floor", "right", drop=7),
+    Column("check", drop=2),
+]
+
+
+def print_points(console: Console, export: Export) -> None:
+    """One table per run: a row per point (failed ones too with --all-status)."""
+    for run in export.runs:
+        rows = [r for r in export.rows if r["run_id"] == run["id"]]
+        cells = [
+            [
+                config_label(r, with_batch=False),
+                str(r["batch_size"]),
+                str(r["status"]),
+                correctness.speed_text(r["output_throughput"], r.get("correctness")),
+                _interval(
+                    None if missing(r["output_throughput_ci_low"]) else max(r["output_throughput_ci_low"], 0),
+                    r["output_throughput_ci_high"],
+                    ",.0f",
+                ),
+                _num(r["accept_length"], ".2f"),
+                _num(r["tpot_p50_ms"], ".2f"),
+                _num(r["ttft_p50_ms"], ".1f"),
+                _num(r["itl_p50_ms"], ".2f"),
+                _num(r.get("floor_fraction"), ".2f"),
+                str(r.get("correctness") or "-"),
+            ]
+            for r in rows
+        ]
+        print_table(console, POINT_COLUMNS, cells, title=_run_title(run))
+    say(
+        console,
+        "TPOT, TTFT, ITL: medians (p50); floor: the floor fraction of the step; check: the correctness gate",
+    )
+
+
+V2_V1_COLUMNS = [
+    Column("batch", "right"),
+    Column("steps", "right"),
+    Column("accept", "right", drop=5),
+    Column("v1 tok/s", "right", drop=3),
+    Column("v2 tok/s", "right", drop=3),
+    Column("v2/v1", "right"),
+    Column("95% CI", "right"),
+    Column("verdict"),
+    Column("TPOT v2/v1", "right", drop=4),
+    Column("n", "right", drop=2),
+]
+
+
+def print_v2_vs_v1(console: Console, frame: pd.DataFrame, title: str) -> None:
+    """A row per (batch size, steps, accept length): v2's throughput over v1's with its interval."""
+    cells = []
+    for r in frame.to_dict("records"):
+        wrong = correctness.is_wrong(r.get("v1_correctness")) or correctness.is_wrong(r.get("v2_correctness"))
+        cells.append(
+            [
+                _num(r["batch_size"], "d"),
+                _num(r["steps"], "d"),
+                _num(r["accept_length"], ".2f"),
+                _num(r["v1_output_throughput"], ",.0f"),
+                _num(r["v2_output_throughput"], ",.0f"),
+                _num(r["ratio"], ".3f"),
+                _interval(r["ci_low"], r["ci_high"], ".3f"),
+                correctness.WRONG if wrong else str(r["verdict"] or "-"),
+                _num(r["tpot_ratio"], ".3f"),
+                _num(r["n"], "d"),
+            ]
+        )
+    print_table(console, V2_V1_COLUMNS, cells, title=title)
+
+
+def _cell(value: Any) -> str:
+    if missing(value):
+        return ""
+    if isinstance(value, float):
+        return f"{value:.4g}" if math.isfinite(value) else str(value)
+    return str(value)
+
+
+def print_frame(console: Console, frame: pd.DataFrame, title: str, first: tuple[str, ...]) -> None:
+    """Any view's frame: the columns named in `first` (those it has), always shown, then the others, left out
+    from the last one on."""
+    lead = [c for c in first if c in frame.columns]
+    order = [*lead, *(c for c in frame.columns if c not in lead)]
+    columns = [
+        Column(
+            str(c),
+            "right" if pd.api.types.is_numeric_dtype(frame[c]) else "left",
+            drop=max(0, len(order) - i) if i >= len(lead) else 0,
+        )
+        for i, c in enumerate(order)
+    ]
+    cells = [[_cell(v) for v in row] for row in frame[order].itertuples(index=False)]
+    print_table(console, columns, cells, title=title)
+
+
+# The columns a reader of each view looks at first.
+WINDOWS_FIRST = (
+    "order_index",
+    "batch_size",
+    "spec_mode",
+    "steps",
+    "status",
+    "output_throughput",
+    "tpot_mean_ms",
+)
+SHARD_VS_TP_FIRST = ("batch_size", "steps", "mode", "shard_step_ms", "tp_step_ms", "cycle_error")
