@@ -15,6 +15,7 @@ from sqlalchemy.orm import Session
 from bench import floor
 from bench.host import reaper
 from bench.measure import Window
+from bench.pairing import WindowLink
 from bench.results import STATUS_SEVERITY, SampleResult
 from bench.stats.summary import MEASURED_STATUSES, Repeat, summarize_repeats
 from bench.sweep import FieldChange, PointPlan, ServerConfig, SweepSpec
@@ -213,6 +214,7 @@ def store_sample(
     order_index: int | None = None,
     invocation: int | None = None,
     server_instance_id: int | None = None,
+    link: WindowLink | None = None,
 ) -> bool:
     """Insert one repeat with its requests; False if that repeat was already stored (a resumed job).
 
@@ -237,6 +239,9 @@ def store_sample(
         invocation=invocation,
         server_instance_id=server_instance_id,
     )
+    if link is not None:  # the comparison it was measured for, and its repeat there (bench.pairing)
+        sample.link, sample.link_repeat = link.name, link.slot.link_repeat(result.repeat)
+        sample.link_mode = link.turns
     if window is not None:
         # The window's context: GPU telemetry, plus the warmup that preceded it (run cost accounting).
         sample.telemetry = (
