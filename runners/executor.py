@@ -30,7 +30,7 @@ from bench.host.policy import HostPolicy
 from bench.host.telemetry import TelemetrySource
 from bench.measure import Window, WindowSettings, measure_windows
 from bench.model_config import DEFAULT_VOCAB_SIZE, read_model_config, vocab_size
-from bench.pairing import PartRecord, WindowLink
+from bench.pairing import WindowLink
 from bench.provenance import collect_provenance
 from bench.results import SampleResult
 from bench.server.launcher import LaunchedServer, LaunchError, launch
@@ -41,7 +41,7 @@ from db.types import utcnow
 from runners import dbretry, profiling, store
 from runners.correctness import CorrectnessCheck
 from runners.drift import DriftCheck
-from runners.parts import PartHost, PartState
+from runners.parts import PartState
 from runners.progress import RunProgress
 from runners.recovery import OutagePolicy
 
@@ -71,17 +71,15 @@ class SweepExecutor:
         stop: threading.Event | None,
         log_dir: Path,
         outage: OutagePolicy,
-        policy: HostPolicy | None = None,
-        parts: PartState | None = None,
+        policy: HostPolicy | None,
+        parts: PartState,
     ) -> None:
         self.spec, self.engine, self.run_id, self.done = spec, engine, run_id, done
         self.outage = outage
         self.policy = policy or HostPolicy.author()
         self.gpus, self.deadline, self.stop, self.log_dir = gpus, deadline, stop, log_dir
         # This invocation's part of the run (runners/parts.py): its windows start where the stored ones end.
-        self.parts = parts or PartState(
-            run_id, 1, 0, 0, PartHost.here(gpus), [PartRecord(1, 0, "", "")], spec.measure.part_tolerance
-        )
+        self.parts = parts
         self.progress = RunProgress(order_index=self.parts.invocation, invocation=self.parts.invocation)
         # Every point of the sweep by key: what the drift check against the part before may re-measure.
         self.plans = [p for g in expand(spec) for p in g.points]
