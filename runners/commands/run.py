@@ -379,16 +379,19 @@ def _print_parts(
         False,
         *([True] if spec.server.pair_colocate and any(isinstance(s, Pair) for s in steps) else []),
     ]
-    if total_s <= part_s and len(sides) == 1:
-        return
+    plans = {
+        blocks: estimate.timeline(spec, steps, startup=startup, past_window_s=past_windows, blocks=blocks)
+        for blocks in sides
+    }
+    if max(total_s, *(sum(w.seconds for w in work) for work in plans.values())) <= part_s:
+        return  # one part holds it, whichever GPU comes
     console.print(
         f"\nin parts of about {estimate.human(part_s)} of GPU time (--deadline-s {part_s:g} each, continued with "
         "--resume-run, the database and JIT caches carried: docs/guide/gpu-hosts.md), at the planned repeats",
         markup=False,
         highlight=False,
     )
-    for blocks in sides:
-        work = estimate.timeline(spec, steps, startup=startup, past_window_s=past_windows, blocks=blocks)
+    for blocks, work in plans.items():
         restart = startup * (1 if blocks else 2) + max((w.seconds for w in work if not w.starts), default=0.0)
         parts = estimate.split(work, part_s, restart)
         starts = sum(w.starts for w in work)
