@@ -428,7 +428,9 @@ class SweepExecutor:
                 plan,
                 server_row_id,
                 expert_routing=server.expert_routing,
-                step_floor_ms=self.point_floor(plan, server, run.gpu_name),
+                # The GPU of this part (a run grows across hosts, maybe onto another GPU): its series, its floor.
+                step_floor_ms=self.point_floor(plan, server, self.parts.host.gpu_name),
+                gpu=(self.parts.host.gpu_name, self.parts.host.gpu_count),
             )
             if self.floor_note is not None and run.provenance.get("floor_note") != self.floor_note:
                 run.provenance = {**run.provenance, "floor_note": self.floor_note}

@@ -163,9 +163,11 @@ def get_or_create_point(
     *,
     expert_routing: str | None = None,
     step_floor_ms: float | None = None,
+    gpu: tuple[str, int] | None = None,
 ) -> Point:
     """The run's row for `plan`, created on first use. `expert_routing` and `step_floor_ms` come from the
-    server that measures it (runners.executor); a point measured again (a resumed run) takes its new server's."""
+    server that measures it (runners.executor); a point measured again (a resumed run) takes its new server's.
+    `gpu` (name, count): the GPUs of the part that creates it (default: the run's, i.e. its first part's)."""
     point = session.scalars(
         select(Point).where(Point.run_id == run.id, Point.point_key == plan.key())
     ).one_or_none()
@@ -177,7 +179,8 @@ def get_or_create_point(
         if step_floor_ms is not None:
             point.step_floor_ms = step_floor_ms
         return point
-    series = plan.series(run.gpu_name, run.gpu_count)  # the series key: identity columns and fingerprint
+    # the series key: identity columns and fingerprint
+    series = plan.series(*(gpu if gpu is not None else (run.gpu_name, run.gpu_count)))
     w = plan.workload
     point = Point(
         run_id=run.id,

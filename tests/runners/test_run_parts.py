@@ -300,3 +300,21 @@ def test_resuming_on_another_patch_state_is_refused_before_any_server_starts(
     with session_scope(engine) as s:
         assert s.scalar(select(func.count()).select_from(ServerInstance)) == 0  # nothing started
         assert s.scalar(select(func.count()).select_from(RunPart)) == 1
+
+
+def test_a_point_first_measured_on_another_gpu_belongs_to_that_gpus_series(
+    engine: Engine, tmp_path: Path
+) -> None:
+    """The run keeps its first part's GPU; a point that part never stored is created by the part that measures
+    it, in the series of that part's GPU (and with that GPU's floor)."""
+    run_id = _run(engine, tmp_path / "a", H200)
+    with session_scope(engine) as s:  # part 1 lost its v2 point at batch 2 entirely
+        lost = s.scalars(select(Point).where(Point.batch_size == 2, Point.spec_mode == "v2")).one()
+        s.delete(lost)
+        s.execute(update(Run).values(status="partial"))
+    _run(engine, tmp_path / "b", H100, resume=run_id)
+    with session_scope(engine) as s:
+        gpus = {(p.spec_mode, p.batch_size): (p.gpu_name, p.gpu_count) for p in s.scalars(select(Point))}
+        assert s.scalars(select(Run.gpu_name)).one() == "none"  # the stand-in host's own: no GPU
+    assert gpus.pop(("v2", 2)) == ("NVIDIA H100 80GB HBM3", 1)
+    assert set(gpus.values()) == {("NVIDIA H200", 1)}
