@@ -82,6 +82,12 @@ def test_the_chain_interleaves_the_baseline_with_each_mode_keeping_one_server_up
     # v1's and v2's servers each measured two pairs: the chain kept them up (two shared servers, each seen from
     # both of its pairs); the baseline was started twice
     assert kept == 4
+    # The drift check at the end: on the baseline still up for the last pair, a later start than the one that
+    # measured the reference's first window, and said so.
+    assert (
+        out.drift is not None and out.drift.label == "baseline (no spec)" and out.drift.same_server is False
+    )
+    assert "a later start of its server config" in out.drift.note
     # A point's repeats: every index once, each pair its own (no repeat measured twice, none skipped)
     for mode in ("base", "v1", "v2"):
         for bs in (1, 2):
