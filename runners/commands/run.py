@@ -16,6 +16,7 @@ from bench.correctness.prompts import why_not_checked
 from bench.host.cpu_affinity import format_cpu_list
 from bench.host.gpus import parse_gpu_list
 from bench.host.policy import HostPolicy
+from bench.pairing import Pair
 from bench.server.known_bugs import KNOWN_BUGS, KnownBug, bugs_for, fixed_by_patch
 from bench.server.launcher import LaunchError, plan_launch
 from bench.sweep import SIMULATE_ACC_ENV, ServerGroup, SweepError, SweepSpec, expand, load_sweep
@@ -47,8 +48,10 @@ from runners.correctness import CHECK_MARK, print_correctness
 from runners.dbretry import DatabaseUnavailable
 from runners.drift import Drift, DriftWindow
 from runners.exit_codes import ExitCode
+from runners.parts import Sglang, sglang_conflict
 from runners.recovery import OutagePolicy
 from runners.resume_guard import ResumeRefused, check_resume
+from runners.steps import schedule
 from runners.sweep_runner import RunOutcome, Terminated, execute_sweep
 from runners.tables import Column, print_table
 
@@ -131,7 +134,15 @@ def run(
             console.print(
                 f"--client-cpus {format_cpu_list(pin)}: a run pins itself there (a dry run does not)"
             )
-        _dry_run(spec, groups, gpu_list, db, _dry_run_resume(spec, groups, db, resume, resume_run), policy)
+        _dry_run(
+            spec,
+            groups,
+            gpu_list,
+            db,
+            _dry_run_resume(spec, groups, db, resume, resume_run),
+            policy,
+            part_s=deadline_s if deadline_s is not None else estimate.DEFAULT_PART_S,
+        )
         return
     try:
         preflight.check(spec, policy)
@@ -235,6 +246,13 @@ def _check_resume(engine: Engine, run_id: int, spec: SweepSpec) -> None:
         check = check_resume(run_id, run["sweep_name"], run["sweep_yaml"], spec)
     except ResumeRefused as e:
         fail(str(e))
+    # Another SGLang release or patch state than the run's parts ran: refused, as the run refuses it.
+    version, source = preflight.launch_version(spec)
+    known = source.startswith(("installed", "emulated"))  # not a guess (the pinned or newest release)
+    here = Sglang(version if known else None, preflight.installed_patch_state(spec))
+    problem = sglang_conflict(run_id, q.run_parts(engine, [run_id])[run_id], here)
+    if problem is not None:
+        fail(problem)
     for note in check.lines(run_id):
         err_console.print(escape(note))
 
@@ -246,9 +264,11 @@ def _dry_run(
     db: str | None,
     resume: estimate.ResumeState | None = None,
     policy: HostPolicy | None = None,
+    part_s: float = estimate.DEFAULT_PART_S,
 ) -> None:
     """Each launch's real argv and environment (from the launcher's own builder) and a time estimate (of what
-    is missing, for a run to resume). Runs nothing: the SGLang release is read from files (runners/preflight.py)."""
+    is missing, for a run to resume), cut into parts of `part_s` when it is longer. Runs nothing: the SGLang
+    release is read from files (runners/preflight.py)."""
     version, version_from = preflight.launch_version(spec)
     patch = preflight.installed_patch_state(spec)
     _warn_known_bugs(spec, groups, version, f" ({version_from})", patch)
@@ -328,7 +348,7 @@ def _dry_run(
             "are labelled 'routing collapsed' (docs/reference/synthetic-models.md)",
             highlight=False,
         )
-    past_startup, past_windows = _history(spec.name, db)
+    past_startup, past_windows = _history(spec.name, spec.model, db)
     est = estimate.estimate(
         spec, groups, past_startup_s=past_startup, past_window_s=past_windows, resume=resume
     )
@@ -339,6 +359,55 @@ def _dry_run(
     )
     for note in est.assumptions:
         console.print(f"  assuming {note}", markup=False, highlight=False)
+    if resume is None:
+        _print_parts(spec, groups, est.total_s, part_s, past_startup, past_windows)
+
+
+def _print_parts(
+    spec: SweepSpec,
+    groups: list[ServerGroup],
+    total_s: float,
+    part_s: float,
+    past_startup: float | None,
+    past_windows: dict[int, float],
+) -> None:
+    """How the run splits into parts of `part_s` (a GPU lent for short windows: one `--deadline-s` each,
+    continued with --resume-run), with both servers of a pair up and, on a GPU that holds one, in blocks."""
+    steps = schedule(groups, spec)
+    startup = past_startup if past_startup is not None else estimate.startup_s(spec)
+    sides = [
+        False,
+        *([True] if spec.server.pair_colocate and any(isinstance(s, Pair) for s in steps) else []),
+    ]
+    plans = {
+        blocks: estimate.timeline(spec, steps, startup=startup, past_window_s=past_windows, blocks=blocks)
+        for blocks in sides
+    }
+    if max(total_s, *(sum(w.seconds for w in work) for work in plans.values())) <= part_s:
+        return  # one part holds it, whichever GPU comes
+    console.print(
+        f"\nin parts of about {estimate.human(part_s)} of GPU time (--deadline-s {part_s:g} each, continued with "
+        "--resume-run, the database and JIT caches carried: docs/guide/gpu-hosts.md), at the planned repeats",
+        markup=False,
+        highlight=False,
+    )
+    for blocks, work in plans.items():
+        restart = startup * (1 if blocks else 2) + max((w.seconds for w in work if not w.starts), default=0.0)
+        parts = estimate.split(work, part_s, restart)
+        starts = sum(w.starts for w in work)
+        how = (
+            "one server at a time, in blocks (a GPU that holds one, e.g. an H100 80 GB)"
+            if blocks
+            else ("both servers of a pair up side by side (a GPU that holds two)")
+        )
+        total = sum(p.seconds for p in parts)
+        console.print(
+            f"  {how}: about {estimate.human(total)}, {starts} start(s), {len(parts)} part(s)",
+            markup=False,
+            highlight=False,
+        )
+        for n, part in enumerate(parts, 1):
+            console.print(f"    {part.line(n)}", markup=False, highlight=False)
 
 
 def _warn_known_bugs(
@@ -417,12 +486,12 @@ def _open_bug_outcome(bug: KnownBug, spec: SweepSpec, *, pinned: int, total: int
     return f"{said}; control: {bug.control}" if bug.control else said
 
 
-def _history(sweep_name: str, db: str | None) -> tuple[float | None, dict[int, float]]:
-    """Earlier launches and points of this sweep, read without writing (a dry run neither creates nor migrates
-    a database); none when there is no readable database."""
+def _history(sweep_name: str, model: str, db: str | None) -> tuple[float | None, dict[int, float]]:
+    """Earlier launches and points of this sweep (else of its model), read without writing (a dry run neither
+    creates nor migrates a database); none when there is no readable database."""
     try:
         engine, _ = open_database_readonly(resolve_url(db))
-        return estimate.history(engine, sweep_name)
+        return estimate.history(engine, sweep_name, model)
     except Exception:  # the estimate falls back to its assumptions; the dry run is not about the database
         return None, {}
 
