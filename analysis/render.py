@@ -23,13 +23,14 @@ import re
 import unicodedata
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
-
-import pandas as pd
+from typing import TYPE_CHECKING, Any, Literal
 
 from analysis import md
 from analysis.plain import missing, plain
 from analysis.text import printable
+
+if TYPE_CHECKING:  # pandas loads with the first table written: the queue verbs that print JSON never need it
+    import pandas as pd
 
 Format = Literal["csv", "json", "md"]
 DASH = "–"  # no value, in Markdown
@@ -152,6 +153,8 @@ def _neutral(value: Any) -> Any:
 
 def safe_frame(df: pd.DataFrame) -> pd.DataFrame:
     """`df` with every text cell (and column name) passed through `csv_cell`; numeric columns untouched."""
+    import pandas as pd
+
     out = df.copy()
     for col in out.columns:
         s = out[col]
@@ -164,6 +167,8 @@ def safe_frame(df: pd.DataFrame) -> pd.DataFrame:
 
 def frame_of(rows: pd.DataFrame | Sequence[Mapping[str, Any]], cols: Sequence[Column]) -> pd.DataFrame:
     """The declared columns that `rows` has, in declared order; integers stay integers (never 3.0)."""
+    import pandas as pd
+
     if isinstance(rows, pd.DataFrame):
         frame = rows[[c.key for c in cols if c.key in rows.columns]]
     else:
@@ -182,6 +187,8 @@ def csv_text(
     """The rows as CSV, every cell formula-safe: the declared columns (all of a frame's without `cols`),
     floats to 6 significant digits, no value as an empty cell. Each `preamble` line (`# ...`) is one cell
     above the header, quoted when it holds a comma, so no part of it becomes a cell of its own."""
+    import pandas as pd
+
     frame = rows if cols is None else frame_of(rows, cols)
     assert isinstance(frame, pd.DataFrame)  # records are written by their declared columns
     buf = io.StringIO()
