@@ -127,8 +127,8 @@ def over_baseline_table(cells: pd.DataFrame) -> None:
         "ratios: paired by repeat where the run measured the two against each other (`measure.baseline_pairs`), "
         "else unpaired."
         + (
-            " **Blocks**: the GPU held one server at a time, so each side was measured for every batch size in "
-            "turn and block is paired with block."
+            " **Blocks**: one server was up at a time (the GPU held only one, or a later part re-measured one "
+            "side's missing windows alone), so each side was measured in turn and block is paired with block."
             if blocks
             else ""
         )
@@ -148,6 +148,7 @@ def parts_caption(parts: list[dict[str, Any]], pairing: pd.Series) -> None:
         )
     if pairing.fillna("").str.contains("blocks").any():
         st.caption(
-            "Some pairs were measured in **blocks** (one server up at a time: the GPU could not hold both), each "
-            "block of one side paired with the next block of the other (docs/reference/paired-measurement.md)."
+            "Some pairs were measured in **blocks** (one server up at a time: the GPU could not hold both, or a "
+            "later part re-measured one side alone), each block of one side paired with the next block of the "
+            "other (docs/reference/paired-measurement.md)."
         )

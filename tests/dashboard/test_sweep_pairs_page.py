@@ -48,11 +48,18 @@ def test_the_page_shows_speculation_over_the_baseline_and_the_runs_parts(
     assert any(m.value == "##### Speculative over baseline, with intervals" for m in at.markdown)
     table = next(d.value for d in at.dataframe if "spec/base" in d.value.columns)
     assert len(table) == 4 and set(table["mode"]) == {"v1", "v2"}
-    assert set(table["pairing"]) == {"interleaved"} and set(table["batch"]) == {1, 2}
+    assert set(table["batch"]) == {1, 2}
     captions = " ".join(c.value for c in at.caption)
     assert "Measured in 2 parts: gpu-a (H200×1), gpu-b (H100×1, " in captions
-    assert "agreed" in captions or "did not agree" in captions or "not checked" in captions
-    assert "measured in **blocks**" not in captions
+    # Part 2 re-measured one window alone (its partner ran in part 1). Whether that window joins its cell is
+    # the drift check's call, which the stand-in's speed on a loaded host decides either way: the cell says
+    # which, and only a cell that took it says blocks.
+    agreed = "did not agree" not in captions and "not checked" not in captions
+    joined = table[table["parts"].astype(str) == "1+2"]
+    assert len(joined) == (1 if agreed else 0), (captions, table[["pairing", "parts"]])
+    assert set(joined["pairing"]) <= {"blocks + interleaved"}
+    assert set(table.drop(joined.index)["pairing"]) == {"interleaved"}
+    assert ("measured in **blocks**" in captions) == agreed
 
 
 def test_the_page_says_when_pairs_were_measured_in_blocks(
