@@ -87,8 +87,7 @@ def apply(
     *,
     rope_theta: float,
 ) -> None:
-    """Overwrite the embedding, the head and the attention of layer 0 and of the NextN layer in `tensors`
-    (bf16, as laid out by `tensor_layout`). `perms` = (P, Q); `codes` [vocab, C] unit rows (float32)."""
+    """Overwrite embedding, head and layer 0's and NextN's attention; `perms` = (P, Q), `codes` [vocab, C]."""
     import torch
 
     h, c, vocab = sizes.hidden, code_dims(sizes), sizes.vocab
@@ -139,9 +138,7 @@ def _previous_token_head(
         q_b[head * qk_head + QK_NOPE_HEAD_DIM : (head + 1) * qk_head, 0] = query / math.sqrt(rank)
     kv_a = torch.zeros(KV_LORA_RANK + QK_ROPE_HEAD_DIM, h)
     kv_a[torch.arange(c), 1 + torch.arange(c)] = 1.0  # the code into the latent (normed to sqrt(512) * code)
-    kv_a[KV_LORA_RANK:, 0] = (
-        key / a
-    )  # the rope key from the constant dim, not normed: the same for every token
+    kv_a[KV_LORA_RANK:, 0] = key / a  # the rope key, from the constant dim: the same for every token
     kv_b = torch.zeros(heads * (QK_NOPE_HEAD_DIM + V_HEAD_DIM), KV_LORA_RANK)
     o = torch.zeros(h, heads * V_HEAD_DIM)
     for k in range(c):
