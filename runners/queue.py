@@ -25,54 +25,25 @@ from runners.job_states import (
     CLAIMED,
     DONE,
     FAILED,
-    FINAL,
     QUEUED,
     RUNNING,
     db_now,
     requeue_in,
-    transition,
     transition_in,
 )
-from runners.leases import release, renew_lease, requeue_expired
-from runners.recovery import Backoff, RecoveryPolicy
-from runners.worker_registry import deregister_worker, new_worker_id, register_worker, worker_heartbeat
 
-# Re-exported: callers configure and drive the queue through this module.
-__all__ = [
-    "ACTIVE",
-    "CANCELED",
-    "CLAIMED",
-    "DONE",
-    "FAILED",
-    "FINAL",
-    "QUEUED",
-    "RUNNING",
-    "Backoff",
-    "ClaimedJob",
-    "JobOptions",
-    "RecoveryPolicy",
-    "cancel",
-    "claim",
-    "db_now",
-    "deregister_worker",
-    "enqueue",
-    "fail_attempt",
-    "finish",
-    "has_claimable",
-    "job_problems",
-    "new_worker_id",
-    "offered_interpreters",
-    "register_worker",
-    "release",
-    "renew_lease",
-    "requeue_expired",
-    "run_for_job",
-    "set_run",
-    "start",
-    "submit",
-    "transition",
-    "worker_heartbeat",
-]
+# `x as x`: re-exported, so callers drive the whole queue through this module.
+from runners.job_states import (
+    transition as transition,
+)
+from runners.leases import release as release
+from runners.leases import renew_lease as renew_lease
+from runners.leases import requeue_expired as requeue_expired
+from runners.recovery import Backoff, RecoveryPolicy
+from runners.worker_registry import deregister_worker as deregister_worker
+from runners.worker_registry import new_worker_id as new_worker_id
+from runners.worker_registry import register_worker as register_worker
+from runners.worker_registry import worker_heartbeat as worker_heartbeat
 
 # Rows one claim scans per page; requirements are matched in Python (JSON operators differ by dialect).
 SCAN_PAGE = 200
