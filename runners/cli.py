@@ -15,8 +15,7 @@ from typing import Any
 import typer
 from typer.core import TyperCommand, TyperGroup
 
-# click's Context and Command: typer vendors its own click (typer._click) in recent releases and uses click
-# itself in older ones, so the adapter below names neither.
+# typer vendors its own click in recent releases, so the adapter below names neither.
 Context = Any
 Command = Any
 
@@ -103,15 +102,12 @@ def load_verb(name: str) -> Command:
     return typer.main.get_group(holder).commands[name]
 
 
-# No argument a person types is longer than a path may be; a longer one is pasted by accident or by a script
-# gone wrong, and would reach queries, LIKE patterns and messages whole.
+# No argument a person types is longer than a path may be.
 MAX_ARGUMENT_CHARS = 4096
 
 
 class LazyVerbs(TyperGroup):
-    """A group whose verbs are imported when one is run, not when the CLI starts; every verb's arguments are
-    checked before any is parsed: no NUL byte (no database column or file name holds one, and PostgreSQL
-    refuses it mid-query), none longer than MAX_ARGUMENT_CHARS."""
+    """A group whose verbs are imported when run; arguments with a NUL byte or too long are refused first."""
 
     def parse_args(self, ctx: Context, args: list[str]) -> list[str]:
         for i, arg in enumerate(args, 1):
@@ -165,8 +161,7 @@ app = typer.Typer(
 
 @app.callback()
 def _on_start() -> None:
-    """Every specbench command first stops the servers a dead launcher on this host left running (their
-    watchdog died too), not only a worker or a run (runners/host_recovery.py)."""
+    """Every command first stops servers a dead launcher on this host left running."""
     from runners.common import err_console  # the CLI's own console; imported here to keep start-up light
     from runners.host_recovery import reap_servers
 
@@ -174,9 +169,7 @@ def _on_start() -> None:
 
 
 def main() -> None:
-    """The exit status is the contract of runners/exit_codes.py whatever happens: a closed pipe is not an
-    error (0), and an unexpected exception, a bug in specbench, is no answer (2) with one line that says so
-    (`SPECBENCH_DEBUG=1` shows the traceback)."""
+    """Exit codes per runners/exit_codes.py: a closed pipe is 0, a bug 2 in one line (SPECBENCH_DEBUG=1)."""
     from runners.exit_codes import reader_gone
 
     try:

@@ -55,9 +55,7 @@ ThresholdOption = Annotated[
     float, typer.Option(help="Smallest relative change flagged (0.05 = 5%).", min=0.0, max=100.0)
 ]
 ConfidenceOption = Annotated[float, typer.Option(help="Interval confidence.", min=0.5, max=0.999)]
-# Ids are 32-bit integers on PostgreSQL (db.models.MAX_ID); a larger one is a typo, not a lookup.
 MAX_ID = models.MAX_ID
-# Job priorities are stored as 32-bit integers; a million levels is more than any queue needs.
 MAX_PRIORITY = 1_000_000
 
 
@@ -82,8 +80,7 @@ def db_url(url: str | None) -> str:
     return resolved
 
 
-# The longest wait any option may ask for (a week): a larger one is a typo, and `inf` or 1e309 would overflow
-# the timers that wait it out.
+# The longest wait any option may ask for: more is a typo, and `inf` would overflow the timers.
 MAX_WAIT_S = 7 * 86_400.0
 OutageOption = Annotated[
     float | None,
@@ -98,8 +95,7 @@ OutageOption = Annotated[
 ]
 
 
-# The host's decisions about code and downloads (bench/host/policy.py), for `run` and `worker` alike: off unless
-# given, whatever a sweep or the environment says (issue 35 §1).
+# The host's decisions (bench/host/policy.py): off unless given, whatever a sweep says (issue 35 §1).
 TrustRemoteCodeOption = Annotated[
     bool,
     typer.Option(
@@ -118,8 +114,7 @@ HubDownloadsOption = Annotated[
 ]
 
 
-# A host setting, like --gpus, not part of the sweep: a job's config reaches no further than the server it
-# configures, and the process this pins is the runner (the benchmark client), not a server.
+# A host setting like --gpus, not the sweep's: it pins the runner (the client), not a server.
 ClientCpusOption = Annotated[
     str | None,
     typer.Option(
@@ -153,12 +148,10 @@ def pinned_client(cpus: tuple[int, ...] | None) -> contextlib.AbstractContextMan
 
 
 def open_db(url: str | None, *, ride_out_outage: OutagePolicy | None = None) -> Engine:
-    """The migrated database, or a clear message and exit 2 when it cannot be reached. Runs and server rows
-    that a dead specbench process on this host left open are closed first (runners/host_recovery.py).
+    """The migrated database with dead processes' runs closed, or exit 2 when it cannot be reached.
 
-    `ride_out_outage`: a long-lived process (worker, scheduler) that starts while the database is down, e.g.
-    a supervisor restarting it during a PostgreSQL restart, waits for it as a running one would (up to the
-    policy's outage limit) instead of exiting; an interactive verb passes None and fails at once."""
+    `ride_out_outage`: a long-lived process (worker, scheduler) waits out a database that is down at start.
+    """
     resolved = db_url(url)
     try:
         if ride_out_outage is not None:
@@ -183,8 +176,7 @@ def open_db(url: str | None, *, ride_out_outage: OutagePolicy | None = None) -> 
 
 
 def open_db_readonly(url: str | None) -> Engine:
-    """The database for a verb that only reads (export, compare, regressions, runs): opened so that it
-    cannot write, never migrated or created in place; a clear message and exit 2 when it cannot be read."""
+    """The database for a verb that only reads, never migrated or created in place; exit 2 when unreadable."""
     resolved = db_url(url)
     try:
         engine, note = open_database_readonly(resolved)
@@ -208,9 +200,7 @@ def write_output(path: Path, text: str) -> None:
 
 
 def check_text(option: str, value: str | None, max_length: int) -> str | None:
-    """Free text from the command line that is stored (a name, a model, a GPU) or matched (a filter): one line
-    of printable text that fits its column (PostgreSQL refuses longer text and NUL bytes; SQLite would keep
-    them), else a clear message and exit 2. `max_length` is the column's width (db/models.py)."""
+    """Stored or matched text: one printable line within `max_length` (its column's width), else exit 2."""
     if value is not None and (not value.strip() or not value.isprintable() or len(value) > max_length):
         fail(f"{option} {value[:40]!r}: one line of printable text, at most {max_length} characters")
     return value
@@ -241,7 +231,7 @@ def resolve_run_ref(engine: Engine, ref: str) -> int:
 
 
 _SPAN = re.compile(r"^([0-9]{1,7})\s*([hdw])$")
-# Ten years: older than any benchmark history, and `now - span` stays a date (99999999999999999999d did not).
+# Ten years: older than any history, and `now - span` stays a date.
 MAX_SPAN = timedelta(days=3653)
 
 

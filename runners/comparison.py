@@ -20,8 +20,7 @@ TextFormat = Literal["md", "comment", "csv", "json"]
 
 @dataclass(frozen=True)
 class CompareResult:
-    """Candidate run `b` against baseline run `a`: the point table, both runs, and a refusal when they do
-    not compare (analysis.comparability)."""
+    """Candidate run `b` against baseline `a`, with a refusal when they do not compare."""
 
     table: pd.DataFrame
     run_a: dict[str, object]

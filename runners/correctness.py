@@ -1,8 +1,5 @@
-"""The correctness gate of a run: each launched server answers the check's greedy prompts (stored as they
-come), and at the end every point gets its server config's verdict (docs/reference/correctness-gate.md).
-
-`CorrectnessCheck.check_server` is the executor's step after a server is recorded; `gate` judges a run from
-what is stored (at the end of `execute_sweep`, and again with other tolerances from `specbench gate`).
+"""The correctness gate: each launched server answers greedy prompts, stored as they come; `gate` judges
+every point from what is stored (docs/reference/correctness-gate.md).
 """
 
 from __future__ import annotations
@@ -60,8 +57,7 @@ class CorrectnessCheck:
     def check_server(
         self, cfg: ServerConfig, server: LaunchedServer, server_row_id: int
     ) -> LaunchOutputs | None:
-        """Send the prompt set to a freshly started `server` and store its answers; None when the check does
-        not apply to `cfg` (the gate then says why) or this config was asked already in this invocation."""
+        """Store a fresh `server`'s answers; None when the check does not apply or was asked already."""
         if why_not_checked(self.spec, cfg) is not None or cfg.key() in self._asked:
             return None
         self._asked.add(cfg.key())
@@ -87,7 +83,6 @@ class LaunchVerdict:
     label: str
     spec_mode: str | None
     verdict: CheckVerdict
-    # The known SGLang bug its launch died of (bench.server.known_bugs), when that is why it failed.
     known_bug: str | None = None
 
 
@@ -98,7 +93,7 @@ class GateSummary:
     launches: list[LaunchVerdict] = field(default_factory=list)
     # (prompts whose tokens differ, prompts) between the baseline's batched and one-at-a-time passes.
     baseline_spread: tuple[int, int] | None = None
-    # The same between this run's baseline launches, when it holds several (a resumed run starts a new one).
+    # The same between this run's baseline launches (a resumed run starts a new one).
     baseline_launches: list[tuple[int, int]] = field(default_factory=list)
     reference_note: str | None = None
 
@@ -126,11 +121,10 @@ def gate(
     reference: ReferenceFn | None = None,
     say: Callable[[str], None] | None = None,
 ) -> GateSummary:
-    """Judge every server config of the run from its stored answers and write the verdicts onto its points.
+    """Judge every server config from its stored answers and write the verdicts onto its points.
 
-    `settings` overrides the sweep's tolerances (`specbench gate --max-diverging-prompts ...`); `store=False`
-    judges without writing. The reference's expectation is computed once (when the model is a synthetic
-    checkpoint and torch imports) and stored with the answers; `reference` replaces its computation (tests).
+    `settings` overrides the sweep's tolerances; `store=False` judges without writing; `reference` replaces
+    the reference's computation (tests).
     """
     settings = settings or spec.measure.correctness
     configs = {g.server.key(): g.server for g in expand(spec)}
@@ -153,8 +147,7 @@ def gate(
         mine = launches.get(key)
         known = _known_bug_failure(servers.get(key))
         if known is not None and settings.enabled:
-            # Died of a known SGLang bug: a finding whatever the check could compare, as the release cannot
-            # run this configuration (docs/reference/correctness-gate.md).
+            # Died of a known SGLang bug: the release cannot run this configuration.
             bug = servers[key][3]
             summary.launches.append(
                 LaunchVerdict(key, cfg.label(), cfg.spec_mode, CheckVerdict("fail", known), bug)
@@ -191,7 +184,6 @@ def gate(
     return summary
 
 
-# A server row as the gate reads it: (status, error, sglang version, known bug).
 ServerRow = tuple[str, str | None, str | None, str | None]
 
 
@@ -212,8 +204,7 @@ def _servers(s: Session, run_id: int) -> dict[str, ServerRow]:
 
 
 def _known_bug_failure(server: ServerRow | None) -> str | None:
-    """Why the config fails the gate when its latest launch died of a known SGLang bug (the launcher named it:
-    the error's first line), else None."""
+    """Why the config fails when its latest launch died of a known SGLang bug, else None."""
     if server is None or server[0] != "failed" or server[3] is None:
         return None
     error = server[1] or ""
@@ -231,14 +222,14 @@ def _no_answers(server: ServerRow | None) -> str:
 
 
 def _launch_version(spec: SweepSpec, server: ServerRow | None) -> str | None:
-    """The SGLang release the launch ran (the stand-in: the one it emulated), or None when not recorded."""
+    """The SGLang release the launch ran (or the stand-in emulated), or None."""
     if spec.server.backend == "sim":
         return spec.server.sim.version
     return server[2] if server is not None else None
 
 
 def _run_patch(s: Session, run_id: int) -> str | None:
-    """The specbench patch the run's SGLang carried (bench/server/sglang_patch.py), as its provenance says."""
+    """The specbench patch the run's SGLang carried (bench/server/sglang_patch.py)."""
     run = s.get(Run, run_id)
     value = (run.provenance or {}).get("sglang_patch") if run is not None else None
     return str(value) if value is not None else None
@@ -247,8 +238,7 @@ def _run_patch(s: Session, run_id: int) -> str | None:
 def _acceptance_suspect(
     cfg: ServerConfig, spec: SweepSpec, server: ServerRow | None, patch: str | None
 ) -> KnownBug | None:
-    """The known bug whose symptom (fewer drafts accepted, right tokens) this launch would show, if any; none
-    that the patch its SGLang carried fixes."""
+    """The unpatched known bug whose symptom (fewer drafts accepted) this launch would show, if any."""
     version = _launch_version(spec, server)
     if not version:
         return None
@@ -258,9 +248,7 @@ def _acceptance_suspect(
 def _with_known_bugs(
     verdict: CheckVerdict, cfg: ServerConfig, spec: SweepSpec, server: ServerRow | None, patch: str | None
 ) -> CheckVerdict:
-    """The verdict with a note when the launch's release has a known crash here that it did not die of
-    (bench.server.known_bugs). A bug whose symptom is acceptance is said only where the verdict shows that
-    symptom (`judge_launch`'s acceptance_suspect): on every other FlashMLA verdict it would be noise."""
+    """The verdict noting known crashes of the launch's release here that it did not die of."""
     version = _launch_version(spec, server)
     if not version:
         return verdict
@@ -275,8 +263,7 @@ def _with_known_bugs(
 
 
 def baseline_agreement(a: LaunchOutputs, b: LaunchOutputs) -> tuple[int, int] | None:
-    """(prompts whose tokens differ, prompts) between two baseline launches' first passes: how often two
-    launches of the same greedy decoding disagree. None when they cannot be compared."""
+    """(prompts whose tokens differ, prompts) between two baseline launches' first passes, or None."""
     if unusable(a) or unusable(b) or a.prompts_digest != b.prompts_digest:
         return None
     assert a.first is not None and b.first is not None
@@ -285,7 +272,6 @@ def baseline_agreement(a: LaunchOutputs, b: LaunchOutputs) -> tuple[int, int] | 
 
 
 def _baselines(s: Session, run_id: int) -> list[LaunchOutputs]:
-    """Every baseline launch's answers in the run, oldest first."""
     rows = s.scalars(
         select(CorrectnessOutput)
         .where(
@@ -329,8 +315,7 @@ def _reference(
         return None, reference_note(spec.model, spec.server.backend)
     first = next(iter(launches.values()))
     steps = sorted({o.steps for o in launches.values() if o.steps is not None})
-    # A stored reference judges wherever the run is read: a shipped GPU run is re-judged on hosts that have
-    # neither its checkpoint nor torch.
+    # Stored, so a shipped GPU run is re-judged on hosts without its checkpoint or torch.
     if stored is not None:
         ref = ReferenceOutputs.from_json(stored)
         if ref.prompts_digest == first.prompts_digest and set(steps) <= set(ref.accept_lengths):
@@ -342,8 +327,7 @@ def _reference(
     settings = spec.measure.correctness
     prompts = check_prompts(settings, prompt_vocab(spec.model))
     if standin:
-        # The stand-in's right path, known by construction: no torch, milliseconds, so computed again at every
-        # judgement rather than stored (synthetic/server/reference.py).
+        # Known by construction and cheap, so computed at every judgement rather than stored.
         from synthetic.server.reference import reference_outputs as standin_reference
 
         ref = standin_reference(spec.server.sim, prompts, settings.output_len, steps)

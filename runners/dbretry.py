@@ -1,6 +1,5 @@
-"""Ride out database outages: retry a unit of work while the failure is transient, with backoff, up to the
-outage limit (runners/recovery.py). Every unit retried here is idempotent or one transaction, so a retry
-after a lost connection (the commit may or may not have happened) neither loses nor duplicates a row."""
+"""Ride out database outages: retry transient failures with backoff up to the outage limit; every unit
+retried here is idempotent or one transaction, so a retry neither loses nor duplicates a row."""
 
 from __future__ import annotations
 
@@ -49,8 +48,7 @@ def retry(
     policy: OutagePolicy | None = None,
     stop: threading.Event | None = None,
 ) -> T:
-    """`fn()`, retried while it fails transiently and the outage is shorter than `policy.limit_s`.
-    Raises DatabaseUnavailable after that (or as soon as `stop` is set during a wait)."""
+    """`fn()`, retried within `policy.limit_s`; DatabaseUnavailable after (or once `stop` is set)."""
     policy = policy or OutagePolicy.from_env()
     started: float | None = None
     delay = policy.first_delay_s

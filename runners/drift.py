@@ -1,5 +1,4 @@
-"""The drift check's references and finding: the first point measured in this invocation is measured once more
-at the end (runners/run_checks.py), and the change against its first window is stored on the run."""
+"""The drift check's references and finding (runners/run_checks.py)."""
 
 from __future__ import annotations
 
@@ -11,8 +10,7 @@ from bench.sweep import PointPlan
 
 @dataclass(frozen=True)
 class DriftWindow:
-    """One window of the reference point: the invocation's first (`repeat`, `order_index`) or the re-measured
-    one (`status`)."""
+    """One window of the reference point: the invocation's first or the re-measured one."""
 
     output_throughput: float | None
     tpot_mean_ms: float | None
@@ -53,16 +51,14 @@ def _without_none(d: dict[str, Any]) -> dict[str, Any]:
 
 
 class DriftCheck:
-    """The check's references in this invocation: the first point measured (`reference`) and, as a stand-in
-    when a deadline cuts the run inside a pair that does not hold it, the current pair's first
-    (`pair_reference`); `result` once the check ran."""
+    """The invocation's first point (`reference`), the current pair's first (`pair_reference`, after a
+    deadline), and `result` once the check ran."""
 
     def __init__(self) -> None:
         self.reference: PointPlan | None = None
         self.pair_reference: PointPlan | None = None
         self.result: Drift | None = None
-        # The server rows that measured each reference's first window: a chain restarts a config, and only
-        # that same server re-measures "on the same server".
+        # The server rows that measured each reference's first window (a chain restarts a config).
         self.rows: dict[str, int | None] = {}
 
     def measured(self, plan: PointPlan, server_row_id: int | None = None) -> None:

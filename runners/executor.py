@@ -1,12 +1,7 @@
-"""One run in progress: launching a sweep's servers, recording them, measuring their points, storing repeats.
+"""One run in progress: launch a sweep's servers, record them, measure their points, store repeats.
 
-`runners.sweep_runner.execute_sweep` drives it through the sweep's steps; `pair_runner` (v1/v2 pairs),
-`pair_target` (extra pairs until the interval is narrow) and `run_checks` (the drift check) compose the same
-public steps: check_stop, pending_repeats, launch / start_server, record_server / record_launch_failure,
-check_correctness, measure_on, measure_plan, server_ended and write. What the run did so far is one record
-(`progress`, runners/progress.py); each run-level check keeps its own references (`drift`, `correctness`).
-Every write is one transaction retried through a database outage (`dbretry`), so a measured repeat waits in
-memory until it is stored.
+`sweep_runner`, `pair_runner`, `pair_target` and `run_checks` compose its public steps. Every write is one
+transaction retried through a database outage (`dbretry`), so a measured repeat waits in memory until stored.
 """
 
 from __future__ import annotations
@@ -57,8 +52,7 @@ class Stopped(Exception):
 
 
 class SweepExecutor:
-    """The state of one run in progress, and the steps the schedulers (`execute_sweep`, `pair_runner`,
-    `run_checks`) compose: launch, record, measure, store."""
+    """The state of one run in progress and the steps the schedulers compose."""
 
     def __init__(
         self,
@@ -75,15 +69,11 @@ class SweepExecutor:
         parts: PartState,
     ) -> None:
         self.spec, self.engine, self.run_id, self.done = spec, engine, run_id, done
-        self.outage = outage
-        self.policy = policy or HostPolicy.author()
+        self.outage, self.policy, self.parts = outage, policy or HostPolicy.author(), parts
         self.gpus, self.deadline, self.stop, self.log_dir = gpus, deadline, stop, log_dir
-        # This invocation's part of the run (runners/parts.py): its windows start where the stored ones end.
-        self.parts = parts
-        self.progress = RunProgress(order_index=self.parts.invocation, invocation=self.parts.invocation)
-        # Every point of the sweep by key: what the drift check against the part before may re-measure.
+        self.progress = RunProgress(order_index=parts.invocation, invocation=parts.invocation)
+        # What the drift check against the part before may re-measure.
         self.plans = [p for g in expand(spec) for p in g.points]
-        # The run-level checks, each with its references: drift (runners/run_checks.py), correctness.
         self.drift = DriftCheck()
         self.correctness = CorrectnessCheck(spec, run_id, self.write)
         # Server rows whose first warmup (warmup.after_start_s) is done.
@@ -91,8 +81,7 @@ class SweepExecutor:
         # A pair's second server could not start next to the first: later pairs use alternating restarts.
         self.colocate_failed = False
         self.telemetry = TelemetrySource(gpus, enabled=spec.server.backend != "external")
-        # Random prompt ids stay below the model's vocabulary (16,160 on the TP-8 shard): its config.json when
-        # the model is a local directory, else the workload's default.
+        # Random prompt ids stay below the model's vocabulary (16,160 on the TP-8 shard).
         self.model_config = read_model_config(spec.model)
         self.vocab_size = vocab_size(self.model_config) or DEFAULT_VOCAB_SIZE
         self.floor_note: str | None = None  # why points have no floor (no config, unknown GPU), for the run
@@ -116,12 +105,7 @@ class SweepExecutor:
         return self.start_server(group.server)
 
     def run_batch(self, groups: list[ServerGroup]) -> None:
-        """Start the servers of `groups` together, then measure them one at a time.
-
-        With `server.max_parallel_starts` = 1 (the default) a batch is one group. Larger batches overlap the
-        slow part (cold JIT and CUDA-graph capture) while every measurement still runs with no other server
-        taking requests; the others sit idle, holding memory, and each is stopped as soon as it is measured.
-        """
+        """Start `groups`' servers together (overlapping JIT and graph capture), then measure one at a time."""
         pending: list[tuple[ServerGroup, list[PointPlan]]] = []
         for group in groups:
             todo = [p for p in group.points if self.pending_repeats(p)]
@@ -183,8 +167,7 @@ class SweepExecutor:
     def measure_on(
         self, group: ServerGroup, todo: list[PointPlan], server: LaunchedServer, co_resident: int
     ) -> None:
-        """Record `server`, check it, measure every pending repeat of `todo` on it and close its row (the
-        caller stops it)."""
+        """Record `server`, check it, measure `todo`'s pending repeats and close its row (caller stops it)."""
         server_row_id = self.record_server(group.server, server, co_resident)
         try:
             self.check_correctness(group.server, server, server_row_id)
@@ -212,10 +195,7 @@ class SweepExecutor:
         self.write(close, "recording the server's end")
 
     def check_correctness(self, cfg: ServerConfig, server: LaunchedServer, server_row_id: int) -> None:
-        """Send the correctness check's greedy prompts to a freshly started server (before its first window)
-        and store its answers; the run's verdicts are judged from them at the end (runners/correctness.py).
-        Then, on a part that runs on another host or GPU than the part before, the drift check against that
-        part when this server's config has a point it measured (runners/parts.py)."""
+        """Store a fresh server's greedy answers (runners/correctness.py), then any pending drift check."""
         self.progress.describe(f"correctness check: {cfg.label()}")
         self.correctness.check_server(cfg, server, server_row_id)
         if self.parts.check_pending:
@@ -227,8 +207,7 @@ class SweepExecutor:
     def measure_once(
         self, plan: PointPlan, server: LaunchedServer, server_row_id: int | None
     ) -> SampleResult | None:
-        """One window of `plan` on `server` after a warmup, not stored (the drift checks); `server_row_id`: its
-        row, whose first warmup after the start this is unless done (None: a restart with no row)."""
+        """One unstored window of `plan` after a warmup (drift checks); `server_row_id` None: a restart."""
         after_start = server_row_id is None or server_row_id not in self.warmed_servers
         if server_row_id is not None:
             self.warmed_servers.add(server_row_id)
@@ -253,8 +232,7 @@ class SweepExecutor:
         co_resident: int,
         extra_env: dict[str, str] | None = None,
     ) -> int:
-        """The server's row (what was asked, what it resolved, argv, env, version); returns its id.
-        `co_resident`: idle servers sharing the GPU while it is measured; `extra_env`: notes on the row."""
+        """Store the server's row and return its id; `co_resident`: idle servers sharing the GPU."""
 
         def write(s: Session) -> int:
             run = s.get(Run, self.run_id)
@@ -287,7 +265,6 @@ class SweepExecutor:
                 seen = run.provenance.get("expert_routing")
                 routing = server.expert_routing if seen in (None, server.expert_routing) else "mixed"
                 run.provenance = {**run.provenance, "expert_routing": routing}
-            # Idle servers sharing the GPU while this one was measured (max_parallel_starts > 1).
             row.env = {**row.env, "specbench.co_resident_idle_servers": str(co_resident), **(extra_env or {})}
             if server.cpu_affinity is not None:  # the CPUs its threads were pinned to and read back on
                 row.env = {**row.env, "specbench.cpu_affinity": list(server.cpu_affinity)}
@@ -327,9 +304,7 @@ class SweepExecutor:
         launch_mismatches: Sequence[str] = (),
         server_pid: int | None = None,
     ) -> WindowSettings:
-        """How `plan`'s windows run under this sweep (with the sweep's warmup, or none; `after_start`: the
-        first warmup on a freshly started server, which lasts `warmup.after_start_s`; `server_pid`: the
-        launched server, whose processes' CPU time each window records)."""
+        """How `plan`'s windows run; `after_start`: a fresh server's first warmup (`warmup.after_start_s`)."""
         return WindowSettings(
             batch_size=plan.batch_size,
             warmup_waves=self.spec.warmup.waves if warmup else 0,
@@ -358,8 +333,7 @@ class SweepExecutor:
         warmup: bool,
         link: WindowLink | None = None,
     ) -> None:
-        """Measure `repeats` of `plan` on `server` (warming up first if asked), storing each as it ends;
-        `link`: the comparison the windows are measured for (bench.pairing), stored with each."""
+        """Measure and store `repeats` of `plan`; `link`: the comparison they serve (bench.pairing)."""
         if not repeats:
             return
         prompts = build_prompts(plan.workload, plan.num_prompts, self.vocab_size)
@@ -415,8 +389,7 @@ class SweepExecutor:
         window: Window,
         link: WindowLink | None = None,
     ) -> None:
-        """One repeat as one transaction (sample, requests, point refresh), idempotent on (point, repeat): a
-        retry after a connection lost mid-commit finds the repeat stored and adds nothing."""
+        """One repeat as one transaction, idempotent on (point, repeat) for retries after a lost commit."""
         order = self.progress.next_order()
 
         def write(s: Session) -> None:
@@ -428,7 +401,7 @@ class SweepExecutor:
                 plan,
                 server_row_id,
                 expert_routing=server.expert_routing,
-                # The GPU of this part (a run grows across hosts, maybe onto another GPU): its series, its floor.
+                # This part's GPU: a run may grow across hosts.
                 step_floor_ms=self.point_floor(plan, server, self.parts.host.gpu_name),
                 gpu=(self.parts.host.gpu_name, self.parts.host.gpu_count),
             )

@@ -6,9 +6,7 @@
 - 2 `ERROR`: there is no answer: bad input, a run that failed or stopped short, a launch every server would
   repeat (SGLang not installed), an unreachable database. Fix the setup and run again.
 
-CI can tell "the PR made it slower" (1) from "the benchmark did not run" (2) without reading the log. A reader
-that stops reading (`| head`) is not an error. docs/reference/cli.md#exit-codes says, per verb, what a finding
-is.
+docs/reference/cli.md#exit-codes says, per verb, what a finding is.
 """
 
 from __future__ import annotations
@@ -28,9 +26,7 @@ class ExitCode(IntEnum):
 
 
 def reader_gone(code: int | str | None = ExitCode.OK) -> NoReturn:
-    """The reader of stdout went away (`specbench runs | head -3`): what it wanted, it got; that is no error.
-    Exit quietly with `code` (0, or the finding the verb had already made), stdout pointed at /dev/null so
-    that flushing what is left at exit cannot fail again."""
+    """The reader of stdout went away (`| head`): exit quietly with `code`, stdout on /dev/null."""
     devnull = os.open(os.devnull, os.O_WRONLY)
     os.dup2(devnull, sys.stdout.fileno())
     os.close(devnull)

@@ -1,6 +1,4 @@
-"""What a job requires of a worker: GPUs and labels (`--requires gpu=H100,count=8,labels=a+b`), and what its
-operator lets jobs use (an interpreter by name, an external server; bench/host/policy.py). Whether a worker
-meets it is `bench.host.gpus.unmet`, beside the GPU detector, so the dashboard can say why a job waits."""
+"""What a job requires of a worker (`--requires gpu=H100,count=8,labels=a+b`); `bench.host.gpus.unmet` judges."""
 
 from __future__ import annotations
 
@@ -53,9 +51,7 @@ def requirements_for(
     python: str | None = None,
     external: str | None = None,
 ) -> dict[str, Any]:
-    """What a job needs. A real SGLang server needs at least `tp` GPUs even when the user said nothing,
-    so a GPU-less worker never claims a job it can only fail; a named interpreter (`server.python`) and an
-    external server's `host:port` need a worker whose operator offers them."""
+    """What a job needs: at least `tp` GPUs for a real server, and any interpreter or external server it names."""
     req = dict(explicit)
     if sweep_backend == "sglang":
         req["count"] = max(int(req.get("count", 0)), tp)

@@ -1,18 +1,9 @@
 """What a dead specbench process on this host left behind: its servers, and its rows (issue 30 §8).
 
-A `specbench run` or worker killed with SIGKILL (or by the OOM killer, or a power cut) runs no cleanup:
-  * its servers: their watchdogs take them down; should a watchdog have died too, `reap_servers` (run when any
-    specbench command starts on the host, runners/cli.py) stops them (bench/host/reaper.py);
-  * its rows: the run stays `running`, the servers' rows stay `ok` with no `stopped_at`. `close_dead_owners`
-    (run when a specbench command opens the database for writing, runners/common.open_db) marks such a run
-    `partial` ("interrupted") and closes such a server row as `reaped`; the queued job such a run belonged to
-    has its lease end now (a worker runs its job in its own process, so the job's holder is gone too), so the
-    next worker takes it at once instead of after the lease. A row names its owner (host, pid
-    namespace, pid and start time, bench.host.reaper.owner), so only the host that ran it judges it, and a
-    recycled pid is never taken for the owner.
-
-A run resumed meanwhile by a live process names that process, and is left alone: the check and the resume
-both write the run row, the check only where the row still names the dead owner.
+A process killed with SIGKILL runs no cleanup. `reap_servers` (at every command's start) stops servers whose
+watchdog died too; `close_dead_owners` (when the database is opened to write) marks its runs `partial`,
+its server rows `reaped`, and ends its job's lease now. A row names its owner (bench.host.reaper.owner), so
+only its host judges it and a recycled pid is never taken for it.
 """
 
 from __future__ import annotations
@@ -37,8 +28,7 @@ def reap_servers(report: Callable[[str], None]) -> None:
 
 
 def close_dead_owners(engine: Engine) -> list[str]:
-    """Mark this host's runs whose process is gone `partial` and close their servers' rows as `reaped`;
-    one line per row changed, for the user."""
+    """Mark this host's runs whose process is gone `partial`, their servers `reaped`; a line per change."""
     notes: list[str] = []
     # SQLite: take the write lock before reading, so a resume cannot slip between our read and our write.
     # PostgreSQL: lock the rows we judge; one another process holds (a resume in flight) is skipped.

@@ -1,11 +1,7 @@
 """A job's states and its guarded state transitions, the one way any module moves a job.
 
-Every transition is one `UPDATE jobs ... WHERE id = :id AND status IN (:expected) [AND worker_id = :me]`, and
-succeeds only if it changed exactly one row, so two processes can never both move the same job, and a worker
-whose lease was taken over (or whose job was canceled) cannot overwrite what the new owner did.
-
-Time comes from the database server on PostgreSQL (`clock_timestamp()`), so leases do not depend on the
-clocks of the many hosts that share it; SQLite lives on one host and uses that host's clock.
+Each is one UPDATE guarded on status (and owner) that must change exactly one row, so no two processes
+move the same job. Time is the database server's on PostgreSQL, so leases ignore host clocks.
 """
 
 from __future__ import annotations
@@ -64,8 +60,7 @@ def transition(
     owner: str | None = None,
     **values: Any,
 ) -> bool:
-    """Move a job from one of `expected` to `new` (only if `owner` holds it, when given); False, and
-    nothing changed, otherwise."""
+    """Move a job from one of `expected` to `new` (if `owner` holds it); False when nothing changed."""
     with engine.begin() as conn:
         return transition_in(conn, job_id, expected, new, owner=owner, **values)
 

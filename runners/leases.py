@@ -1,7 +1,6 @@
 """Leases: a worker's heartbeat keeps its job; a job whose worker stopped heartbeating goes back to the queue.
 
-A lost attempt (worker killed, host lost, SIGTERM) is not the job's failure, so it never uses up the job's
-retries; lease expiries are counted on their own (RecoveryPolicy.max_lease_expiries).
+A lost attempt is not the job's failure: expiries are counted apart (RecoveryPolicy.max_lease_expiries).
 """
 
 from __future__ import annotations
@@ -21,9 +20,7 @@ def _run_of_job(job_id: int) -> Any:
 
 
 def renew_lease(engine: Engine, job_id: int, worker_id: str, *, lease_s: float) -> bool:
-    """Heartbeat: extend the lease of a job we still own. False means it is no longer ours (canceled, or the
-    lease lapsed and another worker took it): stop working on it. Also records the run id as soon as the
-    executor has created the run, so a retry after a crash finds it even if we never reach the end."""
+    """Extend the lease of a job we still own (False: stop) and record its run id for a retry to find."""
     with engine.begin() as conn:
         now = db_now(conn)
         cond = (Job.id == job_id) & (Job.worker_id == worker_id) & Job.status.in_(ACTIVE)
@@ -41,8 +38,7 @@ def renew_lease(engine: Engine, job_id: int, worker_id: str, *, lease_s: float) 
 
 
 def release(engine: Engine, job_id: int, worker_id: str, reason: str = "worker shut down") -> bool:
-    """Hand a job back untouched by failure (SIGTERM): queued again at once, and this attempt not counted,
-    so restarting workers for a deploy never uses up a job's retries."""
+    """Hand a job back on SIGTERM: queued at once, the attempt not counted."""
     with engine.begin() as conn:
         return requeue_in(
             conn,
@@ -61,11 +57,8 @@ def requeue_expired(
     now: datetime | None = None,
     policy: RecoveryPolicy | None = None,
 ) -> list[int]:
-    """Jobs whose worker stopped heartbeating (killed, host lost) go back to the queue after a short backoff
-    (`backoff`, else the policy's `requeue`). The lost attempt is not counted: a kill is not the job's
-    failure, so kills never use up max_attempts. Expiries are counted on their own, and a job whose workers
-    keep dying fails after `policy.max_lease_expiries`. Any worker or scheduler may call this; the guard
-    makes it safe to race."""
+    """Requeue jobs whose worker stopped heartbeating, after a backoff; fail one after
+    `policy.max_lease_expiries`. Safe to race."""
     policy = policy or RecoveryPolicy()
     delay = backoff or policy.requeue
     moved: list[int] = []

@@ -1,16 +1,9 @@
-"""Runs a pair (a link of two server configs: v1/v2, or the baseline and a speculative config) interleaved
-(bench.pairing): both servers alive and ABBA windows, or alternating restarts (blocks).
+"""Runs a pair of server configs interleaved (bench.pairing): both servers up and ABBA windows, or
+alternating restarts (blocks) when the second cannot start beside the first.
 
-The pair's servers start one after the other, never together: the first cold start compiles the JIT caches
-(Triton, FlashInfer, torch) that the second then reuses. Each server warms up at each batch size before its
-first window there. If the second server cannot start while the first is up (GPU memory), that failure is
-recorded on a server row and the pair falls back to alternating restarts in the same ABBA order; a failure
-identified as a known SGLang bug (the launch error's `known_bug`) is that side's failed launch instead, and
-the other side is measured alone.
-
-In a chain (measure.baseline_pairs) consecutive pairs share a server config: a pair takes the server the one
-before left up (`held`) and leaves up the one the next shares (`keep`). Repeats here are the link's; its
-side's `Slot` maps them onto the point's, and every window stores its link (bench.pairing.WindowLink).
+The servers start one after the other so the second reuses the first's JIT caches. In a chain
+(measure.baseline_pairs) a pair takes the server the one before left up (`held`) and leaves up the one the
+next shares (`keep`). Repeats here are the link's; its side's `Slot` maps them onto the point's.
 """
 
 from __future__ import annotations
@@ -34,7 +27,7 @@ PAIR_ENV = "specbench.pair"  # on a server row: "colocated" when it shared the G
 
 @dataclass(frozen=True)
 class Live:
-    """A server a pair left up for the next pair of the chain: its config, the server, its row."""
+    """A server a pair left up for the next pair of the chain."""
 
     config: ServerConfig
     server: LaunchedServer
@@ -94,10 +87,8 @@ def _measured(executor: SweepExecutor, pair: Pair, plan_a: PointPlan, plan_b: Po
 
 
 def _wants_more(executor: SweepExecutor, pair: Pair, plan_a: PointPlan, plan_b: PointPlan) -> bool:
-    """All planned repeats stored, but (measure.ratio_target) the v2/v1 interval still wider than asked and
-    max_repeats not reached: a run cut by its deadline inside the extension resumes there. Only a pair that
-    will be interleaved extends (`_interleave`); alternating restarts measure the planned repeats alone, so
-    no server is started for an extension they would not make."""
+    """Planned repeats stored but the interval still wider than measure.ratio_target asks (a resumed run);
+    only interleaved pairs extend, so restarts never start a server for it."""
     if (
         pending(executor, pair, "A", plan_a)
         or pending(executor, pair, "B", plan_b)
@@ -117,10 +108,8 @@ def run_pair(
     held: Live | None = None,
     keep: ServerConfig | None = None,
 ) -> Live | None:
-    """Measure `pair`; `drift_here`: the run's last step, which re-measures the reference point on its still
-    running server when it holds it. `held`: a server of one of the pair's configs that the pair before left
-    up (recorded and checked); `keep`: the config whose server the next pair shares, left up when the pair
-    ends normally and returned (anything else is stopped)."""
+    """Measure `pair`; `drift_here`: run the drift check on its live server. `held`: the server the pair
+    before left up; `keep`: the config whose server is left up and returned (anything else is stopped)."""
     todo: dict[Side, list[PointPlan]] = {"A": [], "B": []}
     extend: set[str] = set()  # keys of A-side points with only an extension left (read once, here)
     for plan_a, plan_b in zip(pair.a.points, pair.b.points, strict=True):
@@ -147,8 +136,7 @@ def run_pair(
         return _alternate(executor, pair, todo, up, keep)
     b = executor.launch(pair.side(other))
     if isinstance(b, LaunchError) and b.known_bug is not None:
-        # A known SGLang bug (bench.server.known_bugs), not the GPU memory: alone it would crash the same way,
-        # so it is recorded as this side's launch failure, and the other side is measured on its server.
+        # A known SGLang bug, not memory: alone it would crash the same way.
         executor.record_launch_failure(pair.side(other), todo[other], b)
         return _alternate(executor, pair, {first: todo[first], other: []}, up, keep)
     if isinstance(b, LaunchError):
@@ -180,9 +168,7 @@ def run_pair(
             try:
                 asyncio.run(_interleave(executor, pair, servers, server_rows, extend))
             except Stopped as stop:
-                # A deadline cut the run inside this pair: while the reference point's server is still up,
-                # re-measure it anyway (one window), so a cut run still says how far it drifted. A stop
-                # request (SIGTERM) means leave now, and skips it.
+                # A run cut by its deadline still says how far it drifted; SIGTERM leaves at once.
                 if stop.deadline and executor.spec.drift_check and executor.drift.result is None:
                     _drift_on_live(executor, pair, servers, server_rows, after_deadline=True)
                 raise
@@ -218,11 +204,8 @@ def _drift_on_live(
     *,
     after_deadline: bool = False,
 ) -> None:
-    """The drift check on the reference point's server, when this pair holds it and it is still up.
-
-    After a deadline inside a pair that does not hold it (a long sweep run in parts: the reference is the
-    first point of this invocation, whose server went down pairs ago), the pair's own first point stands in,
-    re-measured on its live server: a run cut every night still reports how far it drifted each time."""
+    """The drift check on the reference point's server when this pair holds it up; after a deadline, the
+    pair's own first point stands in, so a run cut every night still reports its drift."""
     ref = executor.drift.reference
     if ref is None:
         return
@@ -231,7 +214,6 @@ def _drift_on_live(
         ref = executor.drift.pair_reference
         holder = [side for side in SIDES if pair.side(side).server == ref.server]
     if holder and servers[holder[0]].exit_code is None:  # still up (or attached)
-        # In a chain the config may be a later start than the one that measured the reference's first window.
         restarted = executor.drift.row_of(ref) not in (None, rows[holder[0]])
         run_checks.drift_check(
             executor, live=servers[holder[0]], after_deadline=after_deadline, plan=ref, restarted=restarted
@@ -250,8 +232,7 @@ class _Windows:
     dead: set[Side]
 
     async def measure(self, plan: PointPlan, side: Side, r: int, warmed: set[Side]) -> None:
-        """Link repeat `r` of `plan` on `side`'s server; a side whose first window this is here warms up
-        first (an extension on a resumed run's fresh server too)."""
+        """Link repeat `r` of `plan` on `side`'s server, warming up on the side's first window here."""
         self.executor.check_stop()
         await self.executor.measure_plan(
             self.clients[side],
@@ -274,14 +255,12 @@ async def _interleave(
     server_rows: dict[Side, int],
     extend: set[str],
 ) -> None:
-    """The pair's points in ABBA order on both live servers; `extend`: A-side keys of points whose planned
-    repeats are stored and whose interval still wants more (a resumed run), measured by extension alone."""
+    """The pair's points in ABBA order on both live servers; `extend`: A-side keys wanting only more repeats."""
     async with LoadClient(servers["A"].base_url) as ca, LoadClient(servers["B"].base_url) as cb:
         live = _Windows(executor, pair, servers, server_rows, {"A": ca, "B": cb}, set())
         for plan_a, plan_b in zip(pair.a.points, pair.b.points, strict=True):
             plans: dict[Side, PointPlan] = {"A": plan_a, "B": plan_b}
             todo = {side: set(pending(executor, pair, side, plans[side])) for side in SIDES}
-            # Only an extension left (a resumed run): counted here, since the pair's start did not count it.
             extension_only = not todo["A"] and not todo["B"]
             if extension_only and plan_a.key() not in extend:
                 continue  # counted when the pair started
@@ -291,7 +270,6 @@ async def _interleave(
                 if r in todo[side] and side not in live.dead:
                     await live.measure(plans[side], side, r, warmed)
             # measure.ratio_target: more ABBA repeats while the interval is wider than asked.
-            # (past what is stored: an extension that a resumed run finds is counted, never measured twice)
             measured = _measured(executor, pair, plan_a, plan_b)
             while (
                 not live.dead
@@ -327,10 +305,8 @@ def _alternate(
     running: Up | None,
     keep: ServerConfig | None = None,
 ) -> Live | None:
-    """Alternating restarts in ABBA blocks (bench.pairing.restart_blocks), one server up at a time, which
-    measures every point of its side for the block's repeats; consecutive blocks of one side (the other side
-    has nothing there) stay on one server. `running`: a server already up (used for its side's first block;
-    with its row when the pair before recorded it). Returns the last block's server when it is `keep`'s."""
+    """Alternating restarts in ABBA blocks, one server up at a time; `running`: a server already up.
+    Returns the last block's server when it is `keep`'s."""
     left = {(side, p.key()): side for side in SIDES for p in todo[side]}  # progress ticks still due
     up: Up | None = None
     kept: Live | None = None
@@ -374,8 +350,7 @@ def _alternate(
 def _block_server(
     executor: SweepExecutor, pair: Pair, side: Side, running: Up | None
 ) -> tuple[Up | None, Up | None]:
-    """The server for a block of `side`: `running` when it is that side's, else a new start (recorded and
-    checked); with what is left of `running`. None when the start failed (recorded with its points)."""
+    """The server for a block of `side` (`running` or a new start), and what is left of `running`."""
     group = pair.side(side)
     if running is not None and running[0] == side:
         server, row, running = running[1], running[2], None
@@ -402,7 +377,6 @@ def _block_server(
 
 
 def _end(executor: SweepExecutor, up: Up) -> None:
-    """Close a block server's row (when it has one) and stop it."""
     try:
         if up[2] is not None:
             executor.server_ended(up[2], up[1])
@@ -435,7 +409,6 @@ async def _block(
             )
             if client.server_down:
                 return
-            # the point's last block of its last link: profile it once
             if not pending(executor, pair, side, plan) and pair.slot(side).last:
                 await profiling.profile_point(
                     executor.engine, executor.spec, plan, client, executor.run_id, server_row_id

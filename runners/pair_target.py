@@ -1,11 +1,8 @@
 """Extra ABBA repeats for a colocated pair until its ratio interval is as narrow as the sweep asks.
 
-`measure.ratio_target` (e.g. 0.05) and `measure.max_repeats`: after the planned `repeats`, the pair keeps
-measuring repeat r = repeats, repeats+1, ... in the same ABBA alternation until the paired 95% interval of its
-output throughput ratio (v2/v1, or speculation over the baseline) lies within ratio x (1 +- target), or
-max_repeats is reached. The interval is the one the views report (ok repeats of the link, one invocation per
-pair, the parts that may combine), read back from the database, so a resumed run counts what it stored before.
-Repeats here are the link's (bench.pairing.Slot maps them onto a point's).
+After the planned repeats, ABBA repeats go on until the paired 95% interval of the throughput ratio lies
+within ratio x (1 +- `measure.ratio_target`), or `measure.max_repeats`. The interval is the views', read
+back from the database, so a resumed run counts what it stored. Repeats are the link's.
 """
 
 from __future__ import annotations
@@ -24,8 +21,7 @@ Values = dict[int, tuple[float, int | None]]
 
 
 def measured_repeats(planned: int, stored: Iterable[int]) -> int:
-    """Repeats a point (or pair) holds so far: the planned ones, or more where an extension was stored
-    (repeat r stored means r + 1 repeats)."""
+    """Repeats held so far: the planned ones, or r + 1 where extension repeat r was stored."""
     return max([planned, *(r + 1 for r in stored)])
 
 
@@ -35,8 +31,7 @@ def narrow_enough(width: float | None, target: float) -> bool:
 
 
 def in_link(values: Values, slot: Slot, combines: Callable[[int | None], bool] | None = None) -> Values:
-    """A point's values (repeat -> (value, invocation)) of one link, keyed by the link's repeat; only those of
-    the invocations that `combines` (the parts whose pairs may combine with this one's), when given."""
+    """A point's values of one link by link repeat; only the invocations that `combines`, when given."""
     out: Values = {}
     for index, (value, inv) in values.items():
         r = slot.link_repeat(index)
@@ -46,8 +41,7 @@ def in_link(values: Values, slot: Slot, combines: Callable[[int | None], bool] |
 
 
 def relative_half_width(a: Values, b: Values) -> float | None:
-    """How far the paired 95% interval of b/a reaches from its centre, as a fraction (None below 2 pairs).
-    `a`, `b`: repeat -> (value, invocation), store.ok_values."""
+    """The paired 95% interval of b/a's half-width as a fraction of its centre (None below 2 pairs)."""
     common = paired_repeats({r: v[1] for r, v in a.items()}, {r: v[1] for r, v in b.items()})
     if len(common) < 2:
         return None

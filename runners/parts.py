@@ -1,14 +1,9 @@
-"""A run's parts: each invocation (`specbench run`, `--resume-run`, a job's attempt) recorded with its host, GPU,
-SGLang release and patch, start and end (db run_parts).
+"""A run's parts: each invocation recorded with its host, GPU, SGLang and patch, start and end (run_parts).
 
-GPU hosts are borrowed for short windows, so a long run grows part by part across hosts. Three rules keep it
-one experiment:
-- a part on another SGLang release or another patch state is refused before anything is touched (`sglang_conflict`):
-  that is another experiment, a new run;
-- a part on another host or GPU than the part before first re-measures one point of that part, on the first
-  server it starts whose config that part measured (`PartState.check`), and stores the verdict on its row;
-- pairs from two parts combine in one interval only when the parts ran on the same host and GPU or the check
-  agreed (bench.pairing.part_groups; the runner's stopping rule reads it here, the views in analysis.pairs).
+A long run grows part by part across borrowed hosts and stays one experiment: another SGLang or patch is
+refused (`sglang_conflict`); a part on another host or GPU first re-measures a point of the part before
+(`PartState.check`); pairs of two parts combine only on the same host and GPU or when that check agreed
+(bench.pairing.part_groups).
 """
 
 from __future__ import annotations
@@ -36,8 +31,7 @@ UNKNOWN_HOST = "unknown"
 
 @dataclass(frozen=True)
 class PartHost:
-    """Where a part runs: the host's name and the GPUs its servers use. `here` reads this host; tests give
-    another (execute_sweep's `host`), never by changing the host's name."""
+    """Where a part runs: the host's name and the GPUs its servers use."""
 
     host: str
     gpu_name: str = "none"
@@ -55,8 +49,7 @@ class PartHost:
 
 @dataclass(frozen=True)
 class Sglang:
-    """The SGLang a part's servers run and the specbench patch it carries ("none"); None: not known yet (the
-    first server says), or not probed (the stand-in has no patch state)."""
+    """The SGLang a part's servers run and its specbench patch ("none"); None: not known (yet)."""
 
     version: str | None = None
     patch: str | None = None
@@ -73,8 +66,7 @@ def _record(row: RunPart) -> PartRecord:
 
 
 def sglang_conflict(run_id: int, earlier: Sequence[RunPart | Mapping[str, Any]], now: Sglang) -> str | None:
-    """Why run `run_id`, measured in the parts `earlier` (rows, or db.queries.run_parts records), cannot continue
-    on `now`'s SGLang; None when it can (what is not known on either side is not compared)."""
+    """Why run `run_id`'s parts `earlier` (rows or records) cannot continue on `now`'s SGLang, or None."""
     for part in earlier:
         row = part if isinstance(part, Mapping) else {c: getattr(part, c) for c in _IDENTITY}
         for what, then, here in (
@@ -95,8 +87,7 @@ _IDENTITY = ("part", "host", "sglang_version", "sglang_patch")
 
 @dataclass
 class PartState:
-    """This invocation's part and what it needs of the parts before: whether its pairs combine with theirs
-    (`combines`), and the drift check against the part before when this one runs on another host or GPU."""
+    """This invocation's part, whether its pairs combine with earlier parts', and its pending drift check."""
 
     run_id: int
     number: int
@@ -106,8 +97,7 @@ class PartState:
     records: list[PartRecord]
     tolerance: float
     sglang: Sglang = field(default_factory=Sglang)
-    # The part before, when this one must check against it: its number, where it ran, and its ok windows' output
-    # throughput per point key.
+    # The part to check against, and its ok windows' output throughput per point key.
     previous: PartRecord | None = None
     reference: dict[str, list[float]] = field(default_factory=dict)
     checked: bool = False
@@ -122,16 +112,14 @@ class PartState:
         return groups.get(part_of(self.records, invocation) or self.number) == groups[self.number]
 
     def reference_plan(self, config: ServerConfig, plans: Sequence[PointPlan]) -> PointPlan | None:
-        """The point of `config` to re-measure: the one the part before measured most (ties: the largest
-        batch, whose step the GPU bounds), or None when it measured none of `config`'s points."""
+        """The point of `config` the part before measured most (ties: the largest batch), or None."""
         measured = [p for p in plans if p.server == config and self.reference.get(p.key())]
         if not measured:
             return None
         return max(measured, key=lambda p: (len(self.reference[p.key()]), p.batch_size))
 
     def verdict(self, plan: PointPlan, result: SampleResult | None) -> dict[str, Any]:
-        """The check as stored on the part (run_parts.check): the earlier windows, the new one, and whether
-        they agree: the new window within the earlier ones' range, or within +-tolerance of their median."""
+        """The stored check: agrees when the new window is within the earlier ones' range or +-tolerance."""
         assert self.previous is not None
         earlier = self.reference[plan.key()]
         median = statistics.median(earlier)
@@ -171,9 +159,7 @@ class PartState:
         measure: Callable[[PointPlan], SampleResult | None],
         write: Callable[[Callable[[Session], None], str], None],
     ) -> dict[str, Any] | None:
-        """On a server of `config` just started in this part: when the check is pending and the part before
-        measured one of `config`'s points, re-measure it once (`measure`), store the verdict and, when it
-        agrees, let this part's pairs combine with the earlier parts'. Returns the verdict, or None."""
+        """Re-measure a point of `config` the part before measured, if pending, and store the verdict."""
         if not self.check_pending:
             return None
         plan = self.reference_plan(config, plans)
@@ -195,8 +181,7 @@ class PartState:
         return found
 
     def server_sglang(self, s: Session, version: str | None, patch: str | None) -> None:
-        """A server of this part reported its SGLang: the part records it when it knew none yet (the stand-in,
-        an external server), and refuses one the earlier parts did not run (PartRefused)."""
+        """Record a server's SGLang when the part knew none yet; PartRefused when earlier parts ran another."""
         if (self.sglang.version is not None or version is None) and (
             self.sglang.patch is not None or patch is None
         ):
@@ -217,8 +202,7 @@ class PartState:
 
 
 def next_order_index(s: Session, run_id: int) -> int:
-    """Where this invocation's windows start in the run's order: after every stored window (a failed one
-    included, so two invocations never share a start); runs stored before windows had an order count them."""
+    """Where this invocation's windows start in the run's order: after every stored window, failed ones too."""
     last, count = s.execute(
         select(func.max(Sample.order_index), func.count(Sample.id))
         .join(Point, Sample.point_id == Point.id)
@@ -228,8 +212,7 @@ def next_order_index(s: Session, run_id: int) -> int:
 
 
 def earlier_parts(s: Session, run: Run) -> list[RunPart]:
-    """The run's parts so far. A run stored before parts were recorded that holds windows gets its first part
-    from its own provenance (host, GPU, SGLang, start), so a resumed old run is checked like any other."""
+    """The run's parts so far; a run from before parts gets its first part from its provenance."""
     rows = list(s.scalars(select(RunPart).where(RunPart.run_id == run.id).order_by(RunPart.part)))
     if rows or next_order_index(s, run.id) == 0:
         return rows
@@ -260,9 +243,7 @@ def open_part(
     tolerance: float,
     started_at: datetime,
 ) -> PartState:
-    """Record this invocation as the run's next part (after `earlier`, checked by the caller with
-    `sglang_conflict`) and what it needs of the part before. `started_at` names the part before it exists:
-    a transaction retried after a lost commit finds the part it stored, and adds no other."""
+    """Record this invocation as the run's next part; `started_at` names it so a retried commit adds none."""
     row = next((r for r in earlier if r.started_at == started_at), None)
     if row is not None:
         earlier = [r for r in earlier if r.part < row.part]

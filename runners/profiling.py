@@ -1,10 +1,6 @@
 """Profiles of sweep points: after a point's measured windows, capture SGLang traces and store them.
 
-Artifacts lie under the artifacts directory: $SPECBENCH_ARTIFACTS_DIR, else `artifacts/` next to a SQLite
-database file, else `./artifacts`. Each capture gets `run-<id>/point-<id>-<time>/` and the server writes its
-trace files there directly. The `profiles` table records the host and absolute path of each file, so with
-PostgreSQL and several worker hosts a trace stays on the host that captured it unless the artifacts directory
-is a shared mount (docs/reference/profiles.md).
+Traces lie under the artifacts directory, recorded with host and path (docs/reference/profiles.md).
 """
 
 from __future__ import annotations
@@ -55,11 +51,7 @@ def wants_profile(spec: SweepSpec, plan: PointPlan) -> bool:
 async def profile_point(
     engine: Engine, spec: SweepSpec, plan: PointPlan, client: LoadClient, run_id: int, si_id: int
 ) -> list[int]:
-    """Capture and store the profile of `plan` if the sweep asks for one; the ids of the rows written.
-
-    Runs after the point's repeats are stored, never inside a measured window. A failed capture is stored
-    as a `failed` row with the reason and never fails the point.
-    """
+    """Capture and store `plan`'s profile after its windows if asked; a failed capture never fails the point."""
     if not wants_profile(spec, plan):
         return []
     prof = spec.profile
@@ -160,12 +152,9 @@ def _rows(
 
 
 def resummarize(engine: Engine, run_id: int, search: Path | None = None) -> list[dict[str, Any]]:
-    """Summarise a run's stored traces again (after a change to the summariser) and update their rows.
+    """Summarise a run's stored traces again and update their rows; one line per ok profile row.
 
-    A trace missing at its stored path is looked for by file name under `search` (traces copied off their
-    host), and used only if its sha256 is the stored one. The capture record is kept; the distortion is
-    recomputed from the point's unprofiled TPOT and accept length. Returns one line per ok profile row:
-    id, the cycles before and after, and what happened (`updated`, `missing`, `unreadable`).
+    A trace missing at its path is looked for under `search` and used only if its sha256 matches.
     """
     out: list[dict[str, Any]] = []
     for row in pq.run_profiles(engine, run_id):

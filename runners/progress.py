@@ -11,8 +11,7 @@ from rich.progress import Progress, TaskID
 
 @dataclass
 class RunProgress:
-    """The executor's counters; `order_index` (the next window's place in the run) continues after a resume
-    from `invocation`, where this invocation's windows start (runners/parts.py)."""
+    """The executor's counters; `order_index`, the next window's place in the run, starts at `invocation`."""
 
     order_index: int = 0
     invocation: int = 0

@@ -1,12 +1,8 @@
 """The job queue on the SQL database: submit, claim, start, finish, fail_attempt (with retries), cancel.
 
-States: queued -> claimed -> running -> done | failed | canceled, moved only by the guarded transitions of
-`runners.job_states`. Leases and their recovery live in `runners.leases`, the workers table in
-`runners.worker_registry`; this module re-exports both, so callers drive the whole queue through it.
-
-Claiming is atomic per dialect: PostgreSQL locks the chosen row with `FOR UPDATE SKIP LOCKED`, so concurrent
-workers each take a different job without waiting on each other; SQLite has one writer at a time, so the
-claim runs inside `BEGIN IMMEDIATE`, which takes the write lock before reading.
+States move only by `runners.job_states`' guarded transitions; this module re-exports the leases and the
+workers table, so callers drive the whole queue through it. Claiming is atomic: `FOR UPDATE SKIP LOCKED` on
+PostgreSQL, `BEGIN IMMEDIATE` on SQLite.
 """
 
 from __future__ import annotations
@@ -29,57 +25,27 @@ from runners.job_states import (
     CLAIMED,
     DONE,
     FAILED,
-    FINAL,
     QUEUED,
     RUNNING,
     db_now,
     requeue_in,
-    transition,
     transition_in,
 )
-from runners.leases import release, renew_lease, requeue_expired
+
+# `x as x`: re-exported, so callers drive the whole queue through this module.
+from runners.job_states import (
+    transition as transition,
+)
+from runners.leases import release as release
+from runners.leases import renew_lease as renew_lease
+from runners.leases import requeue_expired as requeue_expired
 from runners.recovery import Backoff, RecoveryPolicy
-from runners.worker_registry import deregister_worker, new_worker_id, register_worker, worker_heartbeat
+from runners.worker_registry import deregister_worker as deregister_worker
+from runners.worker_registry import new_worker_id as new_worker_id
+from runners.worker_registry import register_worker as register_worker
+from runners.worker_registry import worker_heartbeat as worker_heartbeat
 
-# Re-exported: callers configure and drive the queue through this module.
-__all__ = [
-    "ACTIVE",
-    "CANCELED",
-    "CLAIMED",
-    "DONE",
-    "FAILED",
-    "FINAL",
-    "QUEUED",
-    "RUNNING",
-    "Backoff",
-    "ClaimedJob",
-    "JobOptions",
-    "RecoveryPolicy",
-    "cancel",
-    "claim",
-    "db_now",
-    "deregister_worker",
-    "enqueue",
-    "fail_attempt",
-    "finish",
-    "has_claimable",
-    "job_problems",
-    "new_worker_id",
-    "offered_interpreters",
-    "register_worker",
-    "release",
-    "renew_lease",
-    "requeue_expired",
-    "run_for_job",
-    "set_run",
-    "start",
-    "submit",
-    "transition",
-    "worker_heartbeat",
-]
-
-# How many queued rows one claim looks at per page; rows a worker cannot run are skipped in Python, because
-# requirements are JSON and JSON operators differ between SQLite and PostgreSQL.
+# Rows one claim scans per page; requirements are matched in Python (JSON operators differ by dialect).
 SCAN_PAGE = 200
 
 
@@ -163,8 +129,7 @@ def enqueue(
 
 
 def job_problems(spec: SweepSpec) -> list[str]:
-    """What a sweep may do when run by `specbench run` but never as a job: a job names an interpreter its
-    worker offers, never a file (bench/host/policy.py). The worker checks again when it claims the job."""
+    """What `specbench run` allows but a job may not: an interpreter by path (bench/host/policy.py)."""
     if spec.server.python is not None and spec.server.backend != "external":
         problem = interpreter_name_problem(spec.server.python)
         if problem:
@@ -182,8 +147,7 @@ def claim(
     lease_s: float = 60.0,
 ) -> ClaimedJob | None:
     """Take the best queued job this worker can run (highest priority, then oldest), or None."""
-    # On SQLite the transaction begins IMMEDIATE: it takes the write lock before reading, so no other process
-    # can claim between our read and update (PostgreSQL ignores the option; it locks rows below).
+    # SQLite: the write lock before reading, so no claim slips between our read and update.
     with engine.connect().execution_options(**{SQLITE_IMMEDIATE: True}) as conn:
         now = db_now(conn)
         ready = (Job.status == QUEUED) & or_(Job.not_before.is_(None), Job.not_before <= now)
@@ -195,8 +159,7 @@ def claim(
             ).all()
             fitting = [job_id for job_id, req in page if matches(req or {}, gpus, labels, offers)]
             if fitting:
-                # Rows another worker has locked are skipped rather than waited for; PostgreSQL re-checks
-                # `ready` on the locked row, so a job claimed since our scan is skipped too.
+                # Locked rows are skipped; `ready` is re-checked on the locked row.
                 chosen = conn.execute(
                     select(Job.id)
                     .where(Job.id.in_(fitting), ready)
@@ -292,8 +255,7 @@ def fail_attempt(
     retry: bool = True,
     backoff: Backoff | None = None,
 ) -> str | None:
-    """An attempt failed: back to queued after a backoff while attempts remain, else failed for good.
-    Returns the new status, or None if the job was no longer ours."""
+    """Requeue after a backoff while attempts remain, else fail; the new status, or None if not ours."""
     with engine.begin() as conn:
         now = db_now(conn)
         row = conn.execute(
@@ -327,8 +289,7 @@ def fail_attempt(
 
 
 def cancel(engine: Engine, job_id: int) -> bool:
-    """queued | claimed | running -> canceled. A running job's worker sees its next heartbeat fail and stops
-    after the current point."""
+    """queued | claimed | running -> canceled; a running job's worker stops at its next heartbeat."""
     with engine.begin() as conn:
         return transition_in(
             conn,
@@ -346,8 +307,7 @@ def unclaimable(
     labels: Sequence[str] = (),
     offers: Mapping[str, Sequence[str]] | None = None,
 ) -> list[tuple[int, str, str]]:
-    """Queued jobs this worker (its GPUs, labels and offers) can never run, as (job id, sweep name, why): what
-    `worker --once` says before it leaves them waiting."""
+    """Queued jobs this worker can never run, as (job id, sweep name, why)."""
     with engine.connect() as conn:
         rows = conn.execute(
             select(Job.id, Job.sweep_name, Job.requires).where(Job.status == QUEUED).order_by(Job.id)
@@ -366,8 +326,7 @@ def has_claimable(
     labels: Sequence[str] = (),
     offers: Mapping[str, Sequence[str]] | None = None,
 ) -> datetime | None:
-    """The earliest time a queued job this worker could run becomes claimable (now, or after its backoff),
-    or None when there is none; `worker --once` exits on None."""
+    """When the first queued job this worker could run becomes claimable, or None."""
     with engine.connect() as conn:
         rows = conn.execute(select(Job.requires, Job.not_before).where(Job.status == QUEUED)).all()
         now = db_now(conn)
@@ -376,8 +335,7 @@ def has_claimable(
 
 
 def offered_interpreters(engine: Engine) -> set[str]:
-    """Every interpreter name a worker of this database has offered (workers.offers), live or not: what a
-    job's `server.python` may name."""
+    """Every interpreter name any worker has offered: what a job's `server.python` may name."""
     with engine.connect() as conn:
         rows = conn.execute(select(Worker.offers)).scalars().all()
     return {str(n) for offers in rows if isinstance(offers, dict) for n in offers.get("python") or ()}

@@ -1,9 +1,4 @@
-"""Recovery settings in one place: retry backoff of failed attempts, requeue of jobs whose worker vanished,
-and how long runs, workers and the scheduler wait out a database outage.
-
-Defaults suit a nightly fleet; `specbench worker` / `scheduler` / `run` expose them as options, and the
-environment can set the outage limit for every process on a host (SPECBENCH_DB_OUTAGE_LIMIT_S).
-"""
+"""Recovery settings in one place: retry backoff, requeue of lost jobs, and database outage limits."""
 
 from __future__ import annotations
 
@@ -28,8 +23,7 @@ class Backoff:
 
 @dataclass(frozen=True)
 class OutagePolicy:
-    """Retry a database call that failed for a transient reason (connection refused or lost, SQLite's lock
-    held by another writer) with exponential backoff, for at most `limit_s` in a row."""
+    """Retry a transient database failure with exponential backoff, for at most `limit_s` in a row."""
 
     limit_s: float = DEFAULT_OUTAGE_LIMIT_S
     first_delay_s: float = 0.2
@@ -47,9 +41,7 @@ class OutagePolicy:
 class RecoveryPolicy:
     # A failed attempt (the run failed, the sweep raised): the job is retried after this backoff.
     retry: Backoff = field(default_factory=Backoff)
-    # A lease that expired (worker killed, host lost) is not the job's failure: requeued soon, and counted
-    # apart from attempts, so kills never exhaust max_attempts. A job that keeps killing its workers (OOM)
-    # still ends: after `max_lease_expiries` it fails for good.
+    # An expired lease is not the job's failure: counted apart, it fails after `max_lease_expiries`.
     requeue: Backoff = field(default_factory=lambda: Backoff(base_s=1.0, cap_s=60.0))
     max_lease_expiries: int = 10
     outage: OutagePolicy = field(default_factory=OutagePolicy.from_env)

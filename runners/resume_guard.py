@@ -1,16 +1,8 @@
-"""Whether a sweep may continue a stored run: the same sweep name and, parsed, the same sweep, except for the
-rule that decides how many extra pairs a v1/v2 point takes.
+"""Whether a sweep may continue a stored run: the same sweep, but for its stopping rule.
 
-A run keeps the sweep text it started from (`runs.sweep_yaml`) as its provenance. Resuming it with an edited
-sweep would measure its remaining repeats by another procedure (measure.*, warmup, repeats and timeouts are
-in no point key), under the first sweep's text. `specbench run` (real and dry) and the runner itself, for
-workers too, ask here before they touch the run.
-
-The stopping rule (STOPPING_RULE) is the exception: it decides only how many ABBA pairs a point gets, never
-how one window is measured, so every repeat of the run is still measured one way. Raising
-`measure.max_repeats` to narrow a point left wide, or exempting small batches, is what a user resumes for. The
-runner then stores the edited sweep as the run's own and keeps the one it replaces in the run's provenance
-(`sweep_edits`), so the stored sweep always says the rule that finished the run.
+An edited sweep would measure the remaining repeats by another procedure under the first sweep's text. The
+stopping rule (STOPPING_RULE) only decides how many ABBA pairs a point gets, so it may change; the run then
+keeps the replaced sweep in `provenance.sweep_edits`.
 """
 
 from __future__ import annotations
@@ -39,8 +31,7 @@ class ResumeRefused(ValueError):
 
 @dataclass(frozen=True)
 class ResumeCheck:
-    """A resume that may go ahead. `warning`: the stored sweep could not be compared (it does not parse
-    with this specbench). `edits`: stopping-rule fields the sweep changes; the run takes the new sweep."""
+    """A resume that may go ahead; `warning`: the stored sweep does not parse; `edits`: stopping-rule changes."""
 
     warning: str | None = None
     edits: list[FieldChange] = field(default_factory=list)
@@ -58,8 +49,7 @@ class ResumeCheck:
 
 
 def check_resume(run_id: int, sweep_name: str, sweep_yaml: str, spec: SweepSpec) -> ResumeCheck:
-    """Raise ResumeRefused when `spec` is not the sweep run `run_id` stored (`sweep_name`, `sweep_yaml`),
-    beyond its stopping rule. Otherwise say what the caller should know (ResumeCheck)."""
+    """ResumeRefused when `spec` is not run `run_id`'s stored sweep beyond its stopping rule."""
     if sweep_name != spec.name:
         raise ResumeRefused(f"run {run_id} belongs to sweep {sweep_name!r}, not {spec.name!r}")
     try:

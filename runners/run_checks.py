@@ -1,16 +1,9 @@
 """Run-level checks after the last point: drift of a reference point, and throttled windows.
 
-Drift: the first point measured in the run is measured once more at the end, and the change of its output
-throughput and TPOT against its first window (of this invocation: a resumed run's earlier windows ran on other
-servers, perhaps another host) is stored on the run (`runs.drift`) and printed by `specbench run`. When the
-run's last step is the v1/v2 pair holding the reference point, its server is still up and the check runs there
-(the figure is then the drift of the host and the server over the run). Otherwise servers were stopped once
-their points were done, so the reference point's server is started again; the figure then also holds the
-restart-to-restart spread of a fresh server, which `docs/reference/paired-measurement.md` discusses.
-
-Throttling: a window whose median SM clock fell below `measure.throttle_fraction` of the highest clock seen
-in the run gets `telemetry.throttled = true` and a reason (its status stays as judged: it is a flag for the
-reader, not a failure).
+Drift: the invocation's first point is measured again at the end, on its live server or a restart (then the
+figure holds the restart spread, docs/reference/paired-measurement.md), stored as `runs.drift`.
+Throttling: windows whose median SM clock fell below `measure.throttle_fraction` of the run's highest are
+flagged `telemetry.throttled`, not failed.
 """
 
 from __future__ import annotations
@@ -40,12 +33,8 @@ def drift_check(
     plan: PointPlan | None = None,
     restarted: bool = False,
 ) -> Drift | None:
-    """Re-measure the reference point (`plan`, default the invocation's first point); on `live` (its server,
-    still up at the end of the run's last pair), else on a fresh start of its server config.
-    `after_deadline`: the run's deadline has passed and this one window on a live server is the last thing
-    it measures. `restarted`: `live` is a later start of the reference's config (a chain started it again),
-    so the figure also holds the spread between two starts. The finding is stored on the run and kept as
-    `executor.drift.result`."""
+    """Re-measure the reference point (`plan`) on `live`, else on a fresh start; kept as drift.result.
+    `restarted`: `live` is a later start of the reference's config, so the figure holds two starts' spread."""
     reference = executor.drift.reference
     plan = plan if plan is not None else reference
     if plan is None:

@@ -1,20 +1,9 @@
 """Scheduled sweeps: cron expressions (UTC) that enqueue a job per fire time, exactly once.
 
-Exactly once, with any number of schedulers: enqueueing a fire time updates the schedule's `last_fire_time`
-only if it is older (on PostgreSQL that row update also serialises two schedulers racing on one schedule), and
-inserts the job with (schedule_id, fire_time), which the database keeps unique. A scheduler that loses the
-race gets nothing to do or an IntegrityError, which means "already enqueued" and is not an error.
-
-Missed fire times (the scheduler was down): only the latest one is enqueued, never a burst. A nightly sweep
-after three days of downtime runs once, tagged with the most recent fire time it missed; the older ones are
-counted in the log and skipped. Benchmarks of the same code three times in a row measure nothing new.
-
-A schedule that cannot fire never stops the scheduler (issue 30 §5): `schedule add` refuses a cron that never
-fires (`0 0 31 2 *`; 29 February fires, if only every four years), and a stored schedule that breaks at run time (a cron stored before
-that check or edited in the database, a sweep that no longer validates, an unreadable row) is marked broken
-(`schedules.broken` says why), skipped with one logged error, and tried again each tick: it fires again, and
-the mark is cleared, once it is mended. The other schedules fire, and dead workers' jobs are requeued, as
-ever.
+Exactly once with any number of schedulers: `last_fire_time` moves only forward (serialising racers on
+PostgreSQL) and (schedule_id, fire_time) is unique, so a loser gets nothing or an IntegrityError.
+Missed fire times enqueue only the latest, never a burst. A schedule that cannot fire is marked broken
+(`schedules.broken`), logged once and retried each tick; it never stops the scheduler (issue 30 §5).
 """
 
 from __future__ import annotations
@@ -43,8 +32,7 @@ _MAX_COUNTED = 10_000
 _MAX_REASON = 500
 # The column's width (schedules.cron); no cron expression needs more.
 MAX_CRON_LENGTH = 100
-# How far croniter looks for a cron's next fire time: 29 February comes back after at most eight years (2096,
-# then 2104: 2100 is no leap year), so a cron with no fire time within nine never fires at all.
+# 29 February comes back within eight years (2096, then 2104), so no fire time within nine means never.
 MAX_GAP_YEARS = 9
 
 
@@ -57,10 +45,7 @@ class Fired:
 
 
 def check_cron(expr: str, now: datetime | None = None) -> str:
-    """A five-field cron expression (or @daily-style alias), evaluated in UTC, that fires at all: `0 0 31 2 *`
-    (31 February) is refused; `0 0 29 2 *` (29 February) is a valid schedule even when the next leap day is
-    years away. Whether it fires is croniter's own search, bounded by MAX_GAP_YEARS past `now` (default: the
-    current time), so an impossible date is refused in a millisecond."""
+    """A five-field cron (or @alias), in UTC, that fires within MAX_GAP_YEARS: `0 0 31 2 *` is refused."""
     expr = " ".join(expr.split())
     fields = expr.split(" ")
     if (
@@ -117,10 +102,8 @@ def add_schedule(
     priority: int = 0,
 ) -> int:
     expr = check_cron(cron)
-    spec = parse_sweep(
-        sweep_yaml, sweep_path or "<sweep>"
-    )  # a schedule of an invalid sweep would fail every night
-    problems = queue.job_problems(spec)  # nor may it name what a job may not (an interpreter by path)
+    # A schedule of an invalid sweep, or one naming what a job may not, would fail every night.
+    problems = queue.job_problems(parse_sweep(sweep_yaml, sweep_path or "<sweep>"))
     if problems:
         raise SweepError(sweep_path or "<sweep>", problems)
     with engine.begin() as conn:
@@ -135,8 +118,7 @@ def add_schedule(
                 requires=requires or {},
                 priority=priority,
                 enabled=True,
-                # Fire times count from its creation (`_tick_one`): adding a schedule never fires a time that
-                # passed before it existed, and `last_fire_time` stays empty until it fires.
+                # Fire times count from its creation: a new schedule never fires a past time.
                 created_at=now,
             )
             .returning(Schedule.id)
@@ -151,8 +133,7 @@ def remove_schedule(engine: Engine, schedule_id: int) -> bool:
 
 
 def list_schedules(engine: Engine, now: datetime | None = None) -> list[dict[str, Any]]:
-    """Every schedule with its next fire time; a broken one (or one whose row cannot be read) is listed with
-    why, never raised."""
+    """Every schedule with its next fire time; a broken or unreadable one is listed with why, never raised."""
     with engine.connect() as conn:
         now = now or queue.db_now(conn)
         ids = conn.execute(select(Schedule.id).order_by(Schedule.id)).scalars().all()
@@ -214,8 +195,7 @@ def enqueue_fire(engine: Engine, schedule: Any, fire_time: datetime) -> int | No
 
 
 def tick(engine: Engine, now: datetime | None = None) -> list[Fired]:
-    """Enqueue every schedule's due fire time (at most one per schedule: the latest). A schedule that cannot
-    fire is marked broken and skipped; only a database outage ends the tick (dbretry waits it out)."""
+    """Enqueue each schedule's latest due fire time; a broken one is marked and skipped, only an outage raises."""
     with engine.connect() as conn:
         now = now or queue.db_now(conn)
         ids = (
@@ -241,8 +221,7 @@ def _tick_one(engine: Engine, schedule_id: int, now: datetime) -> Fired | None:
     with engine.connect() as conn:
         sched = conn.execute(select(Schedule).where(Schedule.id == schedule_id)).one()
     since = sched.last_fire_time or sched.created_at
-    # The checks `schedule add` makes: a cron stored before them (or edited since) fails here, not in
-    # croniter, and a sweep that no longer validates fails on every tick, not only when a fire time is due.
+    # `schedule add`'s checks, on every tick: a cron or sweep edited since fails here.
     fire = due_fire(check_cron(sched.cron, now), since, now)
     spec = parse_sweep(sched.sweep_yaml, f"schedule {schedule_id}")
     requirements_for(spec.server.backend, spec.server.tp, sched.requires or {})
@@ -269,7 +248,7 @@ def _why(e: BaseException) -> str:
 
 
 def _mark_broken(engine: Engine, schedule_id: int, why: str) -> None:
-    """Record why the schedule cannot fire; log it once (not on every tick while it stays broken)."""
+    """Record why the schedule cannot fire; log it once, not on every tick."""
     with engine.begin() as conn:
         changed = conn.execute(
             update(Schedule)
@@ -295,14 +274,12 @@ def run_scheduler(
     backoff: queue.Backoff | None = None,
     policy: queue.RecoveryPolicy | None = None,
 ) -> None:
-    """Tick until stopped. It also returns expired leases to the queue, so a job whose worker died is retried
-    even while no other worker polls."""
+    """Tick until stopped, also requeueing expired leases so a dead worker's job is retried."""
     stop = stop or threading.Event()
     policy = policy or queue.RecoveryPolicy()
     log.info("scheduler started (tick every %.1f s)", interval_s)
     while True:
-        # A database outage is waited out (up to the policy's limit): a missed fire time is enqueued on the
-        # first tick after it, as after any downtime.
+        # An outage is waited out; a fire time missed meanwhile is enqueued on the next tick.
         dbretry.retry(lambda: tick(engine), what="scheduler tick", policy=policy.outage, stop=stop)
         requeued = dbretry.retry(
             lambda: queue.requeue_expired(engine, backoff=backoff, policy=policy),

@@ -1,5 +1,4 @@
-"""The order of a run's work: v1/v2 pairs (or, with measure.baseline_pairs, the chain of links that swaps one
-server per step) as units of their own, the other server configs in launch batches."""
+"""The order of a run's work: pairs (or chains of links) as units of their own, other configs in batches."""
 
 from __future__ import annotations
 
@@ -8,14 +7,11 @@ from collections.abc import Sequence
 from bench.pairing import Pair, chain, pair_units
 from bench.sweep import ServerConfig, ServerGroup, SweepSpec
 
-# One step of a run: a v1/v2 pair (interleaved, runners.pair_runner) or a batch of server configs started
-# together and measured one at a time (SweepExecutor.run_batch).
 Step = Pair | list[ServerGroup]
 
 
 def launch_batches(groups: list[ServerGroup], max_parallel: int) -> list[list[ServerGroup]]:
-    """Groups in launch batches. With parallel starts the first server starts alone: it pays the cold JIT
-    compile and fills the caches (Triton, flashinfer, inductor) that the servers started together then reuse."""
+    """Groups in launch batches; the first starts alone to fill the JIT caches the rest reuse."""
     if max_parallel <= 1 or len(groups) <= 1:
         return [[g] for g in groups]
     rest = groups[1:]

@@ -56,8 +56,7 @@ def create_run(
 
 
 def adopt_sweep(run: Run, sweep_yaml: str, edits: list[FieldChange]) -> None:
-    """The run continues under an edited stopping rule (runners/resume_guard.py): the edited sweep becomes
-    the run's own, and the one it replaces, with what changed, is appended to `provenance.sweep_edits`."""
+    """The edited sweep becomes the run's; the one replaced is kept in `provenance.sweep_edits`."""
     entry = {
         "at": utcnow().isoformat(),
         "changes": [{"field": c.path, "old": c.old, "new": c.new} for c in edits],
@@ -126,8 +125,7 @@ def record_server(
 
 
 def stored_repeats(session: Session, run_id: int) -> dict[str, set[int]]:
-    """point_key -> repeat indices already measured, for resuming a run. A `failed` repeat holds no
-    measurement (its server died, every request failed), so a resumed run or a retried job measures it again."""
+    """point_key -> repeat indices already measured (not `failed`: those are measured again)."""
     rows = session.execute(
         select(Point.point_key, Sample.repeat)
         .join(Sample, Sample.point_id == Point.id)
@@ -142,8 +140,7 @@ def stored_repeats(session: Session, run_id: int) -> dict[str, set[int]]:
 def ok_values(
     session: Session, run_id: int, point_key: str, metric: str = "output_throughput"
 ) -> dict[int, tuple[float, int | None]]:
-    """repeat -> (`metric`, invocation) of the point's `ok` repeats: what the v2-vs-v1 interval is computed
-    from (bench.pairing.paired_repeats pairs a repeat's two sides only within one invocation)."""
+    """repeat -> (`metric`, invocation) of the point's `ok` repeats, for the v2-vs-v1 interval."""
     column = getattr(Sample, metric)
     rows = session.execute(
         select(Sample.repeat, column, Sample.invocation)
@@ -165,9 +162,7 @@ def get_or_create_point(
     step_floor_ms: float | None = None,
     gpu: tuple[str, int] | None = None,
 ) -> Point:
-    """The run's row for `plan`, created on first use. `expert_routing` and `step_floor_ms` come from the
-    server that measures it (runners.executor); a point measured again (a resumed run) takes its new server's.
-    `gpu` (name, count): the GPUs of the part that creates it (default: the run's, i.e. its first part's)."""
+    """The run's row for `plan`, created on first use; routing and floor are its latest server's."""
     point = session.scalars(
         select(Point).where(Point.run_id == run.id, Point.point_key == plan.key())
     ).one_or_none()
@@ -219,10 +214,8 @@ def store_sample(
     server_instance_id: int | None = None,
     link: WindowLink | None = None,
 ) -> bool:
-    """Insert one repeat with its requests; False if that repeat was already stored (a resumed job).
+    """Insert one repeat with its requests in the caller's transaction; False if already stored.
 
-    The caller's session is one transaction: the sample, its requests and the point refresh commit together
-    (on SQLite too, see db/engine.py), so a point never counts a repeat it does not hold, or the reverse.
     A stored `failed` repeat is replaced by a new measurement of it."""
     existing = session.scalars(
         select(Sample).where(Sample.point_id == point.id, Sample.repeat == result.repeat)
@@ -311,8 +304,7 @@ def refresh_point(session: Session, point: Point) -> None:
 
 
 def apply_floor(point: Point) -> None:
-    """floor_fraction from the point's floor and its measured step (bench/floor.py); a point measured faster
-    than its floor did not run what its config says, so it is flagged `invalid` with the reason first."""
+    """floor_fraction (bench/floor.py); a point faster than its floor is flagged `invalid`."""
     speculative = point.algorithm is not None
     accept = point.accept_length_weighted if point.accept_length_weighted is not None else point.accept_length
     step = floor.measured_step_ms(point.tpot_mean_ms, accept, speculative)

@@ -35,9 +35,7 @@ def sweep_problems_fail() -> Iterator[None]:
 
 
 def interpreter_offered(engine: Engine, spec: SweepSpec) -> None:
-    """`server.python` must name an interpreter some worker of this database offers (worker --python
-    NAME=PATH), never a path; else a clear message and exit 2. A job waiting for an interpreter no worker has
-    would wait forever."""
+    """`server.python` must name an interpreter some worker offers, else exit 2 (it would wait forever)."""
     name = spec.server.python
     if name is None or spec.server.backend == "external":
         return

@@ -1,8 +1,7 @@
-"""Executes a sweep: one launch per server config, every repeat stored the moment it is measured.
+"""Executes a sweep, storing every repeat the moment it is measured.
 
-The runner owns the order of work and the mapping to rows; `bench` measures, `db` stores. A crash, Ctrl-C,
-SIGTERM (`stop`) or a passed `deadline` leaves every finished repeat in the database and the run marked
-`partial`, so `--resume` (or a retried job) continues where it stopped.
+A crash, Ctrl-C, SIGTERM (`stop`) or a passed `deadline` leaves the run `partial` with every finished repeat
+stored, so `--resume` (or a retried job) continues where it stopped.
 """
 
 from __future__ import annotations
@@ -44,8 +43,7 @@ from runners.steps import Step, schedule, shared_config, step_points
 
 
 class Terminated(KeyboardInterrupt):
-    """A signal asked the run to end (SIGTERM from `timeout`, a scheduler, a container stop): it ends as
-    Ctrl-C does (stored repeats stay, servers stop, the run is `partial`), and is recorded as what it was."""
+    """A signal (SIGTERM) ends the run as Ctrl-C does, recorded as what it was."""
 
 
 @dataclass
@@ -63,9 +61,7 @@ class RunOutcome:
 
 
 def final_status(point_statuses: list[str], points_total: int) -> tuple[str, str | None]:
-    """The truth about a run that went through every point: `done` when every point is ok, `unstable` when the
-    others are only unstable (measured, but noisy), `failed` when no point was measured (none ok or
-    unstable), else `partial`; with the error that says why."""
+    """`done` (all ok), `unstable` (the rest noisy), `failed` (none measured) or `partial`, with why."""
     measured = sum(1 for s in point_statuses if s in ("ok", "unstable"))
     missing = points_total - len(point_statuses)
     bad = {s: point_statuses.count(s) for s in sorted(set(point_statuses)) if s != "ok"}
@@ -100,18 +96,14 @@ def execute_sweep(
     policy: HostPolicy | None = None,
     host: PartHost | None = None,
 ) -> RunOutcome:
-    """Run `spec`, storing every repeat as measured. Database outages shorter than `outage.limit_s` are waited
-    out (each measured repeat is held until it is written); a longer one ends the run with
-    dbretry.DatabaseUnavailable. A run to resume (`resume_run_id`, or the job's) that does not exist or was
-    started from another sweep raises ResumeRefused before anything is touched (runners/resume_guard.py); a
-    launch every server would fail the same way raises preflight.PreflightError, also before.
-    `policy` is what this host lets the sweep use (a worker's policy; default: the author's, as written).
-    `host`: where this part of the run runs (runners/parts.py; default: this host's name and GPUs). A run to
-    resume that was measured on another SGLang release or patch raises parts.PartRefused, untouched."""
+    """Run `spec`, storing every repeat as measured; outages shorter than `outage.limit_s` are waited out.
+
+    Before anything is touched: ResumeRefused (a missing or other sweep's run), PartRefused (another SGLang),
+    preflight.PreflightError (a launch every server would fail). `policy`: what this host allows.
+    """
     console = console or Console(stderr=True)
     outage = outage or OutagePolicy.from_env()
-    # What every launch would repeat (no interpreter, SGLang not installed, no model) fails here, once,
-    # before a run row exists: not one failed server and point after another (runners/preflight.py).
+    # A failure every launch would repeat fails once, before a run row exists.
     preflight.check(spec, policy)
     groups = expand(spec)
     opening = functools.partial(
@@ -160,8 +152,7 @@ def execute_sweep(
         status, error = "partial", "interrupted (Ctrl-C)"
         judge = False
     except dbretry.DatabaseUnavailable as e:
-        # Nothing measured is lost: stored repeats stay, the rest is measured again by --resume (or the
-        # job's retry). One last try to say so on the run row; the database is most likely still away.
+        # Stored repeats stay for --resume; one last try to say so on the run row.
         status, error, outage = "failed", f"DatabaseUnavailable: {e}", OutagePolicy(limit_s=0)
         raise
     except Exception as e:  # the run row says why it ended (below), then the caller sees the error too
@@ -199,12 +190,10 @@ def _open_run(
     label: str | None,
     part: _Part,
 ) -> tuple[int, dict[str, set[int]], list[str], PartState]:
-    """The run to measure into (a new one, the one to resume, or the job's) with its stored repeats, what a
-    resume adopted of an edited sweep, and this invocation's part of it (runners/parts.py)."""
+    """The run to measure into with its stored repeats, a resume's notes, and this invocation's part."""
     notes: list[str] = []
     if resume is None and job_id is not None:
-        # A job has one run. Another worker that took the job over (our lease lapsed while we started, or the
-        # reverse) may have created it since the worker looked: continue that one.
+        # A job has one run, maybe created by a worker that took the job over since: continue it.
         resume = s.scalars(select(func.max(Run.id)).where(Run.job_id == job_id)).one_or_none()
     if resume is not None:
         run = s.get(Run, resume)
@@ -235,8 +224,6 @@ def _open_run(
 
 @dataclass(frozen=True)
 class _Part:
-    """What opening the run needs to record this invocation as its next part."""
-
     host: PartHost
     sglang: parts.Sglang
     started_at: datetime
@@ -258,8 +245,7 @@ def _progress_bar(console: Console, show: bool) -> Progress:
 
 
 def _run_steps(executor: SweepExecutor, steps: list[Step], spec: SweepSpec) -> None:
-    """Every step of the schedule (pairs, launch batches), then the drift check if no step ran it. A pair that
-    shares a server config with the next (a chain, measure.baseline_pairs) leaves that server up for it."""
+    """Every step of the schedule, then the drift check if no step ran it; a chain's shared server stays up."""
     held: pair_runner.Live | None = None
     try:
         for i, step in enumerate(steps):
@@ -293,8 +279,7 @@ def _finish_run(
     outage: OutagePolicy,
     part: tuple[PartState, dict[str, Any] | None],
 ) -> None:
-    """The run row's final status and its part's end (with the part's drift check); a database still away
-    leaves it `running` for a resume or a retry."""
+    """The run's final status and its part's end; a database still away leaves it `running`."""
 
     def finish(s: Session) -> None:
         run = s.get(Run, run_id)

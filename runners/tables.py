@@ -1,13 +1,8 @@
 """Tables for the terminal and for logs: one renderer every verb uses.
 
-A table fits its width. What must survive (ids, deltas, verdicts) is never cut; long names may be cut with `…`
-down to a floor (`Column.shrink`) or, for prose such as an attribution, wrapped (`Column.fold`); only then
-are the least important columns left out (`Column.drop`), and a footnote says which.
-
-- On a terminal: a Rich table at the terminal's width.
-- Piped with `COLUMNS` set (`COLUMNS=80 specbench runs | less`): the same fit, as plain aligned columns.
-- Piped without `COLUMNS` (CI logs, `| grep`, `| cut`): every column, one line per row, no box characters and
-  no colour codes, so tools see every row whole.
+A table fits its width (a terminal's, or `COLUMNS` when piped): names are cut or wrapped first, then the
+least important columns left out, and a footnote says which. Piped without `COLUMNS`: every column, one
+plain line per row, so tools see every row whole.
 """
 
 from __future__ import annotations
@@ -25,8 +20,6 @@ from rich.text import Text
 
 from analysis.text import printable
 
-# Between two columns: one space of padding and the divider on a terminal (padding collapsed), two spaces in
-# the compact layout.
 RICH_GAP = 2
 COMPACT_GAP = 2
 
@@ -35,19 +28,11 @@ COMPACT_GAP = 2
 class Column:
     header: str
     justify: str = "left"  # left | right
-    # 0 = always shown; higher numbers are left out first when the width is too narrow.
-    drop: int = 0
-    # Cells of this column are Rich markup we wrote (`[green]ok[/]`); every other cell is shown as plain text,
-    # so user text (sweep, model and host names) can never be read as markup.
-    markup: bool = False
-    # The narrowest this column may be cut to (its cells end in `…`) before any column is left out; 0 = never
-    # cut (ids, numbers, deltas, verdicts).
-    shrink: int = 0
-    # On a terminal, cut cells wrap onto more lines instead (prose: an attribution, a reason).
-    fold: bool = False
-    # Cut in the middle (`synthetic-…0324-h100`), not at the end: for names that share a long prefix and
-    # differ at the end, which an end cut would make all look the same.
-    middle: bool = False
+    drop: int = 0  # 0 = always shown; higher numbers are left out first
+    markup: bool = False  # cells are Rich markup we wrote; others are plain, so user text is never markup
+    shrink: int = 0  # the narrowest a cut may make it (cells end in `…`); 0 = never cut
+    fold: bool = False  # wrap cut cells instead (prose)
+    middle: bool = False  # cut in the middle (`synthetic-…0324-h100`): names sharing a long prefix
 
 
 @dataclass
@@ -124,9 +109,7 @@ def _cut(text: str, width: int, middle: bool = False) -> str:
 def compact_lines(
     columns: Sequence[Column], rows: Sequence[Sequence[str]], layout: Layout | None = None
 ) -> list[str]:
-    """Aligned plain-text lines: header, then each row, columns two spaces apart (every column at its full
-    width, one line per row, unless a `layout` says otherwise: then cut cells end in `…`, and a `fold`
-    column's cells wrap onto the row's next lines)."""
+    """Aligned plain-text lines, header first, columns two spaces apart, at full width unless `layout`."""
     layout = layout or fit(columns, rows, None, COMPACT_GAP)
     out = [_line([columns[i].header for i in layout.keep], columns, layout)]
     for r in rows:
@@ -206,8 +189,7 @@ def _footnote(layout: Layout, width: int, terminal: bool) -> str | None:
 
 
 def say(console: Console, text: str | Text, style: str | None = None) -> None:
-    """A line of prose next to a table: wrapped to a terminal, or to `COLUMNS` when piped with it set, and
-    whole otherwise (a log line stays one line)."""
+    """A line of prose next to a table, wrapped as the table is fitted (a log line stays one line)."""
     line = text if isinstance(text, Text) else Text(text)
     if style:
         line.stylize(style)
@@ -229,10 +211,7 @@ def print_table(
     *,
     title: str | None = None,
 ) -> None:
-    """Print rows under `columns`: fitted to a terminal, or to `COLUMNS` when piped, or whole in a log.
-
-    Cells of `markup` columns may carry Rich markup (`[green]ok[/]`); the compact layout strips it.
-    """
+    """Print rows under `columns`: fitted to a terminal, or to `COLUMNS` when piped, or whole in a log."""
     # Escaped before anything is measured, so an escaped control character keeps its column aligned.
     columns = [replace(c, header=printable(c.header)) for c in columns]
     rows = [[printable(v) for v in r] for r in rows]

@@ -1,8 +1,6 @@
 """Text bound for a terminal: control characters are shown as escapes (analysis.text.printable), never sent raw.
 
-Every console of the CLI runs what it prints through `printable` (`guard`, a Rich render hook: messages,
-f-strings, errors), the tables escape each cell before measuring it (runners/tables.py, so columns stay
-aligned), and the logs of the long-running verbs go through `LogFormatter`.
+Consoles via `guard`, tables per cell (runners/tables.py), logs via `LogFormatter`.
 """
 
 from __future__ import annotations
@@ -17,8 +15,7 @@ from analysis.text import has_control, printable
 
 
 class _Escaped:
-    """A renderable as Rich renders it, with the text of every segment escaped (control segments, which Rich
-    itself emits to move the cursor, pass unchanged)."""
+    """A renderable with every text segment escaped (Rich's own control segments pass unchanged)."""
 
     def __init__(self, inner: RenderableType):
         self.inner = inner
@@ -40,8 +37,7 @@ class _EscapeHook(RenderHook):
 
 
 def guard(console: Console) -> Console:
-    """`console`, with everything it prints from now on escaped by `printable` (newlines kept), and a closed
-    pipe left to the CLI (`runners.cli.reader_gone`: exit 0) instead of Rich's own exit 1."""
+    """`console` escaping all it prints, a closed pipe left to the CLI (exit 0, not Rich's 1)."""
     console.push_render_hook(_EscapeHook())
     console.on_broken_pipe = _reader_gone  # type: ignore[method-assign]
     return console

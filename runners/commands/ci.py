@@ -2,11 +2,8 @@
 them, write the short PR comment to a file. Exit codes as pytest's (runners/exit_codes.py): 0 no regression,
 1 a regression, 2 a side's run failed or stopped short, or the tool could not answer.
 
-Each side is either an existing run (`--base-run` / `--head-run`: an id, uid, `latest~N`) or a label
-(`--base` / `--head`, e.g. `base-3f2a9c1`): the newest finished run of SWEEP with that label is reused, and
-when there is none SWEEP runs now under that label, on the SGLang installed here. A PR job therefore installs
-the base SGLang, runs `specbench run SWEEP --label base-SHA` (or reuses a nightly run), installs the PR's
-SGLang and runs `specbench ci SWEEP --base base-SHA --head head-SHA`. See docs/guide/ci.md.
+Each side is a run (`--base-run`) or a label (`--base`) whose newest finished run is reused, or SWEEP runs
+now under it on the SGLang installed here. See docs/guide/ci.md.
 """
 
 from __future__ import annotations

@@ -137,8 +137,7 @@ _VERDICT_STYLE = {
 
 
 def print_compare(result: CompareResult, *, threshold: float, confidence: float) -> None:
-    """The comparison as a terminal table (runners/tables.py): Δ, verdict and config always shown, the
-    interval, values and workload left out first on a narrow terminal."""
+    """The comparison as a terminal table; interval, values and workload are left out first when narrow."""
     table, a, b, metric = result.table, result.run_a, result.run_b, result.metric
     say(
         console,

@@ -29,12 +29,7 @@ for _ in range(120):
 
 
 def spawn_detached(argv: list[str]) -> None:
-    """Start `argv` as a grandchild that nobody here waits for: it waits for the server and opens the page.
-
-    This process becomes Streamlit (exec below), which never reaps children it did not start; a plain child
-    would stay behind as a defunct process once it exits. So: fork, let that child start `argv` in a new
-    session and exit at once, and reap the child here; `argv` is then adopted by init, which reaps it.
-    """
+    """Start `argv` as a grandchild adopted by init: Streamlit, which this process becomes, reaps no child."""
     pid = os.fork()
     if pid == 0:  # the intermediate child
         try:
@@ -52,11 +47,7 @@ def register(app: typer.Typer) -> None:
 
 
 def streamlit_argv(port: int, address: str, headless: bool) -> list[str]:
-    """`streamlit run dashboard/app.py` with our flags, as an argv list (never a shell string).
-
-    It goes through `dashboard.serve`, which runs Streamlit's own CLI in-process after turning off its legacy
-    `pages/`-folder mode (see that module for why).
-    """
+    """`streamlit run dashboard/app.py` through `dashboard.serve`, as an argv list (never a shell string)."""
     return [
         sys.executable,
         "-m",
@@ -75,8 +66,7 @@ def streamlit_argv(port: int, address: str, headless: bool) -> list[str]:
         "none",
         "--client.toolbarMode",
         "viewer",
-        # No forced full garbage collection after every page run: it walked every object the cached data
-        # and the warm-up left behind (0.1 s of a page on a loaded host). Python's own collector still runs.
+        # A forced full collection after every page run cost 0.1 s of a page on a loaded host.
         "--runner.postScriptGC",
         "false",
     ]
@@ -92,8 +82,7 @@ def streamlit_env(url: str) -> dict[str, str]:
 
 
 def _readable_as_is(url: str) -> bool:
-    """True when the database exists at this schema: then serving it writes nothing (browsing is read-only;
-    only a saved triage verdict writes)."""
+    """True when the database exists at this schema, so serving it writes nothing."""
     try:
         engine = make_readonly_engine(url)
     except DatabaseMissingError:
@@ -127,8 +116,7 @@ def dashboard(
         open_db(
             db
         ).dispose()  # create or migrate first: an empty database shows the empty state, not an error
-    # Streamlit itself always runs headless: otherwise its first run on a machine stops at an interactive
-    # e-mail prompt (and exits when stdin is not a terminal). Opening the browser is ours to do.
+    # Always headless: else Streamlit's first run stops at an e-mail prompt. We open the browser.
     argv = streamlit_argv(port, address, headless=True)
     if not headless:
         page = f"http://{'127.0.0.1' if address == '0.0.0.0' else address}:{port}"

@@ -1,5 +1,4 @@
-"""`specbench db upgrade|current|snapshot`: apply the Alembic migrations, show where a database stands, or copy
-a SQLite database that a sweep may be writing (the copy's logic is in db/snapshot.py)."""
+"""`specbench db upgrade|current|snapshot`: migrate, show the revision, or copy a SQLite file in use."""
 
 from __future__ import annotations
 

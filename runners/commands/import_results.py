@@ -1,15 +1,7 @@
 """`specbench import-results FILE.jsonl`: bench_serving `--output-file` results as an `imported` run.
 
-One run per file, one point (with one repeat) per result line. The run is marked `backend: imported`,
-`trigger: import`; points keep what the line knows: concurrency (the batch size), lengths, every metric the
-catalogue maps, the server-reported accept length, and from `server_info` (when the line has one) the model,
-attention backend, TP size and speculative settings. What the file does not know stays empty. A file
-already imported (same bytes) is not imported twice.
-
-A file is checked whole before anything is written (issue 30 §7): every field against its type and range
-(bench.bench_serving_io), then every value against the column that will hold it (db.validate); the first
-problem refuses the file in one line naming the line and the field. The write is one transaction that waits
-for a locked or unreachable database as `run` does (runners.dbretry).
+One run per file, one point per result line; what the file does not know stays empty, and the same bytes
+are never imported twice. The file is checked whole first (issue 30 §7), then written in one transaction.
 """
 
 from __future__ import annotations

@@ -1,5 +1,4 @@
-"""`specbench import SOURCE`: merge the runs of another specbench database into this one (by run uid; a run
-already here grows by what the source adds to it)."""
+"""`specbench import SOURCE`: merge the runs of another specbench database into this one, by run uid."""
 
 from __future__ import annotations
 
@@ -44,14 +43,12 @@ def import_runs(
     db_url(db)  # a bad or secret-holding --db is refused before the source is touched
     with tempfile.TemporaryDirectory() as tmp:
         url = db_url(source) if "://" in source or source.startswith(ENV_PREFIX) else None
-        # A SQLite source, named by path or by URL, is read from a snapshot: never created (a missing file is an
-        # error, not a new empty database), never migrated or WAL-switched in place.
+        # A SQLite source is read from a snapshot: never created, migrated or WAL-switched in place.
         local = Path(source) if url is None else _sqlite_file(url)
         if local is not None:
             if not local.is_file():
                 fail(f"no database file at {local}")
-            # A snapshot, not a file copy: a sweep may still be writing the source, and a plain copy misses
-            # what its write-ahead log holds and can tear.
+            # Not a file copy: it would miss the write-ahead log and can tear.
             copy = Path(tmp) / local.name
             url = f"sqlite:///{copy}"
             try:
@@ -59,8 +56,6 @@ def import_runs(
             except SnapshotError as e:
                 fail(str(e))
             except (OSError, sqlite3.Error) as e:
-                # A full disk, a temporary directory it cannot write: the paths and the cause, not a traceback
-                # (as `specbench db snapshot` says it).
                 fail(
                     f"cannot snapshot {local} to {copy} (a temporary copy; TMPDIR picks its directory): "
                     f"{type(e).__name__}: {e}"
@@ -90,8 +85,7 @@ def import_runs(
             fail(f"{source}: {scrub(read_error(e), url)}; nothing imported")
         engine = open_db(db)
         try:
-            # One transaction, retried as a whole while the database is locked or away (as `run` and the
-            # workers wait): nothing is half imported, and a retry finds what a lost commit already stored.
+            # One transaction, retried whole through an outage: nothing is half imported.
             report = dbretry.in_session(
                 engine.execution_options(**{SQLITE_IMMEDIATE: True}),
                 lambda s: merge_runs(src, s, sweep=sweep),

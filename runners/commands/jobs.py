@@ -81,8 +81,7 @@ def _jobs_table(rows: list[dict[str, Any]]) -> None:
         Column("attempts", "right", drop=2),
         Column("worker", drop=2),
         Column("run", "right"),
-        # Why a queued job waits, or why a failed one failed (its run's failed points, the known bug): the
-        # finding of `jobs --status failed`, wrapped rather than cut.
+        # Why a job waits or failed: wrapped rather than cut.
         Column("why", drop=1, shrink=20, fold=True),
     ]
     cells = [

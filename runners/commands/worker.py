@@ -1,11 +1,6 @@
-"""`specbench worker`: claim jobs this host's GPUs can run and execute them, until SIGTERM (or, with --once,
-until nothing is left for it).
+"""`specbench worker`: claim jobs this host's GPUs can run and execute them, until SIGTERM (or --once).
 
-Its operator, not a job, decides what a job may use on this host: `--python NAME=PATH` (interpreters a sweep
-names with `server.python: NAME`), `--models-dir` / `--data-dir` (where model and workload paths may resolve),
-`--allow-external HOST:PORT` (external servers it may measure), and whether SGLang may run a checkpoint's own
-code or download from the hub (`--trust-remote-code`, `--allow-hub-downloads`; both off). See
-bench/host/policy.py."""
+Its operator, not a job, decides what a job may use on this host (bench/host/policy.py)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,4 @@
-"""SYNTHETIC benchmark history for load tests, demos and dashboard tests: a performance model and a row
-generator. These numbers were never measured; `synthetic.history.seed` writes them, clearly marked."""
+"""SYNTHETIC benchmark history (never measured): a performance model and a row generator."""
 
 from synthetic.history.model import (
     DEFAULT_SHAPE,

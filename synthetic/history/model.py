@@ -1,19 +1,13 @@
 """SYNTHETIC benchmark history for load tests, demos and dashboard tests. These numbers were never measured.
 
-Every run this module writes is marked three ways, so nobody mistakes it for a measurement: `trigger =
-"synthetic"`, `sweep_name` starting with "synthetic-", and `provenance["synthetic"] = True` (plus
-`simulated = True`, `backend = "sim"`). It writes the same tables the runner writes (runs with provenance,
-server_instances, points with their per-repeat samples) so every query and page sees realistic rows.
-
-The shape: a few lanes (model x GPU) each run a nightly sweep over SGLang releases and main-branch commits;
-every run covers batch size x spec steps x spec mode (v1, v2) plus a no-spec baseline, for two workloads.
-The numbers follow the speculative-decoding identity the dashboard's attribution relies on:
+Every run is marked `trigger = "synthetic"`, `sweep_name` "synthetic-...", `provenance["synthetic"]`, and
+written to the runner's tables. A few lanes (model x GPU) run a nightly sweep over releases and commits; the
+numbers follow the speculative-decoding identity the dashboard's attribution relies on:
     acceptance length L = (1 - a^(steps+1)) / (1 - a)  for per-token acceptance a (topk 1 chain),
     verify-step time S = forward(bs) · (1 + verify cost · steps) + steps · draft cost · forward(bs),
     TPOT = S / L,  E2E = TTFT + (output_len - 1) · TPOT,  throughput = bs · output_len / E2E.
-A few known steps are injected (`INJECTED_STEPS`), so change-point detection has something to find and the
-tests know where: an acceptance drop and its fix, a verify-kernel slowdown, an overlap-scheduler speed-up.
-A handful of failed, invalid and mode_mismatch points show up too, as they do in real history.
+Known steps are injected (`INJECTED_STEPS`) for change-point detection to find, with a few failed,
+invalid and mode_mismatch points as in real history.
 """
 
 from __future__ import annotations
@@ -167,8 +161,7 @@ INJECTED_STEPS: tuple[InjectedStep, ...] = (
 
 
 def server_config(lane: Lane, steps: int | None, spec_mode: str | None) -> ServerConfig:
-    """The lane's server config for `steps` in `spec_mode` (None, None: the no-spec baseline), as a sweep
-    would expand it: topk 1 chains, draft tokens = steps + 1."""
+    """The lane's server config for `steps` in `spec_mode` (None, None: baseline), as a sweep expands it."""
     spec = steps is not None
     return ServerConfig(
         model=lane.model,
@@ -204,11 +197,7 @@ class Grid:
 
 
 def build_grid(lane: Lane, shape: Shape, fingerprint: Callable[..., str]) -> Grid:
-    """A lane's points for one run, with their modelled acceptance and step time before noise and steps.
-
-    `fingerprint` is the store's series identity (`db.fingerprint.point_fingerprint`), passed in because
-    `bench` does not import `db`; it gets the same fields as for a measured point (`PointPlan.series`).
-    """
+    """A lane's points for one run with modelled acceptance and step time; `fingerprint`: the store's."""
     configs = [server_config(lane, None, None)] + [
         server_config(lane, s, m) for m in shape.spec_modes for s in shape.steps
     ]
@@ -223,8 +212,7 @@ def build_grid(lane: Lane, shape: Shape, fingerprint: Callable[..., str]) -> Gri
     a = lane.acceptance
     accept = np.where(is_spec, (1 - a ** (steps + 1)) / (1 - a), 1.0)
     forward = lane.forward_ms + lane.forward_ms_per_req * batch
-    # Verifying steps+1 tokens per request costs a little more than one decode token; each draft step is a
-    # small forward of the draft head. Overlap (v2) hides the CPU scheduling gap between steps.
+    # Verifying steps+1 tokens costs a little more than one; overlap (v2) hides the CPU gap between steps.
     step_ms = np.where(is_spec, forward * (1 + 0.045 * steps) + steps * 0.11 * forward, forward)
     step_ms = np.where(is_v2, step_ms * 0.93, step_ms)
     fingerprints, point_keys, wkeys, nprompts = [], [], [], []

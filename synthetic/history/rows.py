@@ -1,8 +1,6 @@
 """SYNTHETIC history rows: one run of a lane as column-wise rows of runs, server_instances, points, samples.
 
-The numbers follow the model in `synthetic.history.model` plus run- and repeat-level noise, the
-injected steps in force at that point of history, and rare failed, invalid and mode_mismatch points. Column
-names are the store's (db/models.py); `db.bulk` writes them.
+The model of `synthetic.history.model`, noise and injected steps, in the store's column names for `db.bulk`.
 """
 
 from __future__ import annotations
@@ -120,8 +118,7 @@ def _none_for_nan(a: np.ndarray) -> list[float | None]:
 def one_run(
     cols: dict[str, Columns], ids: IdSource, rng: np.random.Generator, ctx: RunContext, samples: bool
 ) -> None:
-    """One run of a lane into `cols`: its run row, then (unless it never started) its servers, points and,
-    with `samples`, each point's repeats."""
+    """One run of a lane into `cols`: run row, servers, points and, with `samples`, repeats."""
     release = release_at(ctx.fraction)
     n_points = len(ctx.grid.batch)
     failed_run = rng.random() < 0.004  # a server that never came up: the run has no points at all
@@ -198,8 +195,7 @@ def _run_row(
 
 
 def _metrics(ctx: RunContext, rng: np.random.Generator) -> dict[str, np.ndarray]:
-    """Every repeat's metrics (points x repeats): the model, the injected steps in force at this point of
-    history, then run-level and repeat-level noise."""
+    """Every repeat's metrics (points x repeats): model, injected steps, then run and repeat noise."""
     g, lane = ctx.grid, ctx.lane
     accept, step_ms = g.base_accept.copy(), g.base_step_ms.copy()
     for step in INJECTED_STEPS:
@@ -250,8 +246,7 @@ def _spread(name: str, value: np.ndarray, **factors: float) -> dict[str, np.ndar
 
 
 def _problems(ctx: RunContext, rng: np.random.Generator, version: str) -> tuple[np.ndarray, np.ndarray, bool]:
-    """Each point's status and reason: rare invalid and failed points, and on 0.5.14 H100s sometimes a run
-    whose v1 servers resolved v2 (the removed variable), as real history has them."""
+    """Each point's status and reason: rare invalid and failed points, and 0.5.14's v1-resolved-v2 runs."""
     g, n_points = ctx.grid, len(ctx.grid.batch)
     statuses = np.full(n_points, "ok", dtype=object)
     reasons = np.full(n_points, None, dtype=object)

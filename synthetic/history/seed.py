@@ -1,9 +1,4 @@
-"""SYNTHETIC history into a database: the generator (`synthetic.history`) fed to the bulk writer (`db.bulk`).
-
-Every run written here is marked three ways, so nobody mistakes it for a measurement: `trigger =
-"synthetic"`, `sweep_name` starting with "synthetic-", and `provenance["synthetic"] = True` (plus
-`simulated = True`, `backend = "sim"`).
-"""
+"""SYNTHETIC history into a database (`db.bulk`), every run marked as in `synthetic.history.model`."""
 
 from __future__ import annotations
 
@@ -54,11 +49,7 @@ def seed_history(
     chunk_runs: int = 200,
     progress: Callable[[int, int], None] | None = None,
 ) -> SeedReport:
-    """Write about `points` synthetic points (whole runs, so rounded up) and return what was written.
-
-    Runs are spread `interval` apart per lane, ending at `end` (default: now). `progress`, if given, is
-    called with (points written, points planned) after each chunk of `chunk_runs` runs.
-    """
+    """Write about `points` synthetic points (whole runs) `interval` apart per lane up to `end`."""
     if points <= 0:
         raise ValueError("points must be positive")
     t0 = time.perf_counter()

@@ -1,19 +1,12 @@
 """Write a synthetic DeepSeek-V3 + MTP checkpoint that sglang serves with `--attention-backend flashmla`.
 
-Three modes:
+* `agree`: every block's output projection is zero and `lm_head = embed[perm^-1]`, so target and MTP layer
+  both compute next(x) = perm[x]: greedy acceptance is exactly steps + 1 (shared/gpu/README.md).
+* `random`: plain N(0, 0.02) init with an independent lm_head.
+* `mirror` (`synthetic.model.mirror`): attention decides every token, so wrong attention shows.
 
-* `agree`: the recipe's agreeing draft (shared/gpu/README.md). Every block's output projection is zero, so
-  the residual stream is just embed(x); `lm_head = embed[perm^-1]` makes the target compute
-  next(x) = perm[x]; the MTP layer sees only the token embedding (`eh_proj = [I | 0]`) and predicts the same.
-  Greedy acceptance is then exactly steps + 1, which pins the acceptance plumbing end to end.
-* `random`: plain N(0, 0.02) init with an independent lm_head; acceptance is whatever it is.
-* `mirror` (`synthetic.model.mirror`): layer 0 is a previous-token head whose output picks the next token
-  (next = Q[token before the last]), and the NextN layer mirrors it, so a wrong attention (target or draft)
-  shows up in the tokens or the acceptance; greedy acceptance is steps + 1 when everything is right.
-
-Every tensor is drawn from its own generator, seeded from (seed, tensor name), so one tensor's bytes do not
-depend on which other tensors exist or how they were drawn. With the default `device="cpu"` the file is
-byte-identical on every machine for a given seed and sizes (the GPU box and a CPU box agree on the hash).
+Each tensor is drawn from its own generator seeded from (seed, name): on `device="cpu"` the file is
+byte-identical on every machine.
 """
 
 from __future__ import annotations
@@ -22,7 +15,6 @@ import dataclasses
 import hashlib
 import json
 import os
-from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -93,11 +85,7 @@ def _normal(shape: tuple[int, ...], std: float, seed: int, name: str, device: st
 
 
 def make_perm(vocab: int, seed: int, name: str = "perm") -> list[int]:
-    """A random bigram map that is a permutation with eos as a fixed point (`name` picks the stream).
-
-    Pinning perm[eos] = eos keeps eos out of every other token's cycle, so a trajectory that does not start at
-    eos never produces it: a request that forgets `ignore_eos` still runs to its full length.
-    """
+    """A random bigram permutation with eos fixed, so no trajectory reaches eos (`name` picks the stream)."""
     import torch
 
     gen = torch.Generator(device="cpu")
@@ -225,10 +213,6 @@ def file_sha256(path: Path) -> str:
     return h.hexdigest()
 
 
-def _count_params(tensors: Mapping[str, torch.Tensor]) -> int:
-    return sum(t.numel() for t in tensors.values())
-
-
 def build_checkpoint(
     out_dir: str | os.PathLike[str],
     mode: Mode = "agree",
@@ -249,13 +233,7 @@ def build_checkpoint(
     device: str = "cpu",
     force: bool = False,
 ) -> Path:
-    """Write the checkpoint into `out_dir` and return its path.
-
-    Files: config.json, generation_config.json (bos 0, eos 1), model.safetensors (metadata format pt),
-    perm.json (agree mode: the list perm with next(x) = perm[x]) and specbench_synth.json (how it was built,
-    with content hashes). `device` is where the random draws happen: "cpu" (default) gives bytes that are the
-    same on every machine; "cuda" is faster for huge sizes but draws a different (still seeded) stream.
-    """
+    """Write the checkpoint into `out_dir` and return its path; `device` "cuda" draws faster, other bytes."""
     from safetensors.torch import save_file
 
     sizes = SynthSizes(
@@ -281,14 +259,11 @@ def build_checkpoint(
     tensors, perm = make_tensors(sizes, mode, seed, noise=noise, device=device)
 
     out.mkdir(parents=True, exist_ok=True)
-    for (
-        stale
-    ) in OWNED_FILES:  # a forced rebuild must not leave e.g. an agree-mode perm.json next to random weights
+    for stale in OWNED_FILES:  # no agree-mode perm.json may stay next to a forced rebuild's weights
         (out / stale).unlink(missing_ok=True)
     config = hf_config(sizes)
     if mode == "mirror":
-        # The previous-token head is built for GPT-J (interleaved) rope pairs: SGLang's DeepSeek default,
-        # written out so no loader can guess otherwise.
+        # The previous-token head assumes GPT-J rope pairs: said so no loader guesses otherwise.
         config["rope_interleave"] = True
     _write_atomic(out / CONFIG_FILE, _json_bytes(config))
     _write_atomic(
@@ -314,7 +289,7 @@ def build_checkpoint(
         "rng_device": str(device).split(":")[0],
         "sizes": dataclasses.asdict(sizes),
         "num_tensors": len(tensors),
-        "num_params": _count_params(tensors),
+        "num_params": sum(t.numel() for t in tensors.values()),
         "weights_bytes": (out / WEIGHTS_FILE).stat().st_size,
         "sha256": {
             WEIGHTS_FILE: file_sha256(out / WEIGHTS_FILE),

@@ -1,9 +1,6 @@
 """What a specbench synthetic checkpoint should answer to the correctness check, from the pure-torch reference.
 
-`reference_for` says whether the reference can judge a model at all, and why not; `reference_outputs`
-computes greedy tokens and, per speculative step count, each request's accept length of chain drafting.
-Runs on a GPU when torch sees one (after the run's servers stopped: float32, TF32 off, the same numbers as
-on the CPU, only sooner), else on the CPU.
+On a GPU when torch sees one (float32, TF32 off: the CPU's numbers, sooner), else on the CPU.
 """
 
 from __future__ import annotations
@@ -16,8 +13,7 @@ from pathlib import Path
 from bench.correctness.outputs import ReferenceOutputs, prompts_digest
 from synthetic.model.build import is_synthetic_checkpoint, read_manifest
 
-# Modes whose logits have clear margins, so a bf16 server and the float32 reference pick the same tokens.
-# `random` has none: its tokens are decided by near-ties.
+# Modes with clear logit margins, so bf16 and float32 pick the same tokens (`random` has near-ties).
 JUDGED_MODES = ("agree", "mirror")
 
 
@@ -43,8 +39,7 @@ def reference_outputs(
     *,
     device: str | None = None,
 ) -> ReferenceOutputs:
-    """Greedy tokens of every prompt, and for each speculative step count each request's accept length
-    (completion tokens / verify steps, as SGLang's per-request `spec_accept_length`)."""
+    """Greedy tokens of every prompt and, per step count, each request's accept length."""
     import torch
 
     from synthetic.model.reference import ReferenceModel

@@ -1,9 +1,7 @@
 """Sizes, `config.json` and the tensor layout of a synthetic DeepSeek-V3 + MTP checkpoint.
 
-The layout is the one sglang 0.5.13's DeepSeek weight loader accepted on the lent H200 (shared/gpu/README.md):
-Hugging Face names, per-expert (unfused) MoE weights, `[out, in]` shapes, bf16 except the float32 router bias.
-The MTP (NextN) layer sits at index `layers` and is always a MoE layer, because sglang builds it as one
-whatever `first_k_dense_replace` says.
+The layout sglang 0.5.13's DeepSeek loader accepted on an H200 (shared/gpu/README.md). The MTP layer sits
+at index `layers` and is always MoE, as sglang builds it.
 """
 
 from __future__ import annotations
@@ -27,8 +25,7 @@ ROPE_THETA = 10000.0
 BOS_TOKEN_ID = 0
 EOS_TOKEN_ID = 1
 
-# Widths are kept on this grid so bf16 GEMM tiles and the vectorised norm/MoE kernels see aligned shapes;
-# every shape that ran on the GPU is a multiple of it.
+# Widths stay on this grid so GEMM tiles and vectorised kernels see aligned shapes.
 ALIGN = 64
 
 

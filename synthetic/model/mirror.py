@@ -1,32 +1,20 @@
 """The `mirror` checkpoint: attention decides every token, and the NextN draft computes what the target computes.
 
-`agree` mode zeroes every block's output projection, so attention can be computed wrongly without changing a
-token. Here the first decoder layer is a *previous-token head* whose output picks the next token:
+Layer 0 is a *previous-token head* whose output picks the next token (`agree` mode could compute attention
+wrongly without changing a token):
 
-* Embeddings are unit-RMS: `e_x = [a, b * c_x, 0...]` with a = b = sqrt(hidden / 2), `c_x` a random unit
-  vector of C dims (the token's code) in dims 1..C, and dim 0 a constant that queries and rope keys read.
-* Layer 0's attention (every head) has no content term (the nope rows of q_b are zero). Its rope query and
-  key are constant vectors built so that the rope score peaks at distance 1: for pair i (frequency
-  theta_i, GPT-J interleaved pairs as SGLang's DeepSeek attention uses) the query holds A and the key
-  (cos theta_i, sin theta_i), so score(d) = A * sum_i cos((d - 1) * theta_i) over the ROPE_PAIRS fastest
-  pairs. At the softmax the peak beats every other distance in 0..max_position_embeddings by at least
-  ATTENTION_GAP (e^-20 per other position), so each position attends to the one before it (the first token
-  to itself).
-* The value path copies the attended token's code: kv_a maps dims 1..C into the latent (kv_a_layernorm makes
-  it sqrt(512) * c), kv_b hands 128 latent dims to each of the first heads, and o_proj writes them into a
-  slot of the residual stream no embedding uses (dims C+1..2C), scaled to norm beta = b.
-* `lm_head` row y = [0, g1 * c_{P^-1(y)}, g2 * c_{Q^-1(y)}, 0...] with g2 = 3 * g1: the logit of y is
-  L * c_{P^-1(y)}.c_{x_t} + 3L * c_{Q^-1(y)}.c_{x_{t-1}}, so the greedy next token is **Q(token before the
-  current one)**, scoring ~3L against ~L for P(current token) and noise of sqrt(10 / C) L for the rest
-  (C = 511 at hidden 1024: the best wrong token stays below ~0.6 of the winner, so near-ties never decide
-  a token). Without attention the model falls back to P(current token), the
-  `agree` model; with the wrong attention it picks the wrong token.
-* Every other target layer and every MLP is silenced as in `agree` mode. The NextN layer copies layer 0's
-  attention weights, sees only the token embedding (`eh_proj = [I | 0]`, unit-RMS so enorm changes
-  nothing) and shares the head: at its entry j (token x_{j+1}) its previous-token head reads entry j-1
-  (token x_j), exactly what the target's layer 0 reads at position j+1. The one-token shift of the draft's
-  context costs nothing, so greedy acceptance is steps + 1 when the draft's attention is right, and drops to
-  1 when it is wrong (it then drafts P(x) or garbage).
+* Embeddings `e_x = [a, b * c_x, 0...]`, a = b = sqrt(hidden / 2), `c_x` a random unit code of C dims; dim 0
+  is a constant that queries and rope keys read.
+* Layer 0's attention has no content term; its constant rope query (A) and key (cos theta_i, sin theta_i)
+  give score(d) = A * sum_i cos((d - 1) * theta_i) over the ROPE_PAIRS fastest GPT-J pairs, which beats
+  every other distance by ATTENTION_GAP: each position attends to the one before it.
+* The value path copies the attended code through kv_a, kv_b and o_proj into dims C+1..2C (norm beta = b).
+* `lm_head` row y = [0, g1 * c_{P^-1(y)}, g2 * c_{Q^-1(y)}, 0...], g2 = 3 * g1: the greedy next token is
+  **Q(token before the current one)** at ~3L against ~L for P(current) and sqrt(10 / C) L noise. Without
+  attention it falls back to P (the `agree` model); wrong attention picks a wrong token.
+* Other layers and MLPs are silenced. The NextN layer copies layer 0's attention, sees only the embedding
+  (`eh_proj = [I | 0]`) and shares the head, so it reads what the target reads one position later: greedy
+  acceptance is steps + 1 when the draft's attention is right, 1 when it is wrong.
 
 P and Q are permutations with eos fixed, so no trajectory that starts away from eos reaches it.
 """
@@ -41,8 +29,7 @@ from synthetic.model.layout import KV_LORA_RANK, QK_NOPE_HEAD_DIM, QK_ROPE_HEAD_
 if TYPE_CHECKING:
     import torch
 
-# Rope pairs (fastest first) the previous-token kernel uses; 8 give the widest gap (1.07 * A) for distances
-# up to 4096, more add almost nothing (the slow pairs barely turn between neighbours).
+# Rope pairs (fastest first): 8 give the widest gap (1.07 * A) up to 4096; slow pairs barely turn.
 ROPE_PAIRS = 8
 # Softmax-logit margin between the previous position and any other one: e^-20 ~ 2e-9 of weight each.
 ATTENTION_GAP = 20.0
@@ -87,8 +74,7 @@ def apply(
     *,
     rope_theta: float,
 ) -> None:
-    """Overwrite the embedding, the head and the attention of layer 0 and of the NextN layer in `tensors`
-    (bf16, as laid out by `tensor_layout`). `perms` = (P, Q); `codes` [vocab, C] unit rows (float32)."""
+    """Overwrite embedding, head and layer 0's and NextN's attention; `perms` = (P, Q), `codes` [vocab, C]."""
     import torch
 
     h, c, vocab = sizes.hidden, code_dims(sizes), sizes.vocab
@@ -139,9 +125,7 @@ def _previous_token_head(
         q_b[head * qk_head + QK_NOPE_HEAD_DIM : (head + 1) * qk_head, 0] = query / math.sqrt(rank)
     kv_a = torch.zeros(KV_LORA_RANK + QK_ROPE_HEAD_DIM, h)
     kv_a[torch.arange(c), 1 + torch.arange(c)] = 1.0  # the code into the latent (normed to sqrt(512) * code)
-    kv_a[KV_LORA_RANK:, 0] = (
-        key / a
-    )  # the rope key from the constant dim, not normed: the same for every token
+    kv_a[KV_LORA_RANK:, 0] = key / a  # the rope key, from the constant dim: the same for every token
     kv_b = torch.zeros(heads * (QK_NOPE_HEAD_DIM + V_HEAD_DIM), KV_LORA_RANK)
     o = torch.zeros(h, heads * V_HEAD_DIM)
     for k in range(c):

@@ -1,33 +1,10 @@
 """Config-only checkpoints of published DeepSeek shapes, served with SGLang's `--load-format dummy`.
 
-With `--load-format dummy` SGLang builds the model from `config.json` and fills every weight on the GPU with
-random values; no tensors are read. A cost-realistic model therefore needs only the published config, with
-`num_hidden_layers` cut down so the slice fits one GPU (docs/reference/paired-measurement.md: the cost-equivalent slice).
-
-The files in `published/` are the published `config.json` files on the Hugging Face Hub:
-- deepseek-ai/DeepSeek-V3 (identical in shape to DeepSeek-R1): hidden 7168, 128 heads, MLA q_lora 1536,
-  kv_lora 512, rope 64, nope 128, v 128, 256 routed + 1 shared experts, top-8 in 8 groups (top-4 groups),
-  moe_intermediate 2048, intermediate 18432, 3 dense layers first, vocab 129280, 1 MTP (NextN) layer.
-- deepseek-ai/DeepSeek-V2-Lite: hidden 2048, 16 heads, no query LoRA, kv_lora 512, 64 routed + 2 shared
-  experts, top-6 greedy, moe_intermediate 1408, intermediate 10944, 1 dense layer first, vocab 102400, 27
-  layers, no MTP layer.
-Left out of the slice on purpose: V3's FP8 block quantisation (`quantization_config`); the slice is served
-in bf16, so its weights are twice the bytes of the FP8 original (see the docs for what that means for the
-slice size).
-
-`deepseek-v3-tp8-shard` is what one GPU of an 8-way tensor-parallel DeepSeek-V3 deployment computes: the
-published config with its `quantization_config` (FP8 e4m3, dynamic activations, 128 x 128 weight blocks),
-split as SGLang's tensor parallelism splits it (`bench.model_config.shard_config`): 16 of 128 attention heads,
-`intermediate_size` and `moe_intermediate_size` at 1/8 (each of the 256 routed experts and the shared one at
-1/8 width), the vocabulary at 1/8 (16,160 rows of embedding and LM head, what the vocab-parallel layers hold),
-MLA ranks, hidden size, router and top-8 routing unchanged. Its NextN layer is built from the same config,
-so it is sharded the same way. `--tp N` gives other widths (`--tp 1` is the whole model, for a server that
-runs it at `server.tp: 8`); `--layers N` a shorter shard.
-
-The NextN draft of DeepSeek-V3 lives in the same checkpoint (`num_nextn_predict_layers: 1`): SGLang loads the
-MTP layer from the target's path when `--speculative-draft-model-path` is unset (contract §1.2), and with
-dummy weights it needs no tensors either. So a sweep leaves `draft_model` empty (or points it at the same
-directory, which SGLang accepts with a warning).
+SGLang then fills every weight with random values, so a cost-realistic model needs only the published
+config (`published/`, from the Hugging Face Hub) with fewer layers (docs/reference/paired-measurement.md).
+The slices are served in bf16, without V3's FP8 `quantization_config`. `deepseek-v3-tp8-shard` is one GPU
+of a TP-8 DeepSeek-V3, FP8 as published, split as SGLang splits it (`bench.model_config.shard_config`).
+The NextN draft lives in the same checkpoint: SGLang loads it from the target's path (contract §1.2).
 """
 
 from __future__ import annotations
@@ -45,12 +22,10 @@ from synthetic.model.layout import SynthConfigError
 Preset = Literal["deepseek-v3-slice", "deepseek-v2-lite", "deepseek-v3-tp8-shard"]
 PRESETS: tuple[Preset, ...] = ("deepseek-v3-slice", "deepseek-v2-lite", "deepseek-v3-tp8-shard")
 SHARD_PRESET: Preset = "deepseek-v3-tp8-shard"
-# The shard preset's tensor-parallel width unless --tp says otherwise.
 SHARD_DEFAULT_TP = 8
 PRESET_FILES = (CONFIG_FILE, GENERATION_CONFIG_FILE, MANIFEST_FILE)
 
-# The published config.json files (synthetic/model/published/): DeepSeek-V3's less its `quantization_config`
-# (kept apart, for the shard) and both less the `auto_map` of the remote code (SGLang has its own classes).
+# The published configs less `auto_map` (SGLang has its own classes); V3's quantization kept apart.
 _PUBLISHED_DIR = Path(__file__).with_name("published")
 
 
@@ -61,7 +36,6 @@ def _published(name: str) -> dict[str, Any]:
 
 DEEPSEEK_V3 = _published("deepseek-v3")
 DEEPSEEK_V2_LITE = _published("deepseek-v2-lite")
-# FP8 e4m3 weights in 128 x 128 blocks, each with a float32 `weight_scale_inv` (README_WEIGHTS.md documents it).
 DEEPSEEK_V3_QUANTIZATION = _published("deepseek-v3-quantization")
 
 _PUBLISHED: dict[Preset, dict[str, Any]] = {
@@ -85,12 +59,9 @@ SHARD_LEFT_OUT = (
 
 
 def preset_config(preset: str, layers: int | None = None, tp: int | None = None) -> dict[str, Any]:
-    """The `config.json` of `preset`, with `layers` decoder layers (None = the published count).
+    """The `config.json` of `preset` with `layers` decoder layers (None: published), `tp` (shard only) wide.
 
-    Cutting layers keeps the dense-first structure where it can: `first_k_dense_replace` becomes
-    min(published, layers - 1), so a slice of N >= 2 layers always has at least one MoE layer (N = 4 gives
-    V3's 3 dense + 1 MoE; N = 5 the 3 + 2 measured on an H200). The MTP layer is one more, always MoE.
-    `tp` (the shard preset only; default 8) is the tensor-parallel width whose one GPU the config describes.
+    A slice of N >= 2 layers keeps at least one MoE layer: first_k_dense_replace <= N - 1.
     """
     if preset not in _PUBLISHED:
         raise SynthConfigError(f"unknown preset {preset!r}; choose one of {', '.join(PRESETS)}")

@@ -1,19 +1,8 @@
 """A small pure-torch forward pass of the synthetic DeepSeek-V3 + MTP checkpoint, for tests and spot checks.
 
-It follows DeepSeek-V3's structure closely enough to show that a checkpoint behaves as built: RMSNorm, MLA
-attention through q_a/q_b/kv_a/kv_b/o with the nope/rope split, the sigmoid-routed MoE with a shared expert
-(noaux_tc with one group), the final norm and lm_head, and the MTP step
-enorm(embed(next token)) ‖ hnorm(hidden) → eh_proj → MoE decoder layer → shared_head.norm → lm_head.
-
-The rotary embedding pairs dims as SGLang's DeepSeek attention does: GPT-J style, interleaved pairs
-(2i, 2i+1), because `rope_interleave` defaults to true there (models/deepseek_v2.py: is_neox_style = not
-rope_interleave); a config with `rope_interleave: false` gets NeoX halves. The `mirror` checkpoint's
-previous-token head depends on that pairing.
-
-Deliberate simplifications (none changes what the agree- and mirror-mode checks rely on): no YaRN scaling,
-float32 math from the bf16 weights, no KV cache (every call recomputes the whole sequence), and the hidden
-state handed to the MTP layer is the target's final-norm output, as sglang's logits processor captures it;
-later draft steps reuse the MTP layer's own final-norm output.
+Rope pairs dims GPT-J style (2i, 2i+1) as SGLang's DeepSeek attention does by default (`rope_interleave`);
+the mirror checkpoint depends on it. Simplified where the checks do not care: no YaRN, float32 math, no KV
+cache; the MTP layer gets the target's final-norm hidden state, as sglang's logits processor captures it.
 """
 
 from __future__ import annotations
@@ -143,8 +132,7 @@ class ReferenceModel:
     # ---- the target ----
     @torch.no_grad()
     def target(self, ids: torch.Tensor, *, last: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-        """ids [B, T] → (logits [B, T, V], final-norm hidden [B, T, H]); with `last`, logits of the last
-        `last` positions only (the head is most of the cost at a 32k vocabulary)."""
+        """ids [B, T] → (logits [B, T, V], final-norm hidden [B, T, H]); `last`: logits of the last N only."""
         x = self.w["model.embed_tokens.weight"][ids]
         for i in range(self.layers):
             x = self._layer(i, x)
@@ -176,8 +164,7 @@ class ReferenceModel:
     def mtp(
         self, hidden: torch.Tensor, next_ids: torch.Tensor, *, last: int | None = None
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """Position i pairs hidden[:, i] with the token after it, next_ids[:, i] → (logits, MTP hidden);
-        `last` as in `target`."""
+        """hidden[:, i] with the token after it, next_ids[:, i] → (logits, MTP hidden)."""
         p = f"model.layers.{self.layers}."
         e = self._rms(self.w["model.embed_tokens.weight"][next_ids], f"{p}enorm.weight")
         h = self._rms(hidden, f"{p}hnorm.weight")

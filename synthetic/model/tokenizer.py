@@ -1,16 +1,7 @@
 """A tokenizer for synthetic checkpoints, so text-mode clients work on a host with no hub access.
 
-A synthetic checkpoint has no tokenizer of its own, yet SGLang's server (unless `--skip-tokenizer-init`)
-and SGLang's `bench_serving` (always) load one from the model directory. This writes a word-level
-tokenizer with exactly `vocab_size` entries: id 0 `<s>`, 1 `</s>` (the synthetic config's BOS and EOS),
-2 `<unk>`, and every other id `i` the word `t<i>`. Text is split on whitespace and decoded by joining
-words with spaces, so `encode(decode(ids)) == ids` for every id sequence: a client that decodes token
-ids into a prompt and the server that re-encodes it count the same tokens. It adds no BOS, so
-`bench_serving`'s text mode (which subtracts the tokens a tokenizer adds) reports exactly what the
-server prefills.
-
-The files are what `transformers.AutoTokenizer.from_pretrained(dir)` reads offline
-(`PreTrainedTokenizerFast`), and `tokenizers.Tokenizer.from_file(dir/tokenizer.json)` for the stand-in.
+A word-level tokenizer of exactly `vocab_size` entries (0 `<s>`, 1 `</s>`, 2 `<unk>`, else `t<i>`) with
+`encode(decode(ids)) == ids` and no BOS added, so client and server count the same tokens.
 """
 
 from __future__ import annotations
@@ -32,8 +23,7 @@ UNK_TOKEN_ID = 2
 SPECIAL_TOKENS = {BOS_TOKEN: BOS_TOKEN_ID, EOS_TOKEN: EOS_TOKEN_ID, UNK_TOKEN: UNK_TOKEN_ID}
 MIN_VOCAB = len(SPECIAL_TOKENS) + 1
 
-# Roles are rendered as plain words; with a word-level vocabulary they become <unk>, which is harmless:
-# the template only has to turn messages into a prompt the way a chat model's would.
+# Roles become <unk> in a word-level vocabulary, which is harmless.
 CHAT_TEMPLATE = (
     "{% for message in messages %}{{ message['role'] }}: {{ message['content'] }}\n{% endfor %}"
     "{% if add_generation_prompt %}assistant:{% endif %}"

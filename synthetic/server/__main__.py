@@ -1,9 +1,7 @@
 """`python -m synthetic.server <SGLang launch flags>`: start the stand-in server.
 
-Launch order mirrors SGLang's: flags parsed (argparse errors exit 2), server arguments post-processed
-(warnings logged; a refused combination exits 1 with the error in the log), `server_args=ServerArgs(...)`
-printed, the HTTP server up answering 503, then after SPECBENCH_SIM_STARTUP_S and a self-sent warm-up
-"The server is fired up and ready to roll!". SIGTERM or SIGINT shut it down within about a second.
+Launch order mirrors SGLang's: flags (exit 2), arguments (a refusal exits 1), HTTP up answering 503, then
+after SPECBENCH_SIM_STARTUP_S and a warm-up "The server is fired up and ready to roll!".
 """
 
 from __future__ import annotations
@@ -160,8 +158,7 @@ async def _start_up(server: SimServer) -> None:
         await warmup(server, max_new_tokens=1)
         wrong.die_of_draft_extend_v2()
     await warmup(server)
-    # Start-up's ~36k objects live as long as the server: a full collection walking them held the loop
-    # 15-60 ms on a loaded 2-core box, 10x a stand-in's TTFT. Frozen, they are never scanned again.
+    # Full collections over start-up's ~36k objects held the loop 15-60 ms; frozen, they are never scanned.
     gc.collect()
     gc.freeze()
     server.ready = True

@@ -1,12 +1,8 @@
 """How many drafted tokens one verify step accepts: the analytic truth the harness is tested against.
 
-With topk 1 each of `steps` drafts is accepted in order with probability p until the first rejection, and a
-verify step commits the accepted drafts plus one, so E[tokens per verify step] = (1 - p**(steps+1)) / (1 - p).
-With topk > 1 the per-depth acceptance is 1 - (1 - p)**topk. `max_accepted` caps the drafts a wrong draft path
-can get accepted (synthetic.server.wrong). `SGLANG_SIMULATE_ACC_LEN=L` overrides it all as SGLang does: each
-step commits floor(L) or ceil(L) tokens, mean L, clamped to [1, steps + 1] (`multinomial`: a rounded normal).
-Draws come from a generator seeded by the prompt (`prompt_rng`), so `verify_steps` replays a request without a
-server: the gate's reference for the stand-in (synthetic.server.reference).
+With topk 1, E[tokens per verify step] = (1 - p**(steps+1)) / (1 - p); with topk > 1 the per-depth
+acceptance is 1 - (1 - p)**topk. `SGLANG_SIMULATE_ACC_LEN=L` overrides it as SGLang does. Draws are seeded
+by the prompt, so `verify_steps` replays a request without a server (synthetic.server.reference).
 """
 
 from __future__ import annotations
@@ -81,14 +77,12 @@ class AcceptanceModel:
 
 
 def prompt_rng(seed: int, key: int) -> random.Random:
-    """Which drafts a request's verify steps accept: seeded by `sim.seed` and its prompt, so the same prompt
-    gets the same acceptance on every server, v1 and v2 alike."""
+    """Seeded by `sim.seed` and the prompt: the same acceptance on every server, v1 and v2 alike."""
     return random.Random(f"{seed}:prompt-{key}")
 
 
 def verify_steps(draw: Callable[[random.Random], int], rng: random.Random, limit: int) -> int:
-    """Verify steps for `limit` new tokens as the scheduler commits them: the prefill gives the first token,
-    each verify step its accepted drafts + 1, cut at the limit."""
+    """Tokens per verify step for `limit` new tokens (the prefill gives the first), cut at the limit."""
     done, steps = min(limit, 1), 0
     while done < limit:
         done += min(draw(rng) + 1, limit - done)

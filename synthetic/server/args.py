@@ -1,8 +1,6 @@
 """SGLang's launch flags and their post-processing, for the emulated release.
 
-`parse_flags` accepts SGLang's flag names (argparse with `allow_abbrev=True`, so `--tp 2` works and a prefix
-matching two flags fails as in SGLang). `resolve` applies the rules of contract §1.2-1.4 in SGLang's order,
-one step each, and returns the resolved arguments, SGLang's warnings and the capacities the scheduler needs.
+`parse_flags` abbreviates as SGLang's argparse does; `resolve` applies contract §1.2-1.4 in SGLang's order.
 """
 
 from __future__ import annotations
@@ -173,8 +171,7 @@ class _Spec:
 
 
 def resolve(ns: argparse.Namespace, cfg: SimConfig, rel: Release, warnings: list[str]) -> Resolved:
-    """`warnings` collects SGLang's warning lines as they happen, so that a caller can still log them when a
-    later check raises `ServerArgsError`, as SGLang's own log reads."""
+    """`warnings` collects SGLang's lines as they happen, to be logged even when a later check raises."""
     backend = ns.attention_backend or "fa3"  # SGLang's pick for an MLA model on Hopper with CUDA >= 12.3
     max_bs, graph_bs, no_graph = _graph_flags(ns, rel, warnings)
     page_size = _page_size(ns, backend, warnings)
@@ -276,8 +273,7 @@ def _page_size(ns: argparse.Namespace, backend: str, warnings: list[str]) -> int
 
 
 def _memory(fraction: float | None, tp: int, spec: bool, cfg: SimConfig, rel: Release) -> tuple[float, float]:
-    """mem_fraction_static (SGLang's default leaves 10 GB, more for speculation on old releases) and the KV
-    cache's GB once the weights are in."""
+    """mem_fraction_static (SGLang's default leaves 10 GB) and the KV cache's GB after the weights."""
     if fraction is None:
         reserve = 10.0 + (rel.spec_extra_reserve_gb if spec else 0.0)
         fraction = round((cfg.gpu_memory_gb - reserve) / cfg.gpu_memory_gb, 3)

@@ -1,7 +1,6 @@
 """Stand-in knobs that are not SGLang flags, read once from the environment at start-up.
 
-The launcher writes the sweep's `server.sim` block as `SPECBENCH_SIM_*` variables; the SGLang variables the
-stand-in honours (`SGLANG_ENABLE_SPEC_V2`, `SGLANG_SIMULATE_ACC_LEN`, ...) are read here too.
+`server.sim` arrives as `SPECBENCH_SIM_*`; the SGLang variables the stand-in honours are read here too.
 """
 
 from __future__ import annotations
@@ -20,9 +19,7 @@ class SimConfigError(ValueError):
 
 @dataclass(frozen=True)
 class PerfParams:
-    """Milliseconds per piece of work, combined by `synthetic.server.perf`: a small MLA model
-    (DeepSeek-V2-Lite class) on one H200, a decode step of 2-5 ms, prefill ~125k tokens/s, overlap worth
-    15-20% at mid batch."""
+    """Milliseconds per piece of work (`synthetic.server.perf`): a small MLA model on one H200."""
 
     gpu_base_ms: float = 2.0
     gpu_per_token_ms: float = 0.010
@@ -51,9 +48,7 @@ HICCUP_S = 3.0
 
 @dataclass(frozen=True)
 class Faults:
-    """Counted faults number user requests from 1; health probes, the warm-up and the correctness check's
-    requests do not count. `hiccup_after` holds the queue for `HICCUP_S`; `v2_draft`, `v2_verify` and
-    `flashmla_draft_decode_context` compute wrongly (synthetic.server.wrong)."""
+    """Counted faults number user requests from 1 (probes, warm-up and correctness check excluded)."""
 
     crash_after: int | None = None
     stall_after: int | None = None

@@ -1,14 +1,8 @@
 """The continuous-batching scheduler: one asyncio task that plays SGLang's event loop.
 
-Each iteration is a prefill batch (waiting requests admitted up to max_running_requests and the
-chunked-prefill budget; each gets its first token) or a decode batch (every running request takes one verify
-step). It first waits out its modelled cost (`PerfModel`) on a deadline clock, then commits tokens and wakes
-the handlers, so each stream event lands at its modelled time: ITL is one step's gap, as on SGLang.
-
-Acceptance bookkeeping follows contract §3.4: drafts and request-steps accumulate in a window that moves into
-the lifetime totals every `--decode-log-interval` decode iterations, when `avg_spec_accept_length` first
-appears and the decode log line is printed; `/flush_cache` resets them. `hiccup_after` holds the queue for
-`HICCUP_S` (nothing admitted, running requests keep decoding), awaited on the loop like a step's cost.
+Each iteration, a prefill or a decode batch, waits out its modelled cost (`PerfModel`) on a deadline clock,
+then commits tokens, so each stream event lands at its modelled time. Acceptance is tallied as in contract
+§3.4: a window folded into the totals every `--decode-log-interval` decode iterations.
 """
 
 from __future__ import annotations
@@ -143,8 +137,7 @@ class Engine:
             elif self.running:
                 await self._decode()
             else:
-                # Held with nothing to decode: the wait is the server's, so it awaits on the loop (the stall
-                # probe, synthetic.server.stalls, must not read it as the host's).
+                # The server's own wait: awaited, so the stall probe does not read it as the host's.
                 await asyncio.sleep(held)
                 self._clock = time.perf_counter()
 
@@ -161,11 +154,8 @@ class Engine:
         if delay >= SLEEP_GRANULARITY_S:
             await asyncio.sleep(delay)
             return
-        # The event loop cannot sleep less than ~1 ms (epoll rounds up). Banking shorter steps on the clock
-        # made steps run back to back in bursts, so clients saw ITL p50 = 0 while TPOT was 0.5 ms. Instead:
-        # yield once so the handlers stream what the previous step produced, then sleep the rest of this
-        # step in the OS (sub-millisecond and idle, unlike spinning the loop, which starved a client on the
-        # same small host), like a scheduler blocked on the GPU.
+        # The loop cannot sleep under ~1 ms, and banking shorter steps made bursts (ITL p50 = 0): yield once
+        # so handlers stream, then sleep the rest in the OS, like a scheduler blocked on the GPU.
         await asyncio.sleep(0)
         remaining = self._clock - time.perf_counter()
         if remaining > 0:

@@ -1,8 +1,6 @@
-"""One GPU shared by several stand-in servers (`sim.shared_gpu`): a server that does not fit next to the live
-ones fails to start, as SGLang's does when `mem_fraction_static` of the GPU is not free.
+"""One GPU shared by stand-in servers (`sim.shared_gpu`): one that does not fit fails to start, as SGLang's.
 
-The launcher gives every stand-in of a run one ledger file (SPECBENCH_SIM_GPU_LEDGER); each live server holds
-a claim of mem_fraction_static x GPU memory in it. Claims of processes that are gone are dropped.
+Each live server claims mem_fraction_static x GPU memory in the run's SPECBENCH_SIM_GPU_LEDGER file.
 """
 
 from __future__ import annotations
@@ -34,8 +32,7 @@ def _alive(pid: int) -> bool:
 
 @contextmanager
 def _locked(ledger: Path) -> Iterator[dict[str, float]]:
-    """The ledger's claims (pid -> GB), under an exclusive lock; whatever the block leaves in the dict is
-    written back when it ends without an error. An unreadable ledger counts as empty."""
+    """The ledger's claims (pid -> GB) under an exclusive lock, written back unless the block raises."""
     with open(ledger.with_suffix(".lock"), "a+") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         try:

@@ -1,7 +1,6 @@
 """SGLang's log line shapes: `[YYYY-mm-dd HH:MM:SS] msg` from the launcher, `[... TP0] msg` from the scheduler.
 
-Launch tools (ours and SGLang users') grep these lines, so the prefix format matters more than
-the logging levels. Everything goes to stderr, as SGLang's own logging does.
+Launch tools grep these lines, so the prefix matters more than levels. All to stderr, as SGLang's.
 """
 
 from __future__ import annotations

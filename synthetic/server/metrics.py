@@ -1,5 +1,4 @@
-"""`/metrics` with `--enable-metrics`: SGLang's token and request counters (contract §4), per finished user
-request; the cross-check reads `sglang:prompt_tokens_total` to see what the server prefilled."""
+"""`/metrics` with `--enable-metrics`: SGLang's counters (contract §4), per finished user request."""
 
 from __future__ import annotations
 

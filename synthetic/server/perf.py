@@ -1,15 +1,6 @@
 """The deterministic cost model: how long one scheduler iteration takes, in milliseconds.
 
-Decode with b running requests, d tokens verified per request (1 without speculation), s draft steps, TP tp:
-
-    gpu = gpu_base + gpu_per_token * b * d / tp + tp_comm * (tp - 1)
-        + [spec] s * (draft_base + draft_per_req * b / tp) + [spec, FlashMLA, <= 0.5.15] draft_extend_no_graph
-        + [b beyond the CUDA graphs] no_graph_target + [spec] s * no_graph_draft_step
-    cpu = cpu_base + cpu_per_req * b
-    non-overlap (spec v1): t = gpu + cpu;  overlap (spec v2, plain decoding): t = max(gpu, cpu) + overlap_sync
-
-Prefill of n requests with u uncached tokens: gpu = prefill_base + prefill_per_token * u / tp * (1 + [spec]
-prefill_draft_factor), cpu as above. Everything is multiplied by the time scale (docs/reference/stand-in.md).
+The formulas are docs/reference/stand-in.md's; v1 adds GPU and CPU time, overlap (v2) takes their max.
 """
 
 from __future__ import annotations

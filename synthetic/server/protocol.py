@@ -1,7 +1,6 @@
 """The `/generate` wire format (contract §3.1-3.3): request validation, `meta_info`, stream events.
 
-Non-final events sit on the hot path of the client-ceiling benchmark, so `EventEncoder` assembles them from
-pre-encoded pieces and two slices of the request's `TokenTape`; the final event goes through orjson.
+Non-final events are on the client-ceiling benchmark's hot path: assembled from pre-encoded pieces.
 """
 
 from __future__ import annotations

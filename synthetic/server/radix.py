@@ -1,8 +1,7 @@
 """A prefix cache that answers SGLang's one client-visible question: how many prompt tokens were cached.
 
-One chained hash per cached page (`page_size` tokens) instead of a tree: a prompt's hit is its leading pages
-whose hash is present. Like SGLang it matches whole pages, never the full prompt (the last token must be
-computed), and evicts least-recently-used pages beyond `capacity` tokens.
+One chained hash per page instead of a tree; like SGLang it matches whole pages, never the full prompt,
+and evicts least-recently-used pages beyond `capacity` tokens.
 """
 
 from __future__ import annotations

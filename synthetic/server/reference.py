@@ -1,15 +1,7 @@
 """What the stand-in answers on its right path: the correctness gate's reference for `backend: sim`.
 
-On a GPU the reference is the pure-torch model of a synthetic checkpoint (synthetic.model.reference). The
-stand-in runs no model, but what it answers is known by construction: its greedy tokens are a function of the
-prompt and `sim.seed` (synthetic.server.tokens), and which drafts a verify step accepts is drawn from a generator
-seeded by the prompt (synthetic.server.acceptance). So a launch of the stand-in can be held against what the same
-launch computes with no wrong path: the sweep's `acceptance_rate`, none of `server.sim.fault`'s wrong paths, and no
-known bug emulated. A fault that keeps the tokens and lowers acceptance on v1 and v2 alike (the
-`flashmla_draft_decode_context` issue) is invisible to the v2/v1 comparison; this is what catches it.
-
-Milliseconds for the check's prompts, computed from the sweep each time the gate judges (not stored: nothing
-here depends on the run).
+Known by construction: tokens and acceptance are seeded by the prompt, so a launch is held against the same
+launch with no wrong path. It catches faults v1 and v2 share (`flashmla_draft_decode_context`).
 """
 
 from __future__ import annotations
@@ -29,9 +21,7 @@ DEVICE = "stand-in"
 def reference_outputs(
     sim: SimSettings, prompts: list[list[int]], output_len: int, steps: Iterable[int]
 ) -> ReferenceOutputs:
-    """Each prompt's greedy tokens (`output_len`, EOS ignored as the check asks) and, per step count, each
-    request's tokens per verify step with chain drafts (topk 1), as a stand-in launch with no wrong path
-    reports them."""
+    """Each prompt's greedy tokens and, per step count, each request's tokens per verify step (topk 1)."""
     keys = [prompt_key(p, sim.seed) for p in prompts]
     tokens = [_greedy(key, output_len) for key in keys]
     accepts: dict[int, list[float]] = {}

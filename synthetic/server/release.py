@@ -1,8 +1,7 @@
 """What differs between the emulated SGLang releases (docs/reference/sglang-contract.md), and the spec v1/v2
 decision each makes (contract §1.4) with the launch-log lines of §1.5.
 
-The facts specbench itself relies on (the variable's fate, the routing switch, the FlashMLA routing bug) are
-read from `bench.server`; this module adds only what a server does with them.
+The facts specbench relies on come from `bench.server`; this adds what a server does with them.
 """
 
 from __future__ import annotations

@@ -1,10 +1,7 @@
 """HTTP routes (contract §2, §3, §7): what specbench and SGLang's bench_serving call, with SGLang's paths,
 status codes and bodies.
 
-Streaming follows SGLang's tokenizer manager: each wake-up sends the latest cumulative state of each request,
-so outputs that queued up behind a slow client merge into one event. In instant mode (no modelled time, the
-client-ceiling benchmark) every scheduler output is its own event, and the events queued for one response
-leave in a single write.
+Each wake-up sends a request's latest cumulative state, as SGLang's tokenizer manager does.
 """
 
 from __future__ import annotations

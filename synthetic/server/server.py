@@ -153,8 +153,7 @@ class SimServer:
         return info
 
     def expert_routing(self) -> str:
-        """How this server's MoE layers would route as SGLang runs them: SGLang reports neither switch
-        anywhere, so the stand-in says it under `specbench_sim`."""
+        """How this server's MoE layers would route (SGLang reports it nowhere, so `specbench_sim` does)."""
         if is_moe(read_model_config(self.args.model_path)) is False:
             return "dense model: no experts to route"
         switches = self.release.routing_switches

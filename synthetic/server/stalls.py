@@ -1,12 +1,9 @@
 """How late the stand-in's own event loop ran since the last `/flush_cache`: this host's scheduling stalls as
 felt by the process that emits every token.
 
-A stand-in's TTFT is a few ms, so a loaded host that keeps this process off its CPU for tens of ms lands a 10x
-tail on the requests in flight; the client measures its own stalls (`bench.host.loop_lag`) but not this
-process's. A ticker sleeps `period_s` again and again and keeps the longest lateness it woke with;
-`/server_info` reports it under `specbench_sim` and `bench.measure.judge` does not call a tail those stalls
-explain unstable. Modelled time (a step, a `hiccup_after` hold) is awaited on the loop and never shows here.
-It ticks only while there is work or was lately (`linger_s`), so an idle server costs no wake-ups.
+A ticker keeps the longest lateness it woke with, reported under `specbench_sim`, so `bench.measure.judge`
+does not call a tail those stalls explain unstable. Modelled time is awaited and never shows here. It
+ticks only while there is work or was lately (`linger_s`).
 """
 
 from __future__ import annotations

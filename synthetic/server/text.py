@@ -1,7 +1,5 @@
-"""Text prompts into token ids: the tokenizer at `--tokenizer-path` (default: the model path) when it holds a
-`tokenizer.json`, encoded offline with special tokens as SGLang does, so a client counting with the same
-tokenizer (bench_serving in text mode) agrees with the server. Otherwise the toy hash of
-`synthetic.server.tokens`; an explicit path that does not load is a start-up error, as on SGLang.
+"""Text prompts into token ids: `--tokenizer-path`'s `tokenizer.json` as SGLang encodes, else the toy hash
+of `synthetic.server.tokens`; an explicit path that does not load fails start-up, as on SGLang.
 """
 
 from __future__ import annotations

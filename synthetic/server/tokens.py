@@ -1,8 +1,7 @@
 """Deterministic stand-in tokens: a toy tokenizer for text prompts and the output token stream.
 
-Output ids depend only on the sim seed and the prompt ids, so a prompt gets the same completion on every run
-and server. `TokenTape` builds them lazily with the JSON and text fragments a stream event needs, so the k-th
-cumulative event is two buffer slices rather than a re-serialisation of everything sent so far.
+Output ids depend only on the sim seed and the prompt; `TokenTape` builds them lazily with their JSON and
+text fragments, so a cumulative event is two buffer slices.
 """
 
 from __future__ import annotations
@@ -40,8 +39,7 @@ def natural_length(key: int, mean_tokens: int, min_tokens: int) -> int:
     return max(length, min_tokens, 1)
 
 
-# Ids come in fixed blocks of positions, each from its own hash (token j never depends on the order blocks
-# are asked for), as 16-bit draws shifted past the special ids: within [1000, 66536).
+# Blocks of positions, each from its own hash, as 16-bit draws past the special ids: [1000, 66536).
 _BLOCK = 64
 
 
@@ -57,8 +55,7 @@ _DECIMAL = _DecimalCache()
 
 
 class TokenTape:
-    """Output ids of one request: `ids_json` is "12,34,56," with `ids_end[i]` its length after i tokens (a
-    fragment drops the trailing comma); `text` is " t12 t34 t56" with `text_end` likewise."""
+    """Output ids of one request: `ids_json` "12,34,56," and `text` " t12 t34 t56", with lengths per token."""
 
     __slots__ = (
         "_diverge_at",

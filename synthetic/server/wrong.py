@@ -1,15 +1,8 @@
 """The stand-in computing wrongly on purpose, so that the correctness gate can be seen to catch it.
 
-Asked for with `server.sim.fault` (`SPECBENCH_SIM_FAULT`), on overlap (v2) speculative launches only:
-* `v2_draft`: each draft is accepted with a quarter of `acceptance_rate`; the tokens stay the baseline's.
-* `v2_verify`: each request's tokens leave the baseline's at a position in 1..32 set by its prompt.
-On every FlashMLA launch it applies to (bench.server.known_bugs.FLASHMLA_DRAFT_DECODE_CONTEXT, v1 and v2):
-* `flashmla_draft_decode_context`: a verify step accepts at most 2 drafts, as the mirror checkpoint measured
-  on an H100 (3.05 tokens per verify for the reference's 4.00 at 3 steps); tokens unchanged. Asked for, never
-  automatic: every stand-in sweep runs FlashMLA at 3 steps, and the bug's size on real weights is unknown.
-And on by itself: sglang 0.5.12 with FlashMLA and spec v2 (FLASHMLA_DRAFT_EXTEND_V2) comes up, answers /health
-503 while its warm-up runs, and dies at the warm-up's first draft extend with the traceback, SIGQUIT line and
-SIGKILL measured on an H100 (docs/results/2026-12-05-flashmla-v2-on-sglang-0.5.12.md).
+`server.sim.fault` picks one (docs/reference/stand-in.md): `v2_draft`, `v2_verify` (v2 launches) or
+`flashmla_draft_decode_context` (FlashMLA launches). On by itself: sglang 0.5.12 with FlashMLA and spec v2
+dies at the warm-up (docs/results/2026-12-05-flashmla-v2-on-sglang-0.5.12.md).
 """
 
 from __future__ import annotations
@@ -135,8 +128,7 @@ def diverge_at(prompt_key: int) -> int:
 
 
 def die_of_draft_extend_v2() -> None:
-    """Die as sglang 0.5.12's scheduler did: the traceback, the launcher's SIGQUIT line, then SIGKILL to the
-    whole server (exit status -9, as SGLang's kill_process_tree)."""
+    """Die as sglang 0.5.12's scheduler did: traceback, SIGQUIT line, then SIGKILL to the whole server."""
     logs.scheduler.error("Scheduler hit an exception: " + TRACEBACK_0_5_12)
     logs.launch.error("SIGQUIT received. signum=None, frame=None. It usually means one child failed.")
     sys.stderr.flush()
