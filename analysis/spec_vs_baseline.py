@@ -22,7 +22,6 @@ from analysis import correctness, md, pairs
 from analysis.plain import missing
 from analysis.render import Document, columns, interval, number
 from bench.pairing import PartRecord
-from bench.stats.ratio import half_width, verdict
 from db import queries
 
 # What a speculative point and its baseline share: the workload and the batch size.
@@ -77,11 +76,6 @@ def _ok(rows: pd.DataFrame, metric: str) -> list[float]:
     return [float(v) for v in ok[metric] if float(v) > 0]
 
 
-def _first(values: pd.Series) -> Any:
-    known = [v for v in values if not missing(v)]
-    return known[0] if known else None
-
-
 def spec_vs_baseline(
     points: pd.DataFrame,
     samples: pd.DataFrame,
@@ -121,27 +115,11 @@ def spec_vs_baseline(
             "baseline_floor_fraction": None if missing(bp["floor_fraction"]) else float(bp["floor_fraction"]),
             "spec_floor_fraction": None if missing(sp["floor_fraction"]) else float(sp["floor_fraction"]),
         }
-        for metric, prefix, higher in (("output_throughput", "", True), ("tpot_mean_ms", "tpot_", False)):
-            name = "output_throughput" if metric == "output_throughput" else "tpot_ms"
+        for metric, name in (("output_throughput", "output_throughput"), ("tpot_mean_ms", "tpot_ms")):
             base_ok, spec_ok = _ok(b_rows, metric), _ok(s_rows, metric)
             row[f"baseline_{name}"] = statistics.median(base_ok) if base_ok else None
             row[f"spec_{name}"] = statistics.median(spec_ok) if spec_ok else None
-            found = pairs.compare(
-                b_rows, s_rows, metric, parts, by_repeat=False, target=TARGET, confidence=confidence
-            )
-            iv = found.interval
-            row[f"{prefix}ratio"] = iv.ratio if iv else None
-            row[f"{prefix}ci_low"] = iv.low if iv else None
-            row[f"{prefix}ci_high"] = iv.high if iv else None
-            row[f"{prefix}verdict"] = verdict(
-                iv.low if iv else None, iv.high if iv else None, higher_is_better=higher
-            )
-            if metric == "output_throughput":
-                row["n"] = iv.n if iv else 0
-                row["method"] = iv.method if iv else None
-                row["pairs_for_5pct"] = found.pairs_for_target
-                row["pairing"] = found.turns
-                row["parts"] = pairs.parts_text(found)
+        row |= pairs.ratio_cells(b_rows, s_rows, parts, by_repeat=False, target=TARGET, confidence=confidence)
         out.append(row)
     frame = pd.DataFrame(out, columns=list(COLUMNS))
     return frame.sort_values(
@@ -173,13 +151,6 @@ def _cell_name(r: dict[str, Any]) -> str:
         + ("" if missing(r["steps"]) else f" steps {int(r['steps'])}")
         + ("" if missing(r["accept_length"]) else f" accept len {r['accept_length']:g}")
     )
-
-
-def _wider_than_target(r: dict[str, Any]) -> bool:
-    if r.get("method") != "paired" or any(missing(r.get(c)) for c in ("ratio", "ci_low", "ci_high")):
-        return False
-    width = half_width(float(r["ci_low"]), float(r["ratio"]), float(r["ci_high"]))
-    return width is not None and width > TARGET
 
 
 def to_markdown(frame: pd.DataFrame, title: str | None = None) -> str:
@@ -229,7 +200,7 @@ def to_markdown(frame: pd.DataFrame, title: str | None = None) -> str:
             + "; ".join(f"{_cell_name(r)} from part(s) {md.text(r['parts'])}" for r in split)
             + ".",
         ]
-    wide = [r for r in records if _wider_than_target(r)]
+    wide = [r for r in records if pairs.wider_than(r, TARGET)]
     if wide:
         lines += [
             "",

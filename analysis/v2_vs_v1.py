@@ -38,7 +38,6 @@ from analysis.profiles import (
 )
 from analysis.render import Column, Document, columns, interval, md_table, md_title, number
 from bench.pairing import PartRecord
-from bench.stats.ratio import half_width, verdict
 from db import queries
 
 # Everything a v1 point and its v2 partner share besides the mode.
@@ -129,26 +128,11 @@ def v2_vs_v1(
             "v1_floor_fraction": _first(v1["floor_fraction"]),
             "v2_floor_fraction": _first(v2["floor_fraction"]),
         }
-        for metric, prefix, higher in (("output_throughput", "", True), ("tpot_mean_ms", "tpot_", False)):
+        for metric, name in (("output_throughput", "output_throughput"), ("tpot_mean_ms", "tpot_ms")):
             a, b = _by_repeat(v1, metric), _by_repeat(v2, metric)
-            name = "output_throughput" if metric == "output_throughput" else "tpot_ms"
             row[f"v1_{name}"] = statistics.median(a.values()) if a else None
             row[f"v2_{name}"] = statistics.median(b.values()) if b else None
-            # Which windows pair, across links and parts: analysis.pairs, shared with spec-vs-baseline.
-            found = pairs.compare(v1, v2, metric, parts, by_repeat=True, target=TARGET, confidence=confidence)
-            iv = found.interval
-            row[f"{prefix}ratio"] = iv.ratio if iv else None
-            row[f"{prefix}ci_low"] = iv.low if iv else None
-            row[f"{prefix}ci_high"] = iv.high if iv else None
-            row[f"{prefix}verdict"] = verdict(
-                iv.low if iv else None, iv.high if iv else None, higher_is_better=higher
-            )
-            if metric == "output_throughput":
-                row["n"] = iv.n if iv else 0
-                row["method"] = iv.method if iv else None
-                row["pairs_for_5pct"] = found.pairs_for_target
-                row["pairing"] = found.turns
-                row["parts"] = pairs.parts_text(found)
+        row |= pairs.ratio_cells(v1, v2, parts, by_repeat=True, target=TARGET, confidence=confidence)
         row.update(_checks(points, v1, v2))
         out.append(row)
     frame = pd.DataFrame(out, columns=list(COLUMNS))
@@ -163,14 +147,6 @@ def v2_vs_v1(
 def document(frame: pd.DataFrame, meta: dict[str, Any] | None = None, title: str | None = None) -> Document:
     """The view in every format (analysis.render): the cells with their profile evidence."""
     return Document(frame, VIEW, lambda: to_markdown(frame, title), head={"view": "v2-vs-v1", **(meta or {})})
-
-
-def _wider_than_target(r: dict[str, Any]) -> bool:
-    """A paired cell whose interval reaches further than TARGET from its ratio."""
-    if r.get("method") != "paired" or any(missing(r.get(c)) for c in ("ratio", "ci_low", "ci_high")):
-        return False
-    width = half_width(float(r["ci_low"]), float(r["ratio"]), float(r["ci_high"]))
-    return width is not None and width > TARGET
 
 
 def _wrong_side(r: Mapping[str, Any]) -> str:
@@ -265,7 +241,7 @@ def to_markdown(frame: pd.DataFrame, title: str | None = None) -> str:
         "v2/v1 > 1: v2 (overlap) has the higher output throughput. Intervals: 95 %, on log ratios, paired by "
         "repeat when the run interleaved v1 and v2 (ABBA); a TPOT ratio < 1 means v2 is faster per token.",
     ]
-    wide = [r for r in frame.to_dict(orient="records") if _wider_than_target(r)]
+    wide = [r for r in frame.to_dict(orient="records") if pairs.wider_than(r, TARGET)]
     if wide:
         lines += [
             "",
