@@ -1,12 +1,9 @@
 """Speculation over plain decoding for every (batch size, steps, accept length, spec mode) of a run, with 95 %
 intervals and a verdict: the question a deployment asks before v2 against v1 matters at all.
 
-Each speculative point is compared with the baseline point at the same batch size and workload, in output
-throughput and TPOT, through the same pairing as the v2-vs-v1 view (analysis.pairs): paired by repeat when the
-run measured the baseline against that mode (`measure.baseline_pairs`: windows interleaved ABBA, or in blocks
-on a GPU that holds one server), only pairs of one invocation and of parts that combine; else Welch on the logs
-over the `ok` windows (the baseline measured on its own, as runs before baseline pairs did). The verdict reads
-the throughput interval: `faster` when all of it lies above 1, `slower` below, else `no clear difference`.
+Each speculative point meets the baseline point of its batch size and workload through the v2-vs-v1 view's
+pairing (analysis.pairs): paired where the run measured the two together (`measure.baseline_pairs`), else
+Welch on the logs of the `ok` windows. The verdict reads the throughput interval, as in v2-vs-v1.
 """
 
 from __future__ import annotations

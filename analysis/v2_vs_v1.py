@@ -1,18 +1,13 @@
 """v2 over v1 for every (batch size, steps, accept length) of a run, with 95 % intervals and a verdict.
 
-The answer a PR thread needs: does overlap scheduling (v2) beat non-overlap (v1) here, by how much, and how
-sure are we. Output throughput and TPOT ratios both come with an interval (bench.stats.ratio): paired by
-repeat when the run interleaved its v1/v2 windows (every sample has an `order_index`), else unpaired (Welch on
-logs). Only `ok` repeats count; in an interleaved run, only repeats whose two windows one invocation measured
-(a resumed run can finish a repeat whose other side ran earlier), whether paired or, with fewer than two such
-pairs `ok` on both sides, unpaired; and only pairs of parts that combine (analysis.pairs, which this view
-shares with spec-vs-baseline: links, parts, blocks). The verdict reads the throughput interval: `faster` when all of it lies
-above 1, `slower` when all of it lies below, else `no clear difference`; `tpot_verdict` reads the TPOT interval
-the other way round (a lower TPOT is faster).
+Does overlap scheduling (v2) beat non-overlap (v1) here, by how much, and how sure are we: throughput and
+TPOT ratios with intervals, paired by repeat where the run interleaved v1 and v2, else Welch on logs, over
+`ok` repeats of one invocation and of parts that combine (analysis.pairs, shared with spec-vs-baseline).
+The verdict is `faster` or `slower` when the whole throughput interval lies on one side of 1, else `no clear
+difference`; `tpot_verdict` reads TPOT the other way round.
 
-`load` adds the profile evidence of the run (analysis.profiles.OVERLAP_COLUMNS: cycle time and GPU idle per
-cycle of each side, the CPU work v2 hides, the profiler's distortion and the one-line verdict) to every cell
-that has a v1 and a v2 profile of the same configuration; the columns stay empty elsewhere.
+`load` adds the run's profile evidence (analysis.profiles.OVERLAP_COLUMNS) to each cell with a v1 and a v2
+profile of its configuration; elsewhere those columns stay empty.
 """
 
 from __future__ import annotations
@@ -106,9 +101,8 @@ def v2_vs_v1(
     confidence: float = 0.95,
     parts: Sequence[PartRecord] = (),
 ) -> pd.DataFrame:
-    """One row per v1/v2 pair of points in `points` (a run's, from db.queries.run_points), using `samples`
-    (db.queries.run_samples with output_throughput and tpot_mean_ms, plus order_index, invocation and the
-    link columns) and the run's `parts` (db.queries.run_part_records; analysis.pairs says which pair)."""
+    """One row per v1/v2 pair of points in `points` (db.queries.run_points), from `samples`
+    (db.queries.run_samples of SAMPLE_METRICS) and the run's `parts` (analysis.pairs.part_records)."""
     spec = points[points["spec_mode"].isin(["v1", "v2"])]
     if spec.empty or samples.empty:
         return pd.DataFrame(columns=list(COLUMNS))

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 import numpy as np
 
@@ -58,11 +58,8 @@ class ChangePointParams:
 
 @dataclass(frozen=True, slots=True)
 class SeriesChangePoint(TTestStats):
-    """A change between series[index - 1] and series[index]: `index` is the first point of the new level.
-
-    The t-test's figures of the segments it separates (pvalue, means, stds, sizes; `rel_change` and
-    `magnitude`), with its place in the series and its Q-hat.
-    """
+    """A change between series[index - 1] and series[index], with the t-test figures of the segments it
+    separates and its Q-hat."""
 
     index: int
     qhat: float
@@ -117,9 +114,7 @@ def merge(
             if cps[weakest].stats.magnitude >= min_magnitude:
                 return cps
         del cps[weakest]
-        # The neighbours of the removed point now border a longer segment: re-test them. (Otava re-tests the
-        # right neighbour and the one after it; the left neighbour, whose right segment grew, is the one
-        # that changed, so we re-test both sides.)
+        # Both neighbours now border a longer segment: re-test them (Otava re-tests only the right ones).
         cps = _retest(cps, x, only={weakest - 1, weakest})
     return cps
 
@@ -136,15 +131,6 @@ def _retest(
 
 
 def _public(cp: TTestChangePoint) -> SeriesChangePoint:
-    s = cp.stats
     return SeriesChangePoint(
-        index=cp.index,
-        pvalue=s.pvalue,
-        mean_before=s.mean_before,
-        mean_after=s.mean_after,
-        std_before=s.std_before,
-        std_after=s.std_after,
-        n_before=s.n_before,
-        n_after=s.n_after,
-        qhat=cp.qhat if math.isfinite(cp.qhat) else 0.0,
+        **asdict(cp.stats), index=cp.index, qhat=cp.qhat if math.isfinite(cp.qhat) else 0.0
     )

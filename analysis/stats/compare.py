@@ -27,7 +27,6 @@ from bench.catalog import higher_is_better
 from bench.stats.tdist import t_quantile, welch_ttest
 
 ChangeVerdict = Literal["regression", "improvement", "no change", "insufficient data"]
-VERDICTS: tuple[ChangeVerdict, ...] = ("regression", "improvement", "no change", "insufficient data")
 Method = Literal["t", "bootstrap"]
 
 DEFAULT_THRESHOLD = 0.05
