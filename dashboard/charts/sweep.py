@@ -177,6 +177,12 @@ MODE_TITLES: dict[str, str] = {"baseline": "no spec", "v1": "v1 (non-overlap)", 
 STEPS_PALETTE = ["#222222", "#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#17becf"]
 
 
+def batch_axis(f: pd.DataFrame) -> alt.X:
+    """Batch size as an ordinal x-axis over the sizes measured (no 2 or 8 when only 1, 4, 16, 32 ran)."""
+    sort = sorted(int(b) for b in f["batch_size"].unique())
+    return alt.X("batch_size:O", title="Batch size (concurrency)", sort=sort, axis=alt.Axis(labelAngle=0))
+
+
 def throughput_frame(frame: pd.DataFrame, metric: str = "output_throughput") -> pd.DataFrame:
     """One row per (line, measured batch size): `series` (steps), `mode`, `batch_size` and the metric.
 
@@ -204,24 +210,15 @@ def throughput_frame(frame: pd.DataFrame, metric: str = "output_throughput") -> 
 
 def throughput_lines(frame: pd.DataFrame, metric: str = "output_throughput") -> AnyChart:
     """Throughput against batch size: colour = spec steps (baseline black), dash = spec mode (no spec
-    dotted, v1 dashed, v2 solid).
-
-    The x-axis is ordinal over the batch sizes measured (no 2 or 8 when only 1, 4, 16, 32 ran); a missing
-    point leaves a gap in its line. Legends stack on the right, inside the width the chart is fitted to
-    (side-by-side legends below the plot ran past a narrow column's edge).
-    """
+    dotted, v1 dashed, v2 solid); a missing point leaves a gap. Legends stack on the right, inside the width
+    the chart is fitted to (side by side below the plot they ran past a narrow column's edge)."""
     f = throughput_frame(frame, metric)
     names = sorted(set(f["series"]) - {"baseline"}, key=lambda s: int(s.split()[1]))
     domain = ["baseline", *names] if "baseline" in set(f["series"]) else names
     palette = STEPS_PALETTE if "baseline" in set(f["series"]) else STEPS_PALETTE[1:]
     modes = [m for m in MODE_DASH if m in set(f["mode"])]
     f = f.assign(mode_title=f["mode"].map(MODE_TITLES))
-    x = alt.X(
-        "batch_size:O",
-        title="Batch size (concurrency)",
-        sort=sorted(int(b) for b in f["batch_size"].unique()),
-        axis=alt.Axis(labelAngle=0),
-    )
+    x = batch_axis(f)
     y = alt.Y(f"{metric}:Q", title=metric_label(metric))
     color = alt.Color(
         "series:N",
