@@ -212,3 +212,18 @@ def wider_than(r: Mapping[str, Any], target: float) -> bool:
         return False
     width = half_width(float(r["ci_low"]), float(r["ratio"]), float(r["ci_high"]))
     return width is not None and width > target
+
+
+def cell_name(r: Mapping[str, Any]) -> str:
+    """`batch 8 steps 3 accept len 2.5`: a cell as the notes under a paired view's table name it."""
+    return (
+        f"batch {r['batch_size']}"
+        + ("" if missing(r["steps"]) else f" steps {int(r['steps'])}")
+        + ("" if missing(r["accept_length"]) else f" accept len {r['accept_length']:g}")
+    )
+
+
+def pairs_needed(r: Mapping[str, Any]) -> str:
+    """The pairs a cell's interval needs for +-5% (`pairs_for_5pct`), in words."""
+    n = r.get("pairs_for_5pct")
+    return "more than 1000" if n is None or missing(n) else f"about {int(n)}"

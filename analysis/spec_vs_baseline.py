@@ -143,11 +143,7 @@ def document(frame: pd.DataFrame, meta: dict[str, Any] | None = None, title: str
 
 
 def _cell_name(r: dict[str, Any]) -> str:
-    return (
-        f"{r['spec_mode']} batch {r['batch_size']}"
-        + ("" if missing(r["steps"]) else f" steps {int(r['steps'])}")
-        + ("" if missing(r["accept_length"]) else f" accept len {r['accept_length']:g}")
-    )
+    return f"{r['spec_mode']} {pairs.cell_name(r)}"
 
 
 def to_markdown(frame: pd.DataFrame, title: str | None = None) -> str:
@@ -202,12 +198,7 @@ def to_markdown(frame: pd.DataFrame, title: str | None = None) -> str:
         lines += [
             "",
             "Wider than ±5 %: "
-            + "; ".join(
-                f"{_cell_name(r)} needs about {int(r['pairs_for_5pct'])} pairs"
-                if not missing(r.get("pairs_for_5pct"))
-                else f"{_cell_name(r)} needs more than 1000 pairs"
-                for r in wide
-            )
+            + "; ".join(f"{_cell_name(r)} needs {pairs.pairs_needed(r)} pairs" for r in wide)
             + " (measure.ratio_target and measure.max_repeats add them).",
         ]
     return "\n".join(lines) + "\n"

@@ -149,19 +149,6 @@ def _wrong_side(r: Mapping[str, Any]) -> str:
     return " and ".join(sides)
 
 
-def _cell_name(r: dict[str, Any]) -> str:
-    return (
-        f"batch {r['batch_size']}"
-        + ("" if missing(r["steps"]) else f" steps {int(r['steps'])}")
-        + ("" if missing(r["accept_length"]) else f" accept len {r['accept_length']:g}")
-    )
-
-
-def _pairs_needed(r: dict[str, Any]) -> str:
-    n = r.get("pairs_for_5pct")
-    return "more than 1000" if n is None or missing(n) else f"about {int(n)}"
-
-
 def _profiled(frame: pd.DataFrame) -> pd.DataFrame:
     if "cpu_hidden_ms" not in frame.columns:
         return frame.iloc[0:0]
@@ -225,7 +212,7 @@ def to_markdown(frame: pd.DataFrame, title: str | None = None) -> str:
         lines[at:at] = [
             f"> 🛑 **Correctness gate: {len(wrong)} cell(s) compare a speed measured on a wrong path** (struck "
             f"through, verdict `{correctness.WRONG}`): "
-            + "; ".join(f"{_cell_name(r)}: {_wrong_side(r)} failed" for r in wrong),
+            + "; ".join(f"{pairs.cell_name(r)}: {_wrong_side(r)} failed" for r in wrong),
             "",
         ]
     if frame.empty:
@@ -240,7 +227,7 @@ def to_markdown(frame: pd.DataFrame, title: str | None = None) -> str:
         lines += [
             "",
             "Wider than ±5 %: at the spread its pairs show, "
-            + "; ".join(f"{_cell_name(r)} needs {_pairs_needed(r)}" for r in wide)
+            + "; ".join(f"{pairs.cell_name(r)} needs {pairs.pairs_needed(r)}" for r in wide)
             + " pairs (measure.ratio_target and measure.max_repeats add them).",
         ]
     if floors:
