@@ -63,11 +63,8 @@ def heatmap(
     strike_wrong: bool = False,
 ) -> AnyChart:
     """Batch size (x) by spec steps (y), coloured by `value`, each cell labelled; one panel per spec mode.
-
-    Diverging scales are centred on 1.0, for ratios (blue = faster, red = slower). A cell whose point failed
-    the correctness gate (a `correctness` column of `fail`) is outlined red and labelled `wrong`; with
-    `strike_wrong` (speeds) its value is struck through: it was measured on a wrong path.
-    """
+    Diverging scales centre on 1.0 (blue = faster). A cell the correctness gate failed is outlined red and
+    labelled `wrong`, its value struck through with `strike_wrong` (speeds)."""
     f = frame.dropna(subset=[value]).copy()
     f["steps_label"] = f["steps"].map(lambda s: f"{int(s)}")
     f["wrong"] = [is_wrong(c) for c in f["correctness"]]
@@ -184,11 +181,8 @@ def batch_axis(f: pd.DataFrame) -> alt.X:
 
 
 def throughput_frame(frame: pd.DataFrame, metric: str = "output_throughput") -> pd.DataFrame:
-    """One row per (line, measured batch size): `series` (steps), `mode`, `batch_size` and the metric.
-
-    Every line gets a row at every batch size the run measured, NaN where that line has no ok point, so the
-    chart breaks the line there instead of drawing straight across a missing point.
-    """
+    """One row per (line, measured batch size): `series` (steps), `mode`, `batch_size` and the metric; NaN
+    where the line has no ok point, so the chart breaks the line there instead of bridging it."""
     cols = ["series", "mode", "batch_size", metric, "accept_length"]
     f = frame.dropna(subset=[metric])
     if f.empty:
