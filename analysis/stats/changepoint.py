@@ -1,15 +1,12 @@
 """Change points over a series: E-divisive means with Otava's (Hunter's) windowed split and merge.
 
-1. Split: slide a window of `window` points over the series and run E-divisive inside each window at a
-   relaxed first-pass significance (10x `max_pvalue` below 0.05). The union of what the windows find are
-   the *weak* change points. Windows keep one old shift from masking a new, smaller one and bound the cost:
-   O(window²) per window instead of O(n²) per split. The window advances by window/4 (Otava: window/2), so
-   every point sits well inside several windows: with window/2 a shift that falls on a window edge can be
-   seen only by a window that also holds the next shift, whose mixed segment then fails the t-test.
-2. Merge: re-test every weak change point against its neighbours (Student's t between the segments it
-   separates) and repeatedly drop the weakest, the one with the largest p-value while any p-value is above
-   `max_pvalue`, then the smallest relative change while any is below `min_magnitude`, re-testing the
-   neighbours of each dropped point, until every survivor is significant and large enough.
+1. Split: E-divisive inside each window of `window` points at a relaxed significance (10x `max_pvalue`
+   below 0.05); the union is the *weak* change points. Windows keep an old shift from masking a newer,
+   smaller one and cost O(window²). They advance by window/4 (Otava: window/2): at window/2 a shift on a
+   window edge is seen only beside the next shift, whose mixed segment then fails the t-test.
+2. Merge: re-test each weak point (Student's t between its segments) and drop the largest p-value while any
+   is above `max_pvalue`, then the smallest relative change while any is below `min_magnitude`, re-testing
+   the neighbours of each dropped point.
 
 See docs/reference/regressions.md for the parameters and the false-positive rates they give.
 """
