@@ -1,9 +1,7 @@
 """Whether two runs compare at all, and if not, the nearest comparison that does.
 
-A point-by-point Δ means something only when both runs hold the same kind of numbers (a stand-in's
-performance model is not a GPU) and share at least one configuration (server config, batch size, workload).
-Otherwise `specbench compare`, `ci` and the Compare page say so plainly, with the comparison nearest to
-what was asked, instead of a table of "insufficient data".
+A Δ means something only between runs of the same kind of numbers (a stand-in is not a GPU) that share a
+configuration; otherwise `specbench compare`, `ci` and the Compare page say so, with the nearest comparison.
 """
 
 from __future__ import annotations

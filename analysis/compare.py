@@ -127,7 +127,7 @@ def compare_runs(
     table["_v"] = table["verdict"].map({v: i for i, v in enumerate(VERDICT_ORDER)})
     table["_m"] = table["spec_mode"].map({"baseline": 0, "v1": 1, "v2": 2})
     # Runs of different grids share few points: the one-sided rows go last, so they do not bury the pairs.
-    table["_p"] = table["point_baseline"].isna() | table["point_candidate"].isna()
+    table["_p"] = one_sided(table)
     order = ["_v", "_p", "model", "workload", "_m", "steps", "batch_size"]
     table = table.sort_values(order, na_position="first")
     return table.drop(columns=["_v", "_m", "_p"]).reset_index(drop=True)
@@ -178,11 +178,11 @@ def _why(rec: Mapping[str, Any], verdict: str) -> str:
     ta, tb = none_if_nan(rec.get("output_throughput_a")), none_if_nan(rec.get("output_throughput_b"))
     if not ta or not tb:
         return ""
-    fa = ThroughputFactors(
-        float(ta), none_if_nan(rec.get("accept_length_a")), none_if_nan(rec.get("tpot_mean_ms_a"))
-    )
-    fb = ThroughputFactors(
-        float(tb), none_if_nan(rec.get("accept_length_b")), none_if_nan(rec.get("tpot_mean_ms_b"))
+    fa, fb = (
+        ThroughputFactors(
+            float(t), none_if_nan(rec.get(f"accept_length_{s}")), none_if_nan(rec.get(f"tpot_mean_ms_{s}"))
+        )
+        for t, s in ((ta, "a"), (tb, "b"))
     )
     return attribute(fa, fb).summary.split(": ", 1)[-1]
 

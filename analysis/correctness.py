@@ -1,5 +1,5 @@
-"""How the correctness gate's verdicts read in every output (exports, reports, the dashboard): a failed point
-is a finding, and its speed, measured on a wrong path, is shown struck through and labelled `wrong`."""
+"""How the correctness gate's verdicts read in every output: a failed point's speed, measured on a wrong path,
+is struck through and labelled `wrong`."""
 
 from __future__ import annotations
 

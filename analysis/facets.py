@@ -52,9 +52,8 @@ def facet_options(values: pd.Series) -> list[str]:
 
 
 def default_series(catalog: pd.DataFrame, changes: pd.DataFrame | None = None) -> str | None:
-    """The series a first visit to Trends opens on: the one with the newest flagged regression (what the
-    Overview lists first), else the longest history (most points, then the most recent), so the page opens
-    on a line with something to say, not on a single dot."""
+    """The series a first visit to Trends opens on: the newest flagged regression (the Overview's first),
+    else the longest history (most points, then the most recent), never a single dot."""
     if catalog.empty:
         return None
     known = set(catalog["fingerprint"])

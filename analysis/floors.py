@@ -1,8 +1,6 @@
 """A run's points against their physical floors (bench/floor.py), as the Sweep page and reports show them.
 
-`floor_rows` keeps every point that has a floor, any status (a point faster than its floor is `invalid`, and
-it is exactly the one to show), with its measured step (TPOT, times the tokens per verify for a speculative
-point), the floor fraction and whether it is impossible.
+Every status is kept: a point faster than its floor is `invalid`, and exactly the one to show.
 """
 
 from __future__ import annotations

@@ -30,10 +30,8 @@ def why_waiting(
     workers: Sequence[Mapping[str, Any]],
     now: datetime,
 ) -> str:
-    """Why a queued job is not running yet, in a few words ("" when a live, idle worker can claim it now).
-
-    `workers` as `db.queue_queries.workers` lists them (gpu_name, gpu_count, labels, state, current job).
-    """
+    """Why a queued job is not running yet, in a few words ("" when a live, idle worker can claim it now);
+    `workers` as `db.queue_queries.workers` lists them."""
     if not_before is not None and _aware(not_before) > _aware(now):
         return f"retry backoff until {_aware(not_before):%H:%M:%S} UTC"
     live = [w for w in workers if w.get("state") not in ("lost", "stopped")]

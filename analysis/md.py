@@ -1,16 +1,12 @@
 """Markdown that user text cannot break out of: table cells, inline code, fenced blocks, shell lines.
 
-Model names, sweep names, hosts and stored sweep YAML come from whoever ran or submitted a sweep. Put raw
-into a PR comment they could close a `<details>`, inject `<img>` or a link, end a table cell with `|`, or
-close a code fence (issue 10 §5). Every user string goes through one of these on its way into Markdown:
-PR comments and exports, and every page of the dashboard (`text` is the dashboard's one escaping helper,
-issue 30 §6).
+Model names, sweep names, hosts and sweep YAML come from whoever submitted a sweep; raw, they could close a
+`<details>`, inject `<img>` or a link, end a table cell or close a code fence. Every user string goes through
+one of these on its way into Markdown, in exports and on every dashboard page.
 
-Escaping is not enough for every renderer. GitHub and Streamlit turn some text into elements after the
-Markdown is parsed, where a backslash no longer counts: bare URLs and `www.` names become links, `@name`
-becomes a mention (GitHub) or an e-mail link, and Streamlit turns `:material/icon:` into an icon, `:name:`
-into an emoji and `:red[...]` into coloured text. `text` puts a WORD JOINER (U+2060, invisible and zero-width)
-inside each such pattern, so it shows as the characters it holds and creates nothing.
+GitHub and Streamlit also turn text into elements after parsing, where a backslash no longer counts (URLs,
+`www.`, `@name`, `:emoji:`, `:material/icon:`, `:red[...]`): `text` breaks each such pattern with an
+invisible WORD JOINER.
 """
 
 from __future__ import annotations
@@ -22,15 +18,11 @@ from typing import Any
 
 from analysis.text import printable
 
-# CommonMark lets any ASCII punctuation be backslash-escaped, and an escaped character is always literal.
-# These are the ones that can start something inline: code, emphasis, links and images, HTML tags and
-# autolinks, entities, table cells, strikethrough, GitHub math.
+# The ASCII punctuation that can start something inline (CommonMark: an escaped one is always literal).
 _INLINE = frozenset("\\`*_[]<>&|~$")
 # U+2060 WORD JOINER: breaks a pattern that renderers match on parsed text, and shows as nothing.
 WORD_JOINER = "\u2060"
-# Where text becomes an element after parsing: a URL scheme (`http://`, `ftp://`), `www.`, a mention or an
-# e-mail address (`@`), a shortcode or icon (`:name:`, `:material/name:`), Streamlit's colour and size
-# directives (`:red[...]`, `:small[...]`). The joiner goes where the match would begin.
+# Where text becomes an element after parsing (`://`, `www.`, `@`, `:name:`, `:red[`): the joiner goes there.
 _AFTER_PARSE = re.compile(r"(?i)(?<=:)(?=//)|(?<=\bwww)(?=\.)|(?<=@)(?=\S)|(?<=:)(?=[a-z_+-][\w/+-]*[:\[])")
 # At the start of a line these make a heading, list, quote, setext underline or thematic break.
 _LINE_START = re.compile(r"^([#>+=-]|\d+(?=[.)]))")
@@ -56,11 +48,8 @@ def text(value: Any, *, line_start: bool = False) -> str:
 
 
 def code(value: Any) -> str:
-    """An inline code span around `value`, delimited by more backticks than any run inside it.
-
-    Inside a code span nothing is Markdown or HTML; only a pipe would still end a table cell, so it is
-    escaped (GFM reads `\\|` as a pipe even inside code).
-    """
+    """An inline code span around `value`, delimited by more backticks than any run inside it; a pipe is
+    escaped, as it would still end a table cell (GFM reads `\\|` as a pipe even inside code)."""
     body = one_line(value).replace("|", "\\|")
     if not body:
         return ""

@@ -23,7 +23,7 @@ import pandas as pd
 
 from analysis.plain import missing
 from bench.pairing import PartRecord, part_groups, part_of
-from bench.stats.ratio import RatioInterval, paired_ratio, pairs_for, unpaired_ratio
+from bench.stats.ratio import RatioInterval, half_width, paired_ratio, pairs_for, unpaired_ratio, verdict
 
 # How a cell's sides took turns, as its windows stored it (samples.link_mode), in the views' words.
 TURNS = {"abba": "interleaved", "blocks": "blocks"}
@@ -174,3 +174,56 @@ def part_records(parts: Sequence[Mapping[str, Any]]) -> list[PartRecord]:
             )
         )
     return out
+
+
+def ratio_cells(
+    a_rows: pd.DataFrame,
+    b_rows: pd.DataFrame,
+    parts: Sequence[PartRecord],
+    *,
+    by_repeat: bool,
+    target: float,
+    confidence: float,
+) -> dict[str, Any]:
+    """A paired view's cells of `b` over `a`: ratio, interval and verdict of throughput and (`tpot_`) TPOT,
+    a lower TPOT being faster; n, method, pairs for +-target, pairing and parts of the throughput."""
+    row: dict[str, Any] = {}
+    for metric, prefix, higher in (("output_throughput", "", True), ("tpot_mean_ms", "tpot_", False)):
+        found = compare(
+            a_rows, b_rows, metric, parts, by_repeat=by_repeat, target=target, confidence=confidence
+        )
+        iv = found.interval
+        low, high = (iv.low, iv.high) if iv else (None, None)
+        row |= {f"{prefix}ratio": iv.ratio if iv else None, f"{prefix}ci_low": low, f"{prefix}ci_high": high}
+        row[f"{prefix}verdict"] = verdict(low, high, higher_is_better=higher)
+        if metric == "output_throughput":
+            row |= {"n": iv.n if iv else 0, "method": iv.method if iv else None}
+            row |= {
+                "pairs_for_5pct": found.pairs_for_target,
+                "pairing": found.turns,
+                "parts": parts_text(found),
+            }
+    return row
+
+
+def wider_than(r: Mapping[str, Any], target: float) -> bool:
+    """A paired cell whose interval reaches further than `target` from its ratio."""
+    if r.get("method") != "paired" or any(missing(r.get(c)) for c in ("ratio", "ci_low", "ci_high")):
+        return False
+    width = half_width(float(r["ci_low"]), float(r["ratio"]), float(r["ci_high"]))
+    return width is not None and width > target
+
+
+def cell_name(r: Mapping[str, Any]) -> str:
+    """`batch 8 steps 3 accept len 2.5`: a cell as the notes under a paired view's table name it."""
+    return (
+        f"batch {r['batch_size']}"
+        + ("" if missing(r["steps"]) else f" steps {int(r['steps'])}")
+        + ("" if missing(r["accept_length"]) else f" accept len {r['accept_length']:g}")
+    )
+
+
+def pairs_needed(r: Mapping[str, Any]) -> str:
+    """The pairs a cell's interval needs for +-5% (`pairs_for_5pct`), in words."""
+    n = r.get("pairs_for_5pct")
+    return "more than 1000" if n is None or missing(n) else f"about {int(n)}"

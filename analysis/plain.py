@@ -1,17 +1,9 @@
-"""Values as JSON and a CSV header take them: the one conversion every export uses (report, export, windows,
-v2_vs_v1).
+"""Values as JSON and a CSV header take them: the one conversion every export uses.
 
-What reaches an export comes from pandas (numpy scalars, NaN for SQL NULL, `pd.NA` in nullable integer
-columns, `NaT`, Timestamps) or from the database (datetimes, and `Decimal` where PostgreSQL computes a
-NUMERIC). `json.dumps` rejects some of these (pd.NA, Decimal, date) and writes others as invalid JSON (NaN,
-Infinity), and `default=str` would write a datetime with a space and pd.NA as the text "<NA>". So:
-
-- no value (None, pd.NA, NaT, NaN of any float type) and a non-finite number (±inf: JSON has none, and no
-  stored measurement is infinite) become None: `null` in JSON, an empty cell;
-- a date, time or datetime (pandas Timestamps and numpy datetime64 included) becomes its ISO 8601 text;
-- a numpy scalar becomes the Python number or bool it holds, a Decimal a float;
-- a dict, list or tuple (a JSON column such as a run's provenance) is converted item by item (a tuple as a
-  list); anything else is returned as it is.
+pandas and the database hand over numpy scalars, NaN / pd.NA / NaT for NULL, Timestamps and PostgreSQL
+Decimals, which `json.dumps` rejects or writes as invalid JSON. So: no value and ±inf become None (`null`, an
+empty cell); a date, time or datetime its ISO 8601 text; a numpy scalar or Decimal a Python number; a dict,
+list or tuple is converted item by item (a tuple as a list); anything else is returned as it is.
 """
 
 from __future__ import annotations
@@ -29,9 +21,8 @@ def missing(v: Any) -> bool:
     """No value: None, pandas' NA or NaT, or a NaN (a Python, numpy or Decimal float)."""
     if v is None:
         return True
-    pd = sys.modules.get(
-        "pandas"
-    )  # its NA and NaT exist only once pandas is loaded: the queue verbs never load it
+    # pandas' NA and NaT exist only once pandas is loaded: the queue verbs never load it.
+    pd = sys.modules.get("pandas")
     if pd is not None and (v is pd.NA or v is pd.NaT):
         return True
     if isinstance(v, float | np.floating):

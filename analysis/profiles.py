@@ -1,10 +1,7 @@
-"""Profile evidence for the v2-vs-v1 comparison: overlap columns per point configuration.
+"""Profile evidence for the v2-vs-v1 view: overlap columns per point configuration.
 
-`overlap_table` reads a run's stored profiles (rank 0, status ok), pairs v1 with v2 of the same configuration
-and returns one row per pair; `join_overlap` adds those columns to any v2-vs-v1 table that has the join
-keys (the v2-vs-v1 export does, `analysis.v2_vs_v1.load`); `overlap_cells` formats a row's columns for a
-Markdown table. The figures themselves come from
-`bench.profile.overlap` (cpu_hidden_ms = GPU idle per cycle of v1 minus that of v2).
+`overlap_table` pairs a run's v1 and v2 profiles (rank 0, ok), `join_overlap` adds their columns to a v2-vs-v1
+table, `overlap_cells` formats them for Markdown. Figures: `bench.profile.overlap`.
 """
 
 from __future__ import annotations
@@ -79,12 +76,8 @@ def overlap_rows(pairs: Sequence[dict[str, Any]]) -> pd.DataFrame:
 
 
 def join_overlap(table: pd.DataFrame, overlap: pd.DataFrame) -> pd.DataFrame:
-    """`table` (a v2-vs-v1 view) with the overlap columns, matched on the JOIN_KEYS both frames have.
-
-    batch_size and steps are required; accept_length (pinned), topk, draft_tokens and workload_key join when
-    present. Missing values match missing values (an unpinned acceptance). Rows without a profile keep NaN
-    (None in the verdict) in the new columns.
-    """
+    """`table` (a v2-vs-v1 view) with the overlap columns, joined on the JOIN_KEYS both frames have
+    (batch_size and steps required); missing matches missing, a row without a profile keeps NaN."""
     keys = [k for k in JOIN_KEYS if k in table.columns and k in overlap.columns]
     if not {"batch_size", "steps"} <= set(keys):
         raise ValueError("join_overlap needs batch_size and steps in both tables")
@@ -114,8 +107,7 @@ OVERLAP_CELLS: tuple[str, ...] = ("cycle v1→v2", "GPU idle/cycle v1→v2", "CP
 
 
 def overlap_cells(row: pd.Series | dict[str, Any]) -> dict[str, str]:
-    """Markdown cells (OVERLAP_CELLS), "–" without a profile pair; † when the profiler slowed either side by
-    more than DISTORTION_MARK (then compare the difference, not the absolute times)."""
+    """Markdown cells (OVERLAP_CELLS), "–" without a profile pair; † marks a `distorted` row."""
 
     def real(v: Any) -> bool:
         return v is not None and not pd.isna(v)
@@ -151,9 +143,8 @@ def opening_run(
     pairs_of: Callable[[int], list[dict[str, Any]]],
     readable: Callable[[dict[str, Any]], bool],
 ) -> int | None:
-    """The run the Profiles page opens on: the newest (`runs` newest first) with a v1/v2 profile pair whose
-    two traces this host can read, so the page opens on a timeline; else the newest with a pair; else the
-    newest run with profiles."""
+    """The run the Profiles page opens on (`runs` newest first): the newest with a v1/v2 pair whose traces
+    this host can read, else the newest with a pair, else the newest."""
     with_pair = [int(r["id"]) for r in runs if pairs_of(int(r["id"]))]
     for run_id in with_pair:
         if any(readable(p["v1"]) and readable(p["v2"]) for p in pairs_of(run_id)):

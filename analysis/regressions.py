@@ -1,8 +1,7 @@
 """The one "recent regressions" pipeline: what the Overview page shows and `specbench regressions` prints.
 
-Scope: every series with an ok point in the last `since` (measured back from `now`), scanned with `lookback`
-more history before that as context; a change is reported when its first run is inside `since`. Both callers
-go through `recent_changes` with the same defaults, so they cannot disagree on the same database.
+Every series with an ok point in the last `since` is scanned with `lookback` more history as context; a
+change counts when its first run is inside `since`. One function, one set of defaults: the two never disagree.
 """
 
 from __future__ import annotations
@@ -33,11 +32,8 @@ def recent_changes(
     lookback: timedelta = DEFAULT_LOOKBACK,
     now: datetime | None = None,
 ) -> pd.DataFrame:
-    """Every change (both directions, every triage state) whose first run started in the last `since`.
-
-    Columns: `analysis.changes.CHANGE_COLUMNS` plus `state`, `note` (triage) and `series` (a readable label);
-    newest first.
-    """
+    """Every change (both directions, every triage state) whose first run started in the last `since`:
+    RESULT_COLUMNS (triage `state` and `note`, a readable `series`), newest first."""
     cutoff = (now or utcnow()) - since
     metrics = list(dict.fromkeys([metric, *q.FACTOR_METRICS]))
     history = q.series_history(engine, since=cutoff - lookback, metrics=metrics)

@@ -1,8 +1,7 @@
 """How many points a run has: the one definition `specbench runs`, the Overview and the Sweep page show.
 
-`ok/planned`: the run's ok points out of the points its sweep planned, so a run a deadline or Ctrl-C cut
-short reads as cut (20/52), never as complete (20/21 of what it stored). Out of the stored points only
-where the plan is unknown (an imported run's placeholder sweep, a sweep this version no longer parses).
+`ok/planned`: a run a deadline or Ctrl-C cut short reads as cut (20/52), never as complete (20/21 of what it
+stored); out of the stored points only where the plan is unknown (an imported or no longer valid sweep).
 """
 
 from __future__ import annotations
@@ -14,8 +13,7 @@ from bench.sweep import SweepError, expand, parse_sweep
 
 @lru_cache(maxsize=256)
 def planned_points(sweep_yaml: str) -> int | None:
-    """The points a run of this sweep text plans: its expansion's points, as the runner and the dry run count
-    them. None when the text is not a sweep this version accepts."""
+    """The points a run of this sweep text plans, as the runner counts them; None for an invalid sweep."""
     try:
         return sum(len(g.points) for g in expand(parse_sweep(sweep_yaml)))
     except SweepError:

@@ -1,12 +1,9 @@
 """Speculation over plain decoding for every (batch size, steps, accept length, spec mode) of a run, with 95 %
 intervals and a verdict: the question a deployment asks before v2 against v1 matters at all.
 
-Each speculative point is compared with the baseline point at the same batch size and workload, in output
-throughput and TPOT, through the same pairing as the v2-vs-v1 view (analysis.pairs): paired by repeat when the
-run measured the baseline against that mode (`measure.baseline_pairs`: windows interleaved ABBA, or in blocks
-on a GPU that holds one server), only pairs of one invocation and of parts that combine; else Welch on the logs
-over the `ok` windows (the baseline measured on its own, as runs before baseline pairs did). The verdict reads
-the throughput interval: `faster` when all of it lies above 1, `slower` below, else `no clear difference`.
+Each speculative point meets the baseline point of its batch size and workload through the v2-vs-v1 view's
+pairing (analysis.pairs): paired where the run measured the two together (`measure.baseline_pairs`), else
+Welch on the logs of the `ok` windows. The verdict reads the throughput interval, as in v2-vs-v1.
 """
 
 from __future__ import annotations
@@ -22,7 +19,6 @@ from analysis import correctness, md, pairs
 from analysis.plain import missing
 from analysis.render import Document, columns, interval, number
 from bench.pairing import PartRecord
-from bench.stats.ratio import half_width, verdict
 from db import queries
 
 # What a speculative point and its baseline share: the workload and the batch size.
@@ -77,11 +73,6 @@ def _ok(rows: pd.DataFrame, metric: str) -> list[float]:
     return [float(v) for v in ok[metric] if float(v) > 0]
 
 
-def _first(values: pd.Series) -> Any:
-    known = [v for v in values if not missing(v)]
-    return known[0] if known else None
-
-
 def spec_vs_baseline(
     points: pd.DataFrame,
     samples: pd.DataFrame,
@@ -121,27 +112,11 @@ def spec_vs_baseline(
             "baseline_floor_fraction": None if missing(bp["floor_fraction"]) else float(bp["floor_fraction"]),
             "spec_floor_fraction": None if missing(sp["floor_fraction"]) else float(sp["floor_fraction"]),
         }
-        for metric, prefix, higher in (("output_throughput", "", True), ("tpot_mean_ms", "tpot_", False)):
-            name = "output_throughput" if metric == "output_throughput" else "tpot_ms"
+        for metric, name in (("output_throughput", "output_throughput"), ("tpot_mean_ms", "tpot_ms")):
             base_ok, spec_ok = _ok(b_rows, metric), _ok(s_rows, metric)
             row[f"baseline_{name}"] = statistics.median(base_ok) if base_ok else None
             row[f"spec_{name}"] = statistics.median(spec_ok) if spec_ok else None
-            found = pairs.compare(
-                b_rows, s_rows, metric, parts, by_repeat=False, target=TARGET, confidence=confidence
-            )
-            iv = found.interval
-            row[f"{prefix}ratio"] = iv.ratio if iv else None
-            row[f"{prefix}ci_low"] = iv.low if iv else None
-            row[f"{prefix}ci_high"] = iv.high if iv else None
-            row[f"{prefix}verdict"] = verdict(
-                iv.low if iv else None, iv.high if iv else None, higher_is_better=higher
-            )
-            if metric == "output_throughput":
-                row["n"] = iv.n if iv else 0
-                row["method"] = iv.method if iv else None
-                row["pairs_for_5pct"] = found.pairs_for_target
-                row["pairing"] = found.turns
-                row["parts"] = pairs.parts_text(found)
+        row |= pairs.ratio_cells(b_rows, s_rows, parts, by_repeat=False, target=TARGET, confidence=confidence)
         out.append(row)
     frame = pd.DataFrame(out, columns=list(COLUMNS))
     return frame.sort_values(
@@ -168,18 +143,7 @@ def document(frame: pd.DataFrame, meta: dict[str, Any] | None = None, title: str
 
 
 def _cell_name(r: dict[str, Any]) -> str:
-    return (
-        f"{r['spec_mode']} batch {r['batch_size']}"
-        + ("" if missing(r["steps"]) else f" steps {int(r['steps'])}")
-        + ("" if missing(r["accept_length"]) else f" accept len {r['accept_length']:g}")
-    )
-
-
-def _wider_than_target(r: dict[str, Any]) -> bool:
-    if r.get("method") != "paired" or any(missing(r.get(c)) for c in ("ratio", "ci_low", "ci_high")):
-        return False
-    width = half_width(float(r["ci_low"]), float(r["ratio"]), float(r["ci_high"]))
-    return width is not None and width > TARGET
+    return f"{r['spec_mode']} {pairs.cell_name(r)}"
 
 
 def to_markdown(frame: pd.DataFrame, title: str | None = None) -> str:
@@ -229,17 +193,12 @@ def to_markdown(frame: pd.DataFrame, title: str | None = None) -> str:
             + "; ".join(f"{_cell_name(r)} from part(s) {md.text(r['parts'])}" for r in split)
             + ".",
         ]
-    wide = [r for r in records if _wider_than_target(r)]
+    wide = [r for r in records if pairs.wider_than(r, TARGET)]
     if wide:
         lines += [
             "",
             "Wider than ±5 %: "
-            + "; ".join(
-                f"{_cell_name(r)} needs about {int(r['pairs_for_5pct'])} pairs"
-                if not missing(r.get("pairs_for_5pct"))
-                else f"{_cell_name(r)} needs more than 1000 pairs"
-                for r in wide
-            )
+            + "; ".join(f"{_cell_name(r)} needs {pairs.pairs_needed(r)} pairs" for r in wide)
             + " (measure.ratio_target and measure.max_repeats add them).",
         ]
     return "\n".join(lines) + "\n"

@@ -20,13 +20,9 @@ SWEEP_COLUMNS: tuple[str, ...] = (
 
 
 def sweep_grid(points: pd.DataFrame) -> pd.DataFrame:
-    """The ok points of one run (one workload, one topk), spec mode as `baseline`/`v1`/`v2`, with speedups.
-
-    speedup_v2_over_v1 (v2 rows only): throughput over the v1 point at the same batch size, steps, draft
-    tokens and pinned acceptance (grid.accept_lengths; a run without it pins none). Where that v1 point is
-    not unique (the caller did not pick one workload and topk), none: a ratio to either would be a guess.
-    speedup_over_baseline (spec rows): throughput over the no-spec point at the same batch size.
-    """
+    """The ok points of one run (one workload, one topk), spec mode as `baseline`/`v1`/`v2`, with speedups:
+    v2 over the v1 point of the same batch size, steps, draft tokens and pinned acceptance (none where that
+    v1 point is not unique: a ratio to either would be a guess); spec over no-spec at the same batch size."""
     f = points[points["status"] == "ok"].copy()
     if f.empty:
         return pd.DataFrame(columns=list(SWEEP_COLUMNS))

@@ -1,11 +1,9 @@
 """Where a stored profile's trace file is on this host: the path recorded at capture, or the same file found
 next to the database or shipped in the repository, always checked by its sha256.
 
-A profile row keeps the absolute path the capturing host wrote (`/root/ev/artifacts/run-1/...` on a GPU VM).
-A database copied elsewhere, or imported from `examples/`, still names that path. The file itself may have
-travelled with it: an `artifacts/` folder next to the SQLite file, or the traces the repository ships under
-`examples/` (e.g. `examples/h200-v3slice-profiles/`). Any candidate is accepted only when its sha256 equals
-the stored one, so a file of the same name from another capture is never shown as this one.
+A profile row keeps the capturing host's absolute path (`/root/ev/artifacts/run-1/...`) after the database
+moves; the file may have travelled to an `artifacts/` folder beside the SQLite file or be shipped under
+`examples/`. The sha256 check keeps a same-named file of another capture from passing as this one.
 """
 
 from __future__ import annotations
@@ -29,11 +27,8 @@ class FoundTrace:
 
 
 def sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
     with path.open("rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
+        return hashlib.file_digest(f, "sha256").hexdigest()
 
 
 def database_dir(url: str | None) -> Path | None:
@@ -91,12 +86,8 @@ def find_trace(
     database: str | None = None,
     shipped: Path = SHIPPED,
 ) -> FoundTrace | None:
-    """The readable trace file of a profile row, or None.
-
-    Tried in order: the stored path; the same file next to the SQLite database (its `artifacts/` tree, or the
-    file alone); a trace shipped in the repository with the same size and sha256. Without a stored sha256
-    only the stored path and the database's folder are trusted (nothing can tell a shipped file apart).
-    """
+    """The readable trace file of a profile row, or None: the stored path, else the same file beside the
+    SQLite database, else a shipped trace of the same size and sha256 (only with a stored sha256)."""
     if stored and _matches(Path(stored), sha256, size):
         return FoundTrace(Path(stored), "as stored")
     folder = database_dir(database)

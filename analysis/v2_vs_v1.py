@@ -1,18 +1,13 @@
 """v2 over v1 for every (batch size, steps, accept length) of a run, with 95 % intervals and a verdict.
 
-The answer a PR thread needs: does overlap scheduling (v2) beat non-overlap (v1) here, by how much, and how
-sure are we. Output throughput and TPOT ratios both come with an interval (bench.stats.ratio): paired by
-repeat when the run interleaved its v1/v2 windows (every sample has an `order_index`), else unpaired (Welch on
-logs). Only `ok` repeats count; in an interleaved run, only repeats whose two windows one invocation measured
-(a resumed run can finish a repeat whose other side ran earlier), whether paired or, with fewer than two such
-pairs `ok` on both sides, unpaired; and only pairs of parts that combine (analysis.pairs, which this view
-shares with spec-vs-baseline: links, parts, blocks). The verdict reads the throughput interval: `faster` when all of it lies
-above 1, `slower` when all of it lies below, else `no clear difference`; `tpot_verdict` reads the TPOT interval
-the other way round (a lower TPOT is faster).
+Does overlap scheduling (v2) beat non-overlap (v1) here, by how much, and how sure are we: throughput and
+TPOT ratios with intervals, paired by repeat where the run interleaved v1 and v2, else Welch on logs, over
+`ok` repeats of one invocation and of parts that combine (analysis.pairs, shared with spec-vs-baseline).
+The verdict is `faster` or `slower` when the whole throughput interval lies on one side of 1, else `no clear
+difference`; `tpot_verdict` reads TPOT the other way round.
 
-`load` adds the profile evidence of the run (analysis.profiles.OVERLAP_COLUMNS: cycle time and GPU idle per
-cycle of each side, the CPU work v2 hides, the profiler's distortion and the one-line verdict) to every cell
-that has a v1 and a v2 profile of the same configuration; the columns stay empty elsewhere.
+`load` adds the run's profile evidence (analysis.profiles.OVERLAP_COLUMNS) to each cell with a v1 and a v2
+profile of its configuration; elsewhere those columns stay empty.
 """
 
 from __future__ import annotations
@@ -38,7 +33,6 @@ from analysis.profiles import (
 )
 from analysis.render import Column, Document, columns, interval, md_table, md_title, number
 from bench.pairing import PartRecord
-from bench.stats.ratio import half_width, verdict
 from db import queries
 
 # Everything a v1 point and its v2 partner share besides the mode.
@@ -107,9 +101,8 @@ def v2_vs_v1(
     confidence: float = 0.95,
     parts: Sequence[PartRecord] = (),
 ) -> pd.DataFrame:
-    """One row per v1/v2 pair of points in `points` (a run's, from db.queries.run_points), using `samples`
-    (db.queries.run_samples with output_throughput and tpot_mean_ms, plus order_index, invocation and the
-    link columns) and the run's `parts` (db.queries.run_part_records; analysis.pairs says which pair)."""
+    """One row per v1/v2 pair of points in `points` (db.queries.run_points), from `samples`
+    (db.queries.run_samples of SAMPLE_METRICS) and the run's `parts` (analysis.pairs.part_records)."""
     spec = points[points["spec_mode"].isin(["v1", "v2"])]
     if spec.empty or samples.empty:
         return pd.DataFrame(columns=list(COLUMNS))
@@ -129,26 +122,11 @@ def v2_vs_v1(
             "v1_floor_fraction": _first(v1["floor_fraction"]),
             "v2_floor_fraction": _first(v2["floor_fraction"]),
         }
-        for metric, prefix, higher in (("output_throughput", "", True), ("tpot_mean_ms", "tpot_", False)):
+        for metric, name in (("output_throughput", "output_throughput"), ("tpot_mean_ms", "tpot_ms")):
             a, b = _by_repeat(v1, metric), _by_repeat(v2, metric)
-            name = "output_throughput" if metric == "output_throughput" else "tpot_ms"
             row[f"v1_{name}"] = statistics.median(a.values()) if a else None
             row[f"v2_{name}"] = statistics.median(b.values()) if b else None
-            # Which windows pair, across links and parts: analysis.pairs, shared with spec-vs-baseline.
-            found = pairs.compare(v1, v2, metric, parts, by_repeat=True, target=TARGET, confidence=confidence)
-            iv = found.interval
-            row[f"{prefix}ratio"] = iv.ratio if iv else None
-            row[f"{prefix}ci_low"] = iv.low if iv else None
-            row[f"{prefix}ci_high"] = iv.high if iv else None
-            row[f"{prefix}verdict"] = verdict(
-                iv.low if iv else None, iv.high if iv else None, higher_is_better=higher
-            )
-            if metric == "output_throughput":
-                row["n"] = iv.n if iv else 0
-                row["method"] = iv.method if iv else None
-                row["pairs_for_5pct"] = found.pairs_for_target
-                row["pairing"] = found.turns
-                row["parts"] = pairs.parts_text(found)
+        row |= pairs.ratio_cells(v1, v2, parts, by_repeat=True, target=TARGET, confidence=confidence)
         row.update(_checks(points, v1, v2))
         out.append(row)
     frame = pd.DataFrame(out, columns=list(COLUMNS))
@@ -165,31 +143,10 @@ def document(frame: pd.DataFrame, meta: dict[str, Any] | None = None, title: str
     return Document(frame, VIEW, lambda: to_markdown(frame, title), head={"view": "v2-vs-v1", **(meta or {})})
 
 
-def _wider_than_target(r: dict[str, Any]) -> bool:
-    """A paired cell whose interval reaches further than TARGET from its ratio."""
-    if r.get("method") != "paired" or any(missing(r.get(c)) for c in ("ratio", "ci_low", "ci_high")):
-        return False
-    width = half_width(float(r["ci_low"]), float(r["ratio"]), float(r["ci_high"]))
-    return width is not None and width > TARGET
-
-
 def _wrong_side(r: Mapping[str, Any]) -> str:
     """'v1', 'v2' or 'v1 and v2': which side of a cell the correctness gate failed ('' when none)."""
     sides = [m for m in ("v1", "v2") if correctness.is_wrong(r.get(f"{m}_correctness"))]
     return " and ".join(sides)
-
-
-def _cell_name(r: dict[str, Any]) -> str:
-    return (
-        f"batch {r['batch_size']}"
-        + ("" if missing(r["steps"]) else f" steps {int(r['steps'])}")
-        + ("" if missing(r["accept_length"]) else f" accept len {r['accept_length']:g}")
-    )
-
-
-def _pairs_needed(r: dict[str, Any]) -> str:
-    n = r.get("pairs_for_5pct")
-    return "more than 1000" if n is None or missing(n) else f"about {int(n)}"
 
 
 def _profiled(frame: pd.DataFrame) -> pd.DataFrame:
@@ -255,7 +212,7 @@ def to_markdown(frame: pd.DataFrame, title: str | None = None) -> str:
         lines[at:at] = [
             f"> 🛑 **Correctness gate: {len(wrong)} cell(s) compare a speed measured on a wrong path** (struck "
             f"through, verdict `{correctness.WRONG}`): "
-            + "; ".join(f"{_cell_name(r)}: {_wrong_side(r)} failed" for r in wrong),
+            + "; ".join(f"{pairs.cell_name(r)}: {_wrong_side(r)} failed" for r in wrong),
             "",
         ]
     if frame.empty:
@@ -265,12 +222,12 @@ def to_markdown(frame: pd.DataFrame, title: str | None = None) -> str:
         "v2/v1 > 1: v2 (overlap) has the higher output throughput. Intervals: 95 %, on log ratios, paired by "
         "repeat when the run interleaved v1 and v2 (ABBA); a TPOT ratio < 1 means v2 is faster per token.",
     ]
-    wide = [r for r in frame.to_dict(orient="records") if _wider_than_target(r)]
+    wide = [r for r in frame.to_dict(orient="records") if pairs.wider_than(r, TARGET)]
     if wide:
         lines += [
             "",
             "Wider than ±5 %: at the spread its pairs show, "
-            + "; ".join(f"{_cell_name(r)} needs {_pairs_needed(r)}" for r in wide)
+            + "; ".join(f"{pairs.cell_name(r)} needs {pairs.pairs_needed(r)}" for r in wide)
             + " pairs (measure.ratio_target and measure.max_repeats add them).",
         ]
     if floors:

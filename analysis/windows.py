@@ -1,17 +1,12 @@
 """One row per measured window of one run, in measurement order, with what each window ran under.
 
-Why: the repeats of a point spread, and the point's median hides why. Next to each window's throughput,
-latency and measured acceptance this puts the GPU and host context the window recorded (`samples.telemetry`,
-bench.host.telemetry: SM clock, temperature, power, host load and, in newer runs, host CPU busy / steal /
-pressure), so a slow window reads as throttled, loaded or accepting fewer tokens. A window is one `samples`
-row (one repeat of one point); every status is listed, a failed or throttled window with its `reason`.
+The repeats of a point spread and its median hides why: beside each window's (one `samples` row's) speed and
+measured acceptance stands the GPU and host context it recorded (`samples.telemetry`), so a slow window reads
+as throttled, loaded or accepting fewer tokens. Every status is listed, a failed or throttled one with why.
 
-`spread` sums the windows up per (batch size, mode, steps, pinned accept length): the `ok` windows and the
-coefficient of variation (sample standard deviation over mean) of their output throughput. `drivers` says what
-moved with throughput across those windows: the Pearson correlation with each recorded context column (on the
-H200 the speculative windows' throughput followed GPU power at r = 0.99 and the hypervisor's steal at -0.26 to
--0.63 while the SM clock did not move: docs/results/2026-12-04-h200-v3-slice-grid-part1.md). A correlation
-is a lead, not a cause.
+`spread`: per configuration, the `ok` windows and the CV of their throughput. `drivers`: the Pearson r of
+throughput with each recorded context column, a lead, not a cause (on the H200 it followed GPU power at 0.99:
+docs/results/2026-12-04-h200-v3-slice-grid-part1.md).
 """
 
 from __future__ import annotations
@@ -52,9 +47,7 @@ TELEMETRY_OPTIONAL: tuple[str, ...] = (
     "server_cpu_pct",  # the launched server's processes, percent of one core
     "server_busiest_cpu_pct",
     "cpu_probe_ms",  # a fixed piece of Python's wall time (bench/host/cpu_probe.py): higher = slower host
-    # Its CPU time: up with cpu_probe_ms means a slower CPU, not preemption. The one to read with
-    # cpu_probe_on = server, where the probe shares the scheduler's core and its wall time includes waits.
-    "cpu_probe_cpu_ms",
+    "cpu_probe_cpu_ms",  # its CPU time, rising with it: a slower CPU, not preemption
     "cpu_probe_on_server_pct",  # cpu_probe_on = server: percent of probe samples on the busiest process's CPU
     "cpu_probe_follow_errors",  # cpu_probe_on = server: moves onto that CPU the kernel refused (0: none)
     "server_busiest_cpu_moves",  # samples where the busiest server process had moved to another CPU
@@ -73,8 +66,7 @@ TELEMETRY_TEXT: tuple[str, ...] = (
     "cpu_probe_on",  # runner: the probe ran on the runner's CPUs; server: it followed the busiest process
 )
 HEAD: tuple[str, ...] = ("order_index", *CONFIG_KEYS, "repeat", "status", *METRICS)
-# invocation: where the `specbench run` (or job attempt) that measured the window began in the run's order; a
-# resumed run shows two or more. server_instance_id: the server row (server_instances) that measured it.
+# invocation: the `specbench run` (or job attempt) that measured it; server_instance_id: its server's row.
 TAIL: tuple[str, ...] = (
     *("throttled", "reason", "window_started_at", "invocation", "server_instance_id", "topk", "point_id"),
 )
@@ -140,8 +132,8 @@ def _text(v: Any) -> str | None:
 
 
 def spread(frame: pd.DataFrame) -> pd.DataFrame:
-    """Per configuration (CONFIG_KEYS): n, the ok windows with a throughput, their mean output throughput and
-    its coefficient of variation (None under two windows)."""
+    """Per configuration (CONFIG_KEYS): n ok windows with a throughput, their mean and coefficient of
+    variation (None under two windows)."""
     rows: list[dict[str, Any]] = []
     for key, group in frame.groupby(list(CONFIG_KEYS), dropna=False, sort=False):
         ok = group[(group["status"] == "ok") & (group["output_throughput"] > 0)]
@@ -162,9 +154,8 @@ def spread(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def drivers(frame: pd.DataFrame) -> pd.DataFrame:
-    """Per configuration with at least MIN_DRIVER_WINDOWS ok windows: n, and the Pearson r of output
-    throughput with each DRIVERS column the run recorded (None where it did not vary or has too few
-    values)."""
+    """Per configuration with MIN_DRIVER_WINDOWS ok windows: n, and the Pearson r of throughput with each
+    recorded DRIVERS column (None where it did not vary or has too few values)."""
     present = [c for c, _ in DRIVERS if c in frame.columns and frame[c].notna().any()]
     rows: list[dict[str, Any]] = []
     for key, group in frame.groupby(list(CONFIG_KEYS), dropna=False, sort=False):

@@ -14,9 +14,8 @@ PHASE_COLORS = {
     "prefill": "#b279a2",
 }
 ROWS = ["CPU steps", "GPU steps", "GPU kernels"]
-# Kernels of one phase that follow each other closer than this share of the time axis draw as one bar: half a
-# pixel of a 1000-pixel-wide chart. A decode cycle runs hundreds of 1-5 us kernels on a 30-40 ms axis, so one
-# bar per kernel (~950 per side, 400 kB of names) drew the same picture at several times the browser's work.
+# Kernels of one phase closer than this share of the axis (half a pixel at 1000 px) draw as one bar: a bar per
+# 1-5 us kernel (~950 a side, 400 kB of names) drew the same picture at several times the browser's work.
 MERGE_SHARE = 1 / 2000
 # Of a kernel's name in a tooltip: C++ template names run to 5,000 characters (the trace keeps them whole).
 NAME_CHARS = 120
@@ -28,9 +27,8 @@ def _short(name: str) -> str:
 
 
 def merge_kernels(rows: list[dict[str, Any]], resolution_ms: float) -> list[dict[str, Any]]:
-    """The bars to draw: phase bars as they are; kernel bars of one phase that start within `resolution_ms`
-    of the previous one's end merged into one, which counts its `kernels`, sums their `busy_ms` and is
-    named after the longest of them. Every bar carries `kernels` (1 for a kernel or a phase) and `busy_ms`."""
+    """The bars to draw: phases as they are; kernels of one phase within `resolution_ms` of the previous
+    one's end merged into one bar named after the longest. Every bar carries `kernels` and `busy_ms`."""
     out = [{**r, "kernels": 1, "busy_ms": r["end_ms"] - r["start_ms"]} for r in rows if r["kind"] != "kernel"]
     kernels = sorted((r for r in rows if r["kind"] == "kernel"), key=lambda r: (r["row"], r["start_ms"]))
     groups: list[tuple[list[dict[str, Any]], float]] = []  # the kernels of a bar, and where it ends

@@ -1,10 +1,8 @@
 """Run `streamlit run dashboard/app.py ...` in-process, with st.navigation in charge from the first request.
 
-Streamlit still carries its first multipage mechanism: when the entry script has a sibling `pages/` folder it
-starts in that legacy mode, and a first visit to /trends runs pages/trends.py on its own, skipping the
-router (no navigation menu, no page config) until some session happens to run app.py. Our page files live
-in dashboard/pages, so we switch the legacy mode off before the server starts. The flag is internal; if a
-Streamlit release drops it, the import fails quietly and only that first-visit quirk returns.
+With a `pages/` folder beside the entry script Streamlit starts in its legacy multipage mode, where a first
+visit to /trends runs pages/trends.py without the router (no menu, no page config). We switch that internal
+flag off; if a release drops it, only that first-visit quirk returns.
 """
 
 from __future__ import annotations
@@ -61,10 +59,8 @@ def warm_imports() -> None:
 
 
 def skip_chart_validation() -> None:
-    """Altair checks every chart against the Vega-Lite JSON schema as it is built and again as Streamlit
-    serialises it: 1-2 s of a page's script on a loaded host. The builders are pure functions whose specs
-    the tests validate (tests/dashboard/test_charts.py builds them in a process without this), so the server
-    skips it."""
+    """Altair's schema validation costs a page 1-2 s on a loaded host; tests/dashboard/test_charts.py
+    validates the same pure builders, so the server skips it."""
     import functools
 
     import altair as alt
@@ -81,8 +77,8 @@ def skip_chart_validation() -> None:
 
 
 def warm_charts() -> None:
-    """Build and serialise one chart that uses what the pages use (layers, facets, conditions, fixed values):
-    Altair fills its lookup tables on first use, which would otherwise land on the first page a user opens."""
+    """One chart with what the pages use (layers, facets, conditions), so Altair fills its lookup tables now
+    rather than on the first page a user opens."""
     import altair as alt
     import pandas as pd
 
@@ -98,11 +94,8 @@ def warm_charts() -> None:
 
 
 def warm_streamlit() -> None:
-    """What Streamlit itself does on the first script run of a process, done before the first visitor:
-    the emoji table behind the page icon and the Material icon names behind the page links (0.1-0.2 s of
-    imports and regexes), and the check for a Python REPL that it makes before the first element (it reads
-    the source of every frame on the stack). We run under `streamlit run`, which that check exists to detect
-    the absence of."""
+    """Streamlit's first-run work, before the first visitor: the emoji and Material icon tables (0.1-0.2 s),
+    and its REPL check (it reads every frame's source), moot under `streamlit run`."""
     importlib.import_module("streamlit.emojis")
     importlib.import_module("streamlit.material_icon_names")
     from streamlit import delta_generator
@@ -112,12 +105,9 @@ def warm_streamlit() -> None:
 
 
 def freeze_heap() -> None:
-    """Move everything loaded so far out of the garbage collector's reach. With pandas, Altair and the
-    analysis modules loaded a full collection walks some 180,000 objects: 0.2-0.4 s on a loaded 2-core host,
-    holding the interpreter lock while a page's messages wait to be sent. Streamlit ran one after every script
-    run (`runner.postScriptGC`, which `specbench dashboard` now turns off), and Python runs one now and then.
-    Modules and their tables live as long as the server, so the collector need never look at them again; what
-    pages allocate is still collected."""
+    """Move what is loaded so far (modules and tables that live as long as the server) out of the collector's
+    reach: a full collection walks some 180,000 objects, 0.2-0.4 s holding the GIL on a loaded 2-core host
+    (`specbench dashboard` also turns off Streamlit's `runner.postScriptGC`)."""
     gc.collect()
     gc.freeze()
 

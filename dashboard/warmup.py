@@ -1,17 +1,12 @@
 """Every page rendered once as the server starts, before its health check says it is ready.
 
-A page's first visit on a fresh server paid for everything at once: the database reads and the analysis behind
-them (change-point scans, v2/v1 intervals, profiler traces), the lazy imports and first-use tables inside
-pandas, Altair and Streamlit. The server pays instead, once: a client of its own opens one session per page
-over Streamlit's websocket, sends what a browser sends (a rerun naming the page) and waits for the script to
-finish. The reads land in the caches of `dashboard.services.data`, which keep them until the database changes,
-so the first visitor of each page gets what every later one gets.
+Otherwise a page's first visitor pays for its reads, its analysis and the first-use costs of pandas, Altair
+and Streamlit. A client of the server's own opens one websocket session per page, sends a rerun naming it, and
+waits for the script to finish; the reads stay in `dashboard.services.data`'s caches until the data changes.
 
-Streamlit's health check (`/_stcore/health`, which a browser, `--open-browser` and the tests wait for) answers
-503 "warming up" until this is done, so nobody races the warm-up for the CPU, but for `GATE_S` at most: on a
-database so large that the warm-up takes longer, the server reports ready and the warm-up goes on behind it.
-A page that fails or hangs is logged and skipped. `SPECBENCH_DASHBOARD_WARMUP=0` turns it off (the first
-visit of each page then computes its own data, as it does after new data lands).
+The health check (`/_stcore/health`) answers 503 "warming up" until this is done, `GATE_S` at most; past that
+the warm-up goes on behind a ready server. A page that fails or hangs is logged and skipped.
+`SPECBENCH_DASHBOARD_WARMUP=0` turns it off.
 """
 
 from __future__ import annotations
@@ -127,9 +122,8 @@ def start(argv: Sequence[str]) -> threading.Event:
 
 
 def gate_health(ready: threading.Event, gate_s: float = GATE_S) -> None:
-    """Make Streamlit's health check answer 503 "warming up" until `ready` is set, `gate_s` at most. The check
-    is the runtime's `is_ready_for_browser_connection`, an internal property: if a Streamlit release renames
-    it, the server simply reports ready at once."""
+    """Streamlit's health check answers 503 "warming up" until `ready` is set, `gate_s` at most. It patches an
+    internal property: if a Streamlit release renames it, the server reports ready at once."""
     try:
         from streamlit.runtime.runtime import Runtime
     except ImportError:  # pragma: no cover - depends on the Streamlit release

@@ -1,20 +1,15 @@
 """Why throughput moved: the acceptance part, the per-step-time part, and what neither explains.
 
-In speculative decoding every verify step commits L tokens per request (L = acceptance length, counting the
-bonus token), and a request's time per output token is TPOT = S / L, where S is the time of one verify step
-(draft + verify, as one request experiences it). So S = TPOT · L, and with C requests in flight
+A verify step (time S, draft + verify) commits L tokens per request (L = acceptance length with the bonus
+token), so TPOT = S / L and, with C requests in flight, output throughput T ≈ C · L / S.
 
-    output throughput T ≈ C · L / S            (tokens per second)
+With r_T = T_b/T_a, r_L = L_b/L_a, r_S = S_b/S_a and the rest r_O = r_T · r_S / r_L (concurrency, prefill and
+scheduling gaps, noise), exactly
 
-Between a baseline (a) and a candidate (b) define the ratios r_T = T_b/T_a, r_L = L_b/L_a, r_S = S_b/S_a and
-let r_O = r_T · r_S / r_L be the rest (achieved concurrency, prefill and scheduling gaps, measurement noise),
-so that exactly
+    r_T = r_L / r_S · r_O        and        ln r_T = ln r_L − ln r_S + ln r_O,
 
-    r_T = r_L / r_S · r_O        and        ln r_T = ln r_L − ln r_S + ln r_O.
-
-The log form splits a change additively: the share of each part is its log term over ln r_T. A regression
-then reads "acceptance dropped 8%" (r_L = 0.92) or "verify steps got 6% slower" (r_S = 1.06). Baseline
-(no-spec) points have L = 1 by definition; without a TPOT the step part is unknown and folds into the rest.
+so each part's share is its log term over ln r_T ("acceptance dropped 8%": r_L = 0.92). A no-spec point has
+L = 1; without a TPOT the step part folds into the rest.
 """
 
 from __future__ import annotations

@@ -1,15 +1,12 @@
 """Change points over a series: E-divisive means with Otava's (Hunter's) windowed split and merge.
 
-1. Split: slide a window of `window` points over the series and run E-divisive inside each window at a
-   relaxed first-pass significance (10x `max_pvalue` below 0.05). The union of what the windows find are
-   the *weak* change points. Windows keep one old shift from masking a new, smaller one and bound the cost:
-   O(window²) per window instead of O(n²) per split. The window advances by window/4 (Otava: window/2), so
-   every point sits well inside several windows: with window/2 a shift that falls on a window edge can be
-   seen only by a window that also holds the next shift, whose mixed segment then fails the t-test.
-2. Merge: re-test every weak change point against its neighbours (Student's t between the segments it
-   separates) and repeatedly drop the weakest, the one with the largest p-value while any p-value is above
-   `max_pvalue`, then the smallest relative change while any is below `min_magnitude`, re-testing the
-   neighbours of each dropped point, until every survivor is significant and large enough.
+1. Split: E-divisive inside each window of `window` points at a relaxed significance (10x `max_pvalue`
+   below 0.05); the union is the *weak* change points. Windows keep an old shift from masking a newer,
+   smaller one and cost O(window²). They advance by window/4 (Otava: window/2): at window/2 a shift on a
+   window edge is seen only beside the next shift, whose mixed segment then fails the t-test.
+2. Merge: re-test each weak point (Student's t between its segments) and drop the largest p-value while any
+   is above `max_pvalue`, then the smallest relative change while any is below `min_magnitude`, re-testing
+   the neighbours of each dropped point.
 
 See docs/reference/regressions.md for the parameters and the false-positive rates they give.
 """
@@ -18,7 +15,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 import numpy as np
 
@@ -58,11 +55,8 @@ class ChangePointParams:
 
 @dataclass(frozen=True, slots=True)
 class SeriesChangePoint(TTestStats):
-    """A change between series[index - 1] and series[index]: `index` is the first point of the new level.
-
-    The t-test's figures of the segments it separates (pvalue, means, stds, sizes; `rel_change` and
-    `magnitude`), with its place in the series and its Q-hat.
-    """
+    """A change between series[index - 1] and series[index], with the t-test figures of the segments it
+    separates and its Q-hat."""
 
     index: int
     qhat: float
@@ -117,9 +111,7 @@ def merge(
             if cps[weakest].stats.magnitude >= min_magnitude:
                 return cps
         del cps[weakest]
-        # The neighbours of the removed point now border a longer segment: re-test them. (Otava re-tests the
-        # right neighbour and the one after it; the left neighbour, whose right segment grew, is the one
-        # that changed, so we re-test both sides.)
+        # Both neighbours now border a longer segment: re-test them (Otava re-tests only the right ones).
         cps = _retest(cps, x, only={weakest - 1, weakest})
     return cps
 
@@ -136,15 +128,6 @@ def _retest(
 
 
 def _public(cp: TTestChangePoint) -> SeriesChangePoint:
-    s = cp.stats
     return SeriesChangePoint(
-        index=cp.index,
-        pvalue=s.pvalue,
-        mean_before=s.mean_before,
-        mean_after=s.mean_after,
-        std_before=s.std_before,
-        std_after=s.std_after,
-        n_before=s.n_before,
-        n_after=s.n_after,
-        qhat=cp.qhat if math.isfinite(cp.qhat) else 0.0,
+        **asdict(cp.stats), index=cp.index, qhat=cp.qhat if math.isfinite(cp.qhat) else 0.0
     )

@@ -1,17 +1,13 @@
 """Run vs baseline: the effect of a change on one point, from the per-repeat samples of both runs.
 
-The effect is relative: candidate / baseline - 1. For strictly positive metrics (throughputs, latencies,
-acceptance lengths) it is estimated on the log scale, where a ratio becomes a difference and run-to-run noise
-is close to symmetric: delta = exp(mean(log b) - mean(log a)) - 1 (the ratio of geometric means), with a Welch
-t-interval on the difference of log means mapped back through exp. Metrics that can be zero (failed request
-counts) fall back to the difference of means over |mean(a)|.
+delta = candidate / baseline - 1. For positive metrics it is the ratio of geometric means, with a Welch
+t-interval on the difference of log means mapped back through exp (on logs a ratio is a difference and noise
+is near symmetric); metrics that can be zero use the difference of means over |mean(a)|.
 
-A point is flagged only when the interval excludes zero *and* |delta| >= threshold (default 5 %), so a real
-but negligible shift (a tight interval around +0.8 %) reads "no change", as does a large but noisy one.
-Fewer than `min_repeats` (3) samples on either side gives "insufficient data": with two repeats the t
-quantile is 12.7 and the interval says nothing. `method="bootstrap"` swaps the t-interval for a percentile
-bootstrap of the ratio of medians (useful with many repeats and heavy tails; with 3 it cannot leave the
-range of the data, see bench/stats/intervals.py).
+A point is flagged only when the interval excludes zero *and* |delta| >= threshold (default 5 %): a tight
++0.8 % and a large but noisy shift both read "no change". Under `min_repeats` (3) a side is "insufficient
+data" (with two repeats the t quantile is 12.7). `method="bootstrap"`: a percentile bootstrap of the ratio
+of medians, for many repeats with heavy tails (bench/stats/intervals.py).
 """
 
 from __future__ import annotations
@@ -27,7 +23,6 @@ from bench.catalog import higher_is_better
 from bench.stats.tdist import t_quantile, welch_ttest
 
 ChangeVerdict = Literal["regression", "improvement", "no change", "insufficient data"]
-VERDICTS: tuple[ChangeVerdict, ...] = ("regression", "improvement", "no change", "insufficient data")
 Method = Literal["t", "bootstrap"]
 
 DEFAULT_THRESHOLD = 0.05
@@ -51,9 +46,8 @@ class Comparison:
     higher_is_better: bool
     method: str
     note: str = ""
-    # What `baseline` and `candidate` are: "geometric mean" (the t method on positive values: Δ is the ratio
-    # of geometric means, and its interval lives on the log scale), "median" (bootstrap of the ratio of
-    # medians; too few repeats), or "mean" (metrics that can be zero: Δ over the baseline mean).
+    # What `baseline` and `candidate` are: "geometric mean" (t method, positive values), "median"
+    # (bootstrap; too few repeats) or "mean" (metrics that can be zero).
     center: str = "median"
 
     @property
@@ -77,10 +71,8 @@ def compare_samples(
     n_boot: int = 4000,
     seed: int = 0,
 ) -> Comparison:
-    """Compare the repeats of one point in two runs. None and NaN samples are ignored.
-
-    Which way is better comes from the metric catalogue unless `higher` says otherwise.
-    """
+    """Compare the repeats of one point in two runs (None and NaN ignored); which way is better comes from
+    the metric catalogue unless `higher` says otherwise."""
     if not 0.0 < confidence < 1.0:
         raise ValueError(f"confidence must lie in (0, 1), got {confidence}")
     if threshold < 0:

@@ -8,39 +8,16 @@ version, with its change points), `sweep` (one run: heatmaps, v2/v1 ratios, thro
 """
 
 from dashboard.charts.compare import compare_forest, compare_grid
-from dashboard.charts.style import (
-    LINE_COLOR,
-    STATE_COLORS,
-    VERDICT_COLORS,
-    X_MODES,
-    AnyChart,
-    XMode,
-)
-from dashboard.charts.sweep import (
-    GREY_CELL,
-    MODE_DASH,
-    MODE_TITLES,
-    STEPS_PALETTE,
-    heatmap,
-    ratio_heatmap,
-    throughput_frame,
-    throughput_lines,
-)
-from dashboard.charts.trends import change_rule_frame, change_rules, trend_chart, trend_frame
+from dashboard.charts.style import X_MODES, AnyChart, XMode
+from dashboard.charts.sweep import GREY_CELL, heatmap, ratio_heatmap, throughput_frame, throughput_lines
+from dashboard.charts.trends import change_rule_frame, trend_chart, trend_frame
 
 __all__ = [
     "GREY_CELL",
-    "LINE_COLOR",
-    "MODE_DASH",
-    "MODE_TITLES",
-    "STATE_COLORS",
-    "STEPS_PALETTE",
-    "VERDICT_COLORS",
     "X_MODES",
     "AnyChart",
     "XMode",
     "change_rule_frame",
-    "change_rules",
     "compare_forest",
     "compare_grid",
     "heatmap",

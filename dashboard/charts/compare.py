@@ -56,10 +56,7 @@ def compare_forest(table: pd.DataFrame, threshold: float = 0.05) -> AnyChart:
 
 def compare_grid(table: pd.DataFrame, higher_is_better: bool = True) -> AnyChart:
     """Δ per point as a grid: batch size across, spec config (mode · steps) down, one panel per workload.
-
-    Colour is goodness, not sign: red always means worse for this metric. Flagged cells carry ▼ / ▲, points
-    without enough repeats carry a ?, so the grid reads at a glance; the forest chart has the intervals.
-    """
+    Colour is goodness, not sign (red is always worse); flagged cells carry ▼ / ▲, too few repeats a ?."""
     f = table.dropna(subset=["delta"]).copy()
     if f.empty:
         return alt.Chart(pd.DataFrame({"x": []})).mark_point()

@@ -10,7 +10,7 @@ import altair as alt
 import pandas as pd
 
 from dashboard.charts.style import AnyChart
-from dashboard.charts.sweep import MODE_DASH, MODE_TITLES, STEPS_PALETTE
+from dashboard.charts.sweep import MODE_DASH, MODE_TITLES, STEPS_PALETTE, batch_axis
 
 IMPOSSIBLE_COLOR = "#d62728"
 
@@ -37,12 +37,7 @@ def speedup_lines(grid: pd.DataFrame) -> AnyChart:
     f = speedup_frame(grid)
     names = sorted(set(f["series"]), key=lambda s: int(s.split()[1]))
     modes = [m for m in MODE_DASH if m in set(f["mode"])]
-    x = alt.X(
-        "batch_size:O",
-        title="Batch size (concurrency)",
-        sort=sorted(int(b) for b in f["batch_size"].unique()),
-        axis=alt.Axis(labelAngle=0),
-    )
+    x = batch_axis(f)
     y = alt.Y(
         "speedup_over_baseline:Q", title="spec / no-spec output throughput", scale=alt.Scale(zero=False)
     )
@@ -75,12 +70,7 @@ def floor_lines(rows: pd.DataFrame) -> AnyChart:
     """Floor fraction (floor / measured step) per configuration against batch size; red points lie above 1,
     faster than the memory bus allows."""
     f = rows.dropna(subset=["floor_fraction"])
-    x = alt.X(
-        "batch_size:O",
-        title="Batch size (concurrency)",
-        sort=sorted(int(b) for b in f["batch_size"].unique()),
-        axis=alt.Axis(labelAngle=0),
-    )
+    x = batch_axis(f)
     y = alt.Y("floor_fraction:Q", title="floor / measured step")
     tooltip = [
         alt.Tooltip("series:N", title="config"),

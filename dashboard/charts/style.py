@@ -1,10 +1,9 @@
 """What every chart module shares: the x-axis modes, the chart type, colours with a fixed meaning, and the
 one way builders write a conditional value.
 
-Encodings are always typed channel objects (`alt.X2("high")`, `alt.Text("label:N")`, `alt.ColorValue(...)`),
-never a shorthand string, `alt.value` or `alt.condition`: Altair turns those dicts and strings into channels
-by trying each schema they might match, 2-50 ms per encoding, which was most of the time a page spent building
-its charts (a heatmap took 30-50 ms, 2 ms typed). The Vega-Lite written is the same.
+Encodings are always typed channel objects (`alt.X2("high")`, `alt.ColorValue(...)`), never a shorthand
+string, `alt.value` or `alt.condition`: Altair resolves those by trying each schema they might match, 2-50 ms
+an encoding (a heatmap took 30-50 ms, 2 ms typed), for the same Vega-Lite.
 """
 
 from __future__ import annotations

@@ -63,11 +63,8 @@ def heatmap(
     strike_wrong: bool = False,
 ) -> AnyChart:
     """Batch size (x) by spec steps (y), coloured by `value`, each cell labelled; one panel per spec mode.
-
-    Diverging scales are centred on 1.0, for ratios (blue = faster, red = slower). A cell whose point failed
-    the correctness gate (a `correctness` column of `fail`) is outlined red and labelled `wrong`; with
-    `strike_wrong` (speeds) its value is struck through: it was measured on a wrong path.
-    """
+    Diverging scales centre on 1.0 (blue = faster). A cell the correctness gate failed is outlined red and
+    labelled `wrong`, its value struck through with `strike_wrong` (speeds)."""
     f = frame.dropna(subset=[value]).copy()
     f["steps_label"] = f["steps"].map(lambda s: f"{int(s)}")
     f["wrong"] = [is_wrong(c) for c in f["correctness"]]
@@ -177,12 +174,15 @@ MODE_TITLES: dict[str, str] = {"baseline": "no spec", "v1": "v1 (non-overlap)", 
 STEPS_PALETTE = ["#222222", "#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#17becf"]
 
 
-def throughput_frame(frame: pd.DataFrame, metric: str = "output_throughput") -> pd.DataFrame:
-    """One row per (line, measured batch size): `series` (steps), `mode`, `batch_size` and the metric.
+def batch_axis(f: pd.DataFrame) -> alt.X:
+    """Batch size as an ordinal x-axis over the sizes measured (no 2 or 8 when only 1, 4, 16, 32 ran)."""
+    sort = sorted(int(b) for b in f["batch_size"].unique())
+    return alt.X("batch_size:O", title="Batch size (concurrency)", sort=sort, axis=alt.Axis(labelAngle=0))
 
-    Every line gets a row at every batch size the run measured, NaN where that line has no ok point, so the
-    chart breaks the line there instead of drawing straight across a missing point.
-    """
+
+def throughput_frame(frame: pd.DataFrame, metric: str = "output_throughput") -> pd.DataFrame:
+    """One row per (line, measured batch size): `series` (steps), `mode`, `batch_size` and the metric; NaN
+    where the line has no ok point, so the chart breaks the line there instead of bridging it."""
     cols = ["series", "mode", "batch_size", metric, "accept_length"]
     f = frame.dropna(subset=[metric])
     if f.empty:
@@ -204,24 +204,15 @@ def throughput_frame(frame: pd.DataFrame, metric: str = "output_throughput") -> 
 
 def throughput_lines(frame: pd.DataFrame, metric: str = "output_throughput") -> AnyChart:
     """Throughput against batch size: colour = spec steps (baseline black), dash = spec mode (no spec
-    dotted, v1 dashed, v2 solid).
-
-    The x-axis is ordinal over the batch sizes measured (no 2 or 8 when only 1, 4, 16, 32 ran); a missing
-    point leaves a gap in its line. Legends stack on the right, inside the width the chart is fitted to
-    (side-by-side legends below the plot ran past a narrow column's edge).
-    """
+    dotted, v1 dashed, v2 solid); a missing point leaves a gap. Legends stack on the right, inside the width
+    the chart is fitted to (side by side below the plot they ran past a narrow column's edge)."""
     f = throughput_frame(frame, metric)
     names = sorted(set(f["series"]) - {"baseline"}, key=lambda s: int(s.split()[1]))
     domain = ["baseline", *names] if "baseline" in set(f["series"]) else names
     palette = STEPS_PALETTE if "baseline" in set(f["series"]) else STEPS_PALETTE[1:]
     modes = [m for m in MODE_DASH if m in set(f["mode"])]
     f = f.assign(mode_title=f["mode"].map(MODE_TITLES))
-    x = alt.X(
-        "batch_size:O",
-        title="Batch size (concurrency)",
-        sort=sorted(int(b) for b in f["batch_size"].unique()),
-        axis=alt.Axis(labelAngle=0),
-    )
+    x = batch_axis(f)
     y = alt.Y(f"{metric}:Q", title=metric_label(metric))
     color = alt.Color(
         "series:N",

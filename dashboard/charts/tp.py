@@ -1,9 +1,6 @@
 """Shard vs TP-N: step times and v2/v1 ratios of the two runs side by side.
 
 Pure builders from an `analysis.tp_compare` frame (one row per batch size, steps, accept length and mode).
-`step_lines`: step time against batch size for the shard, the shard plus the TP profile's all-reduce time
-(where profiled) and the TP run, one panel per configuration. `ratio_points`: each run's v2/v1 with its 95 %
-interval against batch size, one panel per speculative cell, a rule at 1.
 """
 
 from __future__ import annotations

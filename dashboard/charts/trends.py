@@ -24,12 +24,9 @@ from dashboard.charts.style import (
 def trend_frame(
     series: pd.DataFrame, metric: str, x_mode: XMode, band: pd.DataFrame | None = None
 ) -> pd.DataFrame:
-    """One row per x position: `x`, `value`, `low`, `high` (the repeat band) and tooltip fields.
-
-    `band` (point_id, low, high) overrides the stored throughput interval, e.g. with the min/max of the
-    repeats for metrics that have no stored interval. Version mode aggregates the runs of each version:
-    the median, and the range of the runs as the band.
-    """
+    """One row per x position: `x`, `value`, `low`, `high` (the repeat band) and tooltip fields. `band`
+    (point_id, low, high) stands in for the stored throughput interval; version mode takes each version's
+    median, its runs' range as the band."""
     cols = ["x", "value", "low", "high", "runs", "run_id", "version", "commit", "started_at"]
     if series.empty:
         return pd.DataFrame(columns=cols)

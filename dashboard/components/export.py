@@ -28,9 +28,8 @@ def download_buttons(csv_text: str, markdown_text: str | None, base_name: str, k
 
 
 def frame_with_csv(frame: pd.DataFrame, what: str, file_name: str, key: str) -> None:
-    """The frame as a table and a button that downloads it as CSV (`Download <what> CSV`). The CSV goes with
-    the page, not written on the click: a deferred download (a callable) took a second round trip that, on a
-    loaded host, left the click without a file for over a minute (tests/dashboard/test_hostile_pages.py)."""
+    """The frame as a table and a `Download <what> CSV` button. The CSV goes with the page: a deferred
+    download's second round trip left a click on a loaded host without a file for over a minute."""
     st.dataframe(frame, hide_index=True)
     st.download_button(
         f"Download {what} CSV",

@@ -37,11 +37,8 @@ def adopt_series(catalog: pd.DataFrame, fingerprint: str | None) -> None:
 
 
 def series_filters(catalog: pd.DataFrame, container: Any = None) -> pd.Series | None:
-    """Cascading selectboxes over the annotated catalog; returns the chosen series' row.
-
-    Each facet offers only values that exist given the facets above it, so every combination shown has data.
-    Facets that still leave several series (other tp, draft or topk) end in a final series picker.
-    """
+    """Cascading selectboxes over the annotated catalog, each offering only values left by those above it,
+    then a series picker when several remain; returns the chosen series' row."""
     box = container or st.sidebar
     rows = catalog
     for col, label in FACETS:

@@ -1,8 +1,5 @@
 """The shard-vs-TP comparison as a page section: the conclusion, both runs' step times and v2/v1 ratios,
-the table (the CLI's `specbench export --view shard-vs-tp`), what was not compared, and downloads.
-
-One function, so any page can hold it (the Shard vs TP page does; a Compare-page section would call the same).
-"""
+the table (the CLI's `specbench export --view shard-vs-tp`), what was not compared, and downloads."""
 
 from __future__ import annotations
 

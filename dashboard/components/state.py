@@ -1,9 +1,7 @@
 """The view lives in the URL: JSON-safe query parameters only (strings and numbers, never pickles).
 
-A page declares its parameters (`Param`: URL name, widget key, default, type). `restore` seeds the widgets'
-session state from the URL once per session, so a pasted link opens the same view; `publish` writes the
-current widget values back, so the address bar is always a shareable link. Values that fail to parse or are
-not among a widget's options fall back to the default instead of raising: a URL is user input.
+`restore` seeds a page's widgets from the URL once per session, `publish` writes them back, so the address bar
+is always a shareable link. A value that fails to parse falls back to the default: a URL is user input.
 """
 
 from __future__ import annotations

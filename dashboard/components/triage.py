@@ -74,9 +74,8 @@ BULK_STATES = {"acknowledged": "Acknowledge", "dismissed": "Dismiss (not a real 
 def bulk_triage_form(
     url: str, changes: pd.DataFrame, metric: str, key: str, listed: Sequence[int] = ()
 ) -> None:
-    """One verdict for every change of a run that shares a cause: one cause often flags dozens of series.
-    The runs `listed` (in the order the page lists them) come first, so the picker opens on a run the reader
-    sees above it; the others (improvements, dismissed changes) follow, most changes first."""
+    """One verdict for every change of a run that shares a cause (one cause often flags dozens of series).
+    The runs `listed` on the page come first, the others follow, most changes first."""
     if changes.empty:
         return
     by_run = changes.groupby("run_id").size().sort_values(ascending=False)

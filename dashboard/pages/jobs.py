@@ -77,11 +77,13 @@ def _cell(value: Any) -> Any:
     return value
 
 
-def _frame(rows: list[dict[str, Any]], columns: dict[str, str]) -> pd.DataFrame:
-    return pd.DataFrame(
-        [{label: _cell(r.get(key)) for key, label in columns.items()} for r in rows],
+def _table(rows: list[dict[str, Any]], columns: dict[str, str], key: str) -> None:
+    """`rows` as a table of `columns` (field: header)."""
+    frame = pd.DataFrame(
+        [{label: _cell(r.get(k)) for k, label in columns.items()} for r in rows],
         columns=list(columns.values()),
     )
+    st.dataframe(frame, hide_index=True, width="stretch", key=key)
 
 
 c1, c2, c3, c4, c5 = st.columns(5)
@@ -101,26 +103,22 @@ if waiting:
         j["waiting"] = (
             why_waiting(j["requires"] or {}, j["not_before"], workers, now) if j["status"] == "queued" else ""
         )
-    st.dataframe(
-        _frame(
-            waiting,
-            {
-                "id": "job",
-                "status": "status",
-                "sweep_name": "sweep",
-                "label": "label",
-                "priority": "priority",
-                "requires_text": "requires",
-                "attempts_text": "attempts",
-                "worker_id": "worker",
-                "run_id": "run",
-                "waiting": "waits because",
-                "created_at": "submitted",
-            },
-        ),
-        hide_index=True,
-        width="stretch",
-        key="jobs_queue",
+    _table(
+        waiting,
+        {
+            "id": "job",
+            "status": "status",
+            "sweep_name": "sweep",
+            "label": "label",
+            "priority": "priority",
+            "requires_text": "requires",
+            "attempts_text": "attempts",
+            "worker_id": "worker",
+            "run_id": "run",
+            "waiting": "waits because",
+            "created_at": "submitted",
+        },
+        "jobs_queue",
     )
 else:
     st.info(
@@ -133,23 +131,19 @@ if workers:
     for w in workers:
         w["heartbeat"] = _age(w["heartbeat_age_s"])
         w["gpus"] = f"{w['gpu_count']} x {w['gpu_name']}" if w["gpu_count"] else "none"
-    st.dataframe(
-        _frame(
-            workers,
-            {
-                "id": "worker",
-                "host": "host",
-                "state": "state",
-                "gpus": "gpus",
-                "current_job_id": "job",
-                "current_sweep": "sweep",
-                "heartbeat": "last heartbeat",
-                "last_heartbeat": "heartbeat at",
-            },
-        ),
-        hide_index=True,
-        width="stretch",
-        key="jobs_workers",
+    _table(
+        workers,
+        {
+            "id": "worker",
+            "host": "host",
+            "state": "state",
+            "gpus": "gpus",
+            "current_job_id": "job",
+            "current_sweep": "sweep",
+            "heartbeat": "last heartbeat",
+            "last_heartbeat": "heartbeat at",
+        },
+        "jobs_workers",
     )
     lost = [w["id"] for w in workers if w["state"] == "lost"]
     if lost:
@@ -163,23 +157,19 @@ else:
 
 st.subheader("Failed jobs", anchor="failed")
 if failed:
-    st.dataframe(
-        _frame(
-            failed,
-            {
-                "id": "job",
-                "status": "status",
-                "sweep_name": "sweep",
-                "label": "label",
-                "attempts": "attempts",
-                "run_id": "run",
-                "finished_at": "finished",
-                "last_error": "last error",
-            },
-        ),
-        hide_index=True,
-        width="stretch",
-        key="jobs_failed",
+    _table(
+        failed,
+        {
+            "id": "job",
+            "status": "status",
+            "sweep_name": "sweep",
+            "label": "label",
+            "attempts": "attempts",
+            "run_id": "run",
+            "finished_at": "finished",
+            "last_error": "last error",
+        },
+        "jobs_failed",
     )
     for j in failed[:20]:
         title = f"job {j['id']} · {md.text(j['sweep_name'])} · {md.text(j['status'])} after {j['attempts']} attempt(s)"
@@ -201,24 +191,20 @@ if scheduled:
         r["state"] = "broken" if r["broken"] else "enabled" if r["enabled"] else "disabled"
         r["last_fire"] = r["last_fire_time"] or "never"  # nothing fired yet
         r["next_fire"] = _next_fire(r["cron"], now) if r["enabled"] and not r["broken"] else None
-    st.dataframe(
-        _frame(
-            scheduled,
-            {
-                "id": "schedule",
-                "cron": "cron (UTC)",
-                "sweep": "sweep",
-                "label": "label",
-                "requires_text": "requires",
-                "priority": "priority",
-                "state": "state",
-                "last_fire": "last fire",
-                "next_fire": "next fire",
-            },
-        ),
-        hide_index=True,
-        width="stretch",
-        key="jobs_schedules",
+    _table(
+        scheduled,
+        {
+            "id": "schedule",
+            "cron": "cron (UTC)",
+            "sweep": "sweep",
+            "label": "label",
+            "requires_text": "requires",
+            "priority": "priority",
+            "state": "state",
+            "last_fire": "last fire",
+            "next_fire": "next fire",
+        },
+        "jobs_schedules",
     )
     for r in scheduled:
         if r["broken"]:
@@ -232,21 +218,17 @@ else:
 finished = [j for j in jobs if j["status"] in ("done", "canceled")][:20]
 if finished:
     st.subheader("Recently finished", anchor="finished")
-    st.dataframe(
-        _frame(
-            finished,
-            {
-                "id": "job",
-                "status": "status",
-                "sweep_name": "sweep",
-                "label": "label",
-                "trigger": "trigger",
-                "attempts": "attempts",
-                "run_id": "run",
-                "finished_at": "finished",
-            },
-        ),
-        hide_index=True,
-        width="stretch",
-        key="jobs_finished",
+    _table(
+        finished,
+        {
+            "id": "job",
+            "status": "status",
+            "sweep_name": "sweep",
+            "label": "label",
+            "trigger": "trigger",
+            "attempts": "attempts",
+            "run_id": "run",
+            "finished_at": "finished",
+        },
+        "jobs_finished",
     )

@@ -41,8 +41,7 @@ MAX_ENTRIES = 64  # results per function: runs, series and selections a team bro
 
 @functools.lru_cache(maxsize=16)
 def _sqlite_file(url: str) -> str | None:
-    """The file an SQLite URL names (None for another database or an in-memory one): parsed once per URL, as
-    every cached read asks."""
+    """The file an SQLite URL names (None for another database or an in-memory one), parsed once per URL."""
     parsed = make_url(url)
     if parsed.get_backend_name() != "sqlite" or parsed.database in (None, "", ":memory:"):
         return None
@@ -50,10 +49,8 @@ def _sqlite_file(url: str) -> str | None:
 
 
 def data_version(url: str) -> Version:
-    """Changes whenever the database's contents may have. For an SQLite file: the size and modification time
-    of the file and of its write-ahead log (every commit changes one of them; reads change neither, and the
-    empty log the first reader creates counts as none). For a database server: the current
-    `SERVER_REFRESH_S` window."""
+    """Changes whenever the database's contents may have: an SQLite file's and its write-ahead log's size and
+    mtime (an empty log counts as none), or a server's current `SERVER_REFRESH_S` window."""
     path = _sqlite_file(url)
     if path is None:
         return (int(time.time() // SERVER_REFRESH_S),)
@@ -89,8 +86,7 @@ def cached(
     shared: bool = False,
 ) -> Callable[[Callable[Concatenate[str, P], R]], Versioned[P, R]]:
     """`st.cache_data` keyed on the database's `data_version` as well as the arguments; `ttl` only for a
-    result that also depends on the clock. `shared` hands every caller the same object (`st.cache_resource`,
-    no copy), for results that are read and never changed, such as built charts."""
+    result that also depends on the clock; `shared`: every caller gets the same object, never changed."""
 
     def wrap(fn: Callable[Concatenate[str, P], R]) -> Versioned[P, R]:
         @functools.wraps(fn)
@@ -107,8 +103,7 @@ def cached(
 
 
 def db_url() -> str:
-    """The database the dashboard reads: $DATABASE_URL (`specbench dashboard --db` sets it), else the default
-    SQLite file."""
+    """$DATABASE_URL (`specbench dashboard --db` sets it), else the default SQLite file."""
     return resolve_url()
 
 
@@ -118,8 +113,8 @@ def shown_url(url: str) -> str:
 
 @st.cache_resource(show_spinner=False)
 def engine(url: str) -> Engine:
-    """Reads go through an engine that cannot write, at the head schema (db.migrate.open_database_readonly:
-    a file behind head is read from a migrated copy), so browsing never changes the database file."""
+    """An engine that cannot write, at the head schema (db.migrate.open_database_readonly), so browsing never
+    changes the database file."""
     try:
         return open_database_readonly(url)[0]
     except DatabaseMissingError:  # nothing to protect; the pages show their empty state

@@ -1,9 +1,7 @@
 """What the chart pages draw, built once per selection and database version and shared by every visitor.
 
-Building a page's frames and Altair charts (Sweep: the grid, the throughput and speedup frames, six charts;
-Trends: the series frame and its chart; Compare: the grid and the forest) took most of its script time on
-every visit. A visit now reads them from the cache and only serialises the charts. What these return is shared
-between sessions, never copied: read it, never change it.
+Building a page's frames and Altair charts took most of its script time; a visit now reads them from the cache
+and only serialises the charts. What these return is shared between sessions: read it, never change it.
 """
 
 from __future__ import annotations
@@ -23,7 +21,7 @@ from dashboard.services import data
 
 @dataclass(frozen=True)
 class SweepView:
-    """What the Sweep page draws for one selection. Shared by every visitor: read it, never change it."""
+    """What the Sweep page draws for one selection."""
 
     selection: pd.DataFrame  # the run's points of the chosen workload, topk and pinned acceptance
     grid: pd.DataFrame  # `analysis.sweep.sweep_grid` of the selection (ok points)

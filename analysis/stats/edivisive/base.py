@@ -96,12 +96,8 @@ class SignificanceTester(ABC, Generic[S]):
 
 
 def segments_around(index: int, intervals: Sequence[Interval]) -> tuple[Interval, Interval]:
-    """The two segments a change point separates.
-
-    A new candidate lies strictly inside one interval and splits it (the split step). An existing change point
-    sits on the border of two intervals, which are then its left and right segments (re-testing in the merge
-    step, after a neighbour was removed).
-    """
+    """The two segments a change point separates: the halves of the interval a new candidate lies inside
+    (split step), or the two intervals an existing change point borders (merge step's re-test)."""
     for i, iv in enumerate(intervals):
         if iv.stop == index and i + 1 < len(intervals):
             return iv, intervals[i + 1]

@@ -8,10 +8,8 @@ For X = Z[s:τ] (n values) and Y = Z[τ:κ] (m values) and distances d(a, b) = |
 (= mn/(m+n) times the empirical energy distance between X and Y). The candidate change point of the
 interval [s, e) is the τ of the (τ, κ) pair, s < τ < κ <= e, with the largest Q.
 
-Otava derives closed-form cumulative sums for the three terms; here the same numbers come from one 2-D prefix
-sum P of the distance matrix (P[i, j] = Σ D[:i, :j]), so each block sum is four lookups and the whole
-(τ, κ) grid is a handful of broadcast NumPy operations: O(L²) time and memory for an interval of length L,
-which the windowed analysis keeps small.
+Where Otava derives closed-form sums, one 2-D prefix sum P of the distance matrix (P[i, j] = Σ D[:i, :j])
+makes each block sum four lookups and the (τ, κ) grid a few broadcast NumPy operations: O(L²) for length L.
 """
 
 from __future__ import annotations

@@ -1,10 +1,9 @@
 """Significance testers for E-divisive candidates.
 
-`TTestSignificanceTester` is what Otava's windowed analysis (Hunter, Fleming et al. 2023) uses: a two-sided
-Student's t-test between the segments left and right of the candidate. It is cheap and works with a handful
-of points. `PermutationSignificanceTester` is the original E-divisive test (Matteson & James): shuffle each
-segment, recompute the best Q-hat, and count how often chance beats the candidate. It makes no normality
-assumption but costs `permutations` full recomputations and cannot go below p = 1/(permutations+1).
+`TTestSignificanceTester` (Otava's, Hunter, Fleming et al. 2023): a two-sided Student's t-test between the
+segments either side of the candidate; cheap, and works with a handful of points.
+`PermutationSignificanceTester` (Matteson & James): how often a within-segment shuffle beats the candidate's
+Q-hat; no normality assumption, but `permutations` recomputations and p >= 1/(permutations+1).
 """
 
 from __future__ import annotations
@@ -51,10 +50,8 @@ def relative_change(mean_before: float, mean_after: float) -> float:
 
 
 def change_magnitude(mean_before: float, mean_after: float) -> float:
-    """Otava's change magnitude: the larger of the forward and backward relative changes, in absolute value.
-
-    Symmetric in direction, so a drop and the recovery from it weigh the same.
-    """
+    """Otava's change magnitude: the larger absolute forward or backward relative change, so a drop and the
+    recovery from it weigh the same."""
     fwd = abs(relative_change(mean_before, mean_after))
     back = abs(mean_before / mean_after - 1.0) if mean_after else 0.0
     return max(fwd, back)
