@@ -1,8 +1,5 @@
-"""Read queries over the job queue for `specbench jobs` and the dashboard's Jobs page.
-
-Plain dicts out, so the CLI can print JSON and the page can build DataFrames. Heartbeat ages are measured
-against the database's clock on PostgreSQL, the clock the heartbeats were written with.
-"""
+"""Read queries over the job queue for `specbench jobs` and the Jobs page, as plain dicts; heartbeat ages use
+the database's clock on PostgreSQL, which wrote them."""
 
 from __future__ import annotations
 
@@ -87,8 +84,8 @@ def workers(
     stale_after_s: float = 60.0,
     stopped_within: timedelta = timedelta(hours=24),
 ) -> list[dict[str, Any]]:
-    """Workers with the age of their last heartbeat; stopped ones only while recent. `state` is `lost` for a
-    worker that stopped heartbeating without saying goodbye (killed, host down)."""
+    """Workers with their heartbeat's age; stopped ones while recent. `state` `lost`: stopped heartbeating
+    unannounced."""
     now = now or database_now(engine)
     cutoff = now - stopped_within
     stmt = (
@@ -126,8 +123,8 @@ UNMEASURED = ("failed", "invalid", "mode_mismatch")
 
 
 def run_failures(engine: Engine, run_id: int) -> list[dict[str, Any]]:
-    """The run's points that measured nothing, with what their launch left: reason, the known SGLang bug it
-    died of, its exit code and log tail (plain dicts: the worker reads this without pandas)."""
+    """The run's points that measured nothing, with their launch's reason, known bug, exit code and log tail
+    (plain dicts: the worker reads this without pandas)."""
     stmt = (
         select(
             Point.status,

@@ -1,18 +1,8 @@
-"""Sweep files: the YAML a user writes, validated in full before any server starts, and its expansion.
-
-A sweep expands into server configs (everything that needs a restart) and, under each, the points measured
-on that server (batch size x workload). Launches therefore equal the number of distinct server configs.
-
-One module per job; this package re-exports their public names, so `from bench.sweep import ...` is the
-one import callers need:
-- `fields`: the field types and limits every value goes through;
-- `sections`: the schema of each section (pydantic models: server, grid, workload, warmup, measure, ...);
-- `spec`: the whole sweep, which runs `problems` (the cross-field checks) on validation;
-- `errors`: SweepError and pydantic's errors in the sweep's words (did-you-mean, one line per problem);
-- `load`: reading and validating a file, every problem in one pass;
-- `plan`: the expansion into server configs and points, and their keys;
-- `diff`: the fields two sweeps differ in (a run is resumed only by the sweep it started from).
-"""
+"""Sweep files: the YAML a user writes, validated in full before any server starts, and its expansion into
+server configs (one launch each) and their points (batch size x workload). One module per job, re-exported
+here: `fields` (types, limits), `sections` (each section's model), `spec` (the whole sweep, running
+`problems`), `errors` (SweepError, pydantic in the sweep's words), `load` (a file, every problem at once),
+`plan` (the expansion and its keys), `diff` (what two sweeps differ in, for resume)."""
 
 from bench.sweep.diff import UNSET, FieldChange, describe_changes, sweep_changes
 from bench.sweep.errors import SweepError
