@@ -84,8 +84,8 @@ _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def _lone_surrogate(line: dict[str, Any]) -> str | None:
-    """Where a key or string of `line` holds a lone surrogate, or None; walked with a stack (JSON nests
-    deep)."""
+    """Where a key or string of `line` holds a lone surrogate, or None (walked with a stack, not
+    recursion)."""
     stack: list[tuple[str, Any]] = [("", line)]
     while stack:
         where, value = stack.pop()
@@ -105,8 +105,7 @@ def _lone_surrogate(line: dict[str, Any]) -> str | None:
 
 
 def metrics_of(line: Mapping[str, Any]) -> dict[str, float | int]:
-    """SampleMetrics field -> value for every catalogue metric the line holds, each checked (whole counts,
-    finite figures in range)."""
+    """SampleMetrics field -> value for each catalogue metric the line holds, each checked (type, range)."""
     metrics: dict[str, float | int] = {}
     for m in catalog.METRICS:
         key = m.bench_serving
@@ -120,8 +119,7 @@ def metrics_of(line: Mapping[str, Any]) -> dict[str, float | int]:
 
 
 def read_line(raw: str | bytes) -> ResultLine:
-    """One result line, every field read checked: the first problem raises BenchServingFormatError naming the
-    field."""
+    """One result line, each field checked; the first problem raises BenchServingFormatError naming it."""
     try:
         line = json.loads(raw)  # bench_serving writes Infinity for request_rate inf; json reads it
     except RecursionError:

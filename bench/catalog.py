@@ -38,8 +38,7 @@ def _lat(
 
 
 def _percentiles(kind: str, label: str, suffix: str, *, mean_in_menu: bool = False) -> tuple[Metric, ...]:
-    """A latency's mean, p50, p90, p99 (bench_serving's `mean_`/`median_`/`p90_`/`p99_` + suffix); median and
-    p99 exported and in the menu."""
+    """A latency's mean, p50, p90, p99 (bench_serving's prefixes + suffix); median and p99 in export, menu."""
     return (
         _lat(kind, label, "mean", f"mean_{suffix}", menu=mean_in_menu),
         _lat(kind, label, "p50", f"median_{suffix}", export=True, menu=True),

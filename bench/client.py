@@ -126,9 +126,8 @@ class LoadClient:
         raise RuntimeError("neither /server_info nor /get_server_info exists on this server")
 
     async def flush_cache(self, timeout_s: float = 60.0, retries: int = 5, backoff_s: float = 0.5) -> int:
-        """POST /flush_cache?timeout=`timeout_s` until it answers 200; returns the number of attempts. A 400
-        (requests still in flight) backs off (doubling, capped at 8 s) up to `retries` more times; worst case
-        about (retries + 1) x timeout_s plus the backoffs."""
+        """POST /flush_cache?timeout=`timeout_s` until 200 (a 400, still busy, backs off doubling to 8 s, up
+        to `retries` more times); returns the number of attempts."""
         url = f"{self.base_url}/flush_cache"
         http_timeout = aiohttp.ClientTimeout(total=timeout_s + 30.0)
         delay = backoff_s
@@ -212,8 +211,8 @@ class LoadClient:
         return rec
 
     async def generate_once(self, payload: dict[str, Any], *, timeout_s: float = 600.0) -> Any:
-        """One non-streaming `/generate` (contract §3.2): its parsed JSON. RuntimeError with SGLang's message
-        on an HTTP error; ServerUnavailableError when refused."""
+        """One non-streaming `/generate` (contract §3.2), parsed; RuntimeError on HTTP errors, refused:
+        ServerUnavailableError."""
         try:
             async with self.session.post(
                 self.base_url + "/generate",

@@ -102,8 +102,8 @@ class WindowResult:
         source: str | None = None,
         client_cpu_s: float | None = None,
     ) -> WindowResult:
-        """A window from its figures by catalogue name (SampleMetrics' fields, onto which bench_serving's keys
-        map)."""
+        """A window from its figures by catalogue name (SampleMetrics' fields, bench_serving's keys
+        mapped)."""
         return cls(
             client=client,
             batch_size=batch_size,
@@ -369,8 +369,8 @@ class CrossCheck:
                 prompts = build_prompts(workload, n, vocab_size=self.vocab)
                 comp = Comparison(batch_size=bs, num_prompts=n)
                 for pos, side in enumerate(order(cfg.rounds)):
-                    # One warmup wave before every window, sent by specbench for both sides, so counters cover
-                    # the window alone.
+                    # One warmup wave before every window (specbench's, for both sides): counters cover the
+                    # window alone.
                     await client.run_closed_loop(prompts[:bs], bs, cfg.request_timeout_s)
                     before = await self._prompt_tokens(client)
                     if side == SPECBENCH:
@@ -396,8 +396,7 @@ class CrossCheck:
             return None
         tokens = prompt_tokens_from_metrics(page)
         if tokens is None and not self.metrics_note_written:
-            # Metrics on but no prompt-token counter: keep the page, so a reader sees the names this SGLang
-            # exposes.
+            # Metrics on but no prompt-token counter: keep the page to show the names this SGLang exposes.
             (self.cfg.out_dir / "metrics-without-prompt-tokens.txt").write_text(page)
             self.progress(
                 f"/metrics has no {PROMPT_TOKENS_METRIC}; page saved to metrics-without-prompt-tokens.txt"

@@ -33,8 +33,7 @@ from bench.workload import Prompt, window_prompt
 
 @contextmanager
 def gc_paused() -> Iterator[None]:
-    """Collect now, then keep the cyclic collector off until the block ends; the survivors are frozen so the
-    next collection skips them (ms instead of 130-190 ms)."""
+    """Collect and freeze the survivors (later collections skip them); no collector inside the block."""
     was_enabled = gc.isenabled()
     gc.collect()
     gc.freeze()
@@ -56,8 +55,7 @@ HOST_STALL_MULTIPLE = 3.0
 def host_explains(
     ttft_tail_ms: float, host_stall_ms: float | None, server_stall_ms: float | None = None
 ) -> bool:
-    """Whether a TTFT tail (p99 - median) is within what this host's stalls in the window explain; a request
-    can be held once in each process, so the client's and the server's longest stalls add up."""
+    """Whether a TTFT tail is within this host's stalls: client's plus server's longest (one hold each)."""
     stalls = [ms for ms in (host_stall_ms, server_stall_ms) if ms is not None]
     return bool(stalls) and ttft_tail_ms <= HOST_STALL_MULTIPLE * sum(stalls)
 
@@ -328,8 +326,8 @@ SERVER_STALL_KEY = "server_loop_stall_max_ms"
 
 
 def server_stall_ms(info: dict[str, object]) -> float | None:
-    """The server's longest event-loop stall since the last flush: the stand-in reports it under
-    `specbench_sim` (`synthetic.server.stalls`); SGLang reports none."""
+    """The server's longest loop stall since the flush: the stand-in reports it (`specbench_sim`), SGLang
+    none."""
     sim = info.get("specbench_sim")
     value = sim.get("loop_stall_max_ms") if isinstance(sim, dict) else None
     if isinstance(value, bool) or not isinstance(value, int | float) or not value >= 0:

@@ -29,8 +29,8 @@ class ShardError(ValueError):
 
 
 def model_config_problem(model: str | Path | None) -> str | None:
-    """Why a local config.json cannot be read as a JSON object (FIFO, device, huge, too nested, not an
-    object); None: fine, or none there."""
+    """Why a local config.json is no readable JSON object (FIFO, device, huge, too deep); None: fine or
+    absent."""
     if not model:
         return None
     path = Path(model).expanduser() / CONFIG_FILE
@@ -46,8 +46,7 @@ def model_config_problem(model: str | Path | None) -> str | None:
 
 
 def read_model_config(model: str | Path | None) -> dict[str, Any] | None:
-    """The model's config.json as a dict (read as bench/files.py reads named files), or None: no local
-    readable one."""
+    """The model's local config.json as a dict (read via bench/files.py), or None."""
     if not model:
         return None
     path = Path(model).expanduser() / CONFIG_FILE
@@ -128,8 +127,7 @@ def valid_tp(cfg: dict[str, Any], limit: int = 64) -> list[int]:
 
 
 def shard_config(cfg: dict[str, Any], tp: int) -> dict[str, Any]:
-    """What one GPU of a `tp`-way deployment holds of `cfg`, as a config; ShardError when `tp` does not divide
-    it."""
+    """What one GPU of a `tp`-way deployment holds of `cfg`; ShardError when `tp` does not divide it."""
     problems = shard_problems(cfg, tp)
     if problems:
         valid = ", ".join(map(str, valid_tp(cfg)))

@@ -80,8 +80,7 @@ Turns = Literal["abba", "blocks"]
 
 @dataclass(frozen=True)
 class WindowLink:
-    """A link's window record (samples.link, link_repeat, link_mode): its name, its turns (`abba`: both
-    servers up; `blocks`: one at a time) and its side's slot."""
+    """A window's link record (samples.link, link_repeat, link_mode): name, turns (abba | blocks), slot."""
 
     name: str
     turns: Turns
@@ -125,8 +124,7 @@ Unit = ServerGroup | Pair
 
 
 def pair_units(groups: Sequence[ServerGroup], paired: bool) -> list[Unit]:
-    """Groups in launch order, each v1/v2 pair with the same points joined into one `Pair`; the rest stay
-    single."""
+    """Groups in launch order, each v1/v2 pair with equal points joined into one `Pair`."""
     if not paired:
         return list(groups)
     by_key: dict[str, list[ServerGroup]] = {}
@@ -228,8 +226,7 @@ def _with_slots(groups: Sequence[ServerGroup], walk: list[tuple[ServerGroup, Ser
 
 @dataclass(frozen=True)
 class PartRecord:
-    """A run part (db run_parts) as pairing needs it: its first `invocation`, host, GPU, and whether its drift
-    check agreed with the part before (None: not run)."""
+    """A run part as pairing needs it: first `invocation`, host, GPU, drift check agreed (None: not run)."""
 
     part: int
     invocation: int
@@ -251,8 +248,8 @@ def part_of(parts: Sequence[PartRecord], invocation: int | None) -> int | None:
 
 
 def part_groups(parts: Sequence[PartRecord]) -> dict[int, int]:
-    """part -> the first part of its group (parts whose pairs may combine): a part joins the group before on
-    the same host and GPU or when its drift check agreed, else starts its own."""
+    """part -> first part of its group: same host and GPU, or an agreeing drift check, joins the part
+    before."""
     groups: dict[int, int] = {}
     before: PartRecord | None = None
     for p in sorted(parts, key=lambda p: p.part):

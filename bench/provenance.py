@@ -67,8 +67,8 @@ def vcs_commit(name: str) -> str | None:
 
 
 def flash_mla_source() -> str:
-    """Which package provides the FlashMLA kernels: sgl_kernel.flash_mla (0.5.13.x) or sgl-flash-mla (later),
-    decided from installed file lists without importing CUDA code."""
+    """FlashMLA's package: sgl_kernel.flash_mla (0.5.13.x) or sgl-flash-mla, from file lists, no CUDA
+    import."""
     version = package_version(_FLASH_MLA_DIST)
     if version != NONE:
         return f"{_FLASH_MLA_DIST} {version}"
@@ -125,8 +125,7 @@ def _assigned_string(source: str, name: str) -> str | None:
 
 
 def gpu_info(indices: Sequence[int] | None = None) -> tuple[str, int, str]:
-    """(GPU name(s), count, driver) of the run's GPUs (`bench.host.gpus.assigned_gpus`); ("none", 0, "none")
-    without."""
+    """(GPU name(s), count, driver) of the run's GPUs; ("none", 0, "none") without one."""
     return describe(assigned_gpus(indices))
 
 
@@ -229,9 +228,8 @@ def _synth_summary(path: Path) -> tuple[str, str] | None:
 def cpu_topology(
     sys_cpu: Path = Path("/sys/devices/system/cpu"), cpuinfo: Path = Path("/proc/cpuinfo")
 ) -> Provenance:
-    """The host's CPU model, logical CPUs, and SMT siblings ("0,8 1,9 ..."): a speculative cycle runs at one
-    host core's speed (docs/results/2026-12-04-h200-v3-slice-grid-part2.md), so this says which recorded CPUs
-    share one."""
+    """CPU model, logical CPUs and SMT siblings ("0,8 1,9 ..."): which recorded CPUs share a core
+    (docs/results/2026-12-04-h200-v3-slice-grid-part2.md)."""
     groups: dict[str, int] = {}  # the kernel's sibling list -> its first CPU, to order them
     for f in sys_cpu.glob("cpu[0-9]*/topology/thread_siblings_list"):
         try:

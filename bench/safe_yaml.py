@@ -52,8 +52,7 @@ _Loader.add_constructor("tag:yaml.org,2002:int", _Loader.construct_yaml_int)
 
 
 def _check_expanded_size(data: Any) -> None:
-    """Count values as a consumer walking the data meets them (an alias each time used), memoised per object
-    so a bomb costs as much to measure as to write."""
+    """Count values as a walker meets them (an alias each use), memoised so a bomb is cheap to measure."""
     sizes: dict[int, int] = {}
     open_: set[int] = set()
 

@@ -46,8 +46,7 @@ class Prompt:
 
 
 def build_prompts(workload: WorkloadSpec, n: int, vocab_size: int = DEFAULT_VOCAB_SIZE) -> list[Prompt]:
-    """`n` prompts for `workload`, the same on every host for one spec and vocabulary (the model's:
-    `bench.model_config.prompt_vocab`)."""
+    """`n` prompts for `workload`, the same everywhere for one spec and vocabulary (`prompt_vocab`)."""
     if n < 1:
         raise ValueError(f"n must be >= 1, got {n}")
     if workload.dataset == "random":
@@ -81,14 +80,12 @@ def _random_prompts(workload: WorkloadSpec, n: int, vocab_size: int) -> list[Pro
 
 
 def workload_file_problem(path: str | Path, cap: int = MAX_WORKLOAD_BYTES) -> str | None:
-    """Why `path` cannot be a workload file (not regular, over `cap`, unreadable), from metadata alone, or
-    None."""
+    """Why `path` cannot be a workload file (not regular, over `cap`, unreadable), from metadata alone."""
     return regular_file_problem(path, cap, "a workload file")
 
 
 def read_workload_file(path: str | Path, cap: int = MAX_WORKLOAD_BYTES) -> bytes:
-    """A workload file's bytes: regular, at most `cap`, opened without blocking (a FIFO would hang the
-    run)."""
+    """A workload file's bytes: regular, at most `cap`, opened without blocking (a FIFO would hang)."""
     try:
         return read_regular_file(path, cap, "a workload file")
     except FileReadError as e:
@@ -96,8 +93,7 @@ def read_workload_file(path: str | Path, cap: int = MAX_WORKLOAD_BYTES) -> bytes
 
 
 def workload_problems(workloads: list[WorkloadSpec], vocab_size: int = DEFAULT_VOCAB_SIZE) -> list[str]:
-    """Every reason the sweep's workload files cannot produce prompts, checked before the first server starts
-    (runners/preflight.py)."""
+    """Every reason the sweep's workload files yield no prompts, before any server starts (preflight)."""
     out: list[str] = []
     for i, w in enumerate(workloads):
         if w.dataset != "jsonl":
@@ -179,9 +175,8 @@ def _shown(value: Any) -> str:
 
 
 def window_prompt(prompts: list[Prompt], i: int) -> Prompt:
-    """Prompt `i` of a window outlasting its prompt budget: the budget repeated, each round changed at its
-    start so the radix cache cannot serve it (tokens rotated by the round; text gets a short round marker in
-    front)."""
+    """Prompt `i` past the window's prompt budget: the budget again, each round's opening changed (tokens
+    rotated, text prefixed) so the radix cache cannot serve it."""
     n = len(prompts)
     base, rnd = prompts[i % n], i // n
     if rnd == 0:

@@ -42,8 +42,7 @@ _TABLES: tuple[tuple[str, Table], ...] = (
 
 
 class BulkWriter:
-    """executemany of SQLAlchemy's own compiled `insert(table)`, bind processors applied once per column
-    rather than per-row dicts (3k vs 15k+ points per second)."""
+    """executemany of SQLAlchemy's compiled `insert(table)`, bind processors once per column (5x faster)."""
 
     def __init__(self, engine: Engine):
         self.engine = engine

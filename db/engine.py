@@ -23,8 +23,7 @@ class DatabaseURLError(ValueError):
 
 
 ENV_PREFIX = "env:"
-# libpq parameters holding or pointing at a secret ("Parameter Key Words"): visible to every user in `ps` and
-# never in a message; matched in any case.
+# libpq parameters holding or naming a secret: `ps` shows argv to every user; matched in any case.
 SECRET_PARAMS = frozenset(
     {"password", "sslpassword", "passfile", "sslkey", "sslkeylogfile", "oauth_client_secret"}
 )
@@ -33,9 +32,8 @@ _PLACEHOLDER = "SPECBENCHMASKED"  # letters only: survives URL rendering unquote
 
 
 def resolve_url(url: str | None = None) -> str:
-    """The URL to use, `postgresql://` mapped to psycopg 3. `env:NAME` reads it from variable NAME (no
-    password in argv, where `ps` shows it). An empty URL and SQLite `file:` URIs are refused (./specbench.db,
-    `./file:...`)."""
+    """The URL, `postgresql://` mapped to psycopg 3; `env:NAME` reads variable NAME (no password in argv).
+    Empty URLs and SQLite `file:` URIs are refused."""
     if url is not None and not url.strip():
         raise DatabaseURLError(
             "--db is empty; give sqlite:///PATH, postgresql://USER@HOST[:PORT]/DB or env:NAME, or leave --db out "
@@ -80,8 +78,7 @@ def _secret_values(parsed: URL) -> list[tuple[str, str]]:
 
 
 def url_secrets(url: str) -> list[str]:
-    """Where `url` carries a secret: "password" (userinfo) or the parameter's name; an unparseable URL
-    counts."""
+    """Where `url` carries a secret: "password" (userinfo) or the parameter; unparseable counts."""
     try:
         parsed = make_url(url)
     except (ArgumentError, ValueError):
@@ -90,8 +87,7 @@ def url_secrets(url: str) -> list[str]:
 
 
 def redact(url: str) -> str:
-    """The URL for logs, messages and provenance, every secret (userinfo, `?password=`, ... any case) as
-    ***."""
+    """The URL for logs, messages and provenance, every secret (any case) shown as ***."""
     try:
         parsed = make_url(url)
     except (ArgumentError, ValueError):
@@ -137,9 +133,8 @@ SQLITE_IMMEDIATE = "specbench_sqlite_immediate"
 
 
 def _sqlite_autocommit_driver(dbapi_conn: Any, _record: Any) -> None:
-    # SQLAlchemy's documented pysqlite recipe ("Serializable isolation / Savepoints / Transactional DDL"): the
-    # driver's late BEGIN and SAVEPOINT handling are switched off and BEGIN emitted here, so a session is one
-    # real transaction, savepoints included.
+    # SQLAlchemy's pysqlite recipe ("Serializable isolation / Savepoints / Transactional DDL"): BEGIN is
+    # emitted here, so a session is one real transaction, savepoints included.
     dbapi_conn.isolation_level = None
 
 
@@ -149,8 +144,7 @@ def _sqlite_begin(conn: Any) -> None:
 
 
 def make_engine(url: str | None = None, *, busy_timeout_s: float = 30.0, **kwargs: Any) -> Engine:
-    """`busy_timeout_s` (SQLite): how long a statement waits for a writer's lock before "database is locked"
-    (longer waits retry: runners/dbretry.py)."""
+    """`busy_timeout_s` (SQLite): the wait for a writer's lock before "database is locked" (dbretry.py)."""
     resolved = resolve_url(url)
     parsed = make_url(resolved)
     if parsed.get_backend_name() == "sqlite":
@@ -182,8 +176,7 @@ def session_scope(engine: Engine) -> Iterator[Session]:
 
 
 def _sqlite_readonly_pragmas(dbapi_conn: Any, _record: Any) -> None:
-    # No journal_mode switch (it rewrites a read file's header), query_only as a second lock; readers wait out
-    # commits.
+    # No journal_mode switch (it rewrites the header) and query_only; readers wait out a writer's commit.
     cur = dbapi_conn.cursor()
     cur.execute("PRAGMA busy_timeout=30000")
     cur.execute("PRAGMA query_only=ON")

@@ -29,23 +29,20 @@ from db.models import (
     ServerInstance,
 )
 
-# What `--resume` (or a retried job) rewrites on the run row; the rest is provenance. An edited stopping rule
-# also rewrites the sweep (runners/resume_guard.py, `sweep_edits`).
+# What `--resume` or a retried job rewrites on the run row (an edited stopping rule: the sweep too).
 RUN_RESUME_COLUMNS = (
     *("status", "error", "finished_at", "overhead_s", "drift", "sweep_yaml", "sweep_hash", "provenance"),
 )
 # A point's identity within its run: never overwritten when its aggregates are refreshed.
 POINT_IDENTITY_COLUMNS = frozenset({"id", "run_id", "point_key", "created_at", "server_instance_id"})
-# Repeat statuses that are a measurement (bench.stats.summary's MEASURED_STATUSES) and so supersede a `failed`
-# repeat here, as runners.store.store_sample does on the GPU host. Explicit, not "not failed": a status added
-# later replaces nothing until someone decides it is a measurement.
+# Repeat statuses that are a measurement (MEASURED_STATUSES) and so supersede a `failed` one here, as
+# store_sample does; explicit, so a status added later replaces nothing until decided.
 SUPERSEDES_FAILED = frozenset({"ok", "unstable", "invalid", "mode_mismatch"})
 
 
 @dataclass
 class Counts:
-    """Rows copied, new ones only. `replaced`: `failed` repeats here that took the source's measurement (not
-    in `samples`; their requests are in `requests`)."""
+    """Rows copied, new ones only; `replaced`: `failed` repeats here that took the source's measurement."""
 
     points: int = 0
     samples: int = 0
@@ -67,8 +64,7 @@ class MergeReport(Counts):
     grown: Counts = field(default_factory=Counts)
 
     def summary(self) -> str:
-        """The line `specbench import` prints (checked by tests/test_merge_replace.py), with the replaced
-        repeats."""
+        """The line `specbench import` prints (tests/test_merge_replace.py), with the replaced repeats."""
         g = self.grown
         replaced = f", +{g.replaced} repeats replaced a failed one" if g.replaced else ""
         grew = (
@@ -168,8 +164,7 @@ def _copy_run(src: Session, run: Run, dest: Session, counts: Counts) -> int:
 
 
 def _grow_run(src: Session, run: Run, dest: Session, dest_id: int, counts: Counts) -> bool:
-    """Add what `dest`'s copy of `run` lacks; True if anything was added (then the run row follows the
-    source)."""
+    """Add what `dest`'s copy of `run` lacks; True if anything was (the run row then follows the source)."""
     before = dataclasses.astuple(counts)
     _merge_contents(src, run, dest, dest_id, counts)
     if dataclasses.astuple(counts) == before:
@@ -183,8 +178,7 @@ def _grow_run(src: Session, run: Run, dest: Session, dest_id: int, counts: Count
 
 
 def _merge_contents(src: Session, run: Run, dest: Session, dest_id: int, counts: Counts) -> None:
-    """Copy the servers, points, samples (with requests) and profiles of `run` missing in `dest`'s run
-    `dest_id`."""
+    """Copy the servers, points, samples (with requests) and profiles of `run` that `dest_id` lacks."""
     server_ids = _merge_servers(src, run, dest, dest_id, counts)
     point_ids = _merge_points(src, run, dest, dest_id, server_ids, counts)
     _merge_profiles(src, run, dest, dest_id, point_ids, counts)
@@ -274,8 +268,7 @@ def _copy_sample(
     )
     dest.add(new_sample)
     dest.flush()
-    # Requests are most of a run's rows (39k in the H200 grid): one bulk insert of plain rows, not ORM
-    # objects.
+    # Requests are most rows (39k in the H200 grid): one bulk insert of plain rows, not ORM objects.
     reqs = [
         {**row, "sample_id": new_sample.id}
         for row in src.execute(select(*_REQUEST_COLUMNS).where(RequestRow.sample_id == sample.id)).mappings()
@@ -288,8 +281,7 @@ def _copy_sample(
 def _merge_profiles(
     src: Session, run: Run, dest: Session, dest_id: int, point_ids: dict[int, int], counts: Counts
 ) -> None:
-    """Copy the profiles `dest` lacks; `host` and `path` stay where the trace was captured
-    (docs/reference/profiles.md)."""
+    """Copy the profiles `dest` lacks; `host` and `path` stay where the trace was captured."""
 
     def keyed(run_id: int) -> Any:
         return (
@@ -309,8 +301,7 @@ def _merge_profiles(
 def _merge_checks(
     src: Session, run: Run, dest: Session, dest_id: int, server_ids: dict[int, int], counts: Counts
 ) -> None:
-    """Copy the correctness check's raw answers `dest` lacks (by config_key, created_at), to judge points
-    again here."""
+    """Copy the check's raw answers `dest` lacks (by config_key, created_at), to judge points again here."""
     here = {
         (c.config_key, c.created_at)
         for c in dest.scalars(select(CorrectnessOutput).where(CorrectnessOutput.run_id == dest_id))

@@ -12,8 +12,7 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
 from db.types import UTCDateTime, uuid7
 
-# Ids are INTEGER (32-bit SERIAL on PostgreSQL): a bigger one is a typo that would fail there, not find
-# nothing.
+# Ids are INTEGER (32-bit SERIAL on PostgreSQL): a bigger one is a typo that would fail there.
 MAX_ID = 2**31 - 1
 # A run's uid (db.types.uuid7): 36 characters; a prefix of it, as users type one, is hex digits and dashes.
 UID_LENGTH = 36
@@ -127,9 +126,7 @@ class Run(Base):
     overhead_s: Mapped[float | None] = mapped_column(Float)
     # The reference point re-measured at the end (measure.drift_check), against its first measurement.
     drift: Mapped[dict[str, Any] | None] = mapped_column(JSON)
-    # The process running it while `running`: {"host", "pid", "start"} (start in clock ticks since boot,
-    # against pid reuse); a later process on that host marks it `partial` once gone
-    # (runners/host_recovery.py).
+    # Its process while `running` ({"host", "pid", "start"}); gone, it is marked `partial` (host_recovery.py).
     owner: Mapped[dict[str, Any] | None] = mapped_column(JSON)
 
     servers: Mapped[list[ServerInstance]] = relationship(back_populates="run", cascade="all, delete-orphan")
@@ -156,16 +153,13 @@ class ServerInstance(Base):
     sglang_version: Mapped[str | None] = mapped_column(String(64))
     log_path: Mapped[str | None] = mapped_column(String(500))
     startup_s: Mapped[float | None] = mapped_column(Float)
-    # starting | ok | failed (never came up) | crashed (died while measured) | stopped | reaped (launcher
-    # died)
+    # starting | ok | failed (never up) | crashed (died while measured) | stopped | reaped (launcher died)
     status: Mapped[str] = mapped_column(String(16), default="starting")
     error: Mapped[str | None] = mapped_column(Text)
-    # A dead server's exit code (negative: signal) and log tail, kept here: the log lives on the worker host
-    # only.
+    # A dead server's exit code (negative: signal) and log tail: its log lives on the worker host only.
     exit_code: Mapped[int | None] = mapped_column(Integer)
     log_tail: Mapped[str | None] = mapped_column(Text)
-    # The known SGLang bug a failed launch's log showed (bench.server.known_bugs); the gate counts it as
-    # `fail`.
+    # The known SGLang bug its failed launch's log showed (bench.server.known_bugs): the gate's `fail`.
     known_bug: Mapped[str | None] = mapped_column(String(64))
     started_at: Mapped[datetime] = _created()
     stopped_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
@@ -192,8 +186,7 @@ class Point(MetricColumns, Base):
     point_key: Mapped[str] = mapped_column(String(300))
     # Series identity: model, draft, backend, server config, batch size, workload, GPU type and count.
     fingerprint: Mapped[str] = mapped_column(String(64), index=True)
-    # ok | invalid | failed | mode_mismatch | unstable. Unindexed: without ANALYZE SQLite's planner would walk
-    # it.
+    # ok | invalid | failed | mode_mismatch | unstable; unindexed (SQLite's planner would walk the index).
     status: Mapped[str] = mapped_column(String(16))
     reason: Mapped[str | None] = mapped_column(Text)
     model: Mapped[str] = mapped_column(String(500))
@@ -223,12 +216,10 @@ class Point(MetricColumns, Base):
     overhead_s: Mapped[float | None] = mapped_column(Float)
     # balanced | collapsed: dummy-weight MoE routing (bench/server/routing.py); NULL: real weights or dense.
     expert_routing: Mapped[str | None] = mapped_column(String(16))
-    # The least time a step (or cycle) can take on this GPU (bench/floor.py), and floor / measured (> 1:
-    # invalid).
+    # The least time a step or cycle can take here (bench/floor.py), and floor / measured (> 1: invalid).
     step_floor_ms: Mapped[float | None] = mapped_column(Float)
     floor_fraction: Mapped[float | None] = mapped_column(Float)
-    # The correctness gate's verdict (docs/reference/correctness-gate.md): pass | fail | not checked; NULL:
-    # older.
+    # The correctness gate's verdict (correctness-gate.md): pass | fail | not checked; NULL: older run.
     correctness: Mapped[str | None] = mapped_column(String(16))
     correctness_reason: Mapped[str | None] = mapped_column(Text)
     # Where its tokens first left the baseline's (or the reference's): request index, token index.
@@ -265,8 +256,7 @@ class Sample(MetricColumns, Base):
         ForeignKey("server_instances.id", ondelete="SET NULL"), index=True
     )
     window_started_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
-    # The link the window was measured for (bench.pairing: A~B keys), its repeat there, and its turns (`abba`
-    # | `blocks`); NULL: no link, or an older run (paired by `repeat`).
+    # The link measured (bench.pairing, A~B), its repeat there, its turns (abba | blocks); NULL: none.
     link: Mapped[str | None] = mapped_column(String(40))
     link_repeat: Mapped[int | None] = mapped_column(Integer)
     link_mode: Mapped[str | None] = mapped_column(String(8))
@@ -281,9 +271,8 @@ class Sample(MetricColumns, Base):
 
 
 class RunPart(Base):
-    """One invocation of a run (`run`, `--resume-run`, a job's attempt): where it ran, on which SGLang, and
-    whether its re-measured point agreed with the part before (`check`), which decides if pairs combine
-    (analysis.pairs)."""
+    """One invocation of a run (`run`, `--resume-run`, a job attempt): where, on which SGLang, and whether its
+    re-measured point agreed with the part before (`check`; analysis.pairs)."""
 
     __tablename__ = "run_parts"
     __table_args__ = (UniqueConstraint("run_id", "part", name="uq_run_parts_run_part"),)
@@ -303,8 +292,7 @@ class RunPart(Base):
     status: Mapped[str] = mapped_column(String(16), default="running")
     started_at: Mapped[datetime] = _created()
     finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
-    # The drift check against the part before on another host or GPU (runners.part_check.PartCheck); NULL: not
-    # needed or not run.
+    # The drift check against the part before on another host/GPU (part_check.PartCheck); NULL: none.
     check: Mapped[dict[str, Any] | None] = mapped_column(JSON)
     # This part's end-of-run drift check (runs.drift holds the latest part's).
     drift: Mapped[dict[str, Any] | None] = mapped_column(JSON)
@@ -417,8 +405,7 @@ class Worker(Base):
     gpu_name: Mapped[str] = mapped_column(String(100), default="none")
     gpu_count: Mapped[int] = mapped_column(Integer, default=0)
     labels: Mapped[list[Any]] = mapped_column(JSON, default=list)
-    # What its operator lets jobs use, by name (bench/host/policy.py), never paths; `submit` checks
-    # interpreters.
+    # What its operator lets jobs use, by name, never paths (bench/host/policy.py).
     offers: Mapped[dict[str, Any] | None] = mapped_column(JSON)
     status: Mapped[str] = mapped_column(String(16), default="idle")  # idle | busy | stopped
     current_job_id: Mapped[int | None] = mapped_column(Integer)

@@ -1,9 +1,5 @@
-"""Read queries for the dashboard and the CLI, in one namespace: `from db import queries as q`.
-
-The queries live by job: `db.query_common` (column lists, the metric guard, the frame reader and the rules
-that keep reads fast), `db.run_queries` (runs: listing, resolving, one run's points) and
-`db.series_queries` (series: catalog, values, history). Triage verdicts, the one write, are in `db.triage`.
-"""
+"""Read queries in one namespace (`from db import queries as q`), living by job in `db.query_common`,
+`db.run_queries` and `db.series_queries`; triage, the one write, is `db.triage`."""
 
 from db.query_common import (
     CONFIG_COLUMNS,

@@ -84,8 +84,7 @@ def workers(
     stale_after_s: float = 60.0,
     stopped_within: timedelta = timedelta(hours=24),
 ) -> list[dict[str, Any]]:
-    """Workers with their heartbeat's age; stopped ones while recent. `state` `lost`: stopped heartbeating
-    unannounced."""
+    """Workers with their heartbeat's age (stopped ones while recent); `lost`: stopped unannounced."""
     now = now or database_now(engine)
     cutoff = now - stopped_within
     stmt = (

@@ -70,8 +70,7 @@ def snapshot(
     _check_source(src)
     _check_dest(src, dest, force=force)
 
-    # Built beside DEST and renamed into place: a failed snapshot never leaves a half DEST; --force keeps the
-    # old one until then.
+    # Built beside DEST and renamed into place: never a half DEST; --force keeps the old one until then.
     fd, tmp_name = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".snapshot", dir=dest.parent)
     os.close(fd)
     tmp = Path(tmp_name)
@@ -84,8 +83,7 @@ def snapshot(
         bytes_before = tmp.stat().st_size
         thinned: int | None = None  # stays None unless asked and there is a requests table
         with contextlib.closing(sqlite3.connect(tmp, isolation_level=None)) as copy:
-            # One self-contained file: the backup copies SRC's WAL flag; `specbench run` switches it back when
-            # it writes.
+            # One self-contained file (the backup copies SRC's WAL flag; `run` switches it back when writing).
             copy.execute("PRAGMA journal_mode=DELETE")
             has_requests = _has_token_columns(copy)
             if drop_token_times and has_requests:
@@ -150,7 +148,7 @@ def _backup(src: Path, tmp: Path, dest: Path) -> None:
     try:
         source.execute("PRAGMA query_only=ON")
         with contextlib.closing(sqlite3.connect(tmp)) as target:
-            # pages=-1: every page in one step under one read transaction (a stepped backup restarts on every
+            # pages=-1: all pages in one step, one read transaction (a stepped backup restarts on every
             # write).
             source.backup(target, pages=-1)
     except sqlite3.DatabaseError as e:

@@ -40,8 +40,7 @@ def known_revisions() -> set[str]:
 def bound_connection(
     conn: sqlite3.Connection, *, deadline: float, max_value_bytes: int = MAX_VALUE_BYTES
 ) -> None:
-    """Make SQLite refuse values over `max_value_bytes` and interrupt statements running at `deadline`
-    (monotonic)."""
+    """Make SQLite refuse values over `max_value_bytes` and interrupt statements at `deadline` (monotonic)."""
     conn.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, max_value_bytes)
     conn.set_progress_handler(lambda: int(time.monotonic() > deadline), _PROGRESS_STEPS)
 
@@ -49,8 +48,7 @@ def bound_connection(
 def check_sqlite_source(
     path: Path, *, limit_s: float = READ_LIMIT_S, max_value_bytes: int = MAX_VALUE_BYTES
 ) -> None:
-    """Raise SourceError unless `path` is a specbench database with tables only; reads the schema table
-    alone."""
+    """Raise SourceError unless `path` is a specbench database with tables only (schema table read only)."""
     uri = f"file:{quote(str(path.resolve()))}?mode=ro"
     with contextlib.closing(sqlite3.connect(uri, uri=True)) as conn:
         bound_connection(conn, deadline=time.monotonic() + limit_s, max_value_bytes=max_value_bytes)
@@ -88,8 +86,7 @@ def check_sqlite_source(
 def bound_reads(
     engine: Engine, *, limit_s: float = READ_LIMIT_S, max_value_bytes: int = MAX_VALUE_BYTES
 ) -> Engine:
-    """`engine` (on a SQLite source) with every new connection bounded, the deadline `limit_s` from now;
-    pooled connections are dropped."""
+    """`engine` with every new connection bounded, deadline `limit_s` from now; pooled ones dropped."""
     deadline = time.monotonic() + limit_s
 
     def on_connect(dbapi_conn: Any, _record: Any) -> None:

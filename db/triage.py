@@ -73,8 +73,7 @@ def set_triage_many(
     note: str | None = None,
     kind: str = "change_point",
 ) -> list[int]:
-    """One verdict for many flagged changes (each: fingerprint, run_id, optional magnitude), in one
-    transaction: the bulk triage of every change one cause made."""
+    """One verdict for many flagged changes (fingerprint, run_id, magnitude?) in one transaction."""
     if state not in TRIAGE_STATES:
         raise QueryError(f"triage state must be one of {', '.join(TRIAGE_STATES)}, not {state!r}")
     metric_column(metric)

@@ -51,8 +51,7 @@ class _Part:
 
 
 def divergences(ours: Sequence[Sequence[int]], theirs: Sequence[Sequence[int]]) -> list[int | None]:
-    """Per prompt, the first token index where the two answers differ (a shorter answer differs where it
-    ends), or None where they are the same."""
+    """Per prompt, the first token index where two answers differ (a shorter one: where it ends), or None."""
     out: list[int | None] = []
     for a, b in zip(ours, theirs, strict=True):
         at = next((j for j, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), None)
@@ -84,8 +83,8 @@ def unusable(launch: LaunchOutputs) -> str | None:
 
 
 def self_divergence(baseline: LaunchOutputs) -> tuple[int, tuple[int, int] | None] | None:
-    """(prompts whose tokens differ between the baseline's batched and one-at-a-time passes, the first such
-    position), or None without a usable second pass."""
+    """(prompts differing between the baseline's two passes, the first such position), or None without pass
+    2."""
     if len(baseline.passes) < 2 or baseline.passes[1].errors:
         return None
     divs = divergences(_tokens(baseline.passes[0]), _tokens(baseline.passes[1]))
@@ -128,8 +127,7 @@ def judge_launch(
 
 
 def _acceptance_alone(parts: list[_Part]) -> bool:
-    """Whether the only failure is fewer drafts accepted than the reference, with tokens compared and
-    right."""
+    """Whether the only failure is fewer drafts accepted than the reference, with right tokens."""
     failed = [p for p in parts if p.status == "fail"]
     tokens_right = any(p.kind == "tokens" and p.status == "pass" for p in parts)
     return tokens_right and bool(failed) and all(p.kind == "reference_low" for p in failed)

@@ -33,8 +33,7 @@ class AffinityError(RuntimeError):
 
 
 def parse_cpu_list(value: object) -> CpuList:
-    """`"2-7,10"`, `[2, 3]` or `3` as sorted, distinct CPUs; ValueError says which part is wrong (empty
-    included)."""
+    """`"2-7,10"`, `[2, 3]` or `3` as sorted, distinct CPUs; ValueError says which part is wrong."""
     if isinstance(value, str):
         return _parse_text(value)
     if isinstance(value, int) and not isinstance(value, bool):
@@ -124,8 +123,7 @@ def allowed_cpus() -> frozenset[int]:
 
 
 def check_allowed(cpus: Sequence[int], what: str) -> None:
-    """AffinityError naming the CPUs of `cpus` this process may not use (not on the host, outside its
-    cgroup/taskset)."""
+    """AffinityError naming the CPUs of `cpus` outside this host or this process's cgroup/taskset."""
     require_support(what)
     allowed = allowed_cpus()
     outside = sorted(set(cpus) - allowed)
@@ -207,8 +205,8 @@ def _name(proc: psutil.Process) -> str:
 
 @contextlib.contextmanager
 def pinned_runner(cpus: Sequence[int], what: str = "--client-cpus") -> Iterator[RunnerPin]:
-    """Pin this process (every thread, hence every thread it starts) to `cpus` for the block, then give each
-    thread back its CPUs; threads started inside get the caller's."""
+    """Pin this process (every thread, so every thread it starts) to `cpus` for the block, then restore
+    each."""
     global _runner_pin
     check_allowed(cpus, what)
     wanted = frozenset(cpus)

@@ -3,11 +3,10 @@
 A job's sweep is data from whoever may submit; the worker holds the database URL and the host's files and
 network. So the worker's operator decides, on its command line:
 
-  * interpreters: `--python NAME=PATH`; a job names one (`server.python: NAME`), never a file (default: the
-    worker's own).
-  * model and workload files: `--models-dir`, `--data-dir`; a job's absolute path must resolve (symlinks, `..`)
-    under one of them, else it is refused with the same message whether the file exists or not. A model id
-    that is no path is a hub id; the server runs in its log directory.
+  * interpreters: `--python NAME=PATH`; a job names one (`server.python: NAME`), never a file.
+  * model and workload files: `--models-dir`, `--data-dir`; a job's absolute path must resolve (symlinks,
+    `..`) under one of them, else it is refused alike whether the file exists or not. A model id that is no
+    path is a hub id; the server runs in its log directory.
   * external servers: `--allow-external HOST:PORT`; any other is refused before a request leaves.
   * a checkpoint's own Python (`--trust-remote-code`) and hub downloads (`--allow-hub-downloads`): off unless
     the operator turns them on; a job can set neither (issue 35 §1).
@@ -95,8 +94,7 @@ def _inside(real: str, roots: Iterable[str]) -> bool:
 
 @dataclass(frozen=True)
 class HostPolicy:
-    """The rules one host applies to its sweeps: the default (`author()`) keeps a sweep as written;
-    `worker(...)` confines a job to what the operator configured."""
+    """A host's rules: the default (`author()`) keeps a sweep as written; `worker(...)` confines a job."""
 
     confined: bool = False
     pythons: Mapping[str, str] = field(default_factory=dict)  # NAME -> interpreter path
@@ -121,8 +119,8 @@ class HostPolicy:
         trust_remote_code: bool = False,
         hub_downloads: bool = False,
     ) -> HostPolicy:
-        """The operator's settings, checked: names are words, paths executable, directories exist (stored
-        resolved), addresses HOST:PORT."""
+        """The operator's settings, checked: names are words, paths executable, directories exist
+        (resolved)."""
         problems: list[str] = []
         checked: dict[str, str] = {}
         for name, path in (pythons or {}).items():
@@ -157,8 +155,8 @@ class HostPolicy:
     # ---- one value at a time ------------------------------------------------------------------------------
 
     def interpreter(self, python: str | None) -> str | None:
-        """The interpreter for a server: the sweep's path (author), or the operator's path for its name
-        (worker); None: specbench's own."""
+        """The interpreter for a server: the sweep's path (author) or the operator's for its name; None:
+        ours."""
         if python is None or not self.confined:
             return python
         problem = interpreter_name_problem(python)
@@ -175,9 +173,8 @@ class HostPolicy:
         return self.pythons[python]
 
     def check_model(self, value: object, where: str) -> None:
-        """A model, draft or tokenizer a worker may hand a server: an id, or one string path under its model
-        directories (lists, numbers, mappings refused everywhere); the refusal ignores whether the path
-        exists."""
+        """A model, draft or tokenizer a worker may hand a server: an id, or one path string under its model
+        directories; the refusal ignores whether the path exists."""
         if not isinstance(value, str):
             raise PolicyError([path_value_problem(where, value) or where])
         if not self.confined or is_model_id(value):

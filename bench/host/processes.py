@@ -40,8 +40,7 @@ def ephemeral_port_range(path: Path = _EPHEMERAL_FILE) -> tuple[int, int]:
 
 
 def server_port_range(ephemeral: tuple[int, int] | None = None) -> tuple[int, int]:
-    """[low, high) for server ports: above the registered crowd, below the ephemeral range, port+10000
-    valid."""
+    """[low, high) for server ports: above the registered crowd, below the ephemeral range."""
     low, high = ephemeral or ephemeral_port_range()
     if low - PORT_FLOOR >= 1000:  # the usual case: 20000-32767
         return PORT_FLOOR, low
@@ -79,8 +78,7 @@ def port_is_free(port: int, host: str = "127.0.0.1") -> bool:
 
 
 def group_alive(pgid: int) -> bool:
-    """Whether a non-zombie process is left in the group (kill(0) succeeds for zombies that PID 1 never
-    reaped)."""
+    """Whether a non-zombie process is left in the group (kill(0) also succeeds for unreaped zombies)."""
     proc_dir = Path("/proc")
     if not proc_dir.is_dir():
         try:
@@ -118,8 +116,8 @@ def proc_stats(proc_dir: Path = Path("/proc")) -> Iterator[tuple[int, list[str]]
 
 
 def current_cpu(stat_path: str = "/proc/thread-self/stat") -> int | None:
-    """The CPU the calling thread (or another stat file's task) last ran on; None where /proc does not say.
-    Standard library only, for the probe's child."""
+    """The CPU the calling thread (or another stat file's task) last ran on, or None; standard library
+    only."""
     try:
         with open(stat_path, encoding="ascii") as f:
             return int(stat_fields(f.read())[STAT_PROCESSOR])
@@ -128,8 +126,7 @@ def current_cpu(stat_path: str = "/proc/thread-self/stat") -> int | None:
 
 
 def process_tree(pid: int) -> list[psutil.Process]:
-    """`pid` and its descendants (SGLang's scheduler, detokenizer, tokenizer); psutil.Error when `pid` is
-    gone."""
+    """`pid` and its descendants (SGLang's scheduler and workers); psutil.Error when `pid` is gone."""
     import psutil  # not at the top: see the module's docstring
 
     root = psutil.Process(pid)

@@ -123,8 +123,7 @@ class Guard:
 
 
 def guard(pgid: int, *, grace_s: float = 15.0, label: str = "") -> Guard:
-    """Arm a watchdog for the process group `pgid` and record it. Never raises: the launcher and the records
-    still stop the server."""
+    """Arm a watchdog for the process group `pgid` and record it; never raises (stop and records remain)."""
     fd: int | None = None
     watchdog: subprocess.Popen[bytes] | None = None
     try:
@@ -194,8 +193,7 @@ def _watch(pgid: int, grace_s: float) -> None:
 
 
 def reap_orphans(folder: Path | None = None) -> list[int]:
-    """Kill servers on this host whose launcher is gone; returns their group ids. Safe from many processes at
-    once."""
+    """Kill servers here whose launcher is gone; returns their group ids. Safe from many processes at once."""
     folder = folder or records_dir()
     host = socket.gethostname()
     reaped: list[int] = []

@@ -39,8 +39,7 @@ def start_profile_body(
     with_stack: bool = False,
     record_shapes: bool = False,
 ) -> dict[str, Any]:
-    """The exact JSON sent to `/start_profile`; with_stack and record_shapes false on purpose: SGLang turns
-    both on unless told, and stack tracing slows the scheduler most."""
+    """The JSON for `/start_profile`; with_stack and record_shapes off (SGLang's default on slows the CPU)."""
     return {
         "output_dir": str(output_dir),
         "num_steps": num_steps,

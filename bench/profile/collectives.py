@@ -39,8 +39,7 @@ def collective_kind(kernel_name: str) -> str | None:
 
 
 def short_name(kernel_name: str) -> str:
-    """A kernel's name without return type, namespaces and template arguments
-    (`allreduce_fusion_kernel_...`)."""
+    """A kernel's name without return type, namespaces and template arguments."""
     name = kernel_name.strip()
     name = re.sub(r"^void\s+", "", name)
     name = name.split("(", 1)[0]

@@ -41,8 +41,7 @@ PHASES = ("target_verify", "draft", "draft_extend")
 DEFAULT_DISTORTION_THRESHOLD = 1.2
 # A profiled cycle under half the unprofiled one cannot be the profiler's doing: the cycles were cut wrong.
 IMPLAUSIBLE_DISTORTION = 0.5
-# The kernel checking the drafts against the target's logits: verify_tree_greedy or
-# tree_speculative_sampling_target_only.
+# The kernel checking drafts against the target's logits (greedy or sampling).
 VERIFY_KERNEL = re.compile(r"verify_?tree|tree_?speculative_?sampling", re.IGNORECASE)
 
 
@@ -52,8 +51,7 @@ def _is_verify_kernel(name: str) -> bool:
     return VERIFY_KERNEL.search(name) is not None
 
 
-# Trace times are microseconds since an epoch (~1e12-1e15): a double resolves ~0.25 us, so back-to-back
-# kernels can overlap by a fraction of a microsecond.
+# Trace times are us since an epoch: a double resolves ~0.25 us, so adjacent kernels may overlap a little.
 TIMESTAMP_RESOLUTION_US = 0.5
 
 
@@ -337,8 +335,7 @@ def distortion(
 
 
 def spans_for_cycles(trace: dict[str, Any], first: int = 0, count: int = 3) -> list[dict[str, Any]]:
-    """Bars (ms from the first cycle shown) for a timeline of `count` cycles from `first`: phases and
-    kernels."""
+    """Timeline bars (ms from the first cycle shown) of `count` cycles from `first`: phases and kernels."""
     ev = extract(trace)
     cycles, _, _ = find_cycles(ev)
     if not cycles:

@@ -17,8 +17,7 @@ from urllib.parse import parse_qsl, urlsplit
 
 from bench.server.env_names import SET_BY_SPECBENCH, SWEEP_NAMES
 
-# Names that load code or change compilation, for a refusal saying why (everything off env_names.py is
-# refused).
+# Names that load code or change compilation, for a refusal saying why (all off env_names.py are refused).
 _LOADS_CODE = frozenset(
     {
         "LD_PRELOAD",
@@ -67,8 +66,7 @@ HOST_BASE_NAMES = frozenset(
         "HF_HUB_OFFLINE",
         "TRANSFORMERS_OFFLINE",
         "TORCHINDUCTOR_CACHE_DIR",
-        # The host's toolchain for kernels SGLang compiles at start: FlashInfer writes the compiler into
-        # build.ninja, so a switch of CXX rebuilt every cached kernel (~3 minutes on an H200 host). Host-only.
+        # The toolchain for kernels SGLang compiles: FlashInfer bakes CXX into build.ninja (a switch: ~3 min).
         "CC",
         "CXX",
         "CUDAHOSTCXX",
@@ -84,13 +82,11 @@ HOST_BASE_NAMES = frozenset(
     }
 )
 HOST_BASE_PREFIXES = ("LC_", "CUDA_", "NCCL_", "TORCH_", "TRITON_", "FLASHINFER_", "SGLANG_", "SGL_")
-# More host variables the operator passes (comma-separated, e.g. a proxy): a worker setting, out of a job's
-# reach.
+# More host variables the operator passes (comma-separated, e.g. a proxy): out of a job's reach.
 PASS_SETTING = "SPECBENCH_SERVER_ENV_PASS"
 # Never passed, whatever the host or the operator says.
 _NEVER = re.compile(r"^(SPECBENCH_|DATABASE_URL$|PG[A-Z]*$|POSTGRES)")
-# Host variables holding a secret by a word of their name: passed only when named in
-# SPECBENCH_SERVER_ENV_PASS.
+# Host variables secret by a word of their name: passed only when named in SPECBENCH_SERVER_ENV_PASS.
 _SECRET_NAME = re.compile(
     r"(^|_)(PASSWORD|PASSWD|SECRET|TOKEN|CREDENTIALS?|API_?KEY|ACCESS_KEY|PRIVATE_KEY)(_|$)"
 )
@@ -98,8 +94,7 @@ _SECRET_NAME = re.compile(
 _SECRET_PARAMS = frozenset(
     {"password", "sslpassword", "passfile", "sslkey", "oauth_client_secret", "token", "key"}
 )
-# Hub access is the host's (bench.host.policy: --allow-hub-downloads): set over the host's values when it does
-# not allow it; HF_TOKEN passed only when it does.
+# Hub access is the host's (--allow-hub-downloads), set over its values; HF_TOKEN only when allowed.
 OFFLINE_ENV = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
 HUB_TOKEN = "HF_TOKEN"
 _HOST_DECIDES = frozenset({*OFFLINE_ENV, HUB_TOKEN, "HF_DATASETS_OFFLINE"})
@@ -113,8 +108,7 @@ def withhold(name: str) -> None:
 
 
 def looks_secret(name: str, value: str) -> bool:
-    """A host variable holding a secret: by a word of its name, or a URL value with a password or secret
-    parameter."""
+    """A host variable holding a secret: by a word of its name, or a URL value with a password or secret."""
     if _SECRET_NAME.search(name):
         return True
     if "://" not in value:
@@ -210,8 +204,8 @@ def _never(name: str) -> bool:
 
 
 def host_base(host: Mapping[str, str], *, hub_downloads: bool = False) -> dict[str, str]:
-    """The host's variables every server gets: basics, GPU-stack settings without secrets, the operator's
-    names; HF_TOKEN only with hub downloads."""
+    """The host variables every server gets (basics, GPU stack, the operator's); HF_TOKEN with hub
+    downloads."""
     extra = {n.strip() for n in host.get(PASS_SETTING, "").split(",") if n.strip()}
     if hub_downloads:
         extra.add(HUB_TOKEN)

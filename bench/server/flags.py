@@ -97,8 +97,7 @@ def check_passthrough_flag(name: str) -> str | None:
 
 
 def path_value_problem(where: str, value: object) -> str | None:
-    """Why a path-typed value is not one path (YAML lists, numbers, mappings: issue 35 §2); None for a
-    string."""
+    """Why a path-typed value is not one path string (YAML lists, numbers, mappings: issue 35 §2), or None."""
     if isinstance(value, str):
         return None
     return f"{where}: one path or model id as a string, not {type(value).__name__}"

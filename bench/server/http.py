@@ -40,16 +40,14 @@ class LaunchError(RuntimeError):
 
 
 class _NoRedirects(urllib.request.HTTPRedirectHandler):
-    """A redirect is an answer, not an address: an allowed external server answering 307 elsewhere must not
-    send the worker there (issue 35 §4)."""
+    """A redirect is an answer, not an address to follow (issue 35 §4)."""
 
     def redirect_request(self, *args: Any, **kwargs: Any) -> None:
         return None  # urllib then raises HTTPError with the 3xx status, which http_get returns
 
 
 def http_get(url: str, timeout_s: float) -> tuple[int, bytes]:
-    """GET without proxies (loopback must not go through http_proxy) or redirects; any HTTP status is
-    returned."""
+    """GET without proxies or redirects; every HTTP status is returned."""
     opener = urllib.request.build_opener(urllib.request.ProxyHandler({}), _NoRedirects())
     try:
         with opener.open(url, timeout=timeout_s) as r:

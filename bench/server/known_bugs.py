@@ -25,8 +25,7 @@ class KnownBug:
     # One sentence: what the path does wrong and where (the dry run's warning, the gate's note).
     summary: str
     symptom: Symptom
-    # The first release with the fix (from 0.5.12 on, earlier ones have the bug); None: open in every known
-    # release.
+    # The first release with the fix (0.5.12 on have the bug before it); None: open in every known release.
     fixed_in: tuple[int, int, int] | None = None
     # The change that fixed it, as the failure line names it ("PR #24640").
     fixed_by: str = ""
@@ -36,8 +35,7 @@ class KnownBug:
     gist: str = ""
     # A sweep running the same check on a path without the bug (the gate's failure line points to it).
     control: str | None = None
-    # What crashed (the start of the failure line) and a regex over the failed launch's log whose group
-    # `evidence` is the exception line; None: no crash, or not measured yet.
+    # What crashed, and a regex over the log whose group `evidence` is the exception line; None: no crash.
     crash: str | None = None
     log_signature: re.Pattern[str] | None = None
     # The specbench patch that fixes it (scripts/offline-bundle/patches) and the page reporting it.
@@ -54,8 +52,7 @@ class KnownBug:
         return ".".join(map(str, self.fixed_in)) if self.fixed_in is not None else ""
 
     def status(self) -> str:
-        """Where it stands: "fixed in 0.5.13 by PR #24640", or "open in every release specbench knows, 0.5.12
-        to 0.5.23"."""
+        """Where it stands: "fixed in 0.5.13 by PR #24640" or "open in every release specbench knows, ..."."""
         if self.fixed_in is None:
             return f"open in every release specbench knows, {OLDEST_RELEASE} to {NEWEST_RELEASE}"
         return f"fixed in {self.fixed_release}" + (f" by {self.fixed_by}" if self.fixed_by else "")
@@ -163,8 +160,7 @@ def bugs_for(
     steps: int | None = None,
     patch: str | None = None,
 ) -> list[KnownBug]:
-    """The known wrong paths a server of this release, backend, spec mode (and steps, when known) and patch
-    takes."""
+    """The known wrong paths a server of this release, backend, mode, steps (if known) and patch takes."""
     return [bug for bug in KNOWN_BUGS if bug.applies(version, attention_backend, spec_mode, steps, patch)]
 
 
@@ -176,8 +172,7 @@ def fixed_by_patch(patch: str | None) -> list[KnownBug]:
 def identify_failure(
     version: str, attention_backend: str, spec_mode: SpecMode | None, log_text: str, steps: int | None = None
 ) -> KnownFailure | None:
-    """The known bug a failed launch's log shows among those that launch can have; None: unknown stays
-    unknown."""
+    """The known bug a failed launch's log shows among those it can have; None: unknown stays unknown."""
     try:
         bugs = bugs_for(version, attention_backend, spec_mode, steps)
     except ValueError:  # a version string no rule reads
@@ -208,8 +203,7 @@ def acceptance_suspect(
 
 
 def suspect_line(bug: KnownBug) -> str:
-    """The gate's line after a failed acceptance that `bug` explains: the bug, its clause, its status, its
-    control."""
+    """The gate's line after a failed acceptance `bug` explains: bug, clause, status and control."""
     control = f"; control: specbench run {bug.control}" if bug.control else ""
     report = f"; fix and report: {bug.report}" if bug.report else ""
     return f"matches known SGLang issue {bug.key} ({bug.gist}; {bug.status()}){control}{report}"

@@ -254,11 +254,9 @@ def launch(
         raise LaunchError(f"cannot launch server: {e}") from None
     if spec.backend == "external":
         return attach_external(spec, config, version=version)
-    # The config carries args/env (part of its identity, tuples for lists); a spec's own the config lacks
-    # would be dropped silently.
+    # The config carries args/env (its identity; lists as tuples); a spec's own it lacks would be dropped.
     spec_args = {k: tuple(v) if isinstance(v, list) else v for k, v in spec.args.items()}
-    # Fields the sweep turns into args/env of their own (load_format, accept_lengths) are left out of the
-    # comparison.
+    # Fields the sweep turns into args/env of their own (load_format, accept_lengths) are not compared.
     cfg_args = {k: v for k, v in config.args if not (k == "load-format" and spec.load_format != "auto")}
     cfg_env = {
         k: v for k, v in config.env if not (k == SIMULATE_ACC_ENV and config.accept_length is not None)
@@ -304,8 +302,7 @@ def launch(
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 env=env,
-                # A worker's SGLang server runs in its log directory, so a model id never names a path
-                # relative to the worker.
+                # A worker's SGLang server runs in its log dir: a model id never names a path of the worker's.
                 cwd=_PROJECT_ROOT if spec.backend == "sim" else (log_dir if policy.confined else None),
                 start_new_session=True,  # own process group: teardown reaches the scheduler/detokenizer too
                 close_fds=True,
@@ -475,8 +472,7 @@ def plan_launch(
     if not policy.hub_downloads:  # set over whatever the host's environment says: the host chose offline
         env_delta.update(OFFLINE_ENV)
     if spec.backend == "sim" and spec.sim.shared_gpu:
-        # The run's stand-ins share one emulated GPU (synthetic/server/gpu_ledger.py), named by a digest of
-        # the devices: a job's text never becomes a path (issue 35 §3).
+        # The stand-ins share one emulated GPU (gpu_ledger.py), named by a digest: job text is no path.
         device = hashlib.sha256(env_delta.get("CUDA_VISIBLE_DEVICES", "all").encode()).hexdigest()[:16]
         env_delta["SPECBENCH_SIM_GPU_LEDGER"] = str(Path(log_dir).resolve() / f"sim-gpu-{device}.json")
     # Built from nothing (bench.server.env): the worker's own environment holds the database URL.
@@ -494,8 +490,7 @@ def _server_cpus(spec: ServerSpec) -> tuple[cpu_affinity.CpuList | None, tuple[s
     if spec.cpu_affinity is None:
         if pin is None:
             return None, ()
-        # A child inherits its parent's CPUs: without this `--client-cpus` would squeeze the server onto the
-        # client's.
+        # A child inherits its parent's CPUs: else `--client-cpus` would squeeze the server onto the client's.
         before = tuple(sorted(pin.before))
         return before, (
             f"server.cpu_affinity unset: the server runs on the runner's CPUs from before --client-cpus "
@@ -525,8 +520,7 @@ def _pin_started(pid: int, cpus: cpu_affinity.CpuList) -> None:
 
 
 def _pin_server_tree(server: LaunchedServer, pid: int, cpus: cpu_affinity.CpuList) -> None:
-    """Pin every thread of the ready server again and record where they run; a thread reading back other CPUs
-    is a mismatch (recorded, not measured)."""
+    """Pin every thread of the ready server again; one reading back other CPUs is a mismatch."""
     try:
         tree = cpu_affinity.pin_tree(pid, cpus)
     except cpu_affinity.AffinityError as e:

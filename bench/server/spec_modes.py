@@ -47,8 +47,7 @@ class VersionError(ValueError):
 
 
 def parse_version(version: str) -> tuple[int, ...]:
-    """Release tuple: '0.5.13.post1' -> (0, 5, 13); pre/post/dev parts drop (a 0.5.14 pre-release follows
-    0.5.14)."""
+    """Release tuple: '0.5.13.post1' -> (0, 5, 13); pre/post/dev parts drop (0.5.14rc follows 0.5.14)."""
     try:
         from packaging.version import InvalidVersion, Version
     except ImportError:  # packaging is usually present but is not a declared dependency
@@ -100,9 +99,8 @@ def env_var_status(version: str) -> Literal["honoured", "removed_warns", "ignore
     return "ignored"
 
 
-# Balanced routing for dummy weights (contract §1.6): 0.5.13 added SGLANG_SIMULATE_UNIFORM_EXPERTS and
-# SGLANG_SIMULATE_ROUND_ROBIN_EXPERTS (mutually exclusive); 0.5.12 has neither. 0.5.13-0.5.15 also overwrite a
-# fused shared expert's slot; 0.5.23 keeps it, with a seed fixed at CUDA-graph capture.
+# Balanced routing for dummy weights (contract §1.6): 0.5.13+ only, two exclusive switches; 0.5.13-0.5.15 also
+# overwrite a fused shared expert's slot.
 ENV_UNIFORM_EXPERTS = "SGLANG_SIMULATE_UNIFORM_EXPERTS"
 ENV_ROUND_ROBIN_EXPERTS = "SGLANG_SIMULATE_ROUND_ROBIN_EXPERTS"
 _ROUTING_SWITCH_SINCE = (0, 5, 13)
@@ -119,8 +117,8 @@ def fused_shared_slot_drawn(version: str) -> bool:
 
 
 def launch_settings(version: str, mode: SpecMode | None) -> tuple[list[str], dict[str, str]]:
-    """Extra flags and env selecting `mode` on this version: the flag always; up to 0.5.13 the env var too, to
-    the same meaning (overriding an inherited value); from 0.5.14 not, since it only warns there."""
+    """Flags and env selecting `mode`: the flag always, the env var too up to 0.5.13 (from 0.5.14 it
+    warns)."""
     if mode is None:  # no speculative decoding: nothing to choose
         return [], {}
     if mode not in ("v1", "v2"):
@@ -134,8 +132,7 @@ def launch_settings(version: str, mode: SpecMode | None) -> tuple[list[str], dic
 def known_fallback(
     version: str, mode: SpecMode | None, algorithm: str | None, topk: int | None
 ) -> str | None:
-    """A silent fallback this release applies to the request, or None; explains a mismatch (`resolve_mode`
-    decides)."""
+    """A silent fallback this release applies, or None; it explains a mismatch (`resolve_mode` decides)."""
     if mode != "v2" or algorithm is None or algorithm.upper() not in EAGLE_FAMILY:
         return None
     if release3(version) < _FIRST_ALWAYS_V2 and topk is not None and topk > 1:
@@ -201,8 +198,7 @@ def _worker(version: str, algorithm: str, mode: SpecMode, multi_layer: bool) -> 
 
 
 def resolve_mode(version: str, server_info: dict[str, Any], log_text: str | None) -> ResolvedMode:
-    """Decide v1/v2 from `/server_info` (contract §1.5), cross-checked with the launch log (None: external
-    server); the server's own `version` wins over the caller's."""
+    """v1/v2 from `/server_info` (contract §1.5), checked against the launch log (None: external server)."""
     reported = str(server_info.get("version") or "")
     try:
         parse_version(reported)
@@ -259,8 +255,8 @@ def resolve_mode(version: str, server_info: dict[str, Any], log_text: str | None
         mode: SpecMode = log_mode
         source = "log line only"
     else:
-        # 0.5.12: v1 iff EAGLE family and disable_overlap_schedule; other algorithms never have a v2 worker
-        # there and are forced non-overlap. >= 0.5.13: the flag tells synchronous from overlap.
+        # 0.5.12: v1 iff EAGLE family and no overlap (others are forced non-overlap); >= 0.5.13: the flag
+        # decides.
         mode = "v1" if disable_overlap else "v2"
 
     worker = _worker(version, algorithm, mode, multi_layer)

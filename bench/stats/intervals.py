@@ -16,8 +16,7 @@ from bench.stats.tdist import t_quantile
 
 
 def median_ci(values: Sequence[float], confidence: float = 0.95) -> tuple[float, float | None, float | None]:
-    """(median, low, high): the median and the two-sided t-interval of the mean; one value: low = high =
-    None."""
+    """(median, low, high): the median and the t-interval of the mean; one value: low = high = None."""
     if not values:
         raise ValueError("median_ci needs at least one value")
     if not 0.0 < confidence < 1.0:

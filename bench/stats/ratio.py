@@ -47,9 +47,8 @@ def half_width(low: float | None, ratio: float, high: float | None) -> float | N
 def pairs_for(
     a: Sequence[float], b: Sequence[float], target: float, confidence: float = 0.95, cap: int = 1000
 ) -> int | None:
-    """Pairs the paired interval of b/a needs to lie within ratio x (1 +- target) at today's spread: the
-    smallest n with t_{n-1} s_d / sqrt(n) <= ln(1 + target). None under 2 pairs or past `cap`; identical
-    ratios need 2."""
+    """Pairs needed for the paired interval of b/a to lie within ratio x (1 +- target) at today's spread: the
+    smallest n with t_{n-1} s_d / sqrt(n) <= ln(1 + target); None under 2 pairs or past `cap`."""
     if len(a) != len(b) or len(a) < 2:
         return None
     if not target > 0.0:

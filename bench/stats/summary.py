@@ -34,9 +34,8 @@ class PointSummary:
 
 
 def summarize_repeats(repeats: Sequence[Repeat]) -> PointSummary:
-    """Status: the worst repeat's (`STATUS_SEVERITY`); reason: every repeat's. Metrics: the median over
-    measured repeats (MEASURED_STATUSES with a throughput), counts `median_low`; None where none has the
-    metric."""
+    """Status: the worst repeat's, with every reason; metrics: medians over measured repeats (counts
+    `median_low`), None where none has one."""
     if not repeats:
         return PointSummary(status="failed", reason="no repeat stored yet", repeats=0)
     ordered = sorted(repeats, key=lambda r: r.repeat)

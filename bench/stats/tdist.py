@@ -66,8 +66,7 @@ def t_two_sided_p(t: float, df: float) -> float:
 
 @functools.lru_cache(maxsize=4096)
 def t_quantile(confidence: float, df: float) -> float:
-    """t with P(|T| <= t) = confidence for `df` > 0 (fractional allowed). Cached: `ratio.pairs_for` asks the
-    same few per point, and each is a bisection over the incomplete beta."""
+    """t with P(|T| <= t) = confidence, `df` > 0 fractional allowed; cached (each is a bisection)."""
     if not 0.0 < confidence < 1.0:
         raise ValueError(f"confidence must lie in (0, 1), got {confidence}")
     if df <= 0:
@@ -102,8 +101,7 @@ def _mean_var(x: Sequence[float]) -> tuple[int, float, float]:
 
 
 def student_ttest(left: Sequence[float], right: Sequence[float]) -> TTest:
-    """Two-sided pooled t-test, as Otava's change-point tester uses; both segments constant: p = 1 for equal
-    means, else 0."""
+    """Two-sided pooled t-test, as Otava's change-point tester uses (constant segments: p = 1 or 0)."""
     if not left or not right:
         raise ValueError("both samples must be non-empty")
     n1, m1, v1 = _mean_var(left)

@@ -55,8 +55,7 @@ def describe_changes(changes: list[FieldChange], limit: int = 10) -> str:
 
 
 def show_value(value: Any, width: int = 60) -> str:
-    """A value as the sweep would spell it (JSON flow style), cut to `width` so one long list buries
-    nothing."""
+    """A value as the sweep would spell it (JSON flow style), cut to `width`."""
     text = "(unset)" if value is UNSET else json.dumps(value, default=str, ensure_ascii=False)
     return text if len(text) <= width else text[: width - 3] + "..."
 

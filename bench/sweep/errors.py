@@ -15,8 +15,7 @@ MAX_PROBLEMS = 20
 
 
 class SweepError(ValueError):
-    """A sweep file that cannot run; `problems` lists the reasons at once (the first MAX_PROBLEMS of them;
-    `more` counts the rest)."""
+    """A sweep that cannot run: `problems` (the first MAX_PROBLEMS reasons) and `more` (the rest's count)."""
 
     def __init__(self, source: str, problems: list[str]):
         self.source = source

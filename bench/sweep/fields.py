@@ -101,8 +101,7 @@ def draft_tokens_value(v: Any) -> Literal["auto"] | list[int]:
 
 
 def cpu_list_value(v: Any) -> tuple[int, ...]:
-    """`"2-7,10"` or `[2, 3]`: syntax checked here, CPUs at launch (the sweep may come from another
-    machine)."""
+    """`"2-7,10"` or `[2, 3]`: syntax here, CPUs at launch (the sweep may come from another machine)."""
     return parse_cpu_list(v)
 
 

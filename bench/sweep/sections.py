@@ -41,8 +41,7 @@ class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True, allow_inf_nan=False)
 
 
-# The stand-in computing wrongly on purpose (docs/reference/correctness-gate.md): v2's drafts, v2's verify, or
-# the known FlashMLA draft-decode issue.
+# Wrong on purpose (correctness-gate.md): v2's drafts, v2's verify, or the FlashMLA draft-decode issue.
 SIM_WRONG_FAULTS = ("v2_draft", "v2_verify", "flashmla_draft_decode_context")
 # Faults that strike at the stand-in's N+1-th user request (`name=N`; synthetic/server/config.py's own list).
 SIM_COUNTED_FAULTS = ("crash_after", "stall_after", "malformed_after", "hiccup_after")
@@ -58,8 +57,7 @@ class SimSettings(Strict):
     instant: bool = False
     startup_s: float = Field(0.2, ge=0.0, le=3600.0)
     fault: str | None = Field(None, max_length=256)
-    # One emulated GPU shared by the run's servers: a server that does not fit fails to start, as SGLang's
-    # does.
+    # One emulated GPU for the run's servers: one that does not fit fails to start, as SGLang's does.
     shared_gpu: bool = False
 
     @field_validator("version")
@@ -107,11 +105,9 @@ class ServerSpec(Strict):
     max_parallel_starts: int = Field(1, ge=1, le=16)
     # Interpreter that runs `-m sglang.launch_server`; None = the one running specbench.
     python: PathText | None = None
-    # `dummy`: weights from config.json alone (`--load-format dummy`, synth-model presets); `auto` passes no
-    # flag.
+    # `dummy`: weights from config.json alone (`--load-format dummy`); `auto` passes no flag.
     load_format: LoadFormat = "auto"
-    # Dummy-weight MoE routing collapses; `auto` sets the release's balanced-routing switch
-    # (bench/server/routing.py), `off` leaves it (warned, labelled "routing collapsed").
+    # Dummy-weight MoE routing collapses; `auto` balances it (bench/server/routing.py), `off` warns.
     balanced_routing: Annotated[Literal["auto", "off"], BeforeValidator(_yaml_off)] = "auto"
     # Keep both servers of a v1/v2 pair up and interleave their repeats; falls back to alternating restarts.
     pair_colocate: bool = True
@@ -129,8 +125,7 @@ class GridSpec(Strict):
     topk: list_of(TopK) = Field(default_factory=lambda: [1])  # type: ignore[valid-type]
     draft_tokens: Annotated[Literal["auto"] | list[int], PlainValidator(draft_tokens_value)] = "auto"
     baseline: bool = True
-    # Pinned acceptance lengths (SGLANG_SIMULATE_ACC_LEN), one config each; [] = not pinned. A list crosses
-    # every steps value; a mapping pins per steps value (`{1: [1.8], 3: [2.5]}`).
+    # Pinned SGLANG_SIMULATE_ACC_LEN values, a config each ([] = none); a list or a per-steps mapping.
     accept_lengths: (
         Annotated[list[AcceptLength], Field(max_length=64)]
         | Annotated[
@@ -173,9 +168,7 @@ class WorkloadSpec(Strict):
 
 class WarmupSpec(Strict):
     waves: int = Field(1, ge=1, le=100)
-    # A server's first point keeps warming up (whole waves) this long: early H200 windows read 15-20% slow
-    # (docs/results/2026-12-04-h200-v3-slice-intervals.md). None = the GPU's min_window_s; 0 for
-    # stand-in/external.
+    # First point's warmup floor (early H200 windows read 15-20% slow); None = by backend.
     after_start_s: float | None = Field(None, ge=0.0, le=3600.0)
 
 
@@ -189,11 +182,9 @@ class CorrectnessSpec(Strict):
     input_len: int = Field(32, ge=2, le=8192)
     output_len: int = Field(64, ge=2, le=4096)
     seed: Seed = 0
-    # Prompts whose tokens may differ (verify and decode compute in other batch shapes) before a launch fails;
-    # set from the baseline's own spread (`self_check`).
+    # Prompts whose tokens may differ (batch-shape near-ties) before a launch fails; see `self_check`.
     max_diverging_prompts: int = Field(0, ge=0, le=256)
-    # v2's token-weighted acceptance over v1's (and over the reference's) below this fails; one flipped draft
-    # moves it ~1/(prompts x verify steps).
+    # v2's token-weighted acceptance over v1's (or the reference's) below this fails.
     min_acceptance_ratio: float = Field(0.95, gt=0.0, le=1.0)
     # The baseline answers twice, batched and one at a time: the floor for max_diverging_prompts.
     self_check: bool = True
@@ -202,33 +193,26 @@ class CorrectnessSpec(Strict):
 class MeasureSpec(Strict):
     """How long a window lasts and what the run checks around its windows."""
 
-    # A window runs at least this long AND until the prompt budget is sent; None = by backend
-    # (DEFAULT_MIN_WINDOW_S).
+    # A window runs at least this long AND until the prompt budget is sent; None = by backend.
     min_window_s: float | None = Field(None, ge=0.0, le=3600.0)
     # Interleave (ABBA) each v1/v2 pair; false = one server at a time (max_parallel_starts applies to all).
     paired: bool = True
-    # Re-measure the first point at the end and store the drift (paired-measurement.md); None = on for GPU
-    # servers and pairs, off for unpaired stand-in sweeps.
+    # Re-measure the first point at the end (drift); None = on for GPU servers and pairs.
     drift_check: bool | None = None
     # |reported - pinned| accept length above this marks the repeat invalid (grid.accept_lengths).
     accept_length_tolerance: float = Field(0.15, gt=0.0, le=64.0)
     # A window whose median SM clock is below this fraction of the run's highest is flagged `throttled`.
     throttle_fraction: float = Field(0.9, gt=0.0, le=1.0)
-    # Paired points: add ABBA repeats past `repeats` until the v2/v1 95% interval is within ratio x (1 +-
-    # ratio_target), or `max_repeats`.
+    # Paired points: add ABBA repeats until the v2/v1 95% interval is within ratio x (1 +- this).
     ratio_target: float | None = Field(None, gt=0.0, lt=1.0)
     max_repeats: int | None = Field(None, ge=2, le=1000)  # None with ratio_target: 3 x repeats
     # Batch sizes below this stop at `repeats` (a PR asks about batch >= 8).
     ratio_target_min_batch: int = Field(1, ge=1, le=1_000_000)
-    # Modes measured against the baseline repeat by repeat at each batch size, walked as a chain
-    # (bench.pairing.chain); [] = off.
+    # Modes measured against the baseline repeat by repeat, walked as a chain (bench.pairing); [] = off.
     baseline_pairs: Annotated[list[SpecMode], Field(max_length=2)] = Field(default_factory=list)
-    # A run resumed on another host or GPU re-measures a point of the part before; they agree within its
-    # windows or +-part_tolerance of their median (runners/part_check.py).
+    # Resumed on another host/GPU: parts agree within +-part_tolerance (runners/part_check.py).
     part_tolerance: float = Field(0.03, gt=0.0, lt=1.0)
-    # Where the host-speed probe (bench/host/cpu_probe.py) runs: `runner` CPUs, or `server`: the CPU of the
-    # server's busiest process, ~1-3% of that core for v1 and v2 alike (docs/guide/gpu-hosts.md); not with
-    # backend: external.
+    # Where the host-speed probe runs: `runner` CPUs, or the server's busiest CPU (gpu-hosts.md).
     cpu_probe: Literal["runner", "server"] = "runner"
     # Greedy tokens and acceptance of every launch against the baseline, v1 and the reference.
     correctness: CorrectnessSpec = Field(default_factory=CorrectnessSpec)

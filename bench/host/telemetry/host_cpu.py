@@ -38,8 +38,7 @@ class CpuCounters:
 
 
 def _cpu_lines(text: str) -> dict[str, tuple[int, ...]]:
-    """The first eight fields of every `cpu` and `cpuN` line of /proc/stat by name (old kernels padded with
-    0)."""
+    """The first eight fields of each `cpu`/`cpuN` line of /proc/stat by name (old kernels padded with 0)."""
     out: dict[str, tuple[int, ...]] = {}
     for line in text.splitlines():
         parts = line.split()
@@ -88,8 +87,7 @@ def read_cpu_counters(stat_path: str = PROC_STAT, pressure_path: str = PROC_CPU_
 
 
 def cpu_shares(start: CpuCounters | None, end: CpuCounters | None) -> dict[str, float | None]:
-    """Percent of host CPU time busy and stolen between two readings, and of wall time a runnable task waited
-    (PSI)."""
+    """Percent of host CPU busy and stolen between two readings, and of wall time tasks waited (PSI)."""
     out: dict[str, float | None] = {
         "host_cpu_busy_pct": None,
         "host_cpu_steal_pct": None,
@@ -110,8 +108,7 @@ def cpu_shares(start: CpuCounters | None, end: CpuCounters | None) -> dict[str, 
 
 
 def _busy_steal(a: tuple[int, ...], b: tuple[int, ...]) -> tuple[float, float] | None:
-    """Percent of the time between two readings of one `cpu` line busy and stolen; None when no time
-    passed."""
+    """Percent of the time between two readings of one `cpu` line busy and stolen; None if none passed."""
     user, nice, system, idle, iowait, irq, softirq, steal = (y - x for x, y in zip(a, b, strict=True))
     total = user + nice + system + idle + iowait + irq + softirq + steal
     if total <= 0:

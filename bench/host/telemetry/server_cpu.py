@@ -18,8 +18,7 @@ ProcessCpu = dict[int, tuple[str, float]]
 
 
 def process_tree_cpu(pid: int) -> ProcessCpu | None:
-    """CPU seconds so far of `pid` and its descendants (SGLang's scheduler, detokenizer, tokenizer); None when
-    gone."""
+    """CPU seconds so far of `pid` and its descendants; None when `pid` is gone."""
     procs = server_processes(pid)
     return processes_cpu(procs) if procs is not None else None
 
@@ -53,8 +52,8 @@ class ProcessNow(NamedTuple):
 
 
 def processes_now(procs: Iterable[psutil.Process]) -> dict[int, ProcessNow]:
-    """CPU seconds and current CPU of each process, from one /proc/PID/stat read each (oneshot()); gone ones
-    left out."""
+    """CPU seconds and current CPU per process, one /proc/PID/stat read each (oneshot()); gone ones left
+    out."""
     out: dict[int, ProcessNow] = {}
     for proc in procs:
         try:
@@ -114,8 +113,7 @@ def busiest_pid(start: ProcessCpu | None, end: ProcessCpu | None) -> int | None:
 
 
 def busiest_so_far(start: ProcessCpu | None, now: dict[int, ProcessNow]) -> int | None:
-    """The process that used the most CPU since the window's start; before any used a tick, the most in its
-    life."""
+    """The process with the most CPU since the window's start (before any tick: the most in its life)."""
     if not now:
         return None
     used = _cpu_used(start or {}, {pid: ("", p.cpu_s) for pid, p in now.items()})  # names unused here

@@ -66,8 +66,7 @@ class WindowTelemetry:
     server_pid: int | None = None
     # The host's Python speed (bench.host.cpu_probe), shared by the run's windows; None: not measured.
     probe: CpuProbe | None = None
-    # "server": move the probe onto the busiest server process's CPU at each sample, back at stop(); "runner":
-    # stay.
+    # "server": follow the busiest server process's CPU at each sample, back at stop(); "runner": stay.
     probe_on: ProbeOn = "runner"
     readings: list[list[Reading]] = field(default_factory=list)
     load_start: float | None = None
@@ -79,8 +78,7 @@ class WindowTelemetry:
     errors: int = 0
     # pid -> the CPU it was on at each sample (the server's processes as listed at the window's start)
     server_cpus_seen: dict[int, list[int]] = field(default_factory=dict)
-    # Following the server: (monotonic time, pid -> CPU) per sample; the probe's CPUs before the window;
-    # failed moves.
+    # Following the server: (monotonic, pid -> CPU) per sample; the probe's CPUs before; failed moves.
     placements: list[tuple[float, dict[int, int]]] = field(default_factory=list)
     follow_errors: int = 0
     _server_procs: list[psutil.Process] = field(default_factory=list)  # those read at the start, sampled
@@ -107,7 +105,7 @@ class WindowTelemetry:
         self._thread.start()
 
     def _remember_probe_cpus(self) -> None:
-        """The probe's CPUs before it follows the server; it is not moved when they cannot be read (nor put
+        """The probe's CPUs before it follows the server; unreadable ones mean no move (nothing to put
         back)."""
         pid = self.probe.pid if self.probe is not None else None
         if pid is None:  # it died since the window was handed out
@@ -191,8 +189,8 @@ class WindowTelemetry:
             out.update(summarize_probe(samples))
             out["cpu_probe_on"] = "server" if self.follows_server else "runner"
             if self.follows_server:
-                # Did it follow? Its samples against the CPU of the window's busiest process (whole-window CPU
-                # time).
+                # Did it follow? Its samples against the CPU of the window's busiest process (whole-window
+                # CPU).
                 placed = [(at, cpus[busiest]) for at, cpus in self.placements if busiest in cpus]
                 out["cpu_probe_on_server_pct"] = on_cpu_pct(samples, placed)
                 out["cpu_probe_follow_errors"] = self.follow_errors
@@ -208,8 +206,7 @@ class TelemetrySource:
         self._probe = CpuProbe() if enabled else None
 
     def window(self, server_pid: int | None = None, *, cpu_probe: ProbeOn = "runner") -> WindowTelemetry:
-        """A sampler for one window; `cpu_probe="server"` follows the server's busiest CPU
-        (measure.cpu_probe)."""
+        """A sampler for one window; `cpu_probe="server"` follows the server's busiest CPU."""
         probe = self._probe if self._probe is not None and self._probe.start() else None
         return WindowTelemetry(
             self.source, self._read, server_pid=server_pid, probe=probe, probe_on=cpu_probe
