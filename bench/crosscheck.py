@@ -102,8 +102,7 @@ class WindowResult:
         source: str | None = None,
         client_cpu_s: float | None = None,
     ) -> WindowResult:
-        """A window from its figures by catalogue name (SampleMetrics' fields, bench_serving's keys
-        mapped)."""
+        """A window from its figures by catalogue name (SampleMetrics' fields)."""
         return cls(
             client=client,
             batch_size=batch_size,
@@ -204,41 +203,28 @@ def bench_serving_argv(
     output_file: Path,
     seed: int,
 ) -> list[str]:
-    return [
-        cfg.python,
-        "-m",
-        "sglang.bench_serving",
-        "--backend",
-        "sglang",
-        "--base-url",
-        cfg.base_url,
-        "--tokenizer",
-        cfg.tokenizer,
-        "--dataset-name",
-        "random",
-        "--dataset-path",
-        str(dataset_path),
-        "--random-input-len",
-        str(cfg.input_len),
-        "--random-output-len",
-        str(cfg.output_len),
-        "--random-range-ratio",
-        "1",
-        "--num-prompts",
-        str(num_prompts),
-        "--max-concurrency",
-        str(batch_size),
-        "--request-rate",
-        "inf",
-        "--warmup-requests",
-        "0",
-        "--flush-cache",
-        "--seed",
-        str(seed),
-        "--output-file",
-        str(output_file),
-        "--disable-tqdm",
-    ]
+    flags: dict[str, object] = {
+        "backend": "sglang",
+        "base-url": cfg.base_url,
+        "tokenizer": cfg.tokenizer,
+        "dataset-name": "random",
+        "dataset-path": dataset_path,
+        "random-input-len": cfg.input_len,
+        "random-output-len": cfg.output_len,
+        "random-range-ratio": 1,
+        "num-prompts": num_prompts,
+        "max-concurrency": batch_size,
+        "request-rate": "inf",
+        "warmup-requests": 0,
+        "flush-cache": None,
+        "seed": seed,
+        "output-file": output_file,
+        "disable-tqdm": None,
+    }
+    argv = [cfg.python, "-m", "sglang.bench_serving"]
+    for name, value in flags.items():
+        argv += [f"--{name}"] if value is None else [f"--{name}", str(value)]
+    return argv
 
 
 def tokenizer_json(tokenizer: str) -> Path:
@@ -321,9 +307,8 @@ def prompt_tokens_from_metrics(text: str) -> int | None:
 
 
 async def metrics_page(client: LoadClient) -> str | None:
-    """The server's `/metrics` text, or None without `--enable-metrics` (or on transport trouble). Asks for
-    identity (the client leaves bodies compressed; prometheus_client gzips), and still undoes a gzip sent
-    anyway."""
+    """The server's `/metrics` text, or None (no `--enable-metrics`, transport trouble); asks for identity
+    encoding and still undoes a gzip."""
     try:
         async with client.session.get(
             client.base_url + "/metrics", headers={"Accept-Encoding": "identity"}
