@@ -84,8 +84,7 @@ _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def _lone_surrogate(line: dict[str, Any]) -> str | None:
-    """Where a key or string of `line` holds a lone surrogate, or None (walked with a stack, not
-    recursion)."""
+    """Where a key or string of `line` holds a lone surrogate, or None (walked with a stack)."""
     stack: list[tuple[str, Any]] = [("", line)]
     while stack:
         where, value = stack.pop()

@@ -126,8 +126,7 @@ class LoadClient:
         raise RuntimeError("neither /server_info nor /get_server_info exists on this server")
 
     async def flush_cache(self, timeout_s: float = 60.0, retries: int = 5, backoff_s: float = 0.5) -> int:
-        """POST /flush_cache?timeout=`timeout_s` until 200 (a 400, still busy, backs off doubling to 8 s, up
-        to `retries` more times); returns the number of attempts."""
+        """POST /flush_cache until 200 (a busy 400 backs off, doubling to 8 s, `retries` times); attempts."""
         url = f"{self.base_url}/flush_cache"
         http_timeout = aiohttp.ClientTimeout(total=timeout_s + 30.0)
         delay = backoff_s
@@ -211,8 +210,7 @@ class LoadClient:
         return rec
 
     async def generate_once(self, payload: dict[str, Any], *, timeout_s: float = 600.0) -> Any:
-        """One non-streaming `/generate` (contract §3.2), parsed; RuntimeError on HTTP errors, refused:
-        ServerUnavailableError."""
+        """One non-streaming `/generate` (contract §3.2), parsed; RuntimeError on HTTP errors."""
         try:
             async with self.session.post(
                 self.base_url + "/generate",
@@ -249,10 +247,10 @@ class LoadClient:
         """Send every prompt with exactly `concurrency` requests in flight; with `min_duration_s` and `more`,
         go on past the prompts (prompt `i` = `more(i)`) until that long has passed, then drain.
 
-        Each worker pulls the next prompt index as its request ends. Dispatch stops early when the server
-        refuses connections, a connect times out or a request stalls; unsent prompts get records with neither
-        error nor end ("incomplete"). Returns the records in prompt order and the window duration (first send
-        to last end, s)."""
+        Each worker pulls the next index as its request ends. Dispatch stops when the server refuses, a
+        connect times out or a request stalls; unsent prompts get records with neither error nor end
+        ("incomplete"). Returns the records in prompt order and the window duration (first send to last
+        end)."""
         if concurrency < 1:
             raise ValueError(f"concurrency must be >= 1, got {concurrency}")
         n = len(prompts)
@@ -305,8 +303,7 @@ async def _read_stream(content: aiohttp.StreamReader, rec: RequestRecord, t_send
     """Consume one SSE stream into `rec`; the hot loop. SGLang's events are cumulative (bytes grow with the
     square of the output), so no event is copied: each chunk is walked with `find`, an event checked in place
     (`data:`, closing brace) and its count read from `"completion_tokens":` searched backwards (in JSON only a
-    key matches). Only the last event before `[DONE]`, or one the scan cannot read, is parsed in full with
-    orjson."""
+    key matches). Only the last event, or one the scan cannot read, is parsed with orjson."""
     perf = time.perf_counter
     key = _CT_KEY
     match_ct = _CT_VALUE.match

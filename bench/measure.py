@@ -72,11 +72,9 @@ class Window:
 @dataclass(frozen=True)
 class WindowSettings:
     """How a point's windows run and are judged: everything but the prompts and the repeat numbers.
-
-    `min_window_s`: the window runs that long at least, past the prompts with `window_prompt` variants.
-    `expected_accept_length`: the pinned acceptance (SGLANG_SIMULATE_ACC_LEN, clamped); off by more than
-    `accept_tolerance` makes the repeat `invalid`. `launch_mismatches` (requested vs resolved config) join
-    each verdict."""
+    `min_window_s`: the least window, past the prompts with `window_prompt` variants.
+    `expected_accept_length`: pinned (clamped); off by more than `accept_tolerance` is `invalid`.
+    `launch_mismatches` (requested vs resolved config) join each verdict."""
 
     batch_size: int
     warmup_waves: int
@@ -326,8 +324,7 @@ SERVER_STALL_KEY = "server_loop_stall_max_ms"
 
 
 def server_stall_ms(info: dict[str, object]) -> float | None:
-    """The server's longest loop stall since the flush: the stand-in reports it (`specbench_sim`), SGLang
-    none."""
+    """The server's longest loop stall since the flush: the stand-in's (`specbench_sim`); SGLang: None."""
     sim = info.get("specbench_sim")
     value = sim.get("loop_stall_max_ms") if isinstance(sim, dict) else None
     if isinstance(value, bool) or not isinstance(value, int | float) or not value >= 0:

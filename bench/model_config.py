@@ -29,8 +29,7 @@ class ShardError(ValueError):
 
 
 def model_config_problem(model: str | Path | None) -> str | None:
-    """Why a local config.json is no readable JSON object (FIFO, device, huge, too deep); None: fine or
-    absent."""
+    """Why a local config.json is no readable JSON object (FIFO, device, huge, deep), or None."""
     if not model:
         return None
     path = Path(model).expanduser() / CONFIG_FILE

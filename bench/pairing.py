@@ -37,9 +37,8 @@ def abba_order(repeats: int) -> list[tuple[int, Side]]:
 
 
 def paired_repeats(a: Mapping[int, int | None], b: Mapping[int, int | None]) -> list[int]:
-    """The repeats both sides hold from one invocation (repeat -> invocation, None before invocations were
-    recorded): a resumed run's window from an earlier invocation ran on another server or host, so is no
-    pair."""
+    """The repeats both sides hold from one invocation (repeat -> invocation; None: before they were
+    recorded): windows of different invocations ran on other servers, so pair with nothing."""
     return sorted(r for r in set(a) & set(b) if a[r] == b[r])
 
 
@@ -248,8 +247,7 @@ def part_of(parts: Sequence[PartRecord], invocation: int | None) -> int | None:
 
 
 def part_groups(parts: Sequence[PartRecord]) -> dict[int, int]:
-    """part -> first part of its group: same host and GPU, or an agreeing drift check, joins the part
-    before."""
+    """part -> first part of its group: the same host and GPU or an agreeing drift check joins the last."""
     groups: dict[int, int] = {}
     before: PartRecord | None = None
     for p in sorted(parts, key=lambda p: p.part):

@@ -67,8 +67,7 @@ def vcs_commit(name: str) -> str | None:
 
 
 def flash_mla_source() -> str:
-    """FlashMLA's package: sgl_kernel.flash_mla (0.5.13.x) or sgl-flash-mla, from file lists, no CUDA
-    import."""
+    """FlashMLA's package: sgl_kernel.flash_mla (0.5.13.x) or sgl-flash-mla, from file lists."""
     version = package_version(_FLASH_MLA_DIST)
     if version != NONE:
         return f"{_FLASH_MLA_DIST} {version}"
@@ -168,9 +167,8 @@ def _specbench_version() -> str:
 
 
 def model_info(model_path: str) -> Provenance:
-    """Identity of a model: a local directory gets architectures + a content hash (config.json, the
-    safetensors index, weight file names and sizes; a synthetic checkpoint adds its weights hash), anything
-    else is an id."""
+    """Identity of a model: a local directory gets architectures + a content hash (config, index, weight names
+    and sizes, a synthetic checkpoint's weights hash); anything else is an id."""
     path = Path(model_path).expanduser()
     config_file = path / "config.json"
     if not (path.is_dir() and config_file.is_file()):

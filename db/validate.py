@@ -182,8 +182,7 @@ def _with_domain(check: Callable[[Any], str | None], table: str, column: str, va
 
 
 def check_row(model: type[Base], values: Mapping[str, Any], where: str, *, skip: Iterable[str] = ()) -> None:
-    """Raise RowProblem for the first value `model`'s table cannot store (absent and `skip` columns
-    unchecked)."""
+    """Raise RowProblem for the first value `model`'s table cannot store (absent, `skip` unchecked)."""
     table = model.__table__
     assert isinstance(table, Table)
     for name, check in _checkers(table, frozenset(skip)):

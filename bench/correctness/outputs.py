@@ -79,8 +79,7 @@ class LaunchOutputs:
 
 @dataclass(frozen=True)
 class ReferenceOutputs:
-    """The pure-torch reference: greedy tokens and, per step count, chain drafting's per-request accept
-    lengths."""
+    """The pure-torch reference: greedy tokens and, per step count, chain drafting's accept lengths."""
 
     prompts_digest: str
     tokens: list[list[int]]

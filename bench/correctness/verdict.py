@@ -83,8 +83,7 @@ def unusable(launch: LaunchOutputs) -> str | None:
 
 
 def self_divergence(baseline: LaunchOutputs) -> tuple[int, tuple[int, int] | None] | None:
-    """(prompts differing between the baseline's two passes, the first such position), or None without pass
-    2."""
+    """(prompts differing between the baseline's two passes, the first such position), or None."""
     if len(baseline.passes) < 2 or baseline.passes[1].errors:
         return None
     divs = divergences(_tokens(baseline.passes[0]), _tokens(baseline.passes[1]))

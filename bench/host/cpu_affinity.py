@@ -146,9 +146,8 @@ class TreePin:
 
 
 def pin_tree(pid: int, cpus: Sequence[int]) -> TreePin:
-    """Pin every thread of `pid` and its descendants to `cpus` and read each back (a thread started before, or
-    one setting its own, would run anywhere). Ended ones are skipped; AffinityError when `pid` is gone or
-    refused."""
+    """Pin every thread of `pid` and its descendants to `cpus` and read each back; ended ones are skipped,
+    AffinityError when `pid` is gone or refused."""
     wanted = frozenset(cpus)
     try:
         procs = process_tree(pid)
@@ -205,8 +204,7 @@ def _name(proc: psutil.Process) -> str:
 
 @contextlib.contextmanager
 def pinned_runner(cpus: Sequence[int], what: str = "--client-cpus") -> Iterator[RunnerPin]:
-    """Pin this process (every thread, so every thread it starts) to `cpus` for the block, then restore
-    each."""
+    """Pin this process (every thread, so every thread it starts) to `cpus` for the block, then restore."""
     global _runner_pin
     check_allowed(cpus, what)
     wanted = frozenset(cpus)

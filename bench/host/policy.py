@@ -119,8 +119,7 @@ class HostPolicy:
         trust_remote_code: bool = False,
         hub_downloads: bool = False,
     ) -> HostPolicy:
-        """The operator's settings, checked: names are words, paths executable, directories exist
-        (resolved)."""
+        """The operator's settings, checked: names are words, paths executable, directories exist."""
         problems: list[str] = []
         checked: dict[str, str] = {}
         for name, path in (pythons or {}).items():
@@ -155,8 +154,7 @@ class HostPolicy:
     # ---- one value at a time ------------------------------------------------------------------------------
 
     def interpreter(self, python: str | None) -> str | None:
-        """The interpreter for a server: the sweep's path (author) or the operator's for its name; None:
-        ours."""
+        """The interpreter for a server: the sweep's path (author) or the operator's (worker); None: ours."""
         if python is None or not self.confined:
             return python
         problem = interpreter_name_problem(python)

@@ -95,8 +95,8 @@ def group_alive(pgid: int) -> bool:
 
 
 def stat_fields(stat: str) -> list[str]:
-    """The fields of a /proc stat line after the command name (state ppid pgrp ...: proc(5)'s field N at index
-    N - 3), split after the last ')' since the name may hold spaces or parentheses."""
+    """The fields of a /proc stat line after the command name (proc(5)'s field N at index N - 3), split after
+    the last ')' since the name may hold spaces or parentheses."""
     return stat[stat.rfind(")") + 2 :].split()
 
 
@@ -116,8 +116,7 @@ def proc_stats(proc_dir: Path = Path("/proc")) -> Iterator[tuple[int, list[str]]
 
 
 def current_cpu(stat_path: str = "/proc/thread-self/stat") -> int | None:
-    """The CPU the calling thread (or another stat file's task) last ran on, or None; standard library
-    only."""
+    """The CPU the calling thread (or a stat file's task) last ran on, or None; standard library only."""
     try:
         with open(stat_path, encoding="ascii") as f:
             return int(stat_fields(f.read())[STAT_PROCESSOR])

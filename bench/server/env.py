@@ -204,8 +204,7 @@ def _never(name: str) -> bool:
 
 
 def host_base(host: Mapping[str, str], *, hub_downloads: bool = False) -> dict[str, str]:
-    """The host variables every server gets (basics, GPU stack, the operator's); HF_TOKEN with hub
-    downloads."""
+    """The host variables every server gets (basics, GPU stack, operator's); HF_TOKEN with downloads."""
     extra = {n.strip() for n in host.get(PASS_SETTING, "").split(",") if n.strip()}
     if hub_downloads:
         extra.add(HUB_TOKEN)

@@ -15,9 +15,8 @@ from bench.host.processes import describe_exit, log_tail_of, terminate_group
 
 
 class LaunchError(RuntimeError):
-    """The server could not be started or reached; the message carries the exit code and log tail.
-    `known_bug`: the known SGLang bug it was identified as (bench.server.known_bugs), whose line opens the
-    message."""
+    """The server could not be started or reached (exit code and log tail in the message); `known_bug`: the
+    known SGLang bug identified, whose line opens the message."""
 
     def __init__(
         self,
@@ -59,8 +58,7 @@ def http_get(url: str, timeout_s: float) -> tuple[int, bytes]:
 
 
 def wait_healthy(proc: subprocess.Popen[bytes], base_url: str, log_path: Path, timeout_s: float) -> None:
-    """Poll `/health` until 200 (start-up only: contract §6.9); raise with the log tail if the server exits or
-    time runs out (then it is killed)."""
+    """Poll `/health` until 200 (start-up only: contract §6.9); raise with the log tail on exit or timeout."""
     deadline = time.monotonic() + timeout_s
     delay = 0.05
     while True:

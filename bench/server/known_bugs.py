@@ -65,9 +65,8 @@ class KnownBug:
         steps: int | None = None,
         patch: str | None = None,
     ) -> bool:
-        """Whether a server of this release, backend, spec mode and step count takes the path (`steps` None:
-        unknown, no reason to rule out; `patch`: the specbench patch it carries). Raises ValueError for an
-        unreadable version."""
+        """Whether a server of this release, backend, mode, steps (None: unknown) and patch takes the path;
+        ValueError for an unreadable version."""
         release = release3(
             version
         )  # read even for an open bug: an unreadable version is the caller's to hear

@@ -444,9 +444,8 @@ def plan_launch(
     log_dir: str | Path = "logs/servers",
     policy: HostPolicy | None = None,
 ) -> LaunchPlan:
-    """The argv and environment of one launch (what `launch` starts and `run --dry-run` prints). `policy`: may
-    SGLang run a checkpoint's code and reach the hub (default: neither). Raises LaunchError listing every
-    problem."""
+    """The argv and environment of one launch (`launch` starts it, `run --dry-run` prints it); `policy`:
+    remote code and hub access (default: neither). LaunchError lists every problem."""
     if spec.backend == "external":
         raise LaunchError("backend external launches nothing")
     policy = policy or HostPolicy.author()

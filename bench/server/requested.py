@@ -20,8 +20,7 @@ def _norm_algorithm(name: Any) -> str | None:
 def compare_requested(
     config: ServerConfig, info: dict[str, Any], resolved: ResolvedMode, version: str
 ) -> list[str]:
-    """What differs between the config asked for and `/server_info` ([] if nothing); SGLang's aliases are no
-    mismatch."""
+    """What differs between the config asked for and `/server_info`; SGLang's aliases are no mismatch."""
     out: list[str] = []
     reported = info.get("version")
     if reported and str(reported) != version:

@@ -117,8 +117,7 @@ def fused_shared_slot_drawn(version: str) -> bool:
 
 
 def launch_settings(version: str, mode: SpecMode | None) -> tuple[list[str], dict[str, str]]:
-    """Flags and env selecting `mode`: the flag always, the env var too up to 0.5.13 (from 0.5.14 it
-    warns)."""
+    """Flags and env selecting `mode`: the flag always, the env var up to 0.5.13 (later it only warns)."""
     if mode is None:  # no speculative decoding: nothing to choose
         return [], {}
     if mode not in ("v1", "v2"):

@@ -173,9 +173,8 @@ class WarmupSpec(Strict):
 
 
 class CorrectnessSpec(Strict):
-    """The correctness check every launched server gets (docs/reference/correctness-gate.md): seeded greedy
-    prompts before its windows; a speculative launch must reproduce the baseline's tokens and v2's acceptance
-    match v1's."""
+    """The correctness check every launch gets (correctness-gate.md): seeded greedy prompts before its
+    windows; spec launches must match the baseline's tokens and v2's acceptance v1's."""
 
     enabled: bool = True
     prompts: int = Field(16, ge=1, le=256)

@@ -52,8 +52,7 @@ class ProcessNow(NamedTuple):
 
 
 def processes_now(procs: Iterable[psutil.Process]) -> dict[int, ProcessNow]:
-    """CPU seconds and current CPU per process, one /proc/PID/stat read each (oneshot()); gone ones left
-    out."""
+    """CPU seconds and current CPU per process, one /proc/PID/stat read each; gone ones left out."""
     out: dict[int, ProcessNow] = {}
     for proc in procs:
         try:

@@ -105,8 +105,7 @@ class WindowTelemetry:
         self._thread.start()
 
     def _remember_probe_cpus(self) -> None:
-        """The probe's CPUs before it follows the server; unreadable ones mean no move (nothing to put
-        back)."""
+        """The probe's CPUs before it follows the server; unreadable: no move, as none could be undone."""
         pid = self.probe.pid if self.probe is not None else None
         if pid is None:  # it died since the window was handed out
             self.follow_errors += 1
@@ -137,9 +136,8 @@ class WindowTelemetry:
                 return
 
     def _follow(self, now: dict[int, ProcessNow], cpus: dict[int, int], moved_to: int | None) -> int | None:
-        """Move the probe onto the CPU the busiest server process (since the window's start) is on now, at
-        every sample (the kernel may move the scheduler); only a change costs a system call. Returns the
-        probe's CPU."""
+        """Move the probe onto the busiest server process's CPU at every sample (the kernel moves the
+        scheduler); only a change costs a system call. Returns the probe's CPU."""
         assert self._probe_home is not None
         busiest = busiest_so_far(self.server_start, now)
         cpu = cpus.get(busiest) if busiest is not None else None
