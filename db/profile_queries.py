@@ -18,16 +18,8 @@ PAIR_KEYS = (
 def runs_with_profiles(engine: Engine) -> list[dict[str, Any]]:
     stmt = (
         select(
-            Run.id,
-            Run.sweep_name,
-            Run.started_at,
-            Run.label,
-            Run.simulated,
-            Run.trigger,
-            Run.gpu_name,
-            Run.gpu_count,
-            Run.sglang_version,
-            Run.sglang_commit,
+            *(getattr(Run, c) for c in ("id", "sweep_name", "started_at", "label", "simulated", "trigger")),
+            *(getattr(Run, c) for c in ("gpu_name", "gpu_count", "sglang_version", "sglang_commit")),
         )
         .where(Run.id.in_(select(Profile.run_id).distinct()))
         .order_by(Run.id.desc())

@@ -11,26 +11,23 @@ from sqlalchemy import Engine, case, func, select
 from db.models import Job, Point, Schedule, ServerInstance, Worker
 
 ACTIVE = ("claimed", "running")
-_JOB_COLUMNS = (
-    Job.id,
-    Job.status,
-    Job.sweep_name,
-    Job.label,
-    Job.trigger,
-    Job.priority,
-    Job.requires,
-    Job.attempts,
-    Job.max_attempts,
-    Job.worker_id,
-    Job.run_id,
-    Job.schedule_id,
-    Job.fire_time,
-    Job.created_at,
-    Job.started_at,
-    Job.finished_at,
-    Job.lease_expires_at,
-    Job.not_before,
-    Job.last_error,
+_JOB_COLUMNS = tuple(
+    getattr(Job, c)
+    for c in (
+        *(
+            "id",
+            "status",
+            "sweep_name",
+            "label",
+            "trigger",
+            "priority",
+            "requires",
+            "attempts",
+            "max_attempts",
+        ),
+        *("worker_id", "run_id", "schedule_id", "fire_time", "created_at", "started_at", "finished_at"),
+        *("lease_expires_at", "not_before", "last_error"),
+    )
 )
 
 
@@ -77,6 +74,12 @@ def failed_jobs(engine: Engine, *, limit: int = 50) -> list[dict[str, Any]]:
         return [dict(r) for r in conn.execute(stmt).mappings()]
 
 
+_WORKER_COLUMNS = (
+    *("id", "host", "pid", "gpu_name", "gpu_count", "labels", "status", "current_job_id", "started_at"),
+    "last_heartbeat",
+)
+
+
 def workers(
     engine: Engine,
     *,
@@ -89,16 +92,7 @@ def workers(
     cutoff = now - stopped_within
     stmt = (
         select(
-            Worker.id,
-            Worker.host,
-            Worker.pid,
-            Worker.gpu_name,
-            Worker.gpu_count,
-            Worker.labels,
-            Worker.status,
-            Worker.current_job_id,
-            Worker.started_at,
-            Worker.last_heartbeat,
+            *(getattr(Worker, c) for c in _WORKER_COLUMNS),
             Job.sweep_name.label("current_sweep"),
             Job.run_id.label("current_run_id"),
         )
@@ -143,17 +137,7 @@ def run_failures(engine: Engine, run_id: int) -> list[dict[str, Any]]:
 
 def schedules(engine: Engine) -> list[dict[str, Any]]:
     """Every schedule as stored (its sweep's text too, for its name), oldest first."""
-    stmt = select(
-        Schedule.id,
-        Schedule.cron,
-        Schedule.sweep_path,
-        Schedule.sweep_yaml,
-        Schedule.label,
-        Schedule.requires,
-        Schedule.priority,
-        Schedule.enabled,
-        Schedule.last_fire_time,
-        Schedule.broken,
-    ).order_by(Schedule.id)
+    names = ("id", "cron", "sweep_path", "sweep_yaml", "label", "requires", "priority", "enabled")
+    stmt = select(*(getattr(Schedule, c) for c in (*names, "last_fire_time", "broken"))).order_by(Schedule.id)
     with engine.connect() as conn:
         return [dict(r) for r in conn.execute(stmt).mappings()]

@@ -19,18 +19,7 @@ TRIAGE_STATES: tuple[str, ...] = ("open", "acknowledged", "dismissed")
 def triage_for(
     engine: Engine, fingerprints: Sequence[str] | None = None, metric: str | None = None
 ) -> pd.DataFrame:
-    stmt = select(
-        Triage.id,
-        Triage.fingerprint,
-        Triage.metric,
-        Triage.run_id,
-        Triage.kind,
-        Triage.state,
-        Triage.note,
-        Triage.magnitude,
-        Triage.created_at,
-        Triage.updated_at,
-    ).order_by(Triage.id)
+    stmt = select(Triage.__table__).order_by(Triage.id)
     if fingerprints is not None:
         fps = list(fingerprints)
         if not fps:
