@@ -333,7 +333,7 @@ async def _read_stream(content: aiohttp.StreamReader, rec: RequestRecord, t_send
         for buf, pos in segments:
             end = len(buf) - 1
             scan = pos
-            # One-byte find is memchr (10x a two-byte needle); events hold no raw newline, so a newline
+            # One-byte find is memchr (10x a two-byte needle); events hold no raw newline: a newline
             # separates.
             while 0 <= (j := buf.find(10, scan)) < end:  # 10: "\n"
                 if buf[j + 1] != 10:

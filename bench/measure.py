@@ -47,8 +47,8 @@ def gc_paused() -> Iterator[None]:
 
 # p99 TTFT above this multiple of the median marks a repeat unstable...
 UNSTABLE_TTFT_RATIO = 10.0
-# ...unless the tail (p99 - median) is within this many x the host's longest client and server stalls in that
-# window (docs/reference/point-status.md#host-load).
+# ...unless the tail (p99 - median) is within this many x the longest client and server stalls in that window
+# (docs/reference/point-status.md#host-load).
 HOST_STALL_MULTIPLE = 3.0
 
 

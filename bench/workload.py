@@ -22,8 +22,7 @@ from bench.sweep import MAX_TOKENS, WorkloadSpec
 FIRST_RANDOM_ID = 2
 # Problems listed at once for a bad file before giving up; enough to spot a pattern, not a wall of text.
 _MAX_REPORTED_PROBLEMS = 10
-# A workload file is read whole: at most this much (ShareGPT as JSONL is ~600 MB); /dev/zero is refused
-# unread.
+# A workload file is read whole: at most this much (ShareGPT as JSONL is ~600 MB).
 MAX_WORKLOAD_BYTES = 1 << 30
 
 

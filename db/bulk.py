@@ -52,8 +52,8 @@ class BulkWriter:
         """`tables`: table name -> column name -> values (columns of one table have the same length)."""
         with self.engine.begin() as conn:
             if self.dialect.name == "sqlite":
-                # 256 MiB of page cache: fingerprint-order index inserts touch pages all over the file. A
-                # constant pragma.
+                # 256 MiB page cache: fingerprint-order index inserts touch pages all over the file (constant
+                # pragma).
                 conn.exec_driver_sql("PRAGMA cache_size = -262144")
             for name, table in _TABLES:
                 data = tables.get(name) or {}

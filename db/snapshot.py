@@ -148,8 +148,7 @@ def _backup(src: Path, tmp: Path, dest: Path) -> None:
     try:
         source.execute("PRAGMA query_only=ON")
         with contextlib.closing(sqlite3.connect(tmp)) as target:
-            # pages=-1: all pages in one step, one read transaction (a stepped backup restarts on every
-            # write).
+            # pages=-1: all pages in one step and read transaction (a stepped backup restarts on every write).
             source.backup(target, pages=-1)
     except sqlite3.DatabaseError as e:
         if getattr(e, "sqlite_errorname", None) in _WRITE_ERRORS:

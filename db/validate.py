@@ -27,8 +27,7 @@ MAX_FLOAT = 1e15
 MAX_JSON_CHARS = 16 * 2**20
 # Integers that may be negative: a server's exit code (-9: SIGKILL); every other counts or is an id.
 SIGNED_INTEGERS = frozenset({"exit_code"})
-# Floats that may be negative: interval bounds and a triage's relative change; a new column is non-negative
-# until listed here.
+# Floats that may be negative (interval bounds, a triage's change); a new column is non-negative until listed.
 SIGNED_FLOATS = frozenset({"output_throughput_ci_low", "output_throughput_ci_high", "magnitude"})
 # The statuses the code writes and reads (runners/store.py, bench.results.STATUS_SEVERITY): nothing else.
 STATUSES: dict[str, frozenset[str]] = {

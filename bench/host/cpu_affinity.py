@@ -213,8 +213,7 @@ def pinned_runner(cpus: Sequence[int], what: str = "--client-cpus") -> Iterator[
     saved: dict[int, frozenset[int]] = {}
     previous = _runner_pin
     try:
-        # A thread started during the first pass inherits from an unpinned creator: pass until the list stops
-        # growing.
+        # A thread started during the first pass inherits from an unpinned creator: repeat until none is new.
         for _ in range(5):
             fresh = [tid for tid in _own_threads(me) if tid not in saved]
             if not fresh:

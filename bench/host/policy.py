@@ -202,8 +202,7 @@ class HostPolicy:
     def _check_under(
         self, value: str, where: str, roots: tuple[str, ...], option: str, alternative: str | None
     ) -> None:
-        # Decided on the path's text and resolved prefix alone: the same message whether the file exists or
-        # not.
+        # Decided on the path's text and resolved prefix alone: the same message whether it exists or not.
         real = os.path.realpath(value) if os.path.isabs(value) else None
         if real is not None and _inside(real, roots):
             return

@@ -211,8 +211,7 @@ def reap_orphans(folder: Path | None = None) -> list[int]:
         owner, pgid = int(rec["owner_pid"]), int(rec["server_pgid"])
         if _is(owner, rec.get("owner_start")):
             continue  # its launcher still runs and stops it itself
-        # A group id stays reserved while any member lives; a live leader's start time proves it is the same
-        # server.
+        # A group id stays reserved while a member lives; a live leader's start time proves the same server.
         leader_same = _is(pgid, rec.get("server_start"))
         if group_alive(pgid) and (leader_same or start_time(pgid) is None):
             _kill_group(pgid, 0.0)

@@ -106,10 +106,9 @@ FLASHMLA_DRAFT_EXTEND_V2 = KnownBug(
 
 # Open in 0.5.12 to 0.5.23 (contract §1.10, correctness-gate.md): FlashMLA's draft decode attends with the
 # committed `seq_lens`, which the draft loop never advances, so step i sees neither this cycle's earlier
-# drafts nor its own KV; triton gives step i the prefix and i + 1 draft slots. Verify is unaffected: tokens
-# stay right, acceptance falls. min_steps 2 (one step runs no draft decode); the mirror checkpoint shows it
-# from 3 (docs/results/2026-12-05-h100-correctness-gate.md: 3.05 tokens per verify against the reference's
-# 4.00).
+# drafts nor its own KV; triton gives step i the prefix and i + 1 draft slots. Verify is unaffected: right
+# tokens, lower acceptance. min_steps 2 (one step runs no draft decode); mirror shows it from 3 steps
+# (docs/results/2026-12-05-h100-correctness-gate.md: 3.05 tokens per verify against the reference's 4.00).
 FLASHMLA_DRAFT_DECODE_CONTEXT = KnownBug(
     key="flashmla-draft-decode-context",
     attention_backends=frozenset({"flashmla"}),

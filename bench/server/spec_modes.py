@@ -99,7 +99,7 @@ def env_var_status(version: str) -> Literal["honoured", "removed_warns", "ignore
     return "ignored"
 
 
-# Balanced routing for dummy weights (contract §1.6): 0.5.13+ only, two exclusive switches; 0.5.13-0.5.15 also
+# Balanced routing for dummy weights (contract §1.6): 0.5.13+, two exclusive switches; 0.5.13-0.5.15 also
 # overwrite a fused shared expert's slot.
 ENV_UNIFORM_EXPERTS = "SGLANG_SIMULATE_UNIFORM_EXPERTS"
 ENV_ROUND_ROBIN_EXPERTS = "SGLANG_SIMULATE_ROUND_ROBIN_EXPERTS"
@@ -254,8 +254,7 @@ def resolve_mode(version: str, server_info: dict[str, Any], log_text: str | None
         mode: SpecMode = log_mode
         source = "log line only"
     else:
-        # 0.5.12: v1 iff EAGLE family and no overlap (others are forced non-overlap); >= 0.5.13: the flag
-        # decides.
+        # 0.5.12: v1 iff EAGLE family and no overlap (others forced non-overlap); >= 0.5.13: the flag.
         mode = "v1" if disable_overlap else "v2"
 
     worker = _worker(version, algorithm, mode, multi_layer)

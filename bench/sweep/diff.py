@@ -83,8 +83,7 @@ def _mapping_list(value: Any) -> bool:
 
 
 def _same(old: Any, new: Any) -> bool:
-    # `True == 1` in Python, but a flag's `1` and `true` differ, so bool is its own type; `10` and `10.0`
-    # match.
+    # `True == 1`, but a flag's `1` and `true` differ: bool is its own type; `10` and `10.0` match.
     if isinstance(old, list | tuple) and isinstance(new, list | tuple):
         return len(old) == len(new) and all(_same(a, b) for a, b in zip(old, new, strict=True))
     return isinstance(old, bool) == isinstance(new, bool) and old == new

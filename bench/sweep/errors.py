@@ -35,8 +35,7 @@ def dotted_path(parts: list[Any]) -> str:
     return ".".join(str(p) for p in parts if not isinstance(p, int))
 
 
-# pydantic names the union branch in an error; one mapping for `workload` wants its own errors, not "not a
-# list".
+# pydantic names the union branch in an error; one `workload` mapping wants its own errors.
 _UNION_BRANCHES = {
     "WorkloadSpec": "one workload",
     "list[WorkloadSpec]": "a list of workloads",

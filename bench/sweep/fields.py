@@ -144,8 +144,7 @@ def arg_value(v: Any) -> ArgValue:
 
 
 def _env_scalar(v: Any) -> str:
-    # YAML makes `SGLANG_SIMULATE_ACC_LEN: 2.5` a float; the environment holds strings. null or a mapping is
-    # wrong.
+    # YAML makes `SGLANG_SIMULATE_ACC_LEN: 2.5` a float; the env holds strings; null or a mapping is wrong.
     try:
         return as_env_value(v)
     except ServerEnvError as e:

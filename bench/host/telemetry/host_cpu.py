@@ -32,8 +32,7 @@ class CpuCounters:
     pressure_some_us: (
         int | None
     )  # PSI "some" total: time in which at least one runnable task waited for a CPU
-    # Per CPU too: steal on the one CPU running the scheduler can be several percent, a fraction of the
-    # host's.
+    # Per CPU too: steal on the scheduler's one CPU can be several percent, a fraction of the host's.
     per_cpu: dict[str, tuple[int, ...]] | None = None
 
 

@@ -187,8 +187,7 @@ class WindowTelemetry:
             out.update(summarize_probe(samples))
             out["cpu_probe_on"] = "server" if self.follows_server else "runner"
             if self.follows_server:
-                # Did it follow? Its samples against the CPU of the window's busiest process (whole-window
-                # CPU).
+                # Did it follow? Samples against the CPU of the window's busiest process (whole-window CPU).
                 placed = [(at, cpus[busiest]) for at, cpus in self.placements if busiest in cpus]
                 out["cpu_probe_on_server_pct"] = on_cpu_pct(samples, placed)
                 out["cpu_probe_follow_errors"] = self.follow_errors
