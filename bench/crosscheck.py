@@ -155,7 +155,7 @@ class Comparison:
         return out
 
     def ratio_interval(self, key: str, confidence: float = 0.95) -> RatioInterval | None:
-        """specbench / bench_serving for `key` with a paired interval over neighbouring windows (>= 2 pairs)."""
+        """specbench / bench_serving for `key`, paired over neighbouring windows (>= 2 pairs)."""
         pairs = [(a, b) for a, b in self.pairs() if getattr(a, key) and getattr(b, key)]
         if len(pairs) < 2:
             return None

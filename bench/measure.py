@@ -95,7 +95,7 @@ class WindowSettings:
 async def measure_point(
     client: LoadClient, prompts: Sequence[Prompt], repeats: Iterable[int], settings: WindowSettings
 ) -> AsyncIterator[SampleResult]:
-    """Yield one `SampleResult` per repeat number in `repeats` (e.g. `range(3)`, or the ones still missing)."""
+    """One `SampleResult` per repeat number in `repeats` (`range(3)`, or the ones still missing)."""
     async for result, _ in measure_windows(client, prompts, repeats, settings):
         yield result
 

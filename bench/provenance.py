@@ -294,7 +294,7 @@ def collect_provenance(
         if sim is not None:
             prov["simulated"] = True
             if isinstance(sim, Mapping):
-                # The GPUs the stand-in emulates (one per TP rank), apart from the host's own (gpu_name/count).
+                # The GPUs the stand-in emulates (one per TP rank), apart from the host's (gpu_name/count).
                 prov["sim_gpu_name"] = _str_or_none(sim.get("gpu_name"))
                 count = sim.get("gpu_count")
                 prov["sim_gpu_count"] = (

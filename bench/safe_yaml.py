@@ -32,7 +32,7 @@ class _Loader(_BaseLoader):  # type: ignore[misc]
         seen: dict[Any, int] = {}
         for key_node, _ in node.value:
             if not isinstance(key_node, ScalarNode) or key_node.tag == "tag:yaml.org,2002:merge":
-                continue  # non-scalar keys fail later as unhashable; merge keys (<<) may repeat keys on purpose
+                continue  # non-scalar keys fail later as unhashable; merge keys (<<) may repeat keys
             key = self.construct_object(key_node, deep=True)
             line = key_node.start_mark.line + 1
             if key in seen:

@@ -116,7 +116,7 @@ class CpuProbe:
 
     @property
     def pid(self) -> int | None:
-        """The child's pid while it runs (bench.host.telemetry moves it onto the server's CPU); None otherwise."""
+        """The child's pid while it runs (telemetry moves it onto the server's CPU); None otherwise."""
         proc = self._proc
         return proc.pid if proc is not None and proc.poll() is None else None
 
@@ -142,7 +142,7 @@ class CpuProbe:
             self._reader.join(timeout=5)
 
 
-# The child's program: the project's root on sys.path unless already there (an installed specbench), then _loop.
+# The child's program: the project root on sys.path unless there (installed specbench), then _loop.
 _CHILD = """\
 import sys
 if sys.argv[1] not in sys.path:

@@ -76,7 +76,7 @@ KNOWN_PASSTHROUGH: frozenset[str] = frozenset(
 # Flags making SGLang run a checkpoint's own Python: the host's decision, never a job's (issue 35 §1).
 HOST_ONLY_FLAGS: dict[str, str] = {"trust-remote-code": "--trust-remote-code"}
 
-# Pass-through flags whose value is a file or directory: one string, checked like `model` (bench/host/policy.py).
+# Pass-through flags whose value is a path: one string, checked like `model` (bench/host/policy.py).
 PATH_FLAGS: frozenset[str] = frozenset({"tokenizer-path"})
 
 

@@ -1,4 +1,4 @@
-"""Talking to a starting or started server over HTTP: readiness (`/health`) and what it runs (`/server_info`)."""
+"""Talking to a starting or started server over HTTP: readiness (`/health`) and what it runs."""
 
 from __future__ import annotations
 

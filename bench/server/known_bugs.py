@@ -143,7 +143,7 @@ class KnownFailure:
 
 
 def carries(patch: str | None, name: str) -> bool:
-    """Whether a server's patch state (bench/server/sglang_patch.py) says it carries patch `name`, unchanged."""
+    """Whether a server's patch state (bench/server/sglang_patch.py) is patch `name`, unchanged."""
     return (
         patch is not None
         and (patch == name or patch.startswith(f"{name} ("))

@@ -378,7 +378,7 @@ _SIGNATURE_BYTES = 256 * 1024
 
 
 def _known_failure(err: LaunchError, version: str, config: ServerConfig) -> LaunchError | None:
-    """`err` named as the known SGLang bug its log shows (bench.server.known_bugs), or None when it shows none."""
+    """`err` named as the known SGLang bug its log shows (bench.server.known_bugs), or None."""
     found = identify_failure(
         version, config.attention_backend, config.spec_mode, _log_end(err.log_path), steps=config.steps
     )

@@ -64,7 +64,7 @@ def parse_version(version: str) -> tuple[int, ...]:
 
 
 def release3(version: str) -> tuple[int, int, int]:
-    """The first three release numbers, the level at which SGLang's rules change: '0.5.13.post1' -> (0, 5, 13)."""
+    """The first three release numbers, where SGLang's rules change: '0.5.13.post1' -> (0, 5, 13)."""
     r = (*parse_version(version), 0, 0, 0)
     return (r[0], r[1], r[2])
 

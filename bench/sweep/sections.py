@@ -48,7 +48,7 @@ SIM_COUNTED_FAULTS = ("crash_after", "stall_after", "malformed_after", "hiccup_a
 
 
 class SimSettings(Strict):
-    """Knobs of the stand-in server (`backend: sim`); the launcher passes them as SPECBENCH_SIM_* variables."""
+    """Knobs of the stand-in (`backend: sim`), passed as SPECBENCH_SIM_* variables."""
 
     version: str = DEFAULT_VERSION
     acceptance_rate: float = Field(0.7, ge=0.0, le=1.0)

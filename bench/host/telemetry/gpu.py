@@ -26,7 +26,7 @@ class Reading(NamedTuple):
 ReadFn = Callable[[], list[Reading]]
 
 _SMI_BASIC = "clocks.sm,power.draw,temperature.gpu"
-# Drivers before 535 name the last field clocks_throttle_reasons.active; the reader falls back to the basic set.
+# Drivers before 535 call the last field clocks_throttle_reasons.active; then the basic set is read.
 _SMI_FULL = _SMI_BASIC + ",clocks.mem,utilization.gpu,clocks_event_reasons.active"
 
 # NVML's nvmlClocksEventReason bits (nvml.h), by the names the summary uses.

@@ -89,7 +89,7 @@ def server_cpu_shares(start: ProcessCpu | None, end: ProcessCpu | None, wall_s: 
 
 
 def _cpu_used(start: ProcessCpu, end: ProcessCpu) -> ProcessCpu:
-    """pid -> (name, CPU seconds used between the two readings); a process new since `start` counts from zero."""
+    """pid -> (name, CPU seconds between the two readings); a process new since `start` counts from zero."""
     return {pid: (name, cpu - start.get(pid, (name, 0.0))[1]) for pid, (name, cpu) in end.items()}
 
 
