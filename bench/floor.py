@@ -1,21 +1,10 @@
 """The physical floor of a point: the bytes one decode step (or speculative cycle) must read from GPU memory,
-over the GPU's memory bandwidth. Pure: a model config, a GPU name and the point's shape in, a time out.
-
-* a **decode step** runs `batch` tokens through every layer: weights as stored (FP8 + float32 block scales
-where block-quantised; router, embedding, LM head and NextN's `eh_proj` bf16), the experts touched, every
-request's KV cache of every layer, and the LM head once; * a **speculative cycle** (EAGLE/NextN, topk 1) is
-`steps` passes of `batch` tokens through the NextN layer and its head, plus the verify of `batch x
-draft_tokens` tokens through the target, KV cache and head once.
-
-Experts: balanced routing touches in expectation E·(1 − (1 − k/E)^n) of E routed experts for n tokens, plus
-the shared ones, exact for SGLANG_SIMULATE_UNIFORM_EXPERTS. SGLang 0.5.13-0.5.15 overwrite a fused shared
-expert's slot (k + 1 routed draws, no shared one), so the floor takes the smaller reading. Without balanced
-routing the floor counts k per layer, the fewest any routing touches. An expectation of bytes is a floor of a
-window's mean step time.
-
-KV: MLA caches (kv_lora_rank + qk_rope_head_dim) values per token per layer at the KV dtype, at the mean
-context (input + (output − 1) / 2). Left out, each a few per mille or less, so the floor stays below the
-truth: norms, router biases, vocabulary padding, a bf16 `kv_b_proj` path, activations, TP's all-reduces."""
+over the GPU's memory bandwidth (docs/reference/synthetic-models.md#the-floor-of-a-step). Pure: a model
+config, a GPU name and the point's shape in, a time out. A cycle is `steps` NextN passes plus the verify of
+`batch x draft_tokens` tokens. Experts: balanced routing touches E·(1 − (1 − k/E)^n) of E in expectation (an
+expectation of bytes bounds a window's mean step), taking the smaller reading where SGLang 0.5.13-0.5.15
+overwrite a fused shared expert's slot; other routing counts k per layer. What is left out (norms, padding,
+activations, all-reduces) keeps the floor below the truth."""
 
 from __future__ import annotations
 

@@ -1,20 +1,10 @@
-"""Aggregate metrics of one measured window, with sglang.bench_serving's definitions (contract §5.1,
-docs/reference/metrics.md). D = window duration (first send to last end); st_i = send time, out_i = final
-`completion_tokens`, in_i = dataset prompt length. Sums and latencies cover *completed* requests only, as
-bench_serving's `calculate_metrics`: failed ones are counted, never averaged in.
-
-- throughputs: Σ out_i / D, Σ in_i / D (the server's `prompt_tokens` for a JSONL text prompt without a
-length), their sum / D, completed / D. - TTFT_i: to the first event with new tokens (bench_serving waits for
-text, which `--skip-tokenizer-init` never sends); E2E_i: to `data: [DONE]`; TPOT_i = (E2E_i − TTFT_i) / (out_i
-− 1) for out_i > 1. - ITL per token: each later event with k new tokens adds its gap / k, k times. -
-Statistics: mean, p50, p90, p99 (`numpy.percentile`, linear) in ms, None when empty; `numpy.std` (ddof=0), ITL
-p95 and max as bench_serving's. concurrency = Σ E2E_i / D. - max_output_tokens_per_s: token times rebuilt as
-st_i + TTFT_i + ITLs, in 1-s buckets; the fullest. - accept_length: mean of completion_tokens/spec_verify_ct
-(SGLang's `spec_accept_length`, prefill token included, contract §3.4); accept_length_weighted: Σ / Σ
-(Prometheus' view); bench_serving's `avg_spec_accept_length` is `server_accept_length`.
-
-Counts: completed (no error, `[DONE]` seen), failed (an error), incomplete (never sent: dispatch stopped),
-wrong_length (completed with completion_tokens ≠ max_new_tokens)."""
+"""Aggregate metrics of one measured window, with sglang.bench_serving's definitions (contract §5.1; every
+formula in docs/reference/metrics.md). Sums and latencies cover *completed* requests only, as bench_serving's
+`calculate_metrics`: failed ones are counted, never averaged in. TTFT counts the first event with new tokens
+(bench_serving waits for text, which `--skip-tokenizer-init` never sends); ITL splits an event's gap over its
+k tokens; percentiles are numpy's linear ones in ms, std is ddof=0. accept_length is the mean per-request
+completion_tokens/spec_verify_ct, accept_length_weighted Σ/Σ; bench_serving's `avg_spec_accept_length` is
+`server_accept_length`. Counts: completed, failed (an error), incomplete (never sent), wrong_length."""
 
 from __future__ import annotations
 

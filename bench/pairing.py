@@ -1,18 +1,9 @@
 """The order in which two server configs (a link, `Pair`) are measured, so slow drift cancels instead of
-landing on one side. v1/v2 of one config form a pair (A = the mode listed first); per point their repeats run
-in ABBA order, so a linear drift adds the same to both means and repeat r of A sits next to repeat r of B:
-
-    A0 B0 | B1 A1 | A2 B2 | B3 A3 | ...
-
-With both servers up (`server.pair_colocate`) the runner follows it window by window; when the second cannot
-start beside the first (GPU memory), the same order is cut into one-side blocks, one start each
-(`restart_blocks`):
-
-    A[0] | B[0, 1] | A[1, 2] | B[2, 3] | ...
-
-With `measure.baseline_pairs` the baseline is linked too, and links are walked as a chain sharing one server
-per step (`chain`): base~v1_3, v1_3~v2_3, v2_3~base, ... A config in L links takes every L-th repeat of its
-points (`Slot`), so each link's repeats stay its own, also on resume."""
+landing on one side (docs/reference/paired-measurement.md). Per point the repeats of v1/v2 (A = the mode
+listed first) run A0 B0 | B1 A1 | A2 B2 | ..., window by window with both servers up (`server.pair_colocate`),
+else cut into one-side blocks, one start each (`restart_blocks`). With `measure.baseline_pairs` the links form
+a chain sharing one server per step (`chain`), and a config in L links takes every L-th repeat of its points
+(`Slot`), so each link's repeats stay its own, also on resume."""
 
 from __future__ import annotations
 

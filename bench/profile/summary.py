@@ -1,18 +1,10 @@
-"""Speculative cycles in an SGLang trace and their figures: wall time, GPU busy and idle, time per phase.
-
-A cycle runs from one `step[TARGET_VERIFY]` to the next: the verify, its `DRAFT_EXTEND_V2`, the scheduler's
-gap and the next step's draft (an unannotated CUDA graph in 0.5.13). `cycles` counts the verify steps; the
-figures come from the `cycles - 1` complete intervals (`cycles_timed`).
-
-Tracks: `gpu_user_annotation` when present, else the CPU's `user_annotation` (a CPU-only trace); a GPU-only
-trace has no annotations (`bench.profile.trace`), so the `graph` track stands in. There the verify is the CUDA
-graph replayed right before the tree verification kernel (VERIFY_KERNEL), not the largest one (the draft graph
-can be larger or within 10 %); without such a kernel, the graph with the most kernels per replay. On that
-track `draft` holds all kernel time outside the verify and batch sizes are 0. GPU busy time is the union of
-kernel intervals (memcpy/memset run on copy engines: not counted).
-
-`collectives`: per TP collective kind found (bench.profile.collectives), its kernel time per cycle and share
-of the cycle's wall time; {} for a one-GPU trace."""
+"""Speculative cycles in an SGLang trace and their figures: wall time, GPU busy and idle, time per phase
+(docs/reference/profiles.md). A cycle runs from one `step[TARGET_VERIFY]` to the next; the figures come from
+the `cycles - 1` complete intervals. Tracks: GPU annotations, else CPU ones, else (a GPU-only trace) the
+`graph` track, where the verify is the CUDA graph replayed right before the tree verification kernel
+(VERIFY_KERNEL), not the largest one (the draft graph can be larger), `draft` holds all other kernel time and
+batch sizes are 0. GPU busy time is the union of kernel intervals (copies run on copy engines: not
+counted)."""
 
 from __future__ import annotations
 
