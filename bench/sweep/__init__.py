@@ -6,73 +6,31 @@ here: `fields` (types, limits), `sections` (each section's model), `spec` (the w
 
 from bench.sweep.diff import UNSET, FieldChange, describe_changes, sweep_changes
 from bench.sweep.errors import SweepError
-from bench.sweep.fields import (
-    DEFAULT_MIN_WINDOW_S,
-    DEFAULT_PAIRED_REPEATS,
-    DEFAULT_REPEATS,
-    MAX_POINTS,
-    MAX_PROMPTS,
-    MAX_SERVER_CONFIGS,
-    MAX_TOKENS,
-    SIMULATE_ACC_ENV,
-    TOPK1_ONLY_BACKENDS,
-    Activity,
-    Algorithm,
-    ArgValue,
-    Backend,
-    LoadFormat,
-)
-from bench.sweep.load import load_sweep, parse_sweep, read_sweep_text, validate_sweep
+from bench.sweep.fields import MAX_POINTS, MAX_TOKENS, SIMULATE_ACC_ENV
+from bench.sweep.load import load_sweep, parse_sweep, read_sweep_text
 from bench.sweep.plan import PointPlan, ServerConfig, ServerGroup, expand
-from bench.sweep.problems import find_problems
-from bench.sweep.sections import (
-    CorrectnessSpec,
-    GridSpec,
-    MeasureSpec,
-    ProfileSpec,
-    ServerSpec,
-    SimSettings,
-    WarmupSpec,
-    WorkloadSpec,
-)
+from bench.sweep.sections import CorrectnessSpec, ServerSpec, SimSettings, WorkloadSpec
 from bench.sweep.spec import SweepSpec
 
 __all__ = [
-    "DEFAULT_MIN_WINDOW_S",
-    "DEFAULT_PAIRED_REPEATS",
-    "DEFAULT_REPEATS",
     "MAX_POINTS",
-    "MAX_PROMPTS",
-    "MAX_SERVER_CONFIGS",
     "MAX_TOKENS",
     "SIMULATE_ACC_ENV",
-    "TOPK1_ONLY_BACKENDS",
     "UNSET",
-    "Activity",
-    "Algorithm",
-    "ArgValue",
-    "Backend",
     "CorrectnessSpec",
     "FieldChange",
-    "GridSpec",
-    "LoadFormat",
-    "MeasureSpec",
     "PointPlan",
-    "ProfileSpec",
     "ServerConfig",
     "ServerGroup",
     "ServerSpec",
     "SimSettings",
     "SweepError",
     "SweepSpec",
-    "WarmupSpec",
     "WorkloadSpec",
     "describe_changes",
     "expand",
-    "find_problems",
     "load_sweep",
     "parse_sweep",
     "read_sweep_text",
     "sweep_changes",
-    "validate_sweep",
 ]
