@@ -1,19 +1,10 @@
-"""What a host lets a sweep use: interpreters, model and data files, external servers (issue 30 §1-2).
-
-A job's sweep is data from whoever may submit; the worker holds the database URL and the host's files and
-network. So the worker's operator decides, on its command line:
-
-  * interpreters: `--python NAME=PATH`; a job names one (`server.python: NAME`), never a file.
-  * model and workload files: `--models-dir`, `--data-dir`; a job's absolute path must resolve (symlinks,
-    `..`) under one of them, else it is refused alike whether the file exists or not. A model id that is no
-    path is a hub id; the server runs in its log directory.
-  * external servers: `--allow-external HOST:PORT`; any other is refused before a request leaves.
-  * a checkpoint's own Python (`--trust-remote-code`) and hub downloads (`--allow-hub-downloads`): off unless
-    the operator turns them on; a job can set neither (issue 35 §1).
-
-`specbench run` runs its author's sweep (HostPolicy.author()): paths stay as written, remote code and
-downloads off unless asked. Every host caps workload file reads (bench/workload.py) and probes the version in
-the server's scrubbed environment."""
+"""What a host lets a sweep use: interpreters, model and data files, external servers (issue 30 §1-2). A job's
+sweep is data from whoever may submit, while the worker holds the database URL and the host's files and
+network, so the worker's operator decides on its command line (docs/guide/team-setup.md, "What a worker lets
+its jobs use"): interpreters by name (`--python NAME=PATH`), paths only under `--models-dir` / `--data-dir`
+(refused alike whether the file exists or not), `--allow-external HOST:PORT`, and remote code and hub
+downloads (off; a job sets neither, issue 35 §1). `specbench run` runs its author's own sweep
+(HostPolicy.author()): paths stay as written, remote code and downloads off unless asked."""
 
 from __future__ import annotations
 
