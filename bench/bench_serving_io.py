@@ -1,10 +1,6 @@
-"""bench_serving's result JSON (`--output-file` JSONL lines) <-> specbench's metric fields, by the catalogue.
-
-Each metric in `bench.catalog` names its key in bench_serving's result (`median_ttft_ms` for `ttft_p50_ms`,
-`p95_itl_ms` for `itl_p95_ms`, ...), so a line maps onto SampleMetrics fields and back without a second table.
-The argument keys (`backend`, `max_concurrency`, `random_input_len`, ...) and `server_info` describe the
-point; `read_line` keeps what a line knows and leaves the rest None.
-"""
+"""bench_serving's result JSON (`--output-file` JSONL lines) <-> specbench's metric fields, by the catalogue:
+each `bench.catalog` metric names its bench_serving key (`median_ttft_ms` for `ttft_p50_ms`), so no second
+table. Argument keys and `server_info` describe the point; `read_line` leaves what a line lacks None."""
 
 from __future__ import annotations
 
@@ -41,8 +37,7 @@ class ResultLine:
     server: dict[str, Any] = field(default_factory=dict)  # the line's server_info, or {}
 
 
-# Bounds a result cannot pass without being nonsense: PostgreSQL's INTEGER for counts and lengths, and far
-# beyond any throughput, latency or token count for the measured figures (1e30 is not a measurement).
+# Bounds past which a result is nonsense: PostgreSQL's INTEGER for counts, 1e30 for measured figures.
 MAX_COUNT = 2**31 - 1
 MAX_FIGURE = 1e15
 MAX_TEXT = 1000  # an argument's or server_info's text (a tag, a backend name, a model path)
@@ -89,8 +84,7 @@ _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def _lone_surrogate(line: dict[str, Any]) -> str | None:
-    """Where a key or string of `line` holds a lone surrogate (`server_info.model_path`), or None.
-    Walked with a stack: JSON nests as deep as its parser allows."""
+    """Where a key or string of `line` holds a lone surrogate, or None (walked with a stack)."""
     stack: list[tuple[str, Any]] = [("", line)]
     while stack:
         where, value = stack.pop()
@@ -110,8 +104,7 @@ def _lone_surrogate(line: dict[str, Any]) -> str | None:
 
 
 def metrics_of(line: Mapping[str, Any]) -> dict[str, float | int]:
-    """SampleMetrics field -> value for every catalogue metric the result holds, each checked (a count is a
-    whole number, a figure a finite number in range); a key the line lacks stays unknown."""
+    """SampleMetrics field -> value for each catalogue metric the line holds, each checked (type, range)."""
     metrics: dict[str, float | int] = {}
     for m in catalog.METRICS:
         key = m.bench_serving
@@ -125,8 +118,7 @@ def metrics_of(line: Mapping[str, Any]) -> dict[str, float | int]:
 
 
 def read_line(raw: str | bytes) -> ResultLine:
-    """One result line, every field this module reads checked against its type and range: the first problem
-    is raised as BenchServingFormatError naming the field (`completed: must be a whole number ...`)."""
+    """One result line, each field checked; the first problem raises BenchServingFormatError naming it."""
     try:
         line = json.loads(raw)  # bench_serving writes Infinity for request_rate inf; json reads it
     except RecursionError:
@@ -137,8 +129,7 @@ def read_line(raw: str | bytes) -> ResultLine:
         raise BenchServingFormatError("not a bench_serving result (no output_throughput / completed)")
     surrogate = _lone_surrogate(line)
     if surrogate is not None:
-        # JSON's "\ud800" decodes to a string no UTF-8 output can hold: printing or storing it raised
-        # UnicodeEncodeError as a traceback (issue 35).
+        # JSON's "\ud800" decodes to a string no UTF-8 output holds: it raised UnicodeEncodeError (issue 35).
         raise BenchServingFormatError(
             f"{surrogate}: text with a lone surrogate (\\ud800-\\udfff), not Unicode text"
         )

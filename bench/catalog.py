@@ -1,12 +1,7 @@
-"""The metric catalogue: every measured metric's name, label, unit, direction and bench_serving key, once.
-
-Everything that needs a fact about a metric reads it from here: compare and change scans (direction), the
-dashboard's menus and axis titles (label, unit), exports (which metrics become columns) and the bench_serving
-import/export (key). `bench.results.SampleMetrics` and the `db` metric columns keep explicit, typed fields;
-tests/test_metric_catalog.py checks that the three agree.
-
-Direction is data, not inferred from a name: `max_output_tokens_per_s` ends in `_s` and is a throughput.
-"""
+"""The metric catalogue: every metric's name, label, unit, direction and bench_serving key, once, for compare
+and change scans, dashboard menus, exports and the bench_serving import/export. SampleMetrics and the db
+columns keep typed fields; tests/test_metric_catalog.py keeps the three equal. Direction is data, not inferred
+from a name (`max_output_tokens_per_s` is a throughput)."""
 
 from __future__ import annotations
 
@@ -43,8 +38,7 @@ def _lat(
 
 
 def _percentiles(kind: str, label: str, suffix: str, *, mean_in_menu: bool = False) -> tuple[Metric, ...]:
-    """A latency's mean, p50, p90 and p99 (bench_serving's `mean_`, `median_`, `p90_`, `p99_` + suffix); the
-    median and p99 are exported and in the menu."""
+    """A latency's mean, p50, p90, p99 (bench_serving's prefixes + suffix); median and p99 in export, menu."""
     return (
         _lat(kind, label, "mean", f"mean_{suffix}", menu=mean_in_menu),
         _lat(kind, label, "p50", f"median_{suffix}", export=True, menu=True),

@@ -1,14 +1,7 @@
-"""The streaming load client for SGLang's native `/generate`, built so it is never the bottleneck.
-
-One `LoadClient` owns one aiohttp session and one unlimited connection pool for everything it sends: no
-per-request sessions (bench_serving opens a new session, hence a new TCP connection, for every request), and
-no pool limit that would silently cap concurrency (aiohttp's default is 100 connections).
-
-The per-event path reads raw chunks, splits them on the SSE separator, reads each event's token count and
-appends two numbers to two lists (see `_read_stream` for why only the last event is parsed in full).
-Nothing else happens per event: no logging, no objects, no validation models. What a request records, and
-why TTFT counts tokens rather than text, is in `bench.metrics`.
-"""
+"""The streaming load client for SGLang's native `/generate`, built so it is never the bottleneck: one aiohttp
+session and one unlimited pool per `LoadClient` (bench_serving opens a connection per request; aiohttp caps
+pools at 100), and per event only a token count and two appends (`_read_stream`). What a request records, and
+why TTFT counts tokens, is in `bench.metrics`."""
 
 from __future__ import annotations
 
@@ -39,15 +32,13 @@ _ERROR_BODY_CHARS = 300
 
 
 class RedirectRefused(aiohttp.ClientResponseError):
-    """The server answered a redirect; it is not followed (issue 35 §4): requests, prompt ids included, go to
-    the address the sweep names and the host allowed, never to one a server names."""
+    """A redirect is never followed (issue 35 §4): requests go only to the address the sweep names."""
 
 
 async def _refuse_redirects(
     request: aiohttp.ClientRequest, handler: aiohttp.ClientHandlerType
 ) -> aiohttp.ClientResponse:
-    """A session middleware: raises on a 3xx before aiohttp's redirect loop could follow it, for every
-    request of the session (the client's, the cross-check's, the profiler's)."""
+    """Session middleware: raises on a 3xx before aiohttp's redirect loop could follow it."""
     resp = await handler(request)
     if 300 <= resp.status < 400:
         resp.release()
@@ -135,12 +126,7 @@ class LoadClient:
         raise RuntimeError("neither /server_info nor /get_server_info exists on this server")
 
     async def flush_cache(self, timeout_s: float = 60.0, retries: int = 5, backoff_s: float = 0.5) -> int:
-        """POST /flush_cache?timeout=`timeout_s` until it answers 200; returns the number of attempts.
-
-        A 400 means requests are still running or waiting on the server: back off (doubling, capped at 8 s)
-        and try again, at most `retries` more times. Each attempt lets the server itself wait up to
-        `timeout_s` for idleness, so the worst case is about (retries + 1) x timeout_s plus the backoffs.
-        """
+        """POST /flush_cache until 200 (a busy 400 backs off, doubling to 8 s, `retries` times); attempts."""
         url = f"{self.base_url}/flush_cache"
         http_timeout = aiohttp.ClientTimeout(total=timeout_s + 30.0)
         delay = backoff_s
@@ -224,9 +210,7 @@ class LoadClient:
         return rec
 
     async def generate_once(self, payload: dict[str, Any], *, timeout_s: float = 600.0) -> Any:
-        """One non-streaming `/generate` (SGLang answers with `output_ids` and the final `meta_info`, contract
-        §3.2); its parsed JSON. Raises RuntimeError with SGLang's message on any HTTP error, and
-        ServerUnavailableError when the server refuses connections."""
+        """One non-streaming `/generate` (contract §3.2), parsed; RuntimeError on HTTP errors."""
         try:
             async with self.session.post(
                 self.base_url + "/generate",
@@ -260,19 +244,13 @@ class LoadClient:
         min_duration_s: float = 0.0,
         more: Callable[[int], Prompt] | None = None,
     ) -> tuple[list[RequestRecord], float]:
-        """Send every prompt with exactly `concurrency` requests in flight until the prompts run out.
+        """Send every prompt with exactly `concurrency` requests in flight; with `min_duration_s` and `more`,
+        go on past the prompts (prompt `i` = `more(i)`) until that long has passed, then drain.
 
-        With `min_duration_s` and `more`, dispatch goes on past the prompts (prompt `i` = `more(i)`) until
-        that long has passed since the first send; the requests in flight then finish (the window drains).
-
-        `concurrency` workers each pull the next prompt index as soon as their previous request ends, so a
-        request starts the moment a slot frees (a semaphore over N tasks would also work, but would create N
-        tasks up front). Dispatch stops early when the server refuses connections, a connection attempt times
-        out or a request stalls, since every further request would only fail the same way (slowly, for a
-        stall); prompts never sent get records with neither an error nor an end time ("incomplete").
-
-        Returns the records in prompt order and the window duration (first send to last request end, s).
-        """
+        Each worker pulls the next index as its request ends. Dispatch stops when the server refuses, a
+        connect times out or a request stalls; unsent prompts get records with neither error nor end
+        ("incomplete"). Returns the records in prompt order and the window duration (first send to last
+        end)."""
         if concurrency < 1:
             raise ValueError(f"concurrency must be >= 1, got {concurrency}")
         n = len(prompts)
@@ -322,16 +300,10 @@ class LoadClient:
 
 
 async def _read_stream(content: aiohttp.StreamReader, rec: RequestRecord, t_send: float) -> None:
-    """Consume one SSE stream into `rec`. The hot loop: keep it lean.
-
-    SGLang's events are cumulative (all ids and text so far), so bytes per request grow with the square of
-    the output length and a busy client receives many large events per read. The loop therefore never
-    copies an event: it walks each chunk with `find`, checks an event structurally in place (`data:`
-    prefix, closing brace) and reads its count from the `"completion_tokens":` key, searched backwards
-    from the event's end where SGLang puts `meta_info`. In well-formed JSON that byte sequence can only be
-    a key (a quote inside a string is escaped). Only the last event before `[DONE]`, whose meta_info the
-    record needs, is sliced out and parsed in full with orjson; so is any event the scan cannot read.
-    """
+    """Consume one SSE stream into `rec`; the hot loop. SGLang's events are cumulative (bytes grow with the
+    square of the output), so no event is copied: each chunk is walked with `find`, an event checked in place
+    (`data:`, closing brace) and its count read from `"completion_tokens":` searched backwards (in JSON only a
+    key matches). Only the last event, or one the scan cannot read, is parsed with orjson."""
     perf = time.perf_counter
     key = _CT_KEY
     match_ct = _CT_VALUE.match
@@ -361,8 +333,8 @@ async def _read_stream(content: aiohttp.StreamReader, rec: RequestRecord, t_send
         for buf, pos in segments:
             end = len(buf) - 1
             scan = pos
-            # One-byte find is memchr, an order of magnitude faster than a two-byte needle; SGLang's events
-            # hold no raw newline (JSON escapes it), so a newline is a separator unless a lone one.
+            # One-byte find is memchr (10x a two-byte needle); events hold no raw newline: a newline
+            # separates.
             while 0 <= (j := buf.find(10, scan)) < end:  # 10: "\n"
                 if buf[j + 1] != 10:
                     scan = j + 1

@@ -1,19 +1,10 @@
-"""Cross-check: specbench's client and SGLang's `bench_serving` measure one live server, interleaved.
-
-For each batch size the two clients take turns in A B B A order (A = specbench, B = bench_serving; more
-rounds repeat the pattern), so drift of the server over the check lands on both sides equally. Every
-window follows one wave of warmup requests (sent by specbench for both sides) and a cache flush. Both send
-the same number of requests, sized so a window lasts at least `min_window_s`, at the same concurrency, with
-the same input and output lengths (`--random-range-ratio 1`: every request exactly that long) and
-`ignore_eos`; both flush the server's cache before their window.
-
-What still differs, by design, is how each client talks to the server: bench_serving (`--dataset-name
-random`) sends text that the server tokenizes, and reads text back; specbench sends token ids. The
-ShareGPT-format file bench_serving samples from is written here from the server's tokenizer, so no hub
-access is needed. docs/reference/bench-serving.md lists the causes of disagreement this can and cannot expose.
-
-bench_serving runs as a subprocess of the given interpreter (`python -m sglang.bench_serving`); argv only.
-"""
+"""Cross-check: specbench's client and SGLang's `bench_serving` measure one live server in A B B A turns per
+batch size (A = specbench), so server drift lands on both sides equally. Each window follows one warmup wave
+(sent by specbench) and a cache flush; both send the same number of requests at the same concurrency, input
+and output lengths (`--random-range-ratio 1`) and `ignore_eos`. By design bench_serving sends text and reads
+text, specbench token ids; its ShareGPT file is written here from the server's tokenizer (no hub).
+docs/reference/bench-serving.md lists what this can and cannot expose. bench_serving runs as `python -m
+sglang.bench_serving` of the given interpreter; argv only."""
 
 from __future__ import annotations
 
@@ -96,8 +87,7 @@ class WindowResult:
     # The server's own prompt-token counter over the window (Prometheus), when it exposes one.
     server_prompt_tokens: int | None = None
     source: str | None = None  # bench_serving's output file
-    # CPU seconds the client itself spent on the window (user + system). On a host whose server is bound by
-    # its scheduler's CPU, a busier client can slow the server it measures; this shows whether it does.
+    # Client CPU seconds in the window: a busier client can slow a scheduler-bound server it measures.
     client_cpu_s: float | None = None
 
     @classmethod
@@ -112,8 +102,7 @@ class WindowResult:
         source: str | None = None,
         client_cpu_s: float | None = None,
     ) -> WindowResult:
-        """A window from its figures by their catalogue names (the fields of SampleMetrics, which
-        bench_serving's keys map onto through the catalogue)."""
+        """A window from its figures by catalogue name (SampleMetrics' fields)."""
         return cls(
             client=client,
             batch_size=batch_size,
@@ -166,7 +155,7 @@ class Comparison:
         return out
 
     def ratio_interval(self, key: str, confidence: float = 0.95) -> RatioInterval | None:
-        """specbench / bench_serving for `key` with a paired interval over neighbouring windows (>= 2 pairs)."""
+        """specbench / bench_serving for `key`, paired over neighbouring windows (>= 2 pairs)."""
         pairs = [(a, b) for a, b in self.pairs() if getattr(a, key) and getattr(b, key)]
         if len(pairs) < 2:
             return None
@@ -214,41 +203,28 @@ def bench_serving_argv(
     output_file: Path,
     seed: int,
 ) -> list[str]:
-    return [
-        cfg.python,
-        "-m",
-        "sglang.bench_serving",
-        "--backend",
-        "sglang",
-        "--base-url",
-        cfg.base_url,
-        "--tokenizer",
-        cfg.tokenizer,
-        "--dataset-name",
-        "random",
-        "--dataset-path",
-        str(dataset_path),
-        "--random-input-len",
-        str(cfg.input_len),
-        "--random-output-len",
-        str(cfg.output_len),
-        "--random-range-ratio",
-        "1",
-        "--num-prompts",
-        str(num_prompts),
-        "--max-concurrency",
-        str(batch_size),
-        "--request-rate",
-        "inf",
-        "--warmup-requests",
-        "0",
-        "--flush-cache",
-        "--seed",
-        str(seed),
-        "--output-file",
-        str(output_file),
-        "--disable-tqdm",
-    ]
+    flags: dict[str, object] = {
+        "backend": "sglang",
+        "base-url": cfg.base_url,
+        "tokenizer": cfg.tokenizer,
+        "dataset-name": "random",
+        "dataset-path": dataset_path,
+        "random-input-len": cfg.input_len,
+        "random-output-len": cfg.output_len,
+        "random-range-ratio": 1,
+        "num-prompts": num_prompts,
+        "max-concurrency": batch_size,
+        "request-rate": "inf",
+        "warmup-requests": 0,
+        "flush-cache": None,
+        "seed": seed,
+        "output-file": output_file,
+        "disable-tqdm": None,
+    }
+    argv = [cfg.python, "-m", "sglang.bench_serving"]
+    for name, value in flags.items():
+        argv += [f"--{name}"] if value is None else [f"--{name}", str(value)]
+    return argv
 
 
 def tokenizer_json(tokenizer: str) -> Path:
@@ -263,11 +239,8 @@ def tokenizer_json(tokenizer: str) -> Path:
 
 
 def write_sharegpt(path: Path, tokenizer: str, *, conversations: int, words: int, seed: int) -> int:
-    """A ShareGPT-format file for `--dataset-name random` (it samples prompt tokens from such a file).
-
-    Each human turn is `words` random ordinary tokens of the server's tokenizer, decoded to text; returns
-    the vocabulary size read from the tokenizer.
-    """
+    """A ShareGPT-format file for `--dataset-name random`: each human turn is `words` random ordinary tokens
+    of the server's tokenizer, as text; returns the vocabulary size."""
     from tokenizers import Tokenizer
 
     tok = Tokenizer.from_file(str(tokenizer_json(tokenizer)))
@@ -334,12 +307,8 @@ def prompt_tokens_from_metrics(text: str) -> int | None:
 
 
 async def metrics_page(client: LoadClient) -> str | None:
-    """The server's `/metrics` text, or None without `--enable-metrics` (or on any transport trouble).
-
-    The load client's session leaves bodies compressed (streams are never compressed, and decoding costs
-    the hot path), while SGLang's prometheus_client gzips /metrics for any client that accepts gzip. So ask
-    for identity, and still undo a gzip a server sends anyway.
-    """
+    """The server's `/metrics` text, or None (no `--enable-metrics`, transport trouble); asks for identity
+    encoding and still undoes a gzip."""
     try:
         async with client.session.get(
             client.base_url + "/metrics", headers={"Accept-Encoding": "identity"}
@@ -385,8 +354,8 @@ class CrossCheck:
                 prompts = build_prompts(workload, n, vocab_size=self.vocab)
                 comp = Comparison(batch_size=bs, num_prompts=n)
                 for pos, side in enumerate(order(cfg.rounds)):
-                    # One wave of warmup before every window, sent by specbench for both sides (bench_serving
-                    # runs with --warmup-requests 0), so the server counters read next cover the window alone.
+                    # One warmup wave before every window (specbench's, both sides): counters cover the window
+                    # alone.
                     await client.run_closed_loop(prompts[:bs], bs, cfg.request_timeout_s)
                     before = await self._prompt_tokens(client)
                     if side == SPECBENCH:
@@ -412,8 +381,7 @@ class CrossCheck:
             return None
         tokens = prompt_tokens_from_metrics(page)
         if tokens is None and not self.metrics_note_written:
-            # A server with metrics on but no prompt-token counter: keep the page, so the next reader can see
-            # which names this SGLang exposes instead of guessing.
+            # Metrics on but no prompt-token counter: keep the page to show the names this SGLang exposes.
             (self.cfg.out_dir / "metrics-without-prompt-tokens.txt").write_text(page)
             self.progress(
                 f"/metrics has no {PROMPT_TOKENS_METRIC}; page saved to metrics-without-prompt-tokens.txt"

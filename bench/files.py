@@ -1,11 +1,7 @@
-"""Reading a file that a user or a job names: a regular file, bounded, opened without blocking.
-
-/dev/zero was once read until memory ran out, a FIFO nobody writes to blocks a reader forever, and /proc and
-/sys files claim to be regular with a size of 0 (issue 30 §9, issue 35). So a named file is read only when
-its metadata says it is a regular file of at most `cap` bytes outside /proc, /sys and /dev; it is opened
-with O_NONBLOCK, checked again on what was opened (the path may have been swapped since), and read no
-further than `cap`, whatever it claims. Workload files, sweep files and a model's config.json go through here.
-"""
+"""Reading a file a user or job names: regular, bounded, opened without blocking (issue 30 §9, issue 35).
+/dev/zero once filled memory, a FIFO blocks forever, /proc and /sys files claim size 0. So it is read only
+when regular, at most `cap`, outside /proc, /sys and /dev; opened O_NONBLOCK, checked again on what was
+opened, and read no further than `cap`. Workload files, sweeps and config.json go through here."""
 
 from __future__ import annotations
 
@@ -22,8 +18,7 @@ class FileReadError(ValueError):
 
 
 def regular_file_problem(path: str | Path, cap: int, what: str = "a file") -> str | None:
-    """Why `path` cannot be read as `what` (not a regular file, larger than `cap`, unreadable), or None.
-    From its metadata alone: nothing is opened, so a FIFO cannot block the caller."""
+    """Why `path` cannot be read as `what` (not regular, over `cap`, unreadable), from metadata alone."""
     real = os.path.realpath(path)
     if any(real == root or real.startswith(root + "/") for root in PSEUDO_ROOTS):
         return f"{path}: not a regular file (a device or a /proc, /sys file is never read)"

@@ -1,33 +1,10 @@
-"""The physical floor of a point: the bytes one decode step (or one speculative cycle) must read from GPU
-memory, over the GPU's memory bandwidth.
-
-Pure: a model config (`bench.model_config`), a GPU name and the point's shape in, a time out. Decoding is
-memory-bound, so no step can finish before its bytes have crossed the memory bus once:
-
-* a **decode step** (no speculation) runs `batch` tokens through every layer: each layer's weights at their
-  stored dtype (FP8 with its float32 block scales where the checkpoint is block-quantised; the router, the
-  embedding, the LM head and NextN's `eh_proj` as stored, bf16), the experts those tokens touch, every
-  request's KV cache of every layer, and the LM head once;
-* a **speculative cycle** (EAGLE/NextN, topk 1) is `steps` passes of `batch` tokens through the NextN layer and
-  its head (the draft steps and the draft extend), plus the verify of `batch x draft_tokens` tokens through
-  the target, all layers, the KV cache and the head once.
-
-Experts: with balanced routing every token draws its experts independently, so a MoE layer touches in
-expectation E·(1 − (1 − k/E)^n) of its E routed experts for n tokens of k experts each, plus the shared
-ones. That is exact for SGLang's SGLANG_SIMULATE_UNIFORM_EXPERTS, whose draw gives every expert a chance of
-exactly k/E per token (a random offset spread by E // k). SGLang 0.5.13-0.5.15 also overwrite a fused shared
-expert's slot (V3 on SM >= 80 fuses it by default), drawing k + 1 routed experts and no shared one; the floor
-takes the smaller of the two readings, so it holds whichever ran. Without balanced routing (real weights, or
-dummy weights whose routing collapsed) the floor counts the fewest experts any routing can touch: k per layer.
-The mean step time of a window is bounded by the mean bytes of its steps, so an expectation is a floor.
-
-KV: MLA caches (kv_lora_rank + qk_rope_head_dim) values per token per layer, at the KV dtype (bf16 unless
-`--kv-cache-dtype` says otherwise), at the mean context of the workload (input + (output − 1) / 2).
-
-Left out, each a few per mille or less, so the floor stays below the truth: norm weights and router biases,
-the embedding beyond the rows looked up, SGLang's padding of the vocabulary to a multiple of 64, a decode
-path that reads `kv_b_proj` dequantised to bf16, activations, and TP's all-reduces (they move over NVLink).
-"""
+"""The physical floor of a point: the bytes one decode step (or speculative cycle) must read from GPU memory,
+over the GPU's memory bandwidth (docs/reference/synthetic-models.md#the-floor-of-a-step). Pure: a model
+config, a GPU name and the point's shape in, a time out. A cycle is `steps` NextN passes plus the verify of
+`batch x draft_tokens` tokens. Experts: balanced routing touches E·(1 − (1 − k/E)^n) of E in expectation (an
+expectation of bytes bounds a window's mean step), taking the smaller reading where SGLang 0.5.13-0.5.15
+overwrite a fused shared expert's slot; other routing counts k per layer. What is left out (norms, padding,
+activations, all-reduces) keeps the floor below the truth."""
 
 from __future__ import annotations
 
@@ -38,9 +15,7 @@ from typing import Any, Literal
 
 from bench.model_config import fp8_block, routed_experts, shard_config
 
-# Peak memory bandwidth in TB/s (10^12 bytes/s), from each vendor's data sheet. First match wins, so the
-# narrower names come first. nvidia-smi names: "NVIDIA H200", "NVIDIA H100 80GB HBM3" (SXM), "NVIDIA H100
-# PCIe", "NVIDIA H100 NVL", "NVIDIA A100-SXM4-80GB", ...
+# Peak memory bandwidth in TB/s from vendor data sheets; first match wins, so narrower nvidia-smi names first.
 GPU_BANDWIDTH_TBPS: tuple[tuple[str, float], ...] = (
     (r"\bH200\b", 4.8),
     (r"\bH100\b.*\bPCIE\b", 2.0),
@@ -186,7 +161,7 @@ class ModelShape:
         return (self.kv_lora_rank + self.qk_rope) * kv_bytes
 
     def weight_bytes(self) -> dict[str, int]:
-        """All stored weights (what the GPU holds, not what a step reads): target, NextN layer, embed + head."""
+        """All stored weights (held, not read per step): target, NextN layer, embed + head."""
         dense = self.dense_layers * (self.attention + self.mlp(self.intermediate))
         moe_layer = (
             self.attention
@@ -226,8 +201,8 @@ class ModelShape:
         routing: Routing,
         nextn: bool = False,
     ) -> dict[str, float]:
-        """Bytes of one forward of `tokens` tokens from `requests` requests at a mean context of `context`:
-        the target (all layers) or, with `nextn`, the NextN layer and its projection. Both read the head."""
+        """Bytes of one forward of `tokens` tokens from `requests` requests at mean context `context`: the
+        target, or with `nextn` the NextN layer and its projection; both read the head."""
         experts = self.touched_experts(tokens, routing)
         moe_layer = self.attention + self.router + experts * self.expert
         if nextn:
@@ -250,8 +225,7 @@ class ModelShape:
 
 
 def expected_experts(experts: int, per_token: int, tokens: int) -> float:
-    """Distinct experts `tokens` tokens touch in expectation when each draws `per_token` of `experts`
-    uniformly: each expert is missed by a token with probability 1 − k/E."""
+    """Distinct experts touched in expectation when each token draws `per_token` of `experts` uniformly."""
     if experts <= 0 or tokens <= 0:
         return 0.0
     return experts * (1.0 - (1.0 - per_token / experts) ** tokens)
@@ -337,15 +311,13 @@ def below_floor_reason(floor_ms: float, step_ms: float) -> str:
 
 
 def kv_cache_bytes(server_args: dict[str, Any]) -> int:
-    """Bytes per cached value: `--kv-cache-dtype` fp8 variants store one, anything else (auto) the bf16 model's
-    two."""
+    """Bytes per cached value: 1 for `--kv-cache-dtype` fp8 variants, else the bf16 model's 2."""
     dtype = str(server_args.get("kv-cache-dtype") or server_args.get("kv_cache_dtype") or "auto").lower()
     return 1 if dtype.startswith("fp8") else 2
 
 
 def gpu_for_floor(server_info: dict[str, Any] | None, host_gpu: str | None) -> str | None:
-    """The GPU whose bandwidth bounds the server: the one the stand-in says it emulates (`specbench_sim`), else
-    the GPU the run ran on."""
+    """The GPU bounding the server: the one the stand-in emulates (`specbench_sim`), else the run's GPU."""
     sim = (server_info or {}).get("specbench_sim")
     if isinstance(sim, dict) and isinstance(sim.get("gpu_name"), str):
         return str(sim["gpu_name"])

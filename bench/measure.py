@@ -1,37 +1,17 @@
 """The per-point procedure: warm up, then per repeat flush → measure → read the server's acceptance → judge.
 
-Sequence for one point (server already up, prompts built):
+1. Warmup: `warmup_waves` x `batch_size` requests at the measured concurrency and full output length, so
+one-time costs (JIT, allocator growth, graphs at this batch size) fall outside every window; the flush after
+it keeps the window free of prefix-cache hits (contract §6.1-6.2). 2. Per repeat: `POST /flush_cache` (also
+resets the acceptance counters), the closed loop (the timed window), then `GET /server_info` for
+`avg_spec_accept_length`, after the window, unlike bench_serving. 3. Metrics (`bench.metrics`) and a verdict,
+worst first (`judge`; docs/reference/point-status.md).
 
-1. Warmup at the measured concurrency: `warmup_waves` x `batch_size` requests through the same closed
-   loop, full output lengths, so one-time costs for this shape (lazy JIT compiles, allocator growth,
-   graph replays at this batch size) fall outside every measured window. It reuses the measured prompts;
-   the flush that follows is what guarantees the window gets no prefix-cache hits (contract §6.1-6.2).
-2. Per repeat: `POST /flush_cache` (retried while the server reports requests in flight), which also
-   resets the server's acceptance counters; the closed loop (the timed window); `GET /server_info` for
-   `internal_states[0].avg_spec_accept_length`. bench_serving reads /server_info *inside* its timed
-   duration; here it happens after the window closes, so the duration is the requests' alone.
-3. Metrics (`bench.metrics`) and a verdict, worst first:
-   - `failed`: every request failed, or the server died (it refuses connections). No further repeats.
-   - `mode_mismatch`: speculative stats missing on a spec server, or present on a baseline server.
-   - `invalid`: any failed or unsent request, or any output length other than max_new_tokens.
-   - `unstable`: p99 TTFT above 10x the median TTFT (a queueing hiccup or a straggler wave), by more than
-     the host's own stalls in that window explain: a loaded box holds the client and a stand-in off their
-     CPUs for tens of ms, which is 10x a stand-in's TTFT. The client measures its own stalls
-     (`bench.host.loop_lag`); the stand-in reports its own in `/server_info` (`synthetic.server.stalls`),
-     read after the window. A real SGLang server reports none, so only the client's excuse its tail.
-   - `ok`.
-   Each verdict but `ok` carries a reason with the figures behind it.
+The collector stays off inside the window (`gc_paused`): a full collection of the runner's ~260k objects took
+23-148 ms on a loaded box and slowed every request in flight alike, which read as a server stall.
 
-The client's own pauses must not land in the window: a full collection of the runner's ~260k long-lived
-objects (SQLAlchemy, aiohttp, pydantic...) took 23-148 ms on a loaded 2-core box, and every request in flight
-at that moment got that much added to its TTFT/ITL: whole waves of requests "slowed down" together, which
-looked like a server stall and flagged points `unstable`. So the collector runs just before each window and
-stays off inside it (`gc_paused`); reference counting still frees everything acyclic.
-
-Each repeat is yielded as soon as it ends, so the caller can store it before the next one starts: a crash
-later loses nothing already measured. `overhead_s` is the time spent outside the window for that repeat
-(warmup for the first, flush, /server_info and aggregation).
-"""
+Each repeat is yielded as it ends, so the caller stores it before the next starts. `overhead_s` is the time
+outside the window for that repeat (warmup for the first, flush, /server_info, aggregation)."""
 
 from __future__ import annotations
 
@@ -53,11 +33,7 @@ from bench.workload import Prompt, window_prompt
 
 @contextmanager
 def gc_paused() -> Iterator[None]:
-    """Collect now, then keep the cyclic garbage collector off until the block ends.
-
-    The survivors are frozen (`gc.freeze`): the runner's long-lived objects are then never scanned again, so
-    the collection before the next window costs milliseconds instead of a full pass (130-190 ms measured).
-    """
+    """Collect and freeze the survivors (later collections skip them); no collector inside the block."""
     was_enabled = gc.isenabled()
     gc.collect()
     gc.freeze()
@@ -71,21 +47,15 @@ def gc_paused() -> Iterator[None]:
 
 # p99 TTFT above this multiple of the median marks a repeat unstable...
 UNSTABLE_TTFT_RATIO = 10.0
-# ...unless the tail (p99 - median) is within this many of the longest stalls the host dealt the client and
-# the server in the same window: then the outlier requests are the ones in flight while this host held its
-# processes off the CPUs. A stand-in's TTFT is a few ms, so 10x is tens of ms, which a loaded box produces on
-# its own; a GPU server whose queue hiccups (TTFT seconds against a median of tens of ms) still reads
-# unstable on any host, and so does a stand-in's injected hiccup (`hiccup_after`), which its probe never sees.
+# ...unless the tail (p99 - median) is within this many x the longest client and server stalls in that window
+# (docs/reference/point-status.md#host-load).
 HOST_STALL_MULTIPLE = 3.0
 
 
 def host_explains(
     ttft_tail_ms: float, host_stall_ms: float | None, server_stall_ms: float | None = None
 ) -> bool:
-    """Whether a TTFT tail (p99 - median) is no longer than this host's own stalls in the window could make it.
-
-    A request can be held up once in each process (the client sending or reading, the server emitting), so
-    the two longest stalls add up; a server that reports none (real SGLang) leaves the client's alone."""
+    """Whether a TTFT tail is within this host's stalls: client's plus server's longest (one hold each)."""
     stalls = [ms for ms in (host_stall_ms, server_stall_ms) if ms is not None]
     return bool(stalls) and ttft_tail_ms <= HOST_STALL_MULTIPLE * sum(stalls)
 
@@ -102,14 +72,9 @@ class Window:
 @dataclass(frozen=True)
 class WindowSettings:
     """How a point's windows run and are judged: everything but the prompts and the repeat numbers.
-
-    `min_window_s`: the window runs until that long has passed and every prompt was sent; past the prompts
-    it sends `window_prompt` variants (no prefix-cache hits). `expected_accept_length`: the pinned
-    acceptance (SGLANG_SIMULATE_ACC_LEN, clamped); a server-reported average further off than
-    `accept_tolerance` makes the repeat `invalid` with the figures in its reason. `launch_mismatches`: how
-    the server's resolved config differs from the requested one (from the launch); each repeat's verdict
-    includes them.
-    """
+    `min_window_s`: the least window, past the prompts with `window_prompt` variants.
+    `expected_accept_length`: pinned (clamped); off by more than `accept_tolerance` is `invalid`.
+    `launch_mismatches` (requested vs resolved config) join each verdict."""
 
     batch_size: int
     warmup_waves: int
@@ -130,7 +95,7 @@ class WindowSettings:
 async def measure_point(
     client: LoadClient, prompts: Sequence[Prompt], repeats: Iterable[int], settings: WindowSettings
 ) -> AsyncIterator[SampleResult]:
-    """Yield one `SampleResult` per repeat number in `repeats` (e.g. `range(3)`, or the ones still missing)."""
+    """One `SampleResult` per repeat number in `repeats` (`range(3)`, or the ones still missing)."""
     async for result, _ in measure_windows(client, prompts, repeats, settings):
         yield result
 
@@ -279,15 +244,9 @@ def judge(
     host_stall_ms: float | None = None,
     server_stall_ms: float | None = None,
 ) -> tuple[PointStatus, str | None]:
-    """The verdict on one repeat and the reason for it (every problem found, worst first).
-
-    `launch_mismatches` are the differences between the requested and the resolved server config found at
-    launch: the repeat measured something else, so it is a `mode_mismatch` (unless something worse happened).
-    `host_stall_ms` is the longest the client's own event loop was held up in the window (`LoopLag`),
-    `server_stall_ms` the longest the server's was, where it says (the stand-in does; SGLang does not): a TTFT
-    tail that reaches no further past the median than `HOST_STALL_MULTIPLE` times those stalls is this host's
-    scheduling, not the server's instability.
-    """
+    """The verdict on one repeat and its reason (every problem found, worst first). `launch_mismatches` make
+    it a `mode_mismatch`; `host_stall_ms` (client, `LoopLag`) and `server_stall_ms` (where the server reports
+    it) excuse a TTFT tail within `HOST_STALL_MULTIPLE` x their sum."""
     n = len(records)
     problems: list[tuple[PointStatus, str]] = []
     errors = [r.error for r in records if r.error is not None]
@@ -365,8 +324,7 @@ SERVER_STALL_KEY = "server_loop_stall_max_ms"
 
 
 def server_stall_ms(info: dict[str, object]) -> float | None:
-    """The longest the server's event loop was held up since the last flush, where the server says: the
-    stand-in reports it under `specbench_sim` (`synthetic.server.stalls`); SGLang reports nothing of the kind."""
+    """The server's longest loop stall since the flush: the stand-in's (`specbench_sim`); SGLang: None."""
     sim = info.get("specbench_sim")
     value = sim.get("loop_stall_max_ms") if isinstance(sim, dict) else None
     if isinstance(value, bool) or not isinstance(value, int | float) or not value >= 0:

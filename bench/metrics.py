@@ -1,38 +1,10 @@
-"""Aggregate metrics of one measured window, with sglang.bench_serving's definitions (contract §5.1).
-
-Notation: D = window duration (first send to last request end); for request i, st_i = send time,
-out_i = `completion_tokens` of its final event, in_i = the dataset prompt length. Sums and latency lists run
-over *completed* requests only, as bench_serving's `calculate_metrics` does: failed requests are counted,
-never averaged in.
-
-- output_throughput = Σ out_i / D; input_throughput = Σ in_i / D (dataset lengths, not server counts; a
-  JSONL text prompt without a dataset length falls back to the server's `prompt_tokens`);
-  total_throughput = (Σ in_i + Σ out_i) / D; request_throughput = completed / D.
-- TTFT_i = st_i to the first event that carried new tokens (Δcompletion_tokens > 0). bench_serving's
-  `sglang` backend waits for a non-empty `text`, which never comes under `--skip-tokenizer-init`; counting
-  tokens is what it means and works in both cases.
-- E2E_i = st_i to the `data: [DONE]` line (bench_serving's `latency`: the last SSE line received).
-- TPOT_i = (E2E_i − TTFT_i) / (out_i − 1), only for out_i > 1: the first token is excluded.
-- ITL, per token, as bench_serving's `sglang` backend: every event after the first with k = Δtokens > 0
-  contributes (its gap since the previous token event) / k, k times. Tokens of the first event (normally 1)
-  contribute nothing.
-- Statistics: mean, p50, p90, p99 via `numpy.percentile` (linear interpolation), in milliseconds; None when
-  there is no value (for example TPOT when every output has one token). std of TTFT, TPOT, ITL and E2E is
-  `numpy.std` (population, ddof=0), ITL also has p95 and max: bench_serving's `std_*_ms`, `p95_itl_ms`,
-  `max_itl_ms`.
-- concurrency = Σ E2E_i / D.
-- max_output_tokens_per_s: token times rebuilt as st_i + TTFT_i, then + each ITL value in turn; counted in
-  1-s buckets from the earliest send of a completed request; the fullest bucket.
-- accept_length: mean over completed requests with `spec_verify_ct` > 0 of completion_tokens/spec_verify_ct
-  (= SGLang's per-request `spec_accept_length`, which includes the prefill token, contract §3.4);
-  accept_length_weighted = Σ completion_tokens / Σ spec_verify_ct over the same requests (what Prometheus
-  Δgeneration_tokens/Δspec_verify_calls gives). bench_serving itself reports neither: it prints the
-  server's `avg_spec_accept_length`, carried here as `server_accept_length`.
-
-Counts: completed (no error, `[DONE]` seen), failed (an error was recorded), incomplete (neither: the closed
-loop stopped dispatching before the request was sent, e.g. after the server died), wrong_length (completed,
-but completion_tokens ≠ max_new_tokens, which `ignore_eos` should make impossible).
-"""
+"""Aggregate metrics of one measured window, with sglang.bench_serving's definitions (contract §5.1; every
+formula in docs/reference/metrics.md). Sums and latencies cover *completed* requests only, as bench_serving's
+`calculate_metrics`: failed ones are counted, never averaged in. TTFT counts the first event with new tokens
+(bench_serving waits for text, which `--skip-tokenizer-init` never sends); ITL splits an event's gap over its
+k tokens; percentiles are numpy's linear ones in ms, std is ddof=0. accept_length is the mean per-request
+completion_tokens/spec_verify_ct, accept_length_weighted Σ/Σ; bench_serving's `avg_spec_accept_length` is
+`server_accept_length`. Counts: completed, failed (an error), incomplete (never sent), wrong_length."""
 
 from __future__ import annotations
 

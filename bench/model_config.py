@@ -1,17 +1,10 @@
-"""A model's `config.json`, when the model is a local directory: what a run needs to know of the model.
+"""A local model's `config.json`: what a run needs to know of the model. Readers: the random workload
+(`vocab_size`), the launcher (`is_moe`: balanced routing for dummy weights) and the floor (`bench.floor`); a
+hub id or a directory without one has no config, and each reader says what it does then.
 
-Three readers share it: the random workload draws token ids below the model's vocabulary (`vocab_size`), the
-launcher asks whether dummy weights meet a mixture-of-experts model (`is_moe`: balanced routing), and the
-floor of a step (`bench.floor`) reads the model's shape. A model given by a hub id, or a directory without a
-`config.json`, has no config here: each reader says what it does then.
-
-`shard_config` is what one GPU of an N-way tensor-parallel deployment holds of a config: heads, sharded widths
-and the vocabulary divided by N, ranks and replicated layers unchanged. `model_shape` is the part of a config
-that decides what a step computes; a run records it (provenance `model_shape`), so two runs can be checked to
-be a shard and its TP-N deployment (`is_shard_of`) long after the model directories are gone. The `deepseek-v3-tp8-shard` preset
-(synthetic/model/presets.py) is DeepSeek-V3 through it with N = 8, and the floor of a TP-N server is the
-floor of its shard.
-"""
+`shard_config` is what one GPU of an N-way TP deployment holds (heads, sharded widths, vocabulary / N).
+`model_shape` is what decides a step's work; runs record it so `is_shard_of` can pair a shard run with its
+TP-N run later (the `deepseek-v3-tp8-shard` preset is DeepSeek-V3 through it with N = 8)."""
 
 from __future__ import annotations
 
@@ -25,8 +18,7 @@ from bench.files import FileReadError, read_regular_file
 CONFIG_FILE = "config.json"
 # A config.json is a few KiB; DeepSeek-V3's with its quantization table is under 10 KiB.
 MAX_CONFIG_BYTES = 16 << 20
-# What `build_prompts` assumed before it read the model's vocabulary; still the default for a model without
-# a local config (every tokenizer specbench met has at least this many ids).
+# The vocabulary before `build_prompts` read the model's: the default without a local config.
 DEFAULT_VOCAB_SIZE = 32_000
 # Names of the routed-expert count across MoE configs (DeepSeek, Qwen-MoE, Mixtral).
 _EXPERT_KEYS = ("n_routed_experts", "num_experts", "num_local_experts")
@@ -37,8 +29,7 @@ class ShardError(ValueError):
 
 
 def model_config_problem(model: str | Path | None) -> str | None:
-    """Why a local model's config.json cannot be read as a JSON object (a FIFO, /dev/zero behind a link, a
-    gigabyte, nested past the parser, not an object), or None: read fine, or there is none to read."""
+    """Why a local config.json is no readable JSON object (FIFO, device, huge, deep), or None."""
     if not model:
         return None
     path = Path(model).expanduser() / CONFIG_FILE
@@ -54,8 +45,7 @@ def model_config_problem(model: str | Path | None) -> str | None:
 
 
 def read_model_config(model: str | Path | None) -> dict[str, Any] | None:
-    """The model's config.json as a dict, or None: not a local directory, no readable config.json in it
-    (read as bench/files.py reads a named file: a FIFO or a device there never blocks or fills memory)."""
+    """The model's local config.json as a dict (read via bench/files.py), or None."""
     if not model:
         return None
     path = Path(model).expanduser() / CONFIG_FILE
@@ -102,10 +92,8 @@ def fp8_block(cfg: dict[str, Any]) -> tuple[int, int] | None:
     return None
 
 
-# Sharded by tensor parallelism in SGLang's DeepSeek model: attention heads (q_b_proj and kv_b_proj column-,
-# o_proj row-parallel), the dense and every expert's MLP width (gate/up column-, down row-parallel), and the
-# vocabulary (VocabParallelEmbedding, ParallelLMHead). Replicated: the hidden size, the MLA ranks (q_a_proj and
-# kv_a_proj_with_mqa are ReplicatedLinear), the router and the expert count (no expert parallelism).
+# Sharded by TP in SGLang's DeepSeek model: attention heads, dense and expert MLP widths, the vocabulary.
+# Replicated: hidden size, MLA ranks, the router and the expert count (no expert parallelism).
 _SHARDED_HEADS = ("num_attention_heads", "num_key_value_heads")
 _SHARDED_WIDTHS = ("intermediate_size", "moe_intermediate_size")
 
@@ -138,10 +126,7 @@ def valid_tp(cfg: dict[str, Any], limit: int = 64) -> list[int]:
 
 
 def shard_config(cfg: dict[str, Any], tp: int) -> dict[str, Any]:
-    """What one GPU of a `tp`-way tensor-parallel deployment holds of `cfg`, as a config of its own.
-
-    Raises ShardError (one line) when `tp` does not divide what tensor parallelism splits.
-    """
+    """What one GPU of a `tp`-way deployment holds of `cfg`; ShardError when `tp` does not divide it."""
     problems = shard_problems(cfg, tp)
     if problems:
         valid = ", ".join(map(str, valid_tp(cfg)))
@@ -153,8 +138,7 @@ def shard_config(cfg: dict[str, Any], tp: int) -> dict[str, Any]:
     return dict(out)
 
 
-# What decides what a step of a DeepSeek-style model computes: widths, depth, heads, ranks, experts, vocabulary,
-# the MTP layer and the stored dtype. Names and values, tokenizer ids and rope scaling are left out.
+# What decides a DeepSeek-style step's work: widths, depth, heads, ranks, experts, vocabulary, MTP, dtype.
 SHAPE_KEYS: tuple[str, ...] = (
     "architectures",
     "hidden_size",
@@ -191,8 +175,7 @@ def shape_differences(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
 
 
 def is_shard_of(shard: dict[str, Any], whole: dict[str, Any], tp: int) -> list[str]:
-    """Why `shard` (a model shape) is not what one GPU of `whole` served at tensor parallelism `tp` computes;
-    [] when it is."""
+    """Why `shard` (a model shape) is not what one GPU of `whole` at TP `tp` computes; [] when it is."""
     try:
         expected = model_shape(shard_config(whole, tp)) or {}
     except ShardError as e:

@@ -1,28 +1,9 @@
-"""The order in which a v1/v2 pair is measured, so slow drift cancels instead of landing on one side.
-
-Two server configs that differ only in spec mode form a pair (A = the mode listed first, B = the other).
-Per point their repeats run interleaved in ABBA order across repeats:
-
-    A0 B0 | B1 A1 | A2 B2 | B3 A3 | ...
-
-A linear drift over the pair's windows then adds the same amount to A's and B's mean, and repeat r of A and
-repeat r of B sit next to each other in time, so the v2/v1 ratio can be paired by repeat.
-
-With both servers alive at once (`server.pair_colocate`), the runner follows that order window by window.
-When the second server cannot start next to the first (GPU memory), it falls back to alternating restarts:
-the same ABBA sequence cut into runs of one side, one server start per run (`restart_blocks`):
-
-    A[0] | B[0, 1] | A[1, 2] | B[2, 3] | ... (each block measures every point of that side for those repeats)
-
-The same holds for any two server configs compared repeat by repeat (a `Pair` is one such link): with
-`measure.baseline_pairs` the baseline is linked with the speculative configs too, and the links are walked as a
-chain in which consecutive links share one server (`chain`), so only one server is swapped per step:
-
-    base~v1_3, v1_3~v2_3, v2_3~base, base~v1_1, v1_1~v2_1, v2_1~base
-
-A config in L links takes every L-th repeat of its points (`Slot`), so each link's repeats stay its own,
-also on resume.
-"""
+"""The order in which two server configs (a link, `Pair`) are measured, so slow drift cancels instead of
+landing on one side (docs/reference/paired-measurement.md). Per point the repeats of v1/v2 (A = the mode
+listed first) run A0 B0 | B1 A1 | A2 B2 | ..., window by window with both servers up (`server.pair_colocate`),
+else cut into one-side blocks, one start each (`restart_blocks`). With `measure.baseline_pairs` the links form
+a chain sharing one server per step (`chain`), and a config in L links takes every L-th repeat of its points
+(`Slot`), so each link's repeats stay its own, also on resume."""
 
 from __future__ import annotations
 
@@ -47,9 +28,8 @@ def abba_order(repeats: int) -> list[tuple[int, Side]]:
 
 
 def paired_repeats(a: Mapping[int, int | None], b: Mapping[int, int | None]) -> list[int]:
-    """The repeats both sides hold, measured by one invocation of the run (repeat -> invocation, None for runs
-    stored before invocations were recorded). A resumed run can finish repeat r on one side after the other
-    side's window ran in an earlier invocation, on another server or a lost host: not a pair."""
+    """The repeats both sides hold from one invocation (repeat -> invocation; None: before they were
+    recorded): windows of different invocations ran on other servers, so pair with nothing."""
     return sorted(r for r in set(a) & set(b) if a[r] == b[r])
 
 
@@ -66,8 +46,7 @@ def restart_blocks(repeats: int) -> list[tuple[Side, list[int]]]:
 
 @dataclass(frozen=True)
 class Slot:
-    """Where a link's repeats sit among a point's repeats: link repeat r is the point's repeat
-    r * stride + offset (a config in `stride` links takes every stride-th repeat, from `offset`)."""
+    """A link's repeat r is the point's repeat r * stride + offset (a config in `stride` links)."""
 
     stride: int = 1
     offset: int = 0
@@ -91,8 +70,7 @@ Turns = Literal["abba", "blocks"]
 
 @dataclass(frozen=True)
 class WindowLink:
-    """What a window of a link stores (samples.link, link_repeat, link_mode): the link's name, how its two sides
-    took turns (`abba`: both servers up, window by window; `blocks`: one server at a time) and its side's slot."""
+    """A window's link record (samples.link, link_repeat, link_mode): name, turns (abba | blocks), slot."""
 
     name: str
     turns: Turns
@@ -101,8 +79,7 @@ class WindowLink:
 
 @dataclass(frozen=True)
 class Pair:
-    """Two server configs measured repeat by repeat against each other (a link): v1 and v2, or the baseline
-    and a speculative config. A = the side measured first."""
+    """Two server configs measured repeat by repeat (v1~v2, or baseline~spec); A = the side measured first."""
 
     a: ServerGroup
     b: ServerGroup
@@ -137,11 +114,7 @@ Unit = ServerGroup | Pair
 
 
 def pair_units(groups: Sequence[ServerGroup], paired: bool) -> list[Unit]:
-    """Groups in launch order, with each v1/v2 pair (same config but the mode) joined into one `Pair`.
-
-    A pair needs the same points on both sides (always true for an expanded sweep); anything unmatched
-    (baseline, a lone mode) stays a single group.
-    """
+    """Groups in launch order, each v1/v2 pair with equal points joined into one `Pair`."""
     if not paired:
         return list(groups)
     by_key: dict[str, list[ServerGroup]] = {}
@@ -172,16 +145,12 @@ def _same_points(a: ServerGroup, b: ServerGroup) -> bool:
 
 
 def chain(groups: Sequence[ServerGroup], paired: bool, baseline_modes: Sequence[str]) -> list[Unit]:
-    """The sweep's comparisons as links walked so that consecutive links share a server (keep one up, start
-    the other), in the grid's order of configs (`grid.steps: [3, 1]` measures steps 3 first), then any config
-    in no link. `paired`: v1 and v2 of a configuration form a link; `baseline_modes`: each of these modes'
-    configs forms a link with the baseline (measure.baseline_pairs).
+    """The comparisons as links ordered so consecutive links share a server, in the grid's config order, then
+    the configs in no link. `paired`: v1~v2 links; `baseline_modes`: these modes link with the baseline.
 
-    Per configuration (a v1/v2 family) the walk is, with base = the baseline and x, y its modes in the grid's
-    order: both modes linked with base and each other: base~x, x~y, y~base (a circuit, back on base); one mode m
-    linked with base, m~o with the other: from base when base is up (base~m, m~o), else into it (o~m, m~base);
-    both linked with base but not each other: x~base, base~y. Each config's points then plan `repeats` x its
-    number of links, and each link takes its own every-L-th repeat (`Slot`)."""
+    Per family (base, modes x, y in grid order): all linked: base~x, x~y, y~base; one mode m on base plus m~o:
+    base~m, m~o when base is up, else o~m, m~base; both on base only: x~base, base~y. Each config plans
+    `repeats` x its link count, every link its own every-L-th repeat (`Slot`)."""
     base = next((g for g in groups if g.server.is_baseline), None)
     families: dict[str, list[ServerGroup]] = {}
     for g in groups:
@@ -222,8 +191,7 @@ def _family_walk(
 
 
 def _with_slots(groups: Sequence[ServerGroup], walk: list[tuple[ServerGroup, ServerGroup]]) -> list[Unit]:
-    """The walk as Pairs whose groups plan repeats x links per point, with each side's Slot; then the groups
-    in no link."""
+    """The walk as Pairs (repeats x links per point, each side's Slot), then the groups in no link."""
     count: dict[ServerConfig, int] = {}
     for a, b in walk:
         for g in (a, b):
@@ -248,8 +216,7 @@ def _with_slots(groups: Sequence[ServerGroup], walk: list[tuple[ServerGroup, Ser
 
 @dataclass(frozen=True)
 class PartRecord:
-    """One part of a run (db run_parts) as pairing needs it: where it began in the run's order (`invocation`),
-    where it ran, and whether its drift check agreed with the part before (None: not run)."""
+    """A run part as pairing needs it: first `invocation`, host, GPU, drift check agreed (None: not run)."""
 
     part: int
     invocation: int
@@ -259,9 +226,8 @@ class PartRecord:
 
 
 def part_of(parts: Sequence[PartRecord], invocation: int | None) -> int | None:
-    """The part that measured a window of `invocation`: the latest part that began at or before it (a part
-    that stored nothing shares its start with the next). Windows stored before invocations were recorded
-    (None) belong to the first part; None when the run has no parts recorded."""
+    """The part that measured a window of `invocation`: the latest begun at or before it (an empty part shares
+    its start with the next); None invocation: the first part; None when no parts are recorded."""
     if not parts:
         return None
     ordered = sorted(parts, key=lambda p: p.part)
@@ -272,9 +238,7 @@ def part_of(parts: Sequence[PartRecord], invocation: int | None) -> int | None:
 
 
 def part_groups(parts: Sequence[PartRecord]) -> dict[int, int]:
-    """part -> the first part of its group: the parts whose pairs may combine in one interval. A part joins the
-    group of the part before when it ran on the same host and GPU, or when its drift check agreed with it;
-    otherwise (another host or GPU, and a check that disagreed or never ran) it starts a group of its own."""
+    """part -> first part of its group: the same host and GPU or an agreeing drift check joins the last."""
     groups: dict[int, int] = {}
     before: PartRecord | None = None
     for p in sorted(parts, key=lambda p: p.part):

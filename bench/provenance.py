@@ -1,14 +1,9 @@
 """Where a run's numbers came from: software versions, GPU, host, specbench checkout and model identity.
 
-Every probe is cheap and cannot fail the run: package versions come from installed metadata (nothing imports
-sglang or its CUDA kernels), external commands run with argv lists and a timeout, `torch.version.cuda` is read
-from torch's version.py without importing torch, and torch is imported only for the GPU fallback when
-nvidia-smi is missing on a host with NVIDIA devices. A CPU-only box reports GPU "none" and count 0.
-
-Keys with a column on `runs` (runners/store.py): sglang_version, sglang_commit, sgl_kernel_version,
-flashinfer_version, flash_mla_source, torch_version, cuda_version, driver_version, gpu_name, gpu_count, host,
-model_identity, specbench_version, git_commit; plus `simulated`. The rest lands in runs.provenance (JSON).
-"""
+Every probe is cheap and cannot fail the run: versions from installed metadata (nothing imports sglang or CUDA
+kernels), commands as argv with a timeout, `torch.version.cuda` read from its file; torch is imported only for
+the GPU fallback without nvidia-smi. A CPU-only box reports GPU "none", count 0. Keys with a `runs` column are
+db.models.PROVENANCE_COLUMNS plus `simulated`; the rest lands in runs.provenance (JSON)."""
 
 from __future__ import annotations
 
@@ -72,11 +67,7 @@ def vcs_commit(name: str) -> str | None:
 
 
 def flash_mla_source() -> str:
-    """Which package provides the FlashMLA kernels sglang's flashmla backend calls.
-
-    sglang 0.5.13.x imports them from `sgl_kernel.flash_mla` inside sglang-kernel; later releases depend on
-    the separate sgl-flash-mla package. Decided from installed file lists, without importing CUDA code.
-    """
+    """FlashMLA's package: sgl_kernel.flash_mla (0.5.13.x) or sgl-flash-mla, from file lists."""
     version = package_version(_FLASH_MLA_DIST)
     if version != NONE:
         return f"{_FLASH_MLA_DIST} {version}"
@@ -105,8 +96,7 @@ def _run(argv: list[str], cwd: Path | None = None) -> str | None:
 
 
 def _torch_cuda_version() -> str:
-    """`torch.version.cuda`, read from the `torch/version.py` the torch build writes, without importing torch:
-    that import costs every `specbench run` and worker process over a second of CPU, for one string."""
+    """`torch.version.cuda` from torch/version.py, without the import (over a second of CPU per process)."""
     try:
         spec = importlib.util.find_spec("torch")
         locations = list(spec.submodule_search_locations or []) if spec is not None else []
@@ -134,8 +124,7 @@ def _assigned_string(source: str, name: str) -> str | None:
 
 
 def gpu_info(indices: Sequence[int] | None = None) -> tuple[str, int, str]:
-    """(GPU name(s), count, driver version) of the GPUs a run's servers use (`bench.host.gpus.assigned_gpus`);
-    ("none", 0, "none") on a machine without a visible GPU."""
+    """(GPU name(s), count, driver) of the run's GPUs; ("none", 0, "none") without one."""
     return describe(assigned_gpus(indices))
 
 
@@ -178,12 +167,8 @@ def _specbench_version() -> str:
 
 
 def model_info(model_path: str) -> Provenance:
-    """Identity of a model: a local directory gets architectures + a content hash; anything else is an id.
-
-    The hash covers config.json, the safetensors index and the weight files' names and sizes (cheap, no full
-    read of the weights); a specbench synthetic checkpoint adds its recorded weight hash, since two seeds give
-    the same config and sizes.
-    """
+    """Identity of a model: a local directory gets architectures + a content hash (config, index, weight names
+    and sizes, a synthetic checkpoint's weights hash); anything else is an id."""
     path = Path(model_path).expanduser()
     config_file = path / "config.json"
     if not (path.is_dir() and config_file.is_file()):
@@ -241,9 +226,8 @@ def _synth_summary(path: Path) -> tuple[str, str] | None:
 def cpu_topology(
     sys_cpu: Path = Path("/sys/devices/system/cpu"), cpuinfo: Path = Path("/proc/cpuinfo")
 ) -> Provenance:
-    """The host's CPU model, its logical CPUs, and which of them share a physical core ("0,8 1,9 ...": SMT
-    siblings). A speculative server's cycle runs at the speed of one host core (docs/results/2026-12-04-h200-v3-slice-grid-part2.md),
-    and a run's windows record the CPUs its scheduler ran on: this says which of those share a core."""
+    """CPU model, logical CPUs and SMT siblings ("0,8 1,9 ..."): which recorded CPUs share a core
+    (docs/results/2026-12-04-h200-v3-slice-grid-part2.md)."""
     groups: dict[str, int] = {}  # the kernel's sibling list -> its first CPU, to order them
     for f in sys_cpu.glob("cpu[0-9]*/topology/thread_siblings_list"):
         try:
@@ -272,14 +256,9 @@ def collect_provenance(
     server_info: Mapping[str, Any] | None = None,
     gpus: Sequence[int] | None = None,
 ) -> Provenance:
-    """Everything a run records about where it ran. Never raises on a missing GPU, tool or package.
-
-    `gpus`: the GPU indices the run's servers were given (`--gpus`); the GPU name and count describe those,
-    not the whole host, since they are part of a series' identity.
-
-    With `server_info` (the server's /server_info body), the server's own `version` wins over the locally
-    installed sglang (the server may run elsewhere), and a `specbench_sim` key marks the run as simulated.
-    """
+    """Everything a run records about where it ran; never raises on a missing GPU, tool or package. `gpus`:
+    the run's GPU indices (name and count describe those: series identity). With `server_info`, the server's
+    `version` wins over the local sglang and a `specbench_sim` key marks the run simulated."""
     gpu_name, gpu_count, driver = gpu_info(gpus)
     commit, dirty = git_commit()
     local_sglang = package_version("sglang")
@@ -315,7 +294,7 @@ def collect_provenance(
         if sim is not None:
             prov["simulated"] = True
             if isinstance(sim, Mapping):
-                # The GPUs the stand-in emulates (one per TP rank), apart from the host's own (gpu_name/count).
+                # The GPUs the stand-in emulates (one per TP rank), apart from the host's (gpu_name/count).
                 prov["sim_gpu_name"] = _str_or_none(sim.get("gpu_name"))
                 count = sim.get("gpu_count")
                 prov["sim_gpu_count"] = (

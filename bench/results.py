@@ -1,8 +1,5 @@
-"""What a measurement returns: request records in, per-repeat metrics out. No storage, no UI.
-
-Field names follow SGLang's bench_serving (`*_ms` latencies, `output_throughput` in tok/s) so numbers read
-the same as the ones SGLang developers already quote.
-"""
+"""What a measurement returns: request records in, per-repeat metrics out; field names follow bench_serving's
+(`*_ms`, `output_throughput` in tok/s) so numbers read as SGLang developers quote them."""
 
 from __future__ import annotations
 

@@ -1,12 +1,7 @@
 """YAML for files other people write: bounded in size, depth and alias expansion, strict about duplicates.
-
-yaml.safe_load never runs code, but it will happily
-  * keep the last of two equal keys (a typo silently overrides a setting),
-  * build a 514-byte "billion laughs" of aliases whose expansion exhausts memory once anything walks it,
-  * recurse until RecursionError on deeply nested brackets,
-  * turn a 5,000-digit integer into a ValueError (Python's int limit), and a bad date into another.
-`load` turns each of those into one YAMLLimitError that names the problem and, where it can, the line.
-"""
+yaml.safe_load runs no code but keeps the last of equal keys, expands a 514-byte "billion laughs", recurses on
+deep brackets and raises on huge integers or bad dates; `load` turns each into one YAMLLimitError naming the
+problem and, where it can, the line."""
 
 from __future__ import annotations
 
@@ -20,8 +15,7 @@ MAX_DEPTH = 50  # nesting of mappings/lists
 MAX_ALIASES = 200
 MAX_NODES = 100_000  # values after alias expansion: what a consumer walking the data will see
 MAX_INT_DIGITS = 40
-# PyYAML's scanner is quadratic in open flow brackets ("[[[[..."): 5,000 take a second before the depth limit
-# is even reached. No sweep needs a thousand.
+# PyYAML's scanner is quadratic in open flow brackets (5,000 take a second); no sweep needs a thousand.
 MAX_BRACKETS = 1000
 
 
@@ -29,8 +23,7 @@ class YAMLLimitError(ValueError):
     """The text is not YAML we accept; the message says why (and where, when known)."""
 
 
-# libyaml when the host has it (PyYAML's pure-Python scanner is ~10x slower); the constructors, where the
-# checks below live, are Python either way.
+# libyaml when present (~10x faster scanner); the constructors, where the checks live, are Python either way.
 _BaseLoader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
@@ -39,7 +32,7 @@ class _Loader(_BaseLoader):  # type: ignore[misc]
         seen: dict[Any, int] = {}
         for key_node, _ in node.value:
             if not isinstance(key_node, ScalarNode) or key_node.tag == "tag:yaml.org,2002:merge":
-                continue  # non-scalar keys fail later as unhashable; merge keys (<<) may repeat keys on purpose
+                continue  # non-scalar keys fail later as unhashable; merge keys (<<) may repeat keys
             key = self.construct_object(key_node, deep=True)
             line = key_node.start_mark.line + 1
             if key in seen:
@@ -59,10 +52,7 @@ _Loader.add_constructor("tag:yaml.org,2002:int", _Loader.construct_yaml_int)
 
 
 def _check_expanded_size(data: Any) -> None:
-    """Count values as a consumer walking the data would meet them: an alias counts every time it is used.
-
-    Sizes are memoised per object, so a bomb costs as much to measure as it took to write.
-    """
+    """Count values as a walker meets them (an alias each use), memoised so a bomb is cheap to measure."""
     sizes: dict[int, int] = {}
     open_: set[int] = set()
 

@@ -1,15 +1,9 @@
 """Prompts for one point: synthetic token ids or lines of a JSONL file.
 
-`random` prompts are token ids, so the server sees exactly `input_len` tokens (no re-tokenization drift, no
-BOS added; contract §6.4). Every prompt starts with a token sequence no other prompt starts with, so the
-radix cache can never serve one prompt's prefix to another (contract §6.6): a measured window after a flush
-has `cached_tokens == 0` on every request.
-
-`jsonl` lines are `{"input_ids": [...]}` or `{"prompt": "..."}`, each with an optional `output_len` (default:
-the workload's) and, for text, an optional `prompt_len` (the dataset token count that bench_serving uses for
-input throughput). A text line without `prompt_len` gets 0, meaning "unknown": metrics then fall back to the
-server's `prompt_tokens`.
-"""
+`random` prompts are token ids (exactly `input_len` tokens, no BOS; contract §6.4), each opening with a
+sequence no other prompt opens with, so the radix cache never serves one's prefix to another (§6.6). `jsonl`
+lines are `{"input_ids": [...]}` or `{"prompt": "..."}` with optional `output_len` and, for text, `prompt_len`
+(bench_serving's dataset count; 0 = unknown: metrics use the server's `prompt_tokens`)."""
 
 from __future__ import annotations
 
@@ -28,8 +22,7 @@ from bench.sweep import MAX_TOKENS, WorkloadSpec
 FIRST_RANDOM_ID = 2
 # Problems listed at once for a bad file before giving up; enough to spot a pattern, not a wall of text.
 _MAX_REPORTED_PROBLEMS = 10
-# A workload file is read whole into memory: at most this much (a JSONL of prompts, not a corpus; ShareGPT
-# converted to JSONL is about 600 MB). /dev/zero, once read until memory ran out, is refused before a byte.
+# A workload file is read whole: at most this much (ShareGPT as JSONL is ~600 MB).
 MAX_WORKLOAD_BYTES = 1 << 30
 
 
@@ -52,8 +45,7 @@ class Prompt:
 
 
 def build_prompts(workload: WorkloadSpec, n: int, vocab_size: int = DEFAULT_VOCAB_SIZE) -> list[Prompt]:
-    """`n` prompts for `workload`, deterministic in the workload and the vocabulary (same spec, same prompts,
-    on every host). Runs pass the model's own vocabulary (`bench.model_config.prompt_vocab`)."""
+    """`n` prompts for `workload`, the same everywhere for one spec and vocabulary (`prompt_vocab`)."""
     if n < 1:
         raise ValueError(f"n must be >= 1, got {n}")
     if workload.dataset == "random":
@@ -67,8 +59,7 @@ def _random_prompts(workload: WorkloadSpec, n: int, vocab_size: int) -> list[Pro
     span = vocab_size - FIRST_RANDOM_ID
     if span < 2:
         raise ValueError(f"vocab_size {vocab_size} leaves no room for random ids (0 and 1 are reserved)")
-    # The prompt index, written in base `span` over the first `digits` positions, makes every prompt's
-    # opening unique; for n <= span (almost always) that is the first token alone.
+    # The prompt index in base `span` over the first `digits` positions makes every opening unique.
     digits = 1
     while span**digits < n:
         digits += 1
@@ -88,14 +79,12 @@ def _random_prompts(workload: WorkloadSpec, n: int, vocab_size: int) -> list[Pro
 
 
 def workload_file_problem(path: str | Path, cap: int = MAX_WORKLOAD_BYTES) -> str | None:
-    """Why `path` cannot be a workload file (not a regular file, larger than `cap`, unreadable), or None.
-    From its metadata alone: nothing is opened, so a FIFO cannot block the caller."""
+    """Why `path` cannot be a workload file (not regular, over `cap`, unreadable), from metadata alone."""
     return regular_file_problem(path, cap, "a workload file")
 
 
 def read_workload_file(path: str | Path, cap: int = MAX_WORKLOAD_BYTES) -> bytes:
-    """The bytes of a workload file: a regular file of at most `cap` bytes, opened without blocking (a FIFO
-    that nobody writes to would hang the run forever) and read no further than `cap` (bench/files.py)."""
+    """A workload file's bytes: regular, at most `cap`, opened without blocking (a FIFO would hang)."""
     try:
         return read_regular_file(path, cap, "a workload file")
     except FileReadError as e:
@@ -103,8 +92,7 @@ def read_workload_file(path: str | Path, cap: int = MAX_WORKLOAD_BYTES) -> bytes
 
 
 def workload_problems(workloads: list[WorkloadSpec], vocab_size: int = DEFAULT_VOCAB_SIZE) -> list[str]:
-    """Every reason a sweep's workload files cannot produce prompts, each file read and parsed whole: what a
-    run checks before its first server starts (runners/preflight.py), so a bad file costs no start-up."""
+    """Every reason the sweep's workload files yield no prompts, before any server starts (preflight)."""
     out: list[str] = []
     for i, w in enumerate(workloads):
         if w.dataset != "jsonl":
@@ -176,8 +164,7 @@ def _parse_line(raw: bytes, default_output_len: int, vocab_size: int) -> Prompt:
 
 
 def _token_count(x: Any) -> bool:
-    """A whole number of tokens a request may ask for: 10**12 once reset the stand-in's connection and ended a
-    PostgreSQL run in a traceback (issue 35)."""
+    """A whole token count a request may ask for (10**12 once crashed a run: issue 35)."""
     return isinstance(x, int) and not isinstance(x, bool) and 0 < x <= MAX_TOKENS
 
 
@@ -187,12 +174,8 @@ def _shown(value: Any) -> str:
 
 
 def window_prompt(prompts: list[Prompt], i: int) -> Prompt:
-    """Prompt `i` of a window that outlasts its prompt budget (`measure.min_window_s`): the budget repeated,
-    each further round changed at its start so the radix cache cannot serve it from the earlier round.
-
-    Token prompts are rotated by the round number (same length, same tokens, a different first page); text
-    prompts get a short round marker in front (a couple of tokens more than the dataset's count).
-    """
+    """Prompt `i` past the window's prompt budget: the budget again, each round's opening changed (tokens
+    rotated, text prefixed) so the radix cache cannot serve it."""
     n = len(prompts)
     base, rnd = prompts[i % n], i // n
     if rnd == 0:

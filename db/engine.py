@@ -23,10 +23,7 @@ class DatabaseURLError(ValueError):
 
 
 ENV_PREFIX = "env:"
-# libpq's connection parameters that hold a secret or point at one ("Parameter Key Words" in the PostgreSQL
-# docs): a password, the client key's passphrase, the password file, the client key, the TLS key log, the
-# OAuth client secret. Any of them on a command line is visible to every user of the host (`ps`), and none
-# may appear in a message. Matched in any case: a driver may not care, a reader of `ps` certainly does not.
+# libpq parameters holding or naming a secret: `ps` shows argv to every user; matched in any case.
 SECRET_PARAMS = frozenset(
     {"password", "sslpassword", "passfile", "sslkey", "sslkeylogfile", "oauth_client_secret"}
 )
@@ -35,12 +32,8 @@ _PLACEHOLDER = "SPECBENCHMASKED"  # letters only: survives URL rendering unquote
 
 
 def resolve_url(url: str | None = None) -> str:
-    """The URL to use, with `postgresql://` mapped to the psycopg 3 driver we ship.
-
-    `env:NAME` reads the URL from the environment variable NAME, so a password never has to appear in argv
-    (where `ps` shows it to every user of the host). An empty URL and SQLite's `file:` URIs are refused: the
-    first silently meant ./specbench.db, the second made SQLAlchemy create a database under `./file:...`.
-    """
+    """The URL, `postgresql://` mapped to psycopg 3; `env:NAME` reads variable NAME (no password in argv).
+    Empty URLs and SQLite `file:` URIs are refused."""
     if url is not None and not url.strip():
         raise DatabaseURLError(
             "--db is empty; give sqlite:///PATH, postgresql://USER@HOST[:PORT]/DB or env:NAME, or leave --db out "
@@ -85,8 +78,7 @@ def _secret_values(parsed: URL) -> list[tuple[str, str]]:
 
 
 def url_secrets(url: str) -> list[str]:
-    """Where `url` carries a secret: "password" for the userinfo one, else the parameter's name as written.
-    An unparseable URL counts as holding one (it cannot be shown to be clean)."""
+    """Where `url` carries a secret: "password" (userinfo) or the parameter; unparseable counts."""
     try:
         parsed = make_url(url)
     except (ArgumentError, ValueError):
@@ -95,8 +87,7 @@ def url_secrets(url: str) -> list[str]:
 
 
 def redact(url: str) -> str:
-    """The URL for logs, messages and provenance, with every secret (userinfo password, `?password=`,
-    `?sslpassword=`, ... in any case) shown as ***."""
+    """The URL for logs, messages and provenance, every secret (any case) shown as ***."""
     try:
         parsed = make_url(url)
     except (ArgumentError, ValueError):
@@ -113,8 +104,7 @@ def redact(url: str) -> str:
 
 
 def scrub(text: str, url: str | None) -> str:
-    """`text` (say, a driver's error message) with every secret of `url` masked wherever it appears, raw or
-    percent-encoded."""
+    """`text` (a driver's error, say) with every secret of `url` masked, raw or percent-encoded."""
     if not url:
         return text
     try:
@@ -138,17 +128,13 @@ def _sqlite_pragmas(dbapi_conn: Any, _record: Any, *, busy_ms: int = 30000) -> N
     cur.close()
 
 
-# Execution option that makes SQLite's BEGIN an IMMEDIATE one: the write lock is taken before the first read,
-# so a claim's read-then-update cannot interleave with another writer (runners/queue.py).
+# Makes SQLite's BEGIN IMMEDIATE: a claim's read-then-update cannot interleave with another writer.
 SQLITE_IMMEDIATE = "specbench_sqlite_immediate"
 
 
 def _sqlite_autocommit_driver(dbapi_conn: Any, _record: Any) -> None:
-    # SQLAlchemy's documented pysqlite recipe ("Serializable isolation / Savepoints / Transactional DDL"):
-    # pysqlite's own BEGIN comes late (before the first INSERT/UPDATE/DELETE) and its SAVEPOINT handling
-    # commits what `begin_nested` should keep pending. Switch the driver's transaction handling off here and
-    # emit BEGIN ourselves when SQLAlchemy begins (`_sqlite_begin`): a session is then one real transaction,
-    # savepoints included, so a repeat, its requests and its point refresh commit together or not at all.
+    # SQLAlchemy's pysqlite recipe ("Serializable isolation / Savepoints / Transactional DDL"): BEGIN is
+    # emitted here, so a session is one real transaction, savepoints included.
     dbapi_conn.isolation_level = None
 
 
@@ -158,8 +144,7 @@ def _sqlite_begin(conn: Any) -> None:
 
 
 def make_engine(url: str | None = None, *, busy_timeout_s: float = 30.0, **kwargs: Any) -> Engine:
-    """`busy_timeout_s` (SQLite): how long one statement waits for another writer's lock before it fails
-    with "database is locked" (callers that must ride out longer waits retry: runners/dbretry.py)."""
+    """`busy_timeout_s` (SQLite): the wait for a writer's lock before "database is locked" (dbretry.py)."""
     resolved = resolve_url(url)
     parsed = make_url(resolved)
     if parsed.get_backend_name() == "sqlite":
@@ -191,8 +176,7 @@ def session_scope(engine: Engine) -> Iterator[Session]:
 
 
 def _sqlite_readonly_pragmas(dbapi_conn: Any, _record: Any) -> None:
-    # No journal_mode switch (that rewrites the header of a file we only read) and query_only as a second
-    # lock on the door; busy_timeout so a reader waits out a writer's commit instead of failing.
+    # No journal_mode switch (it rewrites the header) and query_only; readers wait out a writer's commit.
     cur = dbapi_conn.cursor()
     cur.execute("PRAGMA busy_timeout=30000")
     cur.execute("PRAGMA query_only=ON")

@@ -29,13 +29,8 @@ def point_fingerprint(
     accept_length: float | None = None,
     expert_routing: str | None = None,
 ) -> str:
-    """A stable 16-hex-digit hash of the series key; the same on every host and Python version.
-
-    `accept_length` (a pinned SGLANG_SIMULATE_ACC_LEN) joins the key only when set, so the fingerprints
-    of every series without one stay what they were. `expert_routing` joins only when "balanced": a MoE model
-    with dummy weights measured with SGLang's balanced routing reads other bytes than one whose routing
-    collapsed (every series before specbench set the switch, whose fingerprints stay what they were).
-    """
+    """A stable 16-hex-digit hash of the series key, the same on every host and Python. `accept_length` joins
+    only when pinned and `expert_routing` only when "balanced", so older series keep their fingerprints."""
     key: dict[str, object] = {
         "model": model,
         "draft_model": draft_model,

@@ -1,16 +1,11 @@
 """Merge runs from another specbench database (a GPU host's SQLite file, an example) into this one.
 
-Runs are matched by their time-sortable `uid`, so merging is idempotent and databases from several hosts
-combine without id clashes: every row gets a new id here and its foreign keys are remapped.
-
-A run already here grows instead when the source holds more of it (the same run resumed on another host with
-`--resume`): rows are matched within the run by their natural keys (points by `point_key`, samples by point
-and `repeat`, server instances by `config_key` and `started_at`, profiles by point, TP rank, path and
-`created_at`, parts by their number) and only the missing ones are copied; a part here takes the source's end
-(status, finish, checks) when the source holds the same part further along. A sample already here is never replaced, except a `failed`
-one whose source counterpart is a measurement: a resumed run re-measures a failed repeat in place (same point,
-same repeat index; runners.store.store_sample), so the source's repeat supersedes it, with its requests.
-"""
+Runs match by `uid`, so merging is idempotent; every row gets a new id here, foreign keys remapped. A run
+already here grows when the source holds more of it (resumed elsewhere): rows match by natural keys (points by
+`point_key`, samples by point and `repeat`, servers by `config_key` and `started_at`, profiles by point, rank,
+path and `created_at`, parts by number) and only missing ones are copied; a part takes the source's end when
+the source holds it further along. A sample here is never replaced, except a `failed` one the source
+re-measured in place (runners.store.store_sample), which the source's repeat supersedes with its requests."""
 
 from __future__ import annotations
 
@@ -34,31 +29,20 @@ from db.models import (
     ServerInstance,
 )
 
-# What `--resume` (or a retried job) rewrites on the run row; the rest is provenance fixed at creation. A
-# resume with an edited stopping rule also rewrites the sweep and appends the old one to the provenance
-# (runners/resume_guard.py, `sweep_edits`).
+# What `--resume` or a retried job rewrites on the run row (an edited stopping rule: the sweep too).
 RUN_RESUME_COLUMNS = (
     *("status", "error", "finished_at", "overhead_s", "drift", "sweep_yaml", "sweep_hash", "provenance"),
 )
 # A point's identity within its run: never overwritten when its aggregates are refreshed.
 POINT_IDENTITY_COLUMNS = frozenset({"id", "run_id", "point_key", "created_at", "server_instance_id"})
-# Repeat statuses that are a measurement and so supersede a `failed` repeat here (ok | unstable | invalid |
-# mode_mismatch; `failed` is the one left, bench.results.STATUS_SEVERITY). They are the statuses that
-# bench.stats.summary counts as measured (MEASURED_STATUSES): the window ran, its requests and metrics are
-# stored, and the source point's aggregates already count the repeat, whatever its verdict (the verdict
-# travels with the row and the point's status). It is also what the GPU host itself did:
-# runners.store.store_sample replaces a stored `failed` repeat by any new result but a `failed` one. A
-# `failed` source repeat (re-measured and failed again, or never re-measured) holds no measurement and
-# replaces nothing. An explicit list, not "not failed": a status added later replaces nothing until someone
-# decides it is a measurement.
+# Repeat statuses that are a measurement (MEASURED_STATUSES) and so supersede a `failed` one here, as
+# store_sample does; explicit, so a status added later replaces nothing until decided.
 SUPERSEDES_FAILED = frozenset({"ok", "unstable", "invalid", "mode_mismatch"})
 
 
 @dataclass
 class Counts:
-    """Rows copied: new ones only (a point or repeat already here is not counted). `replaced`: repeats here
-    that were `failed` and took the source's measurement of them (not in `samples`; their requests are in
-    `requests`)."""
+    """Rows copied, new ones only; `replaced`: `failed` repeats here that took the source's measurement."""
 
     points: int = 0
     samples: int = 0
@@ -80,8 +64,7 @@ class MergeReport(Counts):
     grown: Counts = field(default_factory=Counts)
 
     def summary(self) -> str:
-        """The import summary: the line `specbench import` prints (runners/commands/import_runs.py, checked
-        equal by tests/test_merge_replace.py), with the repeats that replaced a failed one, if any."""
+        """The line `specbench import` prints (tests/test_merge_replace.py), with the replaced repeats."""
         g = self.grown
         replaced = f", +{g.replaced} repeats replaced a failed one" if g.replaced else ""
         grew = (
@@ -112,8 +95,7 @@ def _remap(ids: dict[int, int], old: int | None) -> int | None:
     return None if old is None else ids.get(old)
 
 
-# What `merge_runs` copies, table by table: the rows of the runs it reads, and the id columns it replaces (new
-# ids here, remapped foreign keys, the source's job), which are not checked.
+# What `merge_runs` copies, table by table, and the id columns it replaces (not checked).
 _RUNS = "SELECT id FROM runs{where}"
 _COPIED: tuple[tuple[type[Base], str, tuple[str, ...]], ...] = (
     (Run, "{where_runs}", ("id", "job_id")),
@@ -136,9 +118,8 @@ _COPIED: tuple[tuple[type[Base], str, tuple[str, ...]], ...] = (
 
 
 def check_source(source: Engine, *, sweep: str | None = None) -> None:
-    """Raise validate.RowProblem (`points row 12: batch_size: ...`) for the first value of the rows
-    `merge_runs` would copy that does not fit this schema: read as the driver returns them, before the ORM
-    parses anything (a timestamp that is not one, malformed JSON, text in a number column)."""
+    """Raise validate.RowProblem (`points row 12: batch_size: ...`) for the first source value that does not
+    fit this schema, read as the driver returns it, before the ORM parses anything."""
     where = " WHERE sweep_name = :sweep" if sweep is not None else ""
     params = {"sweep": sweep} if sweep is not None else {}
     with source.connect() as conn:
@@ -183,8 +164,7 @@ def _copy_run(src: Session, run: Run, dest: Session, counts: Counts) -> int:
 
 
 def _grow_run(src: Session, run: Run, dest: Session, dest_id: int, counts: Counts) -> bool:
-    """Add what `dest`'s copy of `run` lacks; True if anything was added (then the run row follows the
-    source's status, finished_at and the other columns a resume rewrites)."""
+    """Add what `dest`'s copy of `run` lacks; True if anything was (the run row then follows the source)."""
     before = dataclasses.astuple(counts)
     _merge_contents(src, run, dest, dest_id, counts)
     if dataclasses.astuple(counts) == before:
@@ -198,8 +178,7 @@ def _grow_run(src: Session, run: Run, dest: Session, dest_id: int, counts: Count
 
 
 def _merge_contents(src: Session, run: Run, dest: Session, dest_id: int, counts: Counts) -> None:
-    """Copy the server instances, points, samples (with requests) and profiles of `run` missing in `dest`'s
-    run `dest_id` (all of them for a run just created)."""
+    """Copy the servers, points, samples (with requests) and profiles of `run` that `dest_id` lacks."""
     server_ids = _merge_servers(src, run, dest, dest_id, counts)
     point_ids = _merge_points(src, run, dest, dest_id, server_ids, counts)
     _merge_profiles(src, run, dest, dest_id, point_ids, counts)
@@ -232,11 +211,9 @@ def _merge_servers(src: Session, run: Run, dest: Session, dest_id: int, counts: 
 def _merge_points(
     src: Session, run: Run, dest: Session, dest_id: int, server_ids: dict[int, int], counts: Counts
 ) -> dict[int, int]:
-    """Source point id -> dest id. Missing points are copied; missing repeats too, and a `failed` repeat here
-    is replaced by the source's measurement of it (SUPERSEDES_FAILED). A point here takes the source's
-    aggregates, status and server (they were computed from its repeats) when the source holds more repeats, or
-    when one of its repeats replaced a failed one here and the source holds every repeat here: the point then
-    holds exactly the source's repeats, and its aggregates are the source's."""
+    """Source point id -> dest id; missing points and repeats are copied, and a `failed` repeat here replaced
+    by the source's measurement (SUPERSEDES_FAILED). A point takes the source's aggregates, status and server
+    when the source holds more repeats, or when it replaced a failed one and holds every repeat here."""
     here = {p.point_key: p for p in dest.scalars(select(Point).where(Point.run_id == dest_id))}
     ids: dict[int, int] = {}
     for point in src.scalars(select(Point).where(Point.run_id == run.id).order_by(Point.id)):
@@ -291,8 +268,7 @@ def _copy_sample(
     )
     dest.add(new_sample)
     dest.flush()
-    # Requests are most of a run's rows (39k in the H200 grid): copied as plain rows in one bulk insert, not
-    # as ORM objects, which took three quarters of an import's time.
+    # Requests are most rows (39k in the H200 grid): one bulk insert of plain rows, not ORM objects.
     reqs = [
         {**row, "sample_id": new_sample.id}
         for row in src.execute(select(*_REQUEST_COLUMNS).where(RequestRow.sample_id == sample.id)).mappings()
@@ -305,8 +281,7 @@ def _copy_sample(
 def _merge_profiles(
     src: Session, run: Run, dest: Session, dest_id: int, point_ids: dict[int, int], counts: Counts
 ) -> None:
-    """Copy the profiles `dest` lacks. They keep their `host` and `path`: the trace stays where it was
-    captured (docs/reference/profiles.md)."""
+    """Copy the profiles `dest` lacks; `host` and `path` stay where the trace was captured."""
 
     def keyed(run_id: int) -> Any:
         return (
@@ -326,8 +301,7 @@ def _merge_profiles(
 def _merge_checks(
     src: Session, run: Run, dest: Session, dest_id: int, server_ids: dict[int, int], counts: Counts
 ) -> None:
-    """Copy the correctness check's raw answers `dest` lacks (matched by config_key and created_at), so the
-    points' verdicts can be judged again where the run was imported."""
+    """Copy the check's raw answers `dest` lacks (by config_key, created_at), to judge points again here."""
     here = {
         (c.config_key, c.created_at)
         for c in dest.scalars(select(CorrectnessOutput).where(CorrectnessOutput.run_id == dest_id))
@@ -346,9 +320,8 @@ PART_END_COLUMNS = ("status", "finished_at", "sglang_version", "sglang_patch", "
 
 
 def _merge_parts(src: Session, run: Run, dest: Session, dest_id: int, counts: Counts) -> None:
-    """Copy the parts `dest` lacks (matched by number); a part here with the same start takes the source's end
-    when it differs (the snapshot was taken while that part still ran). A part here that began elsewhere (the
-    same snapshot resumed on two hosts) is left as it is."""
+    """Copy the parts `dest` lacks (by number); a part here with the same start takes the source's end when it
+    differs; one that began elsewhere stays as it is."""
     here = {p.part: p for p in dest.scalars(select(RunPart).where(RunPart.run_id == dest_id))}
     for part in src.scalars(select(RunPart).where(RunPart.run_id == run.id).order_by(RunPart.part)):
         mine = here.get(part.part)

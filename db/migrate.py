@@ -51,13 +51,9 @@ class SchemaBehindError(RuntimeError):
 
 
 def open_database_readonly(url: str | None = None) -> tuple[Engine, str | None]:
-    """An engine that never writes, on a database at head, and a note for the user (or None).
-
-    A read must not change the file (issue 10 §9: `export` switched the committed example to WAL). A SQLite
-    file at an older schema is copied to a temporary file and the copy migrated; PostgreSQL behind head is
-    an error (SchemaBehindError) that says to run `specbench db upgrade`. A missing SQLite file raises
-    DatabaseMissingError: a read never creates one.
-    """
+    """An engine that never writes (issue 10 §9), on a database at head, and a note for the user (or None). An
+    older SQLite file is migrated as a temporary copy; PostgreSQL behind head raises SchemaBehindError (run
+    `specbench db upgrade`); a missing SQLite file raises DatabaseMissingError."""
     resolved = resolve_url(url)
     engine = make_readonly_engine(resolved)
     current, head = schema_revisions(engine, resolved)

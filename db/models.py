@@ -1,10 +1,5 @@
-"""The specbench schema: typed SQLAlchemy 2.0 models. Alembic migrations in db/migrations mirror this file.
-
-Runs hold provenance; server instances hold requested and resolved server configs (one row per launch);
-points hold the median of their repeats; samples hold each repeat; request records hold what the client saw.
-Jobs, workers and schedules are the SQL job queue. Triage stores humans' verdicts on flagged changes.
-Only portable types (JSON, not JSONB or ARRAY) so SQLite and PostgreSQL hold the same data.
-"""
+"""The specbench schema: typed SQLAlchemy 2.0 models, mirrored by the Alembic migrations in db/migrations.
+Portable types only (JSON, not JSONB or ARRAY), so SQLite and PostgreSQL hold the same data."""
 
 from __future__ import annotations
 
@@ -17,8 +12,7 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
 from db.types import UTCDateTime, uuid7
 
-# Ids are INTEGER columns: 32-bit on PostgreSQL (SERIAL), so no id is larger; a bigger one is a typo, and a
-# query with it would fail on PostgreSQL ("integer out of range") instead of finding nothing.
+# Ids are INTEGER (32-bit SERIAL on PostgreSQL): a bigger one is a typo that would fail there.
 MAX_ID = 2**31 - 1
 # A run's uid (db.types.uuid7): 36 characters; a prefix of it, as users type one, is hex digits and dashes.
 UID_LENGTH = 36
@@ -84,8 +78,7 @@ class MetricColumns:
 METRIC_FIELDS: tuple[str, ...] = tuple(
     name for name in MetricColumns.__annotations__ if not name.startswith("_")
 )
-# Run columns that say where the numbers came from (filled from bench.provenance; the full dict is kept in
-# runs.provenance too).
+# Run columns saying where the numbers came from (bench.provenance; the full dict is in runs.provenance too).
 PROVENANCE_COLUMNS: tuple[str, ...] = (
     *("model_identity", "sglang_version", "sglang_commit", "sgl_kernel_version", "flashinfer_version"),
     *("flash_mla_source", "torch_version", "cuda_version", "driver_version", "gpu_name", "gpu_count", "host"),
@@ -133,9 +126,7 @@ class Run(Base):
     overhead_s: Mapped[float | None] = mapped_column(Float)
     # The reference point re-measured at the end (measure.drift_check), against its first measurement.
     drift: Mapped[dict[str, Any] | None] = mapped_column(JSON)
-    # The process running the run while it is `running`: {"host", "pid", "start"} (start: its start time in
-    # clock ticks since boot, so a recycled pid is not mistaken for it). A later specbench process on that
-    # host marks a run whose process is gone `partial` (runners/host_recovery.py).
+    # Its process while `running` ({"host", "pid", "start"}); gone, it is marked `partial` (host_recovery.py).
     owner: Mapped[dict[str, Any] | None] = mapped_column(JSON)
 
     servers: Mapped[list[ServerInstance]] = relationship(back_populates="run", cascade="all, delete-orphan")
@@ -162,21 +153,17 @@ class ServerInstance(Base):
     sglang_version: Mapped[str | None] = mapped_column(String(64))
     log_path: Mapped[str | None] = mapped_column(String(500))
     startup_s: Mapped[float | None] = mapped_column(Float)
-    # starting | ok | failed (never came up) | crashed (died while measured) | stopped | reaped (its launcher
-    # died; the watchdog or the reaper stopped it)
+    # starting | ok | failed (never up) | crashed (died while measured) | stopped | reaped (launcher died)
     status: Mapped[str] = mapped_column(String(16), default="starting")
     error: Mapped[str | None] = mapped_column(Text)
-    # A server that died: its exit code (negative: killed by that signal) and the last lines of its log, kept
-    # here because the log file lives on the worker host only.
+    # A dead server's exit code (negative: signal) and log tail: its log lives on the worker host only.
     exit_code: Mapped[int | None] = mapped_column(Integer)
     log_tail: Mapped[str | None] = mapped_column(Text)
-    # A failed launch whose log showed a known SGLang bug of its release (bench.server.known_bugs): that bug's
-    # key. The correctness gate counts it as a finding (`fail`), not as a launch that merely failed.
+    # The known SGLang bug its failed launch's log showed (bench.server.known_bugs): the gate's `fail`.
     known_bug: Mapped[str | None] = mapped_column(String(64))
     started_at: Mapped[datetime] = _created()
     stopped_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
-    # The process that launched it, like runs.owner: a row left `ok` by a launcher that died is closed as
-    # `reaped` by the next specbench process on that host.
+    # Its launcher, like runs.owner: a row left `ok` by a dead launcher is closed as `reaped` on that host.
     owner: Mapped[dict[str, Any] | None] = mapped_column(JSON)
 
     run: Mapped[Run] = relationship(back_populates="servers")
@@ -199,8 +186,7 @@ class Point(MetricColumns, Base):
     point_key: Mapped[str] = mapped_column(String(300))
     # Series identity: model, draft, backend, server config, batch size, workload, GPU type and count.
     fingerprint: Mapped[str] = mapped_column(String(64), index=True)
-    # ok | invalid | failed | mode_mismatch | unstable. Not indexed: without ANALYZE, SQLite's planner walks a
-    # status index over nearly the whole table instead of using the fingerprint/run indexes.
+    # ok | invalid | failed | mode_mismatch | unstable; unindexed (SQLite's planner would walk the index).
     status: Mapped[str] = mapped_column(String(16))
     reason: Mapped[str | None] = mapped_column(Text)
     model: Mapped[str] = mapped_column(String(500))
@@ -228,15 +214,12 @@ class Point(MetricColumns, Base):
     # SGLANG_SIMULATE_ACC_LEN of the point's server (grid.accept_lengths); None = acceptance not pinned.
     accept_length_pinned: Mapped[float | None] = mapped_column(Float)
     overhead_s: Mapped[float | None] = mapped_column(Float)
-    # balanced | collapsed: the expert routing of a dummy-weight MoE server (bench/server/routing.py); NULL:
-    # real weights or a dense model.
+    # balanced | collapsed: dummy-weight MoE routing (bench/server/routing.py); NULL: real weights or dense.
     expert_routing: Mapped[str | None] = mapped_column(String(16))
-    # The least time one step (speculative: one cycle) can take on this GPU (bench/floor.py), and floor / the
-    # measured step; above 1 is impossible (the point is flagged invalid).
+    # The least time a step or cycle can take here (bench/floor.py), and floor / measured (> 1: invalid).
     step_floor_ms: Mapped[float | None] = mapped_column(Float)
     floor_fraction: Mapped[float | None] = mapped_column(Float)
-    # The correctness gate's verdict on its server config (docs/reference/correctness-gate.md): pass | fail |
-    # not checked; NULL: the run predates the check. A `fail` means the speed is a wrong path's.
+    # The correctness gate's verdict (correctness-gate.md): pass | fail | not checked; NULL: older run.
     correctness: Mapped[str | None] = mapped_column(String(16))
     correctness_reason: Mapped[str | None] = mapped_column(Text)
     # Where its tokens first left the baseline's (or the reference's): request index, token index.
@@ -273,10 +256,7 @@ class Sample(MetricColumns, Base):
         ForeignKey("server_instances.id", ondelete="SET NULL"), index=True
     )
     window_started_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
-    # The comparison the window was measured for (bench.pairing.Link: its two server configs' keys, A~B), its
-    # repeat there (the window pairs with the other side's window of the same link repeat) and how the two
-    # sides took turns: `abba` (both servers up, window by window) or `blocks` (one server at a time).
-    # NULL: a window of no comparison, or a run before links were recorded (paired by `repeat`).
+    # The link measured (bench.pairing, A~B), its repeat there, its turns (abba | blocks); NULL: none.
     link: Mapped[str | None] = mapped_column(String(40))
     link_repeat: Mapped[int | None] = mapped_column(Integer)
     link_mode: Mapped[str | None] = mapped_column(String(8))
@@ -291,9 +271,8 @@ class Sample(MetricColumns, Base):
 
 
 class RunPart(Base):
-    """One invocation of a run (`specbench run`, `--resume-run`, a job's attempt): where it ran, on which SGLang,
-    when, and (on another host or GPU than the part before) whether one re-measured point agreed with that
-    part (`check`), which decides whether a cell's pairs from both parts combine (analysis.pairs)."""
+    """One invocation of a run (`run`, `--resume-run`, a job attempt): where, on which SGLang, and whether its
+    re-measured point agreed with the part before (`check`; analysis.pairs)."""
 
     __tablename__ = "run_parts"
     __table_args__ = (UniqueConstraint("run_id", "part", name="uq_run_parts_run_part"),)
@@ -313,8 +292,7 @@ class RunPart(Base):
     status: Mapped[str] = mapped_column(String(16), default="running")
     started_at: Mapped[datetime] = _created()
     finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
-    # The drift check against the part before, on another host or GPU (runners.part_check.PartCheck); NULL:
-    # not needed (same host and GPU), or not run (no server of an earlier part's points started).
+    # The drift check against the part before on another host/GPU (part_check.PartCheck); NULL: none.
     check: Mapped[dict[str, Any] | None] = mapped_column(JSON)
     # This part's end-of-run drift check (runs.drift holds the latest part's).
     drift: Mapped[dict[str, Any] | None] = mapped_column(JSON)
@@ -348,9 +326,8 @@ class RequestRow(Base):
 
 
 class CorrectnessOutput(Base):
-    """What one launch answered to the correctness check's greedy prompts (bench.correctness.LaunchOutputs as
-    JSON), or the reference's expectation (`config_key` = "reference"): the raw material the verdicts on the
-    points are judged from, kept so they can be judged again (`specbench gate`)."""
+    """A launch's answers to the correctness prompts (bench.correctness.LaunchOutputs), or the reference's
+    (`config_key` = "reference"), kept to judge the points again (`specbench gate`)."""
 
     __tablename__ = "correctness_outputs"
 
@@ -428,8 +405,7 @@ class Worker(Base):
     gpu_name: Mapped[str] = mapped_column(String(100), default="none")
     gpu_count: Mapped[int] = mapped_column(Integer, default=0)
     labels: Mapped[list[Any]] = mapped_column(JSON, default=list)
-    # What its operator lets jobs use, by name: {"python": [interpreter names], "external": ["host:port"]}
-    # (bench/host/policy.py); never paths. `submit` refuses an interpreter no worker offers.
+    # What its operator lets jobs use, by name, never paths (bench/host/policy.py).
     offers: Mapped[dict[str, Any] | None] = mapped_column(JSON)
     status: Mapped[str] = mapped_column(String(16), default="idle")  # idle | busy | stopped
     current_job_id: Mapped[int | None] = mapped_column(Integer)
@@ -455,11 +431,8 @@ class Schedule(Base):
 
 
 class Profile(Base):
-    """One SGLang profiler trace of a point (one row per TP rank's file), captured after its measured windows.
-
-    `path` is where the compressed trace lies on `host` (see docs/reference/profiles.md); `summary` holds the
-    figures of `bench.profile.summary.summarize` plus the distortion against the point's unprofiled figures.
-    """
+    """One SGLang profiler trace of a point (one row per TP rank), captured after its windows: `path` on
+    `host` (docs/reference/profiles.md); `summary`: `bench.profile.summary.summarize` plus the distortion."""
 
     __tablename__ = "profiles"
 

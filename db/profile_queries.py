@@ -18,16 +18,8 @@ PAIR_KEYS = (
 def runs_with_profiles(engine: Engine) -> list[dict[str, Any]]:
     stmt = (
         select(
-            Run.id,
-            Run.sweep_name,
-            Run.started_at,
-            Run.label,
-            Run.simulated,
-            Run.trigger,
-            Run.gpu_name,
-            Run.gpu_count,
-            Run.sglang_version,
-            Run.sglang_commit,
+            *(getattr(Run, c) for c in ("id", "sweep_name", "started_at", "label", "simulated", "trigger")),
+            *(getattr(Run, c) for c in ("gpu_name", "gpu_count", "sglang_version", "sglang_commit")),
         )
         .where(Run.id.in_(select(Profile.run_id).distinct()))
         .order_by(Run.id.desc())
@@ -36,33 +28,23 @@ def runs_with_profiles(engine: Engine) -> list[dict[str, Any]]:
         return [dict(r._mapping) for r in c.execute(stmt)]
 
 
+_PROFILE_COLUMNS = (
+    *("id", "point_id", "spec_mode", "batch_size", "activities", "num_steps", "tp_rank", "status", "error"),
+    *("host", "path", "sha256", "size_bytes", "summary"),
+)
+# The point's configuration and unprofiled figures.
+_POINT_COLUMNS = (
+    *("algorithm", "steps", "topk", "draft_tokens", "workload_key", "accept_length", "accept_length_pinned"),
+    *("tpot_mean_ms", "output_throughput"),
+)
+
+
 def run_profiles(engine: Engine, run_id: int) -> list[dict[str, Any]]:
     """Every profile row of a run (rank 0 first), with the point's configuration and unprofiled figures."""
     stmt = (
         select(
-            Profile.id,
-            Profile.point_id,
-            Profile.spec_mode,
-            Profile.batch_size,
-            Profile.activities,
-            Profile.num_steps,
-            Profile.tp_rank,
-            Profile.status,
-            Profile.error,
-            Profile.host,
-            Profile.path,
-            Profile.sha256,
-            Profile.size_bytes,
-            Profile.summary,
-            Point.algorithm,
-            Point.steps,
-            Point.topk,
-            Point.draft_tokens,
-            Point.workload_key,
-            Point.accept_length,
-            Point.accept_length_pinned,
-            Point.tpot_mean_ms,
-            Point.output_throughput,
+            *(getattr(Profile, c) for c in _PROFILE_COLUMNS),
+            *(getattr(Point, c) for c in _POINT_COLUMNS),
         )
         .join(Point, Point.id == Profile.point_id)
         .where(Profile.run_id == run_id)

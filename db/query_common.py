@@ -1,13 +1,7 @@
-"""What every read query shares: the column lists, the metric guard, the frame reader.
-
-Rules that keep the queries fast at a million points and safe everywhere:
-- SQLAlchemy Core selects only, with bound parameters; a metric name picks a mapped column from the schema's
-  own list (`METRIC_FIELDS`) and is never spliced into SQL.
-- Only the columns a view needs, never `SELECT *` on points (they have ~70 columns).
-- Every per-series read walks `ix_points_fingerprint_created` (fingerprint, created_at); per-run reads walk
-  `ix_points_run_id`; the series catalog reads one row per series through the fingerprint index.
-Results are pandas DataFrames (UTC-aware timestamps), so the dashboard can cache and chart them directly.
-"""
+"""What every read query shares: the column lists, the metric guard, the frame reader. Rules for speed at a
+million points and safety: Core selects with bound parameters, a metric picks a mapped column from
+`METRIC_FIELDS` (never spliced into SQL); only the needed columns (points have ~70); per-series reads walk
+`ix_points_fingerprint_created`, per-run reads `ix_points_run_id`. Results are pandas DataFrames (UTC)."""
 
 from __future__ import annotations
 

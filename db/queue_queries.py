@@ -1,8 +1,5 @@
-"""Read queries over the job queue for `specbench jobs` and the dashboard's Jobs page.
-
-Plain dicts out, so the CLI can print JSON and the page can build DataFrames. Heartbeat ages are measured
-against the database's clock on PostgreSQL, the clock the heartbeats were written with.
-"""
+"""Read queries over the job queue for `specbench jobs` and the Jobs page, as plain dicts; heartbeat ages use
+the database's clock on PostgreSQL, which wrote them."""
 
 from __future__ import annotations
 
@@ -14,26 +11,23 @@ from sqlalchemy import Engine, case, func, select
 from db.models import Job, Point, Schedule, ServerInstance, Worker
 
 ACTIVE = ("claimed", "running")
-_JOB_COLUMNS = (
-    Job.id,
-    Job.status,
-    Job.sweep_name,
-    Job.label,
-    Job.trigger,
-    Job.priority,
-    Job.requires,
-    Job.attempts,
-    Job.max_attempts,
-    Job.worker_id,
-    Job.run_id,
-    Job.schedule_id,
-    Job.fire_time,
-    Job.created_at,
-    Job.started_at,
-    Job.finished_at,
-    Job.lease_expires_at,
-    Job.not_before,
-    Job.last_error,
+_JOB_COLUMNS = tuple(
+    getattr(Job, c)
+    for c in (
+        *(
+            "id",
+            "status",
+            "sweep_name",
+            "label",
+            "trigger",
+            "priority",
+            "requires",
+            "attempts",
+            "max_attempts",
+        ),
+        *("worker_id", "run_id", "schedule_id", "fire_time", "created_at", "started_at", "finished_at"),
+        *("lease_expires_at", "not_before", "last_error"),
+    )
 )
 
 
@@ -80,6 +74,12 @@ def failed_jobs(engine: Engine, *, limit: int = 50) -> list[dict[str, Any]]:
         return [dict(r) for r in conn.execute(stmt).mappings()]
 
 
+_WORKER_COLUMNS = (
+    *("id", "host", "pid", "gpu_name", "gpu_count", "labels", "status", "current_job_id", "started_at"),
+    "last_heartbeat",
+)
+
+
 def workers(
     engine: Engine,
     *,
@@ -87,22 +87,12 @@ def workers(
     stale_after_s: float = 60.0,
     stopped_within: timedelta = timedelta(hours=24),
 ) -> list[dict[str, Any]]:
-    """Workers with the age of their last heartbeat; stopped ones only while recent. `state` is `lost` for a
-    worker that stopped heartbeating without saying goodbye (killed, host down)."""
+    """Workers with their heartbeat's age (stopped ones while recent); `lost`: stopped unannounced."""
     now = now or database_now(engine)
     cutoff = now - stopped_within
     stmt = (
         select(
-            Worker.id,
-            Worker.host,
-            Worker.pid,
-            Worker.gpu_name,
-            Worker.gpu_count,
-            Worker.labels,
-            Worker.status,
-            Worker.current_job_id,
-            Worker.started_at,
-            Worker.last_heartbeat,
+            *(getattr(Worker, c) for c in _WORKER_COLUMNS),
             Job.sweep_name.label("current_sweep"),
             Job.run_id.label("current_run_id"),
         )
@@ -126,8 +116,8 @@ UNMEASURED = ("failed", "invalid", "mode_mismatch")
 
 
 def run_failures(engine: Engine, run_id: int) -> list[dict[str, Any]]:
-    """The run's points that measured nothing, with what their launch left: reason, the known SGLang bug it
-    died of, its exit code and log tail (plain dicts: the worker reads this without pandas)."""
+    """The run's points that measured nothing, with their launch's reason, known bug, exit code and log tail
+    (plain dicts: the worker reads this without pandas)."""
     stmt = (
         select(
             Point.status,
@@ -147,17 +137,7 @@ def run_failures(engine: Engine, run_id: int) -> list[dict[str, Any]]:
 
 def schedules(engine: Engine) -> list[dict[str, Any]]:
     """Every schedule as stored (its sweep's text too, for its name), oldest first."""
-    stmt = select(
-        Schedule.id,
-        Schedule.cron,
-        Schedule.sweep_path,
-        Schedule.sweep_yaml,
-        Schedule.label,
-        Schedule.requires,
-        Schedule.priority,
-        Schedule.enabled,
-        Schedule.last_fire_time,
-        Schedule.broken,
-    ).order_by(Schedule.id)
+    names = ("id", "cron", "sweep_path", "sweep_yaml", "label", "requires", "priority", "enabled")
+    stmt = select(*(getattr(Schedule, c) for c in (*names, "last_fire_time", "broken"))).order_by(Schedule.id)
     with engine.connect() as conn:
         return [dict(r) for r in conn.execute(stmt).mappings()]

@@ -1,16 +1,10 @@
 """A consistent copy of a SQLite database that may be in use: `specbench db snapshot SRC DEST`.
 
-Why: a GPU host that writes SQLite (scripts/gpu_evidence.sh's `WORK_DIR/evidence.db`) can be lost mid-run.
-docs/guide/gpu-hosts.md ("A host lost mid-run") tells users to copy a consistent snapshot off the host while
-the sweep runs and resume on the next host (`specbench run SWEEP --resume`); a plain `cp` of a file being
-written can tear, and the sqlite3 CLI is often not installed there. The copy goes through SQLite's online
-backup API (`sqlite3.Connection.backup`), from a read-only connection, so it is one committed state of the
-database and the snapshot never migrates, checkpoints or otherwise changes SRC.
-
-`drop_token_times` thins the copy for committing evidence into a repository (examples/): per-token arrival
-times (`requests.chunk_times` and `chunk_tokens`) are about 80% of a GPU evidence database. Runs, points,
-every window's stored metrics (`samples`) and the other request columns stay.
-"""
+A GPU host can be lost mid-run; docs/guide/gpu-hosts.md ("A host lost mid-run") has users copy a snapshot off
+it and resume elsewhere. A `cp` of a file being written can tear and the sqlite3 CLI is often missing, so the
+copy uses SQLite's online backup API from a read-only connection: one committed state, SRC never changed.
+`drop_token_times` thins the copy for committing evidence (examples/): `requests.chunk_times`/`chunk_tokens`
+are ~80% of a GPU evidence database; everything else stays."""
 
 from __future__ import annotations
 
@@ -76,8 +70,7 @@ def snapshot(
     _check_source(src)
     _check_dest(src, dest, force=force)
 
-    # Build the copy beside DEST and rename it into place at the end: a failed snapshot never leaves a
-    # half-written DEST, and with --force the old DEST survives until the new one is complete.
+    # Built beside DEST and renamed into place: never a half DEST; --force keeps the old one until then.
     fd, tmp_name = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".snapshot", dir=dest.parent)
     os.close(fd)
     tmp = Path(tmp_name)
@@ -90,8 +83,7 @@ def snapshot(
         bytes_before = tmp.stat().st_size
         thinned: int | None = None  # stays None unless asked and there is a requests table
         with contextlib.closing(sqlite3.connect(tmp, isolation_level=None)) as copy:
-            # One self-contained file, like the committed examples: SRC is usually in WAL mode and the backup
-            # copies that flag; `specbench run` switches it back to WAL when it writes to the copy.
+            # One self-contained file (the backup copies SRC's WAL flag; `run` switches it back when writing).
             copy.execute("PRAGMA journal_mode=DELETE")
             has_requests = _has_token_columns(copy)
             if drop_token_times and has_requests:
@@ -126,8 +118,7 @@ def _check_source(src: Path) -> None:
 
 def _check_dest(src: Path, dest: Path, *, force: bool) -> None:
     src_abs, dest_abs = src.resolve(), dest.resolve()
-    # The same file under another name (a link) counts too; so do SRC's own sidecars, which a running
-    # sweep needs intact.
+    # A link to the same file counts too; so do SRC's sidecars, which a running sweep needs intact.
     if dest_abs == src_abs or (dest.exists() and os.path.samefile(src, dest)):
         raise SnapshotError(f"DEST {dest} is SRC: give the snapshot another name")
     if any(dest_abs == Path(f"{src_abs}{s}") for s in SIDECARS):
@@ -141,17 +132,14 @@ def _check_dest(src: Path, dest: Path, *, force: bool) -> None:
         raise SnapshotError(f"DEST {present[0]} exists: pick another name, or pass --force to replace it")
 
 
-# SQLite errors a backup raises writing its target (a full disk, a file-size limit): the backup API reports
-# both sides' errors alike, and blaming SRC for them sent people to a healthy file.
+# SQLite errors of a backup writing its target (full disk, size limit): reported as DEST's, not SRC's.
 _WRITE_ERRORS = frozenset(
     {"SQLITE_FULL", "SQLITE_IOERR_WRITE", "SQLITE_IOERR_FSYNC", "SQLITE_IOERR_TRUNCATE", "SQLITE_READONLY"}
 )
 
 
 def _backup(src: Path, tmp: Path, dest: Path) -> None:
-    # mode=ro: the snapshot cannot write SRC (no migration, no journal-mode switch, no checkpoint);
-    # query_only is a second lock on that door. The timeout rides out a writer's commit on a rollback-journal
-    # file (under WAL, SQLite's default here, readers never wait for the writer).
+    # mode=ro and query_only: the snapshot cannot write SRC; the timeout rides out a rollback-journal writer.
     uri = f"file:{quote(str(src.resolve()))}?mode=ro"
     try:
         source = sqlite3.connect(uri, uri=True, timeout=30.0)
@@ -160,8 +148,7 @@ def _backup(src: Path, tmp: Path, dest: Path) -> None:
     try:
         source.execute("PRAGMA query_only=ON")
         with contextlib.closing(sqlite3.connect(tmp)) as target:
-            # pages=-1: every page in one step, under one read transaction: one committed state of SRC (a
-            # stepped backup restarts whenever another process writes, and a busy sweep writes often).
+            # pages=-1: all pages in one step and read transaction (a stepped backup restarts on every write).
             source.backup(target, pages=-1)
     except sqlite3.DatabaseError as e:
         if getattr(e, "sqlite_errorname", None) in _WRITE_ERRORS:

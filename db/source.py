@@ -1,19 +1,10 @@
 """A SQLite file someone else wrote, before `import` reads it: specbench's tables and nothing that runs.
 
-A view runs a query of the file's choosing whenever it is read (a recursive one never ends; `zeroblob(2e9)`
-asks for 2 GB; one over a missing table fails in the middle of a read), and a trigger runs one whenever the
-migration writes. A specbench database has neither (issue 35 §6). So before anything else reads the file:
-
-  * it must hold specbench's tables (`runs`, and `alembic_version` at a revision this specbench knows): any
-    other SQLite file belongs to another application and is refused, never migrated into an empty specbench
-    database that imports nothing and exits 0;
-  * it must hold no view and no trigger;
-  * every read of it (this check, the migration, the row checks, the copy) is bounded by SQLite itself: no value
-    longer than MAX_VALUE_BYTES (`SQLITE_LIMIT_LENGTH`), and nothing after READ_LIMIT_S (a progress handler).
-
-Refusals are SourceError, one line each; reads cut off by a bound raise the driver's error, which the caller
-reports in one line too.
-"""
+A view runs the file's query whenever read (endless recursion, `zeroblob(2e9)`) and a trigger one whenever the
+migration writes; a specbench database has neither (issue 35 §6). So the file must hold `runs` and an
+`alembic_version` this specbench knows (any other SQLite file is refused, never migrated), no view and no
+trigger, and every read is bounded by SQLite itself: MAX_VALUE_BYTES per value (`SQLITE_LIMIT_LENGTH`) and
+READ_LIMIT_S (a progress handler). Refusals are one-line SourceErrors."""
 
 from __future__ import annotations
 
@@ -29,8 +20,7 @@ from sqlalchemy import Engine, event
 
 from db.migrate import MIGRATIONS_DIR
 
-# No value of a specbench database comes near this (the largest are a sweep's text, at most 1 MiB, and a
-# request's token times); a 2 GB blob is refused by SQLite before it is built.
+# No specbench value comes near this (a sweep's text is at most 1 MiB); a 2 GB blob is refused before built.
 MAX_VALUE_BYTES = 64 << 20
 # Reading a GPU host's whole database takes seconds to a minute; an import that reads for longer is stuck.
 READ_LIMIT_S = 600.0
@@ -50,8 +40,7 @@ def known_revisions() -> set[str]:
 def bound_connection(
     conn: sqlite3.Connection, *, deadline: float, max_value_bytes: int = MAX_VALUE_BYTES
 ) -> None:
-    """Make SQLite refuse any value longer than `max_value_bytes` and interrupt any statement still running
-    at `deadline` (time.monotonic())."""
+    """Make SQLite refuse values over `max_value_bytes` and interrupt statements at `deadline` (monotonic)."""
     conn.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, max_value_bytes)
     conn.set_progress_handler(lambda: int(time.monotonic() > deadline), _PROGRESS_STEPS)
 
@@ -59,8 +48,7 @@ def bound_connection(
 def check_sqlite_source(
     path: Path, *, limit_s: float = READ_LIMIT_S, max_value_bytes: int = MAX_VALUE_BYTES
 ) -> None:
-    """Raise SourceError unless `path` is a specbench database with tables only (see the module docstring).
-    Reads the schema table alone, read-only and bounded."""
+    """Raise SourceError unless `path` is a specbench database with tables only (schema table read only)."""
     uri = f"file:{quote(str(path.resolve()))}?mode=ro"
     with contextlib.closing(sqlite3.connect(uri, uri=True)) as conn:
         bound_connection(conn, deadline=time.monotonic() + limit_s, max_value_bytes=max_value_bytes)
@@ -98,8 +86,7 @@ def check_sqlite_source(
 def bound_reads(
     engine: Engine, *, limit_s: float = READ_LIMIT_S, max_value_bytes: int = MAX_VALUE_BYTES
 ) -> Engine:
-    """`engine` (on a SQLite source) with every connection it opens from now on bounded as bound_connection
-    says, the deadline `limit_s` from now; connections it already pooled are dropped."""
+    """`engine` with every new connection bounded, deadline `limit_s` from now; pooled ones dropped."""
     deadline = time.monotonic() + limit_s
 
     def on_connect(dbapi_conn: Any, _record: Any) -> None:

@@ -19,18 +19,7 @@ TRIAGE_STATES: tuple[str, ...] = ("open", "acknowledged", "dismissed")
 def triage_for(
     engine: Engine, fingerprints: Sequence[str] | None = None, metric: str | None = None
 ) -> pd.DataFrame:
-    stmt = select(
-        Triage.id,
-        Triage.fingerprint,
-        Triage.metric,
-        Triage.run_id,
-        Triage.kind,
-        Triage.state,
-        Triage.note,
-        Triage.magnitude,
-        Triage.created_at,
-        Triage.updated_at,
-    ).order_by(Triage.id)
+    stmt = select(Triage.__table__).order_by(Triage.id)
     if fingerprints is not None:
         fps = list(fingerprints)
         if not fps:
@@ -73,8 +62,7 @@ def set_triage_many(
     note: str | None = None,
     kind: str = "change_point",
 ) -> list[int]:
-    """One verdict for many flagged changes (each: fingerprint, run_id, optional magnitude), in one
-    transaction: the bulk triage of every change one cause made."""
+    """One verdict for many flagged changes (fingerprint, run_id, magnitude?) in one transaction."""
     if state not in TRIAGE_STATES:
         raise QueryError(f"triage state must be one of {', '.join(TRIAGE_STATES)}, not {state!r}")
     metric_column(metric)

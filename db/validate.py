@@ -1,15 +1,10 @@
 """Values checked against the columns that will hold them, before an import writes anything (issue 30 §7).
 
-An import takes rows from a file or another database that anyone may have written. SQLite keeps whatever it
-is given (text in an integer column, `'yesterday'` as a timestamp, malformed JSON, a NUL byte), while
-PostgreSQL refuses some of it halfway through a transaction and accepts other nonsense (a negative batch
-size, a run uid of `../../etc/passwd`). So each value is checked first, against its column's type and width,
-the range PostgreSQL can store, and the few domain rules a stored row must keep; the first problem is reported
-as `table row N: column: problem` and nothing is imported.
-
-`problem(column, value)` takes a value as the DBAPI driver returns it (no SQLAlchemy type processing):
-SQLite gives text for timestamps and JSON, PostgreSQL gives datetimes and parsed JSON; both are accepted.
-"""
+SQLite keeps whatever it is given (text in an integer column, `'yesterday'` as a timestamp, bad JSON, a NUL
+byte); PostgreSQL refuses some of it mid-transaction and accepts other nonsense (a negative batch size, a uid
+of `../../etc/passwd`). So each value is checked against its column's type, width, PostgreSQL's range and a
+few domain rules; the first problem is reported as `table row N: column: problem` and nothing is imported.
+`problem(column, value)` takes values as the driver returns them (SQLite text or PostgreSQL objects)."""
 
 from __future__ import annotations
 
@@ -27,18 +22,14 @@ from db.models import UID, Base
 from db.types import UTCDateTime
 
 INT32 = 2**31 - 1  # PostgreSQL's INTEGER
-# Past this a measurement is nonsense: no throughput, latency or token count comes near it (PostgreSQL would
-# store 1e300 as gladly as 1.0, and every mean and chart downstream would be ruined by it).
+# Past this a measurement is nonsense (PostgreSQL would store 1e300 and ruin every mean downstream).
 MAX_FLOAT = 1e15
 MAX_JSON_CHARS = 16 * 2**20
-# Integers that may be negative: a server's exit code (-9: killed by SIGKILL). Every other integer column
-# counts something or is an id.
+# Integers that may be negative: a server's exit code (-9: SIGKILL); every other counts or is an id.
 SIGNED_INTEGERS = frozenset({"exit_code"})
-# Floats that may be negative: an interval's bounds (a noisy throughput's lower bound can be) and a triage's
-# relative change. Metrics and durations cannot; a new column is checked as non-negative until listed here.
+# Floats that may be negative (interval bounds, a triage's change); a new column is non-negative until listed.
 SIGNED_FLOATS = frozenset({"output_throughput_ci_low", "output_throughput_ci_high", "magnitude"})
-# The statuses the code writes and reads (runners/store.py for runs, bench.results.STATUS_SEVERITY for points
-# and repeats): anything else in an imported row would be shown, counted and filtered as nothing we know.
+# The statuses the code writes and reads (runners/store.py, bench.results.STATUS_SEVERITY): nothing else.
 STATUSES: dict[str, frozenset[str]] = {
     "runs": frozenset({"running", "done", "unstable", "partial", "failed"}),
     "points": frozenset({"ok", "invalid", "failed", "mode_mismatch", "unstable"}),
@@ -77,8 +68,7 @@ def _json_problem(value: Any) -> str | None:
             if len(value) > MAX_JSON_CHARS:
                 return f"JSON longer than {MAX_JSON_CHARS:,} characters"
             value = json.loads(value)
-        # PostgreSQL's json type refuses NaN and Infinity, its text functions a NUL escape. Serialising in C
-        # also bounds the depth: one Python's json cannot walk is refused here, not when a page reads it.
+        # PostgreSQL's json refuses NaN, Infinity and NUL escapes; the C serialiser also bounds the depth.
         text = json.dumps(value, allow_nan=False)
     except RecursionError:
         return "JSON nested too deep"
@@ -191,8 +181,7 @@ def _with_domain(check: Callable[[Any], str | None], table: str, column: str, va
 
 
 def check_row(model: type[Base], values: Mapping[str, Any], where: str, *, skip: Iterable[str] = ()) -> None:
-    """Raise RowProblem for the first value of `values` that cannot be stored in `model`'s table (columns
-    absent from `values` are not checked; `skip` names columns the caller replaces, such as remapped ids)."""
+    """Raise RowProblem for the first value `model`'s table cannot store (absent, `skip` unchecked)."""
     table = model.__table__
     assert isinstance(table, Table)
     for name, check in _checkers(table, frozenset(skip)):

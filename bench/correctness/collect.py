@@ -18,7 +18,7 @@ from bench.sweep import CorrectnessSpec, ServerConfig
 
 
 def sampling_params(settings: CorrectnessSpec) -> dict[str, Any]:
-    """Greedy (temperature 0), exactly `output_len` tokens; nothing else, so every release reads them alike."""
+    """Greedy (temperature 0), exactly `output_len` tokens, nothing else: every release reads them alike."""
     return {"max_new_tokens": settings.output_len, "temperature": 0.0, "ignore_eos": True}
 
 

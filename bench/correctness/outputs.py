@@ -1,5 +1,5 @@
-"""What a launch answered to the correctness check's prompts, and what the reference expects: plain data that
-round-trips through JSON, so a stored check can be judged again (`specbench gate RUN`)."""
+"""What a launch answered to the check's prompts and what the reference expects: plain JSON-able data, so a
+stored check can be judged again (`specbench gate RUN`)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,7 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-# The check's request ids (SGLang's `rid`, unique per request): the stand-in's crash/stall faults count the
-# measurement's requests only, so a fault meant for a window still strikes there (synthetic/server/server.py).
+# The check's request ids (SGLang's `rid`): the stand-in's faults count measurement requests only.
 CHECK_RID_PREFIX = "specbench-check-"
 
 
@@ -45,9 +44,8 @@ class CheckPass:
 
 @dataclass(frozen=True)
 class LaunchOutputs:
-    """Everything one launched server answered to the check. `passes[0]` (all prompts at once) is what is
-    compared across launches; the baseline's `passes[1]` (one prompt at a time) measures how often greedy
-    decoding of the same server disagrees with itself across batch shapes."""
+    """Everything one launch answered: `passes[0]` (all prompts at once) is compared across launches; the
+    baseline's `passes[1]` (one at a time) shows how often greedy decoding disagrees with itself."""
 
     config_key: str
     spec_mode: str | None  # None: the baseline (no speculative decoding)
@@ -81,8 +79,7 @@ class LaunchOutputs:
 
 @dataclass(frozen=True)
 class ReferenceOutputs:
-    """What the pure-torch reference computes for the prompt set: greedy tokens, and per speculative step
-    count the per-request accept length (completion / verify steps) of chain drafting (topk 1)."""
+    """The pure-torch reference: greedy tokens and, per step count, chain drafting's accept lengths."""
 
     prompts_digest: str
     tokens: list[list[int]]

@@ -18,8 +18,7 @@ OFF_WHY = "switched off (measure.correctness.enabled: false)"
 
 
 def check_prompts(settings: CorrectnessSpec, vocab: int) -> list[list[int]]:
-    """`settings.prompts` seeded random prompts of token ids below `vocab` (bench.model_config.prompt_vocab), each
-    opening differently (no prefix shared with another, contract §6.6): the same set on every launch and host."""
+    """`settings.prompts` seeded prompts below `vocab`, each opening differently (contract §6.6)."""
     workload = WorkloadSpec(
         dataset="random", input_len=settings.input_len, output_len=settings.output_len, seed=settings.seed
     )

@@ -1,20 +1,12 @@
-"""A launch's correctness verdict from what the run's launches answered to the same greedy prompts. Pure.
+"""A launch's correctness verdict from the launches' answers to the same greedy prompts. Pure. Greedy
+speculative decoding must reproduce plain greedy decoding, and the same draft computation accept the same
+drafts, so a launch is compared with (a) the baseline's tokens (the baseline with its own one-at-a-time pass:
+near-ties), (b) its v1/v2 partner's token-weighted acceptance on agreeing prompts (below
+`min_acceptance_ratio` x fails), (c) the pure-torch reference, for a synthetic checkpoint.
 
-Greedy speculative decoding must reproduce plain greedy decoding, and the same draft computation must accept
-the same drafts. So a launch is compared with:
-
-(a) the baseline's tokens (speculative launches); the baseline itself with its own second, one-at-a-time
-    pass (how often greedy decoding disagrees with itself across batch shapes: near-ties);
-(b) its v1/v2 partner's per-request acceptance, token-weighted over the prompts whose tokens agree: v2's
-    acceptance below `min_acceptance_ratio` x v1's fails v2 (v1 fails when it falls that far below v2);
-(c) the pure-torch reference's tokens and acceptance, for a specbench synthetic checkpoint.
-
-The verdict: `fail` if any comparison fails, else `pass` if any was made, else `not checked`; `why` says what
-was compared and what was not. Requests that errored or came back short fail the launch: a server that
-cannot answer 16 greedy prompts is not correct either. A launch that fails (c)'s acceptance alone, below the
-reference, with its tokens compared and right, is what a known draft-path bug looks like: the caller's
-`acceptance_suspect` line (bench.server.known_bugs) is then said right after that failure.
-"""
+`fail` if any comparison fails, else `pass` if any was made, else `not checked`; errored or short answers
+fail. Failing (c)'s acceptance alone with right tokens is a known draft-path bug's look: the caller's
+`acceptance_suspect` line follows that failure."""
 
 from __future__ import annotations
 
@@ -45,9 +37,8 @@ def not_checked(why: str) -> CheckVerdict:
     return CheckVerdict("not checked", why)
 
 
-# What a comparison compared: tokens (against the baseline or the reference), acceptance against the partner,
-# acceptance against the reference (`reference_low`: the launch accepts fewer drafts than the reference), or
-# anything else (the baseline's reproducibility).
+# What a comparison compared: tokens, acceptance against the partner or the reference (`reference_low`), or
+# other (the baseline's reproducibility).
 Kind = Literal["tokens", "partner", "reference", "reference_low", "other"]
 
 
@@ -60,8 +51,7 @@ class _Part:
 
 
 def divergences(ours: Sequence[Sequence[int]], theirs: Sequence[Sequence[int]]) -> list[int | None]:
-    """Per prompt, the first token index where the two answers differ (a shorter answer differs where it
-    ends), or None where they are the same."""
+    """Per prompt, the first token index where two answers differ (a shorter one: where it ends), or None."""
     out: list[int | None] = []
     for a, b in zip(ours, theirs, strict=True):
         at = next((j for j, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), None)
@@ -93,8 +83,7 @@ def unusable(launch: LaunchOutputs) -> str | None:
 
 
 def self_divergence(baseline: LaunchOutputs) -> tuple[int, tuple[int, int] | None] | None:
-    """(prompts whose tokens differ between the baseline's batched and one-at-a-time passes, the first such
-    position), or None without a usable second pass."""
+    """(prompts differing between the baseline's two passes, the first such position), or None."""
     if len(baseline.passes) < 2 or baseline.passes[1].errors:
         return None
     divs = divergences(_tokens(baseline.passes[0]), _tokens(baseline.passes[1]))
@@ -111,10 +100,8 @@ def judge_launch(
     reference_note: str | None,
     acceptance_suspect: str | None = None,
 ) -> CheckVerdict:
-    """The verdict of `launch`. `baseline`: the run's no-spec launch; `partner`: the other spec mode of the
-    same config; `reference`: the pure-torch reference's outputs, or None with `reference_note` saying why;
-    `acceptance_suspect`: a known bug's line, said when the launch fails on acceptance alone (below the
-    reference's, every comparison of its tokens right), the symptom that bug has."""
+    """The verdict of `launch` against `baseline` (no spec), `partner` (the other mode), `reference` (or None
+    with `reference_note`); `acceptance_suspect`: a known bug's line for a failure on acceptance alone."""
     bad = unusable(launch)
     if bad is not None:
         return CheckVerdict("fail", bad)
@@ -139,8 +126,7 @@ def judge_launch(
 
 
 def _acceptance_alone(parts: list[_Part]) -> bool:
-    """Whether the only failure is accepting fewer drafts than the reference while the tokens were compared
-    and right: a draft computed from wrong inputs (verify, which decides the tokens, is right)."""
+    """Whether the only failure is fewer drafts accepted than the reference, with right tokens."""
     failed = [p for p in parts if p.status == "fail"]
     tokens_right = any(p.kind == "tokens" and p.status == "pass" for p in parts)
     return tokens_right and bool(failed) and all(p.kind == "reference_low" for p in failed)

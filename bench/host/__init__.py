@@ -1,1 +1,1 @@
-"""The host around a measurement: GPUs, CPU affinity, processes, telemetry, the host-speed probe, the reaper."""
+"""The host around a measurement: GPUs, CPU affinity, processes, telemetry, host-speed probe, reaper."""

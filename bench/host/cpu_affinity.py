@@ -1,15 +1,9 @@
 """CPU lists ("2-7,10") and pinning to them: a launched server's whole process tree, or the runner itself.
 
-On an H200 a speculative server is bound by one host core: SGLang's scheduler process holds it at 100% while
-the GPU idles for a third of each cycle, so a window runs as fast as that core runs Python, and the host's cores
-ran the same Python up to 2x apart from moment to moment. Pinning the server to chosen CPUs (`server.cpu_affinity`)
-and the benchmark client to others (`specbench run --client-cpus`) takes the core's neighbours out of the
-measurement (docs/guide/gpu-hosts.md, "Pinning CPUs").
-
-Linux only (`os.sched_setaffinity`): elsewhere a pin is a clear error, never silently skipped. On Linux the
-affinity belongs to each thread, and a new thread or child process inherits its creator's. So pinning a process
-means pinning every thread it has now; whatever it starts afterwards follows.
-"""
+On an H200 a speculative server is bound by one host core (its scheduler at 100%), and cores ran Python up to
+2x apart; pinning the server (`server.cpu_affinity`) and the client (`run --client-cpus`) to chosen CPUs takes
+the neighbours out (docs/guide/gpu-hosts.md, "Pinning CPUs"). Linux only: elsewhere a pin is a clear error.
+Affinity is per thread and inherited, so pinning a process means pinning every thread it has now."""
 
 from __future__ import annotations
 
@@ -24,7 +18,7 @@ import psutil
 
 from bench.host.processes import process_tree
 
-# The kernel's largest NR_CPUS (CONFIG_MAXSMP): a larger CPU number is a typo, and a range up to it stays small.
+# The kernel's largest NR_CPUS (CONFIG_MAXSMP): a larger CPU is a typo, and a range up to it stays small.
 MAX_CPU = 8191
 # A CPU list longer than this is not a list someone typed (8192 CPUs as single numbers fit in ~40k).
 MAX_TEXT = 50_000
@@ -39,8 +33,7 @@ class AffinityError(RuntimeError):
 
 
 def parse_cpu_list(value: object) -> CpuList:
-    """`"2-7,10"` (the kernel's and taskset's syntax), `[2, 3]` or `3` as sorted, distinct CPU numbers. ValueError
-    says which part is wrong and how; an empty list is one (it would leave the process nowhere to run)."""
+    """`"2-7,10"`, `[2, 3]` or `3` as sorted, distinct CPUs; ValueError says which part is wrong."""
     if isinstance(value, str):
         return _parse_text(value)
     if isinstance(value, int) and not isinstance(value, bool):
@@ -114,8 +107,7 @@ class RunnerPin:
     before: frozenset[int]
 
 
-# The pin `pinned_runner` holds, if any. Affinity is process state, so this is too: the launcher, in whatever
-# thread it runs, must check a server's CPUs against the host's and not against the client's few.
+# The pin `pinned_runner` holds: the launcher checks a server's CPUs against the host's, not the client's few.
 _runner_pin: RunnerPin | None = None
 
 
@@ -131,8 +123,7 @@ def allowed_cpus() -> frozenset[int]:
 
 
 def check_allowed(cpus: Sequence[int], what: str) -> None:
-    """AffinityError naming the CPUs of `cpus` that this process may not use (not on the host, or outside the
-    cgroup / taskset it runs in)."""
+    """AffinityError naming the CPUs of `cpus` outside this host or this process's cgroup/taskset."""
     require_support(what)
     allowed = allowed_cpus()
     outside = sorted(set(cpus) - allowed)
@@ -147,8 +138,7 @@ def check_allowed(cpus: Sequence[int], what: str) -> None:
 
 @dataclass
 class TreePin:
-    """What `pin_tree` did: how many processes and threads it pinned, and each thread that reads back other
-    CPUs (one line each; empty when all of them run where asked)."""
+    """What `pin_tree` did: processes and threads pinned, and one line per thread reading back other CPUs."""
 
     processes: int = 0
     threads: int = 0
@@ -156,12 +146,8 @@ class TreePin:
 
 
 def pin_tree(pid: int, cpus: Sequence[int]) -> TreePin:
-    """Pin every thread of `pid` and of all its descendants to `cpus`, then read each one back.
-
-    A thread started before the process was pinned (or one that set its own affinity) would otherwise keep
-    running anywhere. Processes and threads that end meanwhile are skipped; AffinityError when `pid` is gone
-    or the kernel refuses.
-    """
+    """Pin every thread of `pid` and its descendants to `cpus` and read each back; ended ones are skipped,
+    AffinityError when `pid` is gone or refused."""
     wanted = frozenset(cpus)
     try:
         procs = process_tree(pid)
@@ -218,8 +204,7 @@ def _name(proc: psutil.Process) -> str:
 
 @contextlib.contextmanager
 def pinned_runner(cpus: Sequence[int], what: str = "--client-cpus") -> Iterator[RunnerPin]:
-    """Pin this process (every thread it has, hence every thread it starts) to `cpus` while the block runs,
-    then give each thread back the CPUs it had; threads started inside the block get the caller's."""
+    """Pin this process (every thread, so every thread it starts) to `cpus` for the block, then restore."""
     global _runner_pin
     check_allowed(cpus, what)
     wanted = frozenset(cpus)
@@ -228,8 +213,7 @@ def pinned_runner(cpus: Sequence[int], what: str = "--client-cpus") -> Iterator[
     saved: dict[int, frozenset[int]] = {}
     previous = _runner_pin
     try:
-        # A thread started while the first pass runs inherits from an unpinned creator: pass again until the
-        # list stops growing (threads start rarely, so this is one or two passes).
+        # A thread started during the first pass inherits from an unpinned creator: repeat until none is new.
         for _ in range(5):
             fresh = [tid for tid in _own_threads(me) if tid not in saved]
             if not fresh:

@@ -1,24 +1,14 @@
 """How fast the host runs a fixed piece of Python, timed every period in a child process, read per window.
 
-A speculative server on a small model per GPU is bound by the host CPU: its scheduler's Python loop sets the
-cycle (docs/results/2026-12-03-h200-v3-slice-profiles.md). On a shared VM that CPU's speed moves with the neighbours
-(caches, memory bandwidth, frequency, steal) in ways /proc/stat does not show: speculative windows spread 10% with
-the host 90% idle (docs/results/2026-12-04-h200-v3-slice-grid-part1.md). The probe measures the speed itself. It times the same interpreter-bound work each period, so
-its duration rises when the host runs Python slower, whatever the reason. Wall time and the probe's own CPU
-time are both kept: when both rise, the CPU was slower; when only wall time rises, the probe was kept off a CPU.
+A speculative server on a small model is bound by its scheduler's Python loop
+(docs/results/2026-12-03-h200-v3-slice-profiles.md), and a shared VM's CPU speed moves with neighbours in ways
+/proc/stat does not show (docs/results/2026-12-04-h200-v3-slice-grid-part1.md). The probe times the same work
+each period: wall and CPU time both rising means a slower CPU; wall alone, the probe kept off a CPU.
 
-It runs as its own process so it never holds the client's GIL, and sleeps between probes (about 1% of one
-core at the default period). With `measure.cpu_probe: server` the runner moves it (sched_setaffinity on its
-pid, bench/host/telemetry/window.py) onto the CPU of the server's busiest process for each window; the child itself does
-not know. The child exits when its parent does (it checks each period), so a runner
-killed with -9 leaves no probe behind.
-
-The child runs with -I: none of the runner's environment (PYTHONPATH, PYTHON* settings, the user's site
-directory) reaches the interpreter it times. On a host that runs specbench from the tree (the offline bundle,
-docs/guide/gpu-hosts.md) PYTHONPATH is also what makes this project, and psutil if only the bundle has it,
-importable, so the child is handed the project's root and imports nothing beyond the standard library and
-bench.host.processes (which reads /proc for it, as for the rest of specbench).
-"""
+Its own process (never the client's GIL), ~1% of a core; `measure.cpu_probe: server` moves it onto the
+server's busiest CPU (bench/host/telemetry/window.py). It exits with its parent. It runs with -I (none of the
+runner's environment), so it is handed the project root and imports only the standard library and
+bench.host.processes."""
 
 from __future__ import annotations
 
@@ -126,7 +116,7 @@ class CpuProbe:
 
     @property
     def pid(self) -> int | None:
-        """The child's pid while it runs (bench.host.telemetry moves it onto the server's CPU); None otherwise."""
+        """The child's pid while it runs (telemetry moves it onto the server's CPU); None otherwise."""
         proc = self._proc
         return proc.pid if proc is not None and proc.poll() is None else None
 
@@ -152,7 +142,7 @@ class CpuProbe:
             self._reader.join(timeout=5)
 
 
-# The child's program: the project's root on sys.path unless already there (an installed specbench), then _loop.
+# The child's program: the project root on sys.path unless there (installed specbench), then _loop.
 _CHILD = """\
 import sys
 if sys.argv[1] not in sys.path:
@@ -163,8 +153,7 @@ _loop(float(sys.argv[2]), int(sys.argv[3]))
 
 
 def child_argv(period_s: float, parent: int) -> list[str]:
-    """The child's command line: with -I, which also leaves the project's root off sys.path, so it is passed
-    along (the module's docstring says why)."""
+    """The child's command line: -I leaves the project root off sys.path, so it is passed along."""
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     return [sys.executable, "-I", "-c", _CHILD, root, str(period_s), str(parent)]
 

@@ -1,12 +1,7 @@
-"""How late the benchmark client's event loop ran during a window: this host's scheduling stalls, as felt by
-the process that timestamps every token.
-
-A ticker on the client's loop sleeps `period_s` again and again and records how much later than asked it
-woke. On a quiet host the lateness is well under a millisecond. On an oversubscribed one (a busy CI box, a
-second benchmark on the same cores) the client and a stand-in server are held off their CPUs for tens to
-hundreds of milliseconds, and every request in flight then reads that much longer in TTFT and ITL. A TTFT tail
-no longer than such stalls is the host's, not the server's: `bench.measure.judge` does not call it unstable.
-"""
+"""How late the client's event loop ran during a window: this host's stalls, as felt by the process that
+timestamps every token. A ticker records how much later than `period_s` it woke: well under a millisecond on a
+quiet host, tens to hundreds on an oversubscribed one, added to every request in flight; `judge` excuses a
+TTFT tail no longer than such stalls (docs/reference/point-status.md)."""
 
 from __future__ import annotations
 

@@ -1,25 +1,10 @@
-"""What a host lets a sweep use: interpreters, model and data files, external servers (issue 30 §1-2).
-
-A job's sweep is data written by whoever may submit jobs; the worker that runs it holds the team's database
-URL and reaches its host's files and network. So the worker's operator decides, on its command line:
-
-  * which interpreters run servers: `--python NAME=PATH`; a job names one (`server.python: NAME`), never a
-    file. Without `server.python` a server runs on the worker's own interpreter.
-  * where model checkpoints and workload files may live: `--models-dir DIR`, `--data-dir DIR`. A job names a
-    file there by absolute path; it resolves (symlinks and `..` followed) to a place under one of them, or the
-    job is refused before anything runs, with a message that is the same whether the file exists or not.
-    A model id that is not a path (`deepseek-ai/DeepSeek-V3`, `sim-tiny`) is handed to SGLang as a hub id;
-    the server runs in its log directory, so an id never names a directory of the worker's.
-  * which external servers it may measure: `--allow-external HOST:PORT`. Any other `backend: external` job
-    is refused before a single request leaves the worker.
-  * whether SGLang may run a checkpoint's own Python (`--trust-remote-code`) and fetch from the hub
-    (`--allow-hub-downloads`): both off unless the operator (or `run`'s author) turns them on. A job can
-    neither pass the flag nor set HF_HUB_OFFLINE (issue 35 §1).
-
-`specbench run` runs its author's own sweep (HostPolicy.author()): explicit interpreter and file paths stay
-as written; remote code and downloads are off there too unless asked for. What every host applies, author or not, lives with the readers: workload files are regular files
-read with a size cap (bench/workload.py), the version probe gets the server's scrubbed environment.
-"""
+"""What a host lets a sweep use: interpreters, model and data files, external servers (issue 30 §1-2). A job's
+sweep is data from whoever may submit, while the worker holds the database URL and the host's files and
+network, so the worker's operator decides on its command line (docs/guide/team-setup.md, "What a worker lets
+its jobs use"): interpreters by name (`--python NAME=PATH`), paths only under `--models-dir` / `--data-dir`
+(refused alike whether the file exists or not), `--allow-external HOST:PORT`, and remote code and hub
+downloads (off; a job sets neither, issue 35 §1). `specbench run` runs its author's own sweep
+(HostPolicy.author()): paths stay as written, remote code and downloads off unless asked."""
 
 from __future__ import annotations
 
@@ -72,8 +57,7 @@ def interpreter_name_problem(name: str) -> str | None:
 
 
 def external_address(base_url: str) -> str | None:
-    """`host:port` of an external server's URL (the scheme's port when none is written), lower-case; None
-    when it is not an http(s) URL with a host."""
+    """`host:port` of an http(s) URL (the scheme's port when none is written), lower-case; else None."""
     try:
         parts = urlsplit(base_url)
         port = parts.port
@@ -101,8 +85,7 @@ def _inside(real: str, roots: Iterable[str]) -> bool:
 
 @dataclass(frozen=True)
 class HostPolicy:
-    """The rules one host applies to the sweeps it runs. The default (and `author()`) keeps a sweep as its
-    author wrote it; `worker(...)` confines a job to what the operator configured."""
+    """A host's rules: the default (`author()`) keeps a sweep as written; `worker(...)` confines a job."""
 
     confined: bool = False
     pythons: Mapping[str, str] = field(default_factory=dict)  # NAME -> interpreter path
@@ -127,8 +110,7 @@ class HostPolicy:
         trust_remote_code: bool = False,
         hub_downloads: bool = False,
     ) -> HostPolicy:
-        """The operator's settings, checked: interpreter names are words and their paths executable files;
-        directories exist (stored resolved, so a check compares real paths); addresses are HOST:PORT."""
+        """The operator's settings, checked: names are words, paths executable, directories exist."""
         problems: list[str] = []
         checked: dict[str, str] = {}
         for name, path in (pythons or {}).items():
@@ -163,8 +145,7 @@ class HostPolicy:
     # ---- one value at a time ------------------------------------------------------------------------------
 
     def interpreter(self, python: str | None) -> str | None:
-        """The interpreter to run a server with: the sweep's path as written (author), or the path the
-        operator gave the sweep's name (worker); None: the interpreter running specbench."""
+        """The interpreter for a server: the sweep's path (author) or the operator's (worker); None: ours."""
         if python is None or not self.confined:
             return python
         problem = interpreter_name_problem(python)
@@ -181,9 +162,8 @@ class HostPolicy:
         return self.pythons[python]
 
     def check_model(self, value: object, where: str) -> None:
-        """A model (or draft, or tokenizer) a worker may hand to a server: an id, or a path under its
-        model directories; one string, whatever else YAML can make of it (a list, a number, a mapping is
-        refused on every host). The refusal does not depend on whether the path exists."""
+        """A model, draft or tokenizer a worker may hand a server: an id, or one path string under its model
+        directories; the refusal ignores whether the path exists."""
         if not isinstance(value, str):
             raise PolicyError([path_value_problem(where, value) or where])
         if not self.confined or is_model_id(value):
@@ -213,8 +193,7 @@ class HostPolicy:
     def _check_under(
         self, value: str, where: str, roots: tuple[str, ...], option: str, alternative: str | None
     ) -> None:
-        # Decided on the path's text and the resolved prefix alone: the message is byte-identical whether
-        # the file exists or not, and the worker opens nothing outside its directories to decide.
+        # Decided on the path's text and resolved prefix alone: the same message whether it exists or not.
         real = os.path.realpath(value) if os.path.isabs(value) else None
         if real is not None and _inside(real, roots):
             return

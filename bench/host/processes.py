@@ -1,10 +1,6 @@
-"""Server processes on this host: which port a server may take, how its whole process group goes away, and what
-/proc says about a process.
-
-Used by the launcher (bench/server/launcher.py) for every server it starts; no SGLang knowledge here. The host-speed
-probe's child (bench/host/cpu_probe.py) reads its CPU through this module too, in an interpreter started with -I,
-where psutil may be missing: so psutil is imported where it is used, not at the top.
-"""
+"""Server processes on this host: free ports, process-group teardown, and what /proc says about a process. No
+SGLang knowledge. The host-speed probe's child (bench/host/cpu_probe.py) uses it under `python -I`, where
+psutil may be missing: so psutil is imported where used."""
 
 from __future__ import annotations
 
@@ -27,12 +23,9 @@ class PortError(RuntimeError):
     """No port can be given to a server on this host."""
 
 
-# SGLang derives other ports from --port: gRPC at port+10000 (0.5.13 refuses to start if that exceeds 65535),
-# ZMQ at port+233.. with DP attention. And the port must lie below the kernel's ephemeral range (often
-# 32768-60999): a health probe sent before the server listens gets a source port from that range, and when
-# it happens to equal the destination, TCP connects the probe to itself. The probe then reads its own
-# "GET /health" back as the answer, and the server cannot bind its port while that socket lives. Two workers
-# starting servers on one host hit this (CI saw `BadStatusLine: GET /health HTTP/1.1`).
+# SGLang derives ports from --port (gRPC at port+10000, which 0.5.13 requires <= 65535). The port must lie
+# below the kernel's ephemeral range: a health probe whose source port equals the destination connects to
+# itself and blocks the server's bind (CI saw `BadStatusLine: GET /health HTTP/1.1`).
 PORT_FLOOR = 20000
 _EPHEMERAL_FILE = Path("/proc/sys/net/ipv4/ip_local_port_range")
 
@@ -47,8 +40,7 @@ def ephemeral_port_range(path: Path = _EPHEMERAL_FILE) -> tuple[int, int]:
 
 
 def server_port_range(ephemeral: tuple[int, int] | None = None) -> tuple[int, int]:
-    """[low, high) for server ports: above the well-known and registered crowd, below the ephemeral range,
-    with room for SGLang's port+10000."""
+    """[low, high) for server ports: above the registered crowd, below the ephemeral range."""
     low, high = ephemeral or ephemeral_port_range()
     if low - PORT_FLOOR >= 1000:  # the usual case: 20000-32767
         return PORT_FLOOR, low
@@ -63,8 +55,7 @@ def server_port_range(ephemeral: tuple[int, int] | None = None) -> tuple[int, in
 
 
 def free_port(host: str = "127.0.0.1", port_range: tuple[int, int] | None = None, attempts: int = 200) -> int:
-    """A port that is free now, cannot be taken by an outgoing connection, and whose SGLang-derived ports
-    stay valid."""
+    """A port free now, out of outgoing connections' reach, whose SGLang-derived ports stay valid."""
     lo, hi = port_range or server_port_range()
     rng = random.Random()
     for _ in range(attempts):
@@ -87,10 +78,7 @@ def port_is_free(port: int, host: str = "127.0.0.1") -> bool:
 
 
 def group_alive(pgid: int) -> bool:
-    """Whether any non-zombie process is left in the group.
-
-    kill(0) also succeeds for zombies, which linger in containers whose PID 1 does not reap; /proc tells.
-    """
+    """Whether a non-zombie process is left in the group (kill(0) also succeeds for unreaped zombies)."""
     proc_dir = Path("/proc")
     if not proc_dir.is_dir():
         try:
@@ -107,12 +95,8 @@ def group_alive(pgid: int) -> bool:
 
 
 def stat_fields(stat: str) -> list[str]:
-    """The fields of a /proc stat line (/proc/PID/stat, /proc/thread-self/stat) after the command name: state
-    ppid pgrp ..., so proc(5)'s field N is at index N - 3.
-
-    The command name is in parentheses and may itself contain spaces or parentheses, so the fields start
-    after the last ')'.
-    """
+    """The fields of a /proc stat line after the command name (proc(5)'s field N at index N - 3), split after
+    the last ')' since the name may hold spaces or parentheses."""
     return stat[stat.rfind(")") + 2 :].split()
 
 
@@ -132,8 +116,7 @@ def proc_stats(proc_dir: Path = Path("/proc")) -> Iterator[tuple[int, list[str]]
 
 
 def current_cpu(stat_path: str = "/proc/thread-self/stat") -> int | None:
-    """The CPU the calling thread last ran on (by default; or the task of another stat file); None where /proc
-    does not say. Standard library only: the host-speed probe's child calls it (see the module's docstring)."""
+    """The CPU the calling thread (or a stat file's task) last ran on, or None; standard library only."""
     try:
         with open(stat_path, encoding="ascii") as f:
             return int(stat_fields(f.read())[STAT_PROCESSOR])
@@ -142,8 +125,7 @@ def current_cpu(stat_path: str = "/proc/thread-self/stat") -> int | None:
 
 
 def process_tree(pid: int) -> list[psutil.Process]:
-    """`pid` and all its descendants (SGLang's launch process starts its scheduler, detokenizer and tokenizer
-    as children); psutil.Error when `pid` is gone."""
+    """`pid` and its descendants (SGLang's scheduler and workers); psutil.Error when `pid` is gone."""
     import psutil  # not at the top: see the module's docstring
 
     root = psutil.Process(pid)

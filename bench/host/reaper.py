@@ -1,19 +1,9 @@
-"""Launched servers die with the process that launched them, even when it is killed with SIGKILL.
-
-Two layers, both without `preexec_fn` (unsafe in a threaded process):
-
-- A watchdog: a tiny Python process started next to each server, reading a pipe whose only write end the
-  launcher holds. The kernel closes that end when the launcher exits in any way, SIGKILL included; the
-  watchdog reads EOF and takes the server's process group down (SIGTERM, then SIGKILL after a grace). A
-  clean stop writes "released" first, so the watchdog leaves quietly.
-- Records: one small JSON file per live server (host, pids, start times). `reap_orphans()`, called when any
-  specbench command starts (runners/cli.py), kills the servers whose launcher is gone, should a watchdog have
-  died too. Start times (from /proc) guard against a recycled pid: a record only matches the very process it
-  names.
-
-`owner()` names this process the same way for database rows (a running run, a live server's row), and
-`owner_gone()` tells whether such an owner was on this host and is gone (runners/host_recovery.py).
-"""
+"""Launched servers die with the process that launched them, even on SIGKILL; no `preexec_fn` (unsafe with
+threads). A watchdog per server reads a pipe whose only write end the launcher holds: EOF (the launcher gone)
+takes the server's group down; a clean stop writes "released" first. Records (one JSON file per live server)
+let `reap_orphans()`, run when any command starts, kill servers whose launcher and watchdog are gone; start
+times (/proc) guard against recycled pids. `owner()`/`owner_gone()` name processes for database rows the same
+way (runners/host_recovery.py)."""
 
 from __future__ import annotations
 
@@ -88,9 +78,8 @@ def owner() -> dict[str, Any]:
 
 
 def owner_gone(record: Mapping[str, Any] | None) -> bool:
-    """Whether the process `record` names (from `owner()`) ran here (this host, this pid namespace) and is
-    gone: it exited, was killed, or the host rebooted since. False for another host's process, or one this
-    process cannot judge."""
+    """Whether the process `record` names (from `owner()`) ran on this host and pid namespace and is gone
+    (exited, killed, rebooted since); False for another host's or one it cannot judge."""
     if not isinstance(record, Mapping) or record.get("host") != socket.gethostname():
         return False
     pid = record.get("pid")
@@ -134,8 +123,7 @@ class Guard:
 
 
 def guard(pgid: int, *, grace_s: float = 15.0, label: str = "") -> Guard:
-    """Arm a watchdog for the process group `pgid` (a server started with start_new_session) and record it.
-    Never raises: a server without a watchdog is still stopped by its launcher and reaped by records."""
+    """Arm a watchdog for the process group `pgid` and record it; never raises (stop and records remain)."""
     fd: int | None = None
     watchdog: subprocess.Popen[bytes] | None = None
     try:
@@ -205,8 +193,7 @@ def _watch(pgid: int, grace_s: float) -> None:
 
 
 def reap_orphans(folder: Path | None = None) -> list[int]:
-    """Kill servers on this host whose launcher is gone; returns their process group ids. Safe to call from
-    any number of processes at once."""
+    """Kill servers here whose launcher is gone; returns their group ids. Safe from many processes at once."""
     folder = folder or records_dir()
     host = socket.gethostname()
     reaped: list[int] = []
@@ -224,8 +211,7 @@ def reap_orphans(folder: Path | None = None) -> list[int]:
         owner, pgid = int(rec["owner_pid"]), int(rec["server_pgid"])
         if _is(owner, rec.get("owner_start")):
             continue  # its launcher still runs and stops it itself
-        # The group id stays reserved while any member lives; the leader's start time, when it still runs,
-        # proves it is the same server. A group that lost its leader cannot have been reused.
+        # A group id stays reserved while a member lives; a live leader's start time proves the same server.
         leader_same = _is(pgid, rec.get("server_start"))
         if group_alive(pgid) and (leader_same or start_time(pgid) is None):
             _kill_group(pgid, 0.0)

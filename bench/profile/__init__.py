@@ -1,4 +1,1 @@
-"""SGLang profiler traces (Chrome trace JSON from torch.profiler): read them and summarise speculative cycles.
-
-Pure: no storage, no UI. `trace` reads the events, `summary` finds the cycles and computes their figures.
-"""
+"""SGLang profiler traces (torch.profiler Chrome JSON), pure: `trace` reads events, `summary` finds cycles."""

@@ -1,11 +1,7 @@
-"""Capturing a profile from a live server: load at the point's concurrency, `/start_profile`, collect the files.
-
-The body follows SGLang 0.5.13's `ProfileReqInput` (sglang/srt/managers/io_struct.py). With `num_steps` the
-server stops by itself and each TP rank writes `<profile_id>-TP-<rank>.trace.json.gz` into `output_dir` on
-the server's host; the HTTP reply only says profiling started. So the capture polls the directory until
-every rank's file is complete (a gzip that decompresses to a trace), under a timeout. If the load ends or the
-timeout passes first, `/stop_profile` flushes whatever was recorded.
-"""
+"""Capturing a profile from a live server: load at the point's concurrency, `/start_profile`, collect the
+files. With `num_steps` (SGLang 0.5.13's `ProfileReqInput`) the server stops by itself and each TP rank writes
+`<profile_id>-TP-<rank>.trace.json.gz` into `output_dir`; the capture polls until every file is whole, and
+`/stop_profile` flushes what was recorded if the load ends or the timeout passes first."""
 
 from __future__ import annotations
 
@@ -43,11 +39,7 @@ def start_profile_body(
     with_stack: bool = False,
     record_shapes: bool = False,
 ) -> dict[str, Any]:
-    """The exact JSON sent to `/start_profile`.
-
-    with_stack and record_shapes are sent as false on purpose: SGLang turns both on unless told otherwise
-    (`TokenizerControlMixin.start_profile`), and Python stack tracing is what slows the scheduler most.
-    """
+    """The JSON for `/start_profile`; with_stack and record_shapes off (SGLang's default on slows the CPU)."""
     return {
         "output_dir": str(output_dir),
         "num_steps": num_steps,

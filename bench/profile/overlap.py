@@ -1,18 +1,10 @@
-"""v1 against v2 of the same point, from their profile summaries: how much CPU work the overlap hides.
-
-In non-overlap mode the GPU waits while the CPU schedules the next step, launches it and processes results,
-so the GPU idle time per cycle is roughly that CPU work. With overlap the CPU does it while the GPU runs
-the previous step; what overlap removes from the GPU's idle time is the CPU work it hides:
+"""v1 against v2 of the same point, from their profile summaries: how much CPU work the overlap hides. Without
+overlap the GPU idles while the CPU prepares the next step; with it the CPU works during the previous step:
 
     cpu_hidden_ms = gpu_idle_ms_per_cycle(v1) - gpu_idle_ms_per_cycle(v2)
-
-The overlap answer in one number: the share of v1's GPU idle time per cycle that v2 removes,
-
     overlap_share = cpu_hidden_ms / gpu_idle_ms_per_cycle(v1)
 
-against its limit of 1 (100 %): a v2 that keeps the GPU busy through the whole cycle hides everything overlap
-could hide. It is negative when v2's GPU idles longer than v1's (the overlap costs more than it hides).
-"""
+1 (100 %) hides everything overlap could; negative when v2's GPU idles longer than v1's."""
 
 from __future__ import annotations
 

@@ -1,29 +1,10 @@
-"""Speculative cycles in an SGLang trace and their figures: wall time, GPU busy and idle, time per phase.
-
-A cycle is one scheduler step of speculative decoding: draft (the multi-step draft CUDA graph, which SGLang
-0.5.13 does not annotate), `step[TARGET_VERIFY bs=n]`, then `step[DRAFT_EXTEND_V2 bs=n]`. Cycles are cut at
-the start of each TARGET_VERIFY, so cycle i runs from verify i to verify i+1 and holds verify i, its draft
-extend, the scheduler's gap and the draft of step i+1. `cycles` counts the verify steps found; the figures
-come from the `cycles - 1` complete verify-to-verify intervals (`cycles_timed`).
-
-The GPU track (`gpu_user_annotation`) is used when present; otherwise the CPU annotations (`user_annotation`)
-cut the cycles, which is the only choice for a CPU-only trace. A GPU-only trace has no annotations at all
-(see `bench.profile.trace`); then the `graph` track stands in. The target verify is a CUDA-graph replay (all
-its kernels share one correlation id), and so is the multi-step draft: a decode step replays two graphs, so
-the verify has to be told from the draft, not found by size (on a 4-layer DeepSeek-V3 slice with a 3-step
-NextN draft the draft graph is the larger one, and at batch 8 both were within 10 % of each other, so a size
-rule cut every cycle in two). The verify is the graph replayed right before the tree verification kernel
-(`VerifyTreeGreedy`, `TreeSpeculativeSampling...`: VERIFY_KERNEL), which reads the verify's logits; every
-replay of the same graph (same kernel-name sequence) is a verify, so one cut per scheduler step. A trace
-without such a kernel falls back to the graph with the most kernels per replay, one graph only. On that
-track the draft extend cannot be told from the draft: `draft` holds all kernel time outside the verify, and
-batch sizes are unknown (0). GPU busy time is the union of kernel intervals (memcpy/memset are not counted:
-they mostly run on copy engines).
-
-A trace of one rank of a tensor-parallel server holds its collectives (bench.profile.collectives): `collectives`
-gives, per kind found (all_reduce, all_gather, reduce_scatter), the kernel time per cycle and its share of the
-cycle's wall time; a one-GPU trace has none, and `collectives` is {}.
-"""
+"""Speculative cycles in an SGLang trace and their figures: wall time, GPU busy and idle, time per phase
+(docs/reference/profiles.md). A cycle runs from one `step[TARGET_VERIFY]` to the next; the figures come from
+the `cycles - 1` complete intervals. Tracks: GPU annotations, else CPU ones, else (a GPU-only trace) the
+`graph` track, where the verify is the CUDA graph replayed right before the tree verification kernel
+(VERIFY_KERNEL), not the largest one (the draft graph can be larger), `draft` holds all other kernel time and
+batch sizes are 0. GPU busy time is the union of kernel intervals (copies run on copy engines: not
+counted)."""
 
 from __future__ import annotations
 
@@ -52,8 +33,7 @@ PHASES = ("target_verify", "draft", "draft_extend")
 DEFAULT_DISTORTION_THRESHOLD = 1.2
 # A profiled cycle under half the unprofiled one cannot be the profiler's doing: the cycles were cut wrong.
 IMPLAUSIBLE_DISTORTION = 0.5
-# The kernel that checks the draft tokens against the target's logits, right after the verify forward:
-# sgl-kernel's verify_tree_greedy (greedy) and tree_speculative_sampling_target_only (sampling).
+# The kernel checking drafts against the target's logits (greedy or sampling).
 VERIFY_KERNEL = re.compile(r"verify_?tree|tree_?speculative_?sampling", re.IGNORECASE)
 
 
@@ -63,8 +43,7 @@ def _is_verify_kernel(name: str) -> bool:
     return VERIFY_KERNEL.search(name) is not None
 
 
-# Trace times are microseconds since an epoch (~1e12-1e15): a double resolves them to ~0.25 us, so a replay
-# that ends back to back with the next kernel can read as ending a fraction of a microsecond after it starts.
+# Trace times are us since an epoch: a double resolves ~0.25 us, so adjacent kernels may overlap a little.
 TIMESTAMP_RESOLUTION_US = 0.5
 
 
@@ -188,9 +167,8 @@ def _collective_spans(
 
 
 def collectives_summary(kernels: list[Span], clean: list[Cycle]) -> dict[str, dict[str, Any]]:
-    """Per collective kind found in the trace: its time per cycle (the union of its kernels inside the cycle),
-    its share of the cycle (that time / the cycle's wall time, per cycle), its kernels per cycle, how many of
-    its kernels the whole trace holds, and the most frequent of their names (short) with counts."""
+    """Per collective kind: time per cycle (union of its kernels inside the cycle), share of the cycle's wall
+    time, kernels per cycle, kernels in the trace, and its most frequent names with counts."""
     out: dict[str, dict[str, Any]] = {}
     names: dict[str, dict[str, int]] = {}
     for k in kernels:
@@ -318,13 +296,8 @@ def distortion(
     accept_length: float | None,
     threshold: float = DEFAULT_DISTORTION_THRESHOLD,
 ) -> dict[str, Any]:
-    """How much the profiler slowed what it measured.
-
-    Unprofiled cycle time = TPOT x accepted tokens per cycle (each request gains `accept_length` tokens per
-    verify step). A ratio above `threshold` gets a warning: the trace's times are then inflated. A ratio
-    below IMPLAUSIBLE_DISTORTION gets one too: the profiler does not speed anything up, so the cycles were cut
-    wrong.
-    """
+    """How much the profiler slowed what it measured (unprofiled cycle = TPOT x `accept_length`); warns above
+    `threshold` (inflated) and below IMPLAUSIBLE_DISTORTION (cycles cut wrong)."""
     out: dict[str, Any] = {
         "profiled_cycle_ms": profiled_cycle_ms,
         "unprofiled_cycle_ms": None,
@@ -353,10 +326,7 @@ def distortion(
 
 
 def spans_for_cycles(trace: dict[str, Any], first: int = 0, count: int = 3) -> list[dict[str, Any]]:
-    """Bars for a timeline of `count` cycles from cycle `first`: phases (CPU and GPU rows) and kernels.
-
-    Times are milliseconds from the start of the first cycle shown.
-    """
+    """Timeline bars (ms from the first cycle shown) of `count` cycles from `first`: phases and kernels."""
     ev = extract(trace)
     cycles, _, _ = find_cycles(ev)
     if not cycles:
@@ -392,8 +362,7 @@ def spans_for_cycles(trace: dict[str, Any], first: int = 0, count: int = 3) -> l
     for k in ev.kernels:
         if not (k.end > lo and k.start < hi):
             continue  # outside the cycles shown: no bar, so no step to look up (a trace holds thousands)
-        # The step that began last at or before the kernel, if the kernel starts inside it (steps of one
-        # stream do not overlap). A kernel under no step annotation belongs to the (unannotated) draft.
+        # The step that began last at or before the kernel, if it starts inside it; under no step: the draft.
         i = bisect.bisect_right(starts, k.start) - 1
         under = steps[i] if i >= 0 and k.start < steps[i].end else None
         add("GPU kernels", "kernel", k.name, phase_of(under) if under else "draft", k.start, k.end)

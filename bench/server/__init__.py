@@ -1,1 +1,1 @@
-"""Launching an SGLang server (or the stand-in) and reading back what it resolved: argv, env, HTTP, flags, spec modes."""
+"""Launching an SGLang server (or the stand-in) and reading back what it resolved."""

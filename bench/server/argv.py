@@ -1,8 +1,5 @@
-"""The argv (and sim environment) of one server, built from validated fields; never a shell string.
-
-The program is fixed: `<python> -m sglang.launch_server` or `<python> -m synthetic.server`. Nothing from a sweep file
-can name another executable, and every value lands in its own argv element.
-"""
+"""The argv (and sim environment) of one server from validated fields, never a shell string: the program is
+`<python> -m sglang.launch_server` or `<python> -m synthetic.server`, each value its own argv element."""
 
 from __future__ import annotations
 
@@ -27,8 +24,7 @@ ArgInput = Scalar | Sequence[str | int | float]
 
 PROGRAM_MODULE: dict[str, str] = {"sglang": "sglang.launch_server", "sim": "synthetic.server"}
 
-# Flags renamed in 0.5.14 (the old spelling is a deprecated alias there; by 0.5.23 it is gone and, through
-# argparse prefix matching, ambiguous between the -decode and -prefill variants). A sweep may use either.
+# Flags renamed in 0.5.14 (old spelling deprecated, gone and ambiguous by 0.5.23); a sweep may use either.
 _RENAMED_IN_0_5_14: dict[str, str] = {
     "cuda-graph-max-bs": "cuda-graph-max-bs-decode",
     "cuda-graph-bs": "cuda-graph-bs-decode",
@@ -143,10 +139,8 @@ def _render_value(name: str, value: str | int | float, problems: list[str]) -> s
 def translate_args(
     args: Mapping[str, ArgInput] | Sequence[tuple[str, ArgInput]], version: str
 ) -> tuple[list[str], list[str]]:
-    """Pass-through `args` as argv for this version, plus notes on what was renamed.
-
-    True -> bare `--name`; False -> omitted; a list -> `--name v1 v2 ...`; anything else -> `--name value`.
-    """
+    """Pass-through `args` as argv for this version, plus rename notes: True -> `--name`, False -> omitted, a
+    list -> `--name v1 v2 ...`, else `--name value`."""
     items = list(args.items()) if isinstance(args, Mapping) else list(args)
     problems: list[str] = []
     notes: list[str] = []
@@ -240,11 +234,8 @@ def build_argv(
     host: str = "127.0.0.1",
     trust_remote_code: bool = False,
 ) -> ServerArgv:
-    """Argv of one server for `cfg` on SGLang `version` (for the sim: the version it emulates).
-    `trust_remote_code` is the host's decision (bench/host/policy.py), never the sweep's.
-
-    Raises ArgvError, listing every problem, for a config this version cannot run.
-    """
+    """Argv of one server for `cfg` on SGLang `version` (the sim: the version it emulates);
+    `trust_remote_code` is the host's (bench/host/policy.py). ArgvError lists every problem."""
     problems: list[str] = []
     try:
         parse_version(version)

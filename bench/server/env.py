@@ -1,19 +1,11 @@
-"""The environment a launched server gets: built from nothing, never inherited whole.
+"""The environment a launched server gets: built from nothing, never inherited whole (the worker holds the
+database URL). It is a small host base (PATH, HOME, locale, temp dir, CUDA/NCCL/Python/model caches), the
+sweep's `server.env` limited to names that tune SGLang (env_names.py), and what specbench sets itself.
 
-A job's sweep is written by whoever may submit jobs; the worker that runs it holds the team's database URL.
-So the server's environment is
-  * a small base taken from the host: what any process needs (PATH, HOME, locale, temp dir), where the
-    host keeps its CUDA/NCCL/Python/model caches, and nothing else;
-  * the sweep's `server.env`, limited to an explicit list of names that tune SGLang (env_names.py);
-  * what specbench sets itself (spec mode, stand-in knobs, GPU pinning).
-Never DATABASE_URL, never a SPECBENCH_* setting of the worker, never a variable that makes a program load
-or run another one (LD_PRELOAD, PYTHONPATH, BROWSER, PYTHONWARNINGS, ...): those turned a sweep into a shell
-command on every worker host (issue 10). Never the variable `--db env:NAME` named (`withhold`), nor a host
-variable that looks like a secret by its name (`*_PASSWORD`, `*_TOKEN`, ...) or its value (a URL with a
-password): `--db env:SGLANG_DB_URL` once handed the database password to every server (issue 35 §5).
-Whether servers may reach the hub is the host's (HF_HUB_OFFLINE, TRANSFORMERS_OFFLINE, HF_TOKEN), never a
-job's (issue 35 §1).
-"""
+Never DATABASE_URL, a SPECBENCH_* setting, or a variable that makes a program load another (LD_PRELOAD,
+PYTHONPATH, BROWSER, ...: issue 10); never the `--db env:NAME` variable (`withhold`) or a host variable that
+looks secret by name or value (issue 35 §5). Hub access is the host's decision, never a job's (issue 35
+§1)."""
 
 from __future__ import annotations
 
@@ -25,8 +17,7 @@ from urllib.parse import parse_qsl, urlsplit
 
 from bench.server.env_names import SET_BY_SPECBENCH, SWEEP_NAMES
 
-# A few names that load code or change compilation, for a refusal that says why (the allow-list is
-# bench/server/env_names.py; everything off it is refused, whether named here or not).
+# Names that load code or change compilation, for a refusal saying why (all off env_names.py are refused).
 _LOADS_CODE = frozenset(
     {
         "LD_PRELOAD",
@@ -63,8 +54,7 @@ HOST_BASE_NAMES = frozenset(
         "TZ",
         "TMPDIR",
         "TERM",
-        # Where the host keeps its libraries, interpreter tree and caches. Set by whoever set up the host;
-        # a sweep cannot set any of them.
+        # Where the host keeps its libraries, interpreter tree and caches; a sweep cannot set them.
         "LD_LIBRARY_PATH",
         "PYTHONPATH",
         "VIRTUAL_ENV",
@@ -76,11 +66,7 @@ HOST_BASE_NAMES = frozenset(
         "HF_HUB_OFFLINE",
         "TRANSFORMERS_OFFLINE",
         "TORCHINDUCTOR_CACHE_DIR",
-        # The host's build toolchain for the kernels SGLang compiles at start (FlashInfer, sgl-kernel's
-        # tvm-ffi JIT, Triton, Inductor). FlashInfer writes the compiler into each kernel's build.ninja, so a
-        # server started without the host's CXX rebuilt every cached kernel that a server started with it had
-        # built (and the reverse): ~3 minutes per switch on an H200 host whose image sets CXX. Host-only: a
-        # sweep can set none of them (they name programs and directories).
+        # The toolchain for kernels SGLang compiles: FlashInfer bakes CXX into build.ninja (a switch: ~3 min).
         "CC",
         "CXX",
         "CUDAHOSTCXX",
@@ -96,13 +82,11 @@ HOST_BASE_NAMES = frozenset(
     }
 )
 HOST_BASE_PREFIXES = ("LC_", "CUDA_", "NCCL_", "TORCH_", "TRITON_", "FLASHINFER_", "SGLANG_", "SGL_")
-# The operator may name more host variables to pass (comma-separated), e.g. a proxy for model downloads.
-# It is the worker's own setting: a job cannot reach it.
+# More host variables the operator passes (comma-separated, e.g. a proxy): out of a job's reach.
 PASS_SETTING = "SPECBENCH_SERVER_ENV_PASS"
 # Never passed, whatever the host or the operator says.
 _NEVER = re.compile(r"^(SPECBENCH_|DATABASE_URL$|PG[A-Z]*$|POSTGRES)")
-# Host variables that hold a secret by their name (a word of it), not passed unless the operator names them
-# in SPECBENCH_SERVER_ENV_PASS: a GPU-stack family such as SGLANG_* may hold a key or a database URL.
+# Host variables secret by a word of their name: passed only when named in SPECBENCH_SERVER_ENV_PASS.
 _SECRET_NAME = re.compile(
     r"(^|_)(PASSWORD|PASSWD|SECRET|TOKEN|CREDENTIALS?|API_?KEY|ACCESS_KEY|PRIVATE_KEY)(_|$)"
 )
@@ -110,8 +94,7 @@ _SECRET_NAME = re.compile(
 _SECRET_PARAMS = frozenset(
     {"password", "sslpassword", "passfile", "sslkey", "oauth_client_secret", "token", "key"}
 )
-# Whether servers may reach the hub is the host's decision (bench.host.policy: --allow-hub-downloads). Set
-# over the host's own values when it does not allow them; HF_TOKEN is passed only when it does.
+# Hub access is the host's (--allow-hub-downloads), set over its values; HF_TOKEN only when allowed.
 OFFLINE_ENV = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
 HUB_TOKEN = "HF_TOKEN"
 _HOST_DECIDES = frozenset({*OFFLINE_ENV, HUB_TOKEN, "HF_DATASETS_OFFLINE"})
@@ -125,8 +108,7 @@ def withhold(name: str) -> None:
 
 
 def looks_secret(name: str, value: str) -> bool:
-    """A host variable that holds a secret: by a word of its name, or a URL value with a password or a
-    secret parameter (`postgresql://u:pw@db/x`, `...?password=...`)."""
+    """A host variable holding a secret: by a word of its name, or a URL value with a password or secret."""
     if _SECRET_NAME.search(name):
         return True
     if "://" not in value:
@@ -222,8 +204,7 @@ def _never(name: str) -> bool:
 
 
 def host_base(host: Mapping[str, str], *, hub_downloads: bool = False) -> dict[str, str]:
-    """The host's variables every server gets: the basics, GPU-stack settings without secrets, and what the
-    operator names (its choice, secret or not); HF_TOKEN only where the host allows hub downloads."""
+    """The host variables every server gets (basics, GPU stack, operator's); HF_TOKEN with downloads."""
     extra = {n.strip() for n in host.get(PASS_SETTING, "").split(",") if n.strip()}
     if hub_downloads:
         extra.add(HUB_TOKEN)
@@ -245,12 +226,8 @@ def build_server_env(
     *,
     hub_downloads: bool = False,
 ) -> dict[str, str]:
-    """The whole environment of a launched server (and of the version probe, with no sweep env).
-
-    `sweep_env` is checked again here (a job stored by an older version skipped today's validation);
-    `specbench_env` is what the launcher itself sets (spec mode, SPECBENCH_SIM_* knobs, GPU pinning, the
-    hub switches where the host keeps servers offline).
-    """
+    """The whole environment of a server (and of the version probe, without sweep env). `sweep_env` is checked
+    again (a job stored by an older version); `specbench_env` is what the launcher sets."""
     problems = check_sweep_env(sweep_env)
     if problems:
         raise ServerEnvError("; ".join(problems))

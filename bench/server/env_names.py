@@ -1,19 +1,11 @@
 """The server variables a sweep may set (`server.env`): an explicit list of names, never a prefix family.
 
-Every name here was read in SGLang's own source (sglang/srt/environ.py and its os.environ / getenv calls) of
-the releases specbench supports, and each one only TUNES the server: a number, a switch or a choice among
-built-in methods. None loads code, runs a program, names a file or directory, or changes what a compiler
-builds. A prefix cannot know that: inside `SGLANG_*` sit SGLANG_EXTERNAL_MODEL_PACKAGE and SGLANG_PLUGINS
-(SGLang imports the package they name), inside `TRITON_*` sit TRITON_CACHE_MANAGER and
-TRITON_REMOTE_CACHE_BACKEND (Triton imports a `module:Class`), inside `FLASHINFER_*` sit
-FLASHINFER_EXTRA_CFLAGS / _LDFLAGS (flags for the JIT compiler at start-up) (issue 30 §3). HF_HUB_OFFLINE is
-not here either: whether a server may download (a hub id's remote code included) is the host's decision
-(bench/server/env.py, issue 35 §1).
-
-`since` is the first supported release whose source reads the name (bench.server.spec_modes.RELEASES).
-docs/reference/sglang-contract.md ("Server variables a sweep may set") lists the same names; a test keeps the
-two equal, and another finds every name in the pinned release's source.
-"""
+Each was read in SGLang's source of the supported releases and only tunes the server (a number, switch or
+built-in choice); none loads code, runs a program, names a path or changes a compile. Prefixes cannot know
+that: SGLANG_PLUGINS, TRITON_CACHE_MANAGER and FLASHINFER_EXTRA_CFLAGS sit inside them (issue 30 §3).
+HF_HUB_OFFLINE is the host's (bench/server/env.py, issue 35 §1). `since`: the first supported release reading
+the name. docs/reference/sglang-contract.md lists the same names; tests keep both equal and find each in the
+pinned release's source."""
 
 from __future__ import annotations
 

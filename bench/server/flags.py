@@ -1,8 +1,6 @@
-"""SGLang launch flags specbench knows, so a sweep's pass-through `args` are checked before any GPU time is spent.
-
-The sweep owns the flags that define a point (model, backend, speculative parameters, overlap schedule, TP,
-host/port); those are refused in `args` so one setting cannot be given twice with two values.
-"""
+"""SGLang launch flags specbench knows, so a sweep's pass-through `args` are checked before GPU time is spent.
+The flags that define a point (model, backend, spec parameters, overlap, TP, host/port) are the sweep's
+own."""
 
 from __future__ import annotations
 
@@ -75,12 +73,10 @@ KNOWN_PASSTHROUGH: frozenset[str] = frozenset(
 )
 
 
-# Flags that make SGLang run code a checkpoint ships (transformers' trust_remote_code: the model's, the
-# tokenizer's and the config's own Python). The host decides them (`worker` / `run --trust-remote-code`),
-# never a job: with them a hub id or a checkpoint folder is a program (issue 35 §1).
+# Flags making SGLang run a checkpoint's own Python: the host's decision, never a job's (issue 35 §1).
 HOST_ONLY_FLAGS: dict[str, str] = {"trust-remote-code": "--trust-remote-code"}
 
-# Pass-through flags whose value is a file or directory: one string, checked like `model` (bench/host/policy.py).
+# Pass-through flags whose value is a path: one string, checked like `model` (bench/host/policy.py).
 PATH_FLAGS: frozenset[str] = frozenset({"tokenizer-path"})
 
 
@@ -101,8 +97,7 @@ def check_passthrough_flag(name: str) -> str | None:
 
 
 def path_value_problem(where: str, value: object) -> str | None:
-    """Why a path-typed value is not one path: YAML can make it a list (`[/outside]`), a number or a mapping,
-    none of which a check of strings would look at (issue 35 §2). None for a string."""
+    """Why a path-typed value is not one path string (YAML lists, numbers, mappings: issue 35 §2), or None."""
     if isinstance(value, str):
         return None
     return f"{where}: one path or model id as a string, not {type(value).__name__}"

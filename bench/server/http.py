@@ -1,4 +1,4 @@
-"""Talking to a starting or started server over HTTP: readiness (`/health`) and what it runs (`/server_info`)."""
+"""Talking to a starting or started server over HTTP: readiness (`/health`) and what it runs."""
 
 from __future__ import annotations
 
@@ -15,10 +15,8 @@ from bench.host.processes import describe_exit, log_tail_of, terminate_group
 
 
 class LaunchError(RuntimeError):
-    """The server could not be started or reached; the message carries the exit code and the log tail.
-
-    `known_bug`: the key of the known SGLang bug the failure was identified as (bench.server.known_bugs), whose
-    one-line description then opens the message."""
+    """The server could not be started or reached (exit code and log tail in the message); `known_bug`: the
+    known SGLang bug identified, whose line opens the message."""
 
     def __init__(
         self,
@@ -41,16 +39,14 @@ class LaunchError(RuntimeError):
 
 
 class _NoRedirects(urllib.request.HTTPRedirectHandler):
-    """A redirect is an answer, not an address to go to: a job's server (an allowed external one) that
-    answers 307 to another port must not send the worker there (issue 35 §4)."""
+    """A redirect is an answer, not an address to follow (issue 35 §4)."""
 
     def redirect_request(self, *args: Any, **kwargs: Any) -> None:
         return None  # urllib then raises HTTPError with the 3xx status, which http_get returns
 
 
 def http_get(url: str, timeout_s: float) -> tuple[int, bytes]:
-    """GET without proxies (a loopback server must not go through http_proxy) and without following a
-    redirect (its status is returned, like any other). HTTP errors are returned."""
+    """GET without proxies or redirects; every HTTP status is returned."""
     opener = urllib.request.build_opener(urllib.request.ProxyHandler({}), _NoRedirects())
     try:
         with opener.open(url, timeout=timeout_s) as r:
@@ -62,8 +58,7 @@ def http_get(url: str, timeout_s: float) -> tuple[int, bytes]:
 
 
 def wait_healthy(proc: subprocess.Popen[bytes], base_url: str, log_path: Path, timeout_s: float) -> None:
-    """Poll `/health` until 200 (only during start-up: contract §6.9); raise with the log tail if the server
-    exits first or the time runs out (then it is killed)."""
+    """Poll `/health` until 200 (start-up only: contract §6.9); raise with the log tail on exit or timeout."""
     deadline = time.monotonic() + timeout_s
     delay = 0.05
     while True:
@@ -92,18 +87,13 @@ def wait_healthy(proc: subprocess.Popen[bytes], base_url: str, log_path: Path, t
         delay = min(delay * 1.5, 1.0)
 
 
-# What SGLang's /server_info always holds (its ServerArgs are spread into the body, contract §2.1). A reply
-# without it is not SGLang's: a worker pointed at another service must not store what that service said.
+# What SGLang's /server_info always holds (contract §2.1); without it, the reply is another service's.
 _SGLANG_INFO_KEYS = ("model_path",)
 
 
 def fetch_server_info(base_url: str, timeout_s: float = 30.0) -> dict[str, Any]:
-    """`/server_info`, or the deprecated `/get_server_info` where the first is missing.
-
-    A reply that is not SGLang's (another status, not JSON, not an object with SGLang's keys) raises with the
-    status and a fixed message: its body is never kept, because errors end up in the database
-    (server_instances.error), the logs and the dashboard, and an external URL may lead anywhere (issue 30 §2).
-    """
+    """`/server_info`, or the deprecated `/get_server_info`. A non-SGLang reply raises with its status and a
+    fixed message, its body never kept: errors reach the database, logs and dashboard (issue 30 §2)."""
     last = ""
     for path in ("/server_info", "/get_server_info"):
         url = f"{base_url}{path}"

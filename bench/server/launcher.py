@@ -4,15 +4,11 @@
         if server.mismatches: ...   # the server does not run what was asked: record, don't measure
         run_points(server.base_url)
 
-The server runs in its own process group with its output in a per-server log file. Readiness is `/health`
-returning 200 (polled only during startup: contract §6.9 says never during a run). Afterwards `/server_info`
-says what the server actually runs, and the spec mode is resolved from it and the launch log (§1.5).
-Teardown is SIGTERM to the whole group, then SIGKILL; it runs on every exit path, KeyboardInterrupt included.
-`server.cpu_affinity` pins the server right after it starts and, once it is ready, every thread of every
-process it started (bench/host/cpu_affinity.py).
-Ports and teardown live in bench/host/processes.py, the HTTP probes in bench/server/http.py, and the check of
-requested against resolved config in bench/server/requested.py.
-"""
+The server runs in its own process group, logging to its own file. Ready is `/health` 200 (polled only at
+startup, contract §6.9); then `/server_info` and the launch log say what it runs (§1.5). Teardown (SIGTERM to
+the group, then SIGKILL) runs on every exit path. `server.cpu_affinity` pins it at start and every thread once
+ready. Ports and teardown: bench/host/processes.py; probes: bench/server/http.py; requested vs resolved:
+bench/server/requested.py."""
 
 from __future__ import annotations
 
@@ -61,8 +57,7 @@ from bench.server.spec_modes import (
 )
 from bench.sweep import SIMULATE_ACC_ENV, ServerConfig, ServerSpec
 
-# The directory that holds the `bench` package: the sim's working directory, so `-m synthetic.server` imports it
-# whether or not specbench is installed.
+# The sim's working directory, so `-m synthetic.server` imports `bench` whether or not specbench is installed.
 _PROJECT_ROOT = Path(__file__).resolve().parents[2]
 # Environment the sweep may not set: the spec mode and the sim settings own these.
 _OWNED_ENV_PREFIXES = ("SPECBENCH_SIM_",)
@@ -201,10 +196,8 @@ def detect_sglang_version(python: str | None = None, timeout_s: float = 120.0) -
 
 
 def probe_sglang(python: str | None = None, timeout_s: float = 120.0) -> tuple[str, str | None]:
-    """(SGLang version, specbench patch it carries: bench.server.sglang_patch) for the interpreter that will run
-    the server. The probe runs with the server's own scrubbed environment (bench/server/env.py), never the
-    caller's: the caller may be a worker holding the database URL, and the interpreter is code the caller does
-    not own."""
+    """(SGLang version, specbench patch it carries) for the server's interpreter, probed with the server's own
+    scrubbed environment (bench/server/env.py), never the caller's, which may hold the database URL."""
     interpreter = resolve_python(python)
     try:
         out = subprocess.run(
@@ -250,13 +243,10 @@ def launch(
 ) -> LaunchedServer:
     """Start (or, for `external`, attach to) the server for `config` and verify what it runs.
 
-    `version` skips detection (the runner may already know it). Raises LaunchError if the server cannot be
-    started, dies, or is not healthy within `startup_timeout_s` (default: the spec's); a started process is
-    always torn down before the error propagates; when its log shows a known SGLang bug of this release, backend
-    and spec mode (bench.server.known_bugs), the error names it (`known_bug`, and its first line). A server that
-    runs something other than what was asked is returned with `mismatches` filled in, for the caller to record. `policy` (a worker's HostPolicy) says which
-    interpreters, model paths and external servers this host allows; it is checked before anything runs.
-    """
+    `version` skips detection. Raises LaunchError if the server cannot start, dies, or is not healthy within
+    `startup_timeout_s` (default: the spec's), after tearing it down; a known SGLang bug in its log
+    (bench.server.known_bugs) is named in the error. A server running something else is returned with
+    `mismatches` filled. `policy` (a worker's HostPolicy) is checked before anything runs."""
     policy = policy or HostPolicy.author()
     try:
         spec = _host_checked(policy, spec, config)
@@ -264,12 +254,9 @@ def launch(
         raise LaunchError(f"cannot launch server: {e}") from None
     if spec.backend == "external":
         return attach_external(spec, config, version=version)
-    # The config carries the args/env (they are part of its identity); `expand` copies them from the spec.
-    # A spec whose own args/env the config lacks would have them silently dropped.
-    # Lists in the spec are tuples in the (hashable) config.
+    # The config carries args/env (its identity; lists as tuples); a spec's own it lacks would be dropped.
     spec_args = {k: tuple(v) if isinstance(v, list) else v for k, v in spec.args.items()}
-    # Fields the sweep turns into args/env of their own (server.load_format, grid.accept_lengths) are not
-    # in the spec's args/env; leave them out of the comparison.
+    # Fields the sweep turns into args/env of their own (load_format, accept_lengths) are not compared.
     cfg_args = {k: v for k, v in config.args if not (k == "load-format" and spec.load_format != "auto")}
     cfg_env = {
         k: v for k, v in config.env if not (k == SIMULATE_ACC_ENV and config.accept_length is not None)
@@ -315,8 +302,7 @@ def launch(
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 env=env,
-                # The sim imports specbench from its checkout. A worker's SGLang server runs in its log
-                # directory, so a model id can never name a directory relative to the worker's own.
+                # A worker's SGLang server runs in its log dir: a model id never names a path of the worker's.
                 cwd=_PROJECT_ROOT if spec.backend == "sim" else (log_dir if policy.confined else None),
                 start_new_session=True,  # own process group: teardown reaches the scheduler/detokenizer too
                 close_fds=True,
@@ -387,13 +373,12 @@ def launch(
     return server
 
 
-# How much of a failed launch's log the known-bug signatures read: a traceback is a few KiB, and the end of the
-# log is where it lands (SGLang's first lines hold one huge `server_args=` line worth skipping).
+# Bytes of a failed launch's log tail that known-bug signatures read: a traceback is a few KiB at the end.
 _SIGNATURE_BYTES = 256 * 1024
 
 
 def _known_failure(err: LaunchError, version: str, config: ServerConfig) -> LaunchError | None:
-    """`err` named as the known SGLang bug its log shows (bench.server.known_bugs), or None when it shows none."""
+    """`err` named as the known SGLang bug its log shows (bench.server.known_bugs), or None."""
     found = identify_failure(
         version, config.attention_backend, config.spec_mode, _log_end(err.log_path), steps=config.steps
     )
@@ -423,8 +408,7 @@ def _log_end(path: Path | None) -> str:
 
 def _host_checked(policy: HostPolicy, spec: ServerSpec, config: ServerConfig) -> ServerSpec:
     """`spec` with its interpreter name turned into the host's path, once the host allows everything the
-    launch names (again: the worker checked the whole sweep when it claimed the job, and a symlink may have
-    moved since)."""
+    launch names (checked again: a symlink may have moved since the worker claimed the job)."""
     if spec.backend == "external":
         policy.check_external(spec.base_url)
         return spec
@@ -460,9 +444,8 @@ def plan_launch(
     log_dir: str | Path = "logs/servers",
     policy: HostPolicy | None = None,
 ) -> LaunchPlan:
-    """The argv and environment of one launch: what `launch` starts, and what `specbench run --dry-run`
-    prints. `policy` says whether the host lets SGLang run a checkpoint's code and reach the hub (default:
-    neither). Raises LaunchError listing every problem."""
+    """The argv and environment of one launch (`launch` starts it, `run --dry-run` prints it); `policy`:
+    remote code and hub access (default: neither). LaunchError lists every problem."""
     if spec.backend == "external":
         raise LaunchError("backend external launches nothing")
     policy = policy or HostPolicy.author()
@@ -488,9 +471,7 @@ def plan_launch(
     if not policy.hub_downloads:  # set over whatever the host's environment says: the host chose offline
         env_delta.update(OFFLINE_ENV)
     if spec.backend == "sim" and spec.sim.shared_gpu:
-        # The run's stand-in servers share one emulated GPU (synthetic/server/gpu_ledger.py), as on a real host.
-        # Named by a digest of the devices: CUDA_VISIBLE_DEVICES may come from the job, and a job's text never
-        # becomes a path (issue 35 §3: `../../srv/data/notes` overwrote notes.json).
+        # The stand-ins share one emulated GPU (gpu_ledger.py), named by a digest: job text is no path.
         device = hashlib.sha256(env_delta.get("CUDA_VISIBLE_DEVICES", "all").encode()).hexdigest()[:16]
         env_delta["SPECBENCH_SIM_GPU_LEDGER"] = str(Path(log_dir).resolve() / f"sim-gpu-{device}.json")
     # Built from nothing (bench.server.env): the worker's own environment holds the database URL.
@@ -508,8 +489,7 @@ def _server_cpus(spec: ServerSpec) -> tuple[cpu_affinity.CpuList | None, tuple[s
     if spec.cpu_affinity is None:
         if pin is None:
             return None, ()
-        # A child inherits its parent's CPUs: without this, `--client-cpus` would squeeze the server onto the
-        # client's few CPUs. It gets what the runner had before it pinned itself.
+        # A child inherits its parent's CPUs: else `--client-cpus` would squeeze the server onto the client's.
         before = tuple(sorted(pin.before))
         return before, (
             f"server.cpu_affinity unset: the server runs on the runner's CPUs from before --client-cpus "
@@ -539,9 +519,7 @@ def _pin_started(pid: int, cpus: cpu_affinity.CpuList) -> None:
 
 
 def _pin_server_tree(server: LaunchedServer, pid: int, cpus: cpu_affinity.CpuList) -> None:
-    """Pin every thread of the ready server's processes again and record where they run. A thread that
-    started before the first pin, or that set its own CPUs, is caught here; one that reads back other CPUs
-    makes the server not run what was asked (a mismatch: recorded, not measured)."""
+    """Pin every thread of the ready server again; one reading back other CPUs is a mismatch."""
     try:
         tree = cpu_affinity.pin_tree(pid, cpus)
     except cpu_affinity.AffinityError as e:

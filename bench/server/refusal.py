@@ -1,9 +1,5 @@
-"""Whether a launch that failed was refused: SGLang rejected its arguments, or the model is not there.
-
-Such a launch fails the same way each time it is tried, on any host with the same release, so a job whose
-points failed only so is not retried (runners/worker.py); a crash, a timeout or a busy GPU may go another way
-next time. Read from what the launcher stores of a failed launch: its exit code and log tail (contract §6.9).
-"""
+"""Whether a failed launch was refused (SGLang rejected its arguments, or no model), from its exit code and
+log tail (contract §6.9): it fails alike on every try, so its job is not retried (runners/worker.py)."""
 
 from __future__ import annotations
 
@@ -24,8 +20,7 @@ MODEL = "the model is not there"
 
 
 def refused(exit_code: int | None, log_tail: str | None) -> str | None:
-    """Why a failed launch was refused (ARGUMENTS or MODEL), or None when it failed some other way (a crash,
-    a timeout: no exit code, a signal)."""
+    """Why a failed launch was refused (ARGUMENTS or MODEL), or None for a crash, timeout or signal."""
     if exit_code is None or exit_code < 0:
         return None
     tail = log_tail or ""

@@ -1,9 +1,6 @@
-"""What differs between the server config a sweep asked for and what `/server_info` says the server runs.
-
-The launcher records the list as the server's mismatches, and a server with any is not measured: a window of
-the wrong algorithm, model or spec mode would be stored under the asked-for config. The spec mode itself is
-resolved by bench.server.spec_modes (contract §1.5); this module compares the rest key by key.
-"""
+"""What differs between the server config asked for and what `/server_info` says runs: the server's
+mismatches, which keep it from being measured. The spec mode is resolved by bench.server.spec_modes (contract
+§1.5)."""
 
 from __future__ import annotations
 
@@ -23,10 +20,7 @@ def _norm_algorithm(name: Any) -> str | None:
 def compare_requested(
     config: ServerConfig, info: dict[str, Any], resolved: ResolvedMode, version: str
 ) -> list[str]:
-    """What differs between the config asked for and what `/server_info` says runs; [] when nothing does.
-
-    Not mismatches: NEXTN showing as EAGLE, and draft tokens = steps+1 with topk 1 (SGLang's overwrite).
-    """
+    """What differs between the config asked for and `/server_info`; SGLang's aliases are no mismatch."""
     out: list[str] = []
     reported = info.get("version")
     if reported and str(reported) != version:

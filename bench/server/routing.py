@@ -1,17 +1,9 @@
-"""Expert routing when dummy weights meet a mixture-of-experts model: balanced, or collapsed.
-
-With `--load-format dummy` every router weight and DeepSeek's `e_score_correction_bias` are uniform in
-±1e-3; the bias then outweighs the token-dependent part of the score, so nearly every token picks the same
-few experts and a MoE layer reads a few percent of its experts where a deployment reads nearly all of them
-(SGLang PR #25571; issue 29). SGLang's benchmark switch (`bench.server.spec_modes.balanced_routing_switch`)
-overwrites the router's choice with a uniform one. specbench sets it for every dummy-weight launch of a model
-that is, or may be, a MoE (`server.balanced_routing: auto`); `off`, or a release without the switch, leaves
-routing collapsed, which is said loudly at dry-run and run time and stored with every point
-(`points.expert_routing`).
-
-What uniform routing leaves out: it draws every token's experts independently, the most experts a step can
-touch in expectation; trained routing, whose tokens share experts, lies between it and the collapse.
-"""
+"""Expert routing when dummy weights meet a MoE model: balanced, or collapsed. Dummy router weights and biases
+are uniform in ±1e-3, so nearly every token picks the same few experts (SGLang PR #25571; issue 29). The
+release's switch (`spec_modes.balanced_routing_switch`) makes routing uniform; specbench sets it for every
+dummy-weight launch of a (possible) MoE (`server.balanced_routing: auto`); `off`, or a release without it,
+leaves routing collapsed, said loudly and stored per point (`points.expert_routing`). Uniform routing is the
+most experts a step can touch; trained routing lies between it and the collapse."""
 
 from __future__ import annotations
 

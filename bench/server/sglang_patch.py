@@ -1,12 +1,8 @@
 """Which specbench patch the installed SGLang carries: "none", a patch's name, or what changed unrecorded.
-
-`scripts/offline-bundle/sglang_patch.py` applies a patch and records it in `sglang/SPECBENCH_PATCH.json` with the
-sha256 of every file before and after. This module reads that record and re-hashes the files, so a record that
-no longer matches its files is reported, not trusted. Without a record, the files listed in sglang's own
-RECORD (pip installs) are compared for the paths specbench patches. Standard library only, and it never imports
-sglang: the version probe runs this file's source in the server's interpreter (bench/server/launcher.py), and a
-dry run calls it in-process.
-"""
+scripts/offline-bundle/sglang_patch.py records a patch in `sglang/SPECBENCH_PATCH.json` with every file's
+sha256 before and after; the files are re-hashed, so a stale record is reported, not trusted. Without one,
+sglang's pip RECORD is checked for the paths specbench patches. Standard library only, never importing sglang:
+the version probe runs this source in the server's interpreter."""
 
 from __future__ import annotations
 
@@ -81,8 +77,7 @@ def installed_patch() -> str | None:
 
 
 def source_version() -> str | None:
-    """The version an importable sglang without package metadata (a bundle's site tree) declares in its
-    generated `_version.py`, read as text; None when there is none."""
+    """The version a metadata-less sglang (a bundle's tree) declares in `_version.py`, as text; or None."""
     try:
         package = _package_dir()
         with open(os.path.join(package or "", "_version.py")) as f:

@@ -1,16 +1,8 @@
-"""Spec v1/v2 per SGLang release: what to pass at launch, and how to tell afterwards what actually ran.
-
-Pure (no I/O). Facts from docs/reference/sglang-contract.md §1.4-1.5:
-
-* v1 = non-overlap speculative decoding, v2 = overlap-scheduled. `--disable-overlap-schedule` selects
-  non-overlap in every release; `SGLANG_ENABLE_SPEC_V2` exists up to 0.5.13 only (0.5.14-0.5.15 log a
-  removal warning if it is set, 0.5.23 ignores it).
-* 0.5.12 runs the v1 worker classes (`EAGLEWorker`) when `disable_overlap_schedule` ends up true, and it
-  forces that silently for an explicit topk > 1. From 0.5.13 the V2 worker always runs; "v1" there means the
-  same worker driven synchronously.
-* The mode is decided from `/server_info` (the effective arguments) and cross-checked against the launch-log
-  lines each release prints; bench/server/requested.py then lists everything that differs from what was asked.
-"""
+"""Spec v1/v2 per SGLang release: what to pass at launch and how to tell what ran (pure; contract §1.4-1.5).
+v1 = non-overlap, v2 = overlap-scheduled; `--disable-overlap-schedule` selects v1 everywhere, and
+`SGLANG_ENABLE_SPEC_V2` exists up to 0.5.13. 0.5.12 runs the v1 worker classes when overlap ends up disabled
+(forced silently for topk > 1); from 0.5.13 the V2 worker always runs, driven synchronously for "v1". The mode
+comes from `/server_info`, cross-checked with the launch log; bench/server/requested.py lists the rest."""
 
 from __future__ import annotations
 
@@ -26,8 +18,7 @@ FLAG_NON_OVERLAP = "--disable-overlap-schedule"
 # Algorithms that 0.5.12 switches between the v1 and v2 worker classes (NEXTN is aliased to EAGLE).
 EAGLE_FAMILY = frozenset({"EAGLE", "EAGLE3", "NEXTN", "STANDALONE"})
 
-# The SGLang releases whose source the contract was read from (docs/reference/sglang-contract.md): the one list. The
-# stand-in emulates exactly these; anything else is placed by the nearest rule.
+# The releases whose source the contract was read from: the one list; the stand-in emulates exactly these.
 RELEASES: tuple[str, ...] = ("0.5.12", "0.5.13", "0.5.13.post1", "0.5.14", "0.5.15", "0.5.23")
 # The release specbench is tested against (pyproject's `[gpu]` extra pins it).
 DEFAULT_RELEASE = "0.5.13.post1"
@@ -56,10 +47,7 @@ class VersionError(ValueError):
 
 
 def parse_version(version: str) -> tuple[int, ...]:
-    """Release tuple of a version string: '0.5.13.post1' -> (0, 5, 13); pre/post/dev/local parts are dropped.
-
-    Rules change at releases, so a pre-release of 0.5.14 follows 0.5.14's rules.
-    """
+    """Release tuple: '0.5.13.post1' -> (0, 5, 13); pre/post/dev parts drop (0.5.14rc follows 0.5.14)."""
     try:
         from packaging.version import InvalidVersion, Version
     except ImportError:  # packaging is usually present but is not a declared dependency
@@ -76,7 +64,7 @@ def parse_version(version: str) -> tuple[int, ...]:
 
 
 def release3(version: str) -> tuple[int, int, int]:
-    """The first three release numbers, the level at which SGLang's rules change: '0.5.13.post1' -> (0, 5, 13)."""
+    """The first three release numbers, where SGLang's rules change: '0.5.13.post1' -> (0, 5, 13)."""
     r = (*parse_version(version), 0, 0, 0)
     return (r[0], r[1], r[2])
 
@@ -111,14 +99,8 @@ def env_var_status(version: str) -> Literal["honoured", "removed_warns", "ignore
     return "ignored"
 
 
-# Balanced expert routing for dummy weights (contract §1.6). SGLang 0.5.13 added two benchmark-only switches
-# that overwrite the router's choice in `select_experts` (sglang/srt/layers/moe/topk.py, read from environ.py):
-# SGLANG_SIMULATE_UNIFORM_EXPERTS (each token: a random offset, its k experts spread E // k apart) and
-# SGLANG_SIMULATE_ROUND_ROBIN_EXPERTS (deterministic). They are mutually exclusive (a ValueError at the first
-# MoE forward). 0.5.12 has neither. 0.5.13-0.5.15 draw in torch and overwrite every top-k column, a fused shared
-# expert's slot included (k + 1 routed draws, the shared expert never runs); 0.5.23 draws in one Triton kernel
-# and keeps the fused shared column, with a seed fixed at CUDA-graph capture (each graph replay repeats its
-# draw).
+# Balanced routing for dummy weights (contract §1.6): 0.5.13+, two exclusive switches; 0.5.13-0.5.15 also
+# overwrite a fused shared expert's slot.
 ENV_UNIFORM_EXPERTS = "SGLANG_SIMULATE_UNIFORM_EXPERTS"
 ENV_ROUND_ROBIN_EXPERTS = "SGLANG_SIMULATE_ROUND_ROBIN_EXPERTS"
 _ROUTING_SWITCH_SINCE = (0, 5, 13)
@@ -135,13 +117,7 @@ def fused_shared_slot_drawn(version: str) -> bool:
 
 
 def launch_settings(version: str, mode: SpecMode | None) -> tuple[list[str], dict[str, str]]:
-    """Extra server flags and environment that select `mode` on this SGLang version.
-
-    The flag is the portable switch. Up to 0.5.13 the env var is set too, to the same meaning: it overrides a
-    value inherited from the caller's environment, and for v2 it states the intent instead of relying on a
-    default (releases before 0.5.12 defaulted it to off). From 0.5.14 the env var is not set, since it only
-    produces a warning there.
-    """
+    """Flags and env selecting `mode`: the flag always, the env var up to 0.5.13 (later it only warns)."""
     if mode is None:  # no speculative decoding: nothing to choose
         return [], {}
     if mode not in ("v1", "v2"):
@@ -155,10 +131,7 @@ def launch_settings(version: str, mode: SpecMode | None) -> tuple[list[str], dic
 def known_fallback(
     version: str, mode: SpecMode | None, algorithm: str | None, topk: int | None
 ) -> str | None:
-    """A silent fallback this release is known to apply to the request, or None.
-
-    Used to explain a mismatch; the verdict itself always comes from `resolve_mode`.
-    """
+    """A silent fallback this release applies, or None; it explains a mismatch (`resolve_mode` decides)."""
     if mode != "v2" or algorithm is None or algorithm.upper() not in EAGLE_FAMILY:
         return None
     if release3(version) < _FIRST_ALWAYS_V2 and topk is not None and topk > 1:
@@ -224,11 +197,7 @@ def _worker(version: str, algorithm: str, mode: SpecMode, multi_layer: bool) -> 
 
 
 def resolve_mode(version: str, server_info: dict[str, Any], log_text: str | None) -> ResolvedMode:
-    """Decide v1/v2 from `/server_info` (contract §1.5) and cross-check it against the launch log.
-
-    `version` is what the caller detected; the server's own `version` key wins when present. `log_text` is
-    None when there is no log (an external server).
-    """
+    """v1/v2 from `/server_info` (contract §1.5), checked against the launch log (None: external server)."""
     reported = str(server_info.get("version") or "")
     try:
         parse_version(reported)
@@ -285,8 +254,7 @@ def resolve_mode(version: str, server_info: dict[str, Any], log_text: str | None
         mode: SpecMode = log_mode
         source = "log line only"
     else:
-        # 0.5.12: v1 iff EAGLE family and disable_overlap_schedule; other algorithms never have a v2 worker
-        # there and are forced non-overlap. >= 0.5.13: the flag tells synchronous from overlap.
+        # 0.5.12: v1 iff EAGLE family and no overlap (others forced non-overlap); >= 0.5.13: the flag.
         mode = "v1" if disable_overlap else "v2"
 
     worker = _worker(version, algorithm, mode, multi_layer)

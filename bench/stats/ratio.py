@@ -1,19 +1,12 @@
-"""A ratio of two configurations' metric (v2 over v1) with a confidence interval, on the log scale.
+"""A ratio of two configurations' metric (v2 over v1) with a confidence interval, on the log scale: spread is
+multiplicative (a clock step scales every figure), so the interval is a ratio, never negative, symmetric in
+which side is the denominator.
 
-Throughput and TPOT are positive and their run-to-run spread is multiplicative (a clock step scales every
-figure), so the comparison works on logs and the interval is exponentiated back: it is a ratio interval,
-never negative, and the same whichever side is the denominator.
+* Paired (repeat r of both sides measured next to each other): d_r = ln(b_r / a_r); ratio = exp(mean d),
+interval exp(mean d ± t_{0.975, n-1} · s_d / √n); drift common to neighbours cancels. * Unpaired: Welch on the
+logs, ratio = exp(mean ln b - mean ln a), SE √(s²_ln a / n_a + s²_ln b / n_b), Welch-Satterthwaite df.
 
-* Paired (repeats interleaved A B B A ..., repeat r of both sides measured next to each other): the log
-  ratios d_r = ln(b_r / a_r) of the n common repeats; ratio = exp(mean d), interval
-  exp(mean d ± t_{0.975, n-1} · s_d / √n). Drift common to a pair's neighbours cancels in d_r.
-* Unpaired (no interleaving record, or no common repeats): Welch on the logs, the delta method's answer for
-  a ratio of geometric means: ratio = exp(mean ln b - mean ln a), standard error
-  √(s²_ln a / n_a + s²_ln b / n_b), Welch-Satterthwaite degrees of freedom (fractional).
-
-The centre is the geometric mean ratio, which the interval surrounds; for a handful of near-symmetric repeats
-it sits next to the ratio of the medians shown beside it.
-"""
+The centre is the geometric mean ratio; for near-symmetric repeats it sits next to the ratio of medians."""
 
 from __future__ import annotations
 
@@ -54,9 +47,8 @@ def half_width(low: float | None, ratio: float, high: float | None) -> float | N
 def pairs_for(
     a: Sequence[float], b: Sequence[float], target: float, confidence: float = 0.95, cap: int = 1000
 ) -> int | None:
-    """How many pairs the paired interval of b/a needs to lie within ratio x (1 +- target), if the pairs keep
-    the spread of log ratios they show now: the smallest n with t_{n-1} s_d / sqrt(n) <= ln(1 + target).
-    None under 2 pairs or past `cap`; identical ratios need 2."""
+    """Pairs needed for the paired interval of b/a to lie within ratio x (1 +- target) at today's spread: the
+    smallest n with t_{n-1} s_d / sqrt(n) <= ln(1 + target); None under 2 pairs or past `cap`."""
     if len(a) != len(b) or len(a) < 2:
         return None
     if not target > 0.0:
@@ -67,9 +59,7 @@ def pairs_for(
     def narrow_enough(n: int) -> bool:
         return t_quantile(confidence, n - 1) * sd / math.sqrt(n) <= bound
 
-    # The half-width falls as n grows (t shrinks with the degrees of freedom, and so does 1/sqrt(n)), so the
-    # smallest n is found by bisection: a dozen quantiles instead of one per candidate n (each quantile is a
-    # bisection of its own over the incomplete beta function).
+    # The half-width falls with n, so bisection finds the smallest n in a dozen quantiles, not one per n.
     if not narrow_enough(cap):
         return None
     lo, hi = 2, cap

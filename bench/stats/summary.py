@@ -1,8 +1,5 @@
-"""A point from its repeats: the worst repeat's status with every reason, the median of every metric, and the
-throughput interval (bench/stats/intervals.py says why a t-interval).
-
-The one aggregation rule; `runners.store.refresh_point` writes its result onto the stored point.
-"""
+"""A point from its repeats (the one aggregation rule; `runners.store.refresh_point` stores it): the worst
+status with every reason, every metric's median, and the throughput interval (intervals.py says why)."""
 
 from __future__ import annotations
 
@@ -37,11 +34,8 @@ class PointSummary:
 
 
 def summarize_repeats(repeats: Sequence[Repeat]) -> PointSummary:
-    """Status: the worst repeat's (severity order of `STATUS_SEVERITY`); reason: every repeat's, by repeat.
-
-    Metrics: median over the measured repeats (status in MEASURED_STATUSES and a throughput), counts as
-    `median_low` so they stay integers; None where no measured repeat has the metric.
-    """
+    """Status: the worst repeat's, with every reason; metrics: medians over measured repeats (counts
+    `median_low`), None where none has one."""
     if not repeats:
         return PointSummary(status="failed", reason="no repeat stored yet", repeats=0)
     ordered = sorted(repeats, key=lambda r: r.repeat)

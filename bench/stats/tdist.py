@@ -1,10 +1,7 @@
-"""Two-sample t-tests without SciPy: Student's (pooled, for change points) and Welch's (for run comparisons).
-
-Tail *probabilities* and quantiles, at fractional degrees of freedom too (Welch's), through the regularised
-incomplete beta function: P(|T| > t) = I_{df/(df+t²)}(df/2, 1/2). It is evaluated with the Lentz continued
-fraction (Numerical Recipes §6.4), which converges in a few dozen terms for every df and t we meet and keeps
-full relative precision in the far tail, where 1 - CDF would round to zero.
-"""
+"""Two-sample t-tests without SciPy: Student's (pooled, change points) and Welch's (run comparisons). Tail
+probabilities and quantiles, fractional df too, via the regularised incomplete beta P(|T| > t) =
+I_{df/(df+t²)}(df/2, 1/2), by Lentz's continued fraction (Numerical Recipes §6.4): fast for every df and t we
+meet, and precise in the far tail where 1 - CDF rounds to zero."""
 
 from __future__ import annotations
 
@@ -69,10 +66,7 @@ def t_two_sided_p(t: float, df: float) -> float:
 
 @functools.lru_cache(maxsize=4096)
 def t_quantile(confidence: float, df: float) -> float:
-    """t with P(|T| <= t) = confidence for Student's T with `df` > 0 (fractional allowed) degrees of freedom.
-
-    Cached: `bench.stats.ratio.pairs_for` asks for the same few (confidence, df) for every point of a run, and
-    each answer is a bisection over the incomplete beta function (hundreds of evaluations)."""
+    """t with P(|T| <= t) = confidence, `df` > 0 fractional allowed; cached (each is a bisection)."""
     if not 0.0 < confidence < 1.0:
         raise ValueError(f"confidence must lie in (0, 1), got {confidence}")
     if df <= 0:
@@ -107,10 +101,7 @@ def _mean_var(x: Sequence[float]) -> tuple[int, float, float]:
 
 
 def student_ttest(left: Sequence[float], right: Sequence[float]) -> TTest:
-    """Two-sided pooled-variance t-test, as Otava's change-point tester uses (it works with tiny segments).
-
-    With both segments constant the test degenerates: identical means give p = 1, different means p = 0.
-    """
+    """Two-sided pooled t-test, as Otava's change-point tester uses (constant segments: p = 1 or 0)."""
     if not left or not right:
         raise ValueError("both samples must be non-empty")
     n1, m1, v1 = _mean_var(left)

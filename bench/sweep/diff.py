@@ -1,16 +1,8 @@
 """What differs between two sweeps, field by field: the check that keeps a resumed run one procedure.
-
-`specbench run --resume` continues a stored run. Point keys hold the server config and the workload, so
-editing those makes new points; but the measurement settings (measure.*, warmup, repeats,
-server.cpu_affinity, timeouts) are in no key, so a run resumed with an edited sweep would silently measure
-its points by two procedures while the run row keeps the first sweep's text. The runner compares the
-sweep it is given with the run's stored one and refuses on any difference listed here.
-
-The comparison is of the parsed sweeps (their `model_dump()`), not their text: comments, formatting, key
-order and spelling out a default change nothing; a different value anywhere does. Fields whose default
-depends on the rest of the sweep (null = "by backend", "3 x repeats") are compared as resolved, so leaving
-one out and writing its value out are the same sweep.
-"""
+Measurement settings (measure.*, warmup, repeats, cpu_affinity, timeouts) are in no point key, so `run
+--resume` with an edited sweep would measure by two procedures; the runner refuses on any difference here.
+Parsed sweeps are compared (`model_dump()`, computed defaults resolved), so comments, order and spelled-out
+defaults change nothing."""
 
 from __future__ import annotations
 
@@ -39,14 +31,12 @@ class FieldChange(NamedTuple):
 
 
 def sweep_changes(old: SweepSpec, new: SweepSpec) -> list[FieldChange]:
-    """Every field whose value differs between `old` and `new`, in the schema's order; [] when they are the
-    same sweep."""
+    """Every field whose value differs between `old` and `new`, in schema order; [] for the same sweep."""
     return _changes("", _resolved(old), _resolved(new))
 
 
 def _resolved(spec: SweepSpec) -> dict[str, Any]:
-    """`spec.model_dump()` with each null that means a computed default replaced by that default (the values
-    the runner uses: SweepSpec's properties), so `min_window_s: null` on SGLang and `min_window_s: 10` match."""
+    """`spec.model_dump()` with each null that means a computed default resolved (SweepSpec's properties)."""
     dump = spec.model_dump()
     dump["measure"]["min_window_s"] = spec.min_window_s
     dump["measure"]["drift_check"] = spec.drift_check
@@ -65,8 +55,7 @@ def describe_changes(changes: list[FieldChange], limit: int = 10) -> str:
 
 
 def show_value(value: Any, width: int = 60) -> str:
-    """A value as the sweep file would spell it (JSON is YAML's flow style: null, true, [1, 4]), cut to
-    `width` characters so one long list cannot bury the others."""
+    """A value as the sweep would spell it (JSON flow style), cut to `width`."""
     text = "(unset)" if value is UNSET else json.dumps(value, default=str, ensure_ascii=False)
     return text if len(text) <= width else text[: width - 3] + "..."
 
@@ -94,8 +83,7 @@ def _mapping_list(value: Any) -> bool:
 
 
 def _same(old: Any, new: Any) -> bool:
-    # Python's `True == 1`: a server flag's `1` and `true` are different arguments, so bool is its own type.
-    # An int and a float of the same value (`10` and `10.0`) are the same setting.
+    # `True == 1`, but a flag's `1` and `true` differ: bool is its own type; `10` and `10.0` match.
     if isinstance(old, list | tuple) and isinstance(new, list | tuple):
         return len(old) == len(new) and all(_same(a, b) for a, b in zip(old, new, strict=True))
     return isinstance(old, bool) == isinstance(new, bool) and old == new

@@ -10,14 +10,12 @@ from pydantic import BaseModel, ValidationError
 
 from bench.sweep.spec import SweepSpec
 
-# A sweep with more problems than this is wrong as a whole: the rest are counted, not listed (a 64 x 64 x 64
-# grid once gave 9,841 problems and 1.2 MB of message).
+# Past this many problems a sweep is wrong as a whole: the rest are counted (a 64^3 grid gave 1.2 MB once).
 MAX_PROBLEMS = 20
 
 
 class SweepError(ValueError):
-    """A sweep file that cannot run; `problems` lists the reasons at once (the first MAX_PROBLEMS of them;
-    `more` counts the rest)."""
+    """A sweep that cannot run: `problems` (the first MAX_PROBLEMS reasons) and `more` (the rest's count)."""
 
     def __init__(self, source: str, problems: list[str]):
         self.source = source
@@ -37,8 +35,7 @@ def dotted_path(parts: list[Any]) -> str:
     return ".".join(str(p) for p in parts if not isinstance(p, int))
 
 
-# pydantic names the branch of a union in an error's location. `workload` is one mapping or a list of
-# them; a user who wrote one mapping wants to hear what is wrong with it, not that it is not a list.
+# pydantic names the union branch in an error; one `workload` mapping wants its own errors.
 _UNION_BRANCHES = {
     "WorkloadSpec": "one workload",
     "list[WorkloadSpec]": "a list of workloads",

@@ -17,8 +17,7 @@ Algorithm = Literal["EAGLE", "NEXTN", "EAGLE3", "STANDALONE"]
 LoadFormat = Literal["auto", "dummy"]
 # SGLang's switch that pins acceptance (contract §1.3); `grid.accept_lengths` sets it per server config.
 SIMULATE_ACC_ENV = "SGLANG_SIMULATE_ACC_LEN"
-# Window length when `measure.min_window_s` is not given: a GPU step is milliseconds, so 10 s windows hold
-# thousands of steps; the stand-in's windows stay as short as the prompt budget makes them.
+# Window length without `measure.min_window_s`: 10 s hold thousands of GPU steps; the stand-in's stay short.
 DEFAULT_MIN_WINDOW_S: dict[str, float] = {"sglang": 10.0, "external": 10.0, "sim": 0.0}
 # Repeats when the sweep does not say: v1/v2 pairs need more to put an interval on their ratio.
 DEFAULT_REPEATS, DEFAULT_PAIRED_REPEATS = 3, 5
@@ -31,8 +30,7 @@ MAX_SERVER_CONFIGS = 1000
 MAX_POINTS = 100_000
 
 
-# ---- Field types. Every value a user writes goes through one of these: strict (a string is not a number),
-# finite, and bounded, so a new field picks its bounds by picking its type.
+# ---- Field types: strict, finite and bounded; a new field picks its bounds by picking its type.
 
 
 def _text(v: str) -> str:
@@ -103,8 +101,7 @@ def draft_tokens_value(v: Any) -> Literal["auto"] | list[int]:
 
 
 def cpu_list_value(v: Any) -> tuple[int, ...]:
-    """`"2-7,10"` or `[2, 3]`: checked for syntax here, against the host's CPUs at launch (the sweep may be
-    written, or a job submitted, on another machine than the one that runs it)."""
+    """`"2-7,10"` or `[2, 3]`: syntax here, CPUs at launch (the sweep may come from another machine)."""
     return parse_cpu_list(v)
 
 
@@ -147,8 +144,7 @@ def arg_value(v: Any) -> ArgValue:
 
 
 def _env_scalar(v: Any) -> str:
-    # YAML turns `SGLANG_SIMULATE_ACC_LEN: 2.5` into a float; the environment holds strings. `null` or a
-    # mapping is a mistake, not the string "None".
+    # YAML makes `SGLANG_SIMULATE_ACC_LEN: 2.5` a float; the env holds strings; null or a mapping is wrong.
     try:
         return as_env_value(v)
     except ServerEnvError as e:

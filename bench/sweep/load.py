@@ -53,13 +53,9 @@ def load_sweep(path: str | Path) -> SweepSpec:
 
 
 def validate_sweep(data: dict[str, Any], source: str = "<sweep>") -> SweepSpec:
-    """The sweep, or SweepError with the field errors and the cross-field problems of the same file.
-
-    pydantic reports every field error at once but runs the cross-field checks only on a well-typed model.
-    So after the first round the broken values are taken out (their defaults, or a placeholder for a
-    required field, stand in) and validation runs again, to collect the cross-field problems too; those
-    that involve a broken field are left out, since they would only repeat it.
-    """
+    """The sweep, or SweepError with the field errors and the cross-field problems at once. pydantic runs the
+    cross-field checks only on a well-typed model, so broken values are replaced (defaults or placeholders)
+    and validation repeated; cross-field problems involving a broken field are left out."""
     try:
         return SweepSpec.model_validate(data)
     except ValidationError as e:

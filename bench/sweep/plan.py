@@ -43,8 +43,7 @@ class ServerConfig:
         return min(max(self.accept_length, 1.0), float(self.steps + 1))
 
     def accept_length_note(self) -> str | None:
-        """Why the server will report another acceptance than the one pinned, or None: a grid crossing
-        steps {1, 2, 3} with accept lengths {1.8, 2.5} pins 2.5 on one draft step, which accepts at most 2."""
+        """Why the server will report another acceptance than pinned (2.5 on one step, max 2), or None."""
         expected, pinned, steps = self.expected_accept_length(), self.accept_length, self.steps
         if expected is None or pinned is None or steps is None or expected == pinned:
             return None

@@ -17,8 +17,7 @@ ROUTING_ENV = frozenset({ENV_UNIFORM_EXPERTS, ENV_ROUND_ROBIN_EXPERTS})
 
 
 class CheckedSweep(Protocol):
-    """What the checks read of a sweep: bench.sweep.spec.SweepSpec, which runs them on validation and so
-    imports this module."""
+    """What the checks read of a sweep (SweepSpec, which imports this module to run them)."""
 
     @property
     def server(self) -> ServerSpec: ...
@@ -39,8 +38,7 @@ class CheckedSweep(Protocol):
 
 
 def find_problems(spec: CheckedSweep) -> list[str]:
-    """Every reason a well-typed sweep cannot run (the cross-field checks), so the user fixes them in one go;
-    a grid past the caps first."""
+    """Every reason a well-typed sweep cannot run, fixed in one go; a grid past the caps first."""
     size = _Size(spec)
     return ([size.problem] if size.problem else []) + [msg for rule in RULES for msg in rule(spec)]
 

@@ -34,8 +34,7 @@ class _Mode(Protocol):
 
 
 class PlannedPoint(Protocol):
-    """What `SweepSpec.repeats_may_grow` reads of a point (bench.sweep.plan.PointPlan, which is planned from
-    a SweepSpec and so cannot be imported here)."""
+    """What `SweepSpec.repeats_may_grow` reads of a point (plan.PointPlan, which cannot be imported here)."""
 
     @property
     def server(self) -> _Mode: ...
@@ -89,10 +88,8 @@ class SweepSpec(Strict):
         return self.measure.max_repeats if self.measure.max_repeats is not None else 3 * self.repeats
 
     def repeats_may_grow(self, plan: PlannedPoint) -> bool:
-        """`measure.ratio_target` may add ABBA repeats to this point (a side of a pair whose servers share the
-        GPU: v1 or v2, or the baseline with `measure.baseline_pairs`; alternating restarts measure the planned
-        repeats only, at a batch size of at least `measure.ratio_target_min_batch`), up to `max_pair_repeats`
-        per pair."""
+        """`measure.ratio_target` may add ABBA repeats to this point, up to `max_pair_repeats`: a side of a
+        colocated pair (v1/v2, or the baseline with `baseline_pairs`) at batch >= `ratio_target_min_batch`."""
         linked = plan.server.spec_mode in ("v1", "v2") or (
             bool(self.measure.baseline_pairs) and plan.server.spec_mode is None
         )

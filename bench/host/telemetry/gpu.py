@@ -1,18 +1,7 @@
 """The GPUs' clocks, power, temperature and utilisation: the first reader that works, and a window's summary.
-
-A window's throughput depends on the SM clock the GPU held during it: a hot or power-capped H200 drops its
-clock and every figure with it, and nothing in the requests shows why. The window sampler
-(bench/host/telemetry/window.py) reads the GPUs the server uses every period through one of these readers, and
-`summarize` turns the readings into the window's figures.
-
-The GPU's utilisation (the share of time a kernel ran), its memory clock and its clock-event reasons tell a
-slower window with the GPU as busy as before (slower kernels) from one with the GPU idler (it waited for the
-host).
-
-Sources, first that works: NVML through `pynvml` (the nvidia-ml-py package, present on GPU hosts), then
-`nvidia-smi --query-gpu=... --format=csv` (argv, no shell), else none (the stand-in, a CPU box): the window
-then records only host load and `source: "none"`.
-"""
+A hot or power-capped GPU drops its SM clock and every figure with it; utilisation, memory clock and
+clock-event reasons tell slower kernels from a GPU waiting on the host. Sources: NVML (`pynvml`), then
+`nvidia-smi --query-gpu` (argv), else none (stand-in, CPU box: `source: "none"`, host load only)."""
 
 from __future__ import annotations
 
@@ -37,7 +26,7 @@ class Reading(NamedTuple):
 ReadFn = Callable[[], list[Reading]]
 
 _SMI_BASIC = "clocks.sm,power.draw,temperature.gpu"
-# Drivers before 535 name the last field clocks_throttle_reasons.active; the reader falls back to the basic set.
+# Drivers before 535 call the last field clocks_throttle_reasons.active; then the basic set is read.
 _SMI_FULL = _SMI_BASIC + ",clocks.mem,utilization.gpu,clocks_event_reasons.active"
 
 # NVML's nvmlClocksEventReason bits (nvml.h), by the names the summary uses.
@@ -165,10 +154,9 @@ def summarize(
     load_end: float | None = None,
     errors: int = 0,
 ) -> dict[str, Any]:
-    """Per window: SM clock min/median (MHz, over all GPUs and samples), max temperature, mean power per GPU;
-    where the source has them, the median memory clock, the mean GPU utilisation and every clock-event reason
-    seen in any sample (by name, e.g. `sw_power_cap`; `gpu_idle` too, which a host-bound GPU shows). The
-    host's 1-minute load at the window's start and end stands beside them, as it always has in stored rows."""
+    """Per window: SM clock min/median (MHz), max temperature, mean power per GPU; where available the median
+    memory clock, mean utilisation and every clock-event reason seen (`sw_power_cap`, `gpu_idle`, ...); plus
+    the host's 1-minute load at start and end."""
     flat = [Reading(*r) for rs in readings for r in rs]
     clocks = [r.sm_clock_mhz for r in flat if r.sm_clock_mhz is not None]
     powers = [r.power_w for r in flat if r.power_w is not None]

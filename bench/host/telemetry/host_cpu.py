@@ -1,12 +1,7 @@
-"""The host's CPUs over a window: load, busy and stolen shares, and CPU pressure, from counters at its ends.
-
-A speculative cycle on a small model per GPU is bound by the host CPU (docs/results/2026-12-03-h200-v3-slice-profiles.md:
-the GPU idles half of each cycle), so the host matters as much as the GPU. Each window records, from counters
-read at its start and end: the share of all host CPUs that was busy and that the hypervisor stole
-(`/proc/stat`), the busiest single CPU and the most any one CPU had stolen, and the share of the window in
-which runnable tasks waited for a CPU (`/proc/pressure/cpu`, "some"). Where a file is missing (not Linux, no
-PSI) the figure is None.
-"""
+"""The host's CPUs over a window, from counters at its ends: the busy and stolen shares of all CPUs
+(`/proc/stat`), the busiest single CPU and its most stolen, and the share of time runnable tasks waited
+(`/proc/pressure/cpu` "some"); None where a file is missing. A speculative cycle on a small model is
+host-bound (docs/results/2026-12-03-h200-v3-slice-profiles.md)."""
 
 from __future__ import annotations
 
@@ -37,14 +32,12 @@ class CpuCounters:
     pressure_some_us: (
         int | None
     )  # PSI "some" total: time in which at least one runnable task waited for a CPU
-    # The same eight fields per CPU ("cpu0", ...): steal spread over 16 CPUs reads as a fraction of a percent
-    # of the host, yet on the one CPU running a server's scheduler it can be several percent of that loop.
+    # Per CPU too: steal on the scheduler's one CPU can be several percent, a fraction of the host's.
     per_cpu: dict[str, tuple[int, ...]] | None = None
 
 
 def _cpu_lines(text: str) -> dict[str, tuple[int, ...]]:
-    """The first eight fields of every `cpu` (aggregate) and `cpuN` line of /proc/stat, by name (guest time is
-    already inside user; old kernels have fewer fields, padded with 0)."""
+    """The first eight fields of each `cpu`/`cpuN` line of /proc/stat by name (old kernels padded with 0)."""
     out: dict[str, tuple[int, ...]] = {}
     for line in text.splitlines():
         parts = line.split()
@@ -93,8 +86,7 @@ def read_cpu_counters(stat_path: str = PROC_STAT, pressure_path: str = PROC_CPU_
 
 
 def cpu_shares(start: CpuCounters | None, end: CpuCounters | None) -> dict[str, float | None]:
-    """Percent of all host CPU time busy and stolen between two readings, and percent of wall time in which
-    a runnable task waited for a CPU (PSI "some"; can exceed what `busy` suggests on a host with idle cores)."""
+    """Percent of host CPU busy and stolen between two readings, and of wall time tasks waited (PSI)."""
     out: dict[str, float | None] = {
         "host_cpu_busy_pct": None,
         "host_cpu_steal_pct": None,
@@ -115,8 +107,7 @@ def cpu_shares(start: CpuCounters | None, end: CpuCounters | None) -> dict[str, 
 
 
 def _busy_steal(a: tuple[int, ...], b: tuple[int, ...]) -> tuple[float, float] | None:
-    """Percent of the time between two readings of one /proc/stat `cpu` line that was busy, and that the
-    hypervisor stole; None when no time passed."""
+    """Percent of the time between two readings of one `cpu` line busy and stolen; None if none passed."""
     user, nice, system, idle, iowait, irq, softirq, steal = (y - x for x, y in zip(a, b, strict=True))
     total = user + nice + system + idle + iowait + irq + softirq + steal
     if total <= 0:

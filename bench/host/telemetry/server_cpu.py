@@ -1,11 +1,6 @@
-"""The CPU time of the launched server's own processes over a window, and the CPUs its busiest one ran on.
-
-What the GPU and the host show did not explain the window-to-window spread of speculative servers on an H200
-(docs/results/2026-12-04-h200-v3-slice-grid-part1.md): the SM clock held and the host was 90% idle. The CPU
-seconds of the server's own processes (`server_pid` and its descendants, from /proc through psutil) do: a
-scheduler at 100% of a core in its slow windows is bound by that core's speed, which a VM cannot see
-otherwise (docs/results/2026-12-04-h200-v3-slice-grid-part2.md).
-"""
+"""The CPU time of the launched server's own processes over a window, and the CPUs its busiest one ran on:
+with the SM clock steady and the host 90% idle, a scheduler at 100% of a core explains the spread of
+speculative windows on a VM (docs/results/2026-12-04-h200-v3-slice-grid-part1.md, -part2.md)."""
 
 from __future__ import annotations
 
@@ -23,8 +18,7 @@ ProcessCpu = dict[int, tuple[str, float]]
 
 
 def process_tree_cpu(pid: int) -> ProcessCpu | None:
-    """CPU seconds so far of `pid` and all its descendants (SGLang runs its scheduler, detokenizer and
-    tokenizer as child processes of the launch_server process); None when `pid` is gone."""
+    """CPU seconds so far of `pid` and its descendants; None when `pid` is gone."""
     procs = server_processes(pid)
     return processes_cpu(procs) if procs is not None else None
 
@@ -58,8 +52,7 @@ class ProcessNow(NamedTuple):
 
 
 def processes_now(procs: Iterable[psutil.Process]) -> dict[int, ProcessNow]:
-    """CPU seconds so far and the CPU each of these processes is on, from one read of /proc/PID/stat per
-    process (inside oneshot() psutil parses it once for both); one that is gone is left out."""
+    """CPU seconds and current CPU per process, one /proc/PID/stat read each; gone ones left out."""
     out: dict[int, ProcessNow] = {}
     for proc in procs:
         try:
@@ -76,9 +69,8 @@ def processes_now(procs: Iterable[psutil.Process]) -> dict[int, ProcessNow]:
 
 
 def server_cpu_shares(start: ProcessCpu | None, end: ProcessCpu | None, wall_s: float) -> dict[str, Any]:
-    """CPU the server's processes used in a window, in percent of one core: all of them together, and the
-    busiest one (SGLang's scheduler in a decode-bound window) with its name. A process that started inside the
-    window counts from zero; one that ended inside it is missing (its last reading is gone with it)."""
+    """The server processes' CPU in a window, in percent of one core: all together, and the busiest (the
+    scheduler) with its name. Started inside: counted from zero; ended inside: missing."""
     out: dict[str, Any] = {
         "server_cpu_pct": None,
         "server_busiest_cpu_pct": None,
@@ -97,13 +89,12 @@ def server_cpu_shares(start: ProcessCpu | None, end: ProcessCpu | None, wall_s: 
 
 
 def _cpu_used(start: ProcessCpu, end: ProcessCpu) -> ProcessCpu:
-    """pid -> (name, CPU seconds used between the two readings); a process new since `start` counts from zero."""
+    """pid -> (name, CPU seconds between the two readings); a process new since `start` counts from zero."""
     return {pid: (name, cpu - start.get(pid, (name, 0.0))[1]) for pid, (name, cpu) in end.items()}
 
 
 def cpu_moves(seen: Sequence[int]) -> dict[str, Any]:
-    """The CPUs one process was seen on through a window, most often first, and how many times it was on another
-    CPU than at the sample before: a scheduler loop that moves between cores of different speed shows here."""
+    """The CPUs one process was seen on, most often first, and how often it moved between samples."""
     if not seen:
         return {}
     return {
@@ -121,8 +112,7 @@ def busiest_pid(start: ProcessCpu | None, end: ProcessCpu | None) -> int | None:
 
 
 def busiest_so_far(start: ProcessCpu | None, now: dict[int, ProcessNow]) -> int | None:
-    """The process that used the most CPU since the window's start; right after the start, when none has used
-    a clock tick yet, the one with the most CPU in its life (a warmed-up scheduler, already)."""
+    """The process with the most CPU since the window's start (before any tick: the most in its life)."""
     if not now:
         return None
     used = _cpu_used(start or {}, {pid: ("", p.cpu_s) for pid, p in now.items()})  # names unused here

@@ -1,17 +1,12 @@
-"""The window sampler: a thread that reads the GPUs and the server's processes through one window.
+"""The window sampler: a thread reading the GPUs and the server's processes through one window. Each window
+gets a `WindowTelemetry` from the run's `TelemetrySource`: host counters (host_cpu.py) and server CPU seconds
+(server_cpu.py) at start and end, GPU samples (gpu.py) and each server process's CPU every `interval_s`;
+`summary()` is stored with the repeat.
 
-Each window of a run gets a `WindowTelemetry` from the run's `TelemetrySource`. It reads the host's counters
-(bench/host/telemetry/host_cpu.py) and the server's CPU seconds (server_cpu.py) at the window's start and end,
-samples the GPUs (gpu.py) and the CPU each server process is on every `interval_s` in between, and `summary()`
-is what gets stored with the repeat.
-
-The host's Python speed is read by bench.host.cpu_probe: the time a child process takes for a fixed piece of
-Python, sampled through the window (`cpu_probe_ms`). The probe runs on the runner's CPUs, so on a VM it times
-another vCPU than the scheduler's, and a vCPU's speed moves on its own there (its host sibling's load). With
-`measure.cpu_probe: server` (`probe_on="server"`) the sampler moves the probe at every sample onto the CPU the
-server's busiest process is on now, and back to its own CPUs after the window; `cpu_probe_on_server_pct` says
-how much of the window it shared that CPU.
-"""
+The host's Python speed comes from bench.host.cpu_probe (`cpu_probe_ms`), run on the runner's CPUs; on a VM
+that is another vCPU than the scheduler's, so with `measure.cpu_probe: server` the sampler moves the probe at
+each sample onto the CPU of the server's busiest process (`cpu_probe_on_server_pct`: how much it shared
+it)."""
 
 from __future__ import annotations
 
@@ -44,8 +39,8 @@ from bench.host.telemetry.server_cpu import (
 
 
 def on_cpu_pct(samples: Sequence[ProbeSample], placed: Sequence[tuple[float, int]]) -> float | None:
-    """Percent of the probe's samples taken on the CPU a process was on (`placed`: (time.monotonic(), CPU) per
-    telemetry sample, in time order) at the telemetry sample closest in time; None without both."""
+    """Percent of probe samples taken on the CPU a process was on (`placed`: (monotonic time, CPU) per
+    telemetry sample) at the nearest telemetry sample; None without both."""
     if not samples or not placed:
         return None
     ats = [at for at, _ in placed]
@@ -71,8 +66,7 @@ class WindowTelemetry:
     server_pid: int | None = None
     # The host's Python speed (bench.host.cpu_probe), shared by the run's windows; None: not measured.
     probe: CpuProbe | None = None
-    # "server": move the probe onto the CPU of the server's busiest process at every sample, and back to its
-    # own CPUs at stop() (measure.cpu_probe; needs server_pid). "runner": leave it where it is.
+    # "server": follow the busiest server process's CPU at each sample, back at stop(); "runner": stay.
     probe_on: ProbeOn = "runner"
     readings: list[list[Reading]] = field(default_factory=list)
     load_start: float | None = None
@@ -84,8 +78,7 @@ class WindowTelemetry:
     errors: int = 0
     # pid -> the CPU it was on at each sample (the server's processes as listed at the window's start)
     server_cpus_seen: dict[int, list[int]] = field(default_factory=dict)
-    # Following the server (probe_on="server"): (time.monotonic(), pid -> CPU) at each sample; the probe's CPUs
-    # before the window, put back at stop(); moves that failed (a CPU outside the probe's cpuset, a gone probe).
+    # Following the server: (monotonic, pid -> CPU) per sample; the probe's CPUs before; failed moves.
     placements: list[tuple[float, dict[int, int]]] = field(default_factory=list)
     follow_errors: int = 0
     _server_procs: list[psutil.Process] = field(default_factory=list)  # those read at the start, sampled
@@ -112,8 +105,7 @@ class WindowTelemetry:
         self._thread.start()
 
     def _remember_probe_cpus(self) -> None:
-        """The probe's CPUs before it follows the server (the runner's, which it inherited); it is not moved
-        when they cannot be read, since they could not be put back."""
+        """The probe's CPUs before it follows the server; unreadable: no move, as none could be undone."""
         pid = self.probe.pid if self.probe is not None else None
         if pid is None:  # it died since the window was handed out
             self.follow_errors += 1
@@ -144,9 +136,8 @@ class WindowTelemetry:
                 return
 
     def _follow(self, now: dict[int, ProcessNow], cpus: dict[int, int], moved_to: int | None) -> int | None:
-        """Move the probe onto the CPU the busiest server process (since the window's start) is on now; the
-        CPU it is on after this sample. The kernel may move the scheduler at any time, so this runs at every
-        sample; only a change costs a system call. The probe is one thread, so its pid's affinity is all of it."""
+        """Move the probe onto the busiest server process's CPU at every sample (the kernel moves the
+        scheduler); only a change costs a system call. Returns the probe's CPU."""
         assert self._probe_home is not None
         busiest = busiest_so_far(self.server_start, now)
         cpu = cpus.get(busiest) if busiest is not None else None
@@ -196,8 +187,7 @@ class WindowTelemetry:
             out.update(summarize_probe(samples))
             out["cpu_probe_on"] = "server" if self.follows_server else "runner"
             if self.follows_server:
-                # Did it follow? Its samples against the CPU of the window's busiest process (by the whole
-                # window's CPU time, not the running guess it followed) at the nearest telemetry sample.
+                # Did it follow? Samples against the CPU of the window's busiest process (whole-window CPU).
                 placed = [(at, cpus[busiest]) for at, cpus in self.placements if busiest in cpus]
                 out["cpu_probe_on_server_pct"] = on_cpu_pct(samples, placed)
                 out["cpu_probe_follow_errors"] = self.follow_errors
@@ -205,16 +195,15 @@ class WindowTelemetry:
 
 
 class TelemetrySource:
-    """Opens the reader once per run (NVML init is not free) and hands a fresh sampler to each window. The
-    host-speed probe starts with the first window and runs until `close()`."""
+    """Opens the reader once per run (NVML init is not free) and hands a fresh sampler to each window; the
+    host-speed probe runs from the first window until `close()`."""
 
     def __init__(self, indices: Sequence[int] | None = None, *, enabled: bool = True) -> None:
         self.source, self._read = gpu_reader(indices) if enabled else ("none", None)
         self._probe = CpuProbe() if enabled else None
 
     def window(self, server_pid: int | None = None, *, cpu_probe: ProbeOn = "runner") -> WindowTelemetry:
-        """A sampler for one window; `cpu_probe="server"` moves the probe onto the server's busiest CPU for
-        the window (measure.cpu_probe)."""
+        """A sampler for one window; `cpu_probe="server"` follows the server's busiest CPU."""
         probe = self._probe if self._probe is not None and self._probe.start() else None
         return WindowTelemetry(
             self.source, self._read, server_pid=server_pid, probe=probe, probe_on=cpu_probe
