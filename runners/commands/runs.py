@@ -188,6 +188,8 @@ def _table(records: list[dict[str, Any]], sweeps: list[str | None]) -> None:
         ]
         for r, y in zip(records, sweeps, strict=True)
     ]
+    if all(r["parts"] <= 1 for r in records):  # no run grew across hosts: the column would say nothing
+        columns, rows = columns[:-1], [row[:-1] for row in rows]
     print_table(console, columns, rows)
 
 

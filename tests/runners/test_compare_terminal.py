@@ -89,7 +89,7 @@ def test_runs_and_regressions_fit_80_columns_on_a_terminal(two_stand_in_runs: tu
     text = on_a_tty("runs", "--db", url)
     lines = text.splitlines()
     assert max(cell_len(line) for line in lines) <= 80, text
-    ids = [line.split()[0] for line in lines if re.match(r"^\s*\d+\s", line)]
+    ids = [line.split()[0] for line in lines if re.match(r"^\s*\d+\s+\d{4}-", line)]  # rows, not a footnote
     assert sorted(ids) == sorted([str(a), str(b)])
 
 
