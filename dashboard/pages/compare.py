@@ -104,7 +104,7 @@ for side, run_id in (("candidate", b), ("baseline", a)):
             for line in correctness.banner_md(list(failed.items()), f"the {side} run #{run_id}")
         ]
         speeds = [
-            f"- {r['config']}: {side} {correctness.speed_md(r[side], 'fail', ',.4g')}"
+            f"- {md.text(r['config'])}: {side} {correctness.speed_md(r[side], 'fail', ',.4g')}"
             for r in wrong_rows.to_dict("records")
         ]
         st.error("\n".join([*lines, *speeds]), icon=":material/dangerous:")
