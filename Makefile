@@ -45,13 +45,13 @@ demo: setup
 	@mkdir -p $(DEMO_LOGS)
 	$(BIN)/specbench seed --shape small --points 600 --once --db $(DB)
 	$(BIN)/specbench run sweeps/demo-sim.yaml --db $(DB) --resume > $(DEMO_LOGS)/demo-sim.txt
-	@grep -hE "^run [0-9]+:|points measured" $(DEMO_LOGS)/demo-sim.txt; echo "  (report: $(DEMO_LOGS)/demo-sim.txt)"
+	@grep -hE "^run [0-9]+[ :]|points measured" $(DEMO_LOGS)/demo-sim.txt; echo "  (report: $(DEMO_LOGS)/demo-sim.txt)"
 	$(BIN)/specbench import examples/h200-sglang-0.5.13.post1.db --db $(DB)
 	$(BIN)/specbench import examples/h200-v3slice-paired.db --db $(DB)
 	$(BIN)/specbench import examples/h200-v3slice-grid/grid.db --db $(DB)
 	$(BIN)/specbench run sweeps/demo-sim-candidate.yaml --db $(DB) --resume --label candidate \
 		> $(DEMO_LOGS)/demo-sim-candidate.txt
-	@grep -hE "^run [0-9]+:|points measured" $(DEMO_LOGS)/demo-sim-candidate.txt; \
+	@grep -hE "^run [0-9]+[ :]|points measured" $(DEMO_LOGS)/demo-sim-candidate.txt; \
 		echo "  (report: $(DEMO_LOGS)/demo-sim-candidate.txt)"
 	$(BIN)/specbench dashboard --db $(DB) --port $(PORT) --open-browser
 

@@ -320,7 +320,9 @@ class QueueWorker:
             raise
         except PreflightError as e:  # no interpreter, SGLang or model here: another attempt would fail alike
             why = f"{e} (not retried: every attempt would fail the same way)"
-            self._db(lambda: queue.fail_attempt(self.engine, job.id, self.id, why, retry=False), "failing a job")
+            self._db(
+                lambda: queue.fail_attempt(self.engine, job.id, self.id, why, retry=False), "failing a job"
+            )
             log.error("job %d failed for good: %s", job.id, why)
             return
         except Exception as e:  # the executor marked its run failed; the job decides about retrying
@@ -391,7 +393,8 @@ class QueueWorker:
             if cannot_succeed(failures) and not stop.is_set():
                 error += " (not retried: another attempt would fail the same way)"
                 self._db(
-                    lambda: queue.fail_attempt(self.engine, job.id, self.id, error, retry=False), "failing a job"
+                    lambda: queue.fail_attempt(self.engine, job.id, self.id, error, retry=False),
+                    "failing a job",
                 )
                 log.error("job %d failed for good: %s", job.id, error)
                 return

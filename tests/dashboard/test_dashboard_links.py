@@ -8,7 +8,7 @@ from collections.abc import Iterator
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from analysis.labels import STAND_IN_TAG
+from analysis.labels import SIMULATED, STAND_IN_TAG
 from bench.sweep import parse_sweep
 from db.migrate import open_database
 from runners.sweep_runner import execute_sweep
@@ -60,7 +60,7 @@ def test_run_pickers_and_tables_tag_stand_in_runs(stand_in_url: str, monkeypatch
     assert all("no GPU" in label for label in at.selectbox(key="cmp_b").options)
     at = open_page(stand_in_url, "pages/overview.py", monkeypatch)
     runs = next(d.value for d in at.dataframe if "Kind" in d.value.columns)
-    assert set(runs["Kind"]) == {STAND_IN_TAG}
+    assert set(runs["Kind"]) == {SIMULATED}
     at = open_page(stand_in_url, "pages/sweep.py", monkeypatch)
     assert any(STAND_IN_TAG in i.value and "performance model" in i.value for i in at.info)
 
