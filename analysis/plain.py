@@ -17,17 +17,22 @@ Infinity), and `default=str` would write a datetime with a space and pd.NA as th
 from __future__ import annotations
 
 import math
+import sys
 from datetime import date, datetime, time
 from decimal import Decimal
 from typing import Any
 
 import numpy as np
-import pandas as pd
 
 
 def missing(v: Any) -> bool:
     """No value: None, pandas' NA or NaT, or a NaN (a Python, numpy or Decimal float)."""
-    if v is None or v is pd.NA or v is pd.NaT:
+    if v is None:
+        return True
+    pd = sys.modules.get(
+        "pandas"
+    )  # its NA and NaT exist only once pandas is loaded: the queue verbs never load it
+    if pd is not None and (v is pd.NA or v is pd.NaT):
         return True
     if isinstance(v, float | np.floating):
         return bool(np.isnan(v))
@@ -41,7 +46,7 @@ def plain(v: Any) -> Any:
     if missing(v):
         return None
     if isinstance(v, np.datetime64):
-        v = pd.Timestamp(v)  # .item() of a nanosecond datetime64 is an int
+        v = v.astype("datetime64[us]").item()  # .item() of a nanosecond datetime64 is an int
     elif isinstance(v, np.generic):
         v = v.item()
     elif isinstance(v, Decimal):

@@ -24,13 +24,14 @@ import re
 import unicodedata
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Literal
-
-import pandas as pd
+from typing import TYPE_CHECKING, Any, Literal
 
 from analysis import md
 from analysis.plain import missing, plain
 from analysis.text import printable
+
+if TYPE_CHECKING:  # pandas loads with the first table written: the queue verbs that print JSON never need it
+    import pandas as pd
 
 Format = Literal["csv", "json", "md"]
 DASH = "–"  # no value, in Markdown
@@ -153,6 +154,8 @@ def _neutral(value: Any) -> Any:
 
 def safe_frame(df: pd.DataFrame) -> pd.DataFrame:
     """`df` with every text cell (and column name) passed through `csv_cell`; numeric columns untouched."""
+    import pandas as pd
+
     out = df.copy()
     for col in out.columns:
         s = out[col]
@@ -165,6 +168,8 @@ def safe_frame(df: pd.DataFrame) -> pd.DataFrame:
 
 def frame_of(rows: pd.DataFrame | Sequence[Mapping[str, Any]], cols: Sequence[Column]) -> pd.DataFrame:
     """The declared columns that `rows` has, in declared order; integers stay integers (never 3.0)."""
+    import pandas as pd
+
     if isinstance(rows, pd.DataFrame):
         frame = rows[[c.key for c in cols if c.key in rows.columns]]
     else:
@@ -183,6 +188,8 @@ def csv_text(
     """The rows as CSV, every cell formula-safe: the declared columns (all of a frame's without `cols`),
     floats to 6 significant digits, no value as an empty cell. Each `preamble` line (`# ...`) is one cell
     above the header, quoted when it holds a comma, so no part of it becomes a cell of its own."""
+    import pandas as pd
+
     frame = rows if cols is None else frame_of(rows, cols)
     assert isinstance(frame, pd.DataFrame)  # records are written by their declared columns
     buf = io.StringIO()
@@ -246,6 +253,8 @@ KIND = Column("kind", text=True)
 def with_kind(doc: Document, kind: str) -> Document:
     """`doc` with `kind` (analysis.labels.run_kind, or kinds_text of several runs) on every row, in a column
     first, and in the JSON's head: for a view of one run (or of a pair of runs) whose rows do not carry it."""
+    import pandas as pd
+
     rows = (
         doc.rows.assign(kind=kind)
         if isinstance(doc.rows, pd.DataFrame)

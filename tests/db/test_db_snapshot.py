@@ -286,7 +286,7 @@ def test_import_says_why_its_snapshot_failed(
     monkeypatch.setattr("db.snapshot._backup", disk_full)
     dest = tmp_path / "team.db"
     res = CliRunner().invoke(app, ["import", str(src), "--db", f"sqlite:///{dest}"])
-    assert isinstance(res.exception, SystemExit) and res.exit_code == 1, repr(res.exception)
+    assert isinstance(res.exception, SystemExit) and res.exit_code == 2, repr(res.exception)
     lines = res.output.strip().splitlines()
     assert len(lines) == 1 and "Traceback" not in res.output
     assert lines[0].startswith(f"error: cannot snapshot {src} to ")
