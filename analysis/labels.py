@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 
@@ -220,3 +220,35 @@ def _class_caption(facts: Mapping[str, Any]) -> str:
     return "the model as deployed: speculation over the baseline is the gain a user sees" + (
         f" ({numbers_caption(facts)})." if numbers_caption(facts) else "."
     )
+
+
+def part_check_text(check: Mapping[str, Any] | None) -> str:
+    """How a part's drift check against the part before reads: `agreed (+1.2%)`, `did not agree (-7.1%)`,
+    `check failed`, or `not checked` (no server of the part before's points started)."""
+    if not check:
+        return "not checked"
+    if check.get("error"):
+        return "check failed"
+    change = check.get("change")
+    pct = f" ({change:+.1%})" if isinstance(change, int | float) else ""
+    return ("agreed" if check.get("agrees") else "did not agree") + pct
+
+
+def parts_line(parts: Sequence[Mapping[str, Any]]) -> str | None:
+    """How a run's parts read (db.queries.run_parts): `2 parts: gpu-a (H200), gpu-b (H100×1, agreed +1.2%)`,
+    the drift check shown for a part on another host or GPU than the one before; None for a single part."""
+    if len(parts) < 2:
+        return None
+    shown = []
+    before: Mapping[str, Any] | None = None
+    for p in parts:
+        where = short_gpu(p.get("gpu_name"), p.get("gpu_count")) if p.get("gpu_count") else "no GPU"
+        moved = before is not None and (p.get("host"), p.get("gpu_name"), p.get("gpu_count")) != (
+            before.get("host"),
+            before.get("gpu_name"),
+            before.get("gpu_count"),
+        )
+        check = f", {part_check_text(p.get('check'))}" if moved else ""
+        shown.append(f"{p.get('host')} ({where}{check})")
+        before = p
+    return f"{len(parts)} parts: " + ", ".join(shown)

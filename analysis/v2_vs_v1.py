@@ -5,9 +5,10 @@ sure are we. Output throughput and TPOT ratios both come with an interval (bench
 repeat when the run interleaved its v1/v2 windows (every sample has an `order_index`), else unpaired (Welch on
 logs). Only `ok` repeats count; in an interleaved run, only repeats whose two windows one invocation measured
 (a resumed run can finish a repeat whose other side ran earlier), whether paired or, with fewer than two such
-pairs `ok` on both sides, unpaired. The verdict reads the throughput interval: `faster` when all of it lies
-above 1, `slower` when all of it lies below, else `no clear difference`; `tpot_verdict` reads the TPOT
-interval the other way round (a lower TPOT is faster).
+pairs `ok` on both sides, unpaired; and only pairs of parts that combine (analysis.pairs, which this view
+shares with spec-vs-baseline: links, parts, blocks). The verdict reads the throughput interval: `faster` when all of it lies
+above 1, `slower` when all of it lies below, else `no clear difference`; `tpot_verdict` reads the TPOT interval
+the other way round (a lower TPOT is faster).
 
 `load` adds the profile evidence of the run (analysis.profiles.OVERLAP_COLUMNS: cycle time and GPU idle per
 cycle of each side, the CPU work v2 hides, the profiler's distortion and the one-line verdict) to every cell
@@ -17,13 +18,13 @@ that has a v1 and a v2 profile of the same configuration; the columns stay empty
 from __future__ import annotations
 
 import statistics
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import pandas as pd
 from sqlalchemy import Engine
 
-from analysis import correctness
+from analysis import correctness, pairs
 from analysis.plain import missing
 from analysis.profiles import (
     DISTORTION_MARK,
@@ -36,8 +37,8 @@ from analysis.profiles import (
     overlap_table,
 )
 from analysis.render import Column, Document, columns, interval, md_table, md_title, number
-from bench.pairing import paired_repeats
-from bench.stats.ratio import RatioInterval, half_width, paired_ratio, pairs_for, unpaired_ratio, verdict
+from bench.pairing import PartRecord
+from bench.stats.ratio import half_width, verdict
 from db import queries
 
 # Everything a v1 point and its v2 partner share besides the mode.
@@ -54,6 +55,9 @@ COLUMNS: tuple[str, ...] = (
     *("v1_correctness", "v2_correctness", "acceptance_v2_v1"),
     # Each side's physical floor / measured cycle (bench/floor.py): how close to the memory bus it ran.
     *("v1_floor_fraction", "v2_floor_fraction"),
+    # How the two sides took turns (interleaved: both servers up, ABBA; blocks: one at a time) and the run's
+    # parts the interval comes from (analysis.pairs: parts combine only on one host or after a drift check).
+    *("pairing", "parts"),
 )
 # The view as exported: the cells and their profile evidence.
 VIEW = columns(
@@ -61,31 +65,13 @@ VIEW = columns(
     ints=("batch_size", "steps", "n", "topk", "pairs_for_5pct"),
     text=(
         *("verdict", "tpot_verdict", "method", "workload_key", "v1_correctness", "v2_correctness"),
+        *("pairing", "parts"),
         *("profile_activities", "profile_verdict"),
     ),
 )
 TARGET = 0.05
 FLOOR_CELL = "floor v1 / v2"
 SAMPLE_METRICS = ("output_throughput", "tpot_mean_ms")
-
-
-def _interval(
-    a: dict[int, float], b: dict[int, float], pairable: list[int] | None, confidence: float
-) -> RatioInterval | None:
-    """Paired over the repeats both sides hold when there are 2 or more, else unpaired (Welch).
-
-    `pairable`: the repeats whose two windows one invocation measured (None: the run did not interleave, so
-    every window counts, unpaired). An interleaved run's unpaired fallback takes only those too: a repeat that
-    a resumed run finished measured its two sides in different invocations, on other servers or another host,
-    and it must not enter the comparison just because too few pairs were left for the paired interval."""
-    if pairable is not None:
-        a, b = {r: v for r, v in a.items() if r in pairable}, {r: v for r, v in b.items() if r in pairable}
-        common = [r for r in pairable if r in a and r in b]
-        if len(common) >= 2:
-            return paired_ratio([a[r] for r in common], [b[r] for r in common], confidence)
-    if not a or not b:
-        return None
-    return unpaired_ratio(list(a.values()), list(b.values()), confidence)
 
 
 def _by_repeat(rows: pd.DataFrame, metric: str) -> dict[int, float]:
@@ -97,14 +83,6 @@ def _first(values: pd.Series) -> float | None:
     """The point's value (every sample row of a point carries it), or None."""
     known = [float(v) for v in values if not missing(v)]
     return known[0] if known else None
-
-
-def _invocations(rows: pd.DataFrame) -> dict[int, int | None]:
-    """repeat -> the invocation that measured it (None before runs recorded it)."""
-    return {
-        int(r): None if missing(i) else int(i)
-        for r, i in zip(rows["repeat"], rows["invocation"], strict=True)
-    }
 
 
 def _checks(points: pd.DataFrame, v1: pd.DataFrame, v2: pd.DataFrame) -> dict[str, Any]:
@@ -123,9 +101,15 @@ def _checks(points: pd.DataFrame, v1: pd.DataFrame, v2: pd.DataFrame) -> dict[st
     }
 
 
-def v2_vs_v1(points: pd.DataFrame, samples: pd.DataFrame, confidence: float = 0.95) -> pd.DataFrame:
+def v2_vs_v1(
+    points: pd.DataFrame,
+    samples: pd.DataFrame,
+    confidence: float = 0.95,
+    parts: Sequence[PartRecord] = (),
+) -> pd.DataFrame:
     """One row per v1/v2 pair of points in `points` (a run's, from db.queries.run_points), using `samples`
-    (db.queries.run_samples with output_throughput and tpot_mean_ms, plus order_index and invocation)."""
+    (db.queries.run_samples with output_throughput and tpot_mean_ms, plus order_index, invocation and the
+    link columns) and the run's `parts` (db.queries.run_part_records; analysis.pairs says which pair)."""
     spec = points[points["spec_mode"].isin(["v1", "v2"])]
     if spec.empty or samples.empty:
         return pd.DataFrame(columns=list(COLUMNS))
@@ -136,9 +120,6 @@ def v2_vs_v1(points: pd.DataFrame, samples: pd.DataFrame, confidence: float = 0.
         v1, v2 = group[group["spec_mode"] == "v1"], group[group["spec_mode"] == "v2"]
         if v1.empty or v2.empty:
             continue
-        # A repeat pairs its sides only when one invocation measured both (a resume may split a repeat).
-        pairable = paired_repeats(_invocations(v1), _invocations(v2))
-        paired = bool(group["order_index"].notna().all())
         row: dict[str, Any] = {
             "batch_size": int(k["batch_size"]),
             "steps": None if missing(k["steps"]) else int(k["steps"]),
@@ -153,8 +134,9 @@ def v2_vs_v1(points: pd.DataFrame, samples: pd.DataFrame, confidence: float = 0.
             name = "output_throughput" if metric == "output_throughput" else "tpot_ms"
             row[f"v1_{name}"] = statistics.median(a.values()) if a else None
             row[f"v2_{name}"] = statistics.median(b.values()) if b else None
-            common = [r for r in pairable if r in a and r in b]
-            iv = _interval(a, b, pairable if paired else None, confidence)
+            # Which windows pair, across links and parts: analysis.pairs, shared with spec-vs-baseline.
+            found = pairs.compare(v1, v2, metric, parts, by_repeat=True, target=TARGET, confidence=confidence)
+            iv = found.interval
             row[f"{prefix}ratio"] = iv.ratio if iv else None
             row[f"{prefix}ci_low"] = iv.low if iv else None
             row[f"{prefix}ci_high"] = iv.high if iv else None
@@ -164,11 +146,9 @@ def v2_vs_v1(points: pd.DataFrame, samples: pd.DataFrame, confidence: float = 0.
             if metric == "output_throughput":
                 row["n"] = iv.n if iv else 0
                 row["method"] = iv.method if iv else None
-                row["pairs_for_5pct"] = (
-                    pairs_for([a[r] for r in common], [b[r] for r in common], TARGET, confidence)
-                    if paired
-                    else None
-                )
+                row["pairs_for_5pct"] = found.pairs_for_target
+                row["pairing"] = found.turns
+                row["parts"] = pairs.parts_text(found)
         row.update(_checks(points, v1, v2))
         out.append(row)
     frame = pd.DataFrame(out, columns=list(COLUMNS))
@@ -337,7 +317,9 @@ def load(engine: Engine, run_id: int, confidence: float = 0.95, profiles: bool =
     """`v2_vs_v1` of a stored run, with the overlap columns of its profiles (`profiles=False`: without)."""
     points = queries.run_points(engine, run_id)
     samples = queries.run_samples(engine, run_id, list(SAMPLE_METRICS))
-    frame = v2_vs_v1(points, samples, confidence)
+    frame = v2_vs_v1(
+        points, samples, confidence, pairs.part_records(queries.run_parts(engine, [run_id])[run_id])
+    )
     if not profiles:
         return frame
     return with_profiles(frame, overlap_table(engine, [run_id]))

@@ -13,15 +13,25 @@ When the second server cannot start next to the first (GPU memory), it falls bac
 the same ABBA sequence cut into runs of one side, one server start per run (`restart_blocks`):
 
     A[0] | B[0, 1] | A[1, 2] | B[2, 3] | ... (each block measures every point of that side for those repeats)
+
+The same holds for any two server configs compared repeat by repeat (a `Pair` is one such link): with
+`measure.baseline_pairs` the baseline is linked with the speculative configs too, and the links are walked as a
+chain in which consecutive links share one server (`chain`), so only one server is swapped per step:
+
+    base~v1_3, v1_3~v2_3, v2_3~base, base~v1_1, v1_1~v2_1, v2_1~base
+
+A config in L links takes every L-th repeat of its points (`Slot`), so each link's repeats stay its own,
+also on resume.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from bench.sweep import ServerGroup
+from bench.sweep import ServerConfig, ServerGroup
 
 Side = Literal["A", "B"]
 
@@ -55,12 +65,72 @@ def restart_blocks(repeats: int) -> list[tuple[Side, list[int]]]:
 
 
 @dataclass(frozen=True)
+class Slot:
+    """Where a link's repeats sit among a point's repeats: link repeat r is the point's repeat
+    r * stride + offset (a config in `stride` links takes every stride-th repeat, from `offset`)."""
+
+    stride: int = 1
+    offset: int = 0
+
+    def index(self, r: int) -> int:
+        return r * self.stride + self.offset
+
+    def link_repeat(self, index: int) -> int | None:
+        """The link repeat of the point's repeat `index`, or None when that repeat belongs to another link."""
+        r, rest = divmod(index - self.offset, self.stride)
+        return r if rest == 0 and r >= 0 else None
+
+    @property
+    def last(self) -> bool:
+        """The config's last link in the chain: its points are complete after it."""
+        return self.offset == self.stride - 1
+
+
+Turns = Literal["abba", "blocks"]
+
+
+@dataclass(frozen=True)
+class WindowLink:
+    """What a window of a link stores (samples.link, link_repeat, link_mode): the link's name, how its two sides
+    took turns (`abba`: both servers up, window by window; `blocks`: one server at a time) and its side's slot."""
+
+    name: str
+    turns: Turns
+    slot: Slot
+
+
+@dataclass(frozen=True)
 class Pair:
+    """Two server configs measured repeat by repeat against each other (a link): v1 and v2, or the baseline
+    and a speculative config. A = the side measured first."""
+
     a: ServerGroup
     b: ServerGroup
+    slot_a: Slot = Slot()
+    slot_b: Slot = Slot()
 
     def side(self, side: Side) -> ServerGroup:
         return self.a if side == "A" else self.b
+
+    def slot(self, side: Side) -> Slot:
+        return self.slot_a if side == "A" else self.slot_b
+
+    @property
+    def name(self) -> str:
+        """The link as stored on its windows (samples.link): both configs' keys, A first."""
+        return f"{self.a.server.key()}~{self.b.server.key()}"
+
+    @property
+    def repeats(self) -> int:
+        """Planned repeats of the link: its points' planned repeats over the configs' link counts."""
+        return max(p.repeats for p in self.a.points) // self.slot_a.stride
+
+    def window_link(self, side: Side, turns: Turns) -> WindowLink:
+        return WindowLink(self.name, turns, self.slot(side))
+
+    def holds(self, config: ServerConfig) -> Side | None:
+        """The side whose server config is `config`, or None."""
+        return "A" if self.a.server == config else "B" if self.b.server == config else None
 
 
 Unit = ServerGroup | Pair
@@ -99,3 +169,116 @@ def _same_points(a: ServerGroup, b: ServerGroup) -> bool:
         return [(p.batch_size, p.workload.key(), p.num_prompts, p.repeats) for p in g.points]
 
     return shape(a) == shape(b)
+
+
+def chain(groups: Sequence[ServerGroup], paired: bool, baseline_modes: Sequence[str]) -> list[Unit]:
+    """The sweep's comparisons as links walked so that consecutive links share a server (keep one up, start
+    the other), in the grid's order of configs (`grid.steps: [3, 1]` measures steps 3 first), then any config
+    in no link. `paired`: v1 and v2 of a configuration form a link; `baseline_modes`: each of these modes'
+    configs forms a link with the baseline (measure.baseline_pairs).
+
+    Per configuration (a v1/v2 family) the walk is, with base = the baseline and x, y its modes in the grid's
+    order: both modes linked with base and each other: base~x, x~y, y~base (a circuit, back on base); one mode m
+    linked with base, m~o with the other: from base when base is up (base~m, m~o), else into it (o~m, m~base);
+    both linked with base but not each other: x~base, base~y. Each config's points then plan `repeats` x its
+    number of links, and each link takes its own every-L-th repeat (`Slot`)."""
+    base = next((g for g in groups if g.server.is_baseline), None)
+    families: dict[str, list[ServerGroup]] = {}
+    for g in groups:
+        if not g.server.is_baseline:
+            families.setdefault(g.server.pair_key(), []).append(g)
+    walk: list[tuple[ServerGroup, ServerGroup]] = []
+    up: ServerGroup | None = None  # the server the walk leaves up
+    for members in families.values():
+        modes = [g for g in members if g.server.spec_mode is not None]
+        both = paired and len(modes) == 2 and _same_points(modes[0], modes[1])
+        linked = [g for g in modes if g.server.spec_mode in baseline_modes] if base is not None else []
+        links = _family_walk(base, modes, linked, both, up)
+        walk += links
+        if links:
+            up = links[-1][1]
+    return _with_slots(groups, walk)
+
+
+def _family_walk(
+    base: ServerGroup | None,
+    modes: list[ServerGroup],
+    linked: list[ServerGroup],
+    both: bool,
+    up: ServerGroup | None,
+) -> list[tuple[ServerGroup, ServerGroup]]:
+    """One configuration's links, oriented so the first starts from `up` where it can."""
+    if base is None or not linked:
+        return [(modes[0], modes[1])] if both else []
+    if len(linked) == 2:
+        x, y = linked
+        return [(base, x), (x, y), (y, base)] if both else [(x, base), (base, y)]
+    m = linked[0]
+    other = [g for g in modes if g is not m]
+    if not both or not other:
+        return [(base, m)] if up is base else [(m, base)]
+    o = other[0]
+    return [(base, m), (m, o)] if up is base else [(o, m), (m, base)]
+
+
+def _with_slots(groups: Sequence[ServerGroup], walk: list[tuple[ServerGroup, ServerGroup]]) -> list[Unit]:
+    """The walk as Pairs whose groups plan repeats x links per point, with each side's Slot; then the groups
+    in no link."""
+    count: dict[ServerConfig, int] = {}
+    for a, b in walk:
+        for g in (a, b):
+            count[g.server] = count.get(g.server, 0) + 1
+    planned = {
+        g.server: ServerGroup(
+            g.server, [dataclasses.replace(p, repeats=p.repeats * count[g.server]) for p in g.points]
+        )
+        for g in groups
+        if g.server in count
+    }
+    seen: dict[ServerConfig, int] = {}
+
+    def slot(g: ServerGroup) -> Slot:
+        offset = seen.get(g.server, 0)
+        seen[g.server] = offset + 1
+        return Slot(count[g.server], offset)
+
+    out: list[Unit] = [Pair(planned[a.server], planned[b.server], slot(a), slot(b)) for a, b in walk]
+    return out + [g for g in groups if g.server not in count]
+
+
+@dataclass(frozen=True)
+class PartRecord:
+    """One part of a run (db run_parts) as pairing needs it: where it began in the run's order (`invocation`),
+    where it ran, and whether its drift check agreed with the part before (None: not run)."""
+
+    part: int
+    invocation: int
+    host: str
+    gpu: str
+    agrees: bool | None = None
+
+
+def part_of(parts: Sequence[PartRecord], invocation: int | None) -> int | None:
+    """The part that measured a window of `invocation`: the latest part that began at or before it (a part
+    that stored nothing shares its start with the next). Windows stored before invocations were recorded
+    (None) belong to the first part; None when the run has no parts recorded."""
+    if not parts:
+        return None
+    ordered = sorted(parts, key=lambda p: p.part)
+    if invocation is None:
+        return ordered[0].part
+    began = [p.part for p in ordered if p.invocation <= invocation]
+    return began[-1] if began else ordered[0].part
+
+
+def part_groups(parts: Sequence[PartRecord]) -> dict[int, int]:
+    """part -> the first part of its group: the parts whose pairs may combine in one interval. A part joins the
+    group of the part before when it ran on the same host and GPU, or when its drift check agreed with it;
+    otherwise (another host or GPU, and a check that disagreed or never ran) it starts a group of its own."""
+    groups: dict[int, int] = {}
+    before: PartRecord | None = None
+    for p in sorted(parts, key=lambda p: p.part):
+        same_place = before is not None and (p.host, p.gpu) == (before.host, before.gpu)
+        groups[p.part] = groups[before.part] if before is not None and (same_place or p.agrees) else p.part
+        before = p
+    return groups

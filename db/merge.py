@@ -6,7 +6,8 @@ combine without id clashes: every row gets a new id here and its foreign keys ar
 A run already here grows instead when the source holds more of it (the same run resumed on another host with
 `--resume`): rows are matched within the run by their natural keys (points by `point_key`, samples by point
 and `repeat`, server instances by `config_key` and `started_at`, profiles by point, TP rank, path and
-`created_at`) and only the missing ones are copied. A sample already here is never replaced, except a `failed`
+`created_at`, parts by their number) and only the missing ones are copied; a part here takes the source's end
+(status, finish, checks) when the source holds the same part further along. A sample already here is never replaced, except a `failed`
 one whose source counterpart is a measurement: a resumed run re-measures a failed repeat in place (same point,
 same repeat index; runners.store.store_sample), so the source's repeat supersedes it, with its requests.
 """
@@ -21,7 +22,17 @@ from sqlalchemy import Engine, insert, inspect, select, text
 from sqlalchemy.orm import Session
 
 from db import validate
-from db.models import Base, CorrectnessOutput, Point, Profile, RequestRow, Run, Sample, ServerInstance
+from db.models import (
+    Base,
+    CorrectnessOutput,
+    Point,
+    Profile,
+    RequestRow,
+    Run,
+    RunPart,
+    Sample,
+    ServerInstance,
+)
 
 # What `--resume` (or a retried job) rewrites on the run row; the rest is provenance fixed at creation. A
 # resume with an edited stopping rule also rewrites the sweep and appends the old one to the provenance
@@ -56,6 +67,7 @@ class Counts:
     servers: int = 0
     replaced: int = 0
     checks: int = 0  # correctness_outputs rows: what a launch answered to the correctness check
+    parts: int = 0  # run_parts rows added, or brought up to the source's end (runners.parts)
 
 
 @dataclass
@@ -119,6 +131,7 @@ _COPIED: tuple[tuple[type[Base], str, tuple[str, ...]], ...] = (
         ("id", "sample_id"),
     ),
     (Profile, f"WHERE run_id IN ({_RUNS})", ("id", "run_id", "point_id")),
+    (RunPart, f"WHERE run_id IN ({_RUNS})", ("id", "run_id")),
 )
 
 
@@ -191,6 +204,7 @@ def _merge_contents(src: Session, run: Run, dest: Session, dest_id: int, counts:
     point_ids = _merge_points(src, run, dest, dest_id, server_ids, counts)
     _merge_profiles(src, run, dest, dest_id, point_ids, counts)
     _merge_checks(src, run, dest, dest_id, server_ids, counts)
+    _merge_parts(src, run, dest, dest_id, counts)
     dest.flush()
 
 
@@ -325,3 +339,25 @@ def _merge_checks(
             server = _remap(server_ids, row.server_instance_id)
             dest.add(_copy(row, CorrectnessOutput, run_id=dest_id, server_instance_id=server))
             counts.checks += 1
+
+
+# What a part's end rewrites on its row; the rest (number, invocation, host, start) is fixed when it begins.
+PART_END_COLUMNS = ("status", "finished_at", "sglang_version", "sglang_patch", "check", "drift")
+
+
+def _merge_parts(src: Session, run: Run, dest: Session, dest_id: int, counts: Counts) -> None:
+    """Copy the parts `dest` lacks (matched by number); a part here with the same start takes the source's end
+    when it differs (the snapshot was taken while that part still ran). A part here that began elsewhere (the
+    same snapshot resumed on two hosts) is left as it is."""
+    here = {p.part: p for p in dest.scalars(select(RunPart).where(RunPart.run_id == dest_id))}
+    for part in src.scalars(select(RunPart).where(RunPart.run_id == run.id).order_by(RunPart.part)):
+        mine = here.get(part.part)
+        if mine is None:
+            dest.add(_copy(part, RunPart, run_id=dest_id))
+            counts.parts += 1
+        elif mine.started_at == part.started_at and any(
+            getattr(mine, c) != getattr(part, c) for c in PART_END_COLUMNS
+        ):
+            for c in PART_END_COLUMNS:
+                setattr(mine, c, getattr(part, c))
+            counts.parts += 1

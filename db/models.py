@@ -273,6 +273,13 @@ class Sample(MetricColumns, Base):
         ForeignKey("server_instances.id", ondelete="SET NULL"), index=True
     )
     window_started_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    # The comparison the window was measured for (bench.pairing.Link: its two server configs' keys, A~B), its
+    # repeat there (the window pairs with the other side's window of the same link repeat) and how the two
+    # sides took turns: `abba` (both servers up, window by window) or `blocks` (one server at a time).
+    # NULL: a window of no comparison, or a run before links were recorded (paired by `repeat`).
+    link: Mapped[str | None] = mapped_column(String(40))
+    link_repeat: Mapped[int | None] = mapped_column(Integer)
+    link_mode: Mapped[str | None] = mapped_column(String(8))
     # SM clock, power, temperature and host load during the window (bench.host.telemetry.gpu.summarize).
     telemetry: Mapped[dict[str, Any] | None] = mapped_column(JSON)
     created_at: Mapped[datetime] = _created()
@@ -281,6 +288,36 @@ class Sample(MetricColumns, Base):
     requests: Mapped[list[RequestRow]] = relationship(
         back_populates="sample", cascade="all, delete-orphan", order_by="RequestRow.idx"
     )
+
+
+class RunPart(Base):
+    """One invocation of a run (`specbench run`, `--resume-run`, a job's attempt): where it ran, on which SGLang,
+    when, and (on another host or GPU than the part before) whether one re-measured point agreed with that
+    part (`check`), which decides whether a cell's pairs from both parts combine (analysis.pairs)."""
+
+    __tablename__ = "run_parts"
+    __table_args__ = (UniqueConstraint("run_id", "part", name="uq_run_parts_run_part"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    run_id: Mapped[int] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"), index=True)
+    part: Mapped[int] = mapped_column(Integer)  # 1, 2, ... in the order the parts ran
+    # samples.invocation of the windows it measured (the run's order_index where it began).
+    invocation: Mapped[int] = mapped_column(Integer)
+    host: Mapped[str] = mapped_column(String(200))
+    gpu_name: Mapped[str] = mapped_column(String(100), default="none")
+    gpu_count: Mapped[int] = mapped_column(Integer, default=0)
+    # The SGLang its servers ran and the specbench patch it carried ("none"); NULL until a server reported it.
+    sglang_version: Mapped[str | None] = mapped_column(String(64))
+    sglang_patch: Mapped[str | None] = mapped_column(String(200))
+    # running, then the run's status when the part ended (done | unstable | partial | failed)
+    status: Mapped[str] = mapped_column(String(16), default="running")
+    started_at: Mapped[datetime] = _created()
+    finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    # The drift check against the part before, on another host or GPU (runners.part_check.PartCheck); NULL:
+    # not needed (same host and GPU), or not run (no server of an earlier part's points started).
+    check: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    # This part's end-of-run drift check (runs.drift holds the latest part's).
+    drift: Mapped[dict[str, Any] | None] = mapped_column(JSON)
 
 
 class RequestRow(Base):

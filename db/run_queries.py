@@ -13,7 +13,7 @@ from typing import Any
 import pandas as pd
 from sqlalchemy import Engine, and_, case, func, select
 
-from db.models import MAX_ID, UID_LENGTH, UID_PREFIX, Point, Run, Sample, ServerInstance
+from db.models import MAX_ID, UID_LENGTH, UID_PREFIX, Point, Run, RunPart, Sample, ServerInstance
 from db.query_common import (
     FACTOR_METRICS,
     PROBLEM_STATUSES,
@@ -391,7 +391,8 @@ def run_windows(engine: Engine, run_id: int, metrics: Sequence[str]) -> pd.DataF
 
 
 def run_samples(engine: Engine, run_id: int, metrics: Sequence[str]) -> pd.DataFrame:
-    """Every repeat of every point of a run, long by point: point_id, repeat, status and the metrics."""
+    """Every repeat of every point of a run, long by point: point_id, repeat, status, its order, invocation and
+    link (what it pairs with), and the metrics."""
     cols = checked_metrics(metrics)
     stmt = (
         select(
@@ -400,6 +401,10 @@ def run_samples(engine: Engine, run_id: int, metrics: Sequence[str]) -> pd.DataF
             Sample.status,
             Sample.order_index,  # set when the run interleaved v1/v2 windows
             Sample.invocation,  # which invocation measured it (a resumed run: several)
+            # the comparison it was measured for, its repeat there and how the sides took turns
+            Sample.link,
+            Sample.link_repeat,
+            Sample.link_mode,
             *(getattr(Sample, m) for m in cols),
         )
         .join(Point, Point.id == Sample.point_id)
@@ -463,3 +468,37 @@ def run_tp_widths(engine: Engine, run_ids: Sequence[int]) -> dict[int, list[int]
                 if tp is not None:
                     out.setdefault(int(run_id), set()).add(int(tp))
     return {r: sorted(t) for r, t in out.items()}
+
+
+PART_COLUMNS = (
+    RunPart.part,
+    RunPart.invocation,
+    RunPart.host,
+    RunPart.gpu_name,
+    RunPart.gpu_count,
+    RunPart.sglang_version,
+    RunPart.sglang_patch,
+    RunPart.status,
+    RunPart.started_at,
+    RunPart.finished_at,
+    RunPart.check,
+)
+
+
+def run_parts(engine: Engine, run_ids: Sequence[int]) -> dict[int, list[dict[str, Any]]]:
+    """run id -> its parts in order (each invocation: host, GPU, SGLang and patch, status, start and end, the
+    drift check against the part before); runs without recorded parts map to []."""
+    out: dict[int, list[dict[str, Any]]] = {int(r): [] for r in run_ids}
+    if not out:
+        return out
+    with engine.connect() as c:
+        for chunk in chunks(sorted(out)):
+            stmt = (
+                select(RunPart.run_id, *PART_COLUMNS)
+                .where(RunPart.run_id.in_(chunk))
+                .order_by(RunPart.run_id, RunPart.part)
+            )
+            for row in c.execute(stmt).mappings():
+                record = dict(row)
+                out[int(record.pop("run_id"))].append(record)
+    return out

@@ -33,7 +33,8 @@ VERBS: dict[str, Verb] = {
     "run": Verb("run", "Run a sweep against a live SGLang server (or the stand-in) and store every point."),
     "runs": Verb(
         "runs",
-        "List runs newest first: id, sweep, GPU, simulated, status, start and points (ok out of planned).",
+        "List runs newest first: id, sweep, GPU, simulated, status, start, points (ok out of planned) and, for a "
+        "run measured in several parts, how many and on which hosts.",
     ),
     "export": Verb("export", "Export points for PR discussions and spreadsheets."),
     "import": Verb(

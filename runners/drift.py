@@ -61,13 +61,25 @@ class DriftCheck:
         self.reference: PointPlan | None = None
         self.pair_reference: PointPlan | None = None
         self.result: Drift | None = None
+        # The server rows that measured each reference's first window: a chain restarts a config, and only
+        # that same server re-measures "on the same server".
+        self.rows: dict[str, int | None] = {}
 
-    def measured(self, plan: PointPlan) -> None:
-        """A window of `plan` was measured."""
+    def measured(self, plan: PointPlan, server_row_id: int | None = None) -> None:
+        """A window of `plan` was measured (on the server of row `server_row_id`)."""
         if self.reference is None:
             self.reference = plan
+            self.rows["reference"] = server_row_id
         if self.pair_reference is None:
             self.pair_reference = plan
+            self.rows["pair"] = server_row_id
+
+    def row_of(self, plan: PointPlan) -> int | None:
+        """The server row that measured `plan`'s first window here (a reference), or None."""
+        if plan is self.reference:
+            return self.rows.get("reference")
+        return self.rows.get("pair") if plan is self.pair_reference else None
 
     def new_pair(self) -> None:
         self.pair_reference = None
+        self.rows.pop("pair", None)

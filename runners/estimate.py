@@ -1,24 +1,26 @@
 """How long a sweep will take, before it runs: server starts x startup + points x repeats x window.
 
 A rough figure for planning (will it fit in the night, in a CI job's timeout?), with its assumptions
-stated next to it. Where the database holds earlier runs of this host that tell (runners/host_history.py:
-this sweep's, else the same model's), their measured startup times, window durations and time outside the
-windows replace the assumptions. For a run to resume (`--dry-run --resume`), it
+stated next to it. Where the database holds earlier runs that tell (runners/host_history.py: this host's,
+this sweep's else the same model's; else another host's, said so), their measured startup times, window
+durations and time outside the windows replace the assumptions. For a run to resume (`--dry-run --resume`), it
 counts only what is missing: planned repeats not stored, and the extra ABBA repeats of v1/v2 pairs whose
 interval has not reached `measure.ratio_target` yet; a server whose points are complete is not started.
 """
 
 from __future__ import annotations
 
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 
 from sqlalchemy import Engine
 
-from bench.pairing import Pair, pair_units
-from bench.sweep import PointPlan, ServerGroup, SweepSpec
+from bench.pairing import Pair, restart_blocks
+from bench.sweep import PointPlan, ServerConfig, ServerGroup, SweepSpec
 from db.engine import session_scope
 from runners import store
-from runners.pair_target import measured_repeats, narrow_enough, relative_half_width
+from runners.pair_target import in_link, measured_repeats, narrow_enough, relative_half_width
+from runners.steps import Step, schedule
 
 # Assumptions when no history exists. A large MoE model (DeepSeek-V3 class) loads and captures CUDA graphs
 # in minutes; the stand-in starts in its configured startup_s plus a Python process start.
@@ -46,12 +48,20 @@ class ResumeState:
 
     def remaining(self, spec: SweepSpec, plan: PointPlan) -> int:
         """Repeats still to measure for `plan`, at most: the planned ones not stored, plus (a pair that has
-        not met measure.ratio_target) the extension up to max_pair_repeats."""
+        not met measure.ratio_target) the extension up to max_pair_repeats per pair it is in."""
         have = self.stored.get(plan.key(), set())
         missing = sum(1 for r in range(plan.repeats) if r not in have)
         if not spec.repeats_may_grow(plan) or plan.key() in self.pairs_done:
             return missing
-        return missing + max(spec.max_pair_repeats - measured_repeats(plan.repeats, have), 0)
+        return missing + max(most_repeats(spec, plan) - measured_repeats(plan.repeats, have), 0)
+
+
+def most_repeats(spec: SweepSpec, plan: PointPlan) -> int:
+    """The most repeats `plan` can take: its planned ones, or, where measure.ratio_target may grow it,
+    max_pair_repeats for each pair it is in (a chain plans repeats x pairs; bench.pairing.chain)."""
+    if not spec.repeats_may_grow(plan):
+        return plan.repeats
+    return spec.max_pair_repeats * max(plan.repeats // spec.repeats, 1)
 
 
 def resume_state(engine: Engine, run_id: int, spec: SweepSpec, groups: list[ServerGroup]) -> ResumeState:
@@ -62,12 +72,13 @@ def resume_state(engine: Engine, run_id: int, spec: SweepSpec, groups: list[Serv
     with session_scope(engine) as s:
         stored = store.stored_repeats(s, run_id)
         if target is not None:
-            for unit in pair_units(groups, spec.paired):
+            for unit in schedule(groups, spec):
                 if not isinstance(unit, Pair):
                     continue
                 for pa, pb in zip(unit.a.points, unit.b.points, strict=True):
                     width = relative_half_width(
-                        store.ok_values(s, run_id, pa.key()), store.ok_values(s, run_id, pb.key())
+                        in_link(store.ok_values(s, run_id, pa.key()), unit.slot_a),
+                        in_link(store.ok_values(s, run_id, pb.key()), unit.slot_b),
                     )
                     if narrow_enough(width, target):
                         done |= {pa.key(), pb.key()}
@@ -90,12 +101,24 @@ def _step_ms(spec: SweepSpec) -> float:
     return SGLANG_STEP_MS
 
 
-def _startup_s(spec: SweepSpec) -> float:
+def startup_s(spec: SweepSpec) -> float:
     if spec.server.backend == "external":
         return 0.0
     if spec.server.backend == "sim":
         return spec.server.sim.startup_s * spec.server.sim.time_scale + SIM_PROCESS_START_S
     return SGLANG_STARTUP_S
+
+
+def point_time(spec: SweepSpec, p: PointPlan, past_window_s: dict[int, float]) -> tuple[float, float]:
+    """(one window, its point's warmup) in seconds: this sweep's earlier windows at the batch size, else one
+    decode step per output token over the point's waves, at least measure.min_window_s."""
+    waves = max(p.num_prompts / p.batch_size, 1.0)
+    if p.batch_size in past_window_s:
+        window = past_window_s[p.batch_size]
+        return window, window / waves * spec.warmup.waves
+    wave_s = p.workload.output_len * _step_ms(spec) / 1000.0
+    # The window keeps sending until `measure.min_window_s` has passed (10 s on a GPU).
+    return max(waves * wave_s, spec.min_window_s), wave_s * spec.warmup.waves
 
 
 def estimate(
@@ -113,6 +136,10 @@ def estimate(
     host_history); `past_overhead_s` is the time per repeat outside its window, warm-up included."""
     past_window_s = past_window_s or {}
     notes: list[str] = []
+    steps = schedule(groups, spec)
+    if spec.measure.baseline_pairs:
+        # A chain: each config's points plan repeats x the pairs it is in; a start per server the walk starts.
+        groups = planned_groups(steps)
     if resume is not None:
         left = [g for g in groups if not resume.complete(spec, g)]
         notes.append(
@@ -121,11 +148,18 @@ def estimate(
         )
         groups = left
     launches = 0 if spec.server.backend == "external" else len(groups)
+    if spec.measure.baseline_pairs and launches:
+        complete = {g.server for g in planned_groups(steps)} - {g.server for g in groups}
+        launches = chain_starts(steps, complete)
+        notes.append(
+            f"{launches} server start(s) for the chain of pairs (measure.baseline_pairs: one server swapped per "
+            "step, both of a pair up side by side)"
+        )
     if past_startup_s is not None:
         startup = past_startup_s
         notes.append(f"server startup {_seconds(startup)}: median of the launches measured {measured_where}")
     else:
-        startup = _startup_s(spec)
+        startup = startup_s(spec)
         if spec.server.backend == "sglang":
             notes.append(
                 f"server startup {startup:.0f} s (model load and CUDA graph capture of a large model)"
@@ -141,18 +175,10 @@ def estimate(
     windows = 0
     for g in groups:
         for p in g.points:
-            waves = max(p.num_prompts / p.batch_size, 1.0)
-            if p.batch_size in past_window_s:
-                window = past_window_s[p.batch_size]
-                warmup = window / waves * spec.warmup.waves
-                measured_from_history += 1
-            else:
-                wave_s = p.workload.output_len * step_ms / 1000.0
-                warmup = wave_s * spec.warmup.waves
-                # The window keeps sending until `measure.min_window_s` has passed (10 s on a GPU).
-                window = max(waves * wave_s, spec.min_window_s)
+            window, warmup = point_time(spec, p, past_window_s)
+            measured_from_history += p.batch_size in past_window_s
             # measure.ratio_target may grow a pair's points up to max_repeats: count the most it can take.
-            repeats = spec.max_pair_repeats if spec.repeats_may_grow(p) else p.repeats
+            repeats = most_repeats(spec, p)
             if resume is not None:
                 repeats = resume.remaining(spec, p)
                 if not repeats:
@@ -216,3 +242,142 @@ def human(seconds: float) -> str:
     if seconds < 5400:
         return f"{seconds / 60:.0f} min"
     return f"{seconds / 3600:.1f} h"
+
+
+def planned_groups(steps: list[Step]) -> list[ServerGroup]:
+    """Each server config of a schedule once, with its points as the schedule plans them (a chain's)."""
+    seen: dict[ServerConfig, ServerGroup] = {}
+    for step in steps:
+        for g in (step.a, step.b) if isinstance(step, Pair) else step:
+            seen.setdefault(g.server, g)
+    return list(seen.values())
+
+
+def chain_starts(
+    steps: list[Step], complete: AbstractSet[ServerConfig] = frozenset(), *, blocks: bool = False
+) -> int:
+    """Server starts the schedule takes: a pair starts the servers the pair before did not leave up; in
+    blocks (one server at a time), one per block, the first of a pair on the server the pair before left up.
+    Pairs whose configs are both `complete` start nothing."""
+    starts, up = 0, set[ServerConfig]()
+    for step in steps:
+        if not isinstance(step, Pair):
+            starts += len(step)
+            up = set()
+            continue
+        configs = {step.a.server, step.b.server}
+        if configs <= complete:
+            continue
+        if blocks:
+            sequence = [step.side(side).server for side, _ in restart_blocks(step.repeats)]
+            starts += len(sequence) - (1 if sequence[0] in up else 0)
+            up = {sequence[-1]}
+        else:
+            starts += len(configs - up)
+            up = configs
+    return starts
+
+
+# A run cut into parts (GPU hosts lent for short windows): each part after the first starts its pair's servers
+# again and re-measures one window on another host (runners/parts.py).
+DEFAULT_PART_S = 1200.0
+
+
+@dataclass(frozen=True)
+class Work:
+    """One piece of the run in its order: a server start, or one point's windows in a pair or on its own."""
+
+    seconds: float
+    step: str  # what the part list names: the pair (`baseline~v1 s3`) or the config
+    batch_size: int | None = None
+    starts: int = 0
+
+
+@dataclass
+class PartEstimate:
+    """One part of about `part_s`: its time, what it measures (steps done, the step it stops in) and what
+    resuming it costs (server starts, the drift check window)."""
+
+    seconds: float = 0.0
+    done: list[str] = field(default_factory=list)
+    stops_in: str | None = None
+    resume_s: float = 0.0
+
+    def line(self, n: int) -> str:
+        parts = [*self.done, *([f"{self.stops_in} (cut inside)"] if self.stops_in else [])]
+        cost = f", {human(self.resume_s)} of it to start again" if self.resume_s else ""
+        return f"part {n} (about {human(self.seconds)}{cost}): " + ", ".join(parts)
+
+
+def _config_name(cfg: ServerConfig) -> str:
+    return "baseline" if cfg.is_baseline else f"{cfg.spec_mode} s{cfg.steps}"
+
+
+def step_name(step: Step) -> str:
+    if isinstance(step, Pair):
+        return f"{_config_name(step.a.server)}~{_config_name(step.b.server)}"
+    return ", ".join(_config_name(g.server) for g in step)
+
+
+def timeline(
+    spec: SweepSpec,
+    steps: list[Step],
+    *,
+    startup: float,
+    past_window_s: dict[int, float] | None = None,
+    blocks: bool = False,
+) -> list[Work]:
+    """The run as Work in its order, at the planned repeats (`point_time` for each point's windows);
+    `blocks`: pairs one server at a time (a GPU that holds one)."""
+
+    def point(p: PointPlan, repeats: int, name: str) -> Work:
+        window, warmup = point_time(spec, p, past_window_s or {})
+        return Work(warmup + repeats * (window + POINT_OVERHEAD_S), name, p.batch_size)
+
+    start = Work(startup + spec.warmup_after_start_s, "", starts=1)
+    out: list[Work] = []
+    up: set[ServerConfig] = set()
+    for step in steps:
+        name = step_name(step)
+        if not isinstance(step, Pair):
+            for g in step:
+                out += [Work(start.seconds, name, starts=1), *(point(p, p.repeats, name) for p in g.points)]
+            up = set()
+            continue
+        if not blocks:
+            out += [Work(start.seconds, name, starts=1)] * len({step.a.server, step.b.server} - up)
+            up = {step.a.server, step.b.server}
+            for pa, pb in zip(step.a.points, step.b.points, strict=True):
+                out += [point(pa, step.repeats, name), point(pb, step.repeats, name)]
+            continue
+        for side, reps in restart_blocks(step.repeats):
+            g = step.side(side)
+            if g.server not in up:
+                out.append(Work(start.seconds, name, starts=1))
+            up = {g.server}
+            out += [point(p, len(reps), name) for p in g.points]
+    return out
+
+
+def split(work: list[Work], part_s: float, resume_s: float) -> list[PartEstimate]:
+    """`work` cut into parts of about `part_s` (a deadline stops a part after the window it is in): a part
+    after the first pays `resume_s` first (its servers' starts again, and on another host the drift check's
+    window against the part before)."""
+    restart = resume_s
+    check = 0.0
+    parts = [PartEstimate()]
+    left = {w.step: sum(1 for x in work if x.step == w.step) for w in work}
+    for w in work:
+        here = parts[-1]
+        if here.seconds >= part_s:
+            here = PartEstimate(resume_s=restart + check)
+            here.seconds = here.resume_s
+            parts.append(here)
+        here.seconds += w.seconds
+        left[w.step] -= 1
+        if left[w.step] == 0:
+            here.done.append(w.step)
+            here.stops_in = None
+        else:
+            here.stops_in = w.step + (f" to batch {w.batch_size}" if w.batch_size else "")
+    return parts

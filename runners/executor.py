@@ -30,16 +30,18 @@ from bench.host.policy import HostPolicy
 from bench.host.telemetry import TelemetrySource
 from bench.measure import Window, WindowSettings, measure_windows
 from bench.model_config import DEFAULT_VOCAB_SIZE, read_model_config, vocab_size
+from bench.pairing import WindowLink
 from bench.provenance import collect_provenance
 from bench.results import SampleResult
 from bench.server.launcher import LaunchedServer, LaunchError, launch
-from bench.sweep import PointPlan, ServerConfig, ServerGroup, SweepSpec
+from bench.sweep import PointPlan, ServerConfig, ServerGroup, SweepSpec, expand
 from bench.workload import build_prompts
 from db.models import Run, ServerInstance
 from db.types import utcnow
 from runners import dbretry, profiling, store
 from runners.correctness import CorrectnessCheck
 from runners.drift import DriftCheck
+from runners.parts import PartState
 from runners.progress import RunProgress
 from runners.recovery import OutagePolicy
 
@@ -69,13 +71,18 @@ class SweepExecutor:
         stop: threading.Event | None,
         log_dir: Path,
         outage: OutagePolicy,
-        policy: HostPolicy | None = None,
+        policy: HostPolicy | None,
+        parts: PartState,
     ) -> None:
         self.spec, self.engine, self.run_id, self.done = spec, engine, run_id, done
         self.outage = outage
         self.policy = policy or HostPolicy.author()
         self.gpus, self.deadline, self.stop, self.log_dir = gpus, deadline, stop, log_dir
-        self.progress = RunProgress.resuming(sum(len(v) for v in done.values()))
+        # This invocation's part of the run (runners/parts.py): its windows start where the stored ones end.
+        self.parts = parts
+        self.progress = RunProgress(order_index=self.parts.invocation, invocation=self.parts.invocation)
+        # Every point of the sweep by key: what the drift check against the part before may re-measure.
+        self.plans = [p for g in expand(spec) for p in g.points]
         # The run-level checks, each with its references: drift (runners/run_checks.py), correctness.
         self.drift = DriftCheck()
         self.correctness = CorrectnessCheck(spec, run_id, self.write)
@@ -206,9 +213,38 @@ class SweepExecutor:
 
     def check_correctness(self, cfg: ServerConfig, server: LaunchedServer, server_row_id: int) -> None:
         """Send the correctness check's greedy prompts to a freshly started server (before its first window)
-        and store its answers; the run's verdicts are judged from them at the end (runners/correctness.py)."""
+        and store its answers; the run's verdicts are judged from them at the end (runners/correctness.py).
+        Then, on a part that runs on another host or GPU than the part before, the drift check against that
+        part when this server's config has a point it measured (runners/parts.py)."""
         self.progress.describe(f"correctness check: {cfg.label()}")
         self.correctness.check_server(cfg, server, server_row_id)
+        if self.parts.check_pending:
+            self.progress.describe(f"drift check against part {self.parts.number - 1}: {cfg.label()}")
+            self.parts.check(
+                cfg, self.plans, lambda plan: self.measure_once(plan, server, server_row_id), self.write
+            )
+
+    def measure_once(
+        self, plan: PointPlan, server: LaunchedServer, server_row_id: int | None
+    ) -> SampleResult | None:
+        """One window of `plan` on `server` after a warmup, not stored (the drift checks); `server_row_id`: its
+        row, whose first warmup after the start this is unless done (None: a restart with no row)."""
+        after_start = server_row_id is None or server_row_id not in self.warmed_servers
+        if server_row_id is not None:
+            self.warmed_servers.add(server_row_id)
+        result, _ = asyncio.run(self.measure_window(plan, server.base_url, after_start, server.pid))
+        return result
+
+    async def measure_window(
+        self, plan: PointPlan, base_url: str, after_start: bool, server_pid: int | None
+    ) -> tuple[SampleResult | None, Window | None]:
+        """One unstored window of `plan` at `base_url`, after a warmup, with its telemetry."""
+        prompts = build_prompts(plan.workload, plan.num_prompts, self.vocab_size)
+        settings = self.window_settings(plan, warmup=True, after_start=after_start, server_pid=server_pid)
+        async with LoadClient(base_url) as client:
+            async for result, window in measure_windows(client, prompts, [0], settings):
+                return result, window
+        return None, None
 
     def record_server(
         self,
@@ -230,6 +266,8 @@ class SweepExecutor:
                 if server.sglang_patch is not None:  # bench/server/sglang_patch.py: "none" or the patch
                     prov["sglang_patch"] = server.sglang_patch
                 store.apply_provenance(run, prov)
+            # The part records the SGLang it runs, and refuses one the run's earlier parts did not (PartRefused).
+            self.parts.server_sglang(s, server.version, server.sglang_patch)
             row = store.record_server(
                 s,
                 run,
@@ -318,8 +356,10 @@ class SweepExecutor:
         repeats: list[int],
         *,
         warmup: bool,
+        link: WindowLink | None = None,
     ) -> None:
-        """Measure `repeats` of `plan` on `server` (warming up first if asked), storing each as it ends."""
+        """Measure `repeats` of `plan` on `server` (warming up first if asked), storing each as it ends;
+        `link`: the comparison the windows are measured for (bench.pairing), stored with each."""
         if not repeats:
             return
         prompts = build_prompts(plan.workload, plan.num_prompts, self.vocab_size)
@@ -338,9 +378,9 @@ class SweepExecutor:
         async for sample, win in measure_windows(client, prompts, repeats, settings):
             if sample.metrics is not None:
                 window += sample.metrics.duration_s
-            self._store(plan, sample, server_row_id, server, win)
+            self._store(plan, sample, server_row_id, server, win, link)
             if sample.metrics is not None:
-                self.drift.measured(plan)
+                self.drift.measured(plan, server_row_id)
         if warmup:
             self.progress.points_measured += 1
         self.progress.overhead_s += max(time.perf_counter() - t_point - window, 0.0)
@@ -373,6 +413,7 @@ class SweepExecutor:
         server_row_id: int,
         server: LaunchedServer,
         window: Window,
+        link: WindowLink | None = None,
     ) -> None:
         """One repeat as one transaction (sample, requests, point refresh), idempotent on (point, repeat): a
         retry after a connection lost mid-commit finds the repeat stored and adds nothing."""
@@ -387,7 +428,9 @@ class SweepExecutor:
                 plan,
                 server_row_id,
                 expert_routing=server.expert_routing,
-                step_floor_ms=self.point_floor(plan, server, run.gpu_name),
+                # The GPU of this part (a run grows across hosts, maybe onto another GPU): its series, its floor.
+                step_floor_ms=self.point_floor(plan, server, self.parts.host.gpu_name),
+                gpu=(self.parts.host.gpu_name, self.parts.host.gpu_count),
             )
             if self.floor_note is not None and run.provenance.get("floor_note") != self.floor_note:
                 run.provenance = {**run.provenance, "floor_note": self.floor_note}
@@ -400,6 +443,7 @@ class SweepExecutor:
                 order_index=order,
                 invocation=self.progress.invocation,
                 server_instance_id=server_row_id,
+                link=link,
             )
 
         self.write(write, f"storing {plan.key()} repeat {sample.repeat}")

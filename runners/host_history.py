@@ -1,12 +1,13 @@
-"""What this host measured before, for the dry run's estimate (runners.estimate): server start-ups, window lengths
-and the time a point spends outside its windows, from the runs this database holds of this host and its GPUs.
+"""What was measured before, for the dry run's estimate (runners/estimate.py): server start-ups, window lengths
+and the time a point spends outside its windows, from the finished runs this database holds.
 
-Nearest first: this sweep's earlier runs here; else runs of the same model on the same backend here (on the
-stand-in, at the same time scale), whose windows count only where they ran the sweep's prompt and output
-lengths. Start-ups depend on the model (minutes for DeepSeek-V3, a second for the stand-in) and windows on the
-model, the batch size and the lengths, so nothing is borrowed from another model or workload. Made-up runs
-(`specbench seed`) and another host's runs never count.
-"""
+Nearest first: this host's runs on its GPUs (this sweep's, else runs of the same model on the same backend,
+which on the stand-in must have run at the same time scale); only when this host has none, another host's
+(a database carried to a lent GPU host: docs/guide/gpu-hosts.md), on the same GPU type first. Windows count
+only where they ran the sweep's prompt and output lengths. Start-ups depend on the model (minutes for
+DeepSeek-V3, a second for the stand-in) and windows on the model, the batch size and the lengths, so nothing
+is borrowed from another model or workload. Made-up runs (`specbench seed`) never count. `Measured.source`
+says which runs were read, and whether they were this host's."""
 
 from __future__ import annotations
 
@@ -41,23 +42,27 @@ def this_host() -> str:
 
 
 def measured(engine: Engine, spec: SweepSpec, gpu_name: str, host: str | None = None) -> Measured | None:
-    """What runs of this host (`host`, default this one) on `gpu_name` ("none": no GPU, the stand-in) measured
-    that tells about `spec`; None when there are none."""
+    """What earlier runs measured that tells about `spec`: this host's (`host`, default this one) on `gpu_name`
+    ("none": no GPU, the stand-in) first, else another host's; None when there are none."""
     host = host or this_host()
     with engine.connect() as c:
         rows = c.execute(
-            select(Run.id, Run.sweep_name, Run.overhead_s).where(
-                Run.host == host,
-                Run.gpu_name == gpu_name,
+            select(Run.id, Run.sweep_name, Run.overhead_s, Run.host, Run.gpu_name).where(
                 Run.backend == spec.server.backend,
                 Run.model == spec.model,
                 Run.trigger != SYNTHETIC_TAG,
                 Run.status.in_(FINISHED),
             )
         ).all()
-        mine = [r for r in rows if r.sweep_name == spec.name]
-        chosen = mine or [r for r in rows if _same_timing(c, int(r.id), spec)]
-        if not chosen:
+        here = [r for r in rows if r.host == host and r.gpu_name == gpu_name]
+        elsewhere = [r for r in rows if not (r.host == host and r.gpu_name == gpu_name)]
+        tiers = (here, [r for r in elsewhere if r.gpu_name == gpu_name], elsewhere)
+        for runs in tiers:
+            mine = [r for r in runs if r.sweep_name == spec.name]
+            chosen = mine or [r for r in runs if _same_timing(c, int(r.id), spec)]
+            if chosen:
+                break
+        else:
             return None
         ids = [int(r.id) for r in chosen]
         starts = [
@@ -112,6 +117,10 @@ def _source(host: str, gpu_name: str, runs: Sequence[Any], same_sweep: bool) -> 
     ids = ", ".join(f"#{int(r.id)}" for r in runs[-5:]) + (
         f" and {len(runs) - 5} more" if len(runs) > 5 else ""
     )
-    gpu = "no GPU" if gpu_name == "none" else gpu_name
     whose = "this sweep's earlier run(s)" if same_sweep else "run(s) of the same model"
-    return f"on this host ({host}, {gpu}) in {whose} {ids}"
+    if all(r.host == host and r.gpu_name == gpu_name for r in runs):
+        gpu = "no GPU" if gpu_name == "none" else gpu_name
+        return f"on this host ({host}, {gpu}) in {whose} {ids}"
+    # Another host's figures: said plainly, with the hosts and GPUs they were measured on.
+    where = ", ".join(sorted({f"{r.host}, {'no GPU' if r.gpu_name == 'none' else r.gpu_name}" for r in runs}))
+    return f"on another host ({where}; nothing of this host's tells) in {whose} {ids}"

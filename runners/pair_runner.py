@@ -1,5 +1,5 @@
-"""Runs a v1/v2 pair interleaved (bench.pairing): both servers alive and ABBA windows, or alternating
-restarts.
+"""Runs a pair (a link of two server configs: v1/v2, or the baseline and a speculative config) interleaved
+(bench.pairing): both servers alive and ABBA windows, or alternating restarts (blocks).
 
 The pair's servers start one after the other, never together: the first cold start compiles the JIT caches
 (Triton, FlashInfer, torch) that the second then reuses. Each server warms up at each batch size before its
@@ -7,24 +7,65 @@ first window there. If the second server cannot start while the first is up (GPU
 recorded on a server row and the pair falls back to alternating restarts in the same ABBA order; a failure
 identified as a known SGLang bug (the launch error's `known_bug`) is that side's failed launch instead, and
 the other side is measured alone.
+
+In a chain (measure.baseline_pairs) consecutive pairs share a server config: a pair takes the server the one
+before left up (`held`) and leaves up the one the next shares (`keep`). Repeats here are the link's; its
+side's `Slot` maps them onto the point's, and every window stores its link (bench.pairing.WindowLink).
 """
 
 from __future__ import annotations
 
 import asyncio
+from dataclasses import dataclass
 
 from sqlalchemy.orm import Session
 
 from bench.client import LoadClient
-from bench.pairing import Pair, Side, abba_order, abba_sides, restart_blocks
+from bench.pairing import Pair, Side, Turns, abba_order, abba_sides, restart_blocks
 from bench.server.launcher import LaunchedServer, LaunchError
-from bench.sweep import PointPlan, ServerGroup
+from bench.sweep import PointPlan, ServerConfig, ServerGroup
 from db.models import Run
 from runners import pair_target, profiling, run_checks, store
 from runners.executor import Stopped, SweepExecutor
 
 SIDES: tuple[Side, Side] = ("A", "B")
-PAIR_ENV = "specbench.pair"  # on a server row: "colocated" when it shared the GPU with its v1/v2 partner
+PAIR_ENV = "specbench.pair"  # on a server row: "colocated" when it shared the GPU with its pair's partner
+
+
+@dataclass(frozen=True)
+class Live:
+    """A server a pair left up for the next pair of the chain: its config, the server, its row."""
+
+    config: ServerConfig
+    server: LaunchedServer
+    row_id: int
+
+
+def release(executor: SweepExecutor, live: Live) -> None:
+    """Close the row of a server no pair needs any more and stop it."""
+    try:
+        executor.server_ended(live.row_id, live.server)
+    finally:
+        live.server.stop()
+
+
+def pending(executor: SweepExecutor, pair: Pair, side: Side, plan: PointPlan) -> list[int]:
+    """The link repeats of `plan` (a point of `side`) planned and not stored yet."""
+    slot, have = pair.slot(side), executor.done.get(plan.key(), set())
+    return [r for r in range(pair.repeats) if slot.index(r) not in have]
+
+
+def _indices(pair: Pair, side: Side, repeats: list[int]) -> list[int]:
+    """Link repeats as the point's repeat indices."""
+    return [pair.slot(side).index(r) for r in repeats]
+
+
+def _tick(executor: SweepExecutor, pair: Pair, side: Side) -> None:
+    """A point of `side` is done in this pair: counted as stored after its last link of the chain."""
+    if pair.slot(side).last:
+        executor.progress.point_done()
+    else:
+        executor.progress.advance()
 
 
 def record_note(
@@ -40,88 +81,102 @@ def record_note(
     executor.write(write, "recording the pair's fallback")
 
 
-def _measured(executor: SweepExecutor, plan_a: PointPlan, plan_b: PointPlan) -> int:
-    """Repeats the pair holds so far: the planned ones, or more where an extension was stored."""
-    stored = [r for plan in (plan_a, plan_b) for r in executor.done.get(plan.key(), set())]
-    return pair_target.measured_repeats(max(plan_a.repeats, plan_b.repeats), stored)
+def _measured(executor: SweepExecutor, pair: Pair, plan_a: PointPlan, plan_b: PointPlan) -> int:
+    """Link repeats the pair holds so far: the planned ones, or more where an extension was stored."""
+    sides: tuple[tuple[Side, PointPlan], ...] = (("A", plan_a), ("B", plan_b))
+    stored = [
+        r
+        for side, plan in sides
+        for index in executor.done.get(plan.key(), set())
+        if (r := pair.slot(side).link_repeat(index)) is not None
+    ]
+    return pair_target.measured_repeats(pair.repeats, stored)
 
 
-def _wants_more(executor: SweepExecutor, plan_a: PointPlan, plan_b: PointPlan) -> bool:
+def _wants_more(executor: SweepExecutor, pair: Pair, plan_a: PointPlan, plan_b: PointPlan) -> bool:
     """All planned repeats stored, but (measure.ratio_target) the v2/v1 interval still wider than asked and
     max_repeats not reached: a run cut by its deadline inside the extension resumes there. Only a pair that
     will be interleaved extends (`_interleave`); alternating restarts measure the planned repeats alone, so
     no server is started for an extension they would not make."""
     if (
-        executor.pending_repeats(plan_a)
-        or executor.pending_repeats(plan_b)
+        pending(executor, pair, "A", plan_a)
+        or pending(executor, pair, "B", plan_b)
         or not executor.spec.repeats_may_grow(plan_a)
         or executor.colocate_failed
     ):
         return False
-    return pair_target.next_repeat(executor, plan_a, plan_b, _measured(executor, plan_a, plan_b)) is not None
+    measured = _measured(executor, pair, plan_a, plan_b)
+    return pair_target.next_repeat(executor, pair, plan_a, plan_b, measured) is not None
 
 
-def run_pair(executor: SweepExecutor, pair: Pair, *, drift_here: bool = False) -> None:
+def run_pair(
+    executor: SweepExecutor,
+    pair: Pair,
+    *,
+    drift_here: bool = False,
+    held: Live | None = None,
+    keep: ServerConfig | None = None,
+) -> Live | None:
     """Measure `pair`; `drift_here`: the run's last step, which re-measures the reference point on its still
-    running server when it holds it."""
+    running server when it holds it. `held`: a server of one of the pair's configs that the pair before left
+    up (recorded and checked); `keep`: the config whose server the next pair shares, left up when the pair
+    ends normally and returned (anything else is stopped)."""
     todo: dict[Side, list[PointPlan]] = {"A": [], "B": []}
     extend: set[str] = set()  # keys of A-side points with only an extension left (read once, here)
     for plan_a, plan_b in zip(pair.a.points, pair.b.points, strict=True):
-        if _wants_more(executor, plan_a, plan_b):
+        if _wants_more(executor, pair, plan_a, plan_b):
             extend.add(plan_a.key())
         for side in SIDES:
             plan = plan_a if side == "A" else plan_b
-            if executor.pending_repeats(plan) or plan_a.key() in extend:
+            if pending(executor, pair, side, plan) or plan_a.key() in extend:
                 todo[side].append(plan)
     for side in SIDES:
         for _ in range(len(pair.side(side).points) - len(todo[side])):
             executor.progress.advance()
     if not todo["A"] and not todo["B"]:
-        return
+        return _hand_over(executor, held, keep)
     executor.check_stop()
-    first: Side = "A" if todo["A"] else "B"
+    first: Side = pair.holds(held.config) or "A" if held is not None else "A" if todo["A"] else "B"
     other: Side = "B" if first == "A" else "A"
-    a = executor.launch(pair.side(first))
+    a = held.server if held is not None else executor.launch(pair.side(first))
     if isinstance(a, LaunchError):
         executor.record_launch_failure(pair.side(first), todo[first], a)
-        _alternate(executor, pair, {first: [], other: todo[other]}, None)
-        return
+        return _alternate(executor, pair, {first: [], other: todo[other]}, None, keep)
+    up = (first, a, held.row_id if held is not None else None)
     if not executor.spec.server.pair_colocate or executor.colocate_failed or not todo[other]:
-        _alternate(executor, pair, todo, (first, a))
-        return
+        return _alternate(executor, pair, todo, up, keep)
     b = executor.launch(pair.side(other))
     if isinstance(b, LaunchError) and b.known_bug is not None:
         # A known SGLang bug (bench.server.known_bugs), not the GPU memory: alone it would crash the same way,
         # so it is recorded as this side's launch failure, and the other side is measured on its server.
         executor.record_launch_failure(pair.side(other), todo[other], b)
-        try:
-            executor.measure_on(pair.side(first), todo[first], a, co_resident=0)
-        finally:
-            a.stop()
-        return
+        return _alternate(executor, pair, {first: todo[first], other: []}, up, keep)
     if isinstance(b, LaunchError):
         executor.colocate_failed = True  # the next pairs have the same footprint: go straight to restarts
         record_note(
             executor,
             pair.side(other),
             "failed",
-            "could not start next to the other server of its v1/v2 pair (GPU memory?); measured with "
-            f"alternating restarts instead (and for the run's later pairs). Launch error: {str(b).strip()[-2000:]}",
+            "could not start next to the other server of its pair (GPU memory?); measured with alternating "
+            f"restarts instead (and for the run's later pairs). Launch error: {str(b).strip()[-2000:]}",
             log_path=str(b.log_path) if b.log_path else None,
         )
-        _alternate(executor, pair, todo, (first, a))
-        return
+        return _alternate(executor, pair, todo, up, keep)
     servers: dict[Side, LaunchedServer] = {first: a, other: b}
+    kept: Live | None = None
     try:
         # The idle neighbour is the pair's other server, by design (the Sweep page says so, not warns).
         server_rows = {
-            side: executor.record_server(pair.side(side).server, servers[side], 1, {PAIR_ENV: "colocated"})
+            side: held.row_id
+            if held is not None and side == first
+            else executor.record_server(pair.side(side).server, servers[side], 1, {PAIR_ENV: "colocated"})
             for side in SIDES
         }
         executor.drift.new_pair()
         try:
             for side in SIDES:
-                executor.check_correctness(pair.side(side).server, servers[side], server_rows[side])
+                if held is None or side != first:  # the held server was checked when it started
+                    executor.check_correctness(pair.side(side).server, servers[side], server_rows[side])
             try:
                 asyncio.run(_interleave(executor, pair, servers, server_rows, extend))
             except Stopped as stop:
@@ -129,20 +184,39 @@ def run_pair(executor: SweepExecutor, pair: Pair, *, drift_here: bool = False) -
                 # re-measure it anyway (one window), so a cut run still says how far it drifted. A stop
                 # request (SIGTERM) means leave now, and skips it.
                 if stop.deadline and executor.spec.drift_check and executor.drift.result is None:
-                    _drift_on_live(executor, pair, servers, after_deadline=True)
+                    _drift_on_live(executor, pair, servers, server_rows, after_deadline=True)
                 raise
             if drift_here:
-                _drift_on_live(executor, pair, servers)
+                _drift_on_live(executor, pair, servers, server_rows)
+            side_kept = pair.holds(keep) if keep is not None else None
+            if side_kept is not None and servers[side_kept].exit_code is None:
+                kept = Live(pair.side(side_kept).server, servers[side_kept], server_rows[side_kept])
         finally:
             for side in SIDES:
-                executor.server_ended(server_rows[side], servers[side])
+                if kept is None or servers[side] is not kept.server:
+                    executor.server_ended(server_rows[side], servers[side])
     finally:
         for srv in servers.values():
-            srv.stop()
+            if kept is None or srv is not kept.server:
+                srv.stop()
+    return kept
+
+
+def _hand_over(executor: SweepExecutor, held: Live | None, keep: ServerConfig | None) -> Live | None:
+    """A pair with nothing to measure passes the held server on when the next pair shares it, else stops it."""
+    if held is None or held.config == keep:
+        return held
+    release(executor, held)
+    return None
 
 
 def _drift_on_live(
-    executor: SweepExecutor, pair: Pair, servers: dict[Side, LaunchedServer], *, after_deadline: bool = False
+    executor: SweepExecutor,
+    pair: Pair,
+    servers: dict[Side, LaunchedServer],
+    rows: dict[Side, int],
+    *,
+    after_deadline: bool = False,
 ) -> None:
     """The drift check on the reference point's server, when this pair holds it and it is still up.
 
@@ -157,7 +231,40 @@ def _drift_on_live(
         ref = executor.drift.pair_reference
         holder = [side for side in SIDES if pair.side(side).server == ref.server]
     if holder and servers[holder[0]].exit_code is None:  # still up (or attached)
-        run_checks.drift_check(executor, live=servers[holder[0]], after_deadline=after_deadline, plan=ref)
+        # In a chain the config may be a later start than the one that measured the reference's first window.
+        restarted = executor.drift.row_of(ref) not in (None, rows[holder[0]])
+        run_checks.drift_check(
+            executor, live=servers[holder[0]], after_deadline=after_deadline, plan=ref, restarted=restarted
+        )
+
+
+@dataclass
+class _Windows:
+    """One pair's two live servers and what measuring a window on either needs."""
+
+    executor: SweepExecutor
+    pair: Pair
+    servers: dict[Side, LaunchedServer]
+    rows: dict[Side, int]
+    clients: dict[Side, LoadClient]
+    dead: set[Side]
+
+    async def measure(self, plan: PointPlan, side: Side, r: int, warmed: set[Side]) -> None:
+        """Link repeat `r` of `plan` on `side`'s server; a side whose first window this is here warms up
+        first (an extension on a resumed run's fresh server too)."""
+        self.executor.check_stop()
+        await self.executor.measure_plan(
+            self.clients[side],
+            plan,
+            self.servers[side],
+            self.rows[side],
+            _indices(self.pair, side, [r]),
+            warmup=side not in warmed,
+            link=self.pair.window_link(side, "abba"),
+        )
+        warmed.add(side)
+        if self.clients[side].server_down:
+            self.dead.add(side)
 
 
 async def _interleave(
@@ -170,136 +277,169 @@ async def _interleave(
     """The pair's points in ABBA order on both live servers; `extend`: A-side keys of points whose planned
     repeats are stored and whose interval still wants more (a resumed run), measured by extension alone."""
     async with LoadClient(servers["A"].base_url) as ca, LoadClient(servers["B"].base_url) as cb:
-        clients: dict[Side, LoadClient] = {"A": ca, "B": cb}
-        dead: set[Side] = set()
+        live = _Windows(executor, pair, servers, server_rows, {"A": ca, "B": cb}, set())
         for plan_a, plan_b in zip(pair.a.points, pair.b.points, strict=True):
             plans: dict[Side, PointPlan] = {"A": plan_a, "B": plan_b}
-            pending = {side: set(executor.pending_repeats(plans[side])) for side in SIDES}
+            todo = {side: set(pending(executor, pair, side, plans[side])) for side in SIDES}
             # Only an extension left (a resumed run): counted here, since the pair's start did not count it.
-            extension_only = not pending["A"] and not pending["B"]
+            extension_only = not todo["A"] and not todo["B"]
             if extension_only and plan_a.key() not in extend:
                 continue  # counted when the pair started
             warmed: set[Side] = set()
             executor.progress.describe(f"pair {plan_a.server.label()} bs={plan_a.batch_size}")
-            for r, side in abba_order(plan_a.repeats):
-                if r not in pending[side] or side in dead:
-                    continue
-                executor.check_stop()
-                await executor.measure_plan(
-                    clients[side],
-                    plans[side],
-                    servers[side],
-                    server_rows[side],
-                    [r],
-                    warmup=side not in warmed,
-                )
-                warmed.add(side)
-                if clients[side].server_down:
-                    dead.add(side)
-            # measure.ratio_target: more ABBA repeats while the v2/v1 interval is wider than asked.
+            for r, side in abba_order(pair.repeats):
+                if r in todo[side] and side not in live.dead:
+                    await live.measure(plans[side], side, r, warmed)
+            # measure.ratio_target: more ABBA repeats while the interval is wider than asked.
             # (past what is stored: an extension that a resumed run finds is counted, never measured twice)
-            measured = _measured(executor, plan_a, plan_b)
+            measured = _measured(executor, pair, plan_a, plan_b)
             while (
-                not dead
-                and (extra := pair_target.next_repeat(executor, plan_a, plan_b, measured)) is not None
+                not live.dead
+                and (extra := pair_target.next_repeat(executor, pair, plan_a, plan_b, measured)) is not None
             ):
                 for side in abba_sides(extra):
-                    executor.check_stop()
-                    # warm up a side whose first window here is an extension (a resumed run's fresh server)
-                    await executor.measure_plan(
-                        clients[side],
-                        plans[side],
-                        servers[side],
-                        server_rows[side],
-                        [extra],
-                        warmup=side not in warmed,
-                    )
-                    warmed.add(side)
-                    if clients[side].server_down:
-                        dead.add(side)
+                    await live.measure(plans[side], side, extra, warmed)
+                    if side in live.dead:
                         break
                 measured += 1
-            for side in SIDES:  # after both sides' windows, never between them
-                if pending[side] and side not in dead:
+            for side in SIDES:  # after both sides' windows, never between them; once per point
+                if todo[side] and side not in live.dead and pair.slot(side).last:
                     await profiling.profile_point(
                         executor.engine,
                         executor.spec,
                         plans[side],
-                        clients[side],
+                        live.clients[side],
                         executor.run_id,
                         server_rows[side],
                     )
             for side in SIDES:
-                if pending[side] or extension_only:
-                    executor.progress.point_done()
+                if todo[side] or extension_only:
+                    _tick(executor, pair, side)
+
+
+Up = tuple[Side, LaunchedServer, int | None]  # a server up for a side, and its row once recorded
 
 
 def _alternate(
     executor: SweepExecutor,
     pair: Pair,
     todo: dict[Side, list[PointPlan]],
-    running: tuple[Side, LaunchedServer] | None,
-) -> None:
-    """Alternating restarts in ABBA blocks; `running` is a server already up (used for its side's block)."""
-    repeats = max(p.repeats for p in pair.a.points)
-    left = {p.key(): p for side in SIDES for p in todo[side]}  # points whose progress tick is still due
+    running: Up | None,
+    keep: ServerConfig | None = None,
+) -> Live | None:
+    """Alternating restarts in ABBA blocks (bench.pairing.restart_blocks), one server up at a time, which
+    measures every point of its side for the block's repeats; consecutive blocks of one side (the other side
+    has nothing there) stay on one server. `running`: a server already up (used for its side's first block;
+    with its row when the pair before recorded it). Returns the last block's server when it is `keep`'s."""
+    left = {(side, p.key()): side for side in SIDES for p in todo[side]}  # progress ticks still due
+    up: Up | None = None
+    kept: Live | None = None
     try:
-        for side, reps in restart_blocks(repeats):
-            group = pair.side(side)
-            plans = [p for p in todo[side] if set(executor.pending_repeats(p)) & set(reps)]
+        for side, reps in restart_blocks(pair.repeats):
+            plans = [p for p in todo[side] if set(pending(executor, pair, side, p)) & set(reps)]
             if not plans:
                 continue
             executor.check_stop()
-            if running is not None and running[0] == side:
-                server: LaunchedServer | LaunchError = running[1]
-                running = None
-            else:
-                if running is not None:
-                    running[1].stop()
-                    running = None
-                server = executor.launch(group)
-            if isinstance(server, LaunchError):
-                executor.record_launch_failure(group, plans, server)  # ticks each plan
-                for plan in plans:
-                    left.pop(plan.key(), None)
-                todo[side] = []
-                continue
-            try:
-                server_row_id = executor.record_server(group.server, server, 0)
-                try:
-                    executor.check_correctness(group.server, server, server_row_id)
-                    asyncio.run(_block(executor, plans, server, server_row_id, reps))
-                finally:
-                    executor.server_ended(server_row_id, server)
-            finally:
-                server.stop()
+            if up is not None and up[0] != side:
+                _end(executor, up)
+                up = None
+            if up is None:
+                up, running = _block_server(executor, pair, side, running)
+                if up is None:  # its launch failed: recorded with its points
+                    for plan in todo[side]:
+                        left.pop((side, plan.key()), None)
+                    todo[side] = []
+                    continue
+            server, row = up[1], up[2]
+            assert row is not None
+            asyncio.run(_block(executor, pair, side, plans, server, row, reps))
             for plan in plans:
-                if not executor.pending_repeats(plan) and left.pop(plan.key(), None) is not None:
-                    executor.progress.point_done()
+                if not pending(executor, pair, side, plan) and left.pop((side, plan.key()), None) is not None:
+                    _tick(executor, pair, side)
+            if server.exit_code is not None:
+                _end(executor, up)
+                up = None
+        if up is not None and keep is not None and pair.side(up[0]).server == keep and up[2] is not None:
+            kept = Live(keep, up[1], up[2])
     finally:
+        if up is not None and kept is None:
+            _end(executor, up)
         if running is not None:
-            running[1].stop()
+            _end(executor, running)
     for _ in left:  # points left unfinished (a server died) still move the progress bar
         executor.progress.advance()
+    return kept
+
+
+def _block_server(
+    executor: SweepExecutor, pair: Pair, side: Side, running: Up | None
+) -> tuple[Up | None, Up | None]:
+    """The server for a block of `side`: `running` when it is that side's, else a new start (recorded and
+    checked); with what is left of `running`. None when the start failed (recorded with its points)."""
+    group = pair.side(side)
+    if running is not None and running[0] == side:
+        server, row, running = running[1], running[2], None
+    else:
+        if running is not None:
+            _end(executor, running)
+            running = None
+        launched = executor.launch(group)
+        if isinstance(launched, LaunchError):
+            plans = [p for p in group.points if pending(executor, pair, side, p)]
+            executor.record_launch_failure(group, plans, launched)
+            return None, running
+        server, row = launched, None
+    if row is None:
+        try:
+            row = executor.record_server(group.server, server, 0)
+            executor.check_correctness(group.server, server, row)
+        except BaseException:
+            if row is not None:
+                executor.server_ended(row, server)
+            server.stop()
+            raise
+    return (side, server, row), running
+
+
+def _end(executor: SweepExecutor, up: Up) -> None:
+    """Close a block server's row (when it has one) and stop it."""
+    try:
+        if up[2] is not None:
+            executor.server_ended(up[2], up[1])
+    finally:
+        up[1].stop()
 
 
 async def _block(
     executor: SweepExecutor,
+    pair: Pair,
+    side: Side,
     plans: list[PointPlan],
     server: LaunchedServer,
     server_row_id: int,
     reps: list[int],
 ) -> None:
+    link = pair.window_link(side, _BLOCKS)
     async with LoadClient(server.base_url) as client:
         for plan in plans:
             executor.check_stop()
-            pending = set(executor.pending_repeats(plan))
+            todo = set(pending(executor, pair, side, plan))
             await executor.measure_plan(
-                client, plan, server, server_row_id, [r for r in reps if r in pending], warmup=True
+                client,
+                plan,
+                server,
+                server_row_id,
+                _indices(pair, side, [r for r in reps if r in todo]),
+                warmup=True,
+                link=link,
             )
             if client.server_down:
                 return
-            if not executor.pending_repeats(plan):  # the point's last block: profile it once
+            # the point's last block of its last link: profile it once
+            if not pending(executor, pair, side, plan) and pair.slot(side).last:
                 await profiling.profile_point(
                     executor.engine, executor.spec, plan, client, executor.run_id, server_row_id
                 )
+
+
+_BLOCKS: Turns = "blocks"

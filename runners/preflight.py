@@ -18,14 +18,15 @@ import re
 import sys
 from pathlib import Path
 
-from bench.host.policy import HostPolicy
+from bench.host.policy import HostPolicy, PolicyError
 from bench.model_config import model_config_problem, prompt_vocab
 from bench.server.argv import ArgvError, resolve_python
-from bench.server.launcher import LaunchError, detect_sglang_version
+from bench.server.launcher import LaunchError, detect_sglang_version, probe_sglang
 from bench.server.sglang_patch import UNPATCHED, installed_patch, source_version
 from bench.server.spec_modes import KNOWN_RELEASES
 from bench.sweep import SweepSpec
 from bench.workload import workload_problems
+from runners.parts import Sglang
 
 _PIN = re.compile(r"^sglang\s*==\s*([\w.+-]+)\s*;.*extra\s*==\s*['\"]gpu['\"]")
 
@@ -84,6 +85,21 @@ def launch_version(spec: SweepSpec) -> tuple[str, str]:
         return pinned, "not installed here, so the release specbench pins (pyproject.toml, [gpu] extra)"
     newest = ".".join(map(str, KNOWN_RELEASES[-1]))
     return newest, "not installed here, so the newest release specbench knows"
+
+
+def part_sglang(spec: SweepSpec, policy: HostPolicy | None = None) -> Sglang:
+    """The SGLang this invocation's servers will run, known before any starts: the stand-in's emulated release,
+    or what the server's interpreter reports with its patch state (the probe the launcher runs); nothing for
+    an external server, whose first answer says (runners/parts.py compares it with the run's earlier parts)."""
+    if spec.server.backend == "sim":
+        return Sglang(spec.server.sim.version)
+    if spec.server.backend == "external":
+        return Sglang()
+    try:
+        version, patch = probe_sglang((policy or HostPolicy.author()).interpreter(spec.server.python))
+    except (LaunchError, ArgvError, PolicyError):
+        return Sglang()  # the first server's launch reports the same failure, with its log
+    return Sglang(version, patch)
 
 
 def installed_patch_state(spec: SweepSpec) -> str | None:

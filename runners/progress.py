@@ -11,8 +11,8 @@ from rich.progress import Progress, TaskID
 
 @dataclass
 class RunProgress:
-    """The executor's counters; `order_index` (the next window's place in the run) continues after a resume,
-    `invocation` is where this invocation's windows start."""
+    """The executor's counters; `order_index` (the next window's place in the run) continues after a resume
+    from `invocation`, where this invocation's windows start (runners/parts.py)."""
 
     order_index: int = 0
     invocation: int = 0
@@ -24,10 +24,6 @@ class RunProgress:
     task: TaskID | None = None
     console: Console | None = None
     warned: set[str] = field(default_factory=set)
-
-    @classmethod
-    def resuming(cls, stored_repeats: int) -> RunProgress:
-        return cls(order_index=stored_repeats, invocation=stored_repeats)
 
     def next_order(self) -> int:
         order, self.order_index = self.order_index, self.order_index + 1

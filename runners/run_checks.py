@@ -23,13 +23,9 @@ from dataclasses import replace
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from bench.client import LoadClient
 from bench.host.telemetry import throttle_reason
-from bench.measure import Window, measure_windows
-from bench.results import SampleResult
 from bench.server.launcher import LaunchedServer, LaunchError
 from bench.sweep import PointPlan
-from bench.workload import build_prompts
 from db.models import Point, Run, Sample
 from runners import dbretry, store
 from runners.drift import Drift, DriftWindow
@@ -42,11 +38,14 @@ def drift_check(
     *,
     after_deadline: bool = False,
     plan: PointPlan | None = None,
+    restarted: bool = False,
 ) -> Drift | None:
     """Re-measure the reference point (`plan`, default the invocation's first point); on `live` (its server,
     still up at the end of the run's last pair), else on a fresh start of its server config.
     `after_deadline`: the run's deadline has passed and this one window on a live server is the last thing
-    it measures. The finding is stored on the run and kept as `executor.drift.result`."""
+    it measures. `restarted`: `live` is a later start of the reference's config (a chain started it again),
+    so the figure also holds the spread between two starts. The finding is stored on the run and kept as
+    `executor.drift.result`."""
     reference = executor.drift.reference
     plan = plan if plan is not None else reference
     if plan is None:
@@ -60,11 +59,14 @@ def drift_check(
             "a deadline cut the run inside a later pair: its first point stands in, re-measured on its live "
             "server (the run's reference point's server was already down)"
         )
+    elif live is not None and restarted:
+        note = "re-measured on a later start of its server config, still up at the end of the run"
     elif live is not None:
         note = "re-measured on the same server, still up at the end of the run"
     else:
         note = "the reference point's server was started again for the check"
-    found = Drift(plan.key(), plan.server.label(), plan.batch_size, same_server=live is not None, note=note)
+    same = live is not None and not restarted
+    found = Drift(plan.key(), plan.server.label(), plan.batch_size, same_server=same, note=note)
     # Not counted in `launches` (one per server config and restart block); the drift record says it restarted.
     server: LaunchedServer | LaunchError = live if live is not None else executor.start_server(plan.server)
     if isinstance(server, LaunchError):
@@ -75,9 +77,7 @@ def drift_check(
         log_path = str(server.log_path) if server.log_path else None
         found = replace(found, startup_s=server.startup_s, log_path=log_path)
     try:
-        result, win = asyncio.run(
-            _measure_once(executor, server.base_url, plan, after_start=live is None, server_pid=server.pid)
-        )
+        result, win = asyncio.run(executor.measure_window(plan, server.base_url, live is None, server.pid))
     finally:
         if live is None:
             server.stop()
@@ -107,17 +107,6 @@ def drift_check(
 
 def _change(now: float | None, then: float | None) -> float | None:
     return now / then - 1.0 if now is not None and then else None
-
-
-async def _measure_once(
-    executor: SweepExecutor, base_url: str, plan: PointPlan, *, after_start: bool, server_pid: int | None
-) -> tuple[SampleResult | None, Window | None]:
-    prompts = build_prompts(plan.workload, plan.num_prompts, executor.vocab_size)
-    settings = executor.window_settings(plan, warmup=True, after_start=after_start, server_pid=server_pid)
-    async with LoadClient(base_url) as client:
-        async for result, window in measure_windows(client, prompts, [0], settings):
-            return result, window
-    return None, None
 
 
 def _first_window(executor: SweepExecutor, point_key: str) -> DriftWindow | None:

@@ -1,11 +1,12 @@
-"""The order of a run's work: v1/v2 pairs as units of their own, the other server configs in launch batches."""
+"""The order of a run's work: v1/v2 pairs (or, with measure.baseline_pairs, the chain of links that swaps one
+server per step) as units of their own, the other server configs in launch batches."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from bench.pairing import Pair, pair_units
-from bench.sweep import ServerGroup, SweepSpec
+from bench.pairing import Pair, chain, pair_units
+from bench.sweep import ServerConfig, ServerGroup, SweepSpec
 
 # One step of a run: a v1/v2 pair (interleaved, runners.pair_runner) or a batch of server configs started
 # together and measured one at a time (SweepExecutor.run_batch).
@@ -25,7 +26,9 @@ def schedule(groups: Sequence[ServerGroup], spec: SweepSpec) -> list[Step]:
     """Pairs as units of their own; runs of single groups in launch batches."""
     out: list[Step] = []
     singles: list[ServerGroup] = []
-    for unit in pair_units(groups, spec.paired):
+    baseline_modes = spec.measure.baseline_pairs
+    units = chain(groups, spec.paired, baseline_modes) if baseline_modes else pair_units(groups, spec.paired)
+    for unit in units:
         if isinstance(unit, Pair):
             out += launch_batches(singles, spec.server.max_parallel_starts)
             singles = []
@@ -34,3 +37,20 @@ def schedule(groups: Sequence[ServerGroup], spec: SweepSpec) -> list[Step]:
             singles.append(unit)
     out += launch_batches(singles, spec.server.max_parallel_starts)
     return out
+
+
+def step_points(step: Step) -> int:
+    """Points a step measures, a point counted once per link it is in (the progress bar's units)."""
+    if isinstance(step, Pair):
+        return len(step.a.points) + len(step.b.points)
+    return sum(len(g.points) for g in step)
+
+
+def shared_config(step: Step, following: Step | None) -> ServerConfig | None:
+    """The server config a pair shares with the next pair, whose server it may leave up (a chain)."""
+    if not isinstance(step, Pair) or not isinstance(following, Pair):
+        return None
+    for cfg in (step.b.server, step.a.server):
+        if following.holds(cfg) is not None:
+            return cfg
+    return None

@@ -15,6 +15,7 @@ from sqlalchemy.orm import Session
 from bench import floor
 from bench.host import reaper
 from bench.measure import Window
+from bench.pairing import WindowLink
 from bench.results import STATUS_SEVERITY, SampleResult
 from bench.stats.summary import MEASURED_STATUSES, Repeat, summarize_repeats
 from bench.sweep import FieldChange, PointPlan, ServerConfig, SweepSpec
@@ -162,9 +163,11 @@ def get_or_create_point(
     *,
     expert_routing: str | None = None,
     step_floor_ms: float | None = None,
+    gpu: tuple[str, int] | None = None,
 ) -> Point:
     """The run's row for `plan`, created on first use. `expert_routing` and `step_floor_ms` come from the
-    server that measures it (runners.executor); a point measured again (a resumed run) takes its new server's."""
+    server that measures it (runners.executor); a point measured again (a resumed run) takes its new server's.
+    `gpu` (name, count): the GPUs of the part that creates it (default: the run's, i.e. its first part's)."""
     point = session.scalars(
         select(Point).where(Point.run_id == run.id, Point.point_key == plan.key())
     ).one_or_none()
@@ -176,7 +179,8 @@ def get_or_create_point(
         if step_floor_ms is not None:
             point.step_floor_ms = step_floor_ms
         return point
-    series = plan.series(run.gpu_name, run.gpu_count)  # the series key: identity columns and fingerprint
+    # the series key: identity columns and fingerprint
+    series = plan.series(*(gpu if gpu is not None else (run.gpu_name, run.gpu_count)))
     w = plan.workload
     point = Point(
         run_id=run.id,
@@ -213,6 +217,7 @@ def store_sample(
     order_index: int | None = None,
     invocation: int | None = None,
     server_instance_id: int | None = None,
+    link: WindowLink | None = None,
 ) -> bool:
     """Insert one repeat with its requests; False if that repeat was already stored (a resumed job).
 
@@ -237,6 +242,9 @@ def store_sample(
         invocation=invocation,
         server_instance_id=server_instance_id,
     )
+    if link is not None:  # the comparison it was measured for, and its repeat there (bench.pairing)
+        sample.link, sample.link_repeat = link.name, link.slot.link_repeat(result.repeat)
+        sample.link_mode = link.turns
     if window is not None:
         # The window's context: GPU telemetry, plus the warmup that preceded it (run cost accounting).
         sample.telemetry = (

@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import threading
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -29,16 +30,17 @@ from sqlalchemy.orm import Session
 from bench.host import reaper
 from bench.host.policy import HostPolicy
 from bench.pairing import Pair
-from bench.sweep import ServerGroup, SweepSpec, expand
+from bench.sweep import SweepSpec, expand
 from db.models import Point, Run
-from db.types import uuid7
-from runners import correctness, dbretry, pair_runner, preflight, run_checks, store
+from db.types import utcnow, uuid7
+from runners import correctness, dbretry, pair_runner, parts, preflight, run_checks, store
 from runners.correctness import GateSummary
 from runners.drift import Drift
 from runners.executor import Stopped, SweepExecutor, run_provenance
+from runners.parts import PartHost, PartRefused, PartState
 from runners.recovery import OutagePolicy
 from runners.resume_guard import ResumeRefused, check_resume
-from runners.steps import schedule
+from runners.steps import Step, schedule, shared_config, step_points
 
 
 class Terminated(KeyboardInterrupt):
@@ -96,13 +98,16 @@ def execute_sweep(
     console: Console | None = None,
     outage: OutagePolicy | None = None,
     policy: HostPolicy | None = None,
+    host: PartHost | None = None,
 ) -> RunOutcome:
     """Run `spec`, storing every repeat as measured. Database outages shorter than `outage.limit_s` are waited
     out (each measured repeat is held until it is written); a longer one ends the run with
     dbretry.DatabaseUnavailable. A run to resume (`resume_run_id`, or the job's) that does not exist or was
     started from another sweep raises ResumeRefused before anything is touched (runners/resume_guard.py); a
     launch every server would fail the same way raises preflight.PreflightError, also before.
-    `policy` is what this host lets the sweep use (a worker's policy; default: the author's, as written)."""
+    `policy` is what this host lets the sweep use (a worker's policy; default: the author's, as written).
+    `host`: where this part of the run runs (runners/parts.py; default: this host's name and GPUs). A run to
+    resume that was measured on another SGLang release or patch raises parts.PartRefused, untouched."""
     console = console or Console(stderr=True)
     outage = outage or OutagePolicy.from_env()
     # What every launch would repeat (no interpreter, SGLang not installed, no model) fails here, once,
@@ -119,21 +124,23 @@ def execute_sweep(
         job_id=job_id,
         trigger=trigger,
         label=label,
+        part=_Part(host or PartHost.here(gpus), preflight.part_sglang(spec, policy), utcnow()),
     )
-    run_id, done, notes = dbretry.in_session(engine, opening, what="opening the run", policy=outage)
+    run_id, done, notes, part = dbretry.in_session(engine, opening, what="opening the run", policy=outage)
     for note in notes:
         console.print(escape(note))
     logs = (log_dir or Path("logs")) / f"run-{run_id}"
     logs.mkdir(parents=True, exist_ok=True)
-    executor = SweepExecutor(spec, engine, run_id, done, gpus, deadline, stop, logs, outage, policy)
+    executor = SweepExecutor(spec, engine, run_id, done, gpus, deadline, stop, logs, outage, policy, part)
+    steps = schedule(groups, spec)
     total_points = sum(len(g.points) for g in groups)
     status, error = "done", None
     judge = True  # the correctness gate judges what was stored, unless the user interrupted the run
     try:
         with _progress_bar(console, show_progress) as progress:
             executor.progress.bar, executor.progress.console = progress, console
-            executor.progress.task = progress.add_task("starting", total=total_points)
-            _run_steps(executor, groups, spec)
+            executor.progress.task = progress.add_task("starting", total=sum(map(step_points, steps)))
+            _run_steps(executor, steps, spec)
         status, error = dbretry.in_session(
             engine,
             lambda s: final_status(
@@ -144,6 +151,9 @@ def execute_sweep(
         )
     except Stopped as e:
         status, error = "partial", str(e)
+    except PartRefused as e:  # a server reported another SGLang than the run's earlier parts ran
+        status, error = "partial", f"this part was refused: {e}"
+        raise
     except Terminated as e:
         status, error = "partial", f"terminated ({e}); stored repeats stay"
     except KeyboardInterrupt:
@@ -159,7 +169,8 @@ def execute_sweep(
         raise
     finally:
         executor.telemetry.close()
-        _finish_run(engine, run_id, executor.progress.overhead_s, status, error, outage)
+        drift = executor.drift.result.as_json() if executor.drift.result is not None else None
+        _finish_run(engine, run_id, executor.progress.overhead_s, status, error, outage, (part, drift))
     run_checks.flag_throttled(executor.write, run_id, spec.measure.throttle_fraction)
     verdicts = _judge(spec, run_id, executor, console) if judge else None
     return RunOutcome(
@@ -186,9 +197,10 @@ def _open_run(
     job_id: int | None,
     trigger: str,
     label: str | None,
-) -> tuple[int, dict[str, set[int]], list[str]]:
-    """The run to measure into (a new one, the one to resume, or the job's) with its stored repeats and what a
-    resume adopted of an edited sweep."""
+    part: _Part,
+) -> tuple[int, dict[str, set[int]], list[str], PartState]:
+    """The run to measure into (a new one, the one to resume, or the job's) with its stored repeats, what a
+    resume adopted of an edited sweep, and this invocation's part of it (runners/parts.py)."""
     notes: list[str] = []
     if resume is None and job_id is not None:
         # A job has one run. Another worker that took the job over (our lease lapsed while we started, or the
@@ -200,6 +212,10 @@ def _open_run(
             raise ResumeRefused(f"run {resume} does not exist")
         # Before the run is touched: a refused resume leaves it exactly as it was.
         check = check_resume(run.id, run.sweep_name, run.sweep_yaml, spec)
+        earlier = parts.earlier_parts(s, run)
+        problem = parts.sglang_conflict(run.id, earlier, part.sglang)
+        if problem is not None:
+            raise PartRefused(problem)
         if check.edits:
             store.adopt_sweep(run, sweep_yaml, check.edits)
         notes = check.lines(run.id)
@@ -210,7 +226,20 @@ def _open_run(
         run = s.scalars(select(Run).where(Run.uid == uid)).one_or_none() or store.create_run(
             s, spec, sweep_yaml, provenance, trigger=trigger, label=label, job_id=job_id, uid=uid
         )
-    return run.id, store.stored_repeats(s, run.id), notes
+        earlier = parts.earlier_parts(s, run)
+    state = parts.open_part(
+        s, run, earlier, part.host, part.sglang, spec.measure.part_tolerance, part.started_at
+    )
+    return run.id, store.stored_repeats(s, run.id), notes, state
+
+
+@dataclass(frozen=True)
+class _Part:
+    """What opening the run needs to record this invocation as its next part."""
+
+    host: PartHost
+    sglang: parts.Sglang
+    started_at: datetime
 
 
 def _progress_bar(console: Console, show: bool) -> Progress:
@@ -228,28 +257,51 @@ def _progress_bar(console: Console, show: bool) -> Progress:
     )
 
 
-def _run_steps(executor: SweepExecutor, groups: list[ServerGroup], spec: SweepSpec) -> None:
-    """Every step of the schedule (v1/v2 pairs, restart blocks), then the drift check if no step ran it."""
-    steps = schedule(groups, spec)
-    for i, step in enumerate(steps):
-        if isinstance(step, Pair):
-            pair_runner.run_pair(executor, step, drift_here=spec.drift_check and i == len(steps) - 1)
-        else:
-            executor.run_batch(step)
+def _run_steps(executor: SweepExecutor, steps: list[Step], spec: SweepSpec) -> None:
+    """Every step of the schedule (pairs, launch batches), then the drift check if no step ran it. A pair that
+    shares a server config with the next (a chain, measure.baseline_pairs) leaves that server up for it."""
+    held: pair_runner.Live | None = None
+    try:
+        for i, step in enumerate(steps):
+            following = steps[i + 1] if i + 1 < len(steps) else None
+            if held is not None and not (isinstance(step, Pair) and step.holds(held.config)):
+                pair_runner.release(executor, held)
+                held = None
+            if isinstance(step, Pair):
+                held = pair_runner.run_pair(
+                    executor,
+                    step,
+                    drift_here=spec.drift_check and following is None,
+                    held=held,
+                    keep=shared_config(step, following),
+                )
+            else:
+                executor.run_batch(step)
+    finally:
+        if held is not None:
+            pair_runner.release(executor, held)
     if spec.drift_check and executor.drift.result is None:
         run_checks.drift_check(executor)
 
 
 def _finish_run(
-    engine: Engine, run_id: int, overhead_s: float, status: str, error: str | None, outage: OutagePolicy
+    engine: Engine,
+    run_id: int,
+    overhead_s: float,
+    status: str,
+    error: str | None,
+    outage: OutagePolicy,
+    part: tuple[PartState, dict[str, Any] | None],
 ) -> None:
-    """The run row's final status; a database still away leaves it `running` for a resume or a retry."""
+    """The run row's final status and its part's end (with the part's drift check); a database still away
+    leaves it `running` for a resume or a retry."""
 
     def finish(s: Session) -> None:
         run = s.get(Run, run_id)
         assert run is not None
         run.overhead_s = overhead_s
         store.finish_run(s, run, status, error)
+        parts.finish_part(s, part[0].row_id, status, part[1])
 
     try:
         dbretry.in_session(engine, finish, what="finishing the run", policy=outage)

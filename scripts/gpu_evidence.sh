@@ -9,7 +9,8 @@
 #                  >= 10 s windows, a drift check at the end, SGLang profiles at batch 1, 8, 32;
 #   3. crosscheck: SGLang's own bench_serving against specbench's client on one server of the same shape;
 #   4. extra:      sweeps/h200-v3slice-steps1.yaml (a second pair), bounded by EXTRA_DEADLINE_S;
-#   5. report:     the v2-vs-v1 table (Markdown, CSV), run cost and profile summaries next to the database.
+#   5. report:     the v2-vs-v1 and spec-vs-baseline tables (Markdown, CSV), run cost and profile summaries
+#                  next to the database.
 #
 # Needs sglang installed (docs/guide/gpu-hosts.md; on an offline host `source .whl/<release>/bootstrap.sh` first,
 # with SPECBENCH="python3 -m runners.cli") and one Hopper GPU with ~110 GB free.
@@ -183,6 +184,8 @@ PY
     [ -n "$id" ] || continue
     "${SB[@]}" export --db "$DB" --run "$id" --view v2-vs-v1 --format md > "$WORK/$name-v2-vs-v1.md" || true
     "${SB[@]}" export --db "$DB" --run "$id" --view v2-vs-v1 --format csv > "$WORK/$name-v2-vs-v1.csv" || true
+    "${SB[@]}" export --db "$DB" --run "$id" --view spec-vs-baseline --format md > "$WORK/$name-spec-vs-baseline.md" || true
+    "${SB[@]}" export --db "$DB" --run "$id" --view spec-vs-baseline --format csv > "$WORK/$name-spec-vs-baseline.csv" || true
     "${SB[@]}" export --db "$DB" --run "$id" --format md --all-status > "$WORK/$name-points.md" || true
     "${SB[@]}" export --db "$DB" --run "$id" --view windows --format csv > "$WORK/$name-windows.csv" || true
     "$PY" benchmarks/run_cost.py --db "$DB" --run "$id" > "$WORK/$name-cost.txt" 2>&1 || true

@@ -120,12 +120,29 @@ def _ratio_target(spec: CheckedSweep) -> Iterator[str]:
             )
     if m.ratio_target is None:
         return
-    if not spec.paired:
-        yield "measure.ratio_target: needs v1/v2 pairs (grid.spec_modes with v1 and v2, measure.paired)"
+    if not spec.paired and not m.baseline_pairs:
+        yield (
+            "measure.ratio_target: needs pairs (grid.spec_modes with v1 and v2 and measure.paired, or "
+            "measure.baseline_pairs)"
+        )
     if spec.repeats < 2:
         yield "measure.ratio_target: needs repeats >= 2 (a paired interval needs two pairs)"
     if m.max_repeats is not None and m.max_repeats < spec.repeats:
         yield f"measure.max_repeats: {m.max_repeats} is below repeats ({spec.repeats})"
+
+
+def _baseline_pairs(spec: CheckedSweep) -> Iterator[str]:
+    modes, g = spec.measure.baseline_pairs, spec.grid
+    if not modes:
+        return
+    if len(set(modes)) != len(modes):
+        yield "measure.baseline_pairs: duplicate values"
+    if not g.baseline:
+        yield "measure.baseline_pairs: needs grid.baseline: true (the baseline is what the modes are paired with)"
+    for mode in sorted(set(modes) - set(g.spec_modes)):
+        yield f"measure.baseline_pairs: {mode} is not in grid.spec_modes {g.spec_modes}"
+    if spec.server.backend == "external":
+        yield "measure.baseline_pairs: backend external measures one server; there is no baseline to start beside it"
 
 
 def _accept_lengths(spec: CheckedSweep) -> Iterator[str]:
@@ -233,6 +250,7 @@ RULES: tuple[Callable[[CheckedSweep], Iterator[str]], ...] = (
     _draft_tokens,
     _correctness,
     _ratio_target,
+    _baseline_pairs,
     _accept_lengths,
     _set_by_specbench,
     _spec_modes,

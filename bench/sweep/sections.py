@@ -234,6 +234,15 @@ class MeasureSpec(Strict):
     # Batch sizes below this stop at `repeats`: the target is for the batches the question is about (a PR
     # asks about batch >= 8; batch 1 is light and its extra pairs cost as much GPU time as any other).
     ratio_target_min_batch: int = Field(1, ge=1, le=1_000_000)
+    # Speculative modes whose points are each measured against the baseline's at the same batch size, repeat by
+    # repeat (ABBA with both servers up, else in blocks), so speculation over plain decoding carries a paired
+    # interval like v2/v1. The runner walks the comparisons as a chain that swaps one server per step
+    # (bench.pairing.chain); [] = off: the baseline is measured on its own.
+    baseline_pairs: Annotated[list[SpecMode], Field(max_length=2)] = Field(default_factory=list)
+    # A run resumed on another host or GPU first re-measures one point of the part before; the parts agree when
+    # that window lies within the earlier part's windows of the point, or within +-part_tolerance of their
+    # median. Only parts that agree combine their pairs in a cell's interval (runners/part_check.py).
+    part_tolerance: float = Field(0.03, gt=0.0, lt=1.0)
     # Where the host-speed probe (bench/host/cpu_probe.py) runs during a window. `runner`: on the runner's CPUs, as
     # a child of the benchmark client. `server`: moved, at every telemetry sample, onto the CPU the launched
     # server's busiest process (SGLang's scheduler) is on, so it times the core that bounds a host-bound

@@ -89,13 +89,17 @@ class SweepSpec(Strict):
         return self.measure.max_repeats if self.measure.max_repeats is not None else 3 * self.repeats
 
     def repeats_may_grow(self, plan: PlannedPoint) -> bool:
-        """`measure.ratio_target` may add ABBA repeats to this point (a v1 or v2 side of a pair whose servers
-        share the GPU: alternating restarts measure the planned repeats only, at a batch size of at least
-        `measure.ratio_target_min_batch`), up to `max_pair_repeats`."""
+        """`measure.ratio_target` may add ABBA repeats to this point (a side of a pair whose servers share the
+        GPU: v1 or v2, or the baseline with `measure.baseline_pairs`; alternating restarts measure the planned
+        repeats only, at a batch size of at least `measure.ratio_target_min_batch`), up to `max_pair_repeats`
+        per pair."""
+        linked = plan.server.spec_mode in ("v1", "v2") or (
+            bool(self.measure.baseline_pairs) and plan.server.spec_mode is None
+        )
         return (
             self.measure.ratio_target is not None
             and self.server.pair_colocate
-            and plan.server.spec_mode in ("v1", "v2")
+            and linked
             and plan.batch_size >= self.measure.ratio_target_min_batch
         )
 

@@ -10,7 +10,7 @@ import pandas as pd
 import streamlit as st
 
 from analysis import md
-from analysis.labels import numbers_caption, routing_part, spec_over_baseline_caption
+from analysis.labels import numbers_caption, parts_line, routing_part, spec_over_baseline_caption
 from analysis.profiles import share_cell
 from dashboard.charts.style import AnyChart
 
@@ -93,3 +93,62 @@ def overlap_share_table(ratios: pd.DataFrame) -> None:
         "Overlap hidden: the share of v1's GPU idle time per cycle that v2 removes, against its limit of 100 % "
         "(a GPU busy through the whole cycle); from the run's profiles."
     )
+
+
+def over_baseline_table(cells: pd.DataFrame) -> None:
+    """Speculation over the baseline per cell with its 95 % interval, how the two were paired and the parts of
+    the run it comes from (`analysis.spec_vs_baseline`), next to v2/v1."""
+    st.markdown("##### Speculative over baseline, with intervals")
+    if cells.empty:
+        st.caption("Needs a baseline point at the same batch size.")
+        return
+    st.dataframe(
+        pd.DataFrame(
+            {
+                "batch": cells["batch_size"].astype(int),
+                "steps": cells["steps"],
+                "mode": cells["spec_mode"],
+                "spec/base": cells["ratio"].round(3),
+                "95% CI": [
+                    "–" if pd.isna(lo) or pd.isna(hi) else f"[{lo:.3f}, {hi:.3f}]"
+                    for lo, hi in zip(cells["ci_low"], cells["ci_high"], strict=True)
+                ],
+                "verdict": cells["verdict"],
+                "n": [f"{n} ({m or '–'})" for n, m in zip(cells["n"], cells["method"], strict=True)],
+                "pairing": cells["pairing"].fillna("not paired"),
+                "parts": cells["parts"].fillna("–"),
+            }
+        ),
+        hide_index=True,
+    )
+    blocks = cells["pairing"].fillna("").str.contains("blocks").any()
+    st.caption(
+        "Output throughput of each speculative point over the baseline at its batch size, 95 % interval on log "
+        "ratios: paired by repeat where the run measured the two against each other (`measure.baseline_pairs`), "
+        "else unpaired."
+        + (
+            " **Blocks**: one server was up at a time (the GPU held only one, or a later part re-measured one "
+            "side's missing windows alone), so each side was measured in turn and block is paired with block."
+            if blocks
+            else ""
+        )
+        + " `specbench export --view spec-vs-baseline` gives the table."
+    )
+
+
+def parts_caption(parts: list[dict[str, Any]], pairing: pd.Series) -> None:
+    """How many parts the run took and where (with each drift check against the part before), and whether its
+    pairs were measured in blocks."""
+    line = parts_line(parts)
+    if line:
+        st.caption(
+            f"Measured in {md.text(line)}. Pairs of two parts combine in one interval only when the parts ran on "
+            "the same host and GPU or the drift check agreed; the `parts` column says which a cell's interval "
+            "comes from."
+        )
+    if pairing.fillna("").str.contains("blocks").any():
+        st.caption(
+            "Some pairs were measured in **blocks** (one server up at a time: the GPU could not hold both, or a "
+            "later part re-measured one side alone), each block of one side paired with the next block of the "
+            "other (docs/reference/paired-measurement.md)."
+        )

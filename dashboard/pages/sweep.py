@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pandas as pd
 import streamlit as st
 
 from analysis import correctness, md
@@ -132,6 +133,11 @@ st.caption(
 )
 facts = info.get("caption_facts") or {}
 evidence.numbers_banner(facts)
+# A run grown across GPU hosts: its parts, and whether its pairs were measured in blocks.
+evidence.parts_caption(
+    data.run_parts(url, run_id),
+    pd.concat([data.run_v2_vs_v1(url, run_id)["pairing"], data.run_spec_vs_baseline(url, run_id)["pairing"]]),
+)
 if info["sweep_edits"]:
     # A resume may change the stopping rule (how many pairs a point takes); say so next to the run.
     edits = "; ".join(
@@ -187,6 +193,7 @@ with left:
         evidence.overlap_share_table(view.ratios)
     else:
         st.caption("Needs both v1 and v2 points.")
+    evidence.over_baseline_table(view.over_baseline)
 with right:
     st.markdown("##### Throughput against batch size")
     st.altair_chart(drawn["lines"], width="stretch")

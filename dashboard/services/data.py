@@ -19,7 +19,7 @@ import streamlit as st
 from sqlalchemy import Engine, inspect
 from sqlalchemy.engine import make_url
 
-from analysis import regressions, report, tp_compare, v2_vs_v1
+from analysis import regressions, report, spec_vs_baseline, tp_compare, v2_vs_v1
 from analysis.changes import attach_triage, change_points
 from analysis.compare import compare_runs
 from analysis.facets import annotate_catalog
@@ -211,6 +211,18 @@ def run_servers(url: str, run_id: int) -> pd.DataFrame:
 def run_v2_vs_v1(url: str, run_id: int) -> pd.DataFrame:
     """v2/v1 ratios with 95 % intervals per cell of a run (`analysis.v2_vs_v1`)."""
     return v2_vs_v1.load(engine(url), run_id)
+
+
+@cached()
+def run_spec_vs_baseline(url: str, run_id: int) -> pd.DataFrame:
+    """Speculation over the baseline with 95 % intervals per cell of a run (`analysis.spec_vs_baseline`)."""
+    return spec_vs_baseline.load(engine(url), run_id)
+
+
+@cached()
+def run_parts(url: str, run_id: int) -> list[dict[str, Any]]:
+    """The run's parts: where each invocation ran, its drift check against the part before."""
+    return q.run_parts(engine(url), [run_id])[run_id]
 
 
 @cached()

@@ -28,6 +28,7 @@ class SweepView:
     selection: pd.DataFrame  # the run's points of the chosen workload, topk and pinned acceptance
     grid: pd.DataFrame  # `analysis.sweep.sweep_grid` of the selection (ok points)
     ratios: pd.DataFrame  # v2/v1 cells of the selection (`analysis.v2_vs_v1`)
+    over_baseline: pd.DataFrame  # speculative cells over the baseline (`analysis.spec_vs_baseline`)
     floors: pd.DataFrame  # `analysis.floors.floor_rows` of the selection
     charts: dict[str, charts.AnyChart] = field(default_factory=dict)  # by name; absent: nothing to draw
 
@@ -48,19 +49,25 @@ def select(
     return sel
 
 
+def _cells(frame: pd.DataFrame, workload: str | None, topk: int | None, accept: float | None) -> pd.DataFrame:
+    """The cells of a ratio view (v2/v1, spec/baseline) of one workload, eagle topk and pinned acceptance."""
+    frame = frame[frame["workload_key"] == workload]
+    if topk is not None:
+        frame = frame[frame["topk"].isna() | (frame["topk"] == topk)]
+    if accept is not None:
+        frame = frame[frame["accept_length"] == accept]
+    return frame
+
+
 @data.cached(shared=True)
 def sweep_view(
     url: str, run_id: int, workload: str | None, topk: int | None, accept: float | None
 ) -> SweepView:
     sel = select(data.run_points(url, run_id), workload, topk, accept)
     grid = sweep_grid(sel)
-    ratios = data.run_v2_vs_v1(url, run_id)
-    ratios = ratios[ratios["workload_key"] == workload]
-    if topk is not None:
-        ratios = ratios[ratios["topk"].isna() | (ratios["topk"] == topk)]
-    if accept is not None:
-        ratios = ratios[ratios["accept_length"] == accept]
-    view = SweepView(selection=sel, grid=grid, ratios=ratios, floors=floor_rows(sel))
+    ratios = _cells(data.run_v2_vs_v1(url, run_id), workload, topk, accept)
+    over = _cells(data.run_spec_vs_baseline(url, run_id), workload, topk, accept)
+    view = SweepView(selection=sel, grid=grid, ratios=ratios, over_baseline=over, floors=floor_rows(sel))
     built = view.charts
     if not view.floors.empty:
         built["floor"] = floor_lines(view.floors)

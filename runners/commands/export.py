@@ -11,10 +11,11 @@ import pandas as pd
 import typer
 from sqlalchemy import Engine
 
-from analysis import tp_compare, v2_vs_v1, windows
+from analysis import spec_vs_baseline, tp_compare, v2_vs_v1, windows
 from analysis.bench_serving_export import bench_serving_lines
 from analysis.export import ExportError, collect, document
-from analysis.labels import SIMULATED, SYNTHETIC_TAG, run_kind
+from analysis.labels import SIMULATED, SYNTHETIC_TAG, parts_line, run_kind
+from analysis.plain import plain
 from analysis.render import Document, Format, with_kind
 from db import queries as q
 from db.engine import session_scope
@@ -62,11 +63,14 @@ def export(
         Path | None, typer.Option("--output", "-o", help="Write here instead of stdout.")
     ] = None,
     view: Annotated[
-        Literal["points", "v2-vs-v1", "windows", "shard-vs-tp"],
+        Literal["points", "v2-vs-v1", "spec-vs-baseline", "windows", "shard-vs-tp"],
         typer.Option(
             "--view",
             help="points: every point (default); v2-vs-v1: the v2/v1 ratio per batch size, steps and accept "
-            "length with 95% intervals and a verdict (one run); windows: every measured window (one repeat of "
+            "length with 95% intervals and a verdict (one run); spec-vs-baseline: each speculative point over "
+            "the baseline at its batch size, with 95% intervals (paired where the run measured them against "
+            "each other: measure.baseline_pairs), a verdict and the parts of the run it comes from (one run); "
+            "windows: every measured window (one repeat of "
             "a point, any status) in measurement order with its GPU clock, power, temperature and host load, "
             "plus the throughput spread per configuration (one run); shard-vs-tp: a one-GPU shard run (--run) "
             "against its tensor-parallel deployment (--against): step times, both v2/v1 ratios with "
@@ -109,7 +113,7 @@ def export(
         run_ids = list(dict.fromkeys(resolve_run_ref(engine, ref) for ref in (run or ["latest"])))
         if not run:
             err_console.print(f"exporting run {run_ids[0]} (the latest); --run picks another, --all-runs all")
-    if view in ("v2-vs-v1", "windows"):
+    if view in _RUN_VIEWS:
         if format == "bench-serving-json":
             fail(f"--view {view} writes csv, json or md, not bench-serving-json")
         _export_run_view(engine, run_ids, view, format, output)
@@ -153,7 +157,8 @@ def _export_shard_vs_tp(
 
 
 class RunView(Protocol):
-    """A single-run view of analysis (analysis.v2_vs_v1, analysis.windows): its frame and its document."""
+    """A single-run view of analysis (analysis.v2_vs_v1, analysis.spec_vs_baseline, analysis.windows): its frame
+    and its document."""
 
     def load(self, engine: Engine, run_id: int) -> pd.DataFrame: ...
     def document(
@@ -168,6 +173,12 @@ _RUN_VIEWS: dict[str, tuple[RunView, str, str, str]] = {
         "--view v2-vs-v1 compares the modes inside one run",
         "v2 (overlap) over v1 (non-overlap), {run}",
         "v2/v1 cells",
+    ),
+    "spec-vs-baseline": (
+        spec_vs_baseline,
+        "--view spec-vs-baseline compares the modes with the baseline inside one run",
+        "Speculation over the no-spec baseline, {run}",
+        "spec/baseline cells",
     ),
     "windows": (
         windows,
@@ -203,7 +214,7 @@ def _one_run_meta(engine: Engine, run_ids: list[int], why: str) -> dict[str, Any
         found = s.get(Run, run_ids[0])
         if found is None:
             fail(f"no run {run_ids[0]}")
-        return {
+        meta: dict[str, Any] = {
             "run_id": found.id,
             "run_uid": found.uid,
             "sweep": found.sweep_name,
@@ -212,13 +223,21 @@ def _one_run_meta(engine: Engine, run_ids: list[int], why: str) -> dict[str, Any
             "simulated": found.simulated,
             "kind": run_kind(found.simulated, found.trigger),
         }
+    # Where each part of the run ran, and its drift check against the part before (runners/parts.py).
+    run_id = int(meta["run_id"])
+    meta["parts"] = [{k: plain(v) for k, v in p.items()} for p in q.run_parts(engine, [run_id])[run_id]]
+
+    return meta
 
 
 def _run_title(meta: dict[str, Any]) -> str:
-    """`run #ID SWEEP: SGLang VERSION on GPU`, plain text (the Markdown writers escape it)."""
+    """`run #ID SWEEP: SGLang VERSION on GPU`, with its parts when it ran in several, plain text (the Markdown
+    writers escape it)."""
+    parts = parts_line(meta.get("parts") or [])
     return (
         f"run #{meta['run_id']} {meta['sweep']}: SGLang {meta['sglang_version'] or '?'} on {meta['gpu']}"
         + (f" ({_MADE_UP[meta['kind']]})" if meta["kind"] in _MADE_UP else "")
+        + (f"; {parts}" if parts else "")
     )
 
 

@@ -18,6 +18,7 @@ from bench.host.cpu_affinity import format_cpu_list
 from bench.host.gpus import describe as describe_gpus
 from bench.host.gpus import find_gpus, parse_gpu_list, select_gpus, visible_indices
 from bench.host.policy import HostPolicy
+from bench.pairing import Pair
 from bench.server.known_bugs import KNOWN_BUGS, KnownBug, bugs_for, fixed_by_patch
 from bench.server.launcher import LaunchError, plan_launch
 from bench.sweep import SIMULATE_ACC_ENV, ServerGroup, SweepError, SweepSpec, expand, load_sweep
@@ -49,8 +50,10 @@ from runners.correctness import CHECK_MARK, print_correctness
 from runners.dbretry import DatabaseUnavailable
 from runners.drift import Drift, DriftWindow
 from runners.exit_codes import ExitCode
+from runners.parts import Sglang, sglang_conflict
 from runners.recovery import OutagePolicy
 from runners.resume_guard import ResumeRefused, check_resume
+from runners.steps import schedule
 from runners.sweep_runner import RunOutcome, Terminated, execute_sweep
 from runners.tables import Column, print_table
 
@@ -133,8 +136,16 @@ def run(
             console.print(
                 f"--client-cpus {format_cpu_list(pin)}: a run pins itself there (a dry run does not)"
             )
-        resume_state = _dry_run_resume(spec, groups, db, resume, resume_run)
-        _dry_run(spec, groups, gpu_list, db, resume_state, policy, log_dir)
+        _dry_run(
+            spec,
+            groups,
+            gpu_list,
+            db,
+            _dry_run_resume(spec, groups, db, resume, resume_run),
+            policy,
+            log_dir=log_dir,
+            part_s=deadline_s if deadline_s is not None else estimate.DEFAULT_PART_S,
+        )
         return
     try:
         preflight.check(spec, policy)
@@ -238,6 +249,13 @@ def _check_resume(engine: Engine, run_id: int, spec: SweepSpec) -> None:
         check = check_resume(run_id, run["sweep_name"], run["sweep_yaml"], spec)
     except ResumeRefused as e:
         fail(str(e))
+    # Another SGLang release or patch state than the run's parts ran: refused, as the run refuses it.
+    version, source = preflight.launch_version(spec)
+    known = source.startswith(("installed", "emulated"))  # not a guess (the pinned or newest release)
+    here = Sglang(version if known else None, preflight.installed_patch_state(spec))
+    problem = sglang_conflict(run_id, q.run_parts(engine, [run_id])[run_id], here)
+    if problem is not None:
+        fail(problem)
     for note in check.lines(run_id):
         err_console.print(escape(note))
 
@@ -250,11 +268,13 @@ def _dry_run(
     resume: estimate.ResumeState | None = None,
     policy: HostPolicy | None = None,
     log_dir: Path = Path("logs"),
+    part_s: float = estimate.DEFAULT_PART_S,
 ) -> None:
-    """Each launch's real argv and environment (from the launcher's own builder), whether the sweep would run
-    on this host (runners/readiness.py: GPUs, SGLang, model, disk) and a time estimate (of what is missing, for
-    a run to resume) from what this host measured before. Runs nothing: the SGLang release is read from files
-    (runners/preflight.py). Exits 2, every reason listed, where the real run would stop with 2."""
+    """Each launch's real argv and environment (from the launcher's own builder), a time estimate (of what is
+    missing, for a run to resume) from what was measured before (runners/host_history.py), cut into parts of
+    `part_s` when it is longer, and whether the sweep would run on this host (runners/readiness.py: GPUs,
+    SGLang, model, disk). Runs nothing: the SGLang release is read from files (runners/preflight.py). Exits 2,
+    every reason listed, where the real run would stop with 2."""
     policy = policy or HostPolicy.author()
     version, version_from = preflight.launch_version(spec)
     patch = preflight.installed_patch_state(spec)
@@ -358,9 +378,15 @@ def _dry_run(
         f"{est.windows} measured window(s) with warmup {estimate.human(est.measure_s)})"
     )
     if past is None:
-        console.print("  nothing measured on this host tells more: the figures below are assumptions")
+        console.print(
+            "  nothing measured on this host or another tells more: the figures below are assumptions"
+        )
     for note in est.assumptions:
         console.print(f"  assuming {note}", markup=False, highlight=False)
+    if resume is None:
+        _print_parts(
+            spec, groups, est.total_s, part_s, past.startup_s if past else None, past.window_s if past else {}
+        )
     blockers = [f for f in findings if f.level == "blocker"]
     console.print("\n[bold]would this run here?[/] " + ("no" if blockers else "yes"), highlight=False)
     for finding in findings:
@@ -372,6 +398,53 @@ def _dry_run(
             highlight=False,
         )
         raise typer.Exit(ExitCode.ERROR)
+
+
+def _print_parts(
+    spec: SweepSpec,
+    groups: list[ServerGroup],
+    total_s: float,
+    part_s: float,
+    past_startup: float | None,
+    past_windows: dict[int, float],
+) -> None:
+    """How the run splits into parts of `part_s` (a GPU lent for short windows: one `--deadline-s` each,
+    continued with --resume-run), with both servers of a pair up and, on a GPU that holds one, in blocks."""
+    steps = schedule(groups, spec)
+    startup = past_startup if past_startup is not None else estimate.startup_s(spec)
+    sides = [
+        False,
+        *([True] if spec.server.pair_colocate and any(isinstance(s, Pair) for s in steps) else []),
+    ]
+    plans = {
+        blocks: estimate.timeline(spec, steps, startup=startup, past_window_s=past_windows, blocks=blocks)
+        for blocks in sides
+    }
+    if max(total_s, *(sum(w.seconds for w in work) for work in plans.values())) <= part_s:
+        return  # one part holds it, whichever GPU comes
+    console.print(
+        f"\nin parts of about {estimate.human(part_s)} of GPU time (--deadline-s {part_s:g} each, continued with "
+        "--resume-run, the database and JIT caches carried: docs/guide/gpu-hosts.md), at the planned repeats",
+        markup=False,
+        highlight=False,
+    )
+    for blocks, work in plans.items():
+        restart = startup * (1 if blocks else 2) + max((w.seconds for w in work if not w.starts), default=0.0)
+        parts = estimate.split(work, part_s, restart)
+        starts = sum(w.starts for w in work)
+        how = (
+            "one server at a time, in blocks (a GPU that holds one, e.g. an H100 80 GB)"
+            if blocks
+            else ("both servers of a pair up side by side (a GPU that holds two)")
+        )
+        total = sum(p.seconds for p in parts)
+        console.print(
+            f"  {how}: about {estimate.human(total)}, {starts} start(s), {len(parts)} part(s)",
+            markup=False,
+            highlight=False,
+        )
+        for n, part in enumerate(parts, 1):
+            console.print(f"    {part.line(n)}", markup=False, highlight=False)
 
 
 def _warn_known_bugs(
@@ -451,8 +524,8 @@ def _open_bug_outcome(bug: KnownBug, spec: SweepSpec, *, pinned: int, total: int
 
 
 def _history(spec: SweepSpec, gpu_name: str, db: str | None) -> host_history.Measured | None:
-    """What earlier runs on this host measured (runners/host_history.py), read without writing (a dry run
-    neither creates nor migrates a database); None when there is none or no readable database."""
+    """What earlier runs measured (runners/host_history.py: this host's first), read without writing (a dry
+    run neither creates nor migrates a database); None when there is none or no readable database."""
     try:
         engine, _ = open_database_readonly(resolve_url(db))
         return host_history.measured(engine, spec, gpu_name)

@@ -23,13 +23,15 @@ from runners.tables import Column, print_table
 JSON_FIELDS = (
     *("id", "uid", "name", "label", "status", "trigger", "backend", "simulated", "kind", "model", "gpu"),
     *("gpu_count", "sglang_version", "sglang_patch", "started", "finished", "points", "points_ok"),
+    # How many invocations the run took and where they ran (runners/parts.py): a run grows across GPU hosts.
+    *("parts", "hosts"),
 )
 VIEW = columns(
     JSON_FIELDS,
-    ints=("id", "gpu_count", "points", "points_ok"),
+    ints=("id", "gpu_count", "points", "points_ok", "parts"),
     text=(
         *("uid", "name", "label", "status", "trigger", "backend", "kind", "model", "gpu"),
-        *("sglang_version", "sglang_patch"),
+        *("sglang_version", "sglang_patch", "hosts"),
     ),
 )
 
@@ -73,13 +75,15 @@ def runs(
         ),
     ] = None,
 ) -> None:
-    """List runs newest first: id, sweep, GPU, simulated, status, start and points (ok out of planned)."""
+    """List runs newest first: id, sweep, GPU, simulated, status, start, points (ok out of planned) and, for a
+    run measured in several parts, how many and on which hosts."""
     engine = open_db_readonly(db)
     if yaml is not None:
         _print_sweep_yaml(engine, yaml)
         return
     frame = q.list_runs(engine, name=name, gpu=gpu, status=status, simulated=simulated, limit=limit)
-    records = [_record(r) for r in frame.to_dict("records")]
+    parts = q.run_parts(engine, [int(i) for i in frame["id"]])
+    records = [_record(r, parts[int(r["id"])]) for r in frame.to_dict("records")]
     if format == "json":
         typer.echo(json_text(records), nl=False)
     elif format == "csv":
@@ -105,7 +109,12 @@ def _iso(value: Any) -> str | None:
     return (ts if ts.tzinfo is not None else ts.tz_localize("UTC")).isoformat()
 
 
-def _record(row: dict[str, Any]) -> dict[str, Any]:
+def _hosts(parts: list[dict[str, Any]]) -> str | None:
+    """The hosts a run's parts ran on, in order, each once (`gpu-a, gpu-b`); None before parts were recorded."""
+    return ", ".join(dict.fromkeys(str(p["host"]) for p in parts)) or None
+
+
+def _record(row: dict[str, Any], parts: list[dict[str, Any]]) -> dict[str, Any]:
     # pandas 3 keeps a text column's NULLs as NaN once the point counts are merged in (a label set on some
     # runs only): None again here, so the table prints them empty and the JSON says null, not NaN.
     text = {
@@ -130,6 +139,8 @@ def _record(row: dict[str, Any]) -> dict[str, Any]:
         "finished": _iso(row["finished_at"]),
         "points": int(row["points"]),
         "points_ok": int(row["points_ok"]),
+        "parts": len(parts),
+        "hosts": _hosts(parts),
     }
 
 
@@ -154,6 +165,8 @@ def _table(records: list[dict[str, Any]], sweeps: list[str | None]) -> None:
         Column("points", "right", drop=1),
         Column("sglang", drop=2),
         Column("label", drop=3, shrink=10),
+        # A run grown across hosts: how many parts, on which hosts.
+        Column("parts", drop=4, shrink=12),
     ]
     style = {"done": "green", "running": "cyan", "unstable": "yellow", "partial": "yellow", "failed": "red"}
     rows = [
@@ -167,6 +180,7 @@ def _table(records: list[dict[str, Any]], sweeps: list[str | None]) -> None:
             points_text(r["points_ok"], r["points"], y),
             (r["sglang_version"] or "?") + (" patched" if is_patched(r["sglang_patch"]) else ""),
             r["label"] or "",
+            f"{r['parts']}: {r['hosts']}" if r["parts"] > 1 else "",
         ]
         for r, y in zip(records, sweeps, strict=True)
     ]

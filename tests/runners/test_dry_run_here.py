@@ -151,7 +151,7 @@ def test_the_estimate_reads_what_this_host_measured(tmp_path: Path) -> None:
     done = run_cli("run", str(first), "--db", db, "--no-progress", "--log-dir", str(tmp_path / "logs"))
     assert done.returncode == 0, done.stdout + done.stderr
     again = _said(run_cli("run", str(first), "--dry-run", "--db", db).stdout)
-    assert "in this sweep's earlier run(s) #1" in again and "nothing measured on this host" not in again
+    assert "in this sweep's earlier run(s) #1" in again and "nothing measured on this host or another" not in again
     assert "windows of 6/6 points: median duration measured on this host" in again
     # Another sweep of the same model at the same time scale: run #1 tells; at another scale it does not.
     other = tmp_path / "other.yaml"
@@ -160,4 +160,4 @@ def test_the_estimate_reads_what_this_host_measured(tmp_path: Path) -> None:
     assert "in run(s) of the same model #1" in said
     other.write_text(SIM.format(name="other", scale=1.0))
     said = _said(run_cli("run", str(other), "--dry-run", "--db", db).stdout)
-    assert "nothing measured on this host tells more" in said and "run(s) of the same model" not in said
+    assert "nothing measured on this host or another tells more" in said and "run(s) of the same model" not in said

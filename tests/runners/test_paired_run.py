@@ -265,7 +265,7 @@ def test_ratio_target_adds_abba_repeats_until_the_interval_is_narrow_enough(
 ) -> None:
     if widths is not None:
         seen = iter(widths)
-        monkeypatch.setattr(pair_target, "pair_half_width", lambda ex, a, b: next(seen))
+        monkeypatch.setattr(pair_target, "pair_half_width", lambda ex, pair, a, b: next(seen))
     text = TARGETED.replace(
         "measure: {min_window_s: 0.4}", "measure: {min_window_s: 0.2, drift_check: false, " + target[1:]
     )
@@ -328,7 +328,8 @@ def test_a_repeat_finished_by_a_resumed_run_is_not_paired_across_invocations(
             select(Point.spec_mode, Sample.repeat, Sample.invocation).join(Point).where(Point.batch_size == 4)
         ).all()
     inv = {(m, r): i for m, r, i in rows}
-    assert len(inv) == 8 and inv[("v1", 1)] == 16 - 1  # the resumed invocation began at order index 15
+    # The resumed invocation began after the last stored window (order index 15), never on one of its indices.
+    assert len(inv) == 8 and inv[("v1", 1)] == 16
     assert {i for (m, r), i in inv.items() if (m, r) != ("v1", 1)} == {0}
     with session_scope(engine) as s:
         samples = list(s.scalars(select(Sample)))
@@ -400,7 +401,7 @@ def test_ratio_target_settings_are_checked(measure: str, repeats: int, message: 
     unpaired = PAIRED.replace("spec_modes: [v1, v2]", "spec_modes: [v2]").replace(
         "measure: {min_window_s: 0.4}", "measure: {ratio_target: 0.05}"
     )
-    with pytest.raises(SweepError, match="needs v1/v2 pairs"):
+    with pytest.raises(SweepError, match="needs pairs"):
         parse_sweep(unpaired)
     assert parse_sweep(PAIRED.replace("min_window_s: 0.4", "ratio_target: 0.05")).max_pair_repeats == 12
 

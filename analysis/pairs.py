@@ -1,0 +1,176 @@
+"""Which windows of two points pair, and their ratio with a 95% interval: the one rule behind every paired view
+(v2 over v1, speculation over the baseline).
+
+Two windows pair when they were measured for the same comparison (samples.link: the two configs' keys) at the
+same repeat of it (link_repeat; runs before links: the same `repeat`), by one invocation of the run (a
+resumed run may finish a repeat whose other side ran earlier, on another server or host). Pairs from
+different parts of a run combine only within a group of parts (bench.pairing.part_groups: the same host and
+GPU, or a drift check that agreed); a cell whose pairs span groups takes the group with the most pairs (the
+later one on a tie) and names the parts it left out.
+
+The interval (bench.stats.ratio) is paired over the pairs when there are two or more, else Welch on the logs
+over the same repeats' `ok` windows (a repeat whose two windows no invocation measured together stays out of
+both); a run that did not interleave (no window has an order) compares every `ok` window unpaired.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pandas as pd
+
+from analysis.plain import missing
+from bench.pairing import PartRecord, part_groups, part_of
+from bench.stats.ratio import RatioInterval, paired_ratio, pairs_for, unpaired_ratio
+
+# How a cell's sides took turns, as its windows stored it (samples.link_mode), in the views' words.
+TURNS = {"abba": "interleaved", "blocks": "blocks"}
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """`b` over `a` for one metric of one cell: the interval, the pairs it needs for +-target, how the sides
+    took turns (`interleaved`, `blocks`, both, or None when not recorded), the parts whose windows it uses
+    and the parts it left out (they did not combine with those)."""
+
+    interval: RatioInterval | None
+    pairs_for_target: int | None
+    turns: str | None
+    parts: tuple[int, ...]
+    left_out: tuple[int, ...]
+
+
+def _column(rows: pd.DataFrame, name: str) -> pd.Series:
+    return rows[name] if name in rows else pd.Series([None] * len(rows), index=rows.index, dtype=object)
+
+
+def _keyed(rows: pd.DataFrame, link: str | None) -> pd.DataFrame:
+    """The rows of one comparison with their pair key (the link's repeat, or `repeat` for windows before
+    links) and invocation; rows of the side's other links are left out."""
+    links = _column(rows, "link")
+    if link is not None:
+        rows = rows[links.isna() | (links == link)]
+    key = [
+        int(r) if missing(lr) else int(lr)
+        for r, lr in zip(rows["repeat"], _column(rows, "link_repeat"), strict=True)
+    ]
+    invocation = [None if missing(i) else int(i) for i in _column(rows, "invocation")]
+    return rows.assign(pair_key=key, pair_invocation=invocation)
+
+
+def shared_link(a: pd.DataFrame, b: pd.DataFrame) -> str | None:
+    """The comparison both points' windows were measured for (two configs are linked at most once)."""
+    common = set(_column(a, "link").dropna()) & set(_column(b, "link").dropna())
+    return sorted(common)[0] if common else None
+
+
+def _turns(rows: pd.DataFrame) -> str | None:
+    modes = sorted({TURNS.get(str(m), str(m)) for m in _column(rows, "link_mode").dropna()})
+    return " + ".join(modes) if modes else None
+
+
+def _ok(rows: pd.DataFrame, metric: str) -> dict[Hashable, float]:
+    ok = rows[(rows["status"] == "ok") & rows[metric].notna()]
+    return {k: float(v) for k, v in zip(ok["pair_key"], ok[metric], strict=True) if float(v) > 0}
+
+
+def compare(
+    a_rows: pd.DataFrame,
+    b_rows: pd.DataFrame,
+    metric: str,
+    parts: Sequence[PartRecord] = (),
+    *,
+    by_repeat: bool,
+    target: float = 0.05,
+    confidence: float = 0.95,
+) -> Comparison:
+    """`b` over `a` in `metric`, from each side's windows (db.queries.run_samples rows of one point each).
+    `by_repeat`: windows stored before links pair by `repeat` when the run interleaved them (v1 and v2 were
+    always measured as a pair); otherwise only a shared link pairs windows."""
+    link = shared_link(a_rows, b_rows)
+    a, b = _keyed(a_rows, link), _keyed(b_rows, link)
+    ordered = bool(_column(a, "order_index").notna().all() and _column(b, "order_index").notna().all())
+    interleaved = link is not None or (by_repeat and ordered)
+    groups = part_groups(parts)
+
+    def group(invocation: int | None) -> int:
+        part = part_of(parts, invocation)
+        return 0 if part is None else groups[part]  # 0: a run without recorded parts
+
+    a = a.assign(pair_group=[group(i) for i in a["pair_invocation"]])
+    b = b.assign(pair_group=[group(i) for i in b["pair_invocation"]])
+    everywhere = {part_of(parts, i) for i in [*a["pair_invocation"], *b["pair_invocation"]]}
+    # Pairable: keys both sides hold, measured by one invocation (any status; the `ok` ones count below).
+    inv_a = dict(zip(a["pair_key"], a["pair_invocation"], strict=True))
+    inv_b = dict(zip(b["pair_key"], b["pair_invocation"], strict=True))
+    pairable = {k for k in set(inv_a) & set(inv_b) if inv_a[k] == inv_b[k]} if interleaved else None
+    ok_a, ok_b = _ok(a, metric), _ok(b, metric)
+    group_of = dict(zip(a["pair_key"], a["pair_group"], strict=True))
+    # One group of parts: the one with the most pairs (then the most windows a side, then the later one).
+    candidates = set(a["pair_group"]) | set(b["pair_group"])
+
+    def weight(g: int) -> tuple[int, int, int]:
+        pairs = sum(1 for k in pairable or () if group_of.get(k) == g and k in ok_a and k in ok_b)
+        sides = min(
+            sum(1 for x in a[a["pair_group"] == g]["pair_key"] if x in ok_a),
+            sum(1 for x in b[b["pair_group"] == g]["pair_key"] if x in ok_b),
+        )
+        return pairs, sides, g
+
+    chosen = max(candidates, key=weight) if candidates else None
+    a, b = a[a["pair_group"] == chosen], b[b["pair_group"] == chosen]
+    keys_a, keys_b = set(a["pair_key"]), set(b["pair_key"])
+    ok_a = {k: v for k, v in ok_a.items() if k in keys_a}
+    ok_b = {k: v for k, v in ok_b.items() if k in keys_b}
+    common: list[Hashable] = []
+    if pairable is not None:
+        pairable = {k for k in pairable if k in keys_a and k in keys_b}
+        ok_a = {k: v for k, v in ok_a.items() if k in pairable}
+        ok_b = {k: v for k, v in ok_b.items() if k in pairable}
+        common = sorted((k for k in pairable if k in ok_a and k in ok_b), key=str)
+    interval: RatioInterval | None = None
+    if len(common) >= 2:
+        interval = paired_ratio([ok_a[k] for k in common], [ok_b[k] for k in common], confidence)
+    elif ok_a and ok_b:
+        interval = unpaired_ratio(list(ok_a.values()), list(ok_b.values()), confidence)
+    needed = (
+        pairs_for([ok_a[k] for k in common], [ok_b[k] for k in common], target, confidence)
+        if pairable is not None
+        else None
+    )
+    used = sorted(
+        {p for p in (part_of(parts, i) for i in [*a["pair_invocation"], *b["pair_invocation"]]) if p}
+    )
+    left_out = sorted(p for p in everywhere - set(used) if p is not None)
+    turns = _turns(pd.concat([a, b])) if link is not None else None
+    return Comparison(interval, needed, turns, tuple(used), tuple(left_out))
+
+
+def parts_text(c: Comparison) -> str | None:
+    """`1+2`, or `2 (not 1)` when a part's pairs did not combine; None for a run without parts."""
+    if not c.parts:
+        return None
+    used = "+".join(map(str, c.parts))
+    return f"{used} (not {'+'.join(map(str, c.left_out))})" if c.left_out else used
+
+
+def part_records(parts: Sequence[Mapping[str, Any]]) -> list[PartRecord]:
+    """A run's parts as stored (db.queries.run_parts) in the form pairing reads."""
+    out = []
+    for p in parts:
+        check = p.get("check")
+        agrees = check.get("agrees") if isinstance(check, dict) else None
+        count = int(p.get("gpu_count") or 0)
+        gpu = f"{count}x {p.get('gpu_name')}" if count else "no GPU"
+        out.append(
+            PartRecord(
+                int(p["part"]),
+                int(p["invocation"]),
+                str(p["host"]),
+                gpu,
+                agrees if isinstance(agrees, bool) else None,
+            )
+        )
+    return out

@@ -1,0 +1,245 @@
+"""Speculation over plain decoding for every (batch size, steps, accept length, spec mode) of a run, with 95 %
+intervals and a verdict: the question a deployment asks before v2 against v1 matters at all.
+
+Each speculative point is compared with the baseline point at the same batch size and workload, in output
+throughput and TPOT, through the same pairing as the v2-vs-v1 view (analysis.pairs): paired by repeat when the
+run measured the baseline against that mode (`measure.baseline_pairs`: windows interleaved ABBA, or in blocks
+on a GPU that holds one server), only pairs of one invocation and of parts that combine; else Welch on the logs
+over the `ok` windows (the baseline measured on its own, as runs before baseline pairs did). The verdict reads
+the throughput interval: `faster` when all of it lies above 1, `slower` below, else `no clear difference`.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Sequence
+from typing import Any
+
+import pandas as pd
+from sqlalchemy import Engine
+
+from analysis import correctness, md, pairs
+from analysis.plain import missing
+from analysis.render import Document, columns, interval, number
+from bench.pairing import PartRecord
+from bench.stats.ratio import half_width, verdict
+from db import queries
+
+# What a speculative point and its baseline share: the workload and the batch size.
+CELL_KEYS: tuple[str, ...] = ("workload_key", "batch_size")
+COLUMNS: tuple[str, ...] = (
+    "batch_size",
+    "steps",
+    "accept_length",
+    "spec_mode",
+    "baseline_output_throughput",
+    "spec_output_throughput",
+    "ratio",
+    "ci_low",
+    "ci_high",
+    "verdict",
+    "baseline_tpot_ms",
+    "spec_tpot_ms",
+    "tpot_ratio",
+    "tpot_ci_low",
+    "tpot_ci_high",
+    "tpot_verdict",
+    "n",
+    "method",
+    # interleaved (both servers up, ABBA) | blocks (one server at a time) | none recorded: not paired by link
+    "pairing",
+    # the run's parts the interval comes from, `2 (not 1)` when a part's pairs did not combine
+    "parts",
+    "topk",
+    "workload_key",
+    # Pairs the throughput interval needs for +-5% at the spread it shows (bench.stats.ratio.pairs_for).
+    "pairs_for_5pct",
+    # The correctness gate's verdict on the speculative side: a `fail` is a wrong path's speed.
+    "spec_correctness",
+    "baseline_floor_fraction",
+    "spec_floor_fraction",
+)
+# The view as exported (analysis.render).
+VIEW = columns(
+    COLUMNS,
+    ints=("batch_size", "steps", "n", "topk", "pairs_for_5pct"),
+    text=(
+        *("spec_mode", "verdict", "tpot_verdict", "method", "pairing", "parts", "workload_key"),
+        "spec_correctness",
+    ),
+)
+TARGET = 0.05
+SAMPLE_METRICS = ("output_throughput", "tpot_mean_ms")
+
+
+def _ok(rows: pd.DataFrame, metric: str) -> list[float]:
+    ok = rows[(rows["status"] == "ok") & rows[metric].notna()]
+    return [float(v) for v in ok[metric] if float(v) > 0]
+
+
+def _first(values: pd.Series) -> Any:
+    known = [v for v in values if not missing(v)]
+    return known[0] if known else None
+
+
+def spec_vs_baseline(
+    points: pd.DataFrame,
+    samples: pd.DataFrame,
+    confidence: float = 0.95,
+    parts: Sequence[PartRecord] = (),
+) -> pd.DataFrame:
+    """One row per speculative point of `points` (a run's, db.queries.run_points) that has a baseline point at
+    its batch size and workload, from `samples` (db.queries.run_samples) and the run's `parts`."""
+    if points.empty or samples.empty or "spec_mode" not in points:
+        return pd.DataFrame(columns=list(COLUMNS))
+    # Columns an older schema lacks read as not recorded.
+    points = points.assign(
+        **{c: points.get(c) for c in ("accept_length_pinned", "floor_fraction", "correctness")}
+    )
+    base = points[points["spec_mode"].isna() & points["algorithm"].isna()]
+    spec = points[points["spec_mode"].isin(["v1", "v2"])]
+    by_point = {int(pid): rows for pid, rows in samples.groupby("point_id")}
+    out: list[dict[str, Any]] = []
+    for _, sp in spec.iterrows():
+        match = base[(base["workload_key"] == sp["workload_key"]) & (base["batch_size"] == sp["batch_size"])]
+        if match.empty:
+            continue
+        bp = match.iloc[0]
+        b_rows, s_rows = by_point.get(int(bp["point_id"])), by_point.get(int(sp["point_id"]))
+        if b_rows is None or s_rows is None:
+            continue
+        row: dict[str, Any] = {
+            "batch_size": int(sp["batch_size"]),
+            "steps": None if missing(sp["steps"]) else int(sp["steps"]),
+            "accept_length": None
+            if missing(sp["accept_length_pinned"])
+            else float(sp["accept_length_pinned"]),
+            "spec_mode": sp["spec_mode"],
+            "topk": None if missing(sp["topk"]) else int(sp["topk"]),
+            "workload_key": sp["workload_key"],
+            "spec_correctness": None if missing(sp["correctness"]) else sp["correctness"],
+            "baseline_floor_fraction": None if missing(bp["floor_fraction"]) else float(bp["floor_fraction"]),
+            "spec_floor_fraction": None if missing(sp["floor_fraction"]) else float(sp["floor_fraction"]),
+        }
+        for metric, prefix, higher in (("output_throughput", "", True), ("tpot_mean_ms", "tpot_", False)):
+            name = "output_throughput" if metric == "output_throughput" else "tpot_ms"
+            base_ok, spec_ok = _ok(b_rows, metric), _ok(s_rows, metric)
+            row[f"baseline_{name}"] = statistics.median(base_ok) if base_ok else None
+            row[f"spec_{name}"] = statistics.median(spec_ok) if spec_ok else None
+            found = pairs.compare(
+                b_rows, s_rows, metric, parts, by_repeat=False, target=TARGET, confidence=confidence
+            )
+            iv = found.interval
+            row[f"{prefix}ratio"] = iv.ratio if iv else None
+            row[f"{prefix}ci_low"] = iv.low if iv else None
+            row[f"{prefix}ci_high"] = iv.high if iv else None
+            row[f"{prefix}verdict"] = verdict(
+                iv.low if iv else None, iv.high if iv else None, higher_is_better=higher
+            )
+            if metric == "output_throughput":
+                row["n"] = iv.n if iv else 0
+                row["method"] = iv.method if iv else None
+                row["pairs_for_5pct"] = found.pairs_for_target
+                row["pairing"] = found.turns
+                row["parts"] = pairs.parts_text(found)
+        out.append(row)
+    frame = pd.DataFrame(out, columns=list(COLUMNS))
+    return frame.sort_values(
+        ["workload_key", "topk", "accept_length", "steps", "spec_mode", "batch_size"], na_position="first"
+    ).reset_index(drop=True)
+
+
+def load(engine: Engine, run_id: int, confidence: float = 0.95) -> pd.DataFrame:
+    """`spec_vs_baseline` of a stored run."""
+    points = queries.run_points(engine, run_id)
+    samples = queries.run_samples(engine, run_id, list(SAMPLE_METRICS))
+    parts = pairs.part_records(queries.run_parts(engine, [run_id])[run_id])
+    return spec_vs_baseline(points, samples, confidence, parts)
+
+
+# ------------------------------------------------------------------------------------------- formats
+
+
+def document(frame: pd.DataFrame, meta: dict[str, Any] | None = None, title: str | None = None) -> Document:
+    """The view in every format (analysis.render)."""
+    return Document(
+        frame, VIEW, lambda: to_markdown(frame, title), head={"view": "spec-vs-baseline", **(meta or {})}
+    )
+
+
+def _cell_name(r: dict[str, Any]) -> str:
+    return (
+        f"{r['spec_mode']} batch {r['batch_size']}"
+        + ("" if missing(r["steps"]) else f" steps {int(r['steps'])}")
+        + ("" if missing(r["accept_length"]) else f" accept len {r['accept_length']:g}")
+    )
+
+
+def _wider_than_target(r: dict[str, Any]) -> bool:
+    if r.get("method") != "paired" or any(missing(r.get(c)) for c in ("ratio", "ci_low", "ci_high")):
+        return False
+    width = half_width(float(r["ci_low"]), float(r["ratio"]), float(r["ci_high"]))
+    return width is not None and width > TARGET
+
+
+def to_markdown(frame: pd.DataFrame, title: str | None = None) -> str:
+    """The table a PR comment needs: one row per speculative cell, its ratio over the baseline with the
+    interval, how the two were paired and which parts of the run the interval comes from."""
+    lines = [f"**{md.text(title)}**", ""] if title else []  # the title holds the sweep name: user text
+    lines += [
+        "| batch | steps | accept len | mode | baseline tok/s | spec tok/s | spec/base | 95% CI | verdict "
+        "| TPOT spec/base | TPOT 95% CI | n | pairing | parts |",
+        "|---:|---:|---:|---|---:|---:|---:|---|---|---:|---|---:|---|---|",
+    ]
+    records = frame.to_dict(orient="records")
+    for r in records:
+        wrong = correctness.is_wrong(r.get("spec_correctness"))
+        lines.append(
+            f"| {r['batch_size']} | {number(r['steps'], 'd')} | {number(r['accept_length'], 'g')} "
+            f"| {md.text(r['spec_mode'])} | {correctness.speed_md(r['baseline_output_throughput'], None)} "
+            f"| {correctness.speed_md(r['spec_output_throughput'], r.get('spec_correctness'))} "
+            f"| {number(r['ratio'], '.3f')} | {interval(r['ci_low'], r['ci_high'])} "
+            f"| {f'**{correctness.WRONG}**' if wrong else r['verdict']} "
+            f"| {number(r['tpot_ratio'], '.3f')} | {interval(r['tpot_ci_low'], r['tpot_ci_high'])} "
+            f"| {r['n']} ({r['method'] or '–'}) | {md.text(r['pairing'] or 'not paired')} "
+            f"| {md.text(r['parts'] or '–')} |"
+        )
+    if frame.empty:
+        lines.append(
+            "| – | – | – | – | – | – | – | – | no speculative point with a baseline in this run | – | – | – | – | – |"
+        )
+    lines += [
+        "",
+        "spec/base > 1: speculation has the higher output throughput. Intervals: 95 %, on log ratios, paired by "
+        "repeat where the run measured the baseline against that mode (measure.baseline_pairs), else unpaired "
+        "(Welch); a TPOT ratio < 1 means speculation is faster per token.",
+    ]
+    if any(r.get("pairing") and "blocks" in str(r["pairing"]) for r in records):
+        lines += [
+            "",
+            "blocks: the GPU held one server at a time, so each side was measured for every batch size in turn "
+            "(A, B B, A A, ...) and block is paired with block: drift slower than a block cancels, faster drift "
+            "does not (docs/reference/paired-measurement.md).",
+        ]
+    split = [r for r in records if r.get("parts") and "(not" in str(r["parts"])]
+    if split:
+        lines += [
+            "",
+            "Parts that did not combine (another host or GPU, and a drift check that disagreed or never ran): "
+            + "; ".join(f"{_cell_name(r)} from part(s) {md.text(r['parts'])}" for r in split)
+            + ".",
+        ]
+    wide = [r for r in records if _wider_than_target(r)]
+    if wide:
+        lines += [
+            "",
+            "Wider than ±5 %: "
+            + "; ".join(
+                f"{_cell_name(r)} needs about {int(r['pairs_for_5pct'])} pairs"
+                if not missing(r.get("pairs_for_5pct"))
+                else f"{_cell_name(r)} needs more than 1000 pairs"
+                for r in wide
+            )
+            + " (measure.ratio_target and measure.max_repeats add them).",
+        ]
+    return "\n".join(lines) + "\n"

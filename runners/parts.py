@@ -1,0 +1,315 @@
+"""A run's parts: each invocation (`specbench run`, `--resume-run`, a job's attempt) recorded with its host, GPU,
+SGLang release and patch, start and end (db run_parts).
+
+GPU hosts are borrowed for short windows, so a long run grows part by part across hosts. Three rules keep it
+one experiment:
+- a part on another SGLang release or another patch state is refused before anything is touched (`sglang_conflict`):
+  that is another experiment, a new run;
+- a part on another host or GPU than the part before first re-measures one point of that part, on the first
+  server it starts whose config that part measured (`PartState.check`), and stores the verdict on its row;
+- pairs from two parts combine in one interval only when the parts ran on the same host and GPU or the check
+  agreed (bench.pairing.part_groups; the runner's stopping rule reads it here, the views in analysis.pairs).
+"""
+
+from __future__ import annotations
+
+import socket
+import statistics
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from bench.pairing import PartRecord, part_groups, part_of
+from bench.provenance import gpu_info
+from bench.results import SampleResult
+from bench.sweep import PointPlan, ServerConfig
+from db.models import Point, Run, RunPart, Sample
+from db.types import utcnow
+from runners.resume_guard import ResumeRefused
+
+UNKNOWN_HOST = "unknown"
+
+
+@dataclass(frozen=True)
+class PartHost:
+    """Where a part runs: the host's name and the GPUs its servers use. `here` reads this host; tests give
+    another (execute_sweep's `host`), never by changing the host's name."""
+
+    host: str
+    gpu_name: str = "none"
+    gpu_count: int = 0
+
+    @classmethod
+    def here(cls, gpus: Sequence[int] | None = None) -> PartHost:
+        name, count, _ = gpu_info(gpus)
+        return cls(socket.gethostname(), name, count)
+
+    @property
+    def gpu(self) -> str:
+        return f"{self.gpu_count}x {self.gpu_name}" if self.gpu_count else "no GPU"
+
+
+@dataclass(frozen=True)
+class Sglang:
+    """The SGLang a part's servers run and the specbench patch it carries ("none"); None: not known yet (the
+    first server says), or not probed (the stand-in has no patch state)."""
+
+    version: str | None = None
+    patch: str | None = None
+
+
+class PartRefused(ResumeRefused):
+    """The run was measured on another SGLang release or patch state: continuing it would join two experiments."""
+
+
+def _record(row: RunPart) -> PartRecord:
+    agrees = row.check.get("agrees") if isinstance(row.check, dict) else None
+    gpu = f"{row.gpu_count}x {row.gpu_name}" if row.gpu_count else "no GPU"
+    return PartRecord(row.part, row.invocation, row.host, gpu, agrees if isinstance(agrees, bool) else None)
+
+
+def sglang_conflict(run_id: int, earlier: Sequence[RunPart | Mapping[str, Any]], now: Sglang) -> str | None:
+    """Why run `run_id`, measured in the parts `earlier` (rows, or db.queries.run_parts records), cannot continue
+    on `now`'s SGLang; None when it can (what is not known on either side is not compared)."""
+    for part in earlier:
+        row = part if isinstance(part, Mapping) else {c: getattr(part, c) for c in _IDENTITY}
+        for what, then, here in (
+            ("SGLang", row["sglang_version"], now.version),
+            ("SGLang patch", row["sglang_patch"], now.patch),
+        ):
+            if then is not None and here is not None and then != here:
+                return (
+                    f"run {run_id} was measured with {what} {then} (part {row['part']} on {row['host']}) and "
+                    f"this host's is {here}: that is another experiment, so it is not resumed; start a new run "
+                    "(drop --resume / --resume-run), or continue it where its SGLang is"
+                )
+    return None
+
+
+_IDENTITY = ("part", "host", "sglang_version", "sglang_patch")
+
+
+@dataclass
+class PartState:
+    """This invocation's part and what it needs of the parts before: whether its pairs combine with theirs
+    (`combines`), and the drift check against the part before when this one runs on another host or GPU."""
+
+    run_id: int
+    number: int
+    row_id: int
+    invocation: int
+    host: PartHost
+    records: list[PartRecord]
+    tolerance: float
+    sglang: Sglang = field(default_factory=Sglang)
+    # The part before, when this one must check against it: its number, where it ran, and its ok windows' output
+    # throughput per point key.
+    previous: PartRecord | None = None
+    reference: dict[str, list[float]] = field(default_factory=dict)
+    checked: bool = False
+
+    @property
+    def check_pending(self) -> bool:
+        return self.previous is not None and not self.checked
+
+    def combines(self, invocation: int | None) -> bool:
+        """A window of `invocation` may pair with this part's in one interval (same group of parts)."""
+        groups = part_groups(self.records)
+        return groups.get(part_of(self.records, invocation) or self.number) == groups[self.number]
+
+    def reference_plan(self, config: ServerConfig, plans: Sequence[PointPlan]) -> PointPlan | None:
+        """The point of `config` to re-measure: the one the part before measured most (ties: the largest
+        batch, whose step the GPU bounds), or None when it measured none of `config`'s points."""
+        measured = [p for p in plans if p.server == config and self.reference.get(p.key())]
+        if not measured:
+            return None
+        return max(measured, key=lambda p: (len(self.reference[p.key()]), p.batch_size))
+
+    def verdict(self, plan: PointPlan, result: SampleResult | None) -> dict[str, Any]:
+        """The check as stored on the part (run_parts.check): the earlier windows, the new one, and whether
+        they agree: the new window within the earlier ones' range, or within +-tolerance of their median."""
+        assert self.previous is not None
+        earlier = self.reference[plan.key()]
+        median = statistics.median(earlier)
+        found: dict[str, Any] = {
+            "against_part": self.previous.part,
+            "against_host": self.previous.host,
+            "against_gpu": self.previous.gpu,
+            "point_key": plan.key(),
+            "label": plan.server.label(),
+            "batch_size": plan.batch_size,
+            "earlier": {"windows": len(earlier), "median": median, "min": min(earlier), "max": max(earlier)},
+            "tolerance": self.tolerance,
+        }
+        metrics = result.metrics if result is not None else None
+        if (
+            metrics is None
+            or metrics.output_throughput is None
+            or result is None
+            or result.status == "failed"
+        ):
+            why = result.reason if result is not None else "no result"
+            return {**found, "agrees": False, "error": f"re-measurement failed: {why}"}
+        now = float(metrics.output_throughput)
+        change = now / median - 1.0
+        agrees = min(earlier) <= now <= max(earlier) or abs(change) <= self.tolerance
+        return {
+            **found,
+            "now": {"output_throughput": now, "tpot_mean_ms": metrics.tpot_mean_ms, "status": result.status},
+            "change": change,
+            "agrees": bool(agrees),
+        }
+
+    def check(
+        self,
+        config: ServerConfig,
+        plans: Sequence[PointPlan],
+        measure: Callable[[PointPlan], SampleResult | None],
+        write: Callable[[Callable[[Session], None], str], None],
+    ) -> dict[str, Any] | None:
+        """On a server of `config` just started in this part: when the check is pending and the part before
+        measured one of `config`'s points, re-measure it once (`measure`), store the verdict and, when it
+        agrees, let this part's pairs combine with the earlier parts'. Returns the verdict, or None."""
+        if not self.check_pending:
+            return None
+        plan = self.reference_plan(config, plans)
+        if plan is None:
+            return None
+        found = self.verdict(plan, measure(plan))
+        self.checked = True
+        self.records = [
+            PartRecord(r.part, r.invocation, r.host, r.gpu, found["agrees"]) if r.part == self.number else r
+            for r in self.records
+        ]
+
+        def store(s: Session) -> None:
+            row = s.get(RunPart, self.row_id)
+            if row is not None:
+                row.check = found
+
+        write(store, "storing the drift check against the part before")
+        return found
+
+    def server_sglang(self, s: Session, version: str | None, patch: str | None) -> None:
+        """A server of this part reported its SGLang: the part records it when it knew none yet (the stand-in,
+        an external server), and refuses one the earlier parts did not run (PartRefused)."""
+        if (self.sglang.version is not None or version is None) and (
+            self.sglang.patch is not None or patch is None
+        ):
+            return
+        now = Sglang(self.sglang.version or version, self.sglang.patch or patch)
+        earlier = s.scalars(
+            select(RunPart)
+            .where(RunPart.run_id == self.run_id, RunPart.part < self.number)
+            .order_by(RunPart.part)
+        ).all()
+        problem = sglang_conflict(self.run_id, earlier, now)
+        if problem is not None:
+            raise PartRefused(problem)
+        self.sglang = now
+        row = s.get(RunPart, self.row_id)
+        if row is not None:
+            row.sglang_version, row.sglang_patch = now.version, now.patch
+
+
+def next_order_index(s: Session, run_id: int) -> int:
+    """Where this invocation's windows start in the run's order: after every stored window (a failed one
+    included, so two invocations never share a start); runs stored before windows had an order count them."""
+    last, count = s.execute(
+        select(func.max(Sample.order_index), func.count(Sample.id))
+        .join(Point, Sample.point_id == Point.id)
+        .where(Point.run_id == run_id)
+    ).one()
+    return int(last) + 1 if last is not None else int(count)
+
+
+def earlier_parts(s: Session, run: Run) -> list[RunPart]:
+    """The run's parts so far. A run stored before parts were recorded that holds windows gets its first part
+    from its own provenance (host, GPU, SGLang, start), so a resumed old run is checked like any other."""
+    rows = list(s.scalars(select(RunPart).where(RunPart.run_id == run.id).order_by(RunPart.part)))
+    if rows or next_order_index(s, run.id) == 0:
+        return rows
+    first = RunPart(
+        run_id=run.id,
+        part=1,
+        invocation=0,
+        host=run.host or UNKNOWN_HOST,
+        gpu_name=run.gpu_name,
+        gpu_count=run.gpu_count,
+        sglang_version=run.sglang_version if run.provenance.get("server_version") else None,
+        sglang_patch=run.provenance.get("sglang_patch"),
+        status=run.status,
+        started_at=run.started_at,
+        finished_at=run.finished_at,
+    )
+    s.add(first)
+    s.flush()
+    return [first]
+
+
+def open_part(
+    s: Session,
+    run: Run,
+    earlier: list[RunPart],
+    host: PartHost,
+    sglang: Sglang,
+    tolerance: float,
+    started_at: datetime,
+) -> PartState:
+    """Record this invocation as the run's next part (after `earlier`, checked by the caller with
+    `sglang_conflict`) and what it needs of the part before. `started_at` names the part before it exists:
+    a transaction retried after a lost commit finds the part it stored, and adds no other."""
+    row = next((r for r in earlier if r.started_at == started_at), None)
+    if row is not None:
+        earlier = [r for r in earlier if r.part < row.part]
+    else:
+        row = RunPart(
+            run_id=run.id,
+            part=(earlier[-1].part if earlier else 0) + 1,
+            invocation=next_order_index(s, run.id),
+            host=host.host,
+            gpu_name=host.gpu_name,
+            gpu_count=host.gpu_count,
+            sglang_version=sglang.version,
+            sglang_patch=sglang.patch,
+            status="running",
+            started_at=started_at,
+        )
+        s.add(row)
+        s.flush()
+    number, invocation = int(row.part), int(row.invocation)
+    records = [*(_record(r) for r in earlier), PartRecord(number, invocation, host.host, host.gpu)]
+    state = PartState(run.id, number, int(row.id), invocation, host, records, tolerance, sglang)
+    before = records[-2] if len(records) > 1 else None
+    if before is not None and (before.host, before.gpu) != (host.host, host.gpu):
+        state.previous = before
+        state.reference = _ok_windows(s, run.id, records[:-1], before.part)
+    return state
+
+
+def _ok_windows(s: Session, run_id: int, parts: list[PartRecord], part: int) -> dict[str, list[float]]:
+    """point key -> output throughput of the ok windows that part `part` measured."""
+    rows = s.execute(
+        select(Point.point_key, Sample.output_throughput, Sample.invocation)
+        .join(Point, Sample.point_id == Point.id)
+        .where(Point.run_id == run_id, Sample.status == "ok", Sample.output_throughput.is_not(None))
+    )
+    out: dict[str, list[float]] = {}
+    for key, value, invocation in rows:
+        if value is not None and value > 0 and part_of(parts, invocation) == part:
+            out.setdefault(key, []).append(float(value))
+    return out
+
+
+def finish_part(s: Session, row_id: int, status: str, drift: dict[str, Any] | None) -> None:
+    """The part's end: the run's status as this part left it, and its end-of-run drift check."""
+    row = s.get(RunPart, row_id)
+    if row is None:
+        return
+    row.status, row.finished_at = status, utcnow()
+    if drift is not None:
+        row.drift = drift
