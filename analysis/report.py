@@ -116,7 +116,15 @@ def to_markdown(
         "",
         *(_reproduce_short(run_a, run_b) if short else _reproduce(run_a, run_b)),
     ]
-    notices = []
+    notices = [f"> ⚠️ {n}" for n in made_up_notices(run_a, run_b)]
+    if notices:
+        lines[2:2] = [*notices, ""]
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def made_up_notices(run_a: Mapping[str, Any], run_b: Mapping[str, Any]) -> list[str]:
+    """What of a comparison is made up (Markdown, one line each): both runs, or the baseline or candidate
+    alone; none when both were measured. The PR comment and the Compare page say it in these words."""
     tags = [run_tag(r.get("simulated"), r.get("trigger")) for r in (run_a, run_b)]
     what = {
         STAND_IN_TAG: f"**{STAND_IN_TAG}**: measured on the stand-in server, numbers from its performance "
@@ -124,14 +132,12 @@ def to_markdown(
         "synthetic": "SYNTHETIC data (load-test history), not a measurement.",
     }
     if tags[0] and tags[0] == tags[1]:
-        notices.append(f"> ⚠️ Both runs are {what[tags[0]]}")
-    else:
-        for role, r, tag in (("Baseline", run_a, tags[0]), ("Candidate", run_b, tags[1])):
-            if tag:
-                notices.append(f"> ⚠️ {role} run #{r.get('id')} is {what[tag]}")
-    if notices:
-        lines[2:2] = [*notices, ""]
-    return "\n".join(lines).rstrip() + "\n"
+        return [f"Both runs are {what[tags[0]]}"]
+    return [
+        f"{role} run #{r.get('id')} is {what[tag]}"
+        for role, r, tag in (("Baseline", run_a, tags[0]), ("Candidate", run_b, tags[1]))
+        if tag
+    ]
 
 
 def _correctness_block(table: pd.DataFrame, a: Mapping[str, Any], b: Mapping[str, Any]) -> list[str]:

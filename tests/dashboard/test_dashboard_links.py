@@ -58,6 +58,11 @@ def test_run_pickers_and_tables_tag_stand_in_runs(stand_in_url: str, monkeypatch
     at = open_page(stand_in_url, "pages/compare.py", monkeypatch)
     assert all(STAND_IN_TAG in label for label in at.selectbox(key="cmp_a").options)
     assert all("no GPU" in label for label in at.selectbox(key="cmp_b").options)
+    # Above the verdicts, in the PR comment's words: both compared runs are the stand-in's.
+    assert [w.value for w in at.warning if "Both runs are" in w.value] == [
+        f"Both runs are **{STAND_IN_TAG}**: measured on the stand-in server, numbers from its performance "
+        "model, not a GPU."
+    ]
     at = open_page(stand_in_url, "pages/overview.py", monkeypatch)
     runs = next(d.value for d in at.dataframe if "Kind" in d.value.columns)
     assert set(runs["Kind"]) == {SIMULATED}

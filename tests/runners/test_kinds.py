@@ -160,6 +160,20 @@ def test_compare_says_both_runs_are_simulated_in_every_format(kinds: Kinds) -> N
     assert f"both runs are {STAND_IN_TAG}" in table
 
 
+def test_the_ci_pr_comment_says_both_runs_are_simulated(kinds: Kinds) -> None:
+    """`specbench ci` writes the PR comment a reviewer reads: made-up numbers say so there too, both forms."""
+    base, cand = kinds.of(SIMULATED)
+    sweep = kinds.tmp / "cand.yaml"
+    for fmt in ("comment", "md"):
+        comment = kinds.tmp / f"pr-{fmt}.md"
+        out = run_cli(
+            *("ci", str(sweep), "--base-run", str(base), "--head-run", str(cand), "--db", kinds.url),
+            *("--metric", "accept_length", "--format", fmt, "--comment", str(comment)),
+        )
+        assert out.returncode in (0, 1), out.stdout + out.stderr  # 1: the lower acceptance is a regression
+        assert f"Both runs are **{STAND_IN_TAG}**" in comment.read_text()
+
+
 def test_a_stand_in_run_and_its_gate_say_simulated(kinds: Kinds) -> None:
     assert f"({STAND_IN_TAG}): done" in kinds.sim_out  # the summary table's title
     run = kinds.of(SIMULATED)[0]
