@@ -121,6 +121,6 @@ def _source(host: str, gpu_name: str, runs: Sequence[Any], same_sweep: bool) -> 
     if all(r.host == host and r.gpu_name == gpu_name for r in runs):
         gpu = "no GPU" if gpu_name == "none" else gpu_name
         return f"on this host ({host}, {gpu}) in {whose} {ids}"
-    # Another host's figures: said plainly, with the hosts and GPUs they were measured on.
+    # Another host's figures (or another GPU's of a host of the same name): said plainly, with where they ran.
     where = ", ".join(sorted({f"{r.host}, {'no GPU' if r.gpu_name == 'none' else r.gpu_name}" for r in runs}))
-    return f"on another host ({where}; nothing of this host's tells) in {whose} {ids}"
+    return f"on another host or GPU ({where}; nothing measured here tells) in {whose} {ids}"
