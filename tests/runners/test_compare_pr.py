@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -190,7 +191,10 @@ def test_cli_compare_defaults_to_the_comparable_pair(demo_db: str, tmp_path: Pat
     assert len(stand_in) == 2
     out = tmp_path / "comment.md"
     res = CliRunner().invoke(app, ["compare", "--db", demo_db, "--format", "comment", "-o", str(out)])
-    assert res.exit_code == 0, res.output
+    # A regression is a finding (exit 1); whether the instant stand-in's noise shows one at this acceptance
+    # varies with the host's load, so the exit code must follow what the verb counted.
+    found = re.search(r"(\d+) regression", res.output)
+    assert res.exit_code == (1 if found and int(found.group(1)) else 0), res.output
     assert f"baseline {stand_in[1]}, candidate {stand_in[0]}" in res.stderr
     md = out.read_text()
     assert STAND_IN_TAG in md and "==none" not in md
