@@ -12,6 +12,9 @@ from pathlib import Path
 import pytest
 
 from bench.host.gpus import PROC_GPUS, Gpu, proc_gpus
+from bench.sweep import load_sweep
+from db.migrate import open_database_readonly
+from runners import host_history
 from runners.exit_codes import ExitCode
 from tests.fixtures.cli import run_cli
 from tests.paths import REPO_ROOT
@@ -151,7 +154,10 @@ def test_the_estimate_reads_what_this_host_measured(tmp_path: Path) -> None:
     done = run_cli("run", str(first), "--db", db, "--no-progress", "--log-dir", str(tmp_path / "logs"))
     assert done.returncode == 0, done.stdout + done.stderr
     again = _said(run_cli("run", str(first), "--dry-run", "--db", db).stdout)
-    assert "in this sweep's earlier run(s) #1" in again and "nothing measured on this host or another" not in again
+    assert (
+        "in this sweep's earlier run(s) #1" in again
+        and "nothing measured on this host or another" not in again
+    )
     assert "windows of 6/6 points: median duration measured on this host" in again
     # Another sweep of the same model at the same time scale: run #1 tells; at another scale it does not.
     other = tmp_path / "other.yaml"
@@ -160,4 +166,29 @@ def test_the_estimate_reads_what_this_host_measured(tmp_path: Path) -> None:
     assert "in run(s) of the same model #1" in said
     other.write_text(SIM.format(name="other", scale=1.0))
     said = _said(run_cli("run", str(other), "--dry-run", "--db", db).stdout)
-    assert "nothing measured on this host or another tells more" in said and "run(s) of the same model" not in said
+    assert (
+        "nothing measured on this host or another tells more" in said
+        and "run(s) of the same model" not in said
+    )
+
+
+def test_the_estimate_reads_this_hosts_runs_before_another_hosts(tmp_path: Path) -> None:
+    """The shipped H100 shard run (host `vm`): on that host and GPU it is this host's; on another, or on the
+    same host's other GPU, it is read only as another's and said so; for another model it tells nothing."""
+    db = f"sqlite:///{tmp_path / 'plan.db'}"
+    shard = REPO_ROOT / "examples" / "h100-v3shard-40l-steps3" / "shard.db"
+    assert run_cli("import", str(shard), "--db", db).returncode == 0
+    engine, _ = open_database_readonly(db)
+    spec = load_sweep(str(REPO_ROOT / "sweeps" / "hopper-v3shard-40l-verdict.yaml"))
+    h100 = "NVIDIA H100 80GB HBM3"
+    here = host_history.measured(engine, spec, h100, host="vm")
+    assert here is not None and here.source.startswith(
+        f"on this host (vm, {h100}) in run(s) of the same model"
+    )
+    for gpu, host in ((h100, "gpu-b"), ("none", "vm")):
+        other = host_history.measured(engine, spec, gpu, host=host)
+        assert other is not None and other.source.startswith(f"on another host or GPU (vm, {h100};")
+        assert (other.startup_s, other.window_s) == (here.startup_s, here.window_s)
+    assert here.startup_s is not None and here.window_s  # the run's measured starts and windows
+    other_model = spec.model_copy(update={"model": "/models/another"})
+    assert host_history.measured(engine, other_model, h100, host="vm") is None
