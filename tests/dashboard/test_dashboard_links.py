@@ -68,6 +68,9 @@ def test_run_pickers_and_tables_tag_stand_in_runs(stand_in_url: str, monkeypatch
     assert set(runs["Kind"]) == {SIMULATED}
     at = open_page(stand_in_url, "pages/sweep.py", monkeypatch)
     assert any(STAND_IN_TAG in i.value and "performance model" in i.value for i in at.info)
+    # The run's points, as their CSV download holds them, each with its kind.
+    points = next(d.value for d in at.dataframe if "kind" in d.value.columns)
+    assert len(points) and set(points["kind"]) == {SIMULATED}
 
 
 def test_link_to_a_missing_run_says_so(stand_in_url: str, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -110,6 +110,11 @@ def test_trends_opens_on_the_newest_regression(
     assert any("synthetic" in c.value for c in at.caption)  # what the numbers are, next to the chart
     listed = next(d.value for d in at.dataframe if "change" in d.value.columns)  # the change points
     assert len(listed) and set(listed["kind"]) == {"synthetic"}
+    # The series' points, as their CSV download holds them, each with its kind.
+    series = next(
+        d.value for d in at.dataframe if "kind" in d.value.columns and "change" not in d.value.columns
+    )
+    assert len(series) and set(series["kind"]) == {"synthetic"}
 
 
 def test_trends_filter_change_updates_chart_and_url(seeded_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
