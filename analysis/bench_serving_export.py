@@ -14,7 +14,7 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from analysis.labels import config_label
+from analysis.labels import config_label, run_kind
 from bench import catalog
 from bench.bench_serving_io import to_line
 from db.models import Point, Run
@@ -47,6 +47,7 @@ def bench_serving_lines(session: Session, run_ids: list[int], *, all_status: boo
                 "status": row["status"],
                 "config": config_label(row),
                 "simulated": bool(run.simulated),
+                "kind": run_kind(run.simulated, run.trigger),
             }
         }
         out.append(to_line({k: row[k] for k in _METRIC_FIELDS}, args, extra))

@@ -9,6 +9,7 @@ import numpy as np
 import pandas as pd
 
 from analysis import md
+from analysis.labels import MEASURED, kinds_text, run_kind
 from analysis.stats.attribution import ThroughputFactors, attribute
 from analysis.stats.changepoint import ChangePointParams, detect_change_points
 from bench.catalog import higher_is_better
@@ -17,6 +18,7 @@ CHANGE_COLUMNS: tuple[str, ...] = (
     *("fingerprint", "metric", "index", "run_id", "point_id", "started_at", "sglang_version"),
     *("sglang_commit", "prev_run_id", "prev_version", "prev_commit", "mean_before", "mean_after"),
     *("rel_change", "magnitude", "pvalue", "n_before", "n_after", "direction", "why"),
+    "kind",  # of the runs whose points make the means before and after (analysis.labels.kinds_text)
 )
 
 
@@ -36,6 +38,7 @@ def _change_rows(
         return []
     hib = higher_is_better(metric)
     fp = frame["fingerprint"].iloc[0] if "fingerprint" in frame else None
+    kinds = _kinds(frame)
     out = []
     for cp in found:
         at, prev = frame.iloc[cp.index], frame.iloc[cp.index - 1]
@@ -64,9 +67,17 @@ def _change_rows(
                 "why": _segment_why(frame, cp.index, cp.n_before, cp.n_after)
                 if metric == "output_throughput"
                 else "",
+                "kind": kinds_text(kinds[cp.index - cp.n_before : cp.index + cp.n_after]) if kinds else None,
             }
         )
     return out
+
+
+def _kinds(frame: pd.DataFrame) -> list[str] | None:
+    """Each row's kind of number, from its run's `simulated` and `trigger` (None: the frame has neither)."""
+    if "simulated" not in frame or "trigger" not in frame:
+        return None
+    return [run_kind(s, t) for s, t in zip(frame["simulated"], frame["trigger"], strict=True)]
 
 
 def _segment_why(frame: pd.DataFrame, index: int, n_before: int, n_after: int) -> str:
@@ -148,10 +159,14 @@ def summarize_by_run(changes: pd.DataFrame) -> list[str]:
         commit = str(first.get("sglang_commit") or "")[:7]
         causes = main_cause(g["why"])
         cause = causes[causes != ""].mode()
-        kinds = g["direction"].value_counts()
-        what = " and ".join(f"{n} {k}{'s' if n != 1 else ''}" for k, n in kinds.items())
+        directions = g["direction"].value_counts()
+        what = " and ".join(f"{n} {k}{'s' if n != 1 else ''}" for k, n in directions.items())
+        kind = kinds_text(
+            k for v in g.get("kind", pd.Series(dtype=object)).dropna() for k in str(v).split("+")
+        )
+        tag = "" if kind == MEASURED else f"{kind} numbers, "
         lines.append(  # Markdown: the stored version and cause are escaped (analysis.md)
-            f"**Run #{int(run_id)}** ({md.text(first.get('sglang_version') or '?')}@{md.text(commit)}): {what} "
+            f"**Run #{int(run_id)}** ({tag}{md.text(first.get('sglang_version') or '?')}@{md.text(commit)}): {what} "
             f"across {g['fingerprint'].nunique()} series, median {g['rel_change'].median() * 100:+.1f}%"
             + (f", mostly *{md.text(cause.iloc[0])}*" if len(cause) else "")
         )

@@ -12,7 +12,7 @@ from sqlalchemy import Integer, String, select
 from sqlalchemy.orm import Session
 
 from analysis import correctness, md
-from analysis.labels import STAND_IN_TAG, SYNTHETIC_TAG, config_label, numbers_caption, run_tag
+from analysis.labels import SIMULATED, STAND_IN_TAG, SYNTHETIC_TAG, config_label, numbers_caption, run_kind
 from analysis.plain import plain
 from analysis.render import Column, Document, comment_value, md_table
 from bench import catalog
@@ -47,11 +47,13 @@ _SPECIAL = {"point_id": Point.id, "server_instance": ServerInstance.id}
 _EXPORT_SELECT = tuple(
     _SPECIAL[c].label(c) if c in _SPECIAL else getattr(Point, c).label(c) for c in EXPORT_COLUMNS
 )
-# The view as exported, each column typed as the schema types it.
-VIEW: tuple[Column, ...] = tuple(
+# The view as exported, each column typed as the schema types it, and after the run id the kind of numbers
+# its run holds (measured, simulated, synthetic: analysis.labels.run_kind), on every row.
+_TYPED: tuple[Column, ...] = tuple(
     Column(c.name, fmt="d" if isinstance(c.type, Integer) else "", text=isinstance(c.type, String))
     for c in _EXPORT_SELECT
 )
+VIEW: tuple[Column, ...] = (_TYPED[0], Column("kind", text=True), *_TYPED[1:])
 
 
 class ExportError(LookupError):
@@ -89,7 +91,11 @@ def collect(session: Session, run_ids: list[int] | None = None, *, all_status: b
     )
     if not all_status:
         q = q.where(Point.status == "ok")
-    rows = [dict(zip(EXPORT_COLUMNS, values, strict=True)) for values in session.connection().execute(q)]
+    kinds = {r.id: run_kind(r.simulated, r.trigger) for r in runs}
+    rows = [
+        {**dict(zip(EXPORT_COLUMNS, values, strict=True)), "kind": kinds[values[0]]}
+        for values in session.connection().execute(q)
+    ]
     engine = session.get_bind()
     run_meta = []
     for r in runs:
@@ -97,7 +103,7 @@ def collect(session: Session, run_ids: list[int] | None = None, *, all_status: b
         run_meta.append(
             {
                 **{k: plain(getattr(r, k)) for k in RUN_METADATA},
-                "kind": run_tag(r.simulated, r.trigger) or "measured",
+                "kind": kinds[r.id],
                 "numbers": numbers_caption(facts) or None,
                 "floor_note": facts.get("floor_note"),
                 "sglang_patch": (r.provenance or {}).get("sglang_patch"),
@@ -167,7 +173,9 @@ def to_markdown(export: Export) -> str:
     for run in export.runs:
         kind = run.get("kind")
         sim = (
-            f" ({kind}: numbers from the stand-in server's model, not a GPU)" if kind == STAND_IN_TAG else ""
+            f" ({STAND_IN_TAG}: numbers from the stand-in server's model, not a GPU)"
+            if kind == SIMULATED
+            else ""
         )
         sim = " (synthetic load-test history, not a measurement)" if kind == SYNTHETIC_TAG else sim
         # Stored names and versions are user text: escaped or in code spans (analysis.md).

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 
@@ -89,6 +89,28 @@ def run_tag(simulated: Any, trigger: Any) -> str | None:
         return SYNTHETIC_TAG
     simulated = none_if_nan(simulated)
     return STAND_IN_TAG if simulated is not None and bool(simulated) else None
+
+
+# The kind of a number, one word, as every `kind` field and column (JSON, CSV, tables) holds it; made-up
+# kinds first, the order `kinds_text` joins them in.
+SIMULATED = "simulated"
+MEASURED = "measured"
+KINDS: tuple[str, ...] = (SYNTHETIC_TAG, SIMULATED, MEASURED)
+KIND_TAG = {MEASURED: MEASURED, SIMULATED: STAND_IN_TAG, SYNTHETIC_TAG: SYNTHETIC_TAG}  # in prose
+KIND_HELP = "measured; simulated: the stand-in server, no GPU; synthetic: seeded history, not a measurement"
+
+
+def run_kind(simulated: Any, trigger: Any) -> str:
+    """`measured`, `simulated` (the stand-in server) or `synthetic` (seeded history): what a run's numbers are."""
+    tag = run_tag(simulated, trigger)
+    return MEASURED if tag is None else SIMULATED if tag == STAND_IN_TAG else SYNTHETIC_TAG
+
+
+def kinds_text(kinds: Iterable[Any]) -> str:
+    """The kind of a number made from runs of these kinds: one kind, or several joined made-up first
+    (`synthetic+measured`), so a number that is partly made up never reads as measured."""
+    found = {str(k) for k in kinds if none_if_nan(k) is not None}
+    return "+".join(k for k in KINDS if k in found) or MEASURED
 
 
 # ---- what a run's numbers are made of (the one caption every export, the PR comment and the Sweep page use)

@@ -2,8 +2,9 @@
 
 A view (points, v2-vs-v1, windows, shard-vs-tp, compare, runs) lists its `Column`s; `Document.text` writes it
 in each format, for the CLI and the dashboard alike. The view keeps only what is its own: its rows, the JSON
-fields around them and the prose of its Markdown around `md_table`. A `kind` column (measured, simulated,
-synthetic) is one more `Column("kind", text=True)` in a view's tuple, and then shows in every format.
+fields around them and the prose of its Markdown around `md_table`. Every row says what kind of number it
+holds (measured, simulated, synthetic: analysis.labels.run_kind) in a `kind` column: one more entry in a
+view's tuple where its rows carry it, or `with_kind` for a view of one run, whose Markdown says it in prose.
 
 No CSV cell starts a formula. Spreadsheets read a cell that starts with `=`, `+`, `-` or `@` (or a tab or
 carriage return, after any spaces) as one: `=HYPERLINK(...)` in a model name becomes a link, `=cmd|' /C
@@ -22,7 +23,7 @@ import json
 import re
 import unicodedata
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal
 
 from analysis import md
@@ -244,3 +245,19 @@ class Document:
             rows = records(frame_of(self.rows, self.columns))
             return json_text({**self.head, self.rows_key: rows, **self.tail})
         return self.markdown()
+
+
+KIND = Column("kind", text=True)
+
+
+def with_kind(doc: Document, kind: str) -> Document:
+    """`doc` with `kind` (analysis.labels.run_kind, or kinds_text of several runs) on every row, in a column
+    first, and in the JSON's head: for a view of one run (or of a pair of runs) whose rows do not carry it."""
+    import pandas as pd
+
+    rows = (
+        doc.rows.assign(kind=kind)
+        if isinstance(doc.rows, pd.DataFrame)
+        else [{**r, "kind": kind} for r in doc.rows]
+    )
+    return replace(doc, rows=rows, columns=(KIND, *doc.columns), head={**doc.head, "kind": kind})

@@ -16,7 +16,7 @@ import pandas as pd
 
 from analysis import correctness, md
 from analysis.compare import COMPARE_COLUMNS, center_text, one_sided, verdict_counts
-from analysis.labels import STAND_IN_TAG, numbers_caption, run_tag, short_gpu
+from analysis.labels import MEASURED, STAND_IN_TAG, kinds_text, numbers_caption, run_kind, run_tag, short_gpu
 from analysis.plain import missing, plain
 from analysis.render import Column, Document, columns, magnitude, md_table, signed_pct
 from bench.catalog import direction_text, label
@@ -34,12 +34,13 @@ SHORT_ROWS = 6
 _VERDICT_RANK = {"regression": 1, "improvement": 0}
 
 
-# The compare table as exported.
+# The compare table as exported, each row with the kind of numbers of the two runs (analysis.labels.run_kind;
+# runs of two kinds do not compare, analysis.comparability).
 VIEW = columns(
-    COMPARE_COLUMNS,
+    ("kind", *COMPARE_COLUMNS),
     ints=("steps", "batch_size", "n_baseline", "n_candidate", "point_baseline", "point_candidate"),
     text=(
-        *("config", "model", "workload", "spec_mode", "metric", "center", "verdict", "why", "note"),
+        *("kind", "config", "model", "workload", "spec_mode", "metric", "center", "verdict", "why", "note"),
         *("fingerprint", "correctness_baseline", "correctness_candidate", "correctness_why"),
     ),
 )
@@ -53,14 +54,23 @@ def document(
 ) -> Document:
     """The comparison in every format (analysis.render); `markdown`: the options of `to_markdown`."""
     head = {"baseline": _run_json(run_a), "candidate": _run_json(run_b), "counts": verdict_counts(table)}
+    kind = kinds_text(_kind(r) for r in (run_a, run_b))
     return Document(
-        table, VIEW, lambda: to_markdown(table, run_a, run_b, **markdown), head=head, rows_key="points"
+        table.assign(kind=kind),
+        VIEW,
+        lambda: to_markdown(table, run_a, run_b, **markdown),
+        head=head,
+        rows_key="points",
     )
+
+
+def _kind(r: Mapping[str, Any]) -> str:
+    return run_kind(r.get("simulated"), r.get("trigger"))
 
 
 def _run_json(r: Mapping[str, Any]) -> dict[str, Any]:
     out = {k: plain(v) for k, v in r.items() if k != "sweep_yaml"}
-    out["kind"] = run_tag(r.get("simulated"), r.get("trigger")) or "measured"
+    out["kind"] = _kind(r)
     return out
 
 
@@ -106,7 +116,15 @@ def to_markdown(
         "",
         *(_reproduce_short(run_a, run_b) if short else _reproduce(run_a, run_b)),
     ]
-    notices = []
+    notices = [f"> ⚠️ {n}" for n in made_up_notices(run_a, run_b)]
+    if notices:
+        lines[2:2] = [*notices, ""]
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def made_up_notices(run_a: Mapping[str, Any], run_b: Mapping[str, Any]) -> list[str]:
+    """What of a comparison is made up (Markdown, one line each): both runs, or the baseline or candidate
+    alone; none when both were measured. The PR comment and the Compare page say it in these words."""
     tags = [run_tag(r.get("simulated"), r.get("trigger")) for r in (run_a, run_b)]
     what = {
         STAND_IN_TAG: f"**{STAND_IN_TAG}**: measured on the stand-in server, numbers from its performance "
@@ -114,14 +132,12 @@ def to_markdown(
         "synthetic": "SYNTHETIC data (load-test history), not a measurement.",
     }
     if tags[0] and tags[0] == tags[1]:
-        notices.append(f"> ⚠️ Both runs are {what[tags[0]]}")
-    else:
-        for role, r, tag in (("Baseline", run_a, tags[0]), ("Candidate", run_b, tags[1])):
-            if tag:
-                notices.append(f"> ⚠️ {role} run #{r.get('id')} is {what[tag]}")
-    if notices:
-        lines[2:2] = [*notices, ""]
-    return "\n".join(lines).rstrip() + "\n"
+        return [f"Both runs are {what[tags[0]]}"]
+    return [
+        f"{role} run #{r.get('id')} is {what[tag]}"
+        for role, r, tag in (("Baseline", run_a, tags[0]), ("Candidate", run_b, tags[1]))
+        if tag
+    ]
 
 
 def _correctness_block(table: pd.DataFrame, a: Mapping[str, Any], b: Mapping[str, Any]) -> list[str]:
@@ -189,7 +205,7 @@ def _provenance_table(
             ),
         ),
         ("Model", lambda r: md.code(r.get("model") or "?")),
-        ("Kind", lambda r: run_tag(r.get("simulated"), r.get("trigger")) or "measured"),
+        ("Kind", lambda r: run_tag(r.get("simulated"), r.get("trigger")) or MEASURED),
         # What the numbers are made of: dummy weights, pinned acceptance, expert routing (analysis.labels).
         ("Numbers", lambda r: md.text(numbers_caption(r.get("caption_facts") or {}) or "–")),
     ]

@@ -36,8 +36,9 @@ import pandas as pd
 from sqlalchemy import Engine
 
 from analysis import md
+from analysis.labels import kinds_text
 from analysis.plain import missing
-from analysis.render import Column, Document, columns, interval, md_table, number, signed_pct
+from analysis.render import Column, Document, columns, interval, md_table, number, signed_pct, with_kind
 from analysis.tp_pair import PairRefused, RunSide, check_pair
 from analysis.v2_vs_v1 import PAIR_KEYS, SAMPLE_METRICS, v2_vs_v1
 from bench.floor import measured_step_ms
@@ -447,6 +448,7 @@ def meta(c: Comparison) -> dict[str, Any]:
             "gpu": r.gpu_name,
             "sglang_version": r.sglang_version,
             "simulated": r.simulated,
+            "kind": r.kind,
             "model_synth": r.synth,
             "layers": (r.shape or {}).get("num_hidden_layers"),
         }
@@ -463,7 +465,8 @@ def meta(c: Comparison) -> dict[str, Any]:
 
 def document(c: Comparison) -> Document:
     """The comparison in every format (analysis.render)."""
-    return Document(c.frame, VIEW, lambda: to_markdown(c), head=meta(c))
+    doc = Document(c.frame, VIEW, lambda: to_markdown(c), head=meta(c))
+    return with_kind(doc, kinds_text((c.shard.kind, c.tp.kind)))
 
 
 def _ratio_cell(r: Mapping[str, Any], side: str) -> str:

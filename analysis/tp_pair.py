@@ -25,6 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from analysis.labels import MEASURED, SIMULATED, run_kind
 from bench.model_config import is_shard_of
 
 _SYNTH = re.compile(r"^preset (?P<preset>\S+) layers=(?P<layers>\d+)(?:/\d+)?(?: tp=(?P<tp>\d+))?$")
@@ -47,6 +48,7 @@ class RunSide:
     simulated: bool
     shape: dict[str, Any] | None
     synth: str | None
+    kind: str = MEASURED  # analysis.labels.run_kind
 
     @classmethod
     def from_facts(cls, facts: dict[str, Any]) -> RunSide:
@@ -64,6 +66,7 @@ class RunSide:
             simulated=bool(facts.get("simulated")),
             shape=shape if isinstance(shape, dict) and shape else None,
             synth=facts.get("model_synth"),
+            kind=run_kind(facts.get("simulated"), facts.get("trigger")),
         )
 
     @property
@@ -76,7 +79,7 @@ class RunSide:
         tps = "/".join(map(str, self.tps)) or "?"
         gpus = f"{self.gpus}x {self.gpu_name}" if self.gpus else "no GPU recorded"
         return f"run #{self.run_id} {self.sweep}: tp {tps} on {gpus}" + (
-            " (stand-in)" if self.simulated else ""
+            f" ({'stand-in' if self.kind == SIMULATED else self.kind})" if self.kind != MEASURED else ""
         )
 
 

@@ -426,7 +426,7 @@ MODEL_FACT_KEYS: tuple[str, ...] = (
 
 def run_model_facts(engine: Engine, run_id: int) -> dict[str, Any]:
     """A run's identity, GPUs and model as stored: id, uid, sweep_name, model, sglang_version, gpu_name,
-    gpu_count, simulated, the provenance's MODEL_FACT_KEYS (None where the run predates them), and `tps`: the
+    gpu_count, simulated, trigger, the provenance's MODEL_FACT_KEYS (None where the run predates them), and `tps`: the
     distinct tensor-parallel widths of its points, ascending."""
     with engine.connect() as c:
         row = (
@@ -440,6 +440,7 @@ def run_model_facts(engine: Engine, run_id: int) -> dict[str, Any]:
                     Run.gpu_name,
                     Run.gpu_count,
                     Run.simulated,
+                    Run.trigger,
                     Run.provenance,
                 ).where(Run.id == run_id)
             )

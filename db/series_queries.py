@@ -148,6 +148,8 @@ def series_history(
             Run.started_at,
             Run.sglang_version,
             Run.sglang_commit,
+            Run.simulated,  # with the trigger, what kind of numbers each point is (analysis.labels.run_kind)
+            Run.trigger,
         )
         .select_from(Run)
         .join(Point, Point.run_id == Run.id)

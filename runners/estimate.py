@@ -1,24 +1,23 @@
 """How long a sweep will take, before it runs: server starts x startup + points x repeats x window.
 
 A rough figure for planning (will it fit in the night, in a CI job's timeout?), with its assumptions
-stated next to it. Where the database already holds launches and points of the same sweep, their measured
-startup times and window durations replace the assumptions. For a run to resume (`--dry-run --resume`), it
+stated next to it. Where the database holds earlier runs that tell (runners/host_history.py: this host's,
+this sweep's else the same model's; else another host's, said so), their measured startup times, window
+durations and time outside the windows replace the assumptions. For a run to resume (`--dry-run --resume`), it
 counts only what is missing: planned repeats not stored, and the extra ABBA repeats of v1/v2 pairs whose
 interval has not reached `measure.ratio_target` yet; a server whose points are complete is not started.
 """
 
 from __future__ import annotations
 
-import statistics
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 
-from sqlalchemy import ColumnElement, Engine, select
+from sqlalchemy import Engine
 
 from bench.pairing import Pair, restart_blocks
 from bench.sweep import PointPlan, ServerConfig, ServerGroup, SweepSpec
 from db.engine import session_scope
-from db.models import Point, Run, ServerInstance
 from runners import store
 from runners.pair_target import in_link, measured_repeats, narrow_enough, relative_half_width
 from runners.steps import Step, schedule
@@ -110,41 +109,6 @@ def startup_s(spec: SweepSpec) -> float:
     return SGLANG_STARTUP_S
 
 
-def history(
-    engine: Engine, sweep_name: str, model: str | None = None
-) -> tuple[float | None, dict[int, float]]:
-    """Median startup of this sweep's earlier launches, and median window length per batch size; a sweep
-    never run here reads the earlier runs of its `model` instead (another sweep of the same checkpoint)."""
-    found = _history(engine, Run.sweep_name == sweep_name)
-    if model is not None and found == (None, {}):
-        return _history(engine, Run.model == model)
-    return found
-
-
-def _history(engine: Engine, runs: ColumnElement[bool]) -> tuple[float | None, dict[int, float]]:
-    with engine.connect() as c:
-        starts = [
-            float(s)
-            for (s,) in c.execute(
-                select(ServerInstance.startup_s)
-                .join(Run, Run.id == ServerInstance.run_id)
-                .where(runs, ServerInstance.startup_s.is_not(None))
-            )
-            if s is not None
-        ]
-        by_bs: dict[int, list[float]] = {}
-        for bs, d in c.execute(
-            select(Point.batch_size, Point.duration_s)
-            .join(Run, Run.id == Point.run_id)
-            .where(runs, Point.status == "ok", Point.duration_s.is_not(None))
-        ):
-            if d is not None:
-                by_bs.setdefault(int(bs), []).append(float(d))
-    return (statistics.median(starts) if starts else None), {
-        bs: statistics.median(v) for bs, v in by_bs.items()
-    }
-
-
 def point_time(spec: SweepSpec, p: PointPlan, past_window_s: dict[int, float]) -> tuple[float, float]:
     """(one window, its point's warmup) in seconds: this sweep's earlier windows at the batch size, else one
     decode step per output token over the point's waves, at least measure.min_window_s."""
@@ -164,9 +128,12 @@ def estimate(
     past_startup_s: float | None = None,
     past_window_s: dict[int, float] | None = None,
     resume: ResumeState | None = None,
+    past_overhead_s: float | None = None,
+    measured_where: str = "in this sweep's earlier runs",
 ) -> Estimate:
     """The sweep's wall time: launches x startup + every repeat's window, warmup and overhead (of what is
-    missing when `resume` is given)."""
+    missing when `resume` is given). The past figures are medians measured `measured_where` (runners.
+    host_history); `past_overhead_s` is the time per repeat outside its window, warm-up included."""
     past_window_s = past_window_s or {}
     notes: list[str] = []
     steps = schedule(groups, spec)
@@ -190,9 +157,7 @@ def estimate(
         )
     if past_startup_s is not None:
         startup = past_startup_s
-        notes.append(
-            f"server startup {startup:.0f} s: median of this sweep's earlier launches (else its model's)"
-        )
+        notes.append(f"server startup {_seconds(startup)}: median of the launches measured {measured_where}")
     else:
         startup = startup_s(spec)
         if spec.server.backend == "sglang":
@@ -218,7 +183,10 @@ def estimate(
                 repeats = resume.remaining(spec, p)
                 if not repeats:
                     continue
-            measure += warmup + repeats * (window + POINT_OVERHEAD_S)
+            if past_overhead_s is not None:  # measured outside the windows, the warm-up in it
+                measure += repeats * (window + past_overhead_s)
+            else:
+                measure += warmup + repeats * (window + POINT_OVERHEAD_S)
             windows += repeats
     if spec.warmup_after_start_s > 0 and launches:
         measure += launches * spec.warmup_after_start_s
@@ -228,8 +196,8 @@ def estimate(
     n_points = sum(len(g.points) for g in groups)
     if measured_from_history:
         notes.append(
-            f"windows of {measured_from_history}/{n_points} points: median measured duration of this sweep's (else its model's) "
-            "earlier points at the same batch size"
+            f"windows of {measured_from_history}/{n_points} points: median duration measured {measured_where} "
+            "at the same batch size"
         )
     if measured_from_history < n_points:
         notes.append(
@@ -247,7 +215,13 @@ def estimate(
             f"v1/v2 points at measure.max_repeats ({spec.max_pair_repeats}): the most measure.ratio_target "
             f"(+-{spec.measure.ratio_target:.0%}) can take; a quiet pair stops at {spec.repeats}{below}"
         )
-    notes.append(f"{POINT_OVERHEAD_S:g} s per repeat outside the window (flush, /server_info, storing)")
+    if past_overhead_s is not None:
+        notes.append(
+            f"{past_overhead_s:.2f} s per repeat outside the window (warm-up, flush, storing), as measured "
+            f"{measured_where}"
+        )
+    else:
+        notes.append(f"{POINT_OVERHEAD_S:g} s per repeat outside the window (flush, /server_info, storing)")
     return Estimate(
         total_s=startup_total + measure,
         startup_s=startup_total,
@@ -256,6 +230,10 @@ def estimate(
         windows=windows,
         assumptions=notes,
     )
+
+
+def _seconds(s: float) -> str:
+    return f"{s:.0f} s" if s >= 10 else f"{s:.1f} s"
 
 
 def human(seconds: float) -> str:

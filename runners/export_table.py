@@ -14,7 +14,7 @@ from rich.console import Console
 
 from analysis import correctness
 from analysis.export import Export
-from analysis.labels import config_label
+from analysis.labels import KIND_TAG, MEASURED, config_label
 from analysis.plain import missing
 from runners.tables import Column, print_table, say
 
@@ -30,7 +30,7 @@ def _interval(low: Any, high: Any, fmt: str) -> str:
 
 
 def _run_title(run: Mapping[str, Any]) -> str:
-    kind = run.get("kind") or "measured"
+    kind = KIND_TAG.get(run.get("kind") or MEASURED, MEASURED)
     gpu = f"{run.get('gpu_name')} x{run.get('gpu_count')}" if run.get("gpu_count") else "no GPU"
     return (
         f"run {run['id']} {run['sweep_name']} ({kind}): {run['status']}, sglang "

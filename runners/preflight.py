@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import importlib.metadata
 import re
+import sys
 from pathlib import Path
 
 from bench.host.policy import HostPolicy, PolicyError
@@ -121,7 +122,7 @@ def launch_patch(spec: SweepSpec) -> str | None:
     return "none (unpatched)" if state == UNPATCHED else state
 
 
-def _local(path: str) -> bool:
+def is_local(path: str) -> bool:
     """A path on this host, not a Hugging Face id (`org/name`): absolute, `~`, `./`, `../`, a dot-folder,
     or more than one `/`."""
     return path.startswith(("/", "~", ".")) or path.count("/") > 1
@@ -139,7 +140,7 @@ def missing_paths(spec: SweepSpec) -> list[str]:
         ]
     out = []
     for what, value in candidates:
-        if value and _local(str(value)) and not Path(str(value)).expanduser().exists():
+        if value and is_local(str(value)) and not Path(str(value)).expanduser().exists():
             out.append(f"{what} {value!r} does not exist on this host")
     return out
 
@@ -155,25 +156,41 @@ def check(spec: SweepSpec, policy: HostPolicy | None = None) -> None:
     refused = policy.problems(spec)
     if refused:
         raise PreflightError("; ".join(refused) + ". Nothing was run and no run stored.")
-    problems = workload_problems(spec.workloads, prompt_vocab(spec.model))
-    if spec.server.backend != "external":
-        problems += [p for p in (model_config_problem(spec.model),) if p]
-    if spec.server.backend == "sglang":
-        problems += [p for p in missing_paths(spec) if p.startswith(("model", "draft_model"))]
-        try:
-            detect_sglang_version(policy.interpreter(spec.server.python), timeout_s=120.0)
-        except (LaunchError, ArgvError) as e:
-            problems.insert(0, "; ".join(e.problems) if isinstance(e, ArgvError) else str(e))
-            where = "server.python" if spec.server.python else "this interpreter"
-            problems.append(
-                f"install SGLang for {where} (pip install -e '.[gpu]'), or point server.python at one that has it"
-            )
-    if problems:
+    found = problems(spec, policy)
+    if found:
         # One line: a workload's bad lines are listed in it, separated, not on lines of their own.
         raise PreflightError(
-            " ".join("; ".join(problems).split())
+            " ".join("; ".join(found).split())
             + ". No server of this sweep could start, so nothing was run and no run stored."
         )
+
+
+def problems(spec: SweepSpec, policy: HostPolicy, *, execute: bool = True) -> list[str]:
+    """What `check` refuses once the policy allows the sweep: workloads, the model's config.json, local model
+    paths and SGLang for the servers' interpreter. `execute=False` (a dry run, which runs nothing) reads the
+    SGLang release from the interpreter's files instead of asking the interpreter."""
+    found = workload_problems(spec.workloads, prompt_vocab(spec.model))
+    if spec.server.backend != "external":
+        found += [p for p in (model_config_problem(spec.model),) if p]
+    if spec.server.backend != "sglang":
+        return found
+    found += [p for p in missing_paths(spec) if p.startswith(("model", "draft_model"))]
+    try:
+        python = policy.interpreter(spec.server.python)
+        if execute:
+            detect_sglang_version(python, timeout_s=120.0)
+        else:
+            where = resolve_python(python) if python is not None else sys.executable  # a lookup; runs nothing
+            if installed_sglang(python) is None:
+                raise LaunchError(f"SGLang is not installed for {where} (read from its files)")
+    except (LaunchError, ArgvError) as e:
+        where = "server.python" if spec.server.python else "this interpreter"
+        found.insert(
+            0,
+            ("; ".join(e.problems) if isinstance(e, ArgvError) else str(e))
+            + f"; install SGLang for {where} (pip install -e '.[gpu]'), or point server.python at one that has it",
+        )
+    return found
 
 
 def describe(spec: SweepSpec) -> list[str]:

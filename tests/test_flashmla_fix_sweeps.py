@@ -73,15 +73,16 @@ def _dry_run(sweep: Path, site: Path | None) -> tuple[int, str]:
 
 @pytest.mark.parametrize("name", ["flashmla-draft-fix-real-weights.yaml", "flashmla-draft-fix-proof.yaml"])
 def test_unpatched_the_dry_run_warns_patched_it_says_fixed(tmp_path: Path, name: str) -> None:
+    # No GPU (nor the sweep's model) here: each dry run says so and exits 2, as the run would.
     plain_rc, plain = _dry_run(SWEEPS / name, _site(tmp_path, patched=False))
-    assert plain_rc == 0, plain
+    assert plain_rc == 2 and "would this run here? no" in plain, plain
     assert "SGLang patch: none (unpatched)" in plain
     assert (
         "SGLang 0.5.13.post1 (installed (read from its files)) has known issue flashmla-draft-decode-context"
         in plain
     )
     fixed_rc, fixed = _dry_run(SWEEPS / name, _site(tmp_path, patched=True))
-    assert fixed_rc == 0, fixed
+    assert fixed_rc == 2 and "would this run here? no" in fixed, fixed
     assert "SGLang patch: flashmla-draft-decode-context (" in fixed
     assert "known issue flashmla-draft-decode-context is fixed on it" in fixed
     assert "has known issue flashmla-draft-decode-context" not in fixed

@@ -1,7 +1,8 @@
 """Which GPUs this host has: the one detector, used by workers (job matching) and provenance (what a run used).
 
-Detection asks `nvidia-smi` first (it needs no CUDA context and names the exact board), then torch, and
-otherwise reports no GPU: a host without one can still run jobs on the stand-in server.
+Detection asks `nvidia-smi` first (it needs no CUDA context and names the exact board), then reads the driver's
+files under /proc, then asks torch, and otherwise reports no GPU: a host without one can still run jobs on the
+stand-in server. A dry run never imports torch (`find_gpus(torch=False)`).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 NVIDIA_SMI_ARGV = ["nvidia-smi", "--query-gpu=index,name,driver_version", "--format=csv,noheader"]
+PROC_GPUS = "/proc/driver/nvidia/gpus"
 NONE = "none"
 
 
@@ -59,14 +61,39 @@ def _torch_gpus() -> list[Gpu]:
         return []
 
 
-def detect_gpus(run: Runner | None = None) -> list[Gpu]:
-    """The host's GPUs, in nvidia-smi's index order; [] when there are none."""
+def proc_gpus(root: str = PROC_GPUS) -> list[Gpu]:
+    """The NVIDIA driver's own list under /proc (a folder per GPU, named by its PCI address, whose `information`
+    names the model), in PCI order, nvidia-smi's default index order: no process started, no CUDA."""
+    gpus = []
+    for i, info in enumerate(sorted(glob.glob(os.path.join(glob.escape(root), "*", "information")))):
+        try:
+            with open(info, encoding="utf-8", errors="replace") as f:
+                fields = dict(line.split(":", 1) for line in f.read(65536).splitlines() if ":" in line)
+        except OSError:
+            continue
+        gpus.append(Gpu(i, fields.get("Model", "unknown").strip() or "unknown"))
+    return gpus
+
+
+def find_gpus(run: Runner | None = None, *, torch: bool = True) -> tuple[list[Gpu], str]:
+    """The host's GPUs and what told: nvidia-smi first, else the driver's /proc files, else (with `torch`)
+    torch; ([], what was asked) when there are none."""
     if run is not None or shutil.which(NVIDIA_SMI_ARGV[0]):
         try:
-            return parse_nvidia_smi((run or _run_nvidia_smi)(list(NVIDIA_SMI_ARGV)))
+            return parse_nvidia_smi((run or _run_nvidia_smi)(list(NVIDIA_SMI_ARGV))), "nvidia-smi"
         except (OSError, subprocess.SubprocessError, ValueError, IndexError):
             pass
-    return _torch_gpus()
+    found = proc_gpus()
+    if found:
+        return found, PROC_GPUS
+    if torch:
+        return _torch_gpus(), "torch"
+    return [], f"nvidia-smi and {PROC_GPUS}"
+
+
+def detect_gpus(run: Runner | None = None) -> list[Gpu]:
+    """The host's GPUs, in nvidia-smi's index order; [] when there are none."""
+    return find_gpus(run)[0]
 
 
 def parse_gpu_list(text: str | None) -> list[int] | None:

@@ -24,6 +24,18 @@ from typing import Any
 STEP_NAME = re.compile(r"^step\[(?P<mode>[A-Z_0-9]+) bs=(?P<bs>\d+)(?: toks=(?P<toks>\d+))?\]$")
 
 
+# The device name the stand-in server's profiler writes (synthetic/server/profiler.py): a trace it made up.
+STAND_IN_DEVICE = "specbench stand-in (no GPU)"
+
+
+def from_stand_in(trace: dict[str, Any]) -> bool:
+    """Whether the stand-in server wrote this trace: its timings come from a performance model, not a GPU."""
+    devices = trace.get("deviceProperties")
+    return isinstance(devices, list) and any(
+        isinstance(d, dict) and d.get("name") == STAND_IN_DEVICE for d in devices
+    )
+
+
 class TraceError(ValueError):
     """The file is not a Chrome trace this module can read."""
 

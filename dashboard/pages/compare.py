@@ -8,6 +8,7 @@ import streamlit as st
 from analysis import correctness, md
 from analysis.comparability import refusal
 from analysis.compare import center_text, comparability_key, comparable_pair, verdict_counts
+from analysis.report import made_up_notices
 from dashboard.components import layout, state
 from dashboard.components.export import download_buttons
 from dashboard.components.filters import metric_picker, run_picker
@@ -91,6 +92,9 @@ if comparability_key(row_a) != comparability_key(row_b):
         "different setups.",
         icon=":material/warning:",
     )
+# Made-up numbers say so above the verdicts, in the PR comment's words (analysis.report).
+for notice in made_up_notices(row_a.to_dict(), row_b.to_dict()):
+    st.warning(notice, icon=":material/science:")
 center = center_text(table)
 # The correctness gate first: a point measured on a wrong path is a finding, not a speed to compare.
 for side, run_id in (("candidate", b), ("baseline", a)):

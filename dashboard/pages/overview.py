@@ -9,7 +9,7 @@ import streamlit as st
 
 from analysis import md
 from analysis.changes import first_runs_after, summarize_by_run
-from analysis.labels import run_tag, short_gpu
+from analysis.labels import KIND_HELP, run_kind, short_gpu
 from analysis.regressions import DEFAULT_LOOKBACK, DEFAULT_SINCE, flagged
 from analysis.run_counts import points_text
 from analysis.stats.changepoint import ChangePointParams
@@ -57,6 +57,7 @@ else:
     table = pd.DataFrame(
         {
             "Change": ["▼ regression" if d == "regression" else "▲ improvement" for d in shown["direction"]],
+            "Kind": shown["kind"],
             "Series": shown["series"],
             "Δ": shown["rel_change"] * 100,
             "Why": shown["why"],
@@ -76,13 +77,14 @@ else:
         width="stretch",
         column_config={
             "Change": st.column_config.TextColumn(width=95),
-            "Series": st.column_config.TextColumn(width=215),
-            "Δ": st.column_config.NumberColumn(format="%+.1f%%", width=62),
-            "Why": st.column_config.TextColumn(width=160),
+            "Kind": st.column_config.TextColumn(width=72, help=KIND_HELP),
+            "Series": st.column_config.TextColumn(width=180),
+            "Δ": st.column_config.NumberColumn(format="%+.1f%%", width=58),
+            "Why": st.column_config.TextColumn(width=140),
             "First run after": st.column_config.TextColumn(
-                width=125, help="The first run after the change: run id · SGLang version @ commit"
+                width=115, help="The first run after the change: run id · SGLang version @ commit"
             ),
-            "Triage": st.column_config.TextColumn(width=80),
+            "Triage": st.column_config.TextColumn(width=78),
             "Open": st.column_config.LinkColumn(display_text="trend ↗", width=62),
         },
     )
@@ -104,9 +106,7 @@ runs_view = pd.DataFrame(
         "Run": runs["id"],
         "Started": pd.to_datetime(runs["started_at"], utc=True),
         "Sweep": runs["sweep_name"],
-        "Kind": [
-            run_tag(m, t) or "measured" for m, t in zip(runs["simulated"], runs["trigger"], strict=True)
-        ],
+        "Kind": [run_kind(m, t) for m, t in zip(runs["simulated"], runs["trigger"], strict=True)],
         "GPU": [short_gpu(n, k) for n, k in zip(runs["gpu_name"], runs["gpu_count"], strict=True)],
         "SGLang": runs["sglang_version"],
         "Status": runs["status"],
@@ -124,8 +124,8 @@ st.dataframe(
     column_config={
         "Run": st.column_config.NumberColumn(width=45),
         "Started": st.column_config.DatetimeColumn(format="MM-DD HH:mm", width=90, help="UTC"),
-        "Sweep": st.column_config.TextColumn(width=185),
-        "Kind": st.column_config.TextColumn(width=125),
+        "Sweep": st.column_config.TextColumn(width=225),
+        "Kind": st.column_config.TextColumn(width=85, help=KIND_HELP),
         "GPU": st.column_config.TextColumn(width=75),
         "SGLang": st.column_config.TextColumn(width=90),
         "Status": st.column_config.TextColumn(width=65),

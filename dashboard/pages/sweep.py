@@ -6,7 +6,7 @@ import pandas as pd
 import streamlit as st
 
 from analysis import correctness, md
-from analysis.labels import STAND_IN_TAG, config_label, run_tag, short_gpu, short_workload
+from analysis.labels import STAND_IN_TAG, config_label, run_kind, run_tag, short_gpu, short_workload
 from analysis.run_counts import points_of
 from dashboard.components import evidence, layout, state
 from dashboard.components.export import frame_with_csv
@@ -201,4 +201,9 @@ with right:
 evidence.floor_section(view.floors, drawn.get("floor"), facts)
 
 with st.expander(f"All {len(points)} points of run #{run_id} (every status)"):
-    frame_with_csv(points, "run", f"run-{run_id}-points.csv", key="sw_csv")
+    frame_with_csv(
+        points.assign(kind=run_kind(info["simulated"], info["trigger"])),
+        "run",
+        f"run-{run_id}-points.csv",
+        key="sw_csv",
+    )

@@ -10,7 +10,7 @@ import streamlit as st
 from analysis import md
 from analysis.changes import first_runs_after
 from analysis.facets import default_series
-from analysis.labels import run_tag
+from analysis.labels import KIND_HELP, run_kind, run_tag
 from analysis.regressions import flagged
 from analysis.stats.changepoint import ChangePointParams
 from bench.catalog import direction_text, label
@@ -109,6 +109,7 @@ else:
     view = pd.DataFrame(
         {
             "change": changes["direction"],
+            "kind": changes["kind"],
             "Δ": changes["rel_change"] * 100,
             "why": changes["why"],
             "first run after": first_runs_after(changes),
@@ -128,17 +129,19 @@ else:
         width="stretch",
         column_config={
             "change": st.column_config.TextColumn(width=90),
+            "kind": st.column_config.TextColumn(width=72, help=KIND_HELP),
             "Δ": st.column_config.NumberColumn(format="%+.1f%%", width=62),
-            "why": st.column_config.TextColumn("why (attribution)", width=180),
-            "first run after": st.column_config.TextColumn(width=135),
+            "why": st.column_config.TextColumn("why (attribution)", width=160),
+            "first run after": st.column_config.TextColumn(width=125),
             "before": st.column_config.NumberColumn(format="%.4g", width=65),
             "after": st.column_config.NumberColumn(format="%.4g", width=65),
             "p-value": st.column_config.NumberColumn(format="%.1e", width=70),
-            "triage": st.column_config.TextColumn(width=85),
+            "triage": st.column_config.TextColumn(width=80),
             "note": st.column_config.TextColumn(width=100),
         },
     )
     triage.triage_form(url, changes, fp, metric, key="tr_triage")
 
 with st.expander("Points of this series"):
-    frame_with_csv(series, "series", f"series-{fp}-{metric}.csv", key="tr_csv")
+    kind_of = [run_kind(m, t) for m, t in zip(series["simulated"], series["trigger"], strict=True)]
+    frame_with_csv(series.assign(kind=kind_of), "series", f"series-{fp}-{metric}.csv", key="tr_csv")

@@ -14,9 +14,9 @@ from sqlalchemy import Engine
 from analysis import spec_vs_baseline, tp_compare, v2_vs_v1, windows
 from analysis.bench_serving_export import bench_serving_lines
 from analysis.export import ExportError, collect, document
-from analysis.labels import parts_line
+from analysis.labels import SIMULATED, SYNTHETIC_TAG, parts_line, run_kind
 from analysis.plain import plain
-from analysis.render import Document, Format
+from analysis.render import Document, Format, with_kind
 from db import queries as q
 from db.engine import session_scope
 from db.models import Run
@@ -202,7 +202,7 @@ def _export_run_view(
         else:
             export_table.print_frame(console, frame, heading, export_table.WINDOWS_FIRST)
         return
-    text = module.document(frame, meta, title.format(run=_run_title(meta))).text(fmt)
+    text = with_kind(module.document(frame, meta, title.format(run=_run_title(meta))), meta["kind"]).text(fmt)
     _emit(text, output, f"{len(frame)} {rows}")
 
 
@@ -221,6 +221,7 @@ def _one_run_meta(engine: Engine, run_ids: list[int], why: str) -> dict[str, Any
             "sglang_version": found.sglang_version,
             "gpu": f"{found.gpu_count}x {found.gpu_name}" if found.gpu_count else "no GPU",
             "simulated": found.simulated,
+            "kind": run_kind(found.simulated, found.trigger),
         }
     # Where each part of the run ran, and its drift check against the part before (runners/parts.py).
     run_id = int(meta["run_id"])
@@ -235,9 +236,13 @@ def _run_title(meta: dict[str, Any]) -> str:
     parts = parts_line(meta.get("parts") or [])
     return (
         f"run #{meta['run_id']} {meta['sweep']}: SGLang {meta['sglang_version'] or '?'} on {meta['gpu']}"
-        + (" (stand-in server, simulated numbers)" if meta["simulated"] else "")
+        + (f" ({_MADE_UP[meta['kind']]})" if meta["kind"] in _MADE_UP else "")
         + (f"; {parts}" if parts else "")
     )
+
+
+# What a single-run view's title says of numbers specbench made up (a measured run's title says nothing).
+_MADE_UP = {SIMULATED: "stand-in server, simulated numbers", SYNTHETIC_TAG: "synthetic history, not measured"}
 
 
 def _emit(text: str, output: Path | None, wrote: str) -> None:

@@ -15,6 +15,7 @@ from typing import Annotated, TypeVar
 import typer
 from sqlalchemy.orm import Session
 
+from analysis.labels import KIND_TAG, MEASURED, run_kind
 from bench.sweep import SweepError, parse_sweep
 from db import queries as q
 from runners import correctness
@@ -84,7 +85,11 @@ def gate(
     summary = correctness.gate(
         spec, run_id, write_fn, settings=settings, store=write, say=lambda m: console.print(m, markup=False)
     )
-    console.print(f"run {run_id} ({info['sweep_name']}){' - verdicts stored' if write else ''}", markup=False)
+    kind = run_kind(info.get("simulated"), info.get("trigger"))
+    made_up = f", {KIND_TAG[kind]}" if kind != MEASURED else ""  # the stand-in's answers are not a GPU's
+    console.print(
+        f"run {run_id} ({info['sweep_name']}{made_up}){' - verdicts stored' if write else ''}", markup=False
+    )
     if against is not None:
         other = resolve_run_ref(engine, against)
         mine, theirs = correctness.run_baseline(write_fn, run_id), correctness.run_baseline(write_fn, other)

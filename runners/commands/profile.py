@@ -9,9 +9,10 @@ from typing import Annotated, Any, Literal
 import typer
 from rich.table import Table
 
+from analysis.labels import KIND_TAG, MEASURED, SIMULATED
 from analysis.render import json_text
 from bench.profile.summary import DEFAULT_DISTORTION_THRESHOLD, distortion, summarize
-from bench.profile.trace import TraceError, load_trace
+from bench.profile.trace import TraceError, from_stand_in, load_trace
 from runners.common import MAX_ID, DbOption, console, fail, open_db
 from runners.exit_codes import ExitCode
 
@@ -45,9 +46,12 @@ def summarize_cmd(
 ) -> None:
     """Cycles, cycle time, GPU busy and idle per cycle, and time per phase (medians with quartiles)."""
     try:
-        s = summarize(load_trace(trace))
+        data = load_trace(trace)
+        s = summarize(data)
     except TraceError as e:
         fail(str(e))
+    # What the figures are: a trace the stand-in server made up is simulated, whatever its numbers look like.
+    s = {"kind": SIMULATED if from_stand_in(data) else MEASURED, **s}
     if tpot_ms is not None or accept_length is not None:
         s["distortion"] = distortion((s["cycle_ms"] or {}).get("median"), tpot_ms, accept_length, threshold)
     if format == "json":
@@ -65,6 +69,10 @@ def _fmt(st: dict[str, Any] | None, scale: float = 1.0, digits: int = 3) -> str:
 
 
 def _table(trace: Path, s: dict[str, Any]) -> None:
+    if s["kind"] != MEASURED:
+        console.print(
+            f"[bold yellow]{KIND_TAG[s['kind']]}:[/] a trace of the stand-in server, no GPU", highlight=False
+        )
     console.print(
         f"[bold]{trace.name}[/]: {s['cycles']} verify steps, {s['cycles_timed']} timed cycles "
         f"({s['track']} track; batch sizes {s['batch_sizes']}; {s['kernels']} kernels; "

@@ -15,9 +15,20 @@ from runners.common import DbOption, console, fail, open_db_readonly, parse_span
 from runners.exit_codes import ExitCode, answered
 from runners.tables import Column, print_table, say
 
-# A flagged change as `--format json` writes it.
+# A flagged change as `--format json` writes it; `kind`: measured, simulated, synthetic, or what a change made
+# of several kinds of runs joins (`synthetic+measured`).
 JSON_FIELDS = (
-    *("series", "fingerprint", "metric", "direction", "rel_change", "pvalue", "run_id", "prev_run_id"),
+    *(
+        "series",
+        "kind",
+        "fingerprint",
+        "metric",
+        "direction",
+        "rel_change",
+        "pvalue",
+        "run_id",
+        "prev_run_id",
+    ),
     *("started_at", "sglang_version", "sglang_commit", "prev_version", "prev_commit", "mean_before"),
     *("mean_after", "n_before", "n_after", "why", "state", "note"),
 )
@@ -83,8 +94,10 @@ def _table(changes: pd.DataFrame, metric: str, since: str) -> None:
         )
         return
     columns = [
-        # Δ, the run where the change starts and why are the finding: never cut, never left out.
+        # Δ, the run where the change starts and why are the finding, and the kind says whether its numbers
+        # were measured at all: never cut, never left out.
         Column("Δ", "right", markup=True),
+        Column("kind"),
         Column("series", shrink=22, fold=True),
         Column("why", shrink=22, fold=True),
         Column("from → to", drop=3, shrink=16),
@@ -98,6 +111,7 @@ def _table(changes: pd.DataFrame, metric: str, since: str) -> None:
         rows.append(
             [
                 f"[{style}]{r['rel_change'] * 100:+.1f}%[/]",
+                str(r["kind"]),
                 str(r["series"]),
                 str(r["why"] or ""),
                 f"{r['prev_version']}@{str(r['prev_commit'] or '')[:7]} → {r['sglang_version']}@{str(r['sglang_commit'] or '')[:7]}",

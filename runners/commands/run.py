@@ -12,9 +12,11 @@ import typer
 from rich.markup import escape
 from sqlalchemy import Engine, select
 
+from analysis.labels import KIND_TAG, MEASURED, run_kind
 from bench.correctness.prompts import why_not_checked
 from bench.host.cpu_affinity import format_cpu_list
-from bench.host.gpus import parse_gpu_list
+from bench.host.gpus import describe as describe_gpus
+from bench.host.gpus import find_gpus, parse_gpu_list, select_gpus, visible_indices
 from bench.host.policy import HostPolicy
 from bench.pairing import Pair
 from bench.server.known_bugs import KNOWN_BUGS, KnownBug, bugs_for, fixed_by_patch
@@ -25,7 +27,7 @@ from bench.workload import WorkloadError
 from db.engine import resolve_url, session_scope
 from db.migrate import open_database_readonly
 from db.models import Point, Run
-from runners import estimate, preflight
+from runners import estimate, host_history, preflight, readiness
 from runners.common import (
     MAX_WAIT_S,
     RUN_REF_HELP,
@@ -141,6 +143,7 @@ def run(
             db,
             _dry_run_resume(spec, groups, db, resume, resume_run),
             policy,
+            log_dir=log_dir,
             part_s=deadline_s if deadline_s is not None else estimate.DEFAULT_PART_S,
         )
         return
@@ -264,11 +267,15 @@ def _dry_run(
     db: str | None,
     resume: estimate.ResumeState | None = None,
     policy: HostPolicy | None = None,
+    log_dir: Path = Path("logs"),
     part_s: float = estimate.DEFAULT_PART_S,
 ) -> None:
-    """Each launch's real argv and environment (from the launcher's own builder) and a time estimate (of what
-    is missing, for a run to resume), cut into parts of `part_s` when it is longer. Runs nothing: the SGLang
-    release is read from files (runners/preflight.py)."""
+    """Each launch's real argv and environment (from the launcher's own builder), a time estimate (of what is
+    missing, for a run to resume) from what was measured before (runners/host_history.py), cut into parts of
+    `part_s` when it is longer, and whether the sweep would run on this host (runners/readiness.py: GPUs,
+    SGLang, model, disk). Runs nothing: the SGLang release is read from files (runners/preflight.py). Exits 2,
+    every reason listed, where the real run would stop with 2."""
+    policy = policy or HostPolicy.author()
     version, version_from = preflight.launch_version(spec)
     patch = preflight.installed_patch_state(spec)
     _warn_known_bugs(spec, groups, version, f" ({version_from})", patch)
@@ -292,8 +299,6 @@ def _dry_run(
             )
     for line in preflight.describe(spec):
         console.print(line, markup=False, highlight=False)
-    for problem in preflight.missing_paths(spec):
-        console.print(f"[yellow]warning:[/] {escape(problem)}: every launch would fail", highlight=False)
     check = spec.measure.correctness
     if check.enabled:
         console.print(
@@ -304,6 +309,7 @@ def _dry_run(
             highlight=False,
         )
     collapsed = 0
+    refused: dict[str, None] = {}  # what the launcher's own builder refuses, once each
     for i, g in enumerate(groups, 1):
         console.print(
             f"\n[bold]launch {i}/{len(groups)}[/]: {g.server.label()} - {len(g.points)} point(s), batch sizes "
@@ -324,7 +330,9 @@ def _dry_run(
                 spec.server, g.server, version=version, port=DRY_RUN_PORT, gpus=gpus, policy=policy
             )
         except LaunchError as e:
-            fail(str(e))
+            refused[str(e)] = None
+            console.print(f"  cannot launch: {e}", markup=False, highlight=False)
+            continue
         built, env = plan.argv, plan.env_delta
         console.print(f"  argv: {shlex.join(built.argv)}", markup=False, highlight=False, soft_wrap=True)
         for k, v in sorted(env.items()):
@@ -348,19 +356,48 @@ def _dry_run(
             "are labelled 'routing collapsed' (docs/reference/synthetic-models.md)",
             highlight=False,
         )
-    past_startup, past_windows = _history(spec.name, spec.model, db)
+    detected = find_gpus(torch=False)
+    findings = readiness.check(
+        spec, groups, policy=policy, gpus=gpus, log_dir=log_dir, db=db, detected=detected
+    )
+    findings += [readiness.Finding("blocker", "launch", why) for why in refused]
+    gpu_name = describe_gpus(select_gpus(detected[0], gpus if gpus is not None else visible_indices()))[0]
+    past = _history(spec, gpu_name, db)
     est = estimate.estimate(
-        spec, groups, past_startup_s=past_startup, past_window_s=past_windows, resume=resume
+        spec,
+        groups,
+        past_startup_s=past.startup_s if past else None,
+        past_window_s=past.window_s if past else None,
+        past_overhead_s=past.overhead_s if past else None,
+        measured_where=past.source if past else "",
+        resume=resume,
     )
     console.print(
         f"\n[bold]estimated time: about {estimate.human(est.total_s)}[/] "
         f"({est.launches} start(s) {estimate.human(est.startup_s)}, "
         f"{est.windows} measured window(s) with warmup {estimate.human(est.measure_s)})"
     )
+    if past is None:
+        console.print(
+            "  nothing measured on this host or another tells more: the figures below are assumptions"
+        )
     for note in est.assumptions:
         console.print(f"  assuming {note}", markup=False, highlight=False)
     if resume is None:
-        _print_parts(spec, groups, est.total_s, part_s, past_startup, past_windows)
+        _print_parts(
+            spec, groups, est.total_s, part_s, past.startup_s if past else None, past.window_s if past else {}
+        )
+    blockers = [f for f in findings if f.level == "blocker"]
+    console.print("\n[bold]would this run here?[/] " + ("no" if blockers else "yes"), highlight=False)
+    for finding in findings:
+        console.print(finding.line(), markup=False, highlight=False)
+    if blockers:
+        err_console.print(
+            f"[red]{len(blockers)} reason(s) above stop the real run here: it would exit "
+            f"{int(ExitCode.ERROR)}, and so does this dry run[/]",
+            highlight=False,
+        )
+        raise typer.Exit(ExitCode.ERROR)
 
 
 def _print_parts(
@@ -486,14 +523,14 @@ def _open_bug_outcome(bug: KnownBug, spec: SweepSpec, *, pinned: int, total: int
     return f"{said}; control: {bug.control}" if bug.control else said
 
 
-def _history(sweep_name: str, model: str, db: str | None) -> tuple[float | None, dict[int, float]]:
-    """Earlier launches and points of this sweep (else of its model), read without writing (a dry run neither
-    creates nor migrates a database); none when there is no readable database."""
+def _history(spec: SweepSpec, gpu_name: str, db: str | None) -> host_history.Measured | None:
+    """What earlier runs measured (runners/host_history.py: this host's first), read without writing (a dry
+    run neither creates nor migrates a database); None when there is none or no readable database."""
     try:
         engine, _ = open_database_readonly(resolve_url(db))
-        return estimate.history(engine, sweep_name, model)
+        return host_history.measured(engine, spec, gpu_name)
     except Exception:  # the estimate falls back to its assumptions; the dry run is not about the database
-        return None, {}
+        return None
 
 
 def _interrupt(signum: int, _frame: object) -> None:
@@ -536,6 +573,8 @@ def _fmt(v: float | None, digits: int = 1) -> str:
 def _summary(engine: Engine, outcome: RunOutcome, elapsed_s: float) -> None:
     with session_scope(engine) as s:
         points = list(s.scalars(select(Point).where(Point.run_id == outcome.run_id).order_by(Point.id)))
+        run = s.get(Run, outcome.run_id)
+        kind = KIND_TAG[run_kind(run.simulated, run.trigger)] if run is not None else MEASURED
     columns = [
         Column("config"),
         Column("bs", "right"),
@@ -580,7 +619,9 @@ def _summary(engine: Engine, outcome: RunOutcome, elapsed_s: float) -> None:
                 CHECK_MARK.get(p.correctness or "", "-"),
             ]
         )
-    print_table(console, columns, rows, title=f"run {outcome.run_id}: {outcome.status}")
+    # What the numbers are: the stand-in's are simulated, and say so above them (a measured run says nothing).
+    made_up = f" ({kind})" if kind != MEASURED else ""
+    print_table(console, columns, rows, title=f"run {outcome.run_id}{made_up}: {outcome.status}")
     bad = [p for p in points if p.status != "ok"]
     for p in bad[:20]:
         console.print(f"[red]{p.status}[/] point {p.id} (bs={p.batch_size}): {p.reason}")

@@ -11,7 +11,7 @@ import typer
 from rich.markup import escape
 from sqlalchemy import Engine
 
-from analysis.labels import STAND_IN_TAG, none_if_nan, run_tag, short_gpu
+from analysis.labels import none_if_nan, run_kind, short_gpu
 from analysis.render import columns, csv_text, json_text
 from analysis.run_counts import points_text
 from analysis.text import printable
@@ -129,7 +129,7 @@ def _record(row: dict[str, Any], parts: list[dict[str, Any]]) -> dict[str, Any]:
         "trigger": text["trigger"],
         "backend": text["backend"],
         "simulated": bool(row["simulated"]),
-        "kind": run_tag(row["simulated"], text["trigger"]) or "measured",
+        "kind": run_kind(row["simulated"], text["trigger"]),
         "model": text["model"],
         "gpu": text["gpu_name"],
         "gpu_count": int(row["gpu_count"]),
@@ -148,10 +148,6 @@ def sglang_patch(provenance: Any) -> str | None:
     """The patch the run's SGLang carried ("none": unpatched; None: not recorded, e.g. the stand-in)."""
     value = provenance.get("sglang_patch") if isinstance(provenance, dict) else None
     return str(value) if value is not None else None
-
-
-def simulated_tag(record: dict[str, Any]) -> str:
-    return run_tag(record["simulated"], record["trigger"]) or ""
 
 
 def _table(records: list[dict[str, Any]], sweeps: list[str | None]) -> None:
@@ -180,7 +176,7 @@ def _table(records: list[dict[str, Any]], sweeps: list[str | None]) -> None:
             r["name"],
             f"[{style.get(r['status'], 'white')}]{escape(r['status'])}[/]",  # stored text: never markup
             short_gpu(r["gpu"], r["gpu_count"]) if r["gpu_count"] else "none",
-            _short_kind(r),
+            r["kind"],
             points_text(r["points_ok"], r["points"], y),
             (r["sglang_version"] or "?") + (" patched" if is_patched(r["sglang_patch"]) else ""),
             r["label"] or "",
@@ -191,10 +187,3 @@ def _table(records: list[dict[str, Any]], sweeps: list[str | None]) -> None:
     if all(r["parts"] <= 1 for r in records):  # no run grew across hosts: the column would say nothing
         columns, rows = columns[:-1], [row[:-1] for row in rows]
     print_table(console, columns, rows)
-
-
-def _short_kind(record: dict[str, Any]) -> str:
-    """`measured`, `simulated` (the stand-in) or `synthetic` (seeded history): what the numbers are, short
-    enough for 80 columns (the JSON's `kind` has the full tag)."""
-    tag = simulated_tag(record)
-    return "measured" if not tag else ("simulated" if tag == STAND_IN_TAG else tag)

@@ -76,12 +76,19 @@ def triage(
         [
             str(r["series"]),
             f"{r['rel_change'] * 100:+.1f}%",
+            str(r["kind"]),
             c or "-",
             str(r["state"]),
         ]
         for r, c in zip(chosen.to_dict("records"), main_cause(chosen["why"]), strict=True)
     ]
-    columns = [Column("series"), Column("Δ", "right"), Column("cause", drop=1), Column("was", drop=2)]
+    columns = [
+        Column("series"),
+        Column("Δ", "right"),
+        Column("kind"),
+        Column("cause", drop=1),
+        Column("was", drop=2),
+    ]
     print_table(console, columns, rows, title=f"{len(chosen)} change(s) of run {run_id} ({metric})")
     if dry_run:
         err_console.print("dry run: nothing stored")

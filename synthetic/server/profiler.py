@@ -25,6 +25,7 @@ from typing import Any
 
 from aiohttp import web
 
+from bench.profile.trace import STAND_IN_DEVICE
 from synthetic.server import logs
 from synthetic.server.server import SimServer
 
@@ -190,7 +191,7 @@ def build_trace(server: SimServer, sess: _Session) -> dict[str, Any]:
         prev_gpu_start, gpu_free, cpu_free = gpu_start, gpu_start + gpu_us, cpu_end
     return {
         "schemaVersion": 1,
-        "deviceProperties": [{"id": 0, "name": "specbench stand-in (no GPU)"}],
+        "deviceProperties": [{"id": 0, "name": STAND_IN_DEVICE}],
         "traceEvents": events,
         "traceName": f"{sess.profile_id}",
         "displayTimeUnit": "ms",

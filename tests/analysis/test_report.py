@@ -126,10 +126,15 @@ def test_markdown_escapes_pipes_and_trims_long_tables(table: pd.DataFrame) -> No
 
 def test_csv_round_trips(table: pd.DataFrame) -> None:
     text = report.document(table, RUN_A, RUN_B).text("csv")
-    assert text.splitlines()[0] == ",".join(COMPARE_COLUMNS)
+    assert text.splitlines()[0] == ",".join(["kind", *COMPARE_COLUMNS])
     back = pd.read_csv(io.StringIO(text))
-    assert list(back.columns) == list(COMPARE_COLUMNS)
-    assert len(back) == len(table)
+    assert list(back.columns) == ["kind", *COMPARE_COLUMNS]
+    assert len(back) == len(table) and set(back["kind"]) == {"measured"}
+    # A row of runs of two kinds says both, made-up first: it never reads as measured.
+    mixed = pd.read_csv(
+        io.StringIO(report.document(table, {**RUN_A, "trigger": "synthetic"}, RUN_B).text("csv"))
+    )
+    assert set(mixed["kind"]) == {"synthetic+measured"}
     assert list(back["verdict"]) == list(table["verdict"])
     assert list(back["config"]) == list(table["config"])
     for col in ("baseline", "candidate", "delta", "ci_low", "ci_high"):
@@ -188,7 +193,8 @@ def test_compare_cli(seeded_sqlite: tuple[str, Engine], tmp_path: Path) -> None:
     out = tmp_path / "cmp.csv"
     res = runner.invoke(app, ["compare", a, b, "--db", url, "--format", "csv", "-o", str(out)])
     assert res.exit_code == 0, res.output
-    assert out.read_text().splitlines()[0] == ",".join(COMPARE_COLUMNS)
+    assert out.read_text().splitlines()[0] == ",".join(["kind", *COMPARE_COLUMNS])
+    assert {line.split(",")[0] for line in out.read_text().splitlines()[1:]} == {"synthetic"}
     res = runner.invoke(app, ["compare", a, b, "--db", url, "--format", "json", "--fail-on-regression"])
     doc = json.loads(res.stdout)
     assert res.exit_code == (1 if doc["counts"]["regression"] else 0)

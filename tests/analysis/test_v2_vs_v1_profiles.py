@@ -57,8 +57,9 @@ def test_export_of_a_profiled_paired_run_has_the_overlap_columns(
 
     rows = {r["batch_size"]: r for r in json.loads(_export(url, "json"))["rows"]}
     assert set(rows) == {2, 8}
-    assert list(rows[8]) == [*COLUMNS, *OVERLAP_COLUMNS]
+    assert list(rows[8]) == ["kind", *COLUMNS, *OVERLAP_COLUMNS]  # the stand-in's: "simulated" on every row
     prof = rows[8]
+    assert {r["kind"] for r in rows.values()} == {"simulated"}
     assert prof["v1_gpu_idle_ms"] == pytest.approx(CPU_MS)
     assert prof["v2_gpu_idle_ms"] == pytest.approx(SYNC_MS)
     assert prof["cpu_hidden_ms"] == pytest.approx(CPU_MS - SYNC_MS)
@@ -103,7 +104,7 @@ def test_export_of_a_profiled_paired_run_has_the_overlap_columns(
         for r in rows:
             Path(r.path or "").rename(moved / Path(r.path or "").name)
     r = CliRunner().invoke(app, ["profile", "resummarize", "--db", url, "--run", str(out.run_id)])
-    assert r.exit_code == 2 and r.output.count(": missing") == 2, r.output  # traces gone: no answer
+    assert r.exit_code == 2 and r.output.count(": missing") == 2, r.output  # no answer for those (cli.md)
     r = CliRunner().invoke(
         app, ["profile", "resummarize", "--db", url, "--run", str(out.run_id), "--search", str(moved)]
     )

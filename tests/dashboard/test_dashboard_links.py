@@ -8,7 +8,7 @@ from collections.abc import Iterator
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from analysis.labels import STAND_IN_TAG
+from analysis.labels import SIMULATED, STAND_IN_TAG
 from bench.sweep import parse_sweep
 from db.migrate import open_database
 from runners.sweep_runner import execute_sweep
@@ -58,11 +58,19 @@ def test_run_pickers_and_tables_tag_stand_in_runs(stand_in_url: str, monkeypatch
     at = open_page(stand_in_url, "pages/compare.py", monkeypatch)
     assert all(STAND_IN_TAG in label for label in at.selectbox(key="cmp_a").options)
     assert all("no GPU" in label for label in at.selectbox(key="cmp_b").options)
+    # Above the verdicts, in the PR comment's words: both compared runs are the stand-in's.
+    assert [w.value for w in at.warning if "Both runs are" in w.value] == [
+        f"Both runs are **{STAND_IN_TAG}**: measured on the stand-in server, numbers from its performance "
+        "model, not a GPU."
+    ]
     at = open_page(stand_in_url, "pages/overview.py", monkeypatch)
     runs = next(d.value for d in at.dataframe if "Kind" in d.value.columns)
-    assert set(runs["Kind"]) == {STAND_IN_TAG}
+    assert set(runs["Kind"]) == {SIMULATED}
     at = open_page(stand_in_url, "pages/sweep.py", monkeypatch)
     assert any(STAND_IN_TAG in i.value and "performance model" in i.value for i in at.info)
+    # The run's points, as their CSV download holds them, each with its kind.
+    points = next(d.value for d in at.dataframe if "kind" in d.value.columns)
+    assert len(points) and set(points["kind"]) == {SIMULATED}
 
 
 def test_link_to_a_missing_run_says_so(stand_in_url: str, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -66,7 +66,12 @@ def test_overview(seeded_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
     flagged = next(f for f in frames if "Change" in f.columns)
     assert set(flagged["Change"]) <= {"▼ regression", "▲ improvement"} and len(flagged) > 0
     assert flagged["Open"].str.startswith("trends?fp=").all()
-    assert any(m.value.startswith("**Run #") for m in at.markdown)  # the per-run summary line
+    # Every change and every run of this seeded history says it is made up, in its own column.
+    assert set(flagged["Kind"]) == {"synthetic"}
+    runs = next(f for f in frames if "Sweep" in f.columns)
+    assert set(runs["Kind"]) == {"synthetic"}
+    summaries = [m.value for m in at.markdown if m.value.startswith("**Run #")]  # the per-run summary lines
+    assert summaries and all("(synthetic numbers, " in line for line in summaries)
 
 
 def test_trends_restores_the_view_from_the_url(
@@ -103,6 +108,13 @@ def test_trends_opens_on_the_newest_regression(
     ]
     assert len(chart_rows(at, 0)) >= 10
     assert any("synthetic" in c.value for c in at.caption)  # what the numbers are, next to the chart
+    listed = next(d.value for d in at.dataframe if "change" in d.value.columns)  # the change points
+    assert len(listed) and set(listed["kind"]) == {"synthetic"}
+    # The series' points, as their CSV download holds them, each with its kind.
+    series = next(
+        d.value for d in at.dataframe if "kind" in d.value.columns and "change" not in d.value.columns
+    )
+    assert len(series) and set(series["kind"]) == {"synthetic"}
 
 
 def test_trends_filter_change_updates_chart_and_url(seeded_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -267,8 +279,8 @@ def test_overview_lists_what_the_regressions_command_prints(
     assert len(rows) > 0
     found = any(r["direction"] == "regression" and r["state"] != "dismissed" for r in rows)
     assert res.exit_code == (1 if found else 0), res.output  # a regression is a finding (exit 1)
-    shown = sorted(zip(table["Series"], (round(float(d), 6) for d in table["Δ"]), strict=True))
-    printed = sorted((r["series"], round(r["rel_change"] * 100, 6)) for r in rows)
+    shown = sorted(zip(table["Series"], table["Kind"], (round(float(d), 6) for d in table["Δ"]), strict=True))
+    printed = sorted((r["series"], r["kind"], round(r["rel_change"] * 100, 6)) for r in rows)
     assert shown == printed
 
 

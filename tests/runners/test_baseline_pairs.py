@@ -160,10 +160,13 @@ def test_spec_vs_baseline_exports(chain: tuple[Engine, RunOutcome], module_db_ur
     run = ["export", "--db", module_db_url, "--run", str(out.run_id), "--view", "spec-vs-baseline"]
     csv = CliRunner().invoke(app, [*run, "--format", "csv"])
     assert csv.exit_code == 0, csv.output
-    assert csv.stdout.splitlines()[0].split(",") == list(spec_vs_baseline.COLUMNS)
+    # every row says what its numbers are (the stand-in's: simulated), in the first column
+    assert csv.stdout.splitlines()[0].split(",") == ["kind", *spec_vs_baseline.COLUMNS]
+    assert {line.split(",")[0] for line in csv.stdout.splitlines()[1:]} == {"simulated"}
     assert len(csv.stdout.splitlines()) == 1 + 4
     js = json.loads(CliRunner().invoke(app, [*run, "--format", "json"]).stdout)
     assert js["view"] == "spec-vs-baseline" and len(js["rows"]) == 4
+    assert js["kind"] == "simulated" and {r["kind"] for r in js["rows"]} == {"simulated"}
     assert [(p["part"], p["status"]) for p in js["parts"]] == [(1, out.status)]  # where the run ran
     assert {r["pairing"] for r in js["rows"]} == {"interleaved"}
     md = CliRunner().invoke(app, [*run, "--format", "md"]).stdout

@@ -296,8 +296,12 @@ def test_dry_run_prints_the_launchers_argv_and_env(sqlite_url: str, tmp_path: Pa
 
     # With history, the estimate uses the measured startup and windows.
     res = CliRunner().invoke(app, ["run", str(sweep), "--dry-run", "--db", sqlite_url])
-    assert "median of this sweep's earlier launches" in res.stdout
-    assert "windows of 2/2 points: median measured duration" in res.stdout
+    said = " ".join(res.stdout.split())
+    assert (
+        "median of the launches measured on this host" in said and "in this sweep's earlier run(s) #1" in said
+    )
+    assert "windows of 2/2 points: median duration measured on this host" in said
+    assert "per repeat outside the window (warm-up, flush, storing), as measured on this host" in said
 
 
 def test_dry_run_says_when_a_pinned_acceptance_is_clamped(sqlite_url: str, tmp_path: Path) -> None:
@@ -306,7 +310,7 @@ def test_dry_run_says_when_a_pinned_acceptance_is_clamped(sqlite_url: str, tmp_p
     sweep = tmp_path / "grid.yaml"
     sweep.write_text(text.replace("steps: [2]", "steps: [1, 2]").replace("[2.5]", "[1.8, 2.5]"))
     res = CliRunner().invoke(app, ["run", str(sweep), "--dry-run", "--db", sqlite_url])
-    assert res.exit_code == 0, res.output
+    assert res.exit_code == 2 and "would this run here? no" in res.output, res.output  # no GPU, SGLang, model
     notes = [line for line in res.stdout.splitlines() if "SGLang clamps it" in line]
     # steps 1 x acc 2.5, for v1 and v2; steps 1 x 1.8 and every steps-2 config are reachable
     assert len(notes) == 2 and all("accept length 2.5" in n and "measures 2 (every draft" in n for n in notes)
@@ -372,7 +376,8 @@ def test_dry_run_of_a_resumed_grid_counts_only_what_is_missing(tmp_path: Path) -
     res = CliRunner().invoke(
         app, ["run", "sweeps/h200-v3slice-grid.yaml", "--dry-run", "--resume", "--db", url]
     )
-    assert res.exit_code == 0, res.output
+    # No GPU, SGLang or model here: the real run would exit 2, and so does its dry run, estimate and all.
+    assert res.exit_code == 2 and "would this run here? no" in res.output, res.output
     out = res.stdout
     assert out.count("complete in run 1: not started again") == 1
     assert out.index("complete in run 1") < out.index("launch 2/13")  # the baseline's launch
@@ -393,5 +398,5 @@ def test_dry_run_of_a_resumed_grid_counts_only_what_is_missing(tmp_path: Path) -
             f"sqlite:///{tmp_path}/no.db",
         ],
     )
-    assert nothing.exit_code == 0 and "the estimate is for a new run" in nothing.output
+    assert nothing.exit_code == 2 and "the estimate is for a new run" in nothing.output
     assert not (tmp_path / "no.db").exists()

@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 
 from analysis import report
 from analysis.compare import comparable_pair, compare_runs, one_sided
-from analysis.labels import STAND_IN_TAG
+from analysis.labels import SIMULATED, STAND_IN_TAG
 from runners.cli import app
 from tests.fixtures.markdown import markdown_tables
 from tests.fixtures.report_data import RUN_A, RUN_B, report_points, report_samples
@@ -159,7 +159,7 @@ def test_reproduce_block_omits_unknown_versions() -> None:
 def test_exports_and_json_carry_the_stand_in_tag(tmp_path: Path) -> None:
     table = _pair({})
     doc = json.loads(report.document(table, STAND_IN, RUN_B).text("json"))
-    assert doc["baseline"]["kind"] == STAND_IN_TAG and doc["candidate"]["kind"] == "measured"
+    assert doc["baseline"]["kind"] == SIMULATED and doc["candidate"]["kind"] == "measured"
 
 
 @pytest.fixture(scope="module")
@@ -187,13 +187,14 @@ def demo_db(tmp_path_factory: pytest.TempPathFactory) -> str:
 
 def test_cli_compare_defaults_to_the_comparable_pair(demo_db: str, tmp_path: Path) -> None:
     runs = json.loads(CliRunner().invoke(app, ["runs", "--db", demo_db, "--format", "json"]).stdout)
-    stand_in = [r["id"] for r in runs if r["kind"] == STAND_IN_TAG]
+    stand_in = [r["id"] for r in runs if r["kind"] == SIMULATED]
     assert len(stand_in) == 2
     out = tmp_path / "comment.md"
     res = CliRunner().invoke(app, ["compare", "--db", demo_db, "--format", "comment", "-o", str(out)])
-    # Two stand-in runs measured on a loaded host may differ beyond noise: a finding is an answer too.
-    regressed = re.search(r": (\d+ \w+, )*\d+ regression", res.output) is not None
-    assert res.exit_code == (1 if regressed else 0), res.output
+    # A regression is a finding (exit 1); whether the instant stand-in's noise shows one at this acceptance
+    # varies with the host's load, so the exit code must follow what the verb counted.
+    found = re.search(r"(\d+) regression", res.output)
+    assert res.exit_code == (1 if found and int(found.group(1)) else 0), res.output
     assert f"baseline {stand_in[1]}, candidate {stand_in[0]}" in res.stderr
     md = out.read_text()
     assert STAND_IN_TAG in md and "==none" not in md
@@ -203,6 +204,6 @@ def test_cli_compare_defaults_to_the_comparable_pair(demo_db: str, tmp_path: Pat
     assert res.exit_code == 2 and "both runs" in res.output
     # Exports say what the numbers are.
     res = CliRunner().invoke(app, ["export", "--db", demo_db, "--run", str(stand_in[0]), "--format", "csv"])
-    assert f"#   kind: {STAND_IN_TAG}" in res.stdout
+    assert f"#   kind: {SIMULATED}" in res.stdout
     res = CliRunner().invoke(app, ["export", "--db", demo_db, "--run", str(stand_in[0]), "--format", "md"])
     assert STAND_IN_TAG in res.stdout

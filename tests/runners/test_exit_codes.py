@@ -104,12 +104,13 @@ def test_dry_run_previews_the_installed_or_pinned_release_and_says_which(tmp_pat
     )
     out = run_cli("run", str(sweep), "--dry-run")
     said = out.stdout + out.stderr
-    assert out.returncode == ExitCode.OK, said
+    # Neither SGLang, the model nor a GPU here: the run would exit 2, and its dry run says why and exits 2 too.
+    assert out.returncode == ExitCode.ERROR and "would this run here? no" in said, said
     # Not installed here: the release pyproject's [gpu] extra pins, and the argv follows it (0.5.13.post1
     # takes --cuda-graph-max-bs; the newest known release would get --cuda-graph-max-bs-decode).
     assert "SGLang 0.5.13.post1: not installed here, so the release specbench pins" in said
     assert "--cuda-graph-max-bs-decode" not in said and "SGLANG_ENABLE_SPEC_V2=True" in said
-    assert "warning: model '/no/such/model' does not exist on this host" in said
+    assert "NO   launch: model '/no/such/model' does not exist on this host" in said
     lines = said.splitlines()
     for topic in ("pairing:", "ABBA:", "profiling:"):
         assert sum(line.startswith(topic) for line in lines) == 1, (topic, said)

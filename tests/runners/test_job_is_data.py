@@ -567,7 +567,8 @@ def test_hole7_a_dry_run_runs_no_interpreter(tmp_path: Path, marker_script: tupl
     sweep = tmp_path / "dry.yaml"
     sweep.write_text(sglang_sweep("dry", str(script)))
     done = run_cli("run", str(sweep), "--dry-run", "--db", f"sqlite:///{tmp_path}/dry.db")
-    assert done.returncode == 0, done.stdout + done.stderr
+    # Its model and a GPU are not here: it says so and exits 2 (as the run would), having run nothing.
+    assert done.returncode == 2 and "would this run here? no" in done.stdout, done.stdout + done.stderr
     assert "argv:" in done.stdout and str(script) in done.stdout
     assert not marker.exists(), "the dry run ran the sweep's interpreter"
 

@@ -119,7 +119,8 @@ def test_export_lists_every_batch_with_both_step_times_ratios_and_the_all_reduce
 ) -> None:
     url, shard, tp = combined
     rows = list(csv.DictReader(io.StringIO(_export(url, shard, tp, "csv"))))
-    assert list(rows[0]) == list(COLUMNS)
+    assert list(rows[0]) == ["kind", *COLUMNS]
+    assert {r["kind"] for r in rows} == {"simulated"}  # both runs on the stand-in: every row says so
     assert {int(r["batch_size"]) for r in rows} == set(BATCHES)
     for batch in BATCHES:
         modes = {r["mode"]: r for r in rows if int(r["batch_size"]) == batch}
@@ -153,6 +154,8 @@ def test_json_and_markdown_carry_the_conclusion(combined: tuple[str, int, int]) 
     doc = json.loads(_export(url, shard, tp, "json"))
     assert doc["view"] == "shard-vs-tp"
     assert (doc["shard"]["tp"], doc["tp"]["tp"], doc["tp"]["gpus"]) == (1, 8, 8)
+    assert doc["kind"] == doc["shard"]["kind"] == doc["tp"]["kind"] == "simulated"
+    assert {r["kind"] for r in doc["rows"]} == {"simulated"}
     c = doc["conclusion"]
     assert set(c["verdicts_by_batch"]) == {str(b) for b in BATCHES}
     # At small batch the stand-in's TP-8 step is the shard's plus its all-reduce time, nearly exactly.
