@@ -6,6 +6,8 @@ installs the package. Skips when /usr/bin/chromium is missing, unless SPECBENCH_
 
 from __future__ import annotations
 
+import csv
+import io
 import re
 from collections.abc import Iterator
 from datetime import UTC, datetime
@@ -70,8 +72,9 @@ def test_dashboard_in_a_browser(server: tuple[str, str], tmp_path: Path) -> None
                 page.get_by_role("button", name="Download CSV").click()
             csv_path = tmp_path / "compare.csv"
             info.value.save_as(csv_path)
-            header = csv_path.read_text().splitlines()[0].split(",")
-            assert header[:3] == ["config", "model", "workload"] and "verdict" in header
+            header, *rows = csv.reader(io.StringIO(csv_path.read_text()))
+            assert header[:4] == ["kind", "config", "model", "workload"] and "verdict" in header
+            assert rows and {r[0] for r in rows} == {"synthetic"}, rows[:3]  # two seeded H200 runs: made up
             page.screenshot(path=str(shots / "compare.png"))
 
             # Overview and Sweep render too.

@@ -4,6 +4,7 @@ carried by `specbench import`, and stored on PostgreSQL too."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -125,7 +126,10 @@ def test_wrong_v2_verification_fails_v2_on_tokens_at_the_first_diverging_positio
 def test_the_pr_comment_carries_the_verdict(runs: tuple[str, Path, dict[str, Any]]) -> None:
     url, _, _ = runs
     res = CliRunner().invoke(app, ["compare", "1", "2", "--db", url, "--format", "comment"])
-    assert res.exit_code == 0, res.output
+    # compare's finding is a regression (cli.md#exit-codes): whether the wrong drafts' slower speed clears the
+    # noise of two stand-in runs on a loaded host varies, so the exit code follows the count it printed.
+    found = re.search(r"\*\*(\d+) regressions? ·", res.stdout)
+    assert found is not None and res.exit_code == (1 if int(found.group(1)) else 0), res.output
     assert "Correctness gate: the candidate run #2 has 1 server configuration(s)" in res.stdout
     assert "v2 accepts fewer drafts than v1" in res.stdout
     # Both wrong points are in the table (even without a verdict on speed), struck through and labelled.

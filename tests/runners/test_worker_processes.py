@@ -7,89 +7,39 @@ measured twice or lost.
 
 from __future__ import annotations
 
-import re
 import signal
 import subprocess
-import time
 from collections import Counter
 from pathlib import Path
 
 import pytest
-from sqlalchemy import Engine, func, select
+from sqlalchemy import func, select
 from typer.testing import CliRunner
 
 from db.migrate import open_database
-from db.models import Job, Point, Run, Sample
+from db.models import Job, Point, Run
 from runners import queue
 from runners.cli import app
 from tests.queue_support import (
     children_of,
     external_sweep,
-    kill_pids,
     run_cli,
     sim_sweep,
     spawn_cli,
     standin_server,
 )
+from tests.worker_process_support import (
+    FAST,
+    claims,
+    job_row,
+    runs_of,
+    sample_count,
+    samples_per_repeat,
+    wait_all,
+    wait_for,
+)
 
 pytestmark = pytest.mark.slow
-CLAIM = re.compile(r"job (\d+) claimed by (\S+) \(attempt (\d+)/(\d+)\)")
-FAST = ["--poll-interval", "0.05", "--lease-s", "10", "--retry-backoff-s", "0"]
-
-
-def claims(logs: list[Path]) -> list[tuple[int, str, int]]:
-    out = []
-    for log in logs:
-        for m in CLAIM.finditer(log.read_text(errors="replace")):
-            out.append((int(m[1]), m[2], int(m[3])))
-    return out
-
-
-def wait_all(ps: list[subprocess.Popen[bytes]], timeout: float, logs: list[Path]) -> None:
-    deadline = time.monotonic() + timeout
-    for p in ps:
-        try:
-            code = p.wait(timeout=max(deadline - time.monotonic(), 0.1))
-        except subprocess.TimeoutExpired:
-            tails = "\n".join(log.read_text(errors="replace")[-2000:] for log in logs)
-            pytest.fail(f"worker {p.pid} still running after {timeout} s:\n{tails}")
-        assert code == 0, "\n".join(log.read_text(errors="replace")[-3000:] for log in logs)
-
-
-def samples_per_repeat(engine: Engine, run_id: int) -> Counter[tuple[str, int]]:
-    with engine.connect() as conn:
-        rows = conn.execute(
-            select(Point.point_key, Sample.repeat)
-            .join(Sample, Sample.point_id == Point.id)
-            .where(Point.run_id == run_id)
-        ).all()
-    return Counter((key, repeat) for key, repeat in rows)
-
-
-def runs_of(engine: Engine, job_id: int) -> list[tuple[int, str]]:
-    with engine.connect() as conn:
-        return [(int(i), s) for i, s in conn.execute(select(Run.id, Run.status).where(Run.job_id == job_id))]
-
-
-def job_row(engine: Engine, job_id: int) -> dict[str, object]:
-    with engine.connect() as conn:
-        return dict(conn.execute(select(Job.__table__).where(Job.id == job_id)).mappings().one())
-
-
-def sample_count(engine: Engine, run_id: int | None = None) -> int:
-    stmt = select(func.count()).select_from(Sample).join(Point, Point.id == Sample.point_id)
-    if run_id is not None:
-        stmt = stmt.where(Point.run_id == run_id)
-    with engine.connect() as conn:
-        return int(conn.execute(stmt).scalar_one())
-
-
-def wait_for(predicate: object, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():  # type: ignore[operator]
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout} s waiting for {what}")
-        time.sleep(0.02)
 
 
 def test_eight_workers_two_hundred_jobs(
@@ -124,56 +74,6 @@ def test_eight_workers_two_hundred_jobs(
     assert {s for _, _, s in run_rows} <= {"done", "unstable"}  # unstable: a busy machine's TTFT outlier
     assert {r for _, _, _, r in rows} == {i for i, _, _ in run_rows}
     assert sample_count(engine) == 200  # one point, one repeat each
-    engine.dispose()
-
-
-def test_kill_9_mid_job_five_times(pg_url: str, tmp_path: Path, procs: list[subprocess.Popen[bytes]]) -> None:
-    """Each worker is SIGKILLed once it has stored a new repeat; the next resumes the same run."""
-    engine = open_database(pg_url)
-    sweep = sim_sweep(
-        "killme", batch_sizes=(1, 2, 3, 4), repeats=3, num_prompts=4, output_len=32, time_scale=2.0
-    )
-    job_id = queue.submit(engine, sweep)  # the default of 3 attempts: kills do not use them up
-    expected_repeats = 4 * 3
-    args = ["worker", "--db", pg_url, "--poll-interval", "0.05", "--lease-s", "1", "--retry-backoff-s", "0"]
-    logs: list[Path] = []
-    stored = 0
-    for attempt in range(1, 6):
-        logs.append(tmp_path / f"w{attempt}.log")
-        worker = spawn_cli(*args, "--log-dir", str(tmp_path), log=logs[-1])
-        procs.append(worker)
-        run_ids = runs_of(engine, job_id)
-
-        def progressed(before: int = stored) -> bool:
-            return bool(runs_of(engine, job_id)) and sample_count(engine) > before
-
-        wait_for(progressed, 60, f"attempt {attempt} to store a repeat")
-        kids = children_of(worker.pid)
-        worker.kill()
-        worker.wait(timeout=10)
-        kill_pids(kids)  # the host "died" with it: its stand-in server goes too
-        stored = sample_count(engine)
-        assert stored < expected_repeats, "the job finished before it could be killed; slow the sweep down"
-        assert len(runs_of(engine, job_id)) == 1, run_ids
-        assert job_row(engine, job_id)["status"] == "running"  # still leased by the dead worker
-
-    logs.append(tmp_path / "final.log")
-    procs.append(spawn_cli(*args, "--once", "--log-dir", str(tmp_path), log=logs[-1]))
-    wait_all(procs[-1:], 90, logs)
-
-    job = job_row(engine, job_id)
-    ((run_id, run_status),) = runs_of(engine, job_id)
-    assert (job["status"], job["run_id"]) == ("done", run_id) and run_status in ("done", "unstable")
-    assert (job["attempts"], job["lease_expiries"]) == (1, 5)
-    assert "stopped heartbeating" in str(job["last_error"])
-    per_repeat = samples_per_repeat(engine, run_id)
-    assert len(per_repeat) == expected_repeats and set(per_repeat.values()) == {1}
-    assert [a for _, _, a in claims(logs)] == [1] * 6  # each kill gave its attempt back
-    with engine.connect() as conn:
-        points = conn.execute(
-            select(Point.repeats, Point.repeats_planned).where(Point.run_id == run_id)
-        ).all()
-    assert points == [(3, 3)] * 4
     engine.dispose()
 
 
