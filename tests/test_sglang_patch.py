@@ -12,8 +12,11 @@ from pathlib import Path
 
 import pytest
 
+from tests.fixtures.bench_serving_client import WAIT_TIMEOUT
 from tests.fixtures.sglang_source import pinned_source
 from tests.paths import REPO_ROOT
+
+pytestmark = WAIT_TIMEOUT  # the SGLang source may come from the client CI is still installing
 
 TOOL = REPO_ROOT / "scripts" / "offline-bundle" / "sglang_patch.py"
 PATCH = (

@@ -42,14 +42,17 @@ from bench.sweep import WorkloadSpec
 from bench.workload import build_prompts
 from runners.cli import app
 from synthetic.model.tokenizer import write_tokenizer
+from tests.fixtures.bench_serving_client import WAIT_TIMEOUT, wait_for_client
 from tests.fixtures.sim import SimFactory, SimHandle, request
 from tests.paths import REPO_ROOT
 
+pytestmark = WAIT_TIMEOUT  # CI may still be installing the client when this module starts
 VOCAB = 4096
 SIM_ENV = {"SPECBENCH_SIM_STARTUP_S": "0", "SPECBENCH_SIM_TIME_SCALE": "0.2"}
 
 
 def _bench_serving_python() -> str:
+    wait_for_client()
     explicit = os.environ.get("SPECBENCH_BENCH_SERVING_PYTHON")
     if explicit:
         return explicit

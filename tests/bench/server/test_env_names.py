@@ -18,8 +18,11 @@ from bench.server.env import build_server_env, check_sweep_env, sweep_name_probl
 from bench.server.env_names import SET_BY_SPECBENCH, SWEEP_NAMES, SWEEP_VARIABLES
 from bench.server.spec_modes import DEFAULT_RELEASE, RELEASES
 from bench.sweep import SweepError, parse_sweep
+from tests.fixtures.bench_serving_client import WAIT_TIMEOUT
 from tests.fixtures.sglang_source import pinned_source
 from tests.paths import REPO_ROOT
+
+pytestmark = WAIT_TIMEOUT  # the SGLang source may come from the client CI is still installing
 
 CONTRACT = REPO_ROOT / "docs" / "reference" / "sglang-contract.md"
 SECTION = "### 1.7 Server variables a sweep may set"
