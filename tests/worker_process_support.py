@@ -65,9 +65,9 @@ def sample_count(engine: Engine, run_id: int | None = None) -> int:
         return int(conn.execute(stmt).scalar_one())
 
 
-def wait_for(predicate: object, timeout: float, what: str) -> None:
+def wait_for(predicate: object, timeout: float, what: str, poll: float = 0.02) -> None:
     deadline = time.monotonic() + timeout
     while not predicate():  # type: ignore[operator]
         if time.monotonic() > deadline:
             pytest.fail(f"timed out after {timeout} s waiting for {what}")
-        time.sleep(0.02)
+        time.sleep(poll)

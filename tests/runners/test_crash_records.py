@@ -26,6 +26,7 @@ from db.migrate import open_database
 from db.models import Run, Sample, ServerInstance
 from runners.exit_codes import ExitCode
 from tests.queue_support import REPO, cli_argv, cli_env, sim_sweep
+from tests.worker_process_support import wait_for
 
 pytestmark = pytest.mark.slow
 SLOW = sim_sweep("crash", batch_sizes=(1, 2, 3), repeats=3, num_prompts=4, output_len=32, time_scale=2.0)
@@ -47,14 +48,6 @@ def start_run(url: str, tmp_path: Path, records: Path) -> subprocess.Popen[bytes
 def samples(engine: Engine) -> int:
     with engine.connect() as conn:
         return int(conn.execute(select(func.count()).select_from(Sample)).scalar_one())
-
-
-def until(predicate: object, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():  # type: ignore[operator]
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout} s waiting for {what}")
-        time.sleep(0.1)
 
 
 def live_server_record(records: Path) -> dict[str, int]:
@@ -98,7 +91,7 @@ def test_a_killed_run_and_its_servers_are_closed_by_the_next_command(
     records = tmp_path / "records"
     run = start_run(db_url, tmp_path, records)
     procs.append(run)
-    until(lambda: samples(engine) >= 1 and live_server_record(records), 120, "a stored repeat")
+    wait_for(lambda: samples(engine) >= 1 and live_server_record(records), 120, "a stored repeat", poll=0.1)
     rec = live_server_record(records)
     if watchdog_dies_too:
         os.kill(rec["watchdog_pid"], signal.SIGKILL)
@@ -108,7 +101,7 @@ def test_a_killed_run_and_its_servers_are_closed_by_the_next_command(
         time.sleep(1.0)
         assert group_alive(rec["server_pgid"]), "expected an orphaned server"
     else:
-        until(lambda: not group_alive(rec["server_pgid"]), 60, "the watchdog to stop the server")
+        wait_for(lambda: not group_alive(rec["server_pgid"]), 60, "the watchdog to stop the server", poll=0.1)
 
     (status, _), servers = rows(engine)
     assert status == "running" and any(s == "ok" and t is None for s, t, _ in servers)  # the drift
@@ -134,7 +127,7 @@ def test_sigterm_is_recorded_as_a_termination(
     records = tmp_path / "records"
     run = start_run(db_url, tmp_path, records)
     procs.append(run)
-    until(lambda: samples(engine) >= 1, 120, "a stored repeat")
+    wait_for(lambda: samples(engine) >= 1, 120, "a stored repeat", poll=0.1)
     run.send_signal(signal.SIGTERM)
     assert run.wait(timeout=120) == ExitCode.ERROR, (tmp_path / "run.log").read_text(errors="replace")[-3000:]
     (status, error), servers = rows(engine)
