@@ -12,6 +12,7 @@ import os
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
@@ -36,11 +37,6 @@ class PolicyError(ValueError):
         super().__init__("; ".join(self.problems))
 
 
-def is_path_like(value: str) -> bool:
-    """Whether `value` reads as a file path rather than a name: a separator, `~`, or a leading dot."""
-    return "/" in value or "\\" in value or value.startswith(("~", "."))
-
-
 def is_model_id(value: str) -> bool:
     """A hub model id (`org/name` or `name`), not a path: no leading `/`, `.` or `~`, no `..`."""
     return bool(_MODEL_ID.match(value)) and ".." not in value and "--" not in value
@@ -48,7 +44,7 @@ def is_model_id(value: str) -> bool:
 
 def interpreter_name_problem(name: str) -> str | None:
     """Why `server.python` in a job is not an interpreter name a worker could offer, or None."""
-    if is_path_like(name) or not _INTERPRETER_NAME.match(name):
+    if not _INTERPRETER_NAME.match(name):  # no separator, `~` or leading dot: never a path
         return (
             f"server.python: {name[:80]!r} is a path; a job names an interpreter its worker offers "
             "(specbench worker --python NAME=PATH), never a file"
@@ -148,8 +144,7 @@ class HostPolicy:
         """The interpreter for a server: the sweep's path (author) or the operator's (worker); None: ours."""
         if python is None or not self.confined:
             return python
-        problem = interpreter_name_problem(python)
-        if problem:
+        if problem := interpreter_name_problem(python):
             raise PolicyError([problem])
         if python not in self.pythons:
             offered = ", ".join(sorted(self.pythons)) or "none"
@@ -211,11 +206,6 @@ class HostPolicy:
     def problems(self, spec: SweepSpec) -> list[str]:
         """Every reason this host will not run `spec`, before anything runs (empty: it may)."""
         server = spec.server
-        checks: list[Callable[[], object]] = []
-        if server.backend == "external":
-            checks.append(lambda: self.check_external(server.base_url))
-        else:
-            checks.append(lambda: self.interpreter(server.python))
         files: list[tuple[Callable[[Any, str], None], object, str]] = [
             (self.check_model, spec.model, "model"),
             (self.check_model, spec.draft_model, "draft_model"),
@@ -225,17 +215,16 @@ class HostPolicy:
         many = isinstance(spec.workload, list)
         for i, w in enumerate(spec.workloads):
             files.append((self.check_data_file, w.path, f"workload[{i}].path" if many else "workload.path"))
+        checks: list[Callable[[], object]] = [
+            partial(self.check_external, server.base_url)
+            if server.backend == "external"
+            else partial(self.interpreter, server.python),
+            *(partial(check, value, where) for check, value, where in files if value is not None),
+        ]
         out: list[str] = []
         for check in checks:
             try:
                 check()
-            except PolicyError as e:
-                out.extend(e.problems)
-        for check_file, value, where in files:
-            if value is None:
-                continue
-            try:
-                check_file(value, where)
             except PolicyError as e:
                 out.extend(e.problems)
         return out
