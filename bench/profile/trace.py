@@ -136,16 +136,10 @@ def extract(trace: dict[str, Any]) -> TraceEvents:
         if cat == "kernel":
             args = ev.get("args")
             args = args if isinstance(args, dict) else {}
-            stream, corr = args.get("stream"), args.get("correlation")
-            kernels.append(
-                (
-                    str(ev.get("name", "")),
-                    ts,
-                    ts + dur,
-                    stream if isinstance(stream, int) else None,
-                    corr if isinstance(corr, int) else None,
-                )
+            stream, corr = (
+                v if isinstance(v, int) else None for v in (args.get("stream"), args.get("correlation"))
             )
+            kernels.append((str(ev.get("name", "")), ts, ts + dur, stream, corr))
         elif cat in ("user_annotation", "gpu_user_annotation"):
             if cat == "user_annotation":
                 cpu_recorded = True
