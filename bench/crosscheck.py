@@ -68,6 +68,10 @@ class CrossCheckConfig:
     bench_serving_timeout_s: float = 1800.0
 
 
+# Figures a window may lack (None or absent in its side's result).
+_OPTIONAL = ("tpot_mean_ms", "tpot_p50_ms", "ttft_p50_ms", "ttft_mean_ms", "itl_mean_ms")
+
+
 @dataclass
 class WindowResult:
     client: Side
@@ -113,11 +117,7 @@ class WindowResult:
             total_input_tokens=int(figures["total_input_tokens"]),
             total_output_tokens=int(figures["total_output_tokens"]),
             output_throughput=float(figures["output_throughput"]),
-            tpot_mean_ms=figures.get("tpot_mean_ms"),
-            tpot_p50_ms=figures.get("tpot_p50_ms"),
-            ttft_p50_ms=figures.get("ttft_p50_ms"),
-            ttft_mean_ms=figures.get("ttft_mean_ms"),
-            itl_mean_ms=figures.get("itl_mean_ms"),
+            **{key: figures.get(key) for key in _OPTIONAL},
             source=source,
             client_cpu_s=client_cpu_s,
         )
@@ -164,18 +164,16 @@ class Comparison:
         )
 
     def to_dict(self) -> dict[str, Any]:
-        intervals = {}
-        for _, key in COMPARED:
-            ci = self.ratio_interval(key)
-            intervals[key] = (
-                None if ci is None else {"ratio": ci.ratio, "low": ci.low, "high": ci.high, "n": ci.n}
-            )
+        intervals = {key: self.ratio_interval(key) for _, key in COMPARED}
         return {
             "batch_size": self.batch_size,
             "num_prompts": self.num_prompts,
             "windows": [asdict(w) for w in self.windows],
             "ratios": {key: self.ratio(key) for _, key in COMPARED},
-            "paired_intervals": intervals,
+            "paired_intervals": {
+                key: None if ci is None else {"ratio": ci.ratio, "low": ci.low, "high": ci.high, "n": ci.n}
+                for key, ci in intervals.items()
+            },
         }
 
 
