@@ -140,9 +140,7 @@ class Comparison:
     def ratio(self, key: str) -> float | None:
         """specbench / bench_serving for `key`, on the means over each side's windows."""
         a, b = self.mean(SPECBENCH, key), self.mean(BENCH_SERVING, key)
-        if a is None or b is None or b == 0:
-            return None
-        return a / b
+        return None if a is None or b is None or b == 0 else a / b
 
     def pairs(self) -> list[tuple[WindowResult, WindowResult]]:
         """(specbench, bench_serving) windows that ran next to each other: A B | B A of every round."""

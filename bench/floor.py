@@ -296,9 +296,7 @@ def measured_step_ms(tpot_ms: float | None, accept_length: float | None, specula
 
 def floor_fraction(floor_ms: float | None, step_ms: float | None) -> float | None:
     """floor / measured: 1 is a step at the memory bus's speed; above 1 is faster than physics allows."""
-    if floor_ms is None or step_ms is None or step_ms <= 0:
-        return None
-    return floor_ms / step_ms
+    return None if floor_ms is None or step_ms is None or step_ms <= 0 else floor_ms / step_ms
 
 
 def below_floor_reason(floor_ms: float, step_ms: float) -> str:

@@ -19,7 +19,6 @@ from bench.correctness.outputs import CheckPass, LaunchOutputs, ReferenceOutputs
 from bench.sweep import CorrectnessSpec
 
 VerdictWord = Literal["pass", "fail", "not checked"]
-VERDICTS: tuple[VerdictWord, ...] = ("fail", "not checked", "pass")
 
 
 @dataclass(frozen=True)

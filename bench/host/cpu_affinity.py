@@ -114,9 +114,7 @@ def runner_pin() -> RunnerPin | None:
 
 def allowed_cpus() -> frozenset[int]:
     """The CPUs this process may give a server: its own affinity, or what it was before it pinned itself."""
-    if _runner_pin is not None:
-        return _runner_pin.before
-    return frozenset(os.sched_getaffinity(0))
+    return _runner_pin.before if _runner_pin is not None else frozenset(os.sched_getaffinity(0))
 
 
 def check_allowed(cpus: Sequence[int], what: str) -> None:

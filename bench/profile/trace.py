@@ -73,7 +73,6 @@ class TraceEvents:
     gpu_steps: list[Step]
     cpu_steps: list[Step]
     cpu_recorded: bool  # the trace has CPU operator or annotation events (CPU activity was on)
-    origin_us: float  # absolute `ts` of time 0
 
 
 # A profiler trace of a few dozen steps is tens of megabytes of JSON; past this it is not one of ours (and a
@@ -160,7 +159,6 @@ def extract(trace: dict[str, Any]) -> TraceEvents:
         gpu_steps=_merge_steps(gpu_steps, origin, "gpu"),
         cpu_steps=_merge_steps(cpu_steps, origin, "cpu"),
         cpu_recorded=cpu_recorded,
-        origin_us=origin,
     )
 
 

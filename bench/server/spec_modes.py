@@ -94,9 +94,7 @@ def env_var_status(version: str) -> Literal["honoured", "removed_warns", "ignore
     if r < _ENV_REMOVED:
         return "honoured"
     # 0.5.14 and 0.5.15 print the removal warning; 0.5.23 no longer does. 0.5.16-0.5.22 were not read.
-    if r <= (0, 5, 15):
-        return "removed_warns"
-    return "ignored"
+    return "removed_warns" if r <= (0, 5, 15) else "ignored"
 
 
 # Balanced routing for dummy weights (contract §1.6): 0.5.13+, two exclusive switches; 0.5.13-0.5.15 also
