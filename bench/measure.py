@@ -266,13 +266,8 @@ def judge(
             if ms is not None
         ]
         stalls = f"; this host held {' and '.join(held)}" if held else ""
-        problems.append(
-            (
-                "unstable",
-                f"p99 TTFT {m.ttft_p99_ms:.1f} ms > {UNSTABLE_TTFT_RATIO:g}x median TTFT {m.ttft_p50_ms:.1f} ms"
-                + stalls,
-            )
-        )
+        why = f"p99 TTFT {m.ttft_p99_ms:.1f} ms > {UNSTABLE_TTFT_RATIO:g}x median TTFT {m.ttft_p50_ms:.1f} ms"
+        problems.append(("unstable", why + stalls))
     if not problems:
         return "ok", None
     problems.sort(key=lambda p: -STATUS_SEVERITY[p[0]])

@@ -148,12 +148,11 @@ class HostPolicy:
             raise PolicyError([problem])
         if python not in self.pythons:
             offered = ", ".join(sorted(self.pythons)) or "none"
-            raise PolicyError(
-                [
-                    f"server.python: {python!r} is not an interpreter this worker offers (it offers: {offered}; "
-                    "its operator adds one with --python NAME=PATH)"
-                ]
+            why = (
+                f"server.python: {python!r} is not an interpreter this worker offers (it offers: {offered}; "
+                "its operator adds one with --python NAME=PATH)"
             )
+            raise PolicyError([why])
         return self.pythons[python]
 
     def check_model(self, value: object, where: str) -> None:
@@ -178,12 +177,11 @@ class HostPolicy:
         address = external_address(base_url or "")
         if address is None or address not in self.external:
             shown = address or (base_url or "")[:80]
-            raise PolicyError(
-                [
-                    f"server.base_url: {shown} is not on this worker's --allow-external list, so nothing was "
-                    "sent to it (a worker measures only the external servers its operator allows)"
-                ]
+            why = (
+                f"server.base_url: {shown} is not on this worker's --allow-external list, so nothing was "
+                "sent to it (a worker measures only the external servers its operator allows)"
             )
+            raise PolicyError([why])
 
     def _check_under(
         self, value: str, where: str, roots: tuple[str, ...], option: str, alternative: str | None
@@ -194,12 +192,11 @@ class HostPolicy:
             return
         allowed = ", ".join(roots) if roots else f"none: its operator sets {option} DIR"
         tail = f", or {alternative}" if alternative else ""
-        raise PolicyError(
-            [
-                f"{where}: {value[:200]!r} is not under this worker's {option} directories ({allowed}); a job "
-                f"names a file there by absolute path{tail}"
-            ]
+        why = (
+            f"{where}: {value[:200]!r} is not under this worker's {option} directories ({allowed}); a job "
+            f"names a file there by absolute path{tail}"
         )
+        raise PolicyError([why])
 
     # ---- a whole sweep ------------------------------------------------------------------------------------
 
