@@ -110,10 +110,7 @@ def metrics_of(line: Mapping[str, Any]) -> dict[str, float | int]:
         key = m.bench_serving
         if key is None or line.get(key) is None:
             continue
-        if key in _COUNTS:
-            metrics[m.name] = _count(line, key) or 0
-        else:
-            metrics[m.name] = _figure(key, line[key])
+        metrics[m.name] = (_count(line, key) or 0) if key in _COUNTS else _figure(key, line[key])
     return metrics
 
 

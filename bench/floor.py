@@ -42,10 +42,7 @@ class FloorError(ValueError):
 def gpu_bandwidth_tbps(gpu_name: str | None) -> float | None:
     """The GPU's peak memory bandwidth (TB/s) from the table, or None for a GPU it does not list."""
     name = (gpu_name or "").upper().replace("-", " ")
-    for pattern, bw in _GPU_PATTERNS:
-        if pattern.search(name):
-            return bw
-    return None
+    return next((bw for pattern, bw in _GPU_PATTERNS if pattern.search(name)), None)
 
 
 def _int(cfg: dict[str, Any], key: str, default: int | None = None) -> int:

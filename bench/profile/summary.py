@@ -156,8 +156,7 @@ def _collective_spans(
     """Merged intervals and start times of the collective kernels of each kind found (none at TP 1)."""
     spans: dict[str, list[tuple[float, float]]] = {}
     for k in kernels:
-        kind = collective_kind(k.name)
-        if kind is not None:
+        if (kind := collective_kind(k.name)) is not None:
             spans.setdefault(kind, []).append((k.start, k.end))
     return {kind: union(s) for kind, s in spans.items()}, {
         kind: [a for a, _ in s] for kind, s in spans.items()
