@@ -251,14 +251,9 @@ def write_sharegpt(path: Path, tokenizer: str, *, conversations: int, words: int
             i = rng.randrange(vocab)
             if i not in special_ids:
                 ids.append(i)
-        rows.append(
-            {
-                "conversations": [
-                    {"from": "human", "value": tok.decode(ids, skip_special_tokens=True)},
-                    {"from": "gpt", "value": tok.decode(ids[:8], skip_special_tokens=True)},
-                ]
-            }
-        )
+        human = {"from": "human", "value": tok.decode(ids, skip_special_tokens=True)}
+        gpt = {"from": "gpt", "value": tok.decode(ids[:8], skip_special_tokens=True)}
+        rows.append({"conversations": [human, gpt]})
     path.write_text(json.dumps(rows))
     return vocab
 
