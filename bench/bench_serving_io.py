@@ -110,10 +110,7 @@ def metrics_of(line: Mapping[str, Any]) -> dict[str, float | int]:
         key = m.bench_serving
         if key is None or line.get(key) is None:
             continue
-        if key in _COUNTS:
-            metrics[m.name] = _count(line, key) or 0
-        else:
-            metrics[m.name] = _figure(key, line[key])
+        metrics[m.name] = (_count(line, key) or 0) if key in _COUNTS else _figure(key, line[key])
     return metrics
 
 
@@ -127,8 +124,7 @@ def read_line(raw: str | bytes) -> ResultLine:
         raise BenchServingFormatError(f"not JSON: {exc}") from None
     if not isinstance(line, dict) or "output_throughput" not in line or "completed" not in line:
         raise BenchServingFormatError("not a bench_serving result (no output_throughput / completed)")
-    surrogate = _lone_surrogate(line)
-    if surrogate is not None:
+    if (surrogate := _lone_surrogate(line)) is not None:
         # JSON's "\ud800" decodes to a string no UTF-8 output holds: it raised UnicodeEncodeError (issue 35).
         raise BenchServingFormatError(
             f"{surrogate}: text with a lone surrogate (\\ud800-\\udfff), not Unicode text"
@@ -153,16 +149,14 @@ def read_line(raw: str | bytes) -> ResultLine:
         _text(key, value)
     dataset = line.get("dataset_name")
     random = isinstance(dataset, str) and dataset.startswith("random")
-    # Without fixed lengths the file knows only totals: the mean per request stands in.
-    if random and line.get("random_input_len") is not None:
-        input_len = _count(line, "random_input_len", least=1)
-    else:
-        input_len = round((_count(line, "total_input_tokens", required=True) or 0) / completed)
-    if random and line.get("random_output_len") is not None:
-        output_len = _count(line, "random_output_len", least=1)
-    else:
-        output_len = round((_count(line, "total_output_tokens", required=True) or 0) / completed)
-    assert input_len is not None and output_len is not None
+
+    def length(side: str) -> int:
+        """The input or output length; without fixed lengths the file knows only totals: the mean stands in."""
+        if random and line.get(f"random_{side}_len") is not None:
+            return _count(line, f"random_{side}_len", least=1) or 0
+        return round((_count(line, f"total_{side}_tokens", required=True) or 0) / completed)
+
+    input_len, output_len = length("input"), length("output")
     return ResultLine(
         metrics=metrics,
         args={k: line[k] for k in ARG_KEYS if k in line},

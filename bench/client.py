@@ -167,14 +167,8 @@ class LoadClient:
         t0: float | None,
     ) -> RequestRecord:
         rec = RequestRecord(index=index, prompt_len=prompt.prompt_len, max_new_tokens=prompt.output_len)
-        payload: dict[str, Any] = {
-            "sampling_params": {
-                "max_new_tokens": prompt.output_len,
-                "temperature": temperature,
-                "ignore_eos": True,
-            },
-            "stream": True,
-        }
+        params = {"max_new_tokens": prompt.output_len, "temperature": temperature, "ignore_eos": True}
+        payload: dict[str, Any] = {"sampling_params": params, "stream": True}
         if prompt.input_ids is not None:
             payload["input_ids"] = prompt.input_ids
         else:

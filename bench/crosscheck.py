@@ -68,6 +68,10 @@ class CrossCheckConfig:
     bench_serving_timeout_s: float = 1800.0
 
 
+# Figures a window may lack (None or absent in its side's result).
+_OPTIONAL = ("tpot_mean_ms", "tpot_p50_ms", "ttft_p50_ms", "ttft_mean_ms", "itl_mean_ms")
+
+
 @dataclass
 class WindowResult:
     client: Side
@@ -113,11 +117,7 @@ class WindowResult:
             total_input_tokens=int(figures["total_input_tokens"]),
             total_output_tokens=int(figures["total_output_tokens"]),
             output_throughput=float(figures["output_throughput"]),
-            tpot_mean_ms=figures.get("tpot_mean_ms"),
-            tpot_p50_ms=figures.get("tpot_p50_ms"),
-            ttft_p50_ms=figures.get("ttft_p50_ms"),
-            ttft_mean_ms=figures.get("ttft_mean_ms"),
-            itl_mean_ms=figures.get("itl_mean_ms"),
+            **{key: figures.get(key) for key in _OPTIONAL},
             source=source,
             client_cpu_s=client_cpu_s,
         )
@@ -140,9 +140,7 @@ class Comparison:
     def ratio(self, key: str) -> float | None:
         """specbench / bench_serving for `key`, on the means over each side's windows."""
         a, b = self.mean(SPECBENCH, key), self.mean(BENCH_SERVING, key)
-        if a is None or b is None or b == 0:
-            return None
-        return a / b
+        return None if a is None or b is None or b == 0 else a / b
 
     def pairs(self) -> list[tuple[WindowResult, WindowResult]]:
         """(specbench, bench_serving) windows that ran next to each other: A B | B A of every round."""
@@ -164,18 +162,16 @@ class Comparison:
         )
 
     def to_dict(self) -> dict[str, Any]:
-        intervals = {}
-        for _, key in COMPARED:
-            ci = self.ratio_interval(key)
-            intervals[key] = (
-                None if ci is None else {"ratio": ci.ratio, "low": ci.low, "high": ci.high, "n": ci.n}
-            )
+        intervals = {key: self.ratio_interval(key) for _, key in COMPARED}
         return {
             "batch_size": self.batch_size,
             "num_prompts": self.num_prompts,
             "windows": [asdict(w) for w in self.windows],
             "ratios": {key: self.ratio(key) for _, key in COMPARED},
-            "paired_intervals": intervals,
+            "paired_intervals": {
+                key: None if ci is None else {"ratio": ci.ratio, "low": ci.low, "high": ci.high, "n": ci.n}
+                for key, ci in intervals.items()
+            },
         }
 
 
@@ -255,14 +251,9 @@ def write_sharegpt(path: Path, tokenizer: str, *, conversations: int, words: int
             i = rng.randrange(vocab)
             if i not in special_ids:
                 ids.append(i)
-        rows.append(
-            {
-                "conversations": [
-                    {"from": "human", "value": tok.decode(ids, skip_special_tokens=True)},
-                    {"from": "gpt", "value": tok.decode(ids[:8], skip_special_tokens=True)},
-                ]
-            }
-        )
+        human = {"from": "human", "value": tok.decode(ids, skip_special_tokens=True)}
+        gpt = {"from": "gpt", "value": tok.decode(ids[:8], skip_special_tokens=True)}
+        rows.append({"conversations": [human, gpt]})
     path.write_text(json.dumps(rows))
     return vocab
 

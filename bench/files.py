@@ -35,8 +35,7 @@ def regular_file_problem(path: str | Path, cap: int, what: str = "a file") -> st
 
 def read_regular_file(path: str | Path, cap: int, what: str = "a file") -> bytes:
     """The bytes of `path`, a regular file of at most `cap` bytes; FileReadError otherwise."""
-    problem = regular_file_problem(path, cap, what)
-    if problem:
+    if problem := regular_file_problem(path, cap, what):
         raise FileReadError(problem)
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)

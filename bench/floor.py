@@ -42,10 +42,7 @@ class FloorError(ValueError):
 def gpu_bandwidth_tbps(gpu_name: str | None) -> float | None:
     """The GPU's peak memory bandwidth (TB/s) from the table, or None for a GPU it does not list."""
     name = (gpu_name or "").upper().replace("-", " ")
-    for pattern, bw in _GPU_PATTERNS:
-        if pattern.search(name):
-            return bw
-    return None
+    return next((bw for pattern, bw in _GPU_PATTERNS if pattern.search(name)), None)
 
 
 def _int(cfg: dict[str, Any], key: str, default: int | None = None) -> int:
@@ -296,9 +293,7 @@ def measured_step_ms(tpot_ms: float | None, accept_length: float | None, specula
 
 def floor_fraction(floor_ms: float | None, step_ms: float | None) -> float | None:
     """floor / measured: 1 is a step at the memory bus's speed; above 1 is faster than physics allows."""
-    if floor_ms is None or step_ms is None or step_ms <= 0:
-        return None
-    return floor_ms / step_ms
+    return None if floor_ms is None or step_ms is None or step_ms <= 0 else floor_ms / step_ms
 
 
 def below_floor_reason(floor_ms: float, step_ms: float) -> str:

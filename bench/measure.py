@@ -104,11 +104,7 @@ async def measure_windows(
     client: LoadClient, prompts: Sequence[Prompt], repeats: Iterable[int], settings: WindowSettings
 ) -> AsyncIterator[tuple[SampleResult, Window]]:
     """`measure_point`, with each repeat's `Window` (start time, GPU telemetry) alongside."""
-    batch_size, request_timeout_s, temperature = (
-        settings.batch_size,
-        settings.request_timeout_s,
-        settings.temperature,
-    )
+    batch_size, timeout_s, temperature = settings.batch_size, settings.request_timeout_s, settings.temperature
     min_window_s, telemetry = settings.min_window_s, settings.telemetry
     if not prompts:
         raise ValueError("measure_point needs at least one prompt")
@@ -124,23 +120,13 @@ async def measure_windows(
     if warm:
         t_warm = time.perf_counter()
         while True:
-            wrecs, _ = await client.run_closed_loop(
-                warm, batch_size, request_timeout_s, temperature=temperature
-            )
+            wrecs, _ = await client.run_closed_loop(warm, batch_size, timeout_s, temperature=temperature)
             warmup_s = time.perf_counter() - t_warm
             errors = [r.error for r in wrecs if r.error]
             died = client.server_down or (bool(errors) and not await _alive(client))
             if died or not any(r.ok for r in wrecs):
                 why = "server died" if died else "every request failed"
-                yield (
-                    _failed(
-                        first,
-                        f"warmup: {why}: {error_summary(errors)}",
-                        [],
-                        time.perf_counter() - overhead_start,
-                    ),
-                    Window(),
-                )
+                yield _failed(first, f"warmup: {why}: {error_summary(errors)}", overhead_start)
                 return
             if warmup_s >= settings.warmup_min_s:
                 break
@@ -150,10 +136,7 @@ async def measure_windows(
         try:
             await client.flush_cache(timeout_s=settings.flush_timeout_s, retries=settings.flush_retries)
         except (ServerUnavailableError, FlushError) as e:
-            yield (
-                _failed(repeat, f"flush before the window: {e}", [], time.perf_counter() - overhead_start),
-                Window(),
-            )
+            yield _failed(repeat, f"flush before the window: {e}", overhead_start)
             return
         overhead = time.perf_counter() - overhead_start
 
@@ -169,7 +152,7 @@ async def measure_windows(
                 records, duration = await client.run_closed_loop(
                     prompts,
                     batch_size,
-                    request_timeout_s,
+                    timeout_s,
                     temperature=temperature,
                     min_duration_s=min_window_s,
                     more=(lambda i: window_prompt(pool, i)) if min_window_s > 0 else None,
@@ -283,13 +266,8 @@ def judge(
             if ms is not None
         ]
         stalls = f"; this host held {' and '.join(held)}" if held else ""
-        problems.append(
-            (
-                "unstable",
-                f"p99 TTFT {m.ttft_p99_ms:.1f} ms > {UNSTABLE_TTFT_RATIO:g}x median TTFT {m.ttft_p50_ms:.1f} ms"
-                + stalls,
-            )
-        )
+        why = f"p99 TTFT {m.ttft_p99_ms:.1f} ms > {UNSTABLE_TTFT_RATIO:g}x median TTFT {m.ttft_p50_ms:.1f} ms"
+        problems.append(("unstable", why + stalls))
     if not problems:
         return "ok", None
     problems.sort(key=lambda p: -STATUS_SEVERITY[p[0]])
@@ -344,5 +322,7 @@ def _server_accept_length(info: dict[str, object]) -> float | None:
     return float(value) if isinstance(value, int | float) else None
 
 
-def _failed(repeat: int, reason: str, records: list[RequestRecord], overhead_s: float) -> SampleResult:
-    return SampleResult(repeat, "failed", reason, None, records, overhead_s=overhead_s)
+def _failed(repeat: int, reason: str, overhead_start: float) -> tuple[SampleResult, Window]:
+    """A failed repeat with no window; its overhead counted from `overhead_start` (perf_counter)."""
+    overhead_s = time.perf_counter() - overhead_start
+    return SampleResult(repeat, "failed", reason, None, [], overhead_s=overhead_s), Window()

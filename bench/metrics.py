@@ -9,6 +9,7 @@ completion_tokens/spec_verify_ct, accept_length_weighted Σ/Σ; bench_serving's 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -25,7 +26,8 @@ def compute_metrics(
         raise ValueError(f"duration_s must be positive, got {duration_s}")
     per_s = 1.0 / duration_s if duration_s > 0 else 0.0
 
-    total_in = sum(_input_len(r) for r in done)
+    # A text prompt of unknown length (prompt_len 0) counts what the server reports.
+    total_in = sum(r.prompt_len if r.prompt_len > 0 else r.prompt_tokens or 0 for r in done)
     total_out = sum(r.completion_tokens for r in done)
     ttfts = [r.ttft for r in done if r.ttft is not None]
     e2es = [r.e2e for r in done if r.e2e is not None]
@@ -43,7 +45,11 @@ def compute_metrics(
         accept = float(np.mean([r.completion_tokens / r.spec_verify_ct for r in spec]))  # type: ignore[operator]
         weighted = sum(r.completion_tokens for r in spec) / sum(r.spec_verify_ct for r in spec)  # type: ignore[misc]
 
-    ttft_s, tpot_s, itl_s, e2e_s = _stats(ttfts), _stats(tpots), _stats(itls), _stats(e2es)
+    # ttft_mean_ms, ttft_p50_ms, ... e2e_p99_ms, e2e_std_ms
+    latency: dict[str, Any] = {}
+    for kind, values in (("ttft", ttfts), ("tpot", tpots), ("itl", itls), ("e2e", e2es)):
+        names = (f"{kind}_{stat}_ms" for stat in ("mean", "p50", "p90", "p99", "std"))
+        latency.update(zip(names, _stats(values), strict=True))
     return SampleMetrics(
         duration_s=duration_s,
         completed=len(done),
@@ -55,41 +61,16 @@ def compute_metrics(
         input_throughput=total_in * per_s,
         output_throughput=total_out * per_s,
         total_throughput=(total_in + total_out) * per_s,
-        ttft_mean_ms=ttft_s[0],
-        ttft_p50_ms=ttft_s[1],
-        ttft_p90_ms=ttft_s[2],
-        ttft_p99_ms=ttft_s[3],
-        tpot_mean_ms=tpot_s[0],
-        tpot_p50_ms=tpot_s[1],
-        tpot_p90_ms=tpot_s[2],
-        tpot_p99_ms=tpot_s[3],
-        itl_mean_ms=itl_s[0],
-        itl_p50_ms=itl_s[1],
-        itl_p90_ms=itl_s[2],
-        itl_p99_ms=itl_s[3],
-        e2e_mean_ms=e2e_s[0],
-        e2e_p50_ms=e2e_s[1],
-        e2e_p90_ms=e2e_s[2],
-        e2e_p99_ms=e2e_s[3],
+        **latency,
         accept_length=accept,
         accept_length_weighted=weighted,
         server_accept_length=server_accept_length,
         concurrency=sum(e2es) * per_s if done else None,
         max_output_tokens_per_s=_max_tokens_per_s(done),
         wrong_length=sum(1 for r in done if r.completion_tokens != r.max_new_tokens),
-        ttft_std_ms=_std_ms(ttfts),
-        tpot_std_ms=_std_ms(tpots),
-        itl_std_ms=_std_ms(itls),
-        e2e_std_ms=_std_ms(e2es),
         itl_p95_ms=float(np.percentile(itls, 95)) * 1000.0 if len(itls) else None,
         itl_max_ms=float(np.max(itls)) * 1000.0 if len(itls) else None,
     )
-
-
-def _input_len(r: RequestRecord) -> int:
-    if r.prompt_len > 0:
-        return r.prompt_len
-    return r.prompt_tokens or 0
 
 
 def _itl(r: RequestRecord) -> np.ndarray:
@@ -103,19 +84,14 @@ def _itl(r: RequestRecord) -> np.ndarray:
 
 
 def _stats(values: Sequence[float] | np.ndarray) -> tuple[float | None, ...]:
-    """(mean, p50, p90, p99) in ms, numpy's default linear interpolation, or all None when empty."""
+    """(mean, p50, p90, p99) in ms, numpy's default linear interpolation, and bench_serving's `np.std`
+    (population, ddof=0) in ms; all None when empty."""
     if len(values) == 0:
-        return (None, None, None, None)
-    arr = np.asarray(values, dtype=np.float64) * 1000.0
+        return (None,) * 5
+    seconds = np.asarray(values, dtype=np.float64)
+    arr = seconds * 1000.0
     p50, p90, p99 = np.percentile(arr, [50, 90, 99])
-    return (float(arr.mean()), float(p50), float(p90), float(p99))
-
-
-def _std_ms(values: Sequence[float] | np.ndarray) -> float | None:
-    """bench_serving's `np.std` (population, ddof=0) in ms, or None when empty."""
-    if len(values) == 0:
-        return None
-    return float(np.std(np.asarray(values, dtype=np.float64))) * 1000.0
+    return (float(arr.mean()), float(p50), float(p90), float(p99), float(np.std(seconds)) * 1000.0)
 
 
 def _max_tokens_per_s(done: Sequence[RequestRecord]) -> float | None:

@@ -127,8 +127,7 @@ def valid_tp(cfg: dict[str, Any], limit: int = 64) -> list[int]:
 
 def shard_config(cfg: dict[str, Any], tp: int) -> dict[str, Any]:
     """What one GPU of a `tp`-way deployment holds of `cfg`; ShardError when `tp` does not divide it."""
-    problems = shard_problems(cfg, tp)
-    if problems:
+    if problems := shard_problems(cfg, tp):
         valid = ", ".join(map(str, valid_tp(cfg)))
         raise ShardError(f"tp {tp} does not divide the model: {'; '.join(problems)} (valid tp: {valid})")
     out = json.loads(json.dumps(cfg))  # a deep copy
@@ -169,15 +168,13 @@ def model_shape(cfg: dict[str, Any] | None) -> dict[str, Any] | None:
     return {k: json.loads(json.dumps(cfg[k])) for k in SHAPE_KEYS if k in cfg}
 
 
-def shape_differences(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
-    """`key a vs b` for every SHAPE_KEYS entry in which two shapes differ (a key only one has counts)."""
-    return [f"{k} {a.get(k)!r} vs {b.get(k)!r}" for k in SHAPE_KEYS if a.get(k) != b.get(k)]
-
-
 def is_shard_of(shard: dict[str, Any], whole: dict[str, Any], tp: int) -> list[str]:
     """Why `shard` (a model shape) is not what one GPU of `whole` at TP `tp` computes; [] when it is."""
     try:
         expected = model_shape(shard_config(whole, tp)) or {}
     except ShardError as e:
         return [str(e)]
-    return shape_differences(shard, expected)
+    # `key shard vs expected` for every SHAPE_KEYS entry that differs (a key only one has counts).
+    return [
+        f"{k} {shard.get(k)!r} vs {expected.get(k)!r}" for k in SHAPE_KEYS if shard.get(k) != expected.get(k)
+    ]

@@ -8,6 +8,7 @@ a chain sharing one server per step (`chain`), and a config in L links takes eve
 from __future__ import annotations
 
 import dataclasses
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
@@ -192,10 +193,7 @@ def _family_walk(
 
 def _with_slots(groups: Sequence[ServerGroup], walk: list[tuple[ServerGroup, ServerGroup]]) -> list[Unit]:
     """The walk as Pairs (repeats x links per point, each side's Slot), then the groups in no link."""
-    count: dict[ServerConfig, int] = {}
-    for a, b in walk:
-        for g in (a, b):
-            count[g.server] = count.get(g.server, 0) + 1
+    count = Counter(g.server for link in walk for g in link)
     planned = {
         g.server: ServerGroup(
             g.server, [dataclasses.replace(p, repeats=p.repeats * count[g.server]) for p in g.points]

@@ -47,8 +47,7 @@ def _dist(name: str) -> metadata.Distribution | None:
 def package_version(*names: str) -> str:
     """Version of the first installed distribution among `names`, else "none"."""
     for name in names:
-        d = _dist(name)
-        if d is not None:
+        if (d := _dist(name)) is not None:
             return str(d.version)
     return NONE
 
@@ -290,8 +289,7 @@ def collect_provenance(
         if isinstance(version, str) and version.strip():
             prov["sglang_version"] = version.strip()
             prov["sglang_version_source"] = "server_info"
-        sim = server_info.get("specbench_sim")
-        if sim is not None:
+        if (sim := server_info.get("specbench_sim")) is not None:
             prov["simulated"] = True
             if isinstance(sim, Mapping):
                 # The GPUs the stand-in emulates (one per TP rank), apart from the host's (gpu_name/count).

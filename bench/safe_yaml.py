@@ -110,13 +110,8 @@ def load(text: str) -> Any:
             loader.dispose()
     except YAMLLimitError:
         raise
-    except yaml.YAMLError as e:
-        raise YAMLLimitError(f"not valid YAML: {e}") from None
-    except (
-        ValueError,
-        TypeError,
-        OverflowError,
-    ) as e:  # e.g. a timestamp like 2026-13-45, from the constructor
+    # ValueError and the others come from the constructors, e.g. a timestamp like 2026-13-45.
+    except (yaml.YAMLError, ValueError, TypeError, OverflowError) as e:
         raise YAMLLimitError(f"not valid YAML: {e}") from None
     except RecursionError:
         raise YAMLLimitError("nested too deeply") from None

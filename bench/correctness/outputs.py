@@ -58,10 +58,6 @@ class LaunchOutputs:
     error: str | None = None  # the check could not run at all (the server refused the first request...)
 
     @property
-    def role(self) -> str:
-        return self.spec_mode or "baseline"
-
-    @property
     def first(self) -> CheckPass | None:
         return self.passes[0] if self.passes else None
 

@@ -19,7 +19,6 @@ from bench.correctness.outputs import CheckPass, LaunchOutputs, ReferenceOutputs
 from bench.sweep import CorrectnessSpec
 
 VerdictWord = Literal["pass", "fail", "not checked"]
-VERDICTS: tuple[VerdictWord, ...] = ("fail", "not checked", "pass")
 
 
 @dataclass(frozen=True)
@@ -68,8 +67,7 @@ def unusable(launch: LaunchOutputs) -> str | None:
     first = launch.first
     if first is None or not first.requests:
         return "the check sent no request"
-    errors = first.errors
-    if errors:
+    if errors := first.errors:
         kinds = sorted({e.split(":", 1)[0] for e in errors})
         return f"{len(errors)}/{len(first.requests)} check requests failed ({', '.join(kinds)}: {errors[0][:200]})"
     short = [i for i, r in enumerate(first.requests) if len(r.output_ids) != launch.output_len]
@@ -102,8 +100,7 @@ def judge_launch(
 ) -> CheckVerdict:
     """The verdict of `launch` against `baseline` (no spec), `partner` (the other mode), `reference` (or None
     with `reference_note`); `acceptance_suspect`: a known bug's line for a failure on acceptance alone."""
-    bad = unusable(launch)
-    if bad is not None:
+    if (bad := unusable(launch)) is not None:
         return CheckVerdict("fail", bad)
     ours = launch.first
     assert ours is not None
@@ -274,13 +271,8 @@ def _verdict(parts: list[_Part], ratio: float | None) -> CheckVerdict:
     ranked = sorted(parts, key=lambda p: order[p.status])  # stable: the failing parts lead the text
     why = "; ".join(p.text for p in ranked)
     diverge = next((p.diverge for p in ranked if p.diverge is not None), None)
-    word: VerdictWord = (
-        "fail"
-        if any(p.status == "fail" for p in parts)
-        else "pass"
-        if any(p.status == "pass" for p in parts)
-        else "not checked"
-    )
+    statuses = {p.status for p in parts}
+    word: VerdictWord = "fail" if "fail" in statuses else "pass" if "pass" in statuses else "not checked"
     return CheckVerdict(
         word,
         why,

@@ -8,6 +8,7 @@ Affinity is per thread and inherited, so pinning a process means pinning every t
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
 import re
 import sys
@@ -76,15 +77,11 @@ def _parse_text(text: str) -> CpuList:
 
 def format_cpu_list(cpus: Iterable[int]) -> str:
     """The kernel's compact form: [2, 3, 4, 5, 10] -> "2-5,10"."""
-    ordered = sorted(set(cpus))
     out: list[str] = []
-    i = 0
-    while i < len(ordered):
-        j = i
-        while j + 1 < len(ordered) and ordered[j + 1] == ordered[j] + 1:
-            j += 1
-        out.append(str(ordered[i]) if i == j else f"{ordered[i]}-{ordered[j]}")
-        i = j + 1
+    # Consecutive CPUs share their distance from their position in the sorted list.
+    for _, run in itertools.groupby(enumerate(sorted(set(cpus))), key=lambda ic: ic[1] - ic[0]):
+        group = [c for _, c in run]
+        out.append(str(group[0]) if len(group) == 1 else f"{group[0]}-{group[-1]}")
     return ",".join(out)
 
 
@@ -117,9 +114,7 @@ def runner_pin() -> RunnerPin | None:
 
 def allowed_cpus() -> frozenset[int]:
     """The CPUs this process may give a server: its own affinity, or what it was before it pinned itself."""
-    if _runner_pin is not None:
-        return _runner_pin.before
-    return frozenset(os.sched_getaffinity(0))
+    return _runner_pin.before if _runner_pin is not None else frozenset(os.sched_getaffinity(0))
 
 
 def check_allowed(cpus: Sequence[int], what: str) -> None:
@@ -235,23 +230,3 @@ def pinned_runner(cpus: Sequence[int], what: str = "--client-cpus") -> Iterator[
 def _own_threads(pid: int) -> list[int]:
     # /proc/self/task lists this process's threads; psutil reads the same directory.
     return sorted(int(t) for t in os.listdir(f"/proc/{pid}/task") if t.isdigit())
-
-
-__all__ = [
-    "EXPECTED",
-    "MAX_CPU",
-    "AffinityError",
-    "CpuList",
-    "RunnerPin",
-    "TreePin",
-    "allowed_cpus",
-    "check_allowed",
-    "format_cpu_list",
-    "parse_cpu_list",
-    "pin_tree",
-    "pinned_runner",
-    "require_support",
-    "runner_pin",
-    "supported",
-    "tree_affinity",
-]

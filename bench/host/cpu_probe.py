@@ -109,8 +109,7 @@ class CpuProbe:
     def _read(self) -> None:
         assert self._proc is not None and self._proc.stdout is not None
         for line in self._proc.stdout:
-            sample = parse_line(line)
-            if sample is not None:
+            if (sample := parse_line(line)) is not None:
                 with self._lock:
                     self._samples.append(sample)
 

@@ -83,8 +83,7 @@ def find_gpus(run: Runner | None = None, *, torch: bool = True) -> tuple[list[Gp
             return parse_nvidia_smi((run or _run_nvidia_smi)(list(NVIDIA_SMI_ARGV))), "nvidia-smi"
         except (OSError, subprocess.SubprocessError, ValueError, IndexError):
             pass
-    found = proc_gpus()
-    if found:
+    if found := proc_gpus():
         return found, PROC_GPUS
     if torch:
         return _torch_gpus(), "torch"

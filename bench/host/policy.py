@@ -12,6 +12,7 @@ import os
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
@@ -36,11 +37,6 @@ class PolicyError(ValueError):
         super().__init__("; ".join(self.problems))
 
 
-def is_path_like(value: str) -> bool:
-    """Whether `value` reads as a file path rather than a name: a separator, `~`, or a leading dot."""
-    return "/" in value or "\\" in value or value.startswith(("~", "."))
-
-
 def is_model_id(value: str) -> bool:
     """A hub model id (`org/name` or `name`), not a path: no leading `/`, `.` or `~`, no `..`."""
     return bool(_MODEL_ID.match(value)) and ".." not in value and "--" not in value
@@ -48,7 +44,7 @@ def is_model_id(value: str) -> bool:
 
 def interpreter_name_problem(name: str) -> str | None:
     """Why `server.python` in a job is not an interpreter name a worker could offer, or None."""
-    if is_path_like(name) or not _INTERPRETER_NAME.match(name):
+    if not _INTERPRETER_NAME.match(name):  # no separator, `~` or leading dot: never a path
         return (
             f"server.python: {name[:80]!r} is a path; a job names an interpreter its worker offers "
             "(specbench worker --python NAME=PATH), never a file"
@@ -148,17 +144,15 @@ class HostPolicy:
         """The interpreter for a server: the sweep's path (author) or the operator's (worker); None: ours."""
         if python is None or not self.confined:
             return python
-        problem = interpreter_name_problem(python)
-        if problem:
+        if problem := interpreter_name_problem(python):
             raise PolicyError([problem])
         if python not in self.pythons:
             offered = ", ".join(sorted(self.pythons)) or "none"
-            raise PolicyError(
-                [
-                    f"server.python: {python!r} is not an interpreter this worker offers (it offers: {offered}; "
-                    "its operator adds one with --python NAME=PATH)"
-                ]
+            why = (
+                f"server.python: {python!r} is not an interpreter this worker offers (it offers: {offered}; "
+                "its operator adds one with --python NAME=PATH)"
             )
+            raise PolicyError([why])
         return self.pythons[python]
 
     def check_model(self, value: object, where: str) -> None:
@@ -183,12 +177,11 @@ class HostPolicy:
         address = external_address(base_url or "")
         if address is None or address not in self.external:
             shown = address or (base_url or "")[:80]
-            raise PolicyError(
-                [
-                    f"server.base_url: {shown} is not on this worker's --allow-external list, so nothing was "
-                    "sent to it (a worker measures only the external servers its operator allows)"
-                ]
+            why = (
+                f"server.base_url: {shown} is not on this worker's --allow-external list, so nothing was "
+                "sent to it (a worker measures only the external servers its operator allows)"
             )
+            raise PolicyError([why])
 
     def _check_under(
         self, value: str, where: str, roots: tuple[str, ...], option: str, alternative: str | None
@@ -199,23 +192,17 @@ class HostPolicy:
             return
         allowed = ", ".join(roots) if roots else f"none: its operator sets {option} DIR"
         tail = f", or {alternative}" if alternative else ""
-        raise PolicyError(
-            [
-                f"{where}: {value[:200]!r} is not under this worker's {option} directories ({allowed}); a job "
-                f"names a file there by absolute path{tail}"
-            ]
+        why = (
+            f"{where}: {value[:200]!r} is not under this worker's {option} directories ({allowed}); a job "
+            f"names a file there by absolute path{tail}"
         )
+        raise PolicyError([why])
 
     # ---- a whole sweep ------------------------------------------------------------------------------------
 
     def problems(self, spec: SweepSpec) -> list[str]:
         """Every reason this host will not run `spec`, before anything runs (empty: it may)."""
         server = spec.server
-        checks: list[Callable[[], object]] = []
-        if server.backend == "external":
-            checks.append(lambda: self.check_external(server.base_url))
-        else:
-            checks.append(lambda: self.interpreter(server.python))
         files: list[tuple[Callable[[Any, str], None], object, str]] = [
             (self.check_model, spec.model, "model"),
             (self.check_model, spec.draft_model, "draft_model"),
@@ -225,17 +212,16 @@ class HostPolicy:
         many = isinstance(spec.workload, list)
         for i, w in enumerate(spec.workloads):
             files.append((self.check_data_file, w.path, f"workload[{i}].path" if many else "workload.path"))
+        checks: list[Callable[[], object]] = [
+            partial(self.check_external, server.base_url)
+            if server.backend == "external"
+            else partial(self.interpreter, server.python),
+            *(partial(check, value, where) for check, value, where in files if value is not None),
+        ]
         out: list[str] = []
         for check in checks:
             try:
                 check()
-            except PolicyError as e:
-                out.extend(e.problems)
-        for check_file, value, where in files:
-            if value is None:
-                continue
-            try:
-                check_file(value, where)
             except PolicyError as e:
                 out.extend(e.problems)
         return out

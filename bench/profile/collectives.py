@@ -32,10 +32,7 @@ COLLECTIVE_PATTERNS: dict[str, re.Pattern[str]] = {
 @functools.lru_cache(maxsize=8192)
 def collective_kind(kernel_name: str) -> str | None:
     """The collective a kernel performs ("all_reduce", "all_gather", "reduce_scatter"), or None."""
-    for kind, pattern in COLLECTIVE_PATTERNS.items():
-        if pattern.search(kernel_name):
-            return kind
-    return None
+    return next((kind for kind, pattern in COLLECTIVE_PATTERNS.items() if pattern.search(kernel_name)), None)
 
 
 def short_name(kernel_name: str) -> str:

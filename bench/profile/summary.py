@@ -11,6 +11,7 @@ from __future__ import annotations
 import bisect
 import functools
 import re
+from collections import Counter, defaultdict
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -53,10 +54,11 @@ class Cycle:
     start_ms: float
     wall_ms: float
     batch_size: int
-    gpu_busy_ms: float | None
-    gpu_busy_fraction: float | None
-    gpu_idle_ms: float | None
-    largest_idle_gap_ms: float | None
+    # None without kernels in the trace.
+    gpu_busy_ms: float | None = None
+    gpu_busy_fraction: float | None = None
+    gpu_idle_ms: float | None = None
+    largest_idle_gap_ms: float | None = None
     gpu_phase_ms: dict[str, float] = field(default_factory=dict)
     cpu_phase_ms: dict[str, float] = field(default_factory=dict)
     has_prefill: bool = False
@@ -128,10 +130,6 @@ def find_cycles(ev: TraceEvents) -> tuple[list[Cycle], str, int]:
             start_ms=lo / 1000.0,
             wall_ms=(hi - lo) / 1000.0,
             batch_size=verifies[i].batch_size,
-            gpu_busy_ms=None,
-            gpu_busy_fraction=None,
-            gpu_idle_ms=None,
-            largest_idle_gap_ms=None,
             has_prefill=any(PHASE_OF_MODE.get(s.mode) == "prefill" for s in inside),
         )
         if merged:
@@ -158,8 +156,7 @@ def _collective_spans(
     """Merged intervals and start times of the collective kernels of each kind found (none at TP 1)."""
     spans: dict[str, list[tuple[float, float]]] = {}
     for k in kernels:
-        kind = collective_kind(k.name)
-        if kind is not None:
+        if (kind := collective_kind(k.name)) is not None:
             spans.setdefault(kind, []).append((k.start, k.end))
     return {kind: union(s) for kind, s in spans.items()}, {
         kind: [a for a, _ in s] for kind, s in spans.items()
@@ -170,13 +167,10 @@ def collectives_summary(kernels: list[Span], clean: list[Cycle]) -> dict[str, di
     """Per collective kind: time per cycle (union of its kernels inside the cycle), share of the cycle's wall
     time, kernels per cycle, kernels in the trace, and its most frequent names with counts."""
     out: dict[str, dict[str, Any]] = {}
-    names: dict[str, dict[str, int]] = {}
+    names: dict[str, Counter[str]] = defaultdict(Counter)
     for k in kernels:
-        kind = collective_kind(k.name)
-        if kind is not None:
-            counts = names.setdefault(kind, {})
-            short = short_name(k.name)
-            counts[short] = counts.get(short, 0) + 1
+        if (kind := collective_kind(k.name)) is not None:
+            names[kind][short_name(k.name)] += 1
     timed = [c for c in clean if c.wall_ms > 0]
     for kind, counts in names.items():
         out[kind] = {
@@ -251,22 +245,18 @@ def summarize(trace: dict[str, Any]) -> dict[str, Any]:
     ev = extract(trace)
     cycles, track, n_verify = find_cycles(ev)
     clean = [c for c in cycles if not c.has_prefill] or cycles
-    modes: dict[str, int] = {}
-    for s in ev.gpu_steps if track == "gpu" else ev.cpu_steps:
-        modes[s.mode] = modes.get(s.mode, 0) + 1
+    modes = dict(Counter(s.mode for s in (ev.gpu_steps if track == "gpu" else ev.cpu_steps)))
     if track == "graph":
         modes = {"TARGET_VERIFY (CUDA graph)": n_verify}
     phase_names = sorted({p for c in clean for p in c.gpu_phase_ms} | set(PHASES))
     cpu_names = sorted({p for c in clean for p in c.cpu_phase_ms})
-    phases: dict[str, dict[str, Any]] = {}
-    for p in phase_names:
-        phases[p] = {
+    phases = {
+        p: {
             "gpu_ms": stat([c.gpu_phase_ms[p] for c in clean if p in c.gpu_phase_ms]),
             "cpu_ms": stat([c.cpu_phase_ms[p] for c in clean if p in c.cpu_phase_ms]),
         }
-    for p in cpu_names:
-        if p not in phases:
-            phases[p] = {"gpu_ms": None, "cpu_ms": stat([c.cpu_phase_ms[p] for c in clean])}
+        for p in [*phase_names, *(p for p in cpu_names if p not in phase_names)]
+    }
     batch_sizes = sorted({c.batch_size for c in cycles})
     return {
         "cycles": n_verify,
@@ -367,6 +357,3 @@ def spans_for_cycles(trace: dict[str, Any], first: int = 0, count: int = 3) -> l
         under = steps[i] if i >= 0 and k.start < steps[i].end else None
         add("GPU kernels", "kernel", k.name, phase_of(under) if under else "draft", k.start, k.end)
     return rows
-
-
-__all__ = ["Span", "distortion", "find_cycles", "spans_for_cycles", "stat", "summarize"]

@@ -73,7 +73,6 @@ class TraceEvents:
     gpu_steps: list[Step]
     cpu_steps: list[Step]
     cpu_recorded: bool  # the trace has CPU operator or annotation events (CPU activity was on)
-    origin_us: float  # absolute `ts` of time 0
 
 
 # A profiler trace of a few dozen steps is tens of megabytes of JSON; past this it is not one of ours (and a
@@ -136,16 +135,10 @@ def extract(trace: dict[str, Any]) -> TraceEvents:
         if cat == "kernel":
             args = ev.get("args")
             args = args if isinstance(args, dict) else {}
-            stream, corr = args.get("stream"), args.get("correlation")
-            kernels.append(
-                (
-                    str(ev.get("name", "")),
-                    ts,
-                    ts + dur,
-                    stream if isinstance(stream, int) else None,
-                    corr if isinstance(corr, int) else None,
-                )
+            stream, corr = (
+                v if isinstance(v, int) else None for v in (args.get("stream"), args.get("correlation"))
             )
+            kernels.append((str(ev.get("name", "")), ts, ts + dur, stream, corr))
         elif cat in ("user_annotation", "gpu_user_annotation"):
             if cat == "user_annotation":
                 cpu_recorded = True
@@ -166,7 +159,6 @@ def extract(trace: dict[str, Any]) -> TraceEvents:
         gpu_steps=_merge_steps(gpu_steps, origin, "gpu"),
         cpu_steps=_merge_steps(cpu_steps, origin, "cpu"),
         cpu_recorded=cpu_recorded,
-        origin_us=origin,
     )
 
 

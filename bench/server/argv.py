@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 import os
 import re
@@ -174,8 +175,7 @@ def translate_args(
             out.append(f"--{target}")
             continue
         if isinstance(value, (str, int, float)):
-            one = _render_value(name, value, problems)
-            if one is not None:
+            if (one := _render_value(name, value, problems)) is not None:
                 out += [f"--{target}", one]
             continue
         if not value:
@@ -255,34 +255,23 @@ def build_argv(
     if problems:
         raise ArgvError(problems)
 
-    argv = [
-        *program(backend, python),
-        "--model-path",
-        cfg.model,
-        "--host",
-        host,
-        "--port",
-        str(port),
-        "--attention-backend",
-        cfg.attention_backend,
-        "--tp-size",
-        str(cfg.tp),
-    ]
+    flags = {
+        "--model-path": cfg.model,
+        "--host": host,
+        "--port": str(port),
+        "--attention-backend": cfg.attention_backend,
+        "--tp-size": str(cfg.tp),
+    }
     mode: SpecMode | None = None
     if cfg.algorithm is not None:
         mode = cfg.spec_mode
-        argv += [
-            "--speculative-algorithm",
-            cfg.algorithm,
-            "--speculative-num-steps",
-            str(cfg.steps),
-            "--speculative-eagle-topk",
-            str(cfg.topk),
-            "--speculative-num-draft-tokens",
-            str(cfg.draft_tokens),
-        ]
+        flags["--speculative-algorithm"] = cfg.algorithm
+        flags["--speculative-num-steps"] = str(cfg.steps)
+        flags["--speculative-eagle-topk"] = str(cfg.topk)
+        flags["--speculative-num-draft-tokens"] = str(cfg.draft_tokens)
         if cfg.draft_model:
-            argv += ["--speculative-draft-model-path", cfg.draft_model]
+            flags["--speculative-draft-model-path"] = cfg.draft_model
     mode_flags, mode_env = launch_settings(version, mode)
+    argv = [*program(backend, python), *itertools.chain.from_iterable(flags.items())]
     argv += mode_flags + passthrough + (["--trust-remote-code"] if trust_remote_code else [])
     return ServerArgv(argv, mode_env, notes)

@@ -176,8 +176,7 @@ def value_problem(value: object) -> str | None:
 
 def as_env_value(value: object) -> str:
     """A checked scalar as the environment holds it: booleans as 1/0 (what SGLang's env parsing reads)."""
-    problem = value_problem(value)
-    if problem:
+    if problem := value_problem(value):
         raise ServerEnvError(problem)
     if value is True:
         return "1"
@@ -190,11 +189,9 @@ def check_sweep_env(env: Mapping[str, str]) -> list[str]:
     """Every problem with a sweep's `server.env`, each prefixed with where it is."""
     out = []
     for name, value in env.items():
-        problem = sweep_name_problem(name)
-        if problem:
+        if problem := sweep_name_problem(name):
             out.append(f"server.env: {problem}")
-        problem = value_problem(value)
-        if problem:
+        if problem := value_problem(value):
             out.append(f"server.env.{name}: {problem}")
     return out
 
@@ -228,8 +225,7 @@ def build_server_env(
 ) -> dict[str, str]:
     """The whole environment of a server (and of the version probe, without sweep env). `sweep_env` is checked
     again (a job stored by an older version); `specbench_env` is what the launcher sets."""
-    problems = check_sweep_env(sweep_env)
-    if problems:
+    if problems := check_sweep_env(sweep_env):
         raise ServerEnvError("; ".join(problems))
     env = {**host_base(host, hub_downloads=hub_downloads), **sweep_env, **specbench_env}
     leaked = sorted(

@@ -62,8 +62,7 @@ def wait_healthy(proc: subprocess.Popen[bytes], base_url: str, log_path: Path, t
     deadline = time.monotonic() + timeout_s
     delay = 0.05
     while True:
-        rc = proc.poll()
-        if rc is not None:
+        if (rc := proc.poll()) is not None:
             raise LaunchError(
                 f"server exited with code {rc} before it was ready ({describe_exit(rc)})",
                 exit_code=rc,

@@ -67,9 +67,8 @@ class KnownBug:
     ) -> bool:
         """Whether a server of this release, backend, mode, steps (None: unknown) and patch takes the path;
         ValueError for an unreadable version."""
-        release = release3(
-            version
-        )  # read even for an open bug: an unreadable version is the caller's to hear
+        # Read even for an open bug: an unreadable version is the caller's to hear.
+        release = release3(version)
         if self.fixed_in is not None and release >= self.fixed_in:
             return False
         if self.fix_patch is not None and carries(patch, self.fix_patch):
@@ -178,8 +177,7 @@ def identify_failure(
     for bug in bugs:
         if bug.log_signature is None:
             continue
-        m = bug.log_signature.search(log_text)
-        if m is not None:
+        if (m := bug.log_signature.search(log_text)) is not None:
             return KnownFailure(bug, m.group("evidence").strip())
     return None
 

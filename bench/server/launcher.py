@@ -82,18 +82,19 @@ class LaunchedServer:
 
     base_url: str
     backend: str
-    argv: list[str]
-    # Only the variables specbench set on top of its own environment.
-    env_delta: dict[str, str]
-    log_path: Path | None
-    pid: int | None
     version: str
-    startup_s: float
-    server_info: dict[str, Any]
     spec_mode_requested: str | None
     resolved: ResolvedMode
+    # Nothing of the launch for an external server (attached, not started).
+    argv: list[str] = field(default_factory=list)
+    # Only the variables specbench set on top of its own environment.
+    env_delta: dict[str, str] = field(default_factory=dict)
+    log_path: Path | None = None
+    pid: int | None = None
+    startup_s: float = 0.0
+    server_info: dict[str, Any] = field(default_factory=dict)
     # Empty when the server runs what was asked; otherwise one human line per difference.
-    mismatches: list[str]
+    mismatches: list[str] = field(default_factory=list)
     # Adaptations to the version (renamed flags) and other facts worth keeping with the run.
     notes: list[str] = field(default_factory=list)
     # The CPUs every thread of the server's processes was pinned to and read back on; None: not pinned.
@@ -323,11 +324,8 @@ def launch(
             pid=proc.pid,
             version=version,
             sglang_patch=patch,
-            startup_s=0.0,
-            server_info={},
             spec_mode_requested=config.spec_mode,
             resolved=ResolvedMode(None, "not resolved yet", config.algorithm is not None, version),
-            mismatches=[],
             notes=[
                 *built.notes,
                 *(f"inherited {k} not passed on (set by server.sim only)" for k in dropped),
@@ -366,8 +364,7 @@ def launch(
             guard.release()
         if isinstance(e, LaunchError):
             e.pid, e.log_path = proc.pid, log_path
-            named = _known_failure(e, version, config)
-            if named is not None:
+            if (named := _known_failure(e, version, config)) is not None:
                 raise named from None
         raise
     return server
@@ -429,9 +426,8 @@ class LaunchPlan:
     env: dict[str, str]  # the server's whole environment: env_delta over the host's small base
     cpus: cpu_affinity.CpuList | None = None  # what the server is pinned to; None: not pinned
     cpu_notes: tuple[str, ...] = ()  # why it is pinned when the sweep did not ask, overlaps with the client
-    routing: RoutingPlan = field(
-        default_factory=lambda: RoutingPlan(None)
-    )  # dummy-weight MoE routing and its env
+    # Dummy-weight MoE routing and its env.
+    routing: RoutingPlan = field(default_factory=lambda: RoutingPlan(None))
 
 
 def plan_launch(
@@ -547,12 +543,7 @@ def attach_external(spec: ServerSpec, config: ServerConfig, *, version: str | No
     return LaunchedServer(
         base_url=base_url,
         backend="external",
-        argv=[],
-        env_delta={},
-        log_path=None,
-        pid=None,
         version=detected,
-        startup_s=0.0,
         server_info=info,
         spec_mode_requested=config.spec_mode,
         resolved=resolved,
@@ -591,14 +582,3 @@ def _env_delta(
     # Python's stdout is block-buffered into a file; unbuffered output keeps the log tail current on a crash.
     delta["PYTHONUNBUFFERED"] = "1"
     return delta
-
-
-__all__ = [
-    "LaunchError",
-    "LaunchedServer",
-    "attach_external",
-    "detect_sglang_version",
-    "fetch_server_info",
-    "launch",
-    "probe_sglang",
-]

@@ -94,9 +94,7 @@ def env_var_status(version: str) -> Literal["honoured", "removed_warns", "ignore
     if r < _ENV_REMOVED:
         return "honoured"
     # 0.5.14 and 0.5.15 print the removal warning; 0.5.23 no longer does. 0.5.16-0.5.22 were not read.
-    if r <= (0, 5, 15):
-        return "removed_warns"
-    return "ignored"
+    return "removed_warns" if r <= (0, 5, 15) else "ignored"
 
 
 # Balanced routing for dummy weights (contract §1.6): 0.5.13+, two exclusive switches; 0.5.13-0.5.15 also
@@ -218,16 +216,8 @@ def resolve_mode(version: str, server_info: dict[str, Any], log_text: str | None
             contradiction = (
                 f"/server_info shows no speculative algorithm but the log says {log_mode}: {log_line!r}"
             )
-        return ResolvedMode(
-            None,
-            f"no speculative decoding ({suffix})",
-            False,
-            version,
-            keys,
-            log_line,
-            log_mode,
-            contradiction,
-        )
+        detail = f"no speculative decoding ({suffix})"
+        return ResolvedMode(None, detail, False, version, keys, log_line, log_mode, contradiction)
     assert algorithm is not None
 
     source = "server_info"
@@ -265,15 +255,10 @@ def resolve_mode(version: str, server_info: dict[str, Any], log_text: str | None
     detail = f"{mode}: {kind} {worker} ({suffix})"
     if source != "server_info":
         detail += f" [from {source}]"
-    if log_line and log_mode == "v1" and (m := _reason(log_line)):
-        detail += f"; log reason: {m}"
+    if log_line and log_mode == "v1" and (m := re.search(r"because (.+?)\.?$", log_line)):
+        detail += f"; log reason: {m.group(1)}"
 
     contradiction = None
     if log_mode is not None and log_mode != mode:
         contradiction = f"{source} says {mode} but the launch log says {log_mode}: {log_line!r}"
     return ResolvedMode(mode, detail, True, version, keys, log_line, log_mode, contradiction)
-
-
-def _reason(line: str) -> str | None:
-    m = re.search(r"because (.+?)\.?$", line)
-    return m.group(1) if m else None

@@ -10,6 +10,7 @@ The centre is the geometric mean ratio; for near-symmetric repeats it sits next 
 
 from __future__ import annotations
 
+import bisect
 import math
 import statistics
 from collections.abc import Sequence
@@ -62,14 +63,7 @@ def pairs_for(
     # The half-width falls with n, so bisection finds the smallest n in a dozen quantiles, not one per n.
     if not narrow_enough(cap):
         return None
-    lo, hi = 2, cap
-    while lo < hi:
-        mid = (lo + hi) // 2
-        if narrow_enough(mid):
-            hi = mid
-        else:
-            lo = mid + 1
-    return lo
+    return 2 + bisect.bisect_left(range(2, cap + 1), True, key=narrow_enough)
 
 
 def paired_ratio(a: Sequence[float], b: Sequence[float], confidence: float = 0.95) -> RatioInterval:

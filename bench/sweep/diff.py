@@ -23,9 +23,8 @@ UNSET: Final = _Unset()
 
 
 class FieldChange(NamedTuple):
-    path: (
-        str  # dotted, with [i] for an entry of a list of mappings: `measure.min_window_s`, `workload[1].seed`
-    )
+    # Dotted, with [i] for an entry of a list of mappings: `measure.min_window_s`, `workload[1].seed`.
+    path: str
     old: Any  # UNSET where the old sweep has no such key
     new: Any  # UNSET where the new sweep has no such key
 

@@ -6,7 +6,7 @@ import difflib
 import re
 from typing import Any, get_args
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel
 
 from bench.sweep.spec import SweepSpec
 
@@ -44,10 +44,6 @@ _UNION_BRANCHES = {
     "dict[constrained-int,list[constrained-float]]": "lengths per steps value",
 }
 _WRONG_SHAPE = {"list_type", "model_type", "dict_type", "model_attributes_type"}
-
-
-def format_validation(e: ValidationError) -> list[str]:
-    return format_validation_errors(e.errors())
 
 
 def format_validation_errors(errors: list[Any]) -> list[str]:
@@ -155,7 +151,6 @@ def _model_in(annotation: Any) -> type[BaseModel] | None:
     if isinstance(annotation, type) and issubclass(annotation, BaseModel):
         return annotation
     for arg in get_args(annotation):
-        found = _model_in(arg)
-        if found is not None:
+        if (found := _model_in(arg)) is not None:
             return found
     return None

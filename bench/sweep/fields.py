@@ -100,13 +100,9 @@ def draft_tokens_value(v: Any) -> Literal["auto"] | list[int]:
     return list(v)
 
 
-def cpu_list_value(v: Any) -> tuple[int, ...]:
-    """`"2-7,10"` or `[2, 3]`: syntax here, CPUs at launch (the sweep may come from another machine)."""
-    return parse_cpu_list(v)
-
-
-# Sorted, distinct CPU numbers (server.cpu_affinity).
-CpuList = Annotated[tuple[int, ...], PlainValidator(cpu_list_value)]
+# Sorted, distinct CPU numbers (server.cpu_affinity) from `"2-7,10"` or `[2, 3]`: syntax here, CPUs at launch
+# (the sweep may come from another machine).
+CpuList = Annotated[tuple[int, ...], PlainValidator(parse_cpu_list)]
 
 ArgValue = str | int | float | bool | list[int] | list[str]
 
@@ -152,8 +148,7 @@ def _env_scalar(v: Any) -> str:
 
 
 def _env_name(v: str) -> str:
-    problem = sweep_name_problem(v)
-    if problem:
+    if problem := sweep_name_problem(v):
         raise ValueError(problem)
     return v
 

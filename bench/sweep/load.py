@@ -11,13 +11,7 @@ from pydantic import ValidationError
 
 from bench import safe_yaml
 from bench.files import FileReadError, read_regular_file
-from bench.sweep.errors import (
-    SweepError,
-    dotted_path,
-    format_validation,
-    format_validation_errors,
-    strip_branches,
-)
+from bench.sweep.errors import SweepError, dotted_path, format_validation_errors, strip_branches
 from bench.sweep.spec import SweepSpec
 
 
@@ -59,7 +53,7 @@ def validate_sweep(data: dict[str, Any], source: str = "<sweep>") -> SweepSpec:
     try:
         return SweepSpec.model_validate(data)
     except ValidationError as e:
-        problems = format_validation(e)
+        problems = format_validation_errors(e.errors())
         broken = {dotted_path(strip_branches(err["loc"])) for err in e.errors() if err["loc"]}
     if not broken:  # only cross-field problems: the first round already has them all (once each)
         raise SweepError(source, problems)
@@ -116,14 +110,17 @@ def _repair(data: dict[str, Any], errors: list[Any]) -> bool:
     return changed
 
 
+def _holds(data: Any, key: Any) -> bool:
+    return (isinstance(data, dict) and key in data) or (
+        isinstance(data, list) and isinstance(key, int) and 0 <= key < len(data)
+    )
+
+
 def _walk(data: Any, path: list[Any]) -> Any:
     for part in path:
-        if (isinstance(data, dict) and part in data) or (
-            isinstance(data, list) and isinstance(part, int) and 0 <= part < len(data)
-        ):
-            data = data[part]
-        else:
+        if not _holds(data, part):
             return None
+        data = data[part]
     return data
 
 
@@ -133,10 +130,7 @@ def _remove(data: dict[str, Any], path: list[Any]) -> bool:
     for depth in range(len(path), 0, -1):  # the value itself, or the nearest container that exists
         parent = _walk(data, path[: depth - 1])
         key = path[depth - 1]
-        if isinstance(parent, dict) and key in parent:
-            del parent[key]
-            return True
-        if isinstance(parent, list) and isinstance(key, int) and 0 <= key < len(parent):
+        if _holds(parent, key):
             del parent[key]
             return True
         if parent is not None and depth < len(path):

@@ -58,21 +58,10 @@ class ServerConfig:
         return dataclasses.replace(self, spec_mode=None).key()
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "model": self.model,
-            "draft_model": self.draft_model,
-            "attention_backend": self.attention_backend,
-            "tp": self.tp,
-            "algorithm": self.algorithm,
-            "steps": self.steps,
-            "topk": self.topk,
-            "draft_tokens": self.draft_tokens,
-            "spec_mode": self.spec_mode,
-            "args": dict(self.args),
-            "env": dict(self.env),
-            # Only when pinned, so the keys of sweeps without accept_lengths stay what they were.
-            **({"accept_length": self.accept_length} if self.accept_length is not None else {}),
-        }
+        out = {**dataclasses.asdict(self), "args": dict(self.args), "env": dict(self.env)}
+        if self.accept_length is None:  # only when pinned, so the keys of other sweeps stay what they were
+            del out["accept_length"]
+        return out
 
     def key(self) -> str:
         """Stable identity of the config: the same YAML gives the same key on every host."""
@@ -89,6 +78,9 @@ class ServerConfig:
         )
 
 
+_NOT_IN_SERIES = ("args", "env", "accept_length")
+
+
 @dataclass(frozen=True)
 class PointPlan:
     server: ServerConfig
@@ -103,17 +95,9 @@ class PointPlan:
 
     def series(self, gpu_name: str, gpu_count: int) -> dict[str, Any]:
         """The series identity of this point on these GPUs: the fields of its fingerprint and its columns."""
-        cfg = self.server
         return {
-            "model": cfg.model,
-            "draft_model": cfg.draft_model,
-            "attention_backend": cfg.attention_backend,
-            "tp": cfg.tp,
-            "algorithm": cfg.algorithm,
-            "steps": cfg.steps,
-            "topk": cfg.topk,
-            "draft_tokens": cfg.draft_tokens,
-            "spec_mode": cfg.spec_mode,
+            # The config's fields but its args, env and pinned acceptance.
+            **{k: v for k, v in dataclasses.asdict(self.server).items() if k not in _NOT_IN_SERIES},
             "batch_size": self.batch_size,
             "workload_key": self.workload.key(),
             "gpu_name": gpu_name,

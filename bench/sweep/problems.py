@@ -5,39 +5,20 @@ from __future__ import annotations
 import itertools
 import re
 from collections.abc import Callable, Iterator
-from typing import Protocol
+from typing import TYPE_CHECKING
 
 from bench.server.flags import PATH_FLAGS, check_passthrough_flag, path_value_problem
 from bench.server.spec_modes import ENV_ROUND_ROBIN_EXPERTS, ENV_UNIFORM_EXPERTS
 from bench.sweep.fields import MAX_POINTS, MAX_SERVER_CONFIGS, SIMULATE_ACC_ENV, TOPK1_ONLY_BACKENDS
-from bench.sweep.sections import GridSpec, MeasureSpec, ProfileSpec, ServerSpec, WorkloadSpec
+
+if TYPE_CHECKING:  # SweepSpec imports this module to run the checks on validation
+    from bench.sweep.spec import SweepSpec
 
 # SGLang's routing switches: specbench sets them from server.balanced_routing (bench/server/routing.py).
 ROUTING_ENV = frozenset({ENV_UNIFORM_EXPERTS, ENV_ROUND_ROBIN_EXPERTS})
 
 
-class CheckedSweep(Protocol):
-    """What the checks read of a sweep (SweepSpec, which imports this module to run them)."""
-
-    @property
-    def server(self) -> ServerSpec: ...
-    @property
-    def grid(self) -> GridSpec: ...
-    @property
-    def workload(self) -> WorkloadSpec | list[WorkloadSpec]: ...
-    @property
-    def workloads(self) -> list[WorkloadSpec]: ...
-    @property
-    def repeats(self) -> int: ...
-    @property
-    def measure(self) -> MeasureSpec: ...
-    @property
-    def profile(self) -> ProfileSpec | None: ...
-    @property
-    def paired(self) -> bool: ...
-
-
-def find_problems(spec: CheckedSweep) -> list[str]:
+def find_problems(spec: SweepSpec) -> list[str]:
     """Every reason a well-typed sweep cannot run, fixed in one go; a grid past the caps first."""
     size = _Size(spec)
     return ([size.problem] if size.problem else []) + [msg for rule in RULES for msg in rule(spec)]
@@ -46,7 +27,7 @@ def find_problems(spec: CheckedSweep) -> list[str]:
 class _Size:
     """How many server configs and points the grid expands to; `problem` when past the caps."""
 
-    def __init__(self, spec: CheckedSweep) -> None:
+    def __init__(self, spec: SweepSpec) -> None:
         g = spec.grid
         self.drafts = len(g.draft_tokens) if isinstance(g.draft_tokens, list) else 1
         accepts = sum(len(g.accepts_for(st)) for st in g.steps)  # (steps, acceptance) combinations
@@ -62,12 +43,12 @@ class _Size:
         )
 
 
-def _batch_sizes(spec: CheckedSweep) -> Iterator[str]:
+def _batch_sizes(spec: SweepSpec) -> Iterator[str]:
     if len(set(spec.grid.batch_sizes)) != len(spec.grid.batch_sizes):
         yield "grid.batch_sizes: duplicate values"
 
 
-def _topk_backend(spec: CheckedSweep) -> Iterator[str]:
+def _topk_backend(spec: SweepSpec) -> Iterator[str]:
     backend = spec.server.attention_backend
     for k in spec.grid.topk:
         if k > 1 and backend in TOPK1_ONLY_BACKENDS:
@@ -77,7 +58,7 @@ def _topk_backend(spec: CheckedSweep) -> Iterator[str]:
             )
 
 
-def _draft_tokens(spec: CheckedSweep) -> Iterator[str]:
+def _draft_tokens(spec: SweepSpec) -> Iterator[str]:
     """Explicit draft tokens against each (steps, topk); not walked for a grid past the caps."""
     g, size = spec.grid, _Size(spec)
     if not isinstance(g.draft_tokens, list) or size.too_big or size.combos > MAX_SERVER_CONFIGS:
@@ -95,7 +76,7 @@ def _draft_tokens(spec: CheckedSweep) -> Iterator[str]:
             )
 
 
-def _correctness(spec: CheckedSweep) -> Iterator[str]:
+def _correctness(spec: SweepSpec) -> Iterator[str]:
     c = spec.measure.correctness
     if c.max_diverging_prompts >= c.prompts:
         yield (
@@ -104,7 +85,7 @@ def _correctness(spec: CheckedSweep) -> Iterator[str]:
         )
 
 
-def _ratio_target(spec: CheckedSweep) -> Iterator[str]:
+def _ratio_target(spec: SweepSpec) -> Iterator[str]:
     m, sizes = spec.measure, spec.grid.batch_sizes
     if m.max_repeats is not None and m.ratio_target is None:
         yield "measure.max_repeats: only used with measure.ratio_target (set both, or neither)"
@@ -129,7 +110,7 @@ def _ratio_target(spec: CheckedSweep) -> Iterator[str]:
         yield f"measure.max_repeats: {m.max_repeats} is below repeats ({spec.repeats})"
 
 
-def _baseline_pairs(spec: CheckedSweep) -> Iterator[str]:
+def _baseline_pairs(spec: SweepSpec) -> Iterator[str]:
     modes, g = spec.measure.baseline_pairs, spec.grid
     if not modes:
         return
@@ -143,7 +124,7 @@ def _baseline_pairs(spec: CheckedSweep) -> Iterator[str]:
         yield "measure.baseline_pairs: backend external measures one server; there is no baseline to start beside it"
 
 
-def _accept_lengths(spec: CheckedSweep) -> Iterator[str]:
+def _accept_lengths(spec: SweepSpec) -> Iterator[str]:
     g = spec.grid
     pinned = g.accept_lengths.values() if isinstance(g.accept_lengths, dict) else [g.accept_lengths]
     if any(len(set(lengths)) != len(lengths) for lengths in pinned):
@@ -157,7 +138,7 @@ def _accept_lengths(spec: CheckedSweep) -> Iterator[str]:
         yield f"server.env.{SIMULATE_ACC_ENV}: set by grid.accept_lengths; remove one of the two"
 
 
-def _set_by_specbench(spec: CheckedSweep) -> Iterator[str]:
+def _set_by_specbench(spec: SweepSpec) -> Iterator[str]:
     s = spec.server
     for name in sorted(set(s.env) & ROUTING_ENV):
         yield f"server.env.{name}: set by specbench itself (server.balanced_routing: auto | off)"
@@ -165,7 +146,7 @@ def _set_by_specbench(spec: CheckedSweep) -> Iterator[str]:
         yield "server.args.load-format: set by server.load_format; remove one of the two"
 
 
-def _spec_modes(spec: CheckedSweep) -> Iterator[str]:
+def _spec_modes(spec: SweepSpec) -> Iterator[str]:
     g = spec.grid
     if not g.spec_modes and not g.baseline:
         yield "grid: no spec_modes and no baseline, nothing to measure"
@@ -173,7 +154,7 @@ def _spec_modes(spec: CheckedSweep) -> Iterator[str]:
         yield "grid.spec_modes: duplicate values"
 
 
-def _passthrough_args(spec: CheckedSweep) -> Iterator[str]:
+def _passthrough_args(spec: SweepSpec) -> Iterator[str]:
     for name, value in spec.server.args.items():
         if msg := check_passthrough_flag(name):
             yield f"server.args: {msg}"
@@ -181,7 +162,7 @@ def _passthrough_args(spec: CheckedSweep) -> Iterator[str]:
             yield msg
 
 
-def _external(spec: CheckedSweep) -> Iterator[str]:
+def _external(spec: SweepSpec) -> Iterator[str]:
     """A server someone else launched: only batch sizes and workloads sweep, nothing of the launch applies."""
     g, s = spec.grid, spec.server
     if s.backend != "external":
@@ -224,7 +205,7 @@ def _external(spec: CheckedSweep) -> Iterator[str]:
         )
 
 
-def _profile_at(spec: CheckedSweep) -> Iterator[str]:
+def _profile_at(spec: SweepSpec) -> Iterator[str]:
     sizes = spec.grid.batch_sizes
     at = spec.profile.at if spec.profile is not None else None
     for b in at or []:
@@ -232,7 +213,7 @@ def _profile_at(spec: CheckedSweep) -> Iterator[str]:
             yield f"profile.at: batch size {b} is not in grid.batch_sizes {sizes}"
 
 
-def _workload_paths(spec: CheckedSweep) -> Iterator[str]:
+def _workload_paths(spec: SweepSpec) -> Iterator[str]:
     for i, w in enumerate(spec.workloads):
         where = f"workload[{i}]" if isinstance(spec.workload, list) else "workload"
         if w.dataset == "jsonl" and not w.path:
@@ -242,7 +223,7 @@ def _workload_paths(spec: CheckedSweep) -> Iterator[str]:
 
 
 # The rules in the order their messages are listed.
-RULES: tuple[Callable[[CheckedSweep], Iterator[str]], ...] = (
+RULES: tuple[Callable[[SweepSpec], Iterator[str]], ...] = (
     _batch_sizes,
     _topk_backend,
     _draft_tokens,

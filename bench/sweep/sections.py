@@ -157,9 +157,7 @@ class WorkloadSpec(Strict):
 
     def prompts_for(self, batch_size: int) -> int:
         """`auto` sends four full waves so the closed loop reaches steady state, and at least 8 requests."""
-        if self.num_prompts == "auto":
-            return max(4 * batch_size, 8)
-        return self.num_prompts
+        return max(4 * batch_size, 8) if self.num_prompts == "auto" else self.num_prompts
 
     def key(self) -> str:
         src = self.path or "random"

@@ -3,11 +3,10 @@ cross-field checks (bench/sweep/problems.py) run on validation."""
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Protocol
+from typing import TYPE_CHECKING, Annotated, Any
 
 from pydantic import Field, model_validator
 
-from bench.server.spec_modes import SpecMode
 from bench.sweep.fields import (
     DEFAULT_MIN_WINDOW_S,
     DEFAULT_PAIRED_REPEATS,
@@ -27,20 +26,8 @@ from bench.sweep.sections import (
     WorkloadSpec,
 )
 
-
-class _Mode(Protocol):
-    @property
-    def spec_mode(self) -> SpecMode | None: ...
-
-
-class PlannedPoint(Protocol):
-    """What `SweepSpec.repeats_may_grow` reads of a point (plan.PointPlan, which cannot be imported here)."""
-
-    @property
-    def server(self) -> _Mode: ...
-
-    @property
-    def batch_size(self) -> int: ...
+if TYPE_CHECKING:  # plan.py imports this module
+    from bench.sweep.plan import PointPlan
 
 
 class SweepSpec(Strict):
@@ -87,7 +74,7 @@ class SweepSpec(Strict):
             return self.repeats
         return self.measure.max_repeats if self.measure.max_repeats is not None else 3 * self.repeats
 
-    def repeats_may_grow(self, plan: PlannedPoint) -> bool:
+    def repeats_may_grow(self, plan: PointPlan) -> bool:
         """`measure.ratio_target` may add ABBA repeats to this point, up to `max_pair_repeats`: a side of a
         colocated pair (v1/v2, or the baseline with `baseline_pairs`) at batch >= `ratio_target_min_batch`."""
         linked = plan.server.spec_mode in ("v1", "v2") or (
@@ -119,7 +106,6 @@ class SweepSpec(Strict):
 
     @model_validator(mode="after")
     def _check_combinations(self) -> SweepSpec:
-        problems = find_problems(self)
-        if problems:
+        if problems := find_problems(self):
             raise ValueError("\n".join(problems))
         return self

@@ -138,11 +138,9 @@ def parse_smi_line(line: str) -> Reading:
 
 def gpu_reader(indices: Sequence[int] | None = None) -> tuple[str, ReadFn | None]:
     """The first working source for these GPU indices (None = all): ("nvml"|"nvidia-smi"|"none", reader)."""
-    nvml = _nvml_reader(indices)
-    if nvml is not None:
+    if (nvml := _nvml_reader(indices)) is not None:
         return "nvml", nvml
-    smi = _smi_reader(indices)
-    if smi is not None:
+    if (smi := _smi_reader(indices)) is not None:
         return "nvidia-smi", smi
     return "none", None
 

@@ -26,12 +26,10 @@ class CpuCounters:
     """Cumulative host CPU counters at one instant; two of them make a window's CPU shares."""
 
     wall_s: float
-    jiffies: (
-        tuple[int, ...] | None
-    )  # user nice system idle iowait irq softirq steal (the aggregate `cpu` line)
-    pressure_some_us: (
-        int | None
-    )  # PSI "some" total: time in which at least one runnable task waited for a CPU
+    # user nice system idle iowait irq softirq steal (the aggregate `cpu` line)
+    jiffies: tuple[int, ...] | None
+    # PSI "some" total: time in which at least one runnable task waited for a CPU
+    pressure_some_us: int | None
     # Per CPU too: steal on the scheduler's one CPU can be several percent, a fraction of the host's.
     per_cpu: dict[str, tuple[int, ...]] | None = None
 
@@ -87,11 +85,9 @@ def read_cpu_counters(stat_path: str = PROC_STAT, pressure_path: str = PROC_CPU_
 
 def cpu_shares(start: CpuCounters | None, end: CpuCounters | None) -> dict[str, float | None]:
     """Percent of host CPU busy and stolen between two readings, and of wall time tasks waited (PSI)."""
-    out: dict[str, float | None] = {
-        "host_cpu_busy_pct": None,
-        "host_cpu_steal_pct": None,
-        "cpu_pressure_pct": None,
-    }
+    out: dict[str, float | None] = dict.fromkeys(
+        ("host_cpu_busy_pct", "host_cpu_steal_pct", "cpu_pressure_pct")
+    )
     if start is None or end is None:
         return out
     if start.per_cpu and end.per_cpu:

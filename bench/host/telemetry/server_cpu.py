@@ -71,11 +71,9 @@ def processes_now(procs: Iterable[psutil.Process]) -> dict[int, ProcessNow]:
 def server_cpu_shares(start: ProcessCpu | None, end: ProcessCpu | None, wall_s: float) -> dict[str, Any]:
     """The server processes' CPU in a window, in percent of one core: all together, and the busiest (the
     scheduler) with its name. Started inside: counted from zero; ended inside: missing."""
-    out: dict[str, Any] = {
-        "server_cpu_pct": None,
-        "server_busiest_cpu_pct": None,
-        "server_busiest_process": None,
-    }
+    out: dict[str, Any] = dict.fromkeys(
+        ("server_cpu_pct", "server_busiest_cpu_pct", "server_busiest_process")
+    )
     if start is None or end is None or wall_s <= 0:
         return out
     used = _cpu_used(start, end)
