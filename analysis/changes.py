@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+from dataclasses import asdict
 from typing import Any
 
 import numpy as np
@@ -45,9 +46,9 @@ def _change_rows(
         better = cp.rel_change > 0 if hib else cp.rel_change < 0
         out.append(
             {
+                **asdict(cp),  # index, the means, p-value and counts (the frame drops the rest)
                 "fingerprint": fp,
                 "metric": metric,
-                "index": cp.index,
                 "run_id": int(at["run_id"]),
                 "point_id": int(at["point_id"]),
                 "started_at": at["started_at"],
@@ -56,13 +57,8 @@ def _change_rows(
                 "prev_run_id": int(prev["run_id"]),
                 "prev_version": prev.get("sglang_version"),
                 "prev_commit": prev.get("sglang_commit"),
-                "mean_before": cp.mean_before,
-                "mean_after": cp.mean_after,
                 "rel_change": cp.rel_change,
                 "magnitude": cp.magnitude,
-                "pvalue": cp.pvalue,
-                "n_before": cp.n_before,
-                "n_after": cp.n_after,
                 "direction": "improvement" if better else "regression",
                 "why": _segment_why(frame, cp.index, cp.n_before, cp.n_after)
                 if metric == "output_throughput"

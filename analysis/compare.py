@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -25,32 +26,11 @@ VERDICT_ORDER = ("regression", "improvement", "insufficient data", "no change")
 
 
 COMPARE_COLUMNS: tuple[str, ...] = (
-    "config",
-    "model",
-    "workload",
-    "spec_mode",
-    "steps",
-    "batch_size",
-    "metric",
-    "baseline",
-    "candidate",
-    "center",
-    "delta",
-    "ci_low",
-    "ci_high",
-    "pvalue",
-    "verdict",
-    "n_baseline",
-    "n_candidate",
-    "why",
-    "note",
-    "point_baseline",
-    "point_candidate",
-    "fingerprint",
+    *("config", "model", "workload", "spec_mode", "steps", "batch_size", "metric", "baseline", "candidate"),
+    *("center", "delta", "ci_low", "ci_high", "pvalue", "verdict", "n_baseline", "n_candidate", "why"),
+    *("note", "point_baseline", "point_candidate", "fingerprint"),
     # The correctness gate's verdict on each side's point, and why the failing side failed (candidate first).
-    "correctness_baseline",
-    "correctness_candidate",
-    "correctness_why",
+    *("correctness_baseline", "correctness_candidate", "correctness_why"),
 )
 
 
@@ -96,23 +76,13 @@ def compare_runs(
             note = f"status {rec.get('status_a')} → {rec.get('status_b')}; " + note
         rows.append(
             {
+                **c.to_dict(),  # metric, centres, delta, interval, verdict, counts: the columns keep these
                 "config": config_label(ident),
                 "model": short_model(ident["model"]),
                 "workload": short_workload(ident["workload_key"]),
                 "spec_mode": spec_mode_key(ident["spec_mode"]),
                 "steps": none_if_nan(ident["steps"]),
                 "batch_size": int(ident["batch_size"]),
-                "metric": metric,
-                "baseline": c.baseline,
-                "candidate": c.candidate,
-                "center": c.center,
-                "delta": c.delta,
-                "ci_low": c.ci_low,
-                "ci_high": c.ci_high,
-                "pvalue": c.pvalue,
-                "verdict": c.verdict,
-                "n_baseline": c.n_baseline,
-                "n_candidate": c.n_candidate,
                 "why": _why(rec, c.verdict) if metric == "output_throughput" else "",
                 "note": note,
                 "point_baseline": pa,
@@ -147,18 +117,8 @@ def _checks(rec: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _keyed(points: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
-    cols = [
-        *keys,
-        "point_id",
-        "status",
-        "fingerprint",
-        "output_throughput",
-        "accept_length",
-        "tpot_mean_ms",
-        "correctness",
-        "correctness_reason",
-    ]
-    frame = points.reindex(columns=cols).copy()
+    measured = ("output_throughput", "accept_length", "tpot_mean_ms", "correctness", "correctness_reason")
+    frame = points.reindex(columns=[*keys, "point_id", "status", "fingerprint", *measured]).copy()
     # One string key: NULL-safe (baseline points have NULL steps) and blind to int-vs-float columns.
     frame["_key"] = ["|".join(key_part(v) for v in row) for row in frame[keys].itertuples(index=False)]
     return frame
@@ -224,13 +184,7 @@ def comparable_pair(
     something to say. None when no two runs compare.
     """
     records = runs.to_dict("records")
-    cache: dict[int, set[str]] = {}
-
-    def series(run_id: int) -> set[str]:
-        if run_id not in cache:
-            cache[run_id] = series_of(run_id) if series_of is not None else set()
-        return cache[run_id]
-
+    series = functools.cache(series_of or (lambda _: set()))
     for i, cand in enumerate(records):
         key = comparability_key(cand)
         older = [r for r in records[i + 1 :] if comparability_key(r) == key]

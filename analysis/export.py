@@ -67,14 +67,10 @@ class Export:
     all_status: bool
 
 
-def latest_run_id(session: Session) -> int | None:
-    return session.scalars(select(Run.id).order_by(Run.id.desc()).limit(1)).first()
-
-
 def collect(session: Session, run_ids: list[int] | None = None, *, all_status: bool = False) -> Export:
     """Points of the given runs (default: the latest run); only `ok` points unless `all_status`."""
     if not run_ids:
-        latest = latest_run_id(session)
+        latest = session.scalars(select(Run.id).order_by(Run.id.desc()).limit(1)).first()
         if latest is None:
             raise ExportError("the database holds no runs yet; run `specbench run SWEEP.yaml` first")
         run_ids = [latest]
@@ -167,24 +163,22 @@ _MD: tuple[Column, ...] = (
 )
 
 
+_KIND_NOTES: dict[Any, str] = {
+    SIMULATED: f" ({STAND_IN_TAG}: numbers from the stand-in server's model, not a GPU)",
+    SYNTHETIC_TAG: " (synthetic load-test history, not a measurement)",
+}
+
+
 def to_markdown(export: Export) -> str:
     """A PR-ready table per run: provenance first, then one row per point grouped by server config."""
     out: list[str] = []
     for run in export.runs:
-        kind = run.get("kind")
-        sim = (
-            f" ({STAND_IN_TAG}: numbers from the stand-in server's model, not a GPU)"
-            if kind == SIMULATED
-            else ""
-        )
-        sim = " (synthetic load-test history, not a measurement)" if kind == SYNTHETIC_TAG else sim
+        sim = _KIND_NOTES.get(run.get("kind"), "")
         # Stored names and versions are user text: escaped or in code spans (analysis.md).
-        out.append(
+        out += [
             f"**Run {md.text(run['id'])}** {md.code(run['sweep_name'])}{sim}, {md.text(run['status'])}, "
-            f"started {md.text(run['started_at'])}"
-        )
-        out.append("")
-        out.append(
+            f"started {md.text(run['started_at'])}",
+            "",
             md.text(
                 f"GPU {run['gpu_name']} x{run['gpu_count']} (driver {run['driver_version']}, CUDA "
                 f"{run['cuda_version']}), sglang {run['sglang_version']}{_patched(run)}, "
@@ -194,12 +188,11 @@ def to_markdown(export: Export) -> str:
                 line_start=True,
             )
             + f" model {md.code(run['model'])}, specbench {md.text(run['specbench_version'])} @ "
-            + md.text(str(run["git_commit"])[:10])
-        )
-        out.append("")
+            + md.text(str(run["git_commit"])[:10]),
+            "",
+        ]
         if run.get("numbers"):
-            out.append(md.text(f"Numbers: {run['numbers']}.", line_start=True))
-            out.append("")
+            out += [md.text(f"Numbers: {run['numbers']}.", line_start=True), ""]
         rows = [r for r in export.rows if r["run_id"] == run["id"]]
         failed = {
             config_label(r, with_batch=False): str(r.get("correctness_reason") or "")
@@ -207,21 +200,16 @@ def to_markdown(export: Export) -> str:
             if correctness.is_wrong(r.get("correctness"))
         }
         out += correctness.banner_md(list(failed.items()), f"run {run['id']}")
-        out += md_table(rows, _MD)
-        out.append("")
-        floors = any(r.get("step_floor_ms") is not None for r in export.rows if r["run_id"] == run["id"])
-        if not (floors or run.get("floor_note")):
+        out += [*md_table(rows, _MD), ""]
+        if not (any(r.get("step_floor_ms") is not None for r in rows) or run.get("floor_note")):
             continue
-        out.append(
-            md.text(
-                "floor: the least time one step (speculative: one cycle) can take, the bytes it must read over "
-                "the GPU's memory bandwidth; floor frac = floor / measured step (TPOT, x tokens per verify "
-                "for speculation); above 1 is impossible."
-                + (f" {run['floor_note']}." if run.get("floor_note") else ""),
-                line_start=True,
-            )
+        floor = (
+            "floor: the least time one step (speculative: one cycle) can take, the bytes it must read over "
+            "the GPU's memory bandwidth; floor frac = floor / measured step (TPOT, x tokens per verify for "
+            "speculation); above 1 is impossible."
         )
-        out.append("")
+        note = f" {run['floor_note']}." if run.get("floor_note") else ""
+        out += [md.text(floor + note, line_start=True), ""]
     return "\n".join(out)
 
 

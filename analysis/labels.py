@@ -10,11 +10,7 @@ from typing import Any
 
 def none_if_nan(v: Any) -> Any:
     """NaN (what pandas makes of SQL NULL in numeric columns) -> None."""
-    if v is None:
-        return None
-    if isinstance(v, float) and math.isnan(v):
-        return None
-    return v
+    return None if isinstance(v, float) and math.isnan(v) else v
 
 
 def short_model(model: str | None) -> str:
@@ -240,15 +236,11 @@ def parts_line(parts: Sequence[Mapping[str, Any]]) -> str | None:
     if len(parts) < 2:
         return None
     shown = []
-    before: Mapping[str, Any] | None = None
+    before: tuple[Any, ...] | None = None
     for p in parts:
         where = short_gpu(p.get("gpu_name"), p.get("gpu_count")) if p.get("gpu_count") else "no GPU"
-        moved = before is not None and (p.get("host"), p.get("gpu_name"), p.get("gpu_count")) != (
-            before.get("host"),
-            before.get("gpu_name"),
-            before.get("gpu_count"),
-        )
-        check = f", {part_check_text(p.get('check'))}" if moved else ""
+        place = (p.get("host"), p.get("gpu_name"), p.get("gpu_count"))
+        check = f", {part_check_text(p.get('check'))}" if before is not None and place != before else ""
         shown.append(f"{p.get('host')} ({where}{check})")
-        before = p
+        before = place
     return f"{len(parts)} parts: " + ", ".join(shown)

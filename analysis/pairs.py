@@ -164,15 +164,8 @@ def part_records(parts: Sequence[Mapping[str, Any]]) -> list[PartRecord]:
         agrees = check.get("agrees") if isinstance(check, dict) else None
         count = int(p.get("gpu_count") or 0)
         gpu = f"{count}x {p.get('gpu_name')}" if count else "no GPU"
-        out.append(
-            PartRecord(
-                int(p["part"]),
-                int(p["invocation"]),
-                str(p["host"]),
-                gpu,
-                agrees if isinstance(agrees, bool) else None,
-            )
-        )
+        agrees = agrees if isinstance(agrees, bool) else None
+        out.append(PartRecord(int(p["part"]), int(p["invocation"]), str(p["host"]), gpu, agrees))
     return out
 
 
@@ -197,12 +190,8 @@ def ratio_cells(
         row |= {f"{prefix}ratio": iv.ratio if iv else None, f"{prefix}ci_low": low, f"{prefix}ci_high": high}
         row[f"{prefix}verdict"] = verdict(low, high, higher_is_better=higher)
         if metric == "output_throughput":
-            row |= {"n": iv.n if iv else 0, "method": iv.method if iv else None}
-            row |= {
-                "pairs_for_5pct": found.pairs_for_target,
-                "pairing": found.turns,
-                "parts": parts_text(found),
-            }
+            row |= {"n": iv.n if iv else 0, "method": iv.method if iv else None, "parts": parts_text(found)}
+            row |= {"pairs_for_5pct": found.pairs_for_target, "pairing": found.turns}
     return row
 
 

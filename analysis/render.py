@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from analysis import md
 from analysis.plain import missing, plain
-from analysis.text import printable
+from analysis.text import has_control, printable
 
 if TYPE_CHECKING:  # pandas loads with the first table written: the queue verbs that print JSON never need it
     import pandas as pd
@@ -116,8 +116,6 @@ def md_title(text: Any) -> list[str]:
 _FORMULA_START = re.compile(r"^[=+\-@\t\r\n]")
 # OWASP's own starts that are also white space: never skipped as padding.
 _BREAKS = "\t\r\n"
-# Control characters `csv_cell` escapes: a cell holding one always goes through it.
-_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069]")
 _NUMBER = re.compile(r"[ ]*[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?[ ]*")
 
 
@@ -147,7 +145,7 @@ def starts_formula(text: str) -> bool:
 
 def _neutral(value: Any) -> Any:
     # A cell opening with a letter or a digit (ASCII or not) starts no formula: only the rest needs `csv_cell`.
-    if isinstance(value, str) and (not value[:1].isalnum() or _CONTROL.search(value)):
+    if isinstance(value, str) and (not value[:1].isalnum() or has_control(value)):
         return csv_cell(value)
     return value
 

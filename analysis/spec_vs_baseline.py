@@ -24,36 +24,17 @@ from db import queries
 # What a speculative point and its baseline share: the workload and the batch size.
 CELL_KEYS: tuple[str, ...] = ("workload_key", "batch_size")
 COLUMNS: tuple[str, ...] = (
-    "batch_size",
-    "steps",
-    "accept_length",
-    "spec_mode",
-    "baseline_output_throughput",
-    "spec_output_throughput",
-    "ratio",
-    "ci_low",
-    "ci_high",
-    "verdict",
-    "baseline_tpot_ms",
-    "spec_tpot_ms",
-    "tpot_ratio",
-    "tpot_ci_low",
-    "tpot_ci_high",
-    "tpot_verdict",
-    "n",
-    "method",
+    *("batch_size", "steps", "accept_length", "spec_mode", "baseline_output_throughput"),
+    *("spec_output_throughput", "ratio", "ci_low", "ci_high", "verdict", "baseline_tpot_ms", "spec_tpot_ms"),
+    *("tpot_ratio", "tpot_ci_low", "tpot_ci_high", "tpot_verdict", "n", "method"),
     # interleaved (both servers up, ABBA) | blocks (one server at a time) | none recorded: not paired by link
     "pairing",
     # the run's parts the interval comes from, `2 (not 1)` when a part's pairs did not combine
-    "parts",
-    "topk",
-    "workload_key",
+    *("parts", "topk", "workload_key"),
     # Pairs the throughput interval needs for +-5% at the spread it shows (bench.stats.ratio.pairs_for).
     "pairs_for_5pct",
     # The correctness gate's verdict on the speculative side: a `fail` is a wrong path's speed.
-    "spec_correctness",
-    "baseline_floor_fraction",
-    "spec_floor_fraction",
+    *("spec_correctness", "baseline_floor_fraction", "spec_floor_fraction"),
 )
 # The view as exported (analysis.render).
 VIEW = columns(
@@ -81,12 +62,8 @@ def spec_vs_baseline(
 ) -> pd.DataFrame:
     """One row per speculative point of `points` (a run's, db.queries.run_points) that has a baseline point at
     its batch size and workload, from `samples` (db.queries.run_samples) and the run's `parts`."""
-    if points.empty or samples.empty or "spec_mode" not in points:
+    if points.empty or samples.empty:
         return pd.DataFrame(columns=list(COLUMNS))
-    # Columns an older schema lacks read as not recorded.
-    points = points.assign(
-        **{c: points.get(c) for c in ("accept_length_pinned", "floor_fraction", "correctness")}
-    )
     base = points[points["spec_mode"].isna() & points["algorithm"].isna()]
     spec = points[points["spec_mode"].isin(["v1", "v2"])]
     by_point = {int(pid): rows for pid, rows in samples.groupby("point_id")}

@@ -8,12 +8,7 @@ import pandas as pd
 from analysis.labels import spec_mode_key
 
 SWEEP_COLUMNS: tuple[str, ...] = (
-    "batch_size",
-    "steps",
-    "spec_mode",
-    "output_throughput",
-    "accept_length",
-    "speedup_v2_over_v1",
+    *("batch_size", "steps", "spec_mode", "output_throughput", "accept_length", "speedup_v2_over_v1"),
     "speedup_over_baseline",
     "correctness",  # the correctness gate's verdict: a `fail` cell's speed was measured on a wrong path
 )

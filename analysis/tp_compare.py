@@ -491,12 +491,7 @@ def _verdict_columns(tp: int) -> list[Column]:
     def side(name: str, head: str) -> list[Column]:
         return [
             Column(f"{name}_ratio", f"{head} v2/v1 [95% CI]", text=True, show=lambda r: _ratio_cell(r, name)),
-            Column(
-                f"{name}_verdict",
-                f"{head} verdict",
-                text=True,
-                show=lambda r: r.get(f"{name}_verdict") or "–",
-            ),
+            Column(f"{name}_verdict", f"{head} verdict", text=True),
         ]
 
     agree = Column("verdicts_agree", "agree", text=True, show=lambda r: _agree(r.get("verdicts_agree")))
@@ -558,17 +553,3 @@ def to_markdown(c: Comparison) -> str:
     if c.notes:
         lines += ["", "Notes:"] + [f"- {md.text(n)}" for n in c.notes]
     return "\n".join(lines) + "\n"
-
-
-__all__ = [
-    "COLUMNS",
-    "TARGET_ERROR",
-    "Comparison",
-    "PairRefused",
-    "all_reduce_of",
-    "compare",
-    "conclusion",
-    "conclusion_lines",
-    "document",
-    "load",
-]

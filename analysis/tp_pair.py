@@ -20,6 +20,7 @@ note.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -197,13 +198,7 @@ def default_pair(
     `limit` of each kind)."""
     tps = [r for r in newest_first if len(widths.get(r, [])) == 1 and widths[r][0] > 1][:limit]
     shards = [r for r in newest_first if widths.get(r) == [1]][:limit]
-    sides: dict[int, RunSide] = {}
-
-    def side(r: int) -> RunSide:
-        if r not in sides:
-            sides[r] = side_of(r)
-        return sides[r]
-
+    side = functools.cache(side_of)
     for t in tps:
         for s in shards:
             if not pair_problems(side(s), side(t)):

@@ -15,47 +15,20 @@ import sys
 # script, not seconds of imports (pandas, Altair, the analysis modules). Modules that declare Streamlit caches
 # (services, components) are left to the pages: their decorators want the running server.
 WARM_MODULES = (
-    "pandas",
-    "altair",
-    "dashboard.charts",
-    "dashboard.profile_charts",
-    "analysis.changes",
-    "analysis.comparability",
-    "analysis.facets",
-    "analysis.profiles",
-    "analysis.regressions",
-    "analysis.report",
-    "analysis.sweep",
-    "analysis.trace_files",
-    "analysis.v2_vs_v1",
-    "bench.profile.overlap",
-    "bench.profile.summary",
-    "db.profile_queries",
-    "db.queue_queries",
+    *("pandas", "altair", "dashboard.charts", "dashboard.profile_charts", "analysis.changes"),
+    *("analysis.comparability", "analysis.facets", "analysis.profiles", "analysis.regressions"),
+    *("analysis.report", "analysis.sweep", "analysis.trace_files", "analysis.v2_vs_v1"),
+    *("bench.profile.overlap", "bench.profile.summary", "db.profile_queries", "db.queue_queries"),
     # found by running every page once after the list above: what a first visit still imported
-    "analysis.floors",
-    "analysis.jobs",
-    "analysis.run_counts",
-    "analysis.tp_compare",
-    "analysis.tp_pair",
-    "bench.floor",
-    "bench.host.gpus",
-    "bench.model_config",
-    "dashboard.charts.speedup",
-    "dashboard.charts.tp",
-    "db.engine",
+    *("analysis.floors", "analysis.jobs", "analysis.run_counts", "analysis.tp_compare", "analysis.tp_pair"),
+    *("bench.floor", "bench.host.gpus", "bench.model_config", "dashboard.charts.speedup"),
+    *("dashboard.charts.tp", "db.engine"),
     "narwhals._pandas_like.dataframe",  # Altair's data conversion
     "pandas.io.formats.csvs",  # the pages' CSV downloads
     "pyarrow.pandas_compat",  # st.dataframe's Arrow serialisation
-    "sqlalchemy.dialects.sqlite",
-    "sqlalchemy.dialects.postgresql.psycopg",
+    *("sqlalchemy.dialects.sqlite", "sqlalchemy.dialects.postgresql.psycopg"),
     "streamlit.dataframe.lazy_df_adapters",
 )
-
-
-def warm_imports() -> None:
-    for name in WARM_MODULES:
-        importlib.import_module(name)
 
 
 def skip_chart_validation() -> None:
@@ -113,7 +86,8 @@ def freeze_heap() -> None:
 
 
 def main(argv: list[str]) -> None:
-    warm_imports()
+    for name in WARM_MODULES:
+        importlib.import_module(name)
     skip_chart_validation()
     warm_charts()
     warm_streamlit()

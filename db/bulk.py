@@ -18,13 +18,8 @@ class BulkIds:
     def __init__(self, engine: Engine):
         with engine.connect() as c:
             self.next = {
-                t: (c.execute(select(func.coalesce(func.max(col), 0))).scalar_one() or 0) + 1
-                for t, col in (
-                    ("runs", Run.id),
-                    ("server_instances", ServerInstance.id),
-                    ("points", Point.id),
-                    ("samples", Sample.id),
-                )
+                t: (c.execute(select(func.coalesce(func.max(table.c.id), 0))).scalar_one() or 0) + 1
+                for t, table in _TABLES
             }
 
     def take(self, table: str, n: int) -> int:

@@ -47,11 +47,9 @@ def read_frame(engine: Engine, stmt: Executable) -> pd.DataFrame:
 
 def checked_metrics(names: Iterable[str]) -> list[str]:
     """The metric names, each checked against the schema, duplicates dropped, order kept."""
-    out: list[str] = []
-    for n in names:
+    out = list(dict.fromkeys(names))
+    for n in out:
         metric_column(n)
-        if n not in out:
-            out.append(n)
     return out
 
 

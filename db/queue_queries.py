@@ -14,19 +14,9 @@ ACTIVE = ("claimed", "running")
 _JOB_COLUMNS = tuple(
     getattr(Job, c)
     for c in (
-        *(
-            "id",
-            "status",
-            "sweep_name",
-            "label",
-            "trigger",
-            "priority",
-            "requires",
-            "attempts",
-            "max_attempts",
-        ),
-        *("worker_id", "run_id", "schedule_id", "fire_time", "created_at", "started_at", "finished_at"),
-        *("lease_expires_at", "not_before", "last_error"),
+        *("id", "status", "sweep_name", "label", "trigger", "priority", "requires", "attempts"),
+        *("max_attempts", "worker_id", "run_id", "schedule_id", "fire_time", "created_at", "started_at"),
+        *("finished_at", "lease_expires_at", "not_before", "last_error"),
     )
 )
 

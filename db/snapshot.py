@@ -95,14 +95,7 @@ def snapshot(
         for leftover in (tmp, *(Path(f"{tmp}{s}") for s in SIDECARS)):
             leftover.unlink(missing_ok=True)
         raise
-    return SnapshotResult(
-        src=src,
-        dest=dest,
-        bytes_before=bytes_before,
-        bytes_after=dest.stat().st_size,
-        thinned=thinned,
-        has_requests=has_requests,
-    )
+    return SnapshotResult(src, dest, bytes_before, dest.stat().st_size, thinned, has_requests)
 
 
 def _check_source(src: Path) -> None:

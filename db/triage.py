@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import pandas as pd
-from sqlalchemy import Engine, and_, select
+from sqlalchemy import Engine, select
 from sqlalchemy.orm import Session
 
 from db.models import Triage
@@ -73,11 +73,9 @@ def set_triage_many(
             run_id = None if run_id is None else int(run_id)
             row = s.scalars(
                 select(Triage).where(
-                    and_(
-                        Triage.fingerprint == fingerprint,
-                        Triage.metric == metric,
-                        Triage.run_id.is_(None) if run_id is None else Triage.run_id == run_id,
-                    )
+                    Triage.fingerprint == fingerprint,
+                    Triage.metric == metric,
+                    Triage.run_id.is_(None) if run_id is None else Triage.run_id == run_id,
                 )
             ).first()
             if row is None:

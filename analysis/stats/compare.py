@@ -94,15 +94,8 @@ def compare_samples(
         base["baseline"], base["candidate"] = _geomean(a), _geomean(b)
         base["center"] = "geometric mean"
     if len(a) < min_repeats or len(b) < min_repeats:
-        return Comparison(
-            **base,
-            delta=_ratio(base["baseline"], base["candidate"]),
-            ci_low=None,
-            ci_high=None,
-            pvalue=None,
-            verdict="insufficient data",
-            note=f"needs >= {min_repeats} repeats on each side (have {len(a)} and {len(b)})",
-        )
+        note = f"needs >= {min_repeats} repeats on each side (have {len(a)} and {len(b)})"
+        return _insufficient(base, note, _ratio(base["baseline"], base["candidate"]))
     if method == "bootstrap":
         if np.any(a <= 0) or np.any(b <= 0):
             return _insufficient(base, "bootstrap of a ratio needs positive values")
@@ -150,9 +143,9 @@ def _ratio(a: float | None, b: float | None) -> float | None:
     return b / a - 1.0 if a and b is not None else None
 
 
-def _insufficient(base: dict[str, Any], note: str) -> Comparison:
+def _insufficient(base: dict[str, Any], note: str, delta: float | None = None) -> Comparison:
     return Comparison(
-        **base, delta=None, ci_low=None, ci_high=None, pvalue=None, verdict="insufficient data", note=note
+        **base, delta=delta, ci_low=None, ci_high=None, pvalue=None, verdict="insufficient data", note=note
     )
 
 

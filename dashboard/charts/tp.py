@@ -14,6 +14,11 @@ from analysis.plain import missing
 from dashboard.charts.style import AnyChart
 
 SIDE_COLORS = {"shard": "#1f77b4", "shard + all-reduce": "#9467bd", "TP": "#ff7f0e"}
+STEP_COLUMNS = {
+    "shard": "shard_step_ms",
+    "shard + all-reduce": "shard_plus_all_reduce_ms",
+    "TP": "tp_step_ms",
+}
 
 
 def _panel(row: dict[str, Any]) -> str:
@@ -30,22 +35,12 @@ def _side_names(tp: int) -> dict[str, str]:
 def step_frame(frame: pd.DataFrame, tp: int) -> pd.DataFrame:
     """Long form: panel, side (shard / shard + all-reduce / TP-N), batch size, step ms."""
     names = _side_names(tp)
-    rows = []
-    for r in frame.to_dict("records"):
-        for side, col in (
-            ("shard", "shard_step_ms"),
-            ("shard + all-reduce", "shard_plus_all_reduce_ms"),
-            ("TP", "tp_step_ms"),
-        ):
-            if not missing(r[col]):
-                rows.append(
-                    {
-                        "panel": _panel(r),
-                        "side": names[side],
-                        "batch_size": int(r["batch_size"]),
-                        "step_ms": float(r[col]),
-                    }
-                )
+    rows = [
+        (_panel(r), names[side], int(r["batch_size"]), float(r[col]))
+        for r in frame.to_dict("records")
+        for side, col in STEP_COLUMNS.items()
+        if not missing(r[col])
+    ]
     return pd.DataFrame(rows, columns=["panel", "side", "batch_size", "step_ms"])
 
 

@@ -139,20 +139,8 @@ def trend_chart(
 
 def change_rule_frame(frame: pd.DataFrame, changes: pd.DataFrame | None, x_mode: XMode) -> pd.DataFrame:
     """Where each change point's rule goes on the current x-axis, with its colour and label."""
-    cols = [
-        "x",
-        "label",
-        "color",
-        "dash",
-        "state",
-        "direction",
-        "rel_change",
-        "why",
-        "pvalue",
-        "version",
-        "commit",
-        "align",
-    ]
+    cols = ["x", "label", "color", "dash", "state", "direction", "rel_change", "why", "pvalue", "version"]
+    cols += ["commit", "align"]
     if changes is None or changes.empty or frame.empty:
         return pd.DataFrame(columns=cols)
     where = _x_fraction(frame, x_mode)

@@ -3,33 +3,17 @@
 from synthetic.history.model import (
     DEFAULT_SHAPE,
     INJECTED_STEPS,
-    LANES,
-    RELEASES,
     SMALL_SHAPE,
     SYNTHETIC_LABEL,
     SYNTHETIC_PREFIX,
     SYNTHETIC_TRIGGER,
-    Grid,
-    InjectedStep,
-    Lane,
-    Shape,
-    build_grid,
-    server_config,
 )
 
 __all__ = [
     "DEFAULT_SHAPE",
     "INJECTED_STEPS",
-    "LANES",
-    "RELEASES",
     "SMALL_SHAPE",
     "SYNTHETIC_LABEL",
     "SYNTHETIC_PREFIX",
     "SYNTHETIC_TRIGGER",
-    "Grid",
-    "InjectedStep",
-    "Lane",
-    "Shape",
-    "build_grid",
-    "server_config",
 ]

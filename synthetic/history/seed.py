@@ -16,7 +16,7 @@ from db.bulk import BulkIds, BulkWriter, delete_runs_by_trigger, fix_sequences
 from db.fingerprint import point_fingerprint
 from db.models import Run
 from db.types import uuid7
-from synthetic.history import (
+from synthetic.history.model import (
     DEFAULT_SHAPE,
     INJECTED_STEPS,
     SYNTHETIC_TRIGGER,

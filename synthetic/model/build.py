@@ -195,7 +195,7 @@ def make_tensors(
     return tensors, perm
 
 
-def _write_atomic(path: Path, data: bytes) -> None:
+def write_atomic(path: Path, data: bytes) -> None:
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_bytes(data)
     os.replace(tmp, path)
@@ -265,8 +265,8 @@ def build_checkpoint(
     if mode == "mirror":
         # The previous-token head assumes GPT-J rope pairs: said so no loader guesses otherwise.
         config["rope_interleave"] = True
-    _write_atomic(out / CONFIG_FILE, _json_bytes(config))
-    _write_atomic(
+    write_atomic(out / CONFIG_FILE, _json_bytes(config))
+    write_atomic(
         out / GENERATION_CONFIG_FILE,
         _json_bytes({"bos_token_id": BOS_TOKEN_ID, "eos_token_id": EOS_TOKEN_ID}),
     )
@@ -274,11 +274,11 @@ def build_checkpoint(
     save_file(tensors, str(tmp_weights), metadata={"format": "pt"})
     os.replace(tmp_weights, out / WEIGHTS_FILE)
     if perm is not None:
-        _write_atomic(out / PERM_FILE, (json.dumps(perm, separators=(",", ":")) + "\n").encode())
+        write_atomic(out / PERM_FILE, (json.dumps(perm, separators=(",", ":")) + "\n").encode())
     if mode == "mirror":
         p_map, q_map = mirror_maps(sizes.vocab, seed)
         maps = {"next_of_current": p_map, "next_of_previous": q_map}
-        _write_atomic(out / MIRROR_FILE, (json.dumps(maps, separators=(",", ":")) + "\n").encode())
+        write_atomic(out / MIRROR_FILE, (json.dumps(maps, separators=(",", ":")) + "\n").encode())
 
     manifest = {
         "builder": "specbench.bench.synth",
@@ -300,7 +300,7 @@ def build_checkpoint(
         },
         "expect": _EXPECT[mode],
     }
-    _write_atomic(out / MANIFEST_FILE, _json_bytes(manifest))
+    write_atomic(out / MANIFEST_FILE, _json_bytes(manifest))
     return out
 
 

@@ -48,6 +48,11 @@ _SOURCE: dict[Preset, str] = {
     "deepseek-v2-lite": "https://huggingface.co/deepseek-ai/DeepSeek-V2-Lite/blob/main/config.json",
     "deepseek-v3-tp8-shard": "https://huggingface.co/deepseek-ai/DeepSeek-V3/blob/main/config.json",
 }
+# The sizes a TP-N shard divides by N (bench.model_config.shard_config), as its manifest lists them.
+SHARDED_KEYS = (
+    *("num_attention_heads", "num_key_value_heads", "intermediate_size", "moe_intermediate_size"),
+    "vocab_size",
+)
 # What a number measured on the shard does not contain, said in its manifest and next to its numbers.
 SHARD_LEFT_OUT = (
     "TP's two all-reduces per layer (after attention and after the MLP/MoE): one GPU runs alone",
@@ -127,16 +132,7 @@ def build_preset(
                     else "the whole DeepSeek-V3 (tp 1): serve it at server.tp: N to shard it N ways"
                 )
                 + f", {cfg['num_hidden_layers']} of {published['num_hidden_layers']} layers, FP8 as published",
-                "sharded": {
-                    key: f"{published[key]} / {width} = {cfg[key]}"
-                    for key in (
-                        "num_attention_heads",
-                        "num_key_value_heads",
-                        "intermediate_size",
-                        "moe_intermediate_size",
-                        "vocab_size",
-                    )
-                },
+                "sharded": {key: f"{published[key]} / {width} = {cfg[key]}" for key in SHARDED_KEYS},
                 "quantization_config": cfg["quantization_config"],
                 "weight_bytes": sizes,
                 "left_out": list(SHARD_LEFT_OUT),

@@ -11,6 +11,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from synthetic.model.build import write_atomic
 from synthetic.model.layout import BOS_TOKEN_ID, EOS_TOKEN_ID
 
 TOKENIZER_FILE = "tokenizer.json"
@@ -58,8 +59,8 @@ def write_tokenizer(
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     paths = [out / TOKENIZER_FILE, out / TOKENIZER_CONFIG_FILE]
-    _write_atomic(paths[0], tok.to_str(pretty=False).encode())
-    _write_atomic(paths[1], (json.dumps(tokenizer_config(model_max_length), indent=2) + "\n").encode())
+    write_atomic(paths[0], tok.to_str(pretty=False).encode())
+    write_atomic(paths[1], (json.dumps(tokenizer_config(model_max_length), indent=2) + "\n").encode())
     return paths
 
 
@@ -76,12 +77,6 @@ def tokenizer_config(model_max_length: int) -> dict[str, Any]:
         "model_max_length": model_max_length,
         "chat_template": CHAT_TEMPLATE,
     }
-
-
-def _write_atomic(path: Path, data: bytes) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_bytes(data)
-    os.replace(tmp, path)
 
 
 def write_for_checkpoint(model_dir: str | os.PathLike[str]) -> list[Path]:

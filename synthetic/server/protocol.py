@@ -14,34 +14,14 @@ import orjson
 from synthetic.server.request import Req
 from synthetic.server.text import Encode
 
+# SGLang's SamplingParams keywords: anything else is the TypeError its constructor raises.
 SAMPLING_KEYS = frozenset(
-    [
-        "max_new_tokens",
-        "min_new_tokens",
-        "stop",
-        "stop_token_ids",
-        "stop_regex",
-        "temperature",
-        "top_p",
-        "top_k",
-        "min_p",
-        "frequency_penalty",
-        "presence_penalty",
-        "repetition_penalty",
-        "ignore_eos",
-        "skip_special_tokens",
-        "spaces_between_special_tokens",
-        "no_stop_trim",
-        "n",
-        "json_schema",
-        "regex",
-        "ebnf",
-        "structural_tag",
-        "custom_params",
-        "stream_interval",
-        "logit_bias",
-        "sampling_seed",
-    ]
+    (
+        *("max_new_tokens", "min_new_tokens", "stop", "stop_token_ids", "stop_regex", "temperature", "top_p"),
+        *("top_k", "min_p", "frequency_penalty", "presence_penalty", "repetition_penalty", "ignore_eos"),
+        *("skip_special_tokens", "spaces_between_special_tokens", "no_stop_trim", "json_schema", "regex"),
+        *("n", "ebnf", "structural_tag", "custom_params", "stream_interval", "logit_bias", "sampling_seed"),
+    )
 )
 DEFAULT_MAX_NEW_TOKENS = 128
 
