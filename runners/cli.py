@@ -21,13 +21,14 @@ Command = Any
 
 
 class Verb:
-    """A verb: the module under `runners.commands` that registers it, and the line `--help` lists."""
+    """A verb: the module under `runners.commands` that defines it, the line `--help` lists, and the name there of
+    its command function (or Typer group of subcommands), by default the module's own."""
 
-    def __init__(self, module: str, summary: str) -> None:
-        self.module, self.summary = module, summary
+    def __init__(self, module: str, summary: str, command: str | None = None) -> None:
+        self.module, self.summary, self.command = module, summary, command or module
 
 
-# In the order of `specbench --help`. Each module exposes `register(app)`.
+# In the order of `specbench --help`.
 VERBS: dict[str, Verb] = {
     "run": Verb("run", "Run a sweep against a live SGLang server (or the stand-in) and store every point."),
     "runs": Verb(
@@ -74,7 +75,9 @@ VERBS: dict[str, Verb] = {
     "worker": Verb("worker", "Run queued sweeps on this host."),
     "jobs": Verb("jobs", "Show the job queue, the workers and their last heartbeat, and failed jobs."),
     "schedule": Verb(
-        "schedule", "Sweeps on a cron schedule (UTC). Missed fire times: only the latest is enqueued."
+        "schedule",
+        "Sweeps on a cron schedule (UTC). Missed fire times: only the latest is enqueued.",
+        "schedule_app",
     ),
     "scheduler": Verb(
         "scheduler", "Enqueue due scheduled sweeps (and requeue jobs of dead workers), until SIGTERM."
@@ -87,18 +90,24 @@ VERBS: dict[str, Verb] = {
         "crosscheck",
         "Measure one server with specbench and SGLang's bench_serving, interleaved, and print both sides.",
     ),
-    "profile": Verb("profile", "SGLang profiler traces: summarise speculative cycles."),
+    "profile": Verb("profile", "SGLang profiler traces: summarise speculative cycles.", "profile_app"),
     "db": Verb(
-        "db", "Database schema: migrate to the latest revision, or show it; snapshot a SQLite file in use."
+        "db",
+        "Database schema: migrate to the latest revision, or show it; snapshot a SQLite file in use.",
+        "db_app",
     ),
 }
 
 
 def load_verb(name: str) -> Command:
     """The real command of one verb: its module imported now, and only it."""
-    module = importlib.import_module(f"runners.commands.{VERBS[name].module}")
+    verb = VERBS[name]
+    command = getattr(importlib.import_module(f"runners.commands.{verb.module}"), verb.command)
     holder = typer.Typer(add_completion=False, pretty_exceptions_show_locals=False)
-    module.register(holder)
+    if isinstance(command, typer.Typer):
+        holder.add_typer(command, name=name)
+    else:
+        holder.command(name)(command)
     return typer.main.get_group(holder).commands[name]
 
 

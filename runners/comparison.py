@@ -3,6 +3,7 @@ text: what `specbench compare` and `specbench ci` both print or write."""
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Literal
 
@@ -54,12 +55,10 @@ def compare_result(
         method=method,
     )
     run_a, run_b = q.run_info(engine, a), q.run_info(engine, b)
-    series: dict[int, set[str]] = {}
 
+    @functools.cache
     def series_of(run_id: int) -> set[str]:
-        if run_id not in series:
-            series[run_id] = set(q.fingerprints_of_runs(engine, [run_id]))
-        return series[run_id]
+        return set(q.fingerprints_of_runs(engine, [run_id]))
 
     refused = refusal(run_a, run_b, table, q.run_choices(engine), series_of)
     return CompareResult(table, run_a, run_b, metric, refused)

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -45,14 +47,11 @@ class CorrectnessCheck:
     def __init__(self, spec: SweepSpec, run_id: int, write: Write[Any]) -> None:
         self.spec, self.run_id, self.write = spec, run_id, write
         self.settings = spec.measure.correctness
-        self._prompts: list[list[int]] | None = None
         self._asked: set[str] = set()
 
-    @property
+    @functools.cached_property
     def prompts(self) -> list[list[int]]:
-        if self._prompts is None:
-            self._prompts = check_prompts(self.settings, prompt_vocab(self.spec.model))
-        return self._prompts
+        return check_prompts(self.settings, prompt_vocab(self.spec.model))
 
     def check_server(
         self, cfg: ServerConfig, server: LaunchedServer, server_row_id: int
@@ -102,10 +101,8 @@ class GateSummary:
         return [v for v in self.launches if v.verdict.verdict == "fail"]
 
     def counts(self) -> dict[str, int]:
-        out = {"pass": 0, "fail": 0, "not checked": 0}
-        for v in self.launches:
-            out[v.verdict.verdict] += 1
-        return out
+        counts = Counter(v.verdict.verdict for v in self.launches)
+        return {verdict: counts[verdict] for verdict in ("pass", "fail", "not checked")}
 
 
 ReferenceFn = Callable[[list[list[int]], int, list[int]], ReferenceOutputs]

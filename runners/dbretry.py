@@ -42,11 +42,7 @@ def is_transient(exc: BaseException) -> bool:
 
 
 def retry(
-    fn: Callable[[], T],
-    *,
-    what: str,
-    policy: OutagePolicy | None = None,
-    stop: threading.Event | None = None,
+    fn: Callable[[], T], *, what: str, policy: OutagePolicy | None = None, stop: threading.Event | None = None
 ) -> T:
     """`fn()`, retried within `policy.limit_s`; DatabaseUnavailable after (or once `stop` is set)."""
     policy = policy or OutagePolicy.from_env()
@@ -62,10 +58,7 @@ def retry(
             if started is None:
                 started = now
                 log.warning(
-                    "database unavailable (%s): %s; retrying for up to %.0f s",
-                    what,
-                    short(e),
-                    policy.limit_s,
+                    "database unavailable (%s): %s; retrying for up to %.0f s", what, short(e), policy.limit_s
                 )
             waited = now - started
             if waited >= policy.limit_s:

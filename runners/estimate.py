@@ -28,9 +28,8 @@ SGLANG_STARTUP_S = 300.0
 SIM_PROCESS_START_S = 3.0
 # One decode step per output token, i.e. no credit for accepted draft tokens: an upper bound on the window.
 SGLANG_STEP_MS = 25.0
-SIM_STEP_MS = (
-    5.0  # the stand-in's performance model: 2.4-5.8 ms per step at time_scale 1 (synthetic/server/perf.py)
-)
+# The stand-in's performance model: 2.4-5.8 ms per step at time_scale 1 (synthetic/server/perf.py).
+SIM_STEP_MS = 5.0
 POINT_OVERHEAD_S = 1.0  # flush, /server_info, storing the repeat
 
 
@@ -363,14 +362,12 @@ def split(work: list[Work], part_s: float, resume_s: float) -> list[PartEstimate
     """`work` cut into parts of about `part_s` (a deadline stops a part after the window it is in): a part
     after the first pays `resume_s` first (its servers' starts again, and on another host the drift check's
     window against the part before)."""
-    restart = resume_s
-    check = 0.0
     parts = [PartEstimate()]
     left = {w.step: sum(1 for x in work if x.step == w.step) for w in work}
     for w in work:
         here = parts[-1]
         if here.seconds >= part_s:
-            here = PartEstimate(resume_s=restart + check)
+            here = PartEstimate(resume_s=resume_s)
             here.seconds = here.resume_s
             parts.append(here)
         here.seconds += w.seconds

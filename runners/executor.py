@@ -150,10 +150,10 @@ class SweepExecutor:
         """A server row saying why `group`'s server did not start, and each of `todo` failed with it."""
 
         def write(s: Session) -> None:
-            run = s.get(Run, self.run_id)
-            assert run is not None
+            run = s.get_one(Run, self.run_id)
+            log_path = str(err.log_path) if err.log_path else None
             row = store.record_server(
-                s, run, group.server, status="failed", error=str(err), log_path=_str_or_none(err.log_path)
+                s, run, group.server, status="failed", error=str(err), log_path=log_path
             )
             row.exit_code, row.log_tail = err.exit_code, err.log_tail or None
             row.known_bug = err.known_bug  # a known SGLang bug: the correctness gate's finding, not a mishap
@@ -235,8 +235,7 @@ class SweepExecutor:
         """Store the server's row and return its id; `co_resident`: idle servers sharing the GPU."""
 
         def write(s: Session) -> int:
-            run = s.get(Run, self.run_id)
-            assert run is not None
+            run = s.get_one(Run, self.run_id)
             if run.provenance.get("server_version") is None:
                 # The server may run another sglang than the local one (external, or another interpreter).
                 prov = run_provenance(self.spec, server.server_info, self.gpus)
@@ -393,8 +392,7 @@ class SweepExecutor:
         order = self.progress.next_order()
 
         def write(s: Session) -> None:
-            run = s.get(Run, self.run_id)
-            assert run is not None
+            run = s.get_one(Run, self.run_id)
             point = store.get_or_create_point(
                 s,
                 run,
@@ -434,10 +432,6 @@ def run_provenance(
     if pin is not None:  # `--client-cpus`: where the client ran, to compare runs pinned and not ("8-15")
         prov["client_cpus"] = cpu_affinity.format_cpu_list(pin.cpus)
     return prov
-
-
-def _str_or_none(v: object) -> str | None:
-    return None if v is None else str(v)
 
 
 def _first_line(text: str) -> str:

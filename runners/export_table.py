@@ -147,12 +147,7 @@ def print_frame(console: Console, frame: pd.DataFrame, title: str, first: tuple[
 
 # The columns a reader of each view looks at first.
 WINDOWS_FIRST = (
-    "order_index",
-    "batch_size",
-    "spec_mode",
-    "steps",
-    "status",
-    "output_throughput",
-    "tpot_mean_ms",
+    *("order_index", "batch_size", "spec_mode", "steps"),
+    *("status", "output_throughput", "tpot_mean_ms"),
 )
 SHARD_VS_TP_FIRST = ("batch_size", "steps", "mode", "shard_step_ms", "tp_step_ms", "cycle_error")

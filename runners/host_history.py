@@ -36,15 +36,10 @@ class Measured:
     overhead_s: float | None = None  # outside the windows, per repeat: warm-up, flush, storing
 
 
-def this_host() -> str:
-    """The host name runs record (bench/provenance.py)."""
-    return socket.gethostname()
-
-
 def measured(engine: Engine, spec: SweepSpec, gpu_name: str, host: str | None = None) -> Measured | None:
     """What earlier runs measured that tells about `spec`: this host's (`host`, default this one) on `gpu_name`
     ("none": no GPU, the stand-in) first, else another host's; None when there are none."""
-    host = host or this_host()
+    host = host or socket.gethostname()  # the host name runs record (bench/provenance.py)
     with engine.connect() as c:
         rows = c.execute(
             select(Run.id, Run.sweep_name, Run.overhead_s, Run.host, Run.gpu_name).where(

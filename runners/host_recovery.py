@@ -73,17 +73,14 @@ def close_dead_owners(engine: Engine) -> list[str]:
             if not reaper.owner_gone(owner):
                 continue
             pid, host = owner["pid"], owner["host"]
+            error = (
+                f"its launcher (pid {pid} on {host}) died without stopping it; the server's watchdog or the "
+                "reaper stopped it"
+            )
             changed = conn.execute(
                 update(ServerInstance)
                 .where(ServerInstance.id == si_id, ServerInstance.stopped_at.is_(None))
-                .values(
-                    status="reaped",
-                    stopped_at=now,
-                    error=(
-                        f"its launcher (pid {pid} on {host}) died without stopping it; the server's watchdog or "
-                        "the reaper stopped it"
-                    ),
-                )
+                .values(status="reaped", stopped_at=now, error=error)
             ).rowcount
             if changed:
                 notes.append(

@@ -15,16 +15,9 @@ from sqlalchemy import Connection, Engine, func, select, update
 from db.models import Job
 from db.types import utcnow
 
-QUEUED, CLAIMED, RUNNING, DONE, FAILED, CANCELED = (
-    "queued",
-    "claimed",
-    "running",
-    "done",
-    "failed",
-    "canceled",
-)
+QUEUED, CLAIMED, RUNNING = "queued", "claimed", "running"
+DONE, FAILED, CANCELED = "done", "failed", "canceled"
 ACTIVE = (CLAIMED, RUNNING)
-FINAL = (DONE, FAILED, CANCELED)
 
 
 def db_now(conn: Connection) -> datetime:
@@ -52,13 +45,7 @@ def transition_in(
 
 
 def transition(
-    engine: Engine,
-    job_id: int,
-    expected: Sequence[str],
-    new: str,
-    *,
-    owner: str | None = None,
-    **values: Any,
+    engine: Engine, job_id: int, expected: Sequence[str], new: str, *, owner: str | None = None, **values: Any
 ) -> bool:
     """Move a job from one of `expected` to `new` (if `owner` holds it); False when nothing changed."""
     with engine.begin() as conn:

@@ -15,26 +15,17 @@ from runners.job_states import ACTIVE, FAILED, QUEUED, db_now, requeue_in
 from runners.recovery import Backoff, RecoveryPolicy
 
 
-def _run_of_job(job_id: int) -> Any:
-    return select(func.max(Run.id)).where(Run.job_id == job_id).scalar_subquery()
-
-
 def renew_lease(engine: Engine, job_id: int, worker_id: str, *, lease_s: float) -> bool:
     """Extend the lease of a job we still own (False: stop) and record its run id for a retry to find."""
     with engine.begin() as conn:
-        now = db_now(conn)
-        cond = (Job.id == job_id) & (Job.worker_id == worker_id) & Job.status.in_(ACTIVE)
-        return (
-            conn.execute(
-                update(Job)
-                .where(cond)
-                .values(
-                    lease_expires_at=now + timedelta(seconds=lease_s),
-                    run_id=func.coalesce(Job.run_id, _run_of_job(job_id)),
-                )
-            ).rowcount
-            == 1
-        )
+        lease = db_now(conn) + timedelta(seconds=lease_s)
+        run_id = select(func.max(Run.id)).where(Run.job_id == job_id).scalar_subquery()
+        changed = conn.execute(
+            update(Job)
+            .where((Job.id == job_id) & (Job.worker_id == worker_id) & Job.status.in_(ACTIVE))
+            .values(lease_expires_at=lease, run_id=func.coalesce(Job.run_id, run_id))
+        ).rowcount
+        return changed == 1
 
 
 def release(engine: Engine, job_id: int, worker_id: str, reason: str = "worker shut down") -> bool:
@@ -78,21 +69,18 @@ def requeue_expired(
                 & (Job.lease_expires_at < now)  # not renewed since we looked
             )
             expiries += 1
+            values: dict[str, Any] = {"lease_expiries": expiries, "lease_expires_at": None}
             if expiries <= policy.max_lease_expiries:
-                values: dict[str, Any] = {
+                values |= {
                     "status": QUEUED,
                     "worker_id": None,
                     "attempts": Job.attempts - 1,  # >= 1 while claimed
-                    "lease_expiries": expiries,
-                    "lease_expires_at": None,
                     "not_before": now + delay.delay(expiries),
                     "last_error": error,
                 }
             else:
-                values = {
+                values |= {
                     "status": FAILED,
-                    "lease_expiries": expiries,
-                    "lease_expires_at": None,
                     "finished_at": now,
                     "last_error": f"{error}; gave up after {expiries} lease expiries",
                 }

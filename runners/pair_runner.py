@@ -34,12 +34,13 @@ class Live:
     row_id: int
 
 
-def release(executor: SweepExecutor, live: Live) -> None:
-    """Close the row of a server no pair needs any more and stop it."""
+def release(executor: SweepExecutor, server: LaunchedServer, row_id: int | None) -> None:
+    """Close the row (once recorded) of a server no pair needs any more and stop it."""
     try:
-        executor.server_ended(live.row_id, live.server)
+        if row_id is not None:
+            executor.server_ended(row_id, server)
     finally:
-        live.server.stop()
+        server.stop()
 
 
 def pending(executor: SweepExecutor, pair: Pair, side: Side, plan: PointPlan) -> list[int]:
@@ -67,8 +68,7 @@ def record_note(
     """A server row that says what happened to a pair (e.g. the second server could not start next to it)."""
 
     def write(s: Session) -> None:
-        run = s.get(Run, executor.run_id)
-        assert run is not None
+        run = s.get_one(Run, executor.run_id)
         store.record_server(s, run, group.server, status=status, error=error, log_path=log_path)
 
     executor.write(write, "recording the pair's fallback")
@@ -192,7 +192,7 @@ def _hand_over(executor: SweepExecutor, held: Live | None, keep: ServerConfig | 
     """A pair with nothing to measure passes the held server on when the next pair shares it, else stops it."""
     if held is None or held.config == keep:
         return held
-    release(executor, held)
+    release(executor, held.server, held.row_id)
     return None
 
 
@@ -317,7 +317,7 @@ def _alternate(
                 continue
             executor.check_stop()
             if up is not None and up[0] != side:
-                _end(executor, up)
+                release(executor, up[1], up[2])
                 up = None
             if up is None:
                 up, running = _block_server(executor, pair, side, running)
@@ -333,15 +333,15 @@ def _alternate(
                 if not pending(executor, pair, side, plan) and left.pop((side, plan.key()), None) is not None:
                     _tick(executor, pair, side)
             if server.exit_code is not None:
-                _end(executor, up)
+                release(executor, up[1], up[2])
                 up = None
         if up is not None and keep is not None and pair.side(up[0]).server == keep and up[2] is not None:
             kept = Live(keep, up[1], up[2])
     finally:
         if up is not None and kept is None:
-            _end(executor, up)
+            release(executor, up[1], up[2])
         if running is not None:
-            _end(executor, running)
+            release(executor, running[1], running[2])
     for _ in left:  # points left unfinished (a server died) still move the progress bar
         executor.progress.advance()
     return kept
@@ -356,7 +356,7 @@ def _block_server(
         server, row, running = running[1], running[2], None
     else:
         if running is not None:
-            _end(executor, running)
+            release(executor, running[1], running[2])
             running = None
         launched = executor.launch(group)
         if isinstance(launched, LaunchError):
@@ -374,14 +374,6 @@ def _block_server(
             server.stop()
             raise
     return (side, server, row), running
-
-
-def _end(executor: SweepExecutor, up: Up) -> None:
-    try:
-        if up[2] is not None:
-            executor.server_ended(up[2], up[1])
-    finally:
-        up[1].stop()
 
 
 async def _block(

@@ -130,19 +130,14 @@ def is_local(path: str) -> bool:
 
 def missing_paths(spec: SweepSpec) -> list[str]:
     """The sweep's local paths (model, draft, workload file) that do not exist on this host."""
-    if spec.server.backend != "sglang":
-        candidates = [("workload.path", w.path) for w in spec.workloads]
-    else:
-        candidates = [
-            ("model", spec.model),
-            ("draft_model", spec.draft_model),
-            *(("workload.path", w.path) for w in spec.workloads),
-        ]
-    out = []
-    for what, value in candidates:
-        if value and is_local(str(value)) and not Path(str(value)).expanduser().exists():
-            out.append(f"{what} {value!r} does not exist on this host")
-    return out
+    candidates: list[tuple[str, object]] = [("workload.path", w.path) for w in spec.workloads]
+    if spec.server.backend == "sglang":
+        candidates = [("model", spec.model), ("draft_model", spec.draft_model), *candidates]
+    return [
+        f"{what} {value!r} does not exist on this host"
+        for what, value in candidates
+        if value and is_local(str(value)) and not Path(str(value)).expanduser().exists()
+    ]
 
 
 def check(spec: SweepSpec, policy: HostPolicy | None = None) -> None:

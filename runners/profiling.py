@@ -58,8 +58,7 @@ async def profile_point(
     assert prof is not None
 
     def read_point(s: Session) -> tuple[int, float | None, float | None]:
-        run = s.get(Run, run_id)
-        assert run is not None
+        run = s.get_one(Run, run_id)
         point = store.get_or_create_point(s, run, plan, si_id)
         return point.id, point.tpot_mean_ms, point.accept_length
 
@@ -116,14 +115,8 @@ def _rows(
         "stopped_by_us": result.stopped_by_us,
     }
     if not result.files:
-        return [
-            {
-                "status": "failed",
-                "error": result.error or "no trace file",
-                "tp_rank": 0,
-                "summary": {"capture": capture},
-            }
-        ]
+        why = result.error or "no trace file"
+        return [{"status": "failed", "error": why, "tp_rank": 0, "summary": {"capture": capture}}]
     rows = []
     for path in result.files:
         m = _RANK.search(path.name)
@@ -182,8 +175,7 @@ def resummarize(engine: Engine, run_id: int, search: Path | None = None) -> list
             summary["capture"] = old["capture"]
 
         def write(s: Session, pid: int = row["id"], new: dict[str, Any] = summary) -> None:
-            prof = s.get(Profile, pid)
-            assert prof is not None
+            prof = s.get_one(Profile, pid)
             prof.summary = new
 
         dbretry.in_session(engine, write, what=f"updating profile {row['id']}")

@@ -8,7 +8,7 @@ PostgreSQL, `BEGIN IMMEDIATE` on SQLite.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from datetime import datetime, timedelta
 from typing import Any, TypedDict, Unpack
 
@@ -33,15 +33,12 @@ from runners.job_states import (
 )
 
 # `x as x`: re-exported, so callers drive the whole queue through this module.
-from runners.job_states import (
-    transition as transition,
-)
+from runners.job_states import transition as transition
 from runners.leases import release as release
 from runners.leases import renew_lease as renew_lease
 from runners.leases import requeue_expired as requeue_expired
 from runners.recovery import Backoff, RecoveryPolicy
 from runners.worker_registry import deregister_worker as deregister_worker
-from runners.worker_registry import new_worker_id as new_worker_id
 from runners.worker_registry import register_worker as register_worker
 from runners.worker_registry import worker_heartbeat as worker_heartbeat
 
@@ -192,18 +189,9 @@ def claim(
             return None
         row = conn.execute(select(Job).where(Job.id == chosen)).mappings().one()
         conn.commit()
+    same = [f.name for f in fields(ClaimedJob) if f.name not in ("requires", "lease_expires_at")]
     return ClaimedJob(
-        id=row["id"],
-        sweep_name=row["sweep_name"],
-        sweep_yaml=row["sweep_yaml"],
-        label=row["label"],
-        trigger=row["trigger"],
-        requires=dict(row["requires"] or {}),
-        attempts=row["attempts"],
-        max_attempts=row["max_attempts"],
-        run_id=row["run_id"],
-        lease_expiries=row["lease_expiries"],
-        lease_expires_at=lease,
+        **{name: row[name] for name in same}, requires=dict(row["requires"] or {}), lease_expires_at=lease
     )
 
 
@@ -292,12 +280,7 @@ def cancel(engine: Engine, job_id: int) -> bool:
     """queued | claimed | running -> canceled; a running job's worker stops at its next heartbeat."""
     with engine.begin() as conn:
         return transition_in(
-            conn,
-            job_id,
-            [QUEUED, *ACTIVE],
-            CANCELED,
-            finished_at=db_now(conn),
-            lease_expires_at=None,
+            conn, job_id, [QUEUED, *ACTIVE], CANCELED, finished_at=db_now(conn), lease_expires_at=None
         )
 
 

@@ -11,6 +11,7 @@ A `warning` is worth knowing and changes no exit code.
 from __future__ import annotations
 
 import shutil
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -118,15 +119,13 @@ def _gpus(
         return [
             Finding("blocker", "GPUs", f"none found ({source} list none); the sweep's servers need {need}")
         ]
-    names = ", ".join(f"{n} x {name}" for name, n in _counts(usable).items()) or "none"
+    kinds = Counter(g.name for g in usable)
+    names = ", ".join(f"{n} x {name}" for name, n in kinds.items()) or "none"
     limit = f" of the {len(found)} found, as {chosen} picks them" if chosen else ""
-    out = []
     if len(usable) < need:
-        out.append(
-            Finding("blocker", "GPUs", f"{names}{limit} ({source}); the sweep's tp {need} needs {need}")
-        )
+        out = [Finding("blocker", "GPUs", f"{names}{limit} ({source}); the sweep's tp {need} needs {need}")]
     else:
-        out.append(Finding("ok", "GPUs", f"{names}{limit} ({source}) for tp {need}"))
+        out = [Finding("ok", "GPUs", f"{names}{limit} ({source}) for tp {need}")]
     unknown = [g for g in usable if g.name == "unknown"]
     if unknown:
         out.append(Finding("warning", "GPUs", f"{len(unknown)} index(es) in {chosen} that were not found"))
@@ -141,15 +140,8 @@ def _gpus(
                     f"{', '.join(other)} is none of them as far as specbench knows",
                 )
             )
-    if len(_counts(usable)) > 1:
+    if len(kinds) > 1:
         out.append(Finding("warning", "GPUs", f"mixed GPU types ({names}): a TP group runs at its slowest"))
-    return out
-
-
-def _counts(gpus: list[Gpu]) -> dict[str, int]:
-    out: dict[str, int] = {}
-    for g in gpus:
-        out[g.name] = out.get(g.name, 0) + 1
     return out
 
 

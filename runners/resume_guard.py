@@ -10,14 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Final
 
-from bench.sweep import (
-    FieldChange,
-    SweepError,
-    SweepSpec,
-    describe_changes,
-    parse_sweep,
-    sweep_changes,
-)
+from bench.sweep import FieldChange, SweepError, SweepSpec, describe_changes, parse_sweep, sweep_changes
 
 # Fields that only decide when a colocated pair stops adding ABBA repeats (runners/pair_target.py).
 STOPPING_RULE: Final = frozenset(

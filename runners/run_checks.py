@@ -60,9 +60,8 @@ def drift_check(
     server: LaunchedServer | LaunchError = live if live is not None else executor.start_server(plan.server)
     if isinstance(server, LaunchError):
         return _save(executor, replace(found, error=f"server failed to start: {str(server).strip()[:500]}"))
-    if (
-        live is None
-    ):  # no server row: the run's servers are the sweep's configs; the restart is described here
+    # No server row for a restart (the run's servers are the sweep's configs): the drift record describes it.
+    if live is None:
         log_path = str(server.log_path) if server.log_path else None
         found = replace(found, startup_s=server.startup_s, log_path=log_path)
     try:
@@ -75,23 +74,14 @@ def drift_check(
     first = _first_window(executor, plan.key())
     found = replace(found, telemetry=win.telemetry if win is not None else None, first=first)
     if result is None or result.metrics is None:
-        return _save(
-            executor,
-            replace(found, error=f"re-measurement failed: {result.reason if result else 'no result'}"),
-        )
+        why = result.reason if result else "no result"
+        return _save(executor, replace(found, error=f"re-measurement failed: {why}"))
     m = result.metrics
     last = DriftWindow(m.output_throughput, m.tpot_mean_ms, status=result.status)
-    return _save(
-        executor,
-        replace(
-            found,
-            last=last,
-            output_throughput_change=_change(
-                last.output_throughput, first.output_throughput if first else None
-            ),
-            tpot_change=_change(last.tpot_mean_ms, first.tpot_mean_ms if first else None),
-        ),
-    )
+    then = first or DriftWindow(None, None)
+    throughput = _change(last.output_throughput, then.output_throughput)
+    tpot = _change(last.tpot_mean_ms, then.tpot_mean_ms)
+    return _save(executor, replace(found, last=last, output_throughput_change=throughput, tpot_change=tpot))
 
 
 def _change(now: float | None, then: float | None) -> float | None:
@@ -134,8 +124,7 @@ def _save(executor: SweepExecutor, drift: Drift) -> Drift:
     executor.drift.result = drift
 
     def write(s: Session) -> None:
-        run = s.get(Run, executor.run_id)
-        assert run is not None
+        run = s.get_one(Run, executor.run_id)
         run.drift = drift.as_json()
 
     executor.write(write, "storing the drift check")

@@ -198,11 +198,7 @@ def tick(engine: Engine, now: datetime | None = None) -> list[Fired]:
     """Enqueue each schedule's latest due fire time; a broken one is marked and skipped, only an outage raises."""
     with engine.connect() as conn:
         now = now or queue.db_now(conn)
-        ids = (
-            conn.execute(select(Schedule.id).where(Schedule.enabled.is_(True)).order_by(Schedule.id))
-            .scalars()
-            .all()
-        )
+        ids = conn.scalars(select(Schedule.id).where(Schedule.enabled.is_(True)).order_by(Schedule.id)).all()
     fired: list[Fired] = []
     for sid in ids:
         try:
@@ -225,8 +221,10 @@ def _tick_one(engine: Engine, schedule_id: int, now: datetime) -> Fired | None:
     fire = due_fire(check_cron(sched.cron, now), since, now)
     spec = parse_sweep(sched.sweep_yaml, f"schedule {schedule_id}")
     requirements_for(spec.server.backend, spec.server.tp, sched.requires or {})
-    if sched.broken is not None:
-        _mark_mended(engine, schedule_id)
+    if sched.broken is not None:  # mended
+        with engine.begin() as conn:
+            conn.execute(update(Schedule).where(Schedule.id == schedule_id).values(broken=None))
+        log.warning("schedule %d: mended, fires again", schedule_id)
     if fire is None:
         return None
     skipped = count_between(sched.cron, since, fire)
@@ -257,12 +255,6 @@ def _mark_broken(engine: Engine, schedule_id: int, why: str) -> None:
         ).rowcount
     if changed:
         log.error("schedule %d: broken, skipped until mended: %s", schedule_id, why)
-
-
-def _mark_mended(engine: Engine, schedule_id: int) -> None:
-    with engine.begin() as conn:
-        conn.execute(update(Schedule).where(Schedule.id == schedule_id).values(broken=None))
-    log.warning("schedule %d: mended, fires again", schedule_id)
 
 
 def run_scheduler(

@@ -253,19 +253,11 @@ def store_sample(
                 setattr(sample, name, value)
     sample.requests = [
         RequestRow(
+            **{name: getattr(r, name) for name in _SAME_NAMED},
             idx=r.index,
-            prompt_len=r.prompt_len,
-            max_new_tokens=r.max_new_tokens,
             start_s=r.start,
             ttft_s=r.ttft,
             e2e_s=r.e2e,
-            completion_tokens=r.completion_tokens,
-            prompt_tokens=r.prompt_tokens,
-            cached_tokens=r.cached_tokens,
-            spec_verify_ct=r.spec_verify_ct,
-            spec_accept_length=r.spec_accept_length,
-            finish_reason=r.finish_reason,
-            error=r.error,
             # 10 µs is far below any latency we report and keeps the JSON small.
             chunk_times=[round(t, 5) for t in r.chunk_times],
             chunk_tokens=list(r.chunk_tokens),
@@ -280,6 +272,13 @@ def store_sample(
     point.spec_mode_resolved = spec_mode_resolved
     refresh_point(session, point)
     return True
+
+
+# The request fields (bench.results.RequestRecord) stored in a column of the same name.
+_SAME_NAMED = (
+    *("prompt_len", "max_new_tokens", "completion_tokens", "prompt_tokens", "cached_tokens"),
+    *("spec_verify_ct", "spec_accept_length", "finish_reason", "error"),
+)
 
 
 def refresh_point(session: Session, point: Point) -> None:

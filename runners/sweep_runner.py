@@ -160,8 +160,7 @@ def execute_sweep(
         raise
     finally:
         executor.telemetry.close()
-        drift = executor.drift.result.as_json() if executor.drift.result is not None else None
-        _finish_run(engine, run_id, executor.progress.overhead_s, status, error, outage, (part, drift))
+        _finish_run(executor, status, error, outage)
     run_checks.flag_throttled(executor.write, run_id, spec.measure.throttle_fraction)
     verdicts = _judge(spec, run_id, executor, console) if judge else None
     return RunOutcome(
@@ -251,7 +250,7 @@ def _run_steps(executor: SweepExecutor, steps: list[Step], spec: SweepSpec) -> N
         for i, step in enumerate(steps):
             following = steps[i + 1] if i + 1 < len(steps) else None
             if held is not None and not (isinstance(step, Pair) and step.holds(held.config)):
-                pair_runner.release(executor, held)
+                pair_runner.release(executor, held.server, held.row_id)
                 held = None
             if isinstance(step, Pair):
                 held = pair_runner.run_pair(
@@ -265,31 +264,23 @@ def _run_steps(executor: SweepExecutor, steps: list[Step], spec: SweepSpec) -> N
                 executor.run_batch(step)
     finally:
         if held is not None:
-            pair_runner.release(executor, held)
+            pair_runner.release(executor, held.server, held.row_id)
     if spec.drift_check and executor.drift.result is None:
         run_checks.drift_check(executor)
 
 
-def _finish_run(
-    engine: Engine,
-    run_id: int,
-    overhead_s: float,
-    status: str,
-    error: str | None,
-    outage: OutagePolicy,
-    part: tuple[PartState, dict[str, Any] | None],
-) -> None:
+def _finish_run(executor: SweepExecutor, status: str, error: str | None, outage: OutagePolicy) -> None:
     """The run's final status and its part's end; a database still away leaves it `running`."""
+    drift = executor.drift.result.as_json() if executor.drift.result is not None else None
 
     def finish(s: Session) -> None:
-        run = s.get(Run, run_id)
-        assert run is not None
-        run.overhead_s = overhead_s
+        run = s.get_one(Run, executor.run_id)
+        run.overhead_s = executor.progress.overhead_s
         store.finish_run(s, run, status, error)
-        parts.finish_part(s, part[0].row_id, status, part[1])
+        parts.finish_part(s, executor.parts.row_id, status, drift)
 
     try:
-        dbretry.in_session(engine, finish, what="finishing the run", policy=outage)
+        dbretry.in_session(executor.engine, finish, what="finishing the run", policy=outage)
     except dbretry.DatabaseUnavailable:
         if outage.limit_s > 0:
             raise

@@ -205,11 +205,7 @@ def say(console: Console, text: str | Text, style: str | None = None) -> None:
 
 
 def print_table(
-    console: Console,
-    columns: Sequence[Column],
-    rows: Sequence[Sequence[str]],
-    *,
-    title: str | None = None,
+    console: Console, columns: Sequence[Column], rows: Sequence[Sequence[str]], *, title: str | None = None
 ) -> None:
     """Print rows under `columns`: fitted to a terminal, or to `COLUMNS` when piped, or whole in a log."""
     # Escaped before anything is measured, so an escaped control character keeps its column aligned.

@@ -29,6 +29,7 @@ import contextlib
 import logging
 import os
 import secrets
+import socket
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -68,12 +69,6 @@ class Outcome(Protocol):
 Executor = Callable[..., Outcome]
 
 
-def default_executor() -> Executor:
-    from runners.sweep_runner import execute_sweep  # heavy imports; only a worker that runs jobs needs them
-
-    return execute_sweep
-
-
 @dataclass
 class WorkerOptions:
     gpus: Sequence[Gpu] = ()
@@ -100,7 +95,7 @@ class QueueWorker:
         self.engine = engine
         self.options = options
         self.executor = executor
-        self.id = queue.new_worker_id(os.getpid(), secrets.token_hex(3))
+        self.id = f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(3)}"
         self.shutdown = threading.Event()
         self._lock = threading.Lock()
         self._job: queue.ClaimedJob | None = None
@@ -216,16 +211,10 @@ class QueueWorker:
         except dbretry.DatabaseUnavailable:
             return
         if waiting != self._waiting:
+            this = f"{len(opts.gpus)} GPU(s)" + (f", labels {','.join(opts.labels)}" if opts.labels else "")
             for job_id, name, why in waiting[:10]:
-                log.info(
-                    "worker %s: job %d (%s) waits for another worker: %s (this worker: %d GPU(s)%s)",
-                    self.id,
-                    job_id,
-                    name,
-                    why,
-                    len(opts.gpus),
-                    f", labels {','.join(opts.labels)}" if opts.labels else "",
-                )
+                waits = f"job {job_id} ({name}) waits for another worker: {why} (this worker: {this})"
+                log.info("worker %s: %s", self.id, waits)
             if len(waiting) > 10:
                 log.info("worker %s: and %d more job(s) it cannot run", self.id, len(waiting) - 10)
         self._waiting = waiting
@@ -244,14 +233,8 @@ class QueueWorker:
 
     def _run_job(self, job: queue.ClaimedJob) -> None:
         expiries = f"; {job.lease_expiries} earlier lease expiries" if job.lease_expiries else ""
-        log.info(
-            "job %d claimed by %s (attempt %d/%d)%s",
-            job.id,
-            self.id,
-            job.attempts,
-            job.max_attempts,
-            expiries,
-        )
+        attempt = f"attempt {job.attempts}/{job.max_attempts}"
+        log.info("job %d claimed by %s (%s)%s", job.id, self.id, attempt, expiries)
         stop = threading.Event()
         with self._lock:
             self._job, self._job_stop, self._lost = job, stop, None
@@ -280,22 +263,14 @@ class QueueWorker:
         try:
             spec = parse_sweep(job.sweep_yaml, f"job {job.id}")
         except SweepError as e:  # validated at submit; a schema change since then cannot be fixed by retrying
-            why = str(e)
-            self._db(
-                lambda: queue.fail_attempt(self.engine, job.id, self.id, why, retry=False), "failing a job"
-            )
-            log.error("job %d failed: payload is not a valid sweep", job.id)
+            self._give_up(job, str(e), "failed: payload is not a valid sweep")
             return
         refusal = self._refusal(spec)
         if refusal is not None:
             # Nothing ran: no interpreter, no server, no request, no file read. Failed for good, not retried:
             # the submitter fixes the sweep (a job submitted today is claimed only by workers that offer the
             # interpreter or external server it names, so this is mostly a job stored without those checks).
-            self._db(
-                lambda: queue.fail_attempt(self.engine, job.id, self.id, refusal, retry=False),
-                "failing a job",
-            )
-            log.error("job %d refused: %s", job.id, refusal)
+            self._give_up(job, refusal, f"refused: {refusal}")
             return
         if not self._db(lambda: queue.start(self.engine, job.id, self.id, lease_s=opts.lease_s), "starting"):
             log.warning("job %d: no longer ours before it started", job.id)
@@ -305,10 +280,7 @@ class QueueWorker:
         )
         resume = self._db(lambda: queue.run_for_job(self.engine, job.id), "finding the job's run")
         if stop.is_set():
-            self._db(
-                lambda: queue.release(self.engine, job.id, self.id, "worker shut down before starting"),
-                "releasing a job",
-            )
+            self._release(job, "worker shut down before starting")
             log.info("job %d released before starting", job.id)
             return
         log.info(
@@ -319,11 +291,7 @@ class QueueWorker:
         except dbretry.DatabaseUnavailable:
             raise
         except PreflightError as e:  # no interpreter, SGLang or model here: another attempt would fail alike
-            why = f"{e} (not retried: every attempt would fail the same way)"
-            self._db(
-                lambda: queue.fail_attempt(self.engine, job.id, self.id, why, retry=False), "failing a job"
-            )
-            log.error("job %d failed for good: %s", job.id, why)
+            self._give_up(job, f"{e} (not retried: every attempt would fail the same way)")
             return
         except Exception as e:  # the executor marked its run failed; the job decides about retrying
             self._after_failure(job, f"{type(e).__name__}: {e}")
@@ -346,8 +314,10 @@ class QueueWorker:
     def _call_executor(
         self, spec: SweepSpec, job: queue.ClaimedJob, resume: int | None, stop: threading.Event
     ) -> Outcome:
+        from runners.sweep_runner import execute_sweep  # heavy: only a worker that runs a job needs it
+
         opts = self.options
-        executor = self.executor or default_executor()
+        executor = self.executor or execute_sweep
         kwargs: dict[str, Any] = {
             "trigger": job.trigger,
             "label": job.label,
@@ -380,7 +350,7 @@ class QueueWorker:
             else:
                 log.warning("job %d finished but was no longer ours (%s)", job.id, summary)
         elif stop.is_set() and self.shutdown.is_set():
-            if self._db(lambda: queue.release(self.engine, job.id, self.id), "releasing a job"):
+            if self._release(job):
                 log.info("job %d released to the queue (%s)", job.id, summary)
         else:
             error = outcome.error or f"run ended {outcome.status}"
@@ -391,14 +361,20 @@ class QueueWorker:
             if cause:  # what the Overview says of the run's points, on the job
                 error = f"{error}: {cause}"
             if cannot_succeed(failures) and not stop.is_set():
-                error += " (not retried: another attempt would fail the same way)"
-                self._db(
-                    lambda: queue.fail_attempt(self.engine, job.id, self.id, error, retry=False),
-                    "failing a job",
-                )
-                log.error("job %d failed for good: %s", job.id, error)
+                self._give_up(job, f"{error} (not retried: another attempt would fail the same way)")
                 return
             self._after_failure(job, error)
+
+    def _release(self, job: queue.ClaimedJob, reason: str = "worker shut down") -> bool:
+        """Hand `job` back to the queue, the attempt not counted (our shutdown is not the job's fault)."""
+        return bool(self._db(lambda: queue.release(self.engine, job.id, self.id, reason), "releasing a job"))
+
+    def _give_up(self, job: queue.ClaimedJob, error: str, logged: str | None = None) -> None:
+        """Fail `job` without a retry (no other attempt could succeed); the log says `logged`, by default why."""
+        self._db(
+            lambda: queue.fail_attempt(self.engine, job.id, self.id, error, retry=False), "failing a job"
+        )
+        log.error("job %d %s", job.id, logged or f"failed for good: {error}")
 
     def _after_failure(self, job: queue.ClaimedJob, error: str) -> None:
         if self._lost is not None:
@@ -406,10 +382,7 @@ class QueueWorker:
             return
         if self.shutdown.is_set():
             # A point interrupted by our own shutdown is not the job's fault.
-            self._db(
-                lambda: queue.release(self.engine, job.id, self.id, f"worker shut down ({error})"),
-                "releasing a job",
-            )
+            self._release(job, f"worker shut down ({error})")
             log.info("job %d released after: %s", job.id, error)
             return
         status = self._db(

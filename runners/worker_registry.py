@@ -12,10 +12,6 @@ from runners.gpus import Gpu
 from runners.job_states import db_now
 
 
-def new_worker_id(pid: int, suffix: str) -> str:
-    return f"{socket.gethostname()}:{pid}:{suffix}"
-
-
 def register_worker(
     engine: Engine,
     worker_id: str,

@@ -37,10 +37,6 @@ REUSABLE = ("done", "unstable", "partial")
 DEFAULT_COMMENT = Path("specbench-comment.md")
 
 
-def register(app: typer.Typer) -> None:
-    app.command("ci")(ci)
-
-
 def ci(
     sweep: Annotated[Path, typer.Argument(help="Sweep YAML both runs measure.")],
     base: Annotated[
@@ -87,11 +83,15 @@ def ci(
     except SweepError as e:
         fail(str(e))
     engine = open_db(db)
-    a = _side(engine, "baseline", sweep, spec.name, base, base_run, db, gpus, log_dir, progress)
+    # How a side's run starts here: the `run` verb itself, as a user runs it (same validation, progress, summary,
+    # storage and exit codes).
+    run_args = [str(sweep), "--trigger", "pr", "--log-dir", str(log_dir), *(["--db", db] if db else [])]
+    run_args += (["--gpus", gpus] if gpus else []) + ([] if progress else ["--no-progress"])
+    a = _side(engine, "baseline", spec.name, base, base_run, run_args)
     if base_only:
         err_console.print(f"baseline: run {a}")
         return
-    b = _side(engine, "candidate", sweep, spec.name, head, head_run, db, gpus, log_dir, progress)
+    b = _side(engine, "candidate", spec.name, head, head_run, run_args)
     if a == b:
         fail(f"baseline and candidate are the same run ({a})")
     result = compare_result(engine, a, b, metric=metric, threshold=threshold, confidence=confidence)
@@ -136,16 +136,7 @@ def labelled_run(engine: Engine, sweep_name: str, label: str) -> int | None:
 
 
 def _side(
-    engine: Engine,
-    role: str,
-    sweep: Path,
-    sweep_name: str,
-    label: str | None,
-    ref: str | None,
-    db: str | None,
-    gpus: str | None,
-    log_dir: Path,
-    progress: bool,
+    engine: Engine, role: str, sweep_name: str, label: str | None, ref: str | None, run_args: list[str]
 ) -> int:
     if ref is not None:
         return resolve_run_ref(engine, ref)
@@ -155,10 +146,7 @@ def _side(
         err_console.print(f"{role}: reusing run {found} ({sweep_name}, label {label!r})")
         return found
     err_console.print(f"{role}: no finished run of {sweep_name} labelled {label!r}; running it now")
-    # The `run` verb itself, as a user runs it: same validation, progress, summary, storage and exit codes.
-    args = [str(sweep), "--label", label, "--trigger", "pr", "--log-dir", str(log_dir)]
-    args += (["--db", db] if db else []) + (["--gpus", gpus] if gpus else [])
-    args += [] if progress else ["--no-progress"]
+    args = [*run_args, "--label", label]
     code = load_verb("run").main(args, prog_name="specbench run", standalone_mode=False)
     # A run that failed the correctness gate (a finding) is still compared: the PR comment says why.
     if code not in (None, ExitCode.OK, ExitCode.FINDING):

@@ -37,10 +37,6 @@ from runners.tables import Column, print_table, say
 Format = Literal["table", "md", "comment", "csv", "json"]  # table, or one of comparison.TextFormat
 
 
-def register(app: typer.Typer) -> None:
-    app.command("compare")(compare)
-
-
 def compare(
     baseline: Annotated[
         str | None,

@@ -8,7 +8,6 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
-from rich.markup import escape
 from rich.table import Table
 
 from analysis.render import magnitude
@@ -22,6 +21,7 @@ from bench.crosscheck import (
     CrossCheckError,
     tokenizer_json,
 )
+from runners.common import err_console, fail
 from runners.exit_codes import ExitCode
 from runners.terminal import guard
 
@@ -61,8 +61,7 @@ def crosscheck(
     ] = 10.0,
     rounds: Annotated[int, typer.Option(min=1, max=1000, help="A B B A rounds per batch size.")] = 1,
     python: Annotated[
-        str,
-        typer.Option(help="Interpreter with sglang installed; runs `-m sglang.bench_serving`."),
+        str, typer.Option(help="Interpreter with sglang installed; runs `-m sglang.bench_serving`.")
     ] = sys.executable,
     out_dir: Annotated[
         Path, typer.Option(help="Where bench_serving's JSONL, logs and crosscheck.json go.")
@@ -78,13 +77,11 @@ def crosscheck(
     ] = None,
 ) -> None:
     """Measure one server with specbench and SGLang's bench_serving, interleaved, and print both sides."""
-    err = guard(Console(stderr=True, soft_wrap=True))
     sizes = _batch_sizes(batch_sizes)
     try:
         tokenizer_json(str(tokenizer))
     except CrossCheckError as exc:
-        err.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False)
-        raise typer.Exit(code=2) from exc
+        fail(str(exc))
     cfg = CrossCheckConfig(
         base_url=url,
         tokenizer=str(tokenizer),
@@ -103,14 +100,13 @@ def crosscheck(
             cfg, progress=lambda line: console.print(line, markup=False, highlight=False)
         ).run()
     except (CrossCheckError, ConnectionError) as exc:
-        err.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False)
-        raise typer.Exit(ExitCode.ERROR) from exc
+        fail(str(exc))
     console.print(summary_table(results))
     console.print(f"details: {out_dir / 'crosscheck.json'}", markup=False)
     if max_diff is not None:
         worst = worst_diff(results)
         if worst is not None and worst > max_diff:
-            err.print(f"disagreement {worst:.1%} exceeds --max-diff {max_diff:.1%}", markup=False)
+            err_console.print(f"disagreement {worst:.1%} exceeds --max-diff {max_diff:.1%}", markup=False)
             raise typer.Exit(ExitCode.FINDING)
 
 
@@ -161,7 +157,3 @@ def summary_table(results: list[Comparison]) -> Table:
                 "",
             )
     return table
-
-
-def register(app: typer.Typer) -> None:
-    app.command("crosscheck")(crosscheck)

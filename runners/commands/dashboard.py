@@ -42,33 +42,15 @@ def spawn_detached(argv: list[str]) -> None:
     os.waitpid(pid, 0)
 
 
-def register(app: typer.Typer) -> None:
-    app.command("dashboard")(dashboard)
-
-
 def streamlit_argv(port: int, address: str, headless: bool) -> list[str]:
     """`streamlit run dashboard/app.py` through `dashboard.serve`, as an argv list (never a shell string)."""
     return [
-        sys.executable,
-        "-m",
-        "dashboard.serve",
-        "run",
-        str(APP),
-        "--server.port",
-        str(port),
-        "--server.address",
-        address,
-        "--server.headless",
-        "true" if headless else "false",
-        "--browser.gatherUsageStats",
-        "false",
-        "--server.fileWatcherType",
-        "none",
-        "--client.toolbarMode",
-        "viewer",
+        *(sys.executable, "-m", "dashboard.serve", "run", str(APP)),
+        *("--server.port", str(port), "--server.address", address),
+        *("--server.headless", "true" if headless else "false", "--browser.gatherUsageStats", "false"),
+        *("--server.fileWatcherType", "none", "--client.toolbarMode", "viewer"),
         # A forced full collection after every page run cost 0.1 s of a page on a loaded host.
-        "--runner.postScriptGC",
-        "false",
+        *("--runner.postScriptGC", "false"),
     ]
 
 
@@ -113,9 +95,8 @@ def dashboard(
     """Serve the dashboard: trends, sweeps, run comparisons and regressions of the database."""
     url = db_url(db)
     if not _readable_as_is(url):
-        open_db(
-            db
-        ).dispose()  # create or migrate first: an empty database shows the empty state, not an error
+        # Create or migrate first: an empty database shows the empty state, not an error.
+        open_db(db).dispose()
     # Always headless: else Streamlit's first run stops at an e-mail prompt. We open the browser.
     argv = streamlit_argv(port, address, headless=True)
     if not headless:

@@ -18,11 +18,8 @@ from runners.common import DbOption, console, db_url, fail
 db_app = typer.Typer(
     name="db",
     help="Database schema: migrate to the latest revision, or show it; snapshot a SQLite file in use.",
+    no_args_is_help=True,
 )
-
-
-def register(app: typer.Typer) -> None:
-    app.add_typer(db_app, name="db", no_args_is_help=True)
 
 
 @db_app.command("upgrade")

@@ -33,10 +33,6 @@ from runners.common import (
 )
 
 
-def register(app: typer.Typer) -> None:
-    app.command("export")(export)
-
-
 def export(
     db: DbOption = None,
     run: Annotated[
@@ -132,11 +128,7 @@ def export(
         text = "".join(line + "\n" for line in lines)
     else:
         text = document(data).text(format)
-    if output is None:
-        typer.echo(text, nl=False)
-    else:
-        write_output(output, text)
-        typer.echo(f"wrote {len(data.rows)} points to {output}", err=True)
+    _emit(text, output, f"{len(data.rows)} points")
 
 
 def _export_shard_vs_tp(

@@ -27,10 +27,6 @@ from runners.recovery import OutagePolicy
 T = TypeVar("T")
 
 
-def register(app: typer.Typer) -> None:
-    app.command("gate")(gate)
-
-
 def gate(
     run: Annotated[str, typer.Argument(help=f"The run to judge: {RUN_REF_HELP}.")] = "latest",
     db: DbOption = None,
@@ -66,15 +62,8 @@ def gate(
         spec = parse_sweep(info["sweep_yaml"])
     except SweepError as e:
         fail(f"run {run_id}'s stored sweep no longer validates: {e}")
-    overrides = {
-        k: v
-        for k, v in (
-            ("max_diverging_prompts", max_diverging_prompts),
-            ("min_acceptance_ratio", min_acceptance_ratio),
-        )
-        if v is not None
-    }
-    settings = spec.measure.correctness.model_copy(update=overrides)
+    given = {"max_diverging_prompts": max_diverging_prompts, "min_acceptance_ratio": min_acceptance_ratio}
+    settings = spec.measure.correctness.model_copy(update={k: v for k, v in given.items() if v is not None})
     if settings.max_diverging_prompts >= settings.prompts:
         fail(f"--max-diverging-prompts must stay below the check's {settings.prompts} prompts")
     policy = OutagePolicy.from_env()
@@ -95,17 +84,10 @@ def gate(
         mine, theirs = correctness.run_baseline(write_fn, run_id), correctness.run_baseline(write_fn, other)
         found = correctness.baseline_agreement(theirs, mine) if mine and theirs else None
         if found is None:
-            console.print(
-                f"baseline of run {other} vs run {run_id}: not comparable (a baseline missing, failed, or another "
-                "prompt set)",
-                markup=False,
-            )
+            said = "not comparable (a baseline missing, failed, or another prompt set)"
         else:
-            console.print(
-                f"baseline of run {other} vs run {run_id}: {found[1] - found[0]}/{found[1]} prompts agree "
-                f"({found[0]} differ)",
-                markup=False,
-            )
+            said = f"{found[1] - found[0]}/{found[1]} prompts agree ({found[0]} differ)"
+        console.print(f"baseline of run {other} vs run {run_id}: {said}", markup=False)
     if all(v.verdict.why == correctness.NO_ANSWERS for v in summary.launches):
         console.print(
             "no launch of this run answered the check (a run made before the gate, or none started)"

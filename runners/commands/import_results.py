@@ -6,6 +6,7 @@ are never imported twice. The file is checked whole first (issue 30 §7), then w
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import math
 from pathlib import Path
@@ -32,10 +33,6 @@ NAME_LENGTH, MODEL_LENGTH, GPU_LENGTH = 100, 500, 100
 MAX_GPUS = 1024
 # A results file is a line per run of bench_serving: kilobytes, megabytes with per-request details.
 MAX_FILE_BYTES = 512 * 2**20
-
-
-def register(app: typer.Typer) -> None:
-    app.command("import-results")(import_results)
 
 
 def import_results(
@@ -73,9 +70,18 @@ def import_results(
     if not lines:
         fail(f"{file} holds no bench_serving result")
     digest = hashlib.sha256(raw).hexdigest()
-    run = _run(
-        lines, file=file, digest=digest, name=name or file.name, model=model, gpu=gpu, gpu_count=gpu_count
+    # A new row per use: the one checked here, and one per attempt of the transaction below.
+    new_run = functools.partial(
+        _run,
+        lines,
+        file=file,
+        digest=digest,
+        name=name or file.name,
+        model=model,
+        gpu=gpu,
+        gpu_count=gpu_count,
     )
+    run = new_run()
     points = [(n, _point_values(run, i, line)) for i, (n, line) in enumerate(lines)]
     try:  # everything is checked against its column before anything is written (PostgreSQL refuses mid-way)
         check_row(Run, _column_values(run), f"{file}: run ({_run_source(lines, model)})")
@@ -91,9 +97,7 @@ def import_results(
         ).first()
         if existing is not None:
             return int(existing), False
-        new = _run(
-            lines, file=file, digest=digest, name=name or file.name, model=model, gpu=gpu, gpu_count=gpu_count
-        )
+        new = new_run()
         s.add(new)
         s.flush()
         args: dict[str, Any] = {}

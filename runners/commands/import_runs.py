@@ -22,10 +22,6 @@ from runners.common import DbOption, check_text, console, db_url, fail, open_db
 from runners.recovery import OutagePolicy
 
 
-def register(app: typer.Typer) -> None:
-    app.command("import")(import_runs)
-
-
 def import_runs(
     source: Annotated[
         str,
@@ -72,9 +68,8 @@ def import_runs(
             shown = redact(url) if "://" in source or source.startswith(ENV_PREFIX) else source
             fail(f"cannot open {shown}: {type(e).__name__}: {scrub(str(e), url)}")
         if local is not None:
-            bound_reads(
-                src
-            )  # every later read of the copy: no value past the size bound, none after the time
+            # Every later read of the copy: no value past the size bound, none after the time.
+            bound_reads(src)
         try:
             check_source(src, sweep=sweep)
         except RowProblem as e:

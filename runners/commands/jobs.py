@@ -16,10 +16,6 @@ from runners.tables import Column, print_table
 _STATUSES = ("queued", "claimed", "running", "done", "failed", "canceled")
 
 
-def register(app: typer.Typer) -> None:
-    app.command("jobs")(jobs)
-
-
 def jobs(
     db: DbOption = None,
     format: Annotated[Literal["table", "json"], typer.Option("--format", help="table or json")] = "table",
@@ -50,22 +46,14 @@ def jobs(
     rows = queue_queries.queue_jobs(engine, limit=limit, statuses=status)
     workers = queue_queries.workers(engine)
     counts = queue_queries.status_counts(engine)
+    now = queue_queries.database_now(engine)
+    for r in rows:
+        queued = r["status"] == "queued"
+        r["waits"] = why_waiting(r["requires"] or {}, r["not_before"], workers, now) if queued else None
     if format == "json":
-        now = queue_queries.database_now(engine)
-        for r in rows:
-            r["waits"] = (
-                why_waiting(r["requires"] or {}, r["not_before"], workers, now)
-                if r["status"] == "queued"
-                else None
-            )
         typer.echo(json_text({"counts": counts, "jobs": rows, "workers": workers}), nl=False)
         return
     console.print(" ".join(f"{s}: [bold]{counts.get(s, 0)}[/]" for s in _STATUSES))
-    now = queue_queries.database_now(engine)
-    for r in rows:
-        r["waits"] = (
-            why_waiting(r["requires"] or {}, r["not_before"], workers, now) if r["status"] == "queued" else ""
-        )
     _jobs_table(rows)
     _workers_table(workers)
 

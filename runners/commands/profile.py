@@ -19,10 +19,6 @@ from runners.exit_codes import ExitCode
 profile_app = typer.Typer(help="SGLang profiler traces: summarise speculative cycles.", no_args_is_help=True)
 
 
-def register(app: typer.Typer) -> None:
-    app.add_typer(profile_app, name="profile")
-
-
 @profile_app.command("summarize")
 def summarize_cmd(
     trace: Annotated[

@@ -18,24 +18,10 @@ from runners.tables import Column, print_table, say
 # A flagged change as `--format json` writes it; `kind`: measured, simulated, synthetic, or what a change made
 # of several kinds of runs joins (`synthetic+measured`).
 JSON_FIELDS = (
-    *(
-        "series",
-        "kind",
-        "fingerprint",
-        "metric",
-        "direction",
-        "rel_change",
-        "pvalue",
-        "run_id",
-        "prev_run_id",
-    ),
-    *("started_at", "sglang_version", "sglang_commit", "prev_version", "prev_commit", "mean_before"),
-    *("mean_after", "n_before", "n_after", "why", "state", "note"),
+    *("series", "kind", "fingerprint", "metric", "direction", "rel_change", "pvalue", "run_id"),
+    *("prev_run_id", "started_at", "sglang_version", "sglang_commit", "prev_version", "prev_commit"),
+    *("mean_before", "mean_after", "n_before", "n_after", "why", "state", "note"),
 )
-
-
-def register(app: typer.Typer) -> None:
-    app.command("regressions")(regressions)
 
 
 def regressions(

@@ -6,7 +6,7 @@ import shlex
 import signal
 import time
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.markup import escape
@@ -64,10 +64,6 @@ RUN_STATUSES = ("done", "unstable", "partial", "failed")
 DEFAULT_FAIL_ON = "failed,partial"
 
 
-def register(app: typer.Typer) -> None:
-    app.command("run")(run)
-
-
 def run(
     sweep: Annotated[Path, typer.Argument(help="Sweep YAML file (see sweeps/).")],
     db: DbOption = None,
@@ -122,7 +118,10 @@ def run(
     check_label(label)
     if trigger not in {"manual", "schedule", "pr"}:
         fail(f"--trigger must be manual, schedule or pr, not {trigger!r}")
-    gpu_list = _parse_gpus(gpus)
+    try:
+        gpu_list = parse_gpu_list(gpus)
+    except ValueError as e:
+        fail(str(e))
     pin = client_cpus(client_cpu_list)
     policy = HostPolicy.author(trust_remote_code=trust_remote_code, hub_downloads=allow_hub_downloads)
     groups = expand(spec)
@@ -282,31 +281,23 @@ def _dry_run(
     if spec.server.backend == "external":
         console.print(f"backend external: nothing is launched; points are measured on {spec.server.base_url}")
     else:
-        console.print(
+        _plain(
             f"SGLang {version}: {version_from}; argv and env below are built for it. --port {DRY_RUN_PORT} "
             "stands for the free port picked at launch; env lists what specbench and the sweep set (the server "
-            "also gets the host's PATH, HOME, caches)",
-            markup=False,
-            highlight=False,
+            "also gets the host's PATH, HOME, caches)"
         )
         if (patch := preflight.launch_patch(spec)) is not None:
-            console.print(f"SGLang patch: {patch}", markup=False, highlight=False)
+            _plain(f"SGLang patch: {patch}")
         if spec.measure.cpu_probe == "server":
-            console.print(
-                "cpu probe: on the server's busiest CPU in every window (takes ~1-3% of that core)",
-                markup=False,
-                highlight=False,
-            )
+            _plain("cpu probe: on the server's busiest CPU in every window (takes ~1-3% of that core)")
     for line in preflight.describe(spec):
-        console.print(line, markup=False, highlight=False)
+        _plain(line)
     check = spec.measure.correctness
     if check.enabled:
-        console.print(
+        _plain(
             f"correctness check (measure.correctness): {check.prompts} greedy prompts of {check.input_len} tokens "
             f"-> {check.output_len} new tokens per launch, before its windows; tolerance "
-            f"{check.max_diverging_prompts} diverging prompt(s), acceptance ratio >= {check.min_acceptance_ratio:g}",
-            markup=False,
-            highlight=False,
+            f"{check.max_diverging_prompts} diverging prompt(s), acceptance ratio >= {check.min_acceptance_ratio:g}"
         )
     collapsed = 0
     refused: dict[str, None] = {}  # what the launcher's own builder refuses, once each
@@ -317,12 +308,12 @@ def _dry_run(
             highlight=False,
         )
         if check.enabled and (why := why_not_checked(spec, g.server)) is not None:
-            console.print(f"  correctness: not checked: {why}", markup=False, highlight=False)
+            _plain(f"  correctness: not checked: {why}")
         if resume is not None and resume.complete(spec, g):
             console.print(f"  complete in run {resume.run_id}: not started again", highlight=False)
             continue
         if (acc_note := g.server.accept_length_note()) is not None:
-            console.print(f"  note: {acc_note}", markup=False, highlight=False)
+            _plain(f"  note: {acc_note}")
         if spec.server.backend == "external":
             continue
         try:
@@ -331,22 +322,18 @@ def _dry_run(
             )
         except LaunchError as e:
             refused[str(e)] = None
-            console.print(f"  cannot launch: {e}", markup=False, highlight=False)
+            _plain(f"  cannot launch: {e}")
             continue
         built, env = plan.argv, plan.env_delta
-        console.print(f"  argv: {shlex.join(built.argv)}", markup=False, highlight=False, soft_wrap=True)
+        _plain(f"  argv: {shlex.join(built.argv)}", soft_wrap=True)
         for k, v in sorted(env.items()):
-            console.print(f"  env:  {k}={v}", markup=False, highlight=False, soft_wrap=True)
+            _plain(f"  env:  {k}={v}", soft_wrap=True)
         if plan.cpus is not None:
-            console.print(f"  cpus: {format_cpu_list(plan.cpus)}", markup=False, highlight=False)
+            _plain(f"  cpus: {format_cpu_list(plan.cpus)}")
         for note in (*built.notes, *plan.cpu_notes):
-            console.print(f"  note: {note}", markup=False, highlight=False)
+            _plain(f"  note: {note}")
         if plan.routing.routing == "balanced":
-            console.print(
-                "  routing: balanced (dummy weights on a MoE model: SGLang's uniform expert routing)",
-                markup=False,
-                highlight=False,
-            )
+            _plain("  routing: balanced (dummy weights on a MoE model: SGLang's uniform expert routing)")
         if plan.routing.warning:
             collapsed += 1
             console.print(f"  [bold yellow]WARNING[/]: {escape(plan.routing.warning)}", highlight=False)
@@ -382,7 +369,7 @@ def _dry_run(
             "  nothing measured on this host or another tells more: the figures below are assumptions"
         )
     for note in est.assumptions:
-        console.print(f"  assuming {note}", markup=False, highlight=False)
+        _plain(f"  assuming {note}")
     if resume is None:
         _print_parts(
             spec, groups, est.total_s, part_s, past.startup_s if past else None, past.window_s if past else {}
@@ -390,7 +377,7 @@ def _dry_run(
     blockers = [f for f in findings if f.level == "blocker"]
     console.print("\n[bold]would this run here?[/] " + ("no" if blockers else "yes"), highlight=False)
     for finding in findings:
-        console.print(finding.line(), markup=False, highlight=False)
+        _plain(finding.line())
     if blockers:
         err_console.print(
             f"[red]{len(blockers)} reason(s) above stop the real run here: it would exit "
@@ -422,11 +409,9 @@ def _print_parts(
     }
     if max(total_s, *(sum(w.seconds for w in work) for work in plans.values())) <= part_s:
         return  # one part holds it, whichever GPU comes
-    console.print(
+    _plain(
         f"\nin parts of about {estimate.human(part_s)} of GPU time (--deadline-s {part_s:g} each, continued with "
-        "--resume-run, the database and JIT caches carried: docs/guide/gpu-hosts.md), at the planned repeats",
-        markup=False,
-        highlight=False,
+        "--resume-run, the database and JIT caches carried: docs/guide/gpu-hosts.md), at the planned repeats"
     )
     for blocks, work in plans.items():
         restart = startup * (1 if blocks else 2) + max((w.seconds for w in work if not w.starts), default=0.0)
@@ -438,13 +423,9 @@ def _print_parts(
             else ("both servers of a pair up side by side (a GPU that holds two)")
         )
         total = sum(p.seconds for p in parts)
-        console.print(
-            f"  {how}: about {estimate.human(total)}, {starts} start(s), {len(parts)} part(s)",
-            markup=False,
-            highlight=False,
-        )
+        _plain(f"  {how}: about {estimate.human(total)}, {starts} start(s), {len(parts)} part(s)")
         for n, part in enumerate(parts, 1):
-            console.print(f"    {part.line(n)}", markup=False, highlight=False)
+            _plain(f"    {part.line(n)}")
 
 
 def _warn_known_bugs(
@@ -455,11 +436,7 @@ def _warn_known_bugs(
     if spec.server.backend == "external" or version == "?":
         return
     for bug in fixed_by_patch(patch):
-        console.print(
-            f"SGLang carries specbench patch {patch}: known issue {bug.key} is fixed on it ({bug.report})",
-            markup=False,
-            highlight=False,
-        )
+        _plain(f"SGLang carries specbench patch {patch}: known issue {bug.key} is fixed on it ({bug.report})")
     seen: dict[str, list[str]] = {}
     pinned: dict[str, int] = {}
     for g in groups:
@@ -533,15 +510,13 @@ def _history(spec: SweepSpec, gpu_name: str, db: str | None) -> host_history.Mea
         return None
 
 
+def _plain(text: str, **options: Any) -> None:
+    """A line of plain text: sweep values, paths and argv are never read as markup or highlighted."""
+    console.print(text, markup=False, highlight=False, **options)
+
+
 def _interrupt(signum: int, _frame: object) -> None:
     raise Terminated(signal.Signals(signum).name)
-
-
-def _parse_gpus(gpus: str | None) -> list[int] | None:
-    try:
-        return parse_gpu_list(gpus)
-    except ValueError as e:
-        fail(str(e))
 
 
 def _run_to_resume(engine: Engine, spec: SweepSpec) -> tuple[int | None, str]:

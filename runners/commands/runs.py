@@ -36,10 +36,6 @@ VIEW = columns(
 )
 
 
-def register(app: typer.Typer) -> None:
-    app.command("runs")(runs)
-
-
 def runs(
     db: DbOption = None,
     format: Annotated[

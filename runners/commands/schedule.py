@@ -22,10 +22,6 @@ schedule_app = typer.Typer(
 )
 
 
-def register(app: typer.Typer) -> None:
-    app.add_typer(schedule_app, name="schedule")
-
-
 @schedule_app.command("add")
 def add(
     sweep: Annotated[Path, typer.Argument(help="Sweep YAML; its text is stored with the schedule.")],

@@ -15,10 +15,6 @@ from runners.schedules import run_scheduler
 from runners.terminal import log_to_stderr
 
 
-def register(app: typer.Typer) -> None:
-    app.command("scheduler")(scheduler)
-
-
 def scheduler(
     db: DbOption = None,
     interval_s: Annotated[

@@ -12,10 +12,6 @@ from synthetic.history import DEFAULT_SHAPE, SMALL_SHAPE, SYNTHETIC_TRIGGER
 from synthetic.history.seed import delete_synthetic, has_synthetic, seed_history
 
 
-def register(app: typer.Typer) -> None:
-    app.command("seed")(seed)
-
-
 def seed(
     points: Annotated[
         int, typer.Option("--points", help="About how many points to write.", min=1, max=10_000_000)

@@ -13,10 +13,6 @@ from runners.common import MAX_PRIORITY, DbOption, check_label, console, open_db
 from runners.sweep_input import interpreter_offered, sweep_problems_fail, sweep_requirements
 
 
-def register(app: typer.Typer) -> None:
-    app.command("submit")(submit)
-
-
 def submit(
     sweep: Annotated[Path, typer.Argument(help="Sweep YAML file; validated now, run later by a worker.")],
     db: DbOption = None,

@@ -9,9 +9,9 @@ from typing import Annotated, cast
 
 import typer
 from rich.console import Console
-from rich.markup import escape
 from rich.table import Table
 
+from runners.common import fail
 from runners.terminal import guard
 from synthetic import model as synth
 from synthetic.model.tokenizer import write_for_checkpoint as write_synthetic_tokenizer
@@ -62,7 +62,7 @@ def synth_model(
         int | None,
         typer.Option(
             help="deepseek-v3-tp8-shard: the tensor-parallel width whose one GPU the shard is (default 8; "
-            "1 = the whole model, to serve at server.tp: 8).",
+            "1 = the whole model, to serve at server.tp: 8)."
         ),
     ] = None,
     seed: Annotated[
@@ -97,10 +97,7 @@ def synth_model(
     """Write a synthetic DeepSeek-V3 + MTP checkpoint (FlashMLA dims) that sglang serves with EAGLE/NextN."""
     console = guard(Console())
     if tp is not None and preset is None:
-        guard(Console(stderr=True)).print(
-            "[bold red]error:[/] --tp applies to --preset deepseek-v3-tp8-shard only"
-        )
-        raise typer.Exit(code=2)
+        fail("--tp applies to --preset deepseek-v3-tp8-shard only")
     if preset is not None:
         _write_preset(console, out_dir, preset.value, layers, tp, force)
         if tokenizer:
@@ -125,11 +122,7 @@ def synth_model(
             force=force,
         )
     except (synth.SynthConfigError, synth.OutputDirError) as exc:
-        # soft_wrap: a long path must not be broken across lines (logs are grepped)
-        guard(Console(stderr=True, soft_wrap=True)).print(
-            f"[bold red]error:[/] {escape(str(exc))}", highlight=False
-        )
-        raise typer.Exit(code=2) from exc
+        fail(str(exc))
     tokenizer_files = write_synthetic_tokenizer(path) if tokenizer else []
     manifest = synth.read_manifest(path)
     elapsed = time.perf_counter() - started
@@ -172,10 +165,7 @@ def _write_preset(
     try:
         path = synth.build_preset(out_dir, preset, layers, tp=tp, force=force)
     except (synth.SynthConfigError, synth.OutputDirError) as exc:
-        guard(Console(stderr=True, soft_wrap=True)).print(
-            f"[bold red]error:[/] {escape(str(exc))}", highlight=False
-        )
-        raise typer.Exit(code=2) from exc
+        fail(str(exc))
     cfg = synth.preset_config(preset, layers, tp)
     n, k = cfg["num_hidden_layers"], cfg["first_k_dense_replace"]
     mtp = cfg.get("num_nextn_predict_layers", 0)

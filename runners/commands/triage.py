@@ -29,10 +29,6 @@ from runners.common import (
 from runners.tables import Column, print_table
 
 
-def register(app: typer.Typer) -> None:
-    app.command("triage")(triage)
-
-
 def triage(
     run: Annotated[str, typer.Argument(help=f"The run where the changes start: {RUN_REF_HELP}.")],
     state: Annotated[
@@ -73,13 +69,7 @@ def triage(
         known = ", ".join(sorted({c for c in causes if c})) or "none"
         fail(f"no change of run {run_id} has main cause {cause!r}; its causes: {known}")
     rows = [
-        [
-            str(r["series"]),
-            f"{r['rel_change'] * 100:+.1f}%",
-            str(r["kind"]),
-            c or "-",
-            str(r["state"]),
-        ]
+        [str(r["series"]), f"{r['rel_change'] * 100:+.1f}%", str(r["kind"]), c or "-", str(r["state"])]
         for r, c in zip(chosen.to_dict("records"), main_cause(chosen["why"]), strict=True)
     ]
     columns = [

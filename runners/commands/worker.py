@@ -29,10 +29,6 @@ from runners.terminal import log_to_stderr
 from runners.worker import QueueWorker, WorkerOptions, install_signal_handlers
 
 
-def register(app: typer.Typer) -> None:
-    app.command("worker")(worker)
-
-
 def worker(
     db: DbOption = None,
     gpus: Annotated[
