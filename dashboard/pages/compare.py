@@ -65,21 +65,22 @@ table = data.comparison(url, a, b, metric, threshold, confidence)
 run_a, run_b = data.run_info(url, a), data.run_info(url, b)
 refused = refusal(run_a, run_b, table, runs, lambda r: data.run_series(url, r))
 if refused is not None:
-    # Not a table of "insufficient data": why these runs do not compare, and what does.
-    st.warning(refused.reason, icon=":material/block:")
+    # Not a table of "insufficient data": why these runs do not compare, and what does. The reason and the
+    # nearest comparison's why carry stored model and GPU names: text, never Markdown.
+    st.warning(md.text(refused.reason, line_start=True), icon=":material/block:")
     near = refused.nearest
     if near is None:
         st.info("No run in this database compares with either.", icon=":material/info:")
     elif near.baseline is None:
         st.info(
-            f"Nearest meaningful comparison: {near.why}, on the [Sweep page](sweep?run={near.candidate}), or "
-            f"`{near.command()}`.",
+            f"Nearest meaningful comparison: {md.text(near.why)}, on the [Sweep page](sweep?run={near.candidate}), "
+            f"or {md.code(near.command())}.",
             icon=":material/lightbulb:",
         )
     else:
         st.info(
             f"Nearest meaningful comparison: [run #{near.candidate} vs run #{near.baseline}]"
-            f"(compare?a={near.baseline}&b={near.candidate}) ({near.why}), or `{near.command()}`.",
+            f"(compare?a={near.baseline}&b={near.candidate}) ({md.text(near.why)}), or {md.code(near.command())}.",
             icon=":material/lightbulb:",
         )
     st.stop()

@@ -129,3 +129,44 @@ def test_dashboard_renders_the_report_without_raw_html(
         assert not [m.value for m in at.markdown if m.proto.allow_html], page
     # The PR comment preview is among them, with the hostile model escaped.
     assert any("&lt;/details&gt;" in render(m.value) for m in at.markdown)
+
+
+def test_compare_refusal_writes_stored_names_as_text(
+    sqlite_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Runs that do not compare: the reason and the nearest comparison name the runs' model and GPU, which
+    are stored text (a CI run under load once took this path on the hostile database and drew links)."""
+    from sqlalchemy import text
+
+    from db.migrate import open_database
+    from synthetic.history import SMALL_SHAPE
+    from synthetic.history.seed import seed_history
+
+    eng = open_database(sqlite_url)
+    seed_history(eng, 80, shape=SMALL_SHAPE, end=datetime(2026, 11, 30, tzinfo=UTC), seed=3)
+    with eng.begin() as c:
+        c.execute(text("UPDATE runs SET model = :m, gpu_name = :m"), {"m": HOSTILE})
+        ids = [int(i) for i in c.execute(text("SELECT id FROM runs ORDER BY id")).scalars()]
+        # One run measured, the rest synthetic: a Δ between them is refused, with the nearest comparison.
+        c.execute(text("UPDATE runs SET simulated = 0, \"trigger\" = 'nightly' WHERE id = :i"), {"i": ids[0]})
+    eng.dispose()
+    monkeypatch.setenv("DATABASE_URL", sqlite_url)
+    at = AppTest.from_file(str(REPO_ROOT / "dashboard" / "app.py"), default_timeout=60)
+    at.run()
+    at.switch_page("pages/compare.py")
+    at.query_params["a"], at.query_params["b"] = str(ids[0]), str(ids[-1])
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    said = [w.value for w in at.warning] + [i.value for i in at.info]
+    refusal = [s for s in said if "a Δ between them compares two kinds of numbers" in s.replace("\\", "")]
+    nearest = [s for s in said if s.startswith("Nearest meaningful comparison")]
+    assert refusal and nearest, said
+    for shown in [*refusal, *nearest]:
+        html = render(shown)
+        assert "<img" not in html and "e.x" not in re.sub(r">[^<]*<", "><", html), (
+            html
+        )  # no element from a name
+        assert "<em>" not in html and "<s>" not in html and "<details>" not in html, html
+    assert re.search(
+        r'<a href="(compare\?a=|sweep\?run=)', render(nearest[0])
+    )  # the page's own link stays one
