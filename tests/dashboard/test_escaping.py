@@ -163,10 +163,8 @@ def test_compare_refusal_writes_stored_names_as_text(
     assert refusal and nearest, said
     for shown in [*refusal, *nearest]:
         html = render(shown)
-        assert "<img" not in html and "e.x" not in re.sub(r">[^<]*<", "><", html), (
-            html
-        )  # no element from a name
+        # No element from a name: the hostile host appears in text nodes only, never in a tag or attribute.
+        assert "<img" not in html and "e.x" not in re.sub(r">[^<]*<", "><", html), html
         assert "<em>" not in html and "<s>" not in html and "<details>" not in html, html
-    assert re.search(
-        r'<a href="(compare\?a=|sweep\?run=)', render(nearest[0])
-    )  # the page's own link stays one
+    # The page's own link stays one.
+    assert re.search(r'<a href="(compare\?a=|sweep\?run=)', render(nearest[0]))
