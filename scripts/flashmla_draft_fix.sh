@@ -18,8 +18,9 @@
 # Usage:  bash scripts/flashmla_draft_fix.sh [WORK_DIR]        (default: ./fix-evidence)
 #         STEPS="proof" ...     only those steps (model proof cost report)
 #         PATCH=FILE ...        another patch (default: the one for 0.5.13.post1 under scripts/offline-bundle/patches)
-#         END_BY=EPOCH_SECONDS ...   finish by then (a nightly window): the cost runs stop at it (--deadline-s), and
-#                               a cost run that would get under 3 minutes is skipped; the proof always runs
+#         END_BY=EPOCH_SECONDS ...   finish by then (a nightly window): the cost runs stop at it (--deadline-s),
+#                               each gets an equal part of what is left, and one that would get under 3 minutes
+#                               is skipped; the proof always runs
 # Every step resumes (--resume): run it again after an interruption and it measures only what is missing.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -72,9 +73,13 @@ if has proof; then
 fi
 
 if has cost; then
-  for which in unpatched patched; do
+  runs=(unpatched patched)
+  for i in 0 1; do
+    which=${runs[$i]}
     if [ "$(left)" -lt 180 ]; then log "cost: $which skipped, $(left) s left before END_BY"; continue; fi
-    cut=(); [ -n "${END_BY:-}" ] && cut=(--deadline-s "$(($(left) - 30))")
+    # The window is shared: each cost run still to go gets an equal part of what is left, so a slow first run
+    # cannot leave the second none (a comparison needs both).
+    cut=(); [ -n "${END_BY:-}" ] && cut=(--deadline-s "$((($(left) - 30) / (2 - i)))")
     log "cost: $which ${cut[*]}"
     # One database per SGLang: --resume continues the latest run of the sweep in its database.
     sb "$which" run sweeps/flashmla-draft-fix-cost.yaml --db "sqlite:///$WORK/cost-$which.db" --label "cost-$which" \
