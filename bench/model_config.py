@@ -13,9 +13,10 @@ import os
 from pathlib import Path
 from typing import Any
 
-from bench.files import FileReadError, read_regular_file
+from bench.files import FileReadError, read_regular_file, regular_file_problem
 
 CONFIG_FILE = "config.json"
+SYNTH_MANIFEST = "specbench_synth.json"  # a synthetic checkpoint's (synthetic/model)
 # A config.json is a few KiB; DeepSeek-V3's with its quantization table is under 10 KiB.
 MAX_CONFIG_BYTES = 16 << 20
 # The vocabulary before `build_prompts` read the model's: the default without a local config.
@@ -29,10 +30,22 @@ class ShardError(ValueError):
 
 
 def model_config_problem(model: str | Path | None) -> str | None:
-    """Why a local config.json is no readable JSON object (FIFO, device, huge, deep), or None."""
+    """Why a local config.json is no readable JSON object (FIFO, device, huge, deep), or another JSON file of
+    the checkpoint a run reads (bench/provenance.py: weight indexes, a synthetic manifest) is no regular file
+    within MAX_CONFIG_BYTES (a FIFO index hung the run), or None."""
     if not model:
         return None
-    path = Path(model).expanduser() / CONFIG_FILE
+    folder = Path(model).expanduser()
+    # os.path.isdir, not Path's: no OSError for a name too long
+    others = (
+        [*folder.glob("*.safetensors.index.json"), folder / SYNTH_MANIFEST] if os.path.isdir(folder) else []
+    )
+    for other in others:
+        if os.path.lexists(other) and (
+            problem := regular_file_problem(other, MAX_CONFIG_BYTES, "a model file")
+        ):
+            return problem
+    path = folder / CONFIG_FILE
     if not os.path.lexists(path):
         return None
     try:

@@ -21,9 +21,10 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from bench.files import FileReadError, read_regular_file
 from bench.host.cpu_affinity import parse_cpu_list
 from bench.host.gpus import assigned_gpus, describe
-from bench.model_config import model_shape
+from bench.model_config import MAX_CONFIG_BYTES, SYNTH_MANIFEST, model_shape
 
 NONE = "none"  # an absent package or GPU; versions stay strings so columns never mix types
 SPECBENCH_FALLBACK_VERSION = "0.1.0"
@@ -169,19 +170,16 @@ def model_info(model_path: str) -> Provenance:
     """Identity of a model: a local directory gets architectures + a content hash (config, index, weight names
     and sizes, a synthetic checkpoint's weights hash); anything else is an id."""
     path = Path(model_path).expanduser()
-    config_file = path / "config.json"
-    if not (path.is_dir() and config_file.is_file()):
+    if not os.path.isdir(path) or (config_bytes := _checkpoint_file(path / "config.json")) is None:
         return {**dict.fromkeys(_MODEL_KEYS), "model_identity": model_path[:200], "model_path": model_path}
-    config_bytes = config_file.read_bytes()
     try:
         cfg = json.loads(config_bytes)
         archs = cfg.get("architectures") or []
-    except (ValueError, AttributeError):
+    except (ValueError, AttributeError, RecursionError):
         cfg, archs = None, []
     arch = ",".join(str(a) for a in archs) or "unknown"
     parts = [config_bytes]
-    for index in sorted(path.glob("*.safetensors.index.json")):
-        parts.append(index.read_bytes())
+    parts += [_checkpoint_file(index) or b"" for index in sorted(path.glob("*.safetensors.index.json"))]
     for weights in sorted(path.glob("*.safetensors")):
         parts.append(f"{weights.name}:{weights.stat().st_size}".encode())
     synth = _synth_summary(path)
@@ -201,11 +199,10 @@ def model_info(model_path: str) -> Provenance:
 
 def _synth_summary(path: Path) -> tuple[str, str] | None:
     """(human summary, weights sha256) from a specbench synthetic checkpoint's manifest, if any."""
-    manifest_file = path / "specbench_synth.json"
-    if not manifest_file.is_file():
+    if (raw := _checkpoint_file(path / SYNTH_MANIFEST)) is None:
         return None
     try:
-        m = json.loads(manifest_file.read_text())
+        m = json.loads(raw)
         if "preset" in m:  # a config-only preset (synthetic/model/presets.py): no weights to hash
             tp = f" tp={m['tp']}" if "tp" in m else ""
             layers = (
@@ -218,7 +215,15 @@ def _synth_summary(path: Path) -> tuple[str, str] | None:
             f"vocab={sizes.get('vocab')}"
         )
         return summary, str(m.get("sha256", {}).get("model.safetensors", ""))
-    except (ValueError, KeyError, TypeError, AttributeError):
+    except (ValueError, KeyError, TypeError, AttributeError, RecursionError):
+        return None
+
+
+def _checkpoint_file(path: Path) -> bytes | None:
+    """A checkpoint's JSON file, bounded and without blocking (bench/files.py: a FIFO hung the run), or None."""
+    try:
+        return read_regular_file(path, MAX_CONFIG_BYTES, "a model file")
+    except FileReadError:
         return None
 
 

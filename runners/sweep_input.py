@@ -17,7 +17,7 @@ from runners.gpus import parse_requires
 
 def sweep_requirements(sweep: Path, requires: str | None) -> dict[str, Any]:
     """The sweep file must exist and `--requires` parse; the parsed requirements."""
-    if not sweep.is_file():
+    if not sweep.exists():  # one that is no regular file is refused, saying so, when it is read
         fail(f"{sweep}: file not found")
     try:
         return parse_requires(requires)

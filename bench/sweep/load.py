@@ -32,7 +32,7 @@ def read_sweep_text(path: str | Path) -> str:
     """A sweep file's text, or SweepError (missing, unreadable, too large, not UTF-8)."""
     p = Path(path)
     try:
-        if not p.is_file():
+        if not p.exists():  # a directory, FIFO or device is there: read_regular_file says what it is
             raise SweepError(str(p), ["file not found"])
         # Bounded and without blocking (bench/files.py): one byte past the limit lets decode say "larger".
         return safe_yaml.decode(read_regular_file(p, safe_yaml.MAX_BYTES + 1, "a sweep file"))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import stat
 import sys
 from pathlib import Path
@@ -10,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from bench import provenance
+from bench.model_config import model_config_problem
 from bench.provenance import collect_provenance
 from synthetic import model as synth
 
@@ -187,6 +189,20 @@ def test_model_identity(tmp_path: Path) -> None:
     assert "agree seed=0" in str(pa["model_synth"])
     remote = collect_provenance("deepseek-ai/DeepSeek-V3")
     assert remote["model_identity"] == "deepseek-ai/DeepSeek-V3" and remote["model_hash"] is None
+
+
+@pytest.mark.timeout(30)
+def test_a_checkpoints_hostile_json_files_are_read_bounded(tmp_path: Path) -> None:
+    """Issue 35: a FIFO weight index hung the run (after its servers started); a deep manifest traced back."""
+    model = tmp_path / "m"
+    model.mkdir()
+    (model / "config.json").write_text('{"architectures": ["LlamaForCausalLM"]}')
+    os.mkfifo(model / "model.safetensors.index.json")
+    (model / "specbench_synth.json").write_text("[" * 100_000 + "]" * 100_000)
+    info = provenance.model_info(str(model))
+    assert info["model_architectures"] == "LlamaForCausalLM" and info["model_synth"] is None
+    long = "/" + "a" * 300  # a name too long for the file system: an id, not an OSError
+    assert provenance.model_info(long)["model_path"] == long and model_config_problem(long) is None
 
 
 def test_cpu_topology_groups_smt_siblings(tmp_path: Path) -> None:

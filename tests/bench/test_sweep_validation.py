@@ -173,8 +173,8 @@ def test_non_utf8_and_missing_files(tmp_path: Path) -> None:
         load_sweep(bad)
     with pytest.raises(SweepError, match="file not found"):
         load_sweep(tmp_path / "nope.yaml")
-    with pytest.raises(SweepError, match="file not found"):
-        load_sweep(tmp_path)  # a directory
+    with pytest.raises(SweepError, match="not a regular file"):
+        load_sweep(tmp_path)  # a directory is there, and is no sweep file
 
 
 def test_mutated_sweeps_never_raise_anything_but_sweep_error(tmp_path: Path) -> None:

@@ -45,6 +45,10 @@ def _written(text: str) -> Callable[[Path], str]:
 CASES: dict[str, tuple[Callable[[Path], str], str]] = {
     # case: (the workload path, what the one line says)
     "/proc/self/environ": (lambda tmp: "/proc/self/environ", "not a regular file"),
+    "/etc/shadow": (
+        lambda tmp: "/etc/shadow",
+        "not valid JSON" if os.access("/etc/shadow", os.R_OK) else "cannot read",
+    ),
     "/dev/zero": (lambda tmp: "/dev/zero", "not a regular file"),
     "a FIFO": (_fifo, "not a regular file"),
     "a directory": (lambda tmp: str(tmp), "not a regular file"),
@@ -85,21 +89,27 @@ def test_a_hostile_workload_is_refused_before_any_server_starts(
 
 
 @pytest.mark.timeout(120)
-def test_a_model_config_that_is_a_fifo_is_refused_before_any_server_starts(
-    db_url: str, tmp_path: Path
+@pytest.mark.parametrize("name", ["config.json", "model.safetensors.index.json"])
+def test_a_model_file_that_is_a_fifo_is_refused_before_any_server_starts(
+    db_url: str, tmp_path: Path, name: str
 ) -> None:
+    """A FIFO config.json, or weight index (read for the run's provenance: it hung the run), is refused."""
     model = tmp_path / "model"
     model.mkdir()
-    os.mkfifo(model / "config.json")
+    (model / "config.json").write_text('{"architectures": ["LlamaForCausalLM"]}')
+    (model / name).unlink(missing_ok=True)
+    os.mkfifo(model / name)
     prompts = tmp_path / "prompts.jsonl"
     prompts.write_text('{"input_ids": [5, 6]}\n')
-    _refused_up_front(
-        db_url, tmp_path, sweep(str(prompts), model=str(model)), "config.json: not a regular file"
+    _refused_up_front(db_url, tmp_path, sweep(str(prompts), model=str(model)), f"{name}: not a regular file")
+
+
+@pytest.mark.parametrize("verb", ["run", "submit"])
+@pytest.mark.parametrize("path", ["/proc/self/environ", "/dev/zero", "a FIFO", "a directory"])
+def test_a_sweep_file_that_is_no_file_is_refused_saying_so(tmp_path: Path, path: str, verb: str) -> None:
+    path = _fifo(tmp_path) if path == "a FIFO" else str(tmp_path) if path == "a directory" else path
+    done = run_cli(
+        verb, path, *(["--dry-run"] if verb == "run" else []), "--db", f"sqlite:///{tmp_path}/s.db"
     )
-
-
-@pytest.mark.parametrize("path", ["/proc/self/environ", "/dev/zero"])
-def test_a_sweep_file_that_is_no_file_is_refused_in_one_line(tmp_path: Path, path: str) -> None:
-    done = run_cli("run", path, "--dry-run", "--db", f"sqlite:///{tmp_path}/s.db")
     assert done.returncode == 2 and "Traceback" not in done.stderr, done.stdout + done.stderr
-    assert "not a regular file" in done.stderr or "file not found" in done.stderr, done.stderr
+    assert f"{path}: not a regular file" in done.stderr, done.stderr  # not "file not found": it is there

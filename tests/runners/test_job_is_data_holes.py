@@ -278,11 +278,13 @@ def test_hole5_the_db_env_variable_never_reaches_a_server(
     engine.dispose()
 
 
-def test_hole7_a_dry_run_runs_no_interpreter(tmp_path: Path, marker_script: tuple[Path, Path]) -> None:
+def test_hole7_a_dry_run_runs_no_interpreter(
+    db_url: str, tmp_path: Path, marker_script: tuple[Path, Path]
+) -> None:
     script, marker = marker_script
     sweep = tmp_path / "dry.yaml"
     sweep.write_text(sglang_sweep("dry", str(script)))
-    done = run_cli("run", str(sweep), "--dry-run", "--db", f"sqlite:///{tmp_path}/dry.db")
+    done = run_cli("run", str(sweep), "--dry-run", "--db", db_url)
     # Its model and a GPU are not here: it says so and exits 2 (as the run would), having run nothing.
     assert done.returncode == 2 and "would this run here? no" in done.stdout, done.stdout + done.stderr
     assert "argv:" in done.stdout and str(script) in done.stdout
