@@ -1,8 +1,10 @@
-"""The server renders every page once as it starts, and reports healthy only after that."""
+"""The server renders every page once as it starts, and reports healthy only after that; it sends without
+waiting for the browser's ACKs."""
 
 from __future__ import annotations
 
 import asyncio
+import socket
 import subprocess
 import threading
 import time
@@ -14,7 +16,7 @@ from types import SimpleNamespace
 import pytest
 
 from bench.host.processes import free_port
-from dashboard import warmup
+from dashboard import serve, warmup
 from runners.commands.dashboard import streamlit_argv, streamlit_env
 from tests.fixtures.dashboard import grid_copy, stop_server, wait_healthy
 
@@ -115,3 +117,32 @@ def test_warm_up_can_be_turned_off(monkeypatch: pytest.MonkeyPatch) -> None:
     assert warmup.start(["run", "app.py", "--server.port", str(free_port())]).is_set()  # nothing to wait for
     monkeypatch.setenv(warmup.ENV, "1")
     assert warmup.enabled()
+
+
+def test_connections_send_without_waiting_for_acks(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each accepted connection has TCP_NODELAY (dashboard.serve.tcp_nodelay): without it a response's body
+    waited ~40 ms for the browser's delayed ACK of its headers."""
+    from streamlit.web.server.starlette import starlette_server as server
+
+    monkeypatch.setattr(server, "_bind_socket", server._bind_socket)  # restored after the test
+    serve.tcp_nodelay()
+    sock = server._bind_socket("127.0.0.1", 0, 8)
+
+    async def accepted_nodelay() -> int:
+        loop = asyncio.get_running_loop()
+        got: asyncio.Future[int] = loop.create_future()
+
+        class Accepted(asyncio.Protocol):
+            def connection_made(self, transport: asyncio.BaseTransport) -> None:
+                conn = transport.get_extra_info("socket")
+                got.set_result(conn.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY))
+
+        srv = await loop.create_server(Accepted, sock=sock)
+        _, writer = await asyncio.open_connection(*sock.getsockname()[:2])
+        try:
+            return await asyncio.wait_for(got, 10)
+        finally:
+            writer.close()
+            srv.close()
+
+    assert asyncio.run(accepted_nodelay())
