@@ -1,5 +1,5 @@
 # specbench images. Two targets (and `source`, the files both copy):
-#   app  the CLI, scheduler, dashboard and stand-in (`worker-sim`) workers: no GPU, small.
+#   app  the CLI, scheduler, dashboard and stand-in (`worker-sim`) workers: no GPU, what requirements.lock pins.
 #   gpu  a worker that launches real SGLang servers: CUDA base image plus `pip install .[gpu]`.
 # docker-compose.yml builds both; see docs/team-setup.md.
 
@@ -10,12 +10,13 @@ ARG CUDA_IMAGE=nvidia/cuda:13.0.0-devel-ubuntu24.04
 
 # The sources both images install, listed once.
 FROM scratch AS source
-COPY pyproject.toml README.md /app/
+COPY pyproject.toml README.md requirements.lock /app/
 COPY bench /app/bench
 COPY db /app/db
 COPY analysis /app/analysis
 COPY runners /app/runners
 COPY dashboard /app/dashboard
+COPY synthetic /app/synthetic
 COPY sweeps /app/sweeps
 
 FROM ${PYTHON_IMAGE} AS app
@@ -23,9 +24,12 @@ ENV PYTHONUNBUFFERED=1 PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1
 RUN useradd --create-home --uid 10001 specbench
 WORKDIR /app
 COPY --from=source /app ./
-# Editable: the dashboard's page scripts (dashboard/pages) are files Streamlit runs, not a package that a
-# regular install would copy; an editable install serves them from /app.
-RUN pip install -e . && mkdir -p /var/log/specbench && chown specbench /var/log/specbench
+# Exactly what requirements.lock pins, hash-checked, as `make setup` installs it (torch is its CPU build, from
+# PyTorch's CPU index). Editable: the dashboard's page scripts (dashboard/pages) are files Streamlit runs, not a
+# package that a regular install would copy; an editable install serves them from /app.
+RUN pip install --require-hashes --no-deps --extra-index-url https://download.pytorch.org/whl/cpu \
+        -r requirements.lock \
+    && pip install --no-deps -e . && mkdir -p /var/log/specbench && chown specbench /var/log/specbench
 USER specbench
 CMD ["specbench", "--help"]
 

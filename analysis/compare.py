@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Mapping
+from dataclasses import asdict
 from typing import Any
 
 import pandas as pd
@@ -76,7 +77,7 @@ def compare_runs(
             note = f"status {rec.get('status_a')} → {rec.get('status_b')}; " + note
         rows.append(
             {
-                **c.to_dict(),  # metric, centres, delta, interval, verdict, counts: the columns keep these
+                **asdict(c),  # metric, centres, delta, interval, verdict, counts: the columns keep these
                 "config": config_label(ident),
                 "model": short_model(ident["model"]),
                 "workload": short_workload(ident["workload_key"]),

@@ -1,28 +1,9 @@
 """Shard vs TP-N: does the one-GPU shard predict what the tensor-parallel deployment measures?
 
-Two runs of the same grid: the **shard run** (the `deepseek-v3-tp8-shard` preset, or any shard of a model,
-at tp 1) and the **TP run** (the whole model at `server.tp: N`); analysis.tp_pair checks that they pair. One
-row per (batch size, steps, pinned accept length, mode) that both runs measured, where mode is `baseline`,
-`v1` or `v2`:
-
-- **step time** of each run: TPOT x tokens per verify (the accept length, token-weighted) for a speculative
-  point, TPOT for the baseline (bench.floor.measured_step_ms, as the floor fraction reads it), and
-  `step_ratio` = TP / shard;
-- **floor fraction** of each (bench/floor.py: the bytes a step must read over the memory bandwidth, per
-  GPU; a shard and its TP run have the same floor on the same GPU);
-- from the TP run's profile of that point (rank 0, GPU-only preferred; speculative points at the profiled
-  batch sizes): **the all-reduce time per cycle** and its **share of the cycle** (bench.profile.collectives,
-  stored with the summary);
-- **cycle-time error**: `cycle_error` = shard step / TP step - 1 (what leaving TP's communication out costs),
-  and `cycle_error_with_all_reduce` = (shard step + the TP profile's all-reduce time) / TP step - 1, the
-  prediction the issue aims to get within TARGET_ERROR (10 %);
-- **v2/v1** of each run (analysis.v2_vs_v1: output throughput ratio with its 95 % interval, paired by repeat
-  where the run interleaved), each verdict, and whether the two verdicts agree. v1 and v2 rows of a cell
-  carry the same ratio columns; baseline rows leave them empty.
-
-`conclusion` states, per batch size, whether the shard's verdicts match the TP run's, and the cycle-time error
-with and without the all-reduce time. Cells only one run measured are listed (`missing`); a pair without a
-single shared cell is refused.
+Two runs of the same grid, paired by analysis.tp_pair: one row per (batch size, steps, pinned accept length,
+mode) both measured, with each run's step time, floor fraction and v2/v1 verdict, the TP profile's all-reduce
+time and the cycle-time error with and without it; `conclusion` says it per batch size. The columns and the
+conclusion are documented once, in docs/reference/shard-vs-tp.md.
 """
 
 from __future__ import annotations

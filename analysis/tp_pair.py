@@ -1,21 +1,9 @@
 """Whether two runs are a one-GPU shard and its tensor-parallel deployment, and why not.
 
-The shard-vs-TP comparison (analysis.tp_compare) only means something when the shard run's model is what one
-GPU of the TP run's model computes: `bench.model_config.shard_config(whole, N)` of the TP run's model, with N
-the TP run's tensor-parallel width, and the same depth. Each run says what it ran:
-
-- `model_shape` in its provenance (bench.model_config.model_shape: widths, depth, heads, experts, vocabulary,
-  dtype), recorded by every run since the comparison exists; the shapes must satisfy
-  `is_shard_of(shard, whole, N)`;
-- else `model_synth`, the synthetic preset's summary (`preset deepseek-v3-tp8-shard layers=61/61 tp=8`):
-  the same preset at the same depth, with the shard's width = the TP run's model width x N (a `--tp 1` model
-  served at `tp: 8` is the whole model split 8 ways).
-
-A pair is refused, with every reason at once, when: both are the same run; the shard run's servers did not
-all run at tp 1; the TP run's did not all run at one tp > 1; one is the stand-in's and the other real; the
-models do not pair, or a run records neither a shape nor a preset. What does not stop the comparison but
-changes how it reads (another GPU, another SGLang release, fewer GPUs recorded than the TP width) becomes a
-note.
+The shard's model must be `bench.model_config.shard_config` of the TP run's at its width, the same depth,
+read from each run's `model_shape` (else its synthetic preset's `model_synth`). A pair is refused with every
+reason at once; what only changes how it reads (another GPU or release) becomes a note. The rules are listed
+once, in docs/reference/shard-vs-tp.md ("When two runs pair").
 """
 
 from __future__ import annotations

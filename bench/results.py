@@ -3,8 +3,8 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
-from typing import Any, Literal
+from dataclasses import dataclass, field
+from typing import Literal
 
 PointStatus = Literal["ok", "invalid", "failed", "mode_mismatch", "unstable"]
 # Order of severity: a point carries the worst status of its repeats.
@@ -82,9 +82,6 @@ class SampleMetrics:
     e2e_std_ms: float | None = None
     itl_p95_ms: float | None = None
     itl_max_ms: float | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 @dataclass(slots=True)

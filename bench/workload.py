@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 import orjson
 
+from bench.bench_serving_io import _shown
 from bench.files import FileReadError, read_regular_file, regular_file_problem
 from bench.model_config import DEFAULT_VOCAB_SIZE
 from bench.sweep import MAX_TOKENS, WorkloadSpec
@@ -166,11 +167,6 @@ def _parse_line(raw: bytes, default_output_len: int, vocab_size: int) -> Prompt:
 def _token_count(x: Any) -> bool:
     """A whole token count a request may ask for (10**12 once crashed a run: issue 35)."""
     return isinstance(x, int) and not isinstance(x, bool) and 0 < x <= MAX_TOKENS
-
-
-def _shown(value: Any) -> str:
-    text = repr(value)
-    return text if len(text) <= 40 else text[:37] + "..."
 
 
 def window_prompt(prompts: list[Prompt], i: int) -> Prompt:

@@ -38,6 +38,11 @@ def metric_column(name: str) -> InstrumentedAttribute[Any]:
     return col
 
 
+def attrs(model: type, names: str) -> list[InstrumentedAttribute[Any]]:
+    """The mapped columns of `model` named in `names` (space-separated), in order."""
+    return [getattr(model, n) for n in names.split()]
+
+
 def read_frame(engine: Engine, stmt: Executable) -> pd.DataFrame:
     with engine.connect() as conn:
         result = conn.execute(stmt)

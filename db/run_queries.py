@@ -20,6 +20,7 @@ from db.query_common import (
     RUN_COLUMNS,
     SERIES_COLUMNS,
     QueryError,
+    attrs,
     checked_metrics,
     chunks,
     metric_column,
@@ -27,10 +28,7 @@ from db.query_common import (
 )
 
 CORRECTNESS_COLUMNS = (
-    Point.correctness,
-    Point.correctness_reason,
-    Point.correctness_diverge_request,
-    Point.correctness_diverge_token,
+    *attrs(Point, "correctness correctness_reason correctness_diverge_request correctness_diverge_token"),
     Point.acceptance_v2_v1,
 )
 
@@ -105,19 +103,8 @@ def run_choices(engine: Engine, limit: int = 500) -> pd.DataFrame:
     model."""
     stmt = (
         select(
-            Run.id,
-            Run.uid,
-            Run.started_at,
-            Run.sweep_name,
-            Run.label,
-            Run.sglang_version,
-            Run.sglang_commit,
-            Run.gpu_name,
-            Run.gpu_count,
-            Run.status,
-            Run.trigger,
-            Run.simulated,
-            Run.model,
+            *attrs(Run, "id uid started_at sweep_name label sglang_version sglang_commit gpu_name gpu_count"),
+            *attrs(Run, "status trigger simulated model"),
         )
         .order_by(Run.started_at.desc(), Run.id.desc())
         .limit(limit)
@@ -140,20 +127,8 @@ def list_runs(
     escaped, so `%` or `_` in the filter match themselves).
     """
     stmt = select(
-        Run.id,
-        Run.uid,
-        Run.sweep_name,
-        Run.label,
-        Run.status,
-        Run.trigger,
-        Run.backend,
-        Run.simulated,
-        Run.model,
-        Run.gpu_name,
-        Run.gpu_count,
-        Run.sglang_version,
-        Run.started_at,
-        Run.finished_at,
+        *attrs(Run, "id uid sweep_name label status trigger backend simulated model gpu_name gpu_count"),
+        *attrs(Run, "sglang_version started_at finished_at"),
         Run.sweep_yaml,  # the plan: how many points the run set out to measure
         Run.provenance,  # the patch its SGLang carried (bench/server/sglang_patch.py)
     ).order_by(Run.started_at.desc(), Run.id.desc())
@@ -256,14 +231,7 @@ def run_servers(engine: Engine, run_id: int) -> pd.DataFrame:
     the GPU while it was measured (`max_parallel_starts` > 1 leaves some; they can bias high-batch numbers),
     and the CPUs it was pinned to."""
     stmt = (
-        select(
-            ServerInstance.id,
-            ServerInstance.label,
-            ServerInstance.spec_mode_resolved,
-            ServerInstance.startup_s,
-            ServerInstance.status,
-            ServerInstance.env,
-        )
+        select(*attrs(ServerInstance, "id label spec_mode_resolved startup_s status env"))
         .where(ServerInstance.run_id == run_id)
         .order_by(ServerInstance.id)
     )
@@ -335,22 +303,12 @@ def run_points(engine: Engine, run_id: int, metrics: Sequence[str] | None = None
     stmt = (
         select(
             Point.id.label("point_id"),
-            Point.run_id,
-            Point.fingerprint,
-            Point.status,
-            Point.reason,
+            *attrs(Point, "run_id fingerprint status reason"),
             *(getattr(Point, c) for c in SERIES_COLUMNS),
-            Point.spec_mode_resolved,
-            Point.input_len,
-            Point.output_len,
-            Point.repeats,
+            *attrs(Point, "spec_mode_resolved input_len output_len repeats"),
             *(metric_column(m) for m in cols),
-            Point.output_throughput_ci_low,
-            Point.output_throughput_ci_high,
-            Point.accept_length_pinned,
-            Point.expert_routing,
-            Point.step_floor_ms,
-            Point.floor_fraction,
+            *attrs(Point, "output_throughput_ci_low output_throughput_ci_high accept_length_pinned"),
+            *attrs(Point, "expert_routing step_floor_ms floor_fraction"),
             *CORRECTNESS_COLUMNS,  # the correctness gate's verdict (docs/reference/correctness-gate.md)
         )
         .where(Point.run_id == run_id)
@@ -368,18 +326,10 @@ def run_windows(engine: Engine, run_id: int, metrics: Sequence[str]) -> pd.DataF
     stmt = (
         select(
             Sample.point_id,
-            Point.batch_size,
-            Point.spec_mode,
-            Point.steps,
-            Point.topk,
-            Point.accept_length_pinned,
-            Sample.repeat,
-            Sample.status,
-            Sample.reason,
-            Sample.order_index,
-            Sample.invocation,
-            Sample.server_instance_id,
-            Sample.window_started_at,
+            *attrs(Point, "batch_size spec_mode steps topk accept_length_pinned"),
+            *attrs(
+                Sample, "repeat status reason order_index invocation server_instance_id window_started_at"
+            ),
             Sample.telemetry,
             *(getattr(Sample, m) for m in cols),
         )
@@ -432,15 +382,9 @@ def run_model_facts(engine: Engine, run_id: int) -> dict[str, Any]:
         row = (
             c.execute(
                 select(
-                    Run.id,
-                    Run.uid,
-                    Run.sweep_name,
-                    Run.model,
-                    Run.sglang_version,
-                    Run.gpu_name,
-                    Run.gpu_count,
-                    Run.simulated,
-                    Run.trigger,
+                    *attrs(
+                        Run, "id uid sweep_name model sglang_version gpu_name gpu_count simulated trigger"
+                    ),
                     Run.provenance,
                 ).where(Run.id == run_id)
             )
@@ -470,18 +414,9 @@ def run_tp_widths(engine: Engine, run_ids: Sequence[int]) -> dict[int, list[int]
     return {r: sorted(t) for r, t in out.items()}
 
 
-PART_COLUMNS = (
-    RunPart.part,
-    RunPart.invocation,
-    RunPart.host,
-    RunPart.gpu_name,
-    RunPart.gpu_count,
-    RunPart.sglang_version,
-    RunPart.sglang_patch,
-    RunPart.status,
-    RunPart.started_at,
-    RunPart.finished_at,
-    RunPart.check,
+PART_COLUMNS = attrs(
+    RunPart,
+    "part invocation host gpu_name gpu_count sglang_version sglang_patch status started_at finished_at check",
 )
 
 

@@ -15,6 +15,7 @@ from db.models import Point, Run, Sample
 from db.query_common import (
     FACTOR_METRICS,
     SERIES_COLUMNS,
+    attrs,
     checked_metrics,
     chunks,
     metric_column,
@@ -80,12 +81,9 @@ def series_values(
     stmt = (
         select(
             Point.id.label("point_id"),
-            Point.run_id,
-            Point.status,
-            Point.repeats,
+            *attrs(Point, "run_id status repeats"),
             *(metric_column(m) for m in cols),
-            Point.output_throughput_ci_low,
-            Point.output_throughput_ci_high,
+            *attrs(Point, "output_throughput_ci_low output_throughput_ci_high"),
         )
         .where(Point.fingerprint == fingerprint)
         .order_by(Point.created_at, Point.id)
@@ -145,11 +143,9 @@ def series_history(
             Point.run_id,
             Point.created_at,
             *(metric_column(m) for m in cols),
-            Run.started_at,
-            Run.sglang_version,
-            Run.sglang_commit,
-            Run.simulated,  # with the trigger, what kind of numbers each point is (analysis.labels.run_kind)
-            Run.trigger,
+            *attrs(Run, "started_at sglang_version sglang_commit"),
+            # With the trigger, what kind of numbers each point is (analysis.labels.run_kind).
+            *attrs(Run, "simulated trigger"),
         )
         .select_from(Run)
         .join(Point, Point.run_id == Run.id)

@@ -156,6 +156,9 @@ class LazyVerbs(TyperGroup):
             from runners.exit_codes import reader_gone
 
             reader_gone()
+        finally:
+            if common := sys.modules.get("runners.common"):  # only a verb that opened a database loaded it
+                common.close_verb_engines()
 
 
 app = typer.Typer(

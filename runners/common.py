@@ -172,7 +172,7 @@ def open_db(url: str | None, *, ride_out_outage: OutagePolicy | None = None) -> 
         ]
     for note in notes:
         err_console.print(f"note: {escape(note)}", style="yellow")
-    return engine
+    return _closed_with_the_verb(engine)
 
 
 def open_db_readonly(url: str | None) -> Engine:
@@ -188,7 +188,22 @@ def open_db_readonly(url: str | None) -> Engine:
         fail(f"cannot open database {redact(resolved)}: {type(e).__name__}: {scrub(str(e), resolved)}")
     if note:
         err_console.print(f"note: {escape(note)}")
+    return _closed_with_the_verb(engine)
+
+
+# The engines this verb opened, closed when it ends (runners.cli): left to the garbage collector, a PostgreSQL
+# connection outlives the verb (psycopg warns) and the server logs an unexpected EOF for each.
+_VERB_ENGINES: list[Engine] = []
+
+
+def _closed_with_the_verb(engine: Engine) -> Engine:
+    _VERB_ENGINES.append(engine)
     return engine
+
+
+def close_verb_engines() -> None:
+    while _VERB_ENGINES:
+        _VERB_ENGINES.pop().dispose()
 
 
 def write_output(path: Path, text: str) -> None:

@@ -16,7 +16,7 @@ from analysis import correctness
 from analysis.export import Export
 from analysis.labels import KIND_TAG, MEASURED, config_label
 from analysis.plain import missing
-from runners.tables import Column, print_table, say
+from runners.tables import Column, print_rows, print_table, say
 
 
 def _num(value: Any, fmt: str) -> str:
@@ -38,18 +38,27 @@ def _run_title(run: Mapping[str, Any]) -> str:
     )
 
 
+def _ci(r: Mapping[str, Any]) -> str:
+    low = r["output_throughput_ci_low"]
+    return _interval(None if missing(low) else max(low, 0), r["output_throughput_ci_high"], ",.0f")
+
+
 POINT_COLUMNS = [
-    Column("config", shrink=12),
-    Column("bs", "right"),
-    Column("status", drop=5),
-    Column("out tok/s", "right"),
-    Column("95% CI", "right", drop=4),
-    Column("accept", "right", drop=2),
-    Column("TPOT ms", "right", drop=1),
-    Column("TTFT ms", "right", drop=3),
-    Column("ITL ms", "right", drop=6),
-    Column("floor", "right", drop=7),
-    Column("check", drop=2),
+    Column("config", shrink=12, cell=lambda r: config_label(r, with_batch=False)),
+    Column("bs", "right", cell=lambda r: str(r["batch_size"])),
+    Column("status", drop=5, cell=lambda r: str(r["status"])),
+    Column(
+        "out tok/s",
+        "right",
+        cell=lambda r: correctness.speed_text(r["output_throughput"], r.get("correctness")),
+    ),
+    Column("95% CI", "right", drop=4, cell=_ci),
+    Column("accept", "right", drop=2, cell=lambda r: _num(r["accept_length"], ".2f")),
+    Column("TPOT ms", "right", drop=1, cell=lambda r: _num(r["tpot_p50_ms"], ".2f")),
+    Column("TTFT ms", "right", drop=3, cell=lambda r: _num(r["ttft_p50_ms"], ".1f")),
+    Column("ITL ms", "right", drop=6, cell=lambda r: _num(r["itl_p50_ms"], ".2f")),
+    Column("floor", "right", drop=7, cell=lambda r: _num(r.get("floor_fraction"), ".2f")),
+    Column("check", drop=2, cell=lambda r: str(r.get("correctness") or "-")),
 ]
 
 
@@ -57,67 +66,35 @@ def print_points(console: Console, export: Export) -> None:
     """One table per run: a row per point (failed ones too with --all-status)."""
     for run in export.runs:
         rows = [r for r in export.rows if r["run_id"] == run["id"]]
-        cells = [
-            [
-                config_label(r, with_batch=False),
-                str(r["batch_size"]),
-                str(r["status"]),
-                correctness.speed_text(r["output_throughput"], r.get("correctness")),
-                _interval(
-                    None if missing(r["output_throughput_ci_low"]) else max(r["output_throughput_ci_low"], 0),
-                    r["output_throughput_ci_high"],
-                    ",.0f",
-                ),
-                _num(r["accept_length"], ".2f"),
-                _num(r["tpot_p50_ms"], ".2f"),
-                _num(r["ttft_p50_ms"], ".1f"),
-                _num(r["itl_p50_ms"], ".2f"),
-                _num(r.get("floor_fraction"), ".2f"),
-                str(r.get("correctness") or "-"),
-            ]
-            for r in rows
-        ]
-        print_table(console, POINT_COLUMNS, cells, title=_run_title(run))
+        print_rows(console, POINT_COLUMNS, rows, title=_run_title(run))
     say(
         console,
         "TPOT, TTFT, ITL: medians (p50); floor: the floor fraction of the step; check: the correctness gate",
     )
 
 
+def _verdict(r: Mapping[str, Any]) -> str:
+    wrong = correctness.is_wrong(r.get("v1_correctness")) or correctness.is_wrong(r.get("v2_correctness"))
+    return correctness.WRONG if wrong else str(r["verdict"] or "-")
+
+
 V2_V1_COLUMNS = [
-    Column("batch", "right"),
-    Column("steps", "right"),
-    Column("accept", "right", drop=5),
-    Column("v1 tok/s", "right", drop=3),
-    Column("v2 tok/s", "right", drop=3),
-    Column("v2/v1", "right"),
-    Column("95% CI", "right"),
-    Column("verdict"),
-    Column("TPOT v2/v1", "right", drop=4),
-    Column("n", "right", drop=2),
+    Column("batch", "right", cell=lambda r: _num(r["batch_size"], "d")),
+    Column("steps", "right", cell=lambda r: _num(r["steps"], "d")),
+    Column("accept", "right", drop=5, cell=lambda r: _num(r["accept_length"], ".2f")),
+    Column("v1 tok/s", "right", drop=3, cell=lambda r: _num(r["v1_output_throughput"], ",.0f")),
+    Column("v2 tok/s", "right", drop=3, cell=lambda r: _num(r["v2_output_throughput"], ",.0f")),
+    Column("v2/v1", "right", cell=lambda r: _num(r["ratio"], ".3f")),
+    Column("95% CI", "right", cell=lambda r: _interval(r["ci_low"], r["ci_high"], ".3f")),
+    Column("verdict", cell=_verdict),
+    Column("TPOT v2/v1", "right", drop=4, cell=lambda r: _num(r["tpot_ratio"], ".3f")),
+    Column("n", "right", drop=2, cell=lambda r: _num(r["n"], "d")),
 ]
 
 
 def print_v2_vs_v1(console: Console, frame: pd.DataFrame, title: str) -> None:
     """A row per (batch size, steps, accept length): v2's throughput over v1's with its interval."""
-    cells = []
-    for r in frame.to_dict("records"):
-        wrong = correctness.is_wrong(r.get("v1_correctness")) or correctness.is_wrong(r.get("v2_correctness"))
-        cells.append(
-            [
-                _num(r["batch_size"], "d"),
-                _num(r["steps"], "d"),
-                _num(r["accept_length"], ".2f"),
-                _num(r["v1_output_throughput"], ",.0f"),
-                _num(r["v2_output_throughput"], ",.0f"),
-                _num(r["ratio"], ".3f"),
-                _interval(r["ci_low"], r["ci_high"], ".3f"),
-                correctness.WRONG if wrong else str(r["verdict"] or "-"),
-                _num(r["tpot_ratio"], ".3f"),
-                _num(r["n"], "d"),
-            ]
-        )
-    print_table(console, V2_V1_COLUMNS, cells, title=title)
+    print_rows(console, V2_V1_COLUMNS, frame.to_dict("records"), title=title)
 
 
 def _cell(value: Any) -> str:

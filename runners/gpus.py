@@ -43,6 +43,13 @@ def parse_requires(text: str | None) -> dict[str, Any]:
     return out
 
 
+def requires_text(req: Any) -> str:
+    """Requirements as `--requires` takes them (`gpu=H100,count=8,labels=a+b`); a row edited by hand as it is."""
+    if not isinstance(req, dict):
+        return "" if req is None else str(req)
+    return ",".join(f"{k}={'+'.join(map(str, v)) if isinstance(v, list) else v}" for k, v in req.items())
+
+
 def requirements_for(
     sweep_backend: str,
     tp: int,

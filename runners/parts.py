@@ -18,8 +18,8 @@ from typing import Any
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
+from bench.host.gpus import assigned_gpus, describe
 from bench.pairing import PartRecord, part_groups, part_of
-from bench.provenance import gpu_info
 from bench.results import SampleResult
 from bench.sweep import PointPlan, ServerConfig
 from db.models import Point, Run, RunPart, Sample
@@ -39,12 +39,24 @@ class PartHost:
 
     @classmethod
     def here(cls, gpus: Sequence[int] | None = None) -> PartHost:
-        name, count, _ = gpu_info(gpus)
-        return cls(socket.gethostname(), name, count)
+        boards = assigned_gpus(gpus)
+        name, count, _ = describe(boards)
+        return cls(host_name(socket.gethostname(), [g.uuid for g in boards]), name, count)
 
     @property
     def gpu(self) -> str:
         return f"{self.gpu_count}x {self.gpu_name}" if self.gpu_count else "no GPU"
+
+
+def host_name(hostname: str, uuids: Sequence[str]) -> str:
+    """The host as a part records it: its name, and its first GPU's board id when the driver tells one.
+    Borrowed hosts often share a name (a container's `vm`, a cloud image's default), and a pair that spans two
+    boards unchecked is the error parts exist to prevent."""
+    known = [u.removeprefix("GPU-")[:8] for u in uuids if u]
+    if not known:
+        return hostname
+    more = f" +{len(known) - 1}" if len(known) > 1 else ""
+    return f"{hostname} (GPU-{known[0]}{more})"
 
 
 @dataclass(frozen=True)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 from collections import defaultdict
+from dataclasses import asdict
 from datetime import UTC, datetime
 from typing import Any
 
@@ -248,7 +249,7 @@ def store_sample(
         if window.started_at is not None:
             sample.window_started_at = datetime.fromtimestamp(window.started_at, tz=UTC)
     if result.metrics is not None:
-        for name, value in result.metrics.to_dict().items():
+        for name, value in asdict(result.metrics).items():
             if name in METRIC_FIELDS:
                 setattr(sample, name, value)
     sample.requests = [

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import os
 import textwrap
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 from rich import box
 from rich.cells import cell_len
@@ -33,6 +34,7 @@ class Column:
     shrink: int = 0  # the narrowest a cut may make it (cells end in `…`); 0 = never cut
     fold: bool = False  # wrap cut cells instead (prose)
     middle: bool = False  # cut in the middle (`synthetic-…0324-h100`): names sharing a long prefix
+    cell: Callable[[Any], str] | None = None  # a row's cell in this column, for print_rows
 
 
 @dataclass
@@ -228,3 +230,11 @@ def print_table(
     note = _footnote(layout, console.width, terminal=True)
     if note:
         console.print(Text(note, style="dim"))
+
+
+def print_rows(
+    console: Console, columns: Sequence[Column], rows: Iterable[Any], *, title: str | None = None
+) -> None:
+    """`print_table` of what each column's `cell` makes of each row."""
+    cells = [[c.cell(r) if c.cell is not None else "" for c in columns] for r in rows]
+    print_table(console, columns, cells, title=title)

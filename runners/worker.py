@@ -1,26 +1,12 @@
 """The worker loop: register, claim a job this host's GPUs can run, execute its sweep, report, repeat.
 
-A heartbeat thread keeps the worker row fresh and renews the job's lease. If the renewal fails, the job is no
-longer ours (canceled, or our lease lapsed and another worker took it), so the executor is told to stop after
-the current point. SIGTERM/SIGINT set the same stop: the executor finishes and stores the current point and
-stops its server, then the job is released to the queue (or marked done if that was the last point).
-
-A retried job resumes the run its first attempt created, so repeats already stored are skipped.
-
-A failed attempt is retried (with backoff, while attempts remain) unless it cannot succeed: every launch would
-fail alike (no interpreter, SGLang or model on the host), or every point that failed did so in a way another
-attempt repeats (a known SGLang bug, arguments SGLang refused, a missing model; analysis.jobs.cannot_succeed).
-The job's error then says so, after the run's own summary and why its points failed.
-
-A job is data: before anything runs, the worker checks the sweep against its host policy (the interpreters,
-model and data directories and external servers its operator allows; bench/host/policy.py) and its workload
-files (regular files within the size cap). A job that asks for anything else fails at once, for good, with
-the reason, and nothing is started or sent.
-
-Database outages are waited out (runners/dbretry.py, limit in runners/recovery.py): every queue call is
-retried with backoff, the executor holds a measured repeat until it is written, and the heartbeat keeps
-trying; once the database is back the lease renewal says whether the job is still ours. Only an outage
-longer than the limit ends the worker (exit 2: no answer), for its supervisor to restart.
+A heartbeat thread keeps the worker row fresh and renews the job's lease; a failed renewal (the job canceled,
+or taken by another worker after our lease lapsed) and SIGTERM/SIGINT both make the executor stop after the
+current point, storing it and stopping its server. A retried job resumes its first attempt's run. A failed
+attempt is retried with backoff unless it cannot succeed: every launch would fail alike (no interpreter,
+SGLang or model on the host), or analysis.jobs.cannot_succeed. A job is data: it is checked against the host
+policy (bench/host/policy.py) before anything runs. Database outages are waited out up to the limit
+(runners/dbretry.py, runners/recovery.py), past it the worker exits 2 (docs/reference/reliability.md).
 """
 
 from __future__ import annotations

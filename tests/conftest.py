@@ -18,7 +18,9 @@ os.environ.pop("COLUMNS", None)
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Slow and browser test files first. The parallel run hands whole files to its workers in this order, so
-    the long ones start early instead of running alone at the end while the other workers idle."""
+    the long ones start early instead of running alone at the end while the other workers idle (scripts/test.sh
+    passes --no-loadscope-reorder, without which xdist orders the files by their number of tests). A file whose
+    tests take more than a few seconds in all carries `pytestmark = pytest.mark.slow` for this."""
     first = {
         item.path for item in items if item.get_closest_marker("slow") or item.get_closest_marker("browser")
     }

@@ -12,6 +12,7 @@ import shutil
 import subprocess
 import sys
 import time
+import tomllib
 import urllib.request
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -131,7 +132,15 @@ def test_dockerfile_stages() -> None:
     assert re.search(r"^ARG CUDA_IMAGE=nvidia/cuda:\S+-devel-\S+$", text, flags=re.M)
     gpu_stage = text.split(" AS gpu", 1)[1]
     assert "pip install -e '.[gpu]'" in gpu_stage
-    assert "pip install -e ." in text.split(" AS gpu", 1)[0]
+    app_stage = text.split(" AS app", 1)[1].split(" AS gpu", 1)[0]
+    assert re.search(r"pip install --require-hashes --no-deps .*\s+-r requirements\.lock", app_stage)
+    assert "pip install --no-deps -e ." in app_stage  # the lock decides every dependency, not pip's resolver
+    # Every package pyproject installs is in the images: a worker-sim without synthetic/ cannot start the stand-in.
+    source_stage = text.split(" AS source", 1)[1].split("\nFROM ", 1)[0]
+    copied = set(re.findall(r"^COPY (\w+) /app/\1$", source_stage, flags=re.M))
+    include = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]["find"]
+    assert {pattern.rstrip("*") for pattern in include["include"]} <= copied
+    assert "requirements.lock" in source_stage
     assert "USER specbench" in gpu_stage  # nothing runs as root
     for cmd in re.findall(r"^CMD (.+)$", text, flags=re.M):
         assert cmd.startswith('["specbench"')  # exec form

@@ -15,8 +15,7 @@ L = 1; without a TPOT the step part folds into the rest.
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
-from typing import Any
+from dataclasses import dataclass
 
 # Parts smaller than this (relative) are not worth a word in the summary.
 NEGLIGIBLE = 0.01
@@ -50,9 +49,6 @@ class Attribution:
     step_time_share: float | None  # -ln r_S / ln r_T
     other_share: float | None
     summary: str
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 def attribute(baseline: ThroughputFactors, candidate: ThroughputFactors) -> Attribution:

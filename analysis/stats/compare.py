@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any, Literal
 
 import numpy as np
@@ -53,9 +53,6 @@ class Comparison:
     @property
     def significant(self) -> bool:
         return self.ci_low is not None and self.ci_high is not None and (self.ci_low > 0 or self.ci_high < 0)
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 def compare_samples(

@@ -173,16 +173,6 @@ def pin_tree(pid: int, cpus: Sequence[int]) -> TreePin:
     return out
 
 
-def tree_affinity(pid: int) -> dict[int, frozenset[int]]:
-    """tid -> CPUs of every thread of `pid` and its descendants (what a test or a check reads back)."""
-    out: dict[int, frozenset[int]] = {}
-    for proc in process_tree(pid):
-        for tid in _thread_ids(proc) or []:
-            with contextlib.suppress(ProcessLookupError):
-                out[tid] = frozenset(os.sched_getaffinity(tid))
-    return out
-
-
 def _thread_ids(proc: psutil.Process) -> list[int] | None:
     try:
         return [t.id for t in proc.threads()]

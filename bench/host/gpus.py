@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-NVIDIA_SMI_ARGV = ["nvidia-smi", "--query-gpu=index,name,driver_version", "--format=csv,noheader"]
+NVIDIA_SMI_ARGV = ["nvidia-smi", "--query-gpu=index,name,driver_version,uuid", "--format=csv,noheader"]
 PROC_GPUS = "/proc/driver/nvidia/gpus"
 NONE = "none"
 
@@ -26,6 +26,8 @@ class Gpu:
     index: int
     name: str
     driver: str = field(default="unknown", compare=False)  # torch does not expose it
+    # The board's own identity ("GPU-5f1c2a3b-..."): host names repeat across borrowed hosts, boards do not.
+    uuid: str = field(default="", compare=False)
 
 
 Runner = Callable[[list[str]], str]
@@ -41,8 +43,9 @@ def parse_nvidia_smi(output: str) -> list[Gpu]:
     for line in output.splitlines():
         if not line.strip():
             continue
-        index, name, *driver = (c.strip() for c in line.split(","))
-        gpus.append(Gpu(int(index), name, driver[0] if driver else "unknown"))
+        index, name, *rest = (c.strip() for c in line.split(","))
+        driver = rest[0] if rest else "unknown"
+        gpus.append(Gpu(int(index), name, driver, rest[1] if len(rest) > 1 else ""))
     return gpus
 
 
@@ -71,7 +74,8 @@ def proc_gpus(root: str = PROC_GPUS) -> list[Gpu]:
                 fields = dict(line.split(":", 1) for line in f.read(65536).splitlines() if ":" in line)
         except OSError:
             continue
-        gpus.append(Gpu(i, fields.get("Model", "unknown").strip() or "unknown"))
+        model, uuid = (fields.get(k, "").strip() for k in ("Model", "GPU UUID"))
+        gpus.append(Gpu(i, model or "unknown", uuid=uuid))
     return gpus
 
 

@@ -1,19 +1,9 @@
 """Tensor-parallel communication in a trace: which kernels are collectives, and of which kind. A shard on one
 GPU computes what each GPU of a TP-N deployment computes but the communication, which in a TP-N trace is a set
-of kernels named by their library. For an all-reduce SGLang 0.5.13.post1 runs on CUDA (parallel_state.py
-`GroupCoordinator.all_reduce`, flashinfer_comm_fusion.py):
-
-- **FlashInfer's TensorRT-LLM all-reduce fusion** (+ residual add + RMSNorm; on by default for
-DeepseekV3ForCausalLM on SM90/SM100, one node, tp > 1): `allreduce_fusion_kernel_oneshot_lamport`,
-`..._twoshot_sync`, MNNVL's `oneshotAllreduceFusionKernel` / `twoshotAllreduceKernel`; reads slightly high
-(the fused add and norm); - **SGLang's custom all-reduce**: JIT v2 `all_reduce_one_shot_kernel`,
-`..._two_shot_kernel`, `..._one_shot_push_kernel`; legacy `cross_device_reduce_{1,2}stage`; sgl-kernel's
-TRT-LLM `oneShotAllReduceKernel`, `twoShotAllReduceKernel`; - **torch symmetric memory**
-(`one_shot_`/`two_shot_`/`multimem_all_reduce_kernel`), **mscclpp** (`allreduce_*`); - **NCCL**:
-`ncclDevKernel_AllReduce_Sum_bf16_RING_LL`, before 2.19 `ncclKernel_AllReduce_RING_LL_Sum_bfloat16`.
-
-The vocabulary-parallel head's `all_gather` and any reduce-scatter are kinds of their own. A collective's time
-on one rank includes its wait for the slowest rank: part of what TP costs a step."""
+of kernels named by their library; the all-reduce paths SGLang 0.5.13.post1 runs on CUDA and their kernel
+names are tabled in docs/reference/shard-vs-tp.md. The vocabulary-parallel head's `all_gather` and any
+reduce-scatter are kinds of their own. A collective's time on one rank includes its wait for the slowest rank:
+part of what TP costs a step."""
 
 from __future__ import annotations
 

@@ -55,8 +55,3 @@ def plan_routing(
             f"0.5.13): {collapsed}",
         )
     return RoutingPlan("balanced", {switch: "1"})
-
-
-def routing_label(routing: str | None) -> str | None:
-    """How a stored routing reads next to its numbers."""
-    return {"balanced": "balanced routing", "collapsed": "routing collapsed"}.get(routing or "")

@@ -11,26 +11,3 @@ from bench.sweep.load import load_sweep, parse_sweep, read_sweep_text
 from bench.sweep.plan import PointPlan, ServerConfig, ServerGroup, expand
 from bench.sweep.sections import CorrectnessSpec, ServerSpec, SimSettings, WorkloadSpec
 from bench.sweep.spec import SweepSpec
-
-__all__ = [
-    "MAX_POINTS",
-    "MAX_TOKENS",
-    "SIMULATE_ACC_ENV",
-    "UNSET",
-    "CorrectnessSpec",
-    "FieldChange",
-    "PointPlan",
-    "ServerConfig",
-    "ServerGroup",
-    "ServerSpec",
-    "SimSettings",
-    "SweepError",
-    "SweepSpec",
-    "WorkloadSpec",
-    "describe_changes",
-    "expand",
-    "load_sweep",
-    "parse_sweep",
-    "read_sweep_text",
-    "sweep_changes",
-]

@@ -11,19 +11,3 @@ from dashboard.charts.compare import compare_forest, compare_grid
 from dashboard.charts.style import X_MODES, AnyChart, XMode
 from dashboard.charts.sweep import GREY_CELL, heatmap, ratio_heatmap, throughput_frame, throughput_lines
 from dashboard.charts.trends import change_rule_frame, trend_chart, trend_frame
-
-__all__ = [
-    "GREY_CELL",
-    "X_MODES",
-    "AnyChart",
-    "XMode",
-    "change_rule_frame",
-    "compare_forest",
-    "compare_grid",
-    "heatmap",
-    "ratio_heatmap",
-    "throughput_frame",
-    "throughput_lines",
-    "trend_chart",
-    "trend_frame",
-]

@@ -77,6 +77,10 @@ def _cell(value: Any) -> Any:
     return value
 
 
+# What every table of jobs starts with (field: header).
+_JOB = {"id": "job", "status": "status", "sweep_name": "sweep", "label": "label"}
+
+
 def _table(rows: list[dict[str, Any]], columns: dict[str, str], key: str) -> None:
     """`rows` as a table of `columns` (field: header)."""
     frame = pd.DataFrame(
@@ -106,10 +110,7 @@ if waiting:
     _table(
         waiting,
         {
-            "id": "job",
-            "status": "status",
-            "sweep_name": "sweep",
-            "label": "label",
+            **_JOB,
             "priority": "priority",
             "requires_text": "requires",
             "attempts_text": "attempts",
@@ -160,10 +161,7 @@ if failed:
     _table(
         failed,
         {
-            "id": "job",
-            "status": "status",
-            "sweep_name": "sweep",
-            "label": "label",
+            **_JOB,
             "attempts": "attempts",
             "run_id": "run",
             "finished_at": "finished",
@@ -221,10 +219,7 @@ if finished:
     _table(
         finished,
         {
-            "id": "job",
-            "status": "status",
-            "sweep_name": "sweep",
-            "label": "label",
+            **_JOB,
             "trigger": "trigger",
             "attempts": "attempts",
             "run_id": "run",

@@ -133,9 +133,33 @@ def has_schema(url: str) -> bool:
     return "points" in inspect(engine(url)).get_table_names()
 
 
-@cached()
-def totals(url: str) -> q.Totals:
-    return q.totals(engine(url))
+def _query(query: Callable[Concatenate[Engine, P], R]) -> Versioned[P, R]:
+    """`query` of the database at a URL, as it is (no argument to convert, nothing to add), `cached`."""
+
+    def read(url: str, /, *args: P.args, **kwargs: P.kwargs) -> R:
+        return query(engine(url), *args, **kwargs)
+
+    # Streamlit names a cache by it: one per query.
+    read.__name__, read.__qualname__ = query.__name__, f"{query.__module__}.{query.__qualname__}"
+    return cached()(read)
+
+
+totals = _query(q.totals)
+latest_runs = _query(q.latest_runs)
+run_axes = _query(q.run_axes)
+run_choices = _query(q.run_choices)
+run_info = _query(q.run_info)
+run_servers = _query(q.run_servers)
+run_profiles = _query(pq.run_profiles)
+run_points = _query(q.run_points)
+problem_points = _query(q.problem_points)
+sample_band = _query(q.sample_ranges)
+run_v2_vs_v1 = _query(v2_vs_v1.load)
+run_spec_vs_baseline = _query(spec_vs_baseline.load)
+# Raises analysis.tp_pair.PairRefused for a pair that is not one.
+shard_vs_tp = _query(tp_compare.load)
+runs_with_profiles = _query(pq.runs_with_profiles)
+triage = _query(stored_triage.triage_for)
 
 
 @cached(show_spinner="Reading the series catalog…")
@@ -147,21 +171,6 @@ def catalog(url: str) -> pd.DataFrame:
 def annotated_catalog(url: str) -> pd.DataFrame:
     """The series catalog with the facets the pickers filter on (`analysis.facets.annotate_catalog`)."""
     return annotate_catalog(catalog(url))
-
-
-@cached()
-def latest_runs(url: str, limit: int = 25) -> pd.DataFrame:
-    return q.latest_runs(engine(url), limit)
-
-
-@cached()
-def problem_points(url: str, run_ids: tuple[int, ...]) -> pd.DataFrame:
-    return q.problem_points(engine(url), list(run_ids))
-
-
-@cached()
-def run_axes(url: str) -> pd.DataFrame:
-    return q.run_axes(engine(url))
 
 
 @cached()
@@ -177,41 +186,9 @@ def series_points(url: str, fingerprint: str, metric: str) -> pd.DataFrame:
 
 
 @cached()
-def sample_band(url: str, point_ids: tuple[int, ...], metric: str) -> pd.DataFrame:
-    return q.sample_ranges(engine(url), list(point_ids), metric)
-
-
-@cached()
-def run_choices(url: str) -> pd.DataFrame:
-    return q.run_choices(engine(url))
-
-
-@cached()
 def run_series(url: str, run_id: int) -> set[str]:
     """Series with an ok point in this run (what Compare's default pairing checks)."""
     return set(q.fingerprints_of_runs(engine(url), [run_id]))
-
-
-@cached()
-def run_info(url: str, run_id: int) -> dict[str, Any]:
-    return q.run_info(engine(url), run_id)
-
-
-@cached()
-def run_servers(url: str, run_id: int) -> pd.DataFrame:
-    return q.run_servers(engine(url), run_id)
-
-
-@cached()
-def run_v2_vs_v1(url: str, run_id: int) -> pd.DataFrame:
-    """v2/v1 ratios with 95 % intervals per cell of a run (`analysis.v2_vs_v1`)."""
-    return v2_vs_v1.load(engine(url), run_id)
-
-
-@cached()
-def run_spec_vs_baseline(url: str, run_id: int) -> pd.DataFrame:
-    """Speculation over the baseline with 95 % intervals per cell of a run (`analysis.spec_vs_baseline`)."""
-    return spec_vs_baseline.load(engine(url), run_id)
 
 
 @cached()
@@ -221,33 +198,11 @@ def run_parts(url: str, run_id: int) -> list[dict[str, Any]]:
 
 
 @cached()
-def shard_vs_tp(url: str, shard_run: int, tp_run: int) -> tp_compare.Comparison:
-    """`analysis.tp_compare.load`, cached; raises analysis.tp_pair.PairRefused for a pair that is not one."""
-    return tp_compare.load(engine(url), shard_run, tp_run)
-
-
-@cached()
 def shard_tp_default(url: str, newest_first: tuple[int, ...]) -> tuple[int, int] | None:
     """The newest (shard, TP) pair among these runs (`analysis.tp_pair.default_pair`), or None."""
     eng = engine(url)
     widths = q.run_tp_widths(eng, list(newest_first))
     return default_pair(list(newest_first), widths, lambda r: RunSide.from_facts(q.run_model_facts(eng, r)))
-
-
-@cached()
-def runs_with_profiles(url: str) -> list[dict[str, Any]]:
-    """Runs with stored profiles, newest first."""
-    return pq.runs_with_profiles(engine(url))
-
-
-@cached()
-def run_profiles(url: str, run_id: int) -> list[dict[str, Any]]:
-    return pq.run_profiles(engine(url), run_id)
-
-
-@cached()
-def run_points(url: str, run_id: int) -> pd.DataFrame:
-    return q.run_points(engine(url), run_id)
 
 
 @cached()
@@ -284,11 +239,6 @@ def comparison_files(
         short=True,  # changed rows, the rest as counts, sweep files folded (the CSV has all)
     )
     return doc.text("csv"), doc.text("md")
-
-
-@cached()
-def triage(url: str, fingerprints: tuple[str, ...] | None, metric: str | None) -> pd.DataFrame:
-    return stored_triage.triage_for(engine(url), None if fingerprints is None else list(fingerprints), metric)
 
 
 @cached()

@@ -11,7 +11,8 @@ from analysis.render import json_text
 from db import queue_queries
 from runners import queue
 from runners.common import MAX_ID, DbOption, console, fail, open_db
-from runners.tables import Column, print_table
+from runners.gpus import requires_text
+from runners.tables import Column, print_rows
 
 _STATUSES = ("queued", "claimed", "running", "done", "failed", "canceled")
 
@@ -60,34 +61,19 @@ def jobs(
 
 def _jobs_table(rows: list[dict[str, Any]]) -> None:
     columns = [
-        Column("id", "right"),
-        Column("status"),
-        Column("sweep"),
-        Column("label", drop=3),
-        Column("prio", "right", drop=4),
-        Column("requires", drop=5),
-        Column("attempts", "right", drop=2),
-        Column("worker", drop=2),
-        Column("run", "right"),
+        Column("id", "right", cell=lambda r: str(r["id"])),
+        Column("status", cell=lambda r: r["status"]),
+        Column("sweep", cell=lambda r: r["sweep_name"]),
+        Column("label", drop=3, cell=lambda r: r["label"] or ""),
+        Column("prio", "right", drop=4, cell=lambda r: str(r["priority"])),
+        Column("requires", drop=5, cell=lambda r: requires_text(r["requires"])),
+        Column("attempts", "right", drop=2, cell=lambda r: f"{r['attempts']}/{r['max_attempts']}"),
+        Column("worker", drop=2, cell=lambda r: r["worker_id"] or ""),
+        Column("run", "right", cell=lambda r: str(r["run_id"] or "")),
         # Why a job waits or failed: wrapped rather than cut.
-        Column("why", drop=1, shrink=20, fold=True),
+        Column("why", drop=1, shrink=20, fold=True, cell=_why),
     ]
-    cells = [
-        [
-            str(r["id"]),
-            r["status"],
-            r["sweep_name"],
-            r["label"] or "",
-            str(r["priority"]),
-            ",".join(f"{k}={v}" for k, v in (r["requires"] or {}).items()),
-            f"{r['attempts']}/{r['max_attempts']}",
-            r["worker_id"] or "",
-            str(r["run_id"] or ""),
-            _why(r),
-        ]
-        for r in rows
-    ]
-    print_table(console, columns, cells, title="jobs")
+    print_rows(console, columns, rows, title="jobs")
 
 
 def _why(job: dict[str, Any]) -> str:
@@ -101,20 +87,16 @@ def _why(job: dict[str, Any]) -> str:
 
 def _workers_table(rows: list[dict[str, Any]]) -> None:
     columns = [
-        Column("worker"),
-        Column("state"),
-        Column("gpus", drop=1),
-        Column("job", "right"),
-        Column("last heartbeat"),
+        Column("worker", cell=lambda r: r["id"]),
+        Column("state", cell=lambda r: r["state"]),
+        Column(
+            "gpus", drop=1, cell=lambda r: f"{r['gpu_count']} x {r['gpu_name']}" if r["gpu_count"] else "none"
+        ),
+        Column("job", "right", cell=lambda r: str(r["current_job_id"] or "")),
+        Column("last heartbeat", cell=_heartbeat),
     ]
-    cells = [
-        [
-            r["id"],
-            r["state"],
-            f"{r['gpu_count']} x {r['gpu_name']}" if r["gpu_count"] else "none",
-            str(r["current_job_id"] or ""),
-            "-" if r["heartbeat_age_s"] is None else f"{r['heartbeat_age_s']:.0f} s ago",
-        ]
-        for r in rows
-    ]
-    print_table(console, columns, cells, title="workers")
+    print_rows(console, columns, rows, title="workers")
+
+
+def _heartbeat(worker: dict[str, Any]) -> str:
+    return "-" if worker["heartbeat_age_s"] is None else f"{worker['heartbeat_age_s']:.0f} s ago"

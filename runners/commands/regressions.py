@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 import pandas as pd
 import typer
@@ -13,7 +13,7 @@ from analysis.stats.changepoint import ChangePointParams
 from db import queries as q
 from runners.common import DbOption, console, fail, open_db_readonly, parse_span
 from runners.exit_codes import ExitCode, answered
-from runners.tables import Column, print_table, say
+from runners.tables import Column, print_rows, say
 
 # A flagged change as `--format json` writes it; `kind`: measured, simulated, synthetic, or what a change made
 # of several kinds of runs joins (`synthetic+measured`).
@@ -82,34 +82,29 @@ def _table(changes: pd.DataFrame, metric: str, since: str) -> None:
     columns = [
         # Δ, the run where the change starts and why are the finding, and the kind says whether its numbers
         # were measured at all: never cut, never left out.
-        Column("Δ", "right", markup=True),
-        Column("kind"),
-        Column("series", shrink=22, fold=True),
-        Column("why", shrink=22, fold=True),
-        Column("from → to", drop=3, shrink=16),
-        Column("run", "right"),
-        Column("runs after", "right", drop=4),
-        Column("triage", drop=2),
+        Column("Δ", "right", markup=True, cell=_delta),
+        Column("kind", cell=lambda r: str(r["kind"])),
+        Column("series", shrink=22, fold=True, cell=lambda r: str(r["series"])),
+        Column("why", shrink=22, fold=True, cell=lambda r: str(r["why"] or "")),
+        Column("from → to", drop=3, shrink=16, cell=_from_to),
+        Column("run", "right", cell=lambda r: str(r["run_id"])),
+        Column("runs after", "right", drop=4, cell=lambda r: str(r["n_after"])),
+        Column("triage", drop=2, cell=lambda r: str(r["state"])),
     ]
-    rows = []
-    for r in changes.to_dict("records"):
-        style = "red" if r["direction"] == "regression" else "green"
-        rows.append(
-            [
-                f"[{style}]{r['rel_change'] * 100:+.1f}%[/]",
-                str(r["kind"]),
-                str(r["series"]),
-                str(r["why"] or ""),
-                f"{r['prev_version']}@{str(r['prev_commit'] or '')[:7]} → {r['sglang_version']}@{str(r['sglang_commit'] or '')[:7]}",
-                str(r["run_id"]),
-                str(r["n_after"]),
-                str(r["state"]),
-            ]
-        )
-    print_table(console, columns, rows, title=f"{len(changes)} flagged change(s) in {metric}, last {since}")
+    title = f"{len(changes)} flagged change(s) in {metric}, last {since}"
+    print_rows(console, columns, changes.to_dict("records"), title=title)
     say(
         console,
         "Change points along each series' history (E-divisive means; run = the first run after the change). "
         "To compare two runs point by point: specbench compare BASELINE CANDIDATE.",
         "dim",
     )
+
+
+def _delta(r: dict[str, Any]) -> str:
+    return f"[{'red' if r['direction'] == 'regression' else 'green'}]{r['rel_change'] * 100:+.1f}%[/]"
+
+
+def _from_to(r: dict[str, Any]) -> str:
+    commits = (str(r["prev_commit"] or "")[:7], str(r["sglang_commit"] or "")[:7])
+    return f"{r['prev_version']}@{commits[0]} → {r['sglang_version']}@{commits[1]}"

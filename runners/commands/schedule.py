@@ -12,8 +12,9 @@ from analysis.render import json_text
 from bench.sweep import read_sweep_text
 from runners import schedules
 from runners.common import MAX_ID, MAX_PRIORITY, DbOption, check_label, console, err_console, fail, open_db
+from runners.gpus import requires_text
 from runners.sweep_input import sweep_problems_fail, sweep_requirements
-from runners.tables import Column, print_table
+from runners.tables import Column, print_rows
 
 schedule_app = typer.Typer(
     name="schedule",
@@ -66,31 +67,21 @@ def list_(
         typer.echo(json_text(rows), nl=False)
         return
     columns = [
-        Column("id", "right"),
-        Column("cron"),
-        Column("sweep"),
-        Column("label", drop=2),
-        Column("requires", drop=3),
-        Column("priority", "right", drop=4),
-        Column("state"),
-        Column("last fire", drop=1),
-        Column("next fire"),
+        Column("id", "right", cell=lambda r: str(r["id"])),
+        Column("cron", cell=lambda r: str(r.get("cron") or "?")),
+        Column("sweep", cell=lambda r: str(r.get("sweep") or "?")),
+        Column("label", drop=2, cell=lambda r: str(r.get("label") or "")),
+        Column("requires", drop=3, cell=lambda r: requires_text(r.get("requires"))),
+        Column("priority", "right", drop=4, cell=lambda r: str(r.get("priority", ""))),
+        Column(
+            "state",
+            cell=lambda r: "broken" if r.get("broken") else "enabled" if r.get("enabled") else "disabled",
+        ),
+        # Nothing fired yet: "never", not the time it was added.
+        Column("last fire", drop=1, cell=lambda r: _ts(r.get("last_fire_time"), "never")),
+        Column("next fire", cell=lambda r: _ts(r.get("next_fire_time"))),
     ]
-    cells = [
-        [
-            str(r["id"]),
-            str(r.get("cron") or "?"),
-            str(r.get("sweep") or "?"),
-            str(r.get("label") or ""),
-            _requires_text(r.get("requires")),
-            str(r.get("priority", "")),
-            "broken" if r.get("broken") else "enabled" if r.get("enabled") else "disabled",
-            _ts(r.get("last_fire_time"), "never"),  # nothing fired yet: not the time it was added
-            _ts(r.get("next_fire_time")),
-        ]
-        for r in rows
-    ]
-    print_table(console, columns, cells, title="schedules (UTC)")
+    print_rows(console, columns, rows, title="schedules (UTC)")
     for r in rows:
         if r.get("broken"):
             # Why, in full: the scheduler skips it (and says so in its log) until it is mended.
@@ -108,12 +99,6 @@ def remove(
     if not schedules.remove_schedule(open_db(db), schedule_id):
         fail(f"no schedule {schedule_id}")
     console.print(f"schedule {schedule_id} removed")
-
-
-def _requires_text(req: Any) -> str:
-    if not isinstance(req, dict):  # a row edited by hand: shown as it is
-        return "" if req is None else str(req)
-    return ",".join(f"{k}={'+'.join(map(str, v)) if isinstance(v, list) else v}" for k, v in req.items())
 
 
 def _ts(value: Any, none: str = "-") -> str:

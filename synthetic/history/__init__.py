@@ -8,12 +8,3 @@ from synthetic.history.model import (
     SYNTHETIC_PREFIX,
     SYNTHETIC_TRIGGER,
 )
-
-__all__ = [
-    "DEFAULT_SHAPE",
-    "INJECTED_STEPS",
-    "SMALL_SHAPE",
-    "SYNTHETIC_LABEL",
-    "SYNTHETIC_PREFIX",
-    "SYNTHETIC_TRIGGER",
-]

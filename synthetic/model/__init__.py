@@ -23,23 +23,3 @@ from synthetic.model.layout import (
     tensor_layout,
 )
 from synthetic.model.presets import approx_params, build_preset, preset_config
-
-__all__ = [
-    "MODES",
-    "OWNED_FILES",
-    "Mode",
-    "OutputDirError",
-    "SynthConfigError",
-    "SynthSizes",
-    "approx_params",
-    "build_checkpoint",
-    "build_preset",
-    "expected_continuation",
-    "hf_config",
-    "is_synthetic_checkpoint",
-    "preset_config",
-    "read_manifest",
-    "read_mirror_maps",
-    "read_perm",
-    "tensor_layout",
-]

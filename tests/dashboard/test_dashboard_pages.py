@@ -21,6 +21,8 @@ from synthetic.history.seed import seed_history
 from tests.fixtures.dashboard import APP, chart_rows, charts, grid_copy, open_page
 from tests.paths import REPO_ROOT
 
+pytestmark = pytest.mark.slow  # tests/conftest.py starts the slow files first
+
 PAGES = [
     "pages/overview.py",
     "pages/trends.py",

@@ -7,6 +7,7 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
+import pytest
 from sqlalchemy import Engine, func, select
 from sqlalchemy.orm import Session
 from typer.testing import CliRunner
@@ -24,6 +25,8 @@ from tests.fixtures.run_parts import (
     example_in_parts,
     example_point,
 )
+
+pytestmark = pytest.mark.slow  # tests/conftest.py starts the slow files first
 
 
 def _requests(s: Session, *where: Any) -> int:

@@ -27,6 +27,8 @@ from runners.cli import app
 from runners.store import store_sample
 from tests.fixtures.run_parts import RESUMED, RESUMED_AT, UID, V3_EXAMPLE, example_in_parts, resumed_server
 
+pytestmark = pytest.mark.slow  # tests/conftest.py starts the slow files first
+
 KEY = RESUMED  # the point whose repeats 3 and 4 the resumed part measured
 REPEAT = 2  # the repeat whose server died in part 1, measured again by the resumed run
 DIED_AT = datetime(2026, 12, 3, 19, 0, tzinfo=UTC)

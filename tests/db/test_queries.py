@@ -30,6 +30,8 @@ from synthetic.history import (
 )
 from synthetic.history.seed import delete_synthetic, seed_history
 
+pytestmark = pytest.mark.slow  # tests/conftest.py starts the slow files first
+
 END = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 ROUNDS = 30
 

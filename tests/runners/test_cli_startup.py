@@ -100,7 +100,7 @@ def test_help_lists_every_verb_with_its_own_summary() -> None:
     for name, verb in VERBS.items():
         command = load_verb(name)
         own = " ".join((command.help or "").split("\n\n")[0].split())
-        assert own == verb.summary, f"{name}: runners/cli.py says {verb.summary!r}, the verb says {own!r}"
+        assert own == verb.summary, f"{name}: --help lists {verb.summary!r}, the verb says {own!r}"
         assert re.search(rf"^\W*{re.escape(name)}\s", res.output, re.M), name
 
 

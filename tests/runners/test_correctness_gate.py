@@ -23,6 +23,8 @@ from runners.cli import app
 from synthetic.server import wrong
 from synthetic.server.tokens import prompt_key
 
+pytestmark = pytest.mark.slow  # tests/conftest.py starts the slow files first
+
 SEED = 3
 CHECK = CorrectnessSpec(prompts=8, output_len=40)
 SWEEP = """name: {name}

@@ -23,6 +23,8 @@ from tests.fixtures.cli import run_cli
 from tests.paths import REPO_ROOT
 from tests.queue_support import cli_argv, cli_env
 
+pytestmark = pytest.mark.slow  # tests/conftest.py starts the slow files first
+
 SIM = """
 name: contract
 model: sim-tiny

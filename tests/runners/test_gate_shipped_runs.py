@@ -7,7 +7,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
+from typer.testing import CliRunner, Result
 
 from runners.cli import app
 from tests.paths import REPO_ROOT
@@ -15,16 +15,21 @@ from tests.paths import REPO_ROOT
 GATE_RUNS = REPO_ROOT / "examples" / "h100-correctness-gate"
 
 
+def _gate(shipped: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Result, dict[str, str]]:
+    """`specbench gate 1` on a copy of a shipped database, and its verdict lines by what they judge."""
+    db = tmp_path / "gate.db"
+    shutil.copy(shipped, db)
+    monkeypatch.chdir(tmp_path)  # the run's model path (.models/mirror-dsv3) resolves to nothing here
+    res = CliRunner().invoke(app, ["gate", "1", "--db", f"sqlite:///{db}"], env={"COLUMNS": "200"})
+    return res, {line.split(": ", 1)[0].strip(): line for line in res.output.splitlines() if ": " in line}
+
+
 @pytest.mark.parametrize("release", ["0.5.13.post1", "0.5.12"])
 def test_a_shipped_run_is_judged_against_its_stored_reference(
     release: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    db = tmp_path / "gate.db"
-    shutil.copy(GATE_RUNS / f"sglang-{release}.db", db)
-    monkeypatch.chdir(tmp_path)  # the run's model path (.models/mirror-dsv3) resolves to nothing here
-    res = CliRunner().invoke(app, ["gate", "1", "--db", f"sqlite:///{db}"], env={"COLUMNS": "200"})
+    res, lines = _gate(GATE_RUNS / f"sglang-{release}.db", tmp_path, monkeypatch)
     assert res.exit_code == 1, res.output
-    lines = {line.split(": ", 1)[0].strip(): line for line in res.output.splitlines() if ": " in line}
     v1 = lines["FAIL NEXTN steps=3 topk=1 draft=4 v1"]
     assert "acceptance 3.05 vs the reference's 4.00" in v1
     assert "tokens = the reference's (16/16 prompts)" in v1
@@ -51,11 +56,7 @@ def test_the_shipped_fix_proof_is_judged_as_published(
     sglang: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """docs/results/2026-12-06-flashmla-draft-decode-context.md: patched passes steps 2-4; unpatched fails 3 and 4."""
-    db = tmp_path / "proof.db"
-    shutil.copy(FIX_RUNS / f"proof-{sglang}.db", db)
-    monkeypatch.chdir(tmp_path)
-    res = CliRunner().invoke(app, ["gate", "1", "--db", f"sqlite:///{db}"], env={"COLUMNS": "200"})
-    lines = {line.split(": ", 1)[0].strip(): line for line in res.output.splitlines() if ": " in line}
+    res, lines = _gate(FIX_RUNS / f"proof-{sglang}.db", tmp_path, monkeypatch)
     reference = {2: "3.05", 3: "4.00", 4: "4.92"}
     for steps, accepted in reference.items():
         passes = sglang == "patched" or steps == 2  # the mirror cannot see steps 2 miss a key

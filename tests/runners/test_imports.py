@@ -24,6 +24,8 @@ from db.validate import STATUSES
 from runners.cli import app
 from tests.fixtures.bad_imports import DB_CASES, EXAMPLE, JSONL_CASES, RESULTS, with_change
 
+pytestmark = pytest.mark.slow  # tests/conftest.py starts the slow files first
+
 
 def invoke(*argv: str) -> tuple[int, str]:
     res = CliRunner().invoke(app, list(argv))

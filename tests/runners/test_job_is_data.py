@@ -21,6 +21,7 @@ from db.migrate import open_database
 from db.models import Job, Run, ServerInstance
 from runners import queue
 from runners.gpus import Gpu
+from tests.fixtures.cli import run_cli  # `submit` in this process: the worker is the process
 from tests.job_is_data_support import (
     Counting,
     external_sweep,
@@ -30,7 +31,8 @@ from tests.job_is_data_support import (
     store_job,
     worker_once,
 )
-from tests.queue_support import run_cli
+
+pytestmark = pytest.mark.slow  # tests/conftest.py starts the slow files first
 
 # ---- 1. interpreters come from the host ------------------------------------------------------------------
 

@@ -17,6 +17,7 @@ from sqlalchemy import select
 
 from db.migrate import open_database
 from db.models import Job, Point, Run, Sample, ServerInstance
+from tests.fixtures.cli import run_cli  # `submit` and a dry run in this process: the worker is the process
 from tests.fixtures.sim import DEFAULT_MODEL
 from tests.job_is_data_support import (
     Counting,
@@ -27,7 +28,9 @@ from tests.job_is_data_support import (
     store_job,
     worker_once,
 )
-from tests.queue_support import SMALL_CHECK, run_cli
+from tests.queue_support import SMALL_CHECK
+
+pytestmark = pytest.mark.slow  # tests/conftest.py starts the slow files first
 
 # ---- part 2: the seven holes of issue 35, each as the audit wrote the attack -------------------------------
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
 from sqlalchemy import select
 from typer.testing import CliRunner
 
@@ -18,6 +19,8 @@ from db.models import Point, ServerInstance
 from runners.cli import app
 from runners.exit_codes import ExitCode
 from tests.paths import REPO_ROOT
+
+pytestmark = pytest.mark.slow  # tests/conftest.py starts the slow files first
 
 SHIPPED = REPO_ROOT / "sweeps" / "correctness-sim.yaml"
 LINE = (

@@ -18,6 +18,8 @@ from db.models import Point, Run, Sample, ServerInstance
 from runners.cli import app
 from runners.sweep_runner import execute_sweep
 
+pytestmark = pytest.mark.slow  # tests/conftest.py starts the slow files first
+
 # Stored as the run's provenance; the comment's non-ASCII and the missing final newline must survive
 # `runs --yaml` byte for byte.
 SWEEP = """# resumable: a stand-in sweep (ratio ≥ 1 expected)

@@ -12,6 +12,7 @@ from sqlalchemy import Engine, delete, func, select, update
 from typer.testing import CliRunner
 
 from analysis import v2_vs_v1
+from bench.host.gpus import Gpu
 from bench.pairing import PartRecord
 from bench.results import PointStatus, SampleMetrics, SampleResult
 from bench.sweep import expand, parse_sweep
@@ -19,7 +20,7 @@ from db.engine import session_scope
 from db.models import Point, Run, RunPart, Sample, ServerInstance
 from runners import store
 from runners.cli import app
-from runners.parts import PartHost, PartState
+from runners.parts import PartHost, PartState, host_name
 from runners.sweep_runner import execute_sweep
 from tests.fixtures.chain import windows
 
@@ -188,6 +189,34 @@ def _result(throughput: float | None, status: PointStatus = "ok") -> SampleResul
     )
     reason = None if status == "ok" else "every request failed"
     return SampleResult(repeat=0, status=status, reason=reason, metrics=metrics, requests=[])
+
+
+def _board(monkeypatch: pytest.MonkeyPatch, uuid: str) -> PartHost:
+    """This host as a borrowed one: named `vm` like every other, with one H100 board of its own."""
+    monkeypatch.setattr("runners.parts.socket.gethostname", lambda: "vm")
+    monkeypatch.setattr("runners.parts.assigned_gpus", lambda gpus=None: [Gpu(0, "NVIDIA H100", "580", uuid)])
+    return PartHost.here()
+
+
+def test_two_hosts_of_one_name_are_told_apart_by_their_boards(
+    engine: Engine, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    first = _board(monkeypatch, "GPU-5f1c2a3b-0000-1111-2222-333344445555")
+    run_id = _run(engine, tmp_path / "a", first)
+    _cut_last_pair_at_batch_2(engine)
+    second = _board(monkeypatch, "GPU-9e8d7c6b-0000-1111-2222-333344445555")
+    assert _run(engine, tmp_path / "b", second, resume=run_id) == run_id
+    parts = _parts(engine)
+    assert [p.host for p in parts] == ["vm (GPU-5f1c2a3b)", "vm (GPU-9e8d7c6b)"]
+    assert parts[1].check is not None, "another board under the same host name must re-measure a point"
+    assert parts[1].check["against_host"] == "vm (GPU-5f1c2a3b)"
+
+
+def test_a_host_name_carries_its_first_board() -> None:
+    assert host_name("vm", []) == "vm"  # the stand-in, or a driver that tells no board id
+    assert host_name("vm", ["", ""]) == "vm"
+    assert host_name("vm", ["GPU-5f1c2a3b-0000"]) == "vm (GPU-5f1c2a3b)"
+    assert host_name("node7", ["GPU-5f1c2a3b-0000", "GPU-9e8d7c6b-0000"]) == "node7 (GPU-5f1c2a3b +1)"
 
 
 def test_the_check_agrees_within_the_earlier_windows_or_the_tolerance() -> None:

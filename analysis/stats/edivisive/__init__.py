@@ -21,17 +21,3 @@ from analysis.stats.edivisive.significance import (
     TTestSignificanceTester,
     TTestStats,
 )
-
-__all__ = [
-    "BaseStats",
-    "Calculator",
-    "CandidateChangePoint",
-    "ChangePoint",
-    "ChangePointDetector",
-    "PairDistanceCalculator",
-    "PermutationSignificanceTester",
-    "PermutationStats",
-    "SignificanceTester",
-    "TTestSignificanceTester",
-    "TTestStats",
-]

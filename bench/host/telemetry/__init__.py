@@ -3,5 +3,3 @@
 
 from bench.host.telemetry.gpu import throttle_reason
 from bench.host.telemetry.window import ProbeOn, TelemetrySource, WindowTelemetry
-
-__all__ = ["ProbeOn", "TelemetrySource", "WindowTelemetry", "throttle_reason"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from bench.host.gpus import NVIDIA_SMI_ARGV, Gpu, detect_gpus, parse_gpu_list, select_gpus
-from runners.gpus import matches, parse_requires, requirements_for, unmet
+from runners.gpus import matches, parse_requires, requirements_for, requires_text, unmet
 
 H100x2 = [Gpu(0, "NVIDIA H100 80GB HBM3"), Gpu(1, "NVIDIA H100 80GB HBM3")]
 
@@ -19,6 +19,16 @@ def test_detect_parses_nvidia_smi_with_a_fixed_argv() -> None:
 
     assert detect_gpus(fake) == [Gpu(0, "NVIDIA H200"), Gpu(1, "NVIDIA H200")]
     assert seen == [NVIDIA_SMI_ARGV]
+
+
+def test_detect_reads_each_boards_driver_and_uuid() -> None:
+    out = "0, NVIDIA H100 80GB HBM3, 580.159.04, GPU-5f1c2a3b-0000-1111-2222-333344445555\n"
+    (gpu,) = detect_gpus(lambda argv: out)
+    assert (gpu.name, gpu.driver, gpu.uuid) == (
+        "NVIDIA H100 80GB HBM3",
+        "580.159.04",
+        out.split(", ")[3].strip(),
+    )
 
 
 def test_detect_falls_back_when_nvidia_smi_fails(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -48,6 +58,14 @@ def test_parse_requires() -> None:
     for bad in ("gpu", "count=0", "count=x", "vram=80", "gpu="):
         with pytest.raises(ValueError):
             parse_requires(bad)
+
+
+def test_requires_text_reads_as_requires_is_written() -> None:
+    # `specbench jobs` and `specbench schedule list` both show it; jobs once showed labels=['a', 'b'].
+    text = "gpu=H100,count=8,labels=a+b"
+    assert requires_text(parse_requires(text)) == text
+    assert requires_text({}) == requires_text(None) == ""
+    assert requires_text("edited by hand") == "edited by hand"
 
 
 def test_matching() -> None:

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from bench.server.launcher import plan_launch
-from bench.server.routing import plan_routing, routing_label
+from bench.server.routing import plan_routing
 from bench.server.spec_modes import (
     ENV_UNIFORM_EXPERTS,
     RELEASES,
@@ -73,12 +73,6 @@ def test_plan_routing(
     assert (plan.routing, plan.env, plan.warning is not None) == (routing, env, warned)
     if warned:
         assert "collapsed" in (plan.warning or "")
-
-
-def test_labels() -> None:
-    assert routing_label("balanced") == "balanced routing"
-    assert routing_label("collapsed") == "routing collapsed"
-    assert routing_label(None) is None
 
 
 SWEEP = """

@@ -13,6 +13,8 @@ from typer.testing import CliRunner
 from synthetic import model as synth
 from tests.fixtures.synth_model import cli_app, expected_layout
 
+pytestmark = pytest.mark.slow  # tests/conftest.py starts the slow files first
+
 # torch (imported by the reference model) is imported by the tests that run it, not when every xdist worker
 # collects this module: it costs each worker ~1.5 s of CPU.
 if TYPE_CHECKING:
