@@ -7,8 +7,6 @@ directly, and `specbench import-results` reads the file back. Points measured by
 `random_range_ratio` 1); imported points give back the arguments their file had.
 """
 
-from __future__ import annotations
-
 from typing import Any
 
 from sqlalchemy import select

@@ -1,7 +1,5 @@
 """Change points of series (E-divisive means), with the throughput attribution and stored triage state."""
 
-from __future__ import annotations
-
 import itertools
 from dataclasses import asdict
 from typing import Any

@@ -4,8 +4,6 @@ A Δ means something only between runs of the same kind of numbers (a stand-in i
 configuration; otherwise `specbench compare`, `ci` and the Compare page say so, with the nearest comparison.
 """
 
-from __future__ import annotations
-
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any

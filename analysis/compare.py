@@ -1,7 +1,5 @@
 """Run vs run: a verdict for every configuration the two runs share, with the throughput attribution."""
 
-from __future__ import annotations
-
 import functools
 from collections.abc import Callable, Mapping
 from dataclasses import asdict

@@ -1,8 +1,6 @@
 """How the correctness gate's verdicts read in every output: a failed point's speed, measured on a wrong path,
 is struck through and labelled `wrong`."""
 
-from __future__ import annotations
-
 from collections.abc import Iterable, Mapping
 from typing import Any
 

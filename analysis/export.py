@@ -1,7 +1,5 @@
 """A run's points for PR discussions and spreadsheets: CSV with a `#` metadata header, JSON, Markdown."""
 
-from __future__ import annotations
-
 import csv
 import io
 from collections.abc import Mapping

@@ -1,7 +1,5 @@
 """The Trends page's filter facets: one readable string column per facet over the series catalog."""
 
-from __future__ import annotations
-
 import pandas as pd
 
 from analysis.labels import key_part, series_label, short_gpu, short_model, short_workload, spec_mode_key

@@ -3,8 +3,6 @@
 Every status is kept: a point faster than its floor is `invalid`, and exactly the one to show.
 """
 
-from __future__ import annotations
-
 import pandas as pd
 
 from analysis.labels import config_label, none_if_nan

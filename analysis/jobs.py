@@ -1,8 +1,6 @@
 """Why a queued job waits, why a failed one failed, when a schedule fires next: the words `specbench jobs`, the
 Jobs page and the worker share."""
 
-from __future__ import annotations
-
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any

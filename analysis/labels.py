@@ -1,7 +1,5 @@
 """How points, series, GPUs and workloads read in tables, charts and reports: one label per concept."""
 
-from __future__ import annotations
-
 import math
 import re
 from collections.abc import Iterable, Mapping, Sequence

@@ -9,8 +9,6 @@ GitHub and Streamlit also turn text into elements after parsing, where a backsla
 invisible WORD JOINER.
 """
 
-from __future__ import annotations
-
 import html
 import re
 import shlex

@@ -13,8 +13,6 @@ over the same repeats' `ok` windows (a repeat whose two windows no invocation me
 both); a run that did not interleave (no window has an order) compares every `ok` window unpaired.
 """
 
-from __future__ import annotations
-
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any

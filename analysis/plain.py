@@ -6,8 +6,6 @@ empty cell); a date, time or datetime its ISO 8601 text; a numpy scalar or Decim
 list or tuple is converted item by item (a tuple as a list); anything else is returned as it is.
 """
 
-from __future__ import annotations
-
 import math
 import sys
 from datetime import date, datetime, time

@@ -4,8 +4,6 @@
 table, `overlap_cells` formats them for Markdown. Figures: `bench.profile.overlap`.
 """
 
-from __future__ import annotations
-
 from collections.abc import Callable, Sequence
 from typing import Any
 

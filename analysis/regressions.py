@@ -4,8 +4,6 @@ Every series with an ok point in the last `since` is scanned with `lookback` mor
 change counts when its first run is inside `since`. One function, one set of defaults: the two never disagree.
 """
 
-from __future__ import annotations
-
 from datetime import datetime, timedelta
 
 import pandas as pd

@@ -5,8 +5,6 @@ table (flagged rows first), and the commands that reproduce each run. Pure funct
 (`analysis.compare.compare_runs`) and the two runs' metadata (`db.queries.run_info`).
 """
 
-from __future__ import annotations
-
 import difflib
 from collections.abc import Mapping
 from datetime import datetime

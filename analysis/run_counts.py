@@ -4,8 +4,6 @@
 stored); out of the stored points only where the plan is unknown (an imported or no longer valid sweep).
 """
 
-from __future__ import annotations
-
 from functools import lru_cache
 
 from bench.sweep import SweepError, expand, parse_sweep

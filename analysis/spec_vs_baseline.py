@@ -6,8 +6,6 @@ pairing (analysis.pairs): paired where the run measured the two together (`measu
 Welch on the logs of the `ok` windows. The verdict reads the throughput interval, as in v2-vs-v1.
 """
 
-from __future__ import annotations
-
 import statistics
 from collections.abc import Sequence
 from typing import Any

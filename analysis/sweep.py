@@ -1,7 +1,5 @@
 """One run's grid: spec mode as `baseline`/`v1`/`v2`, with v2-over-v1 and over-baseline speedups."""
 
-from __future__ import annotations
-
 import numpy as np
 import pandas as pd
 

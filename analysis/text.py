@@ -6,8 +6,6 @@ read differently than it is ("Trojan Source"). `printable` writes each as an esc
 CLI's consoles and tables (runners/terminal.py) and the CSV writer (analysis/render.py) use it.
 """
 
-from __future__ import annotations
-
 import re
 
 # C0 (tab and newline aside: below), DEL, C1, Unicode line/paragraph separators and the bidi controls.

@@ -6,8 +6,6 @@ time and the cycle-time error with and without it; `conclusion` says it per batc
 conclusion are documented once, in docs/reference/shard-vs-tp.md.
 """
 
-from __future__ import annotations
-
 import statistics
 from collections.abc import Mapping
 from dataclasses import dataclass, field

@@ -6,8 +6,6 @@ moves; the file may have travelled to an `artifacts/` folder beside the SQLite f
 `examples/`. The sha256 check keeps a same-named file of another capture from passing as this one.
 """
 
-from __future__ import annotations
-
 import hashlib
 from dataclasses import dataclass
 from functools import lru_cache

@@ -10,8 +10,6 @@ difference`; `tpot_verdict` reads TPOT the other way round.
 profile of its configuration; elsewhere those columns stay empty.
 """
 
-from __future__ import annotations
-
 import statistics
 from collections.abc import Mapping, Sequence
 from typing import Any

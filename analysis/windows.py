@@ -9,8 +9,6 @@ throughput with each recorded context column, a lead, not a cause (on the H200 i
 docs/results/2026-12-04-h200-v3-slice-grid-part1.md).
 """
 
-from __future__ import annotations
-
 import math
 import statistics
 from collections.abc import Mapping

@@ -2,8 +2,6 @@
 each `bench.catalog` metric names its bench_serving key (`median_ttft_ms` for `ttft_p50_ms`), so no second
 table. Argument keys and `server_info` describe the point; `read_line` leaves what a line lacks None."""
 
-from __future__ import annotations
-
 import json
 import math
 import re

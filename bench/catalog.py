@@ -3,8 +3,6 @@ and change scans, dashboard menus, exports and the bench_serving import/export. 
 columns keep typed fields; tests/test_metric_catalog.py keeps the three equal. Direction is data, not inferred
 from a name (`max_output_tokens_per_s` is a throughput)."""
 
-from __future__ import annotations
-
 from dataclasses import dataclass
 from typing import Literal
 

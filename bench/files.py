@@ -3,8 +3,6 @@
 when regular, at most `cap`, outside /proc, /sys and /dev; opened O_NONBLOCK, checked again on what was
 opened, and read no further than `cap`. Workload files, sweeps and config.json go through here."""
 
-from __future__ import annotations
-
 import os
 import stat
 from pathlib import Path

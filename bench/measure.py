@@ -13,8 +13,6 @@ The collector stays off inside the window (`gc_paused`): a full collection of th
 Each repeat is yielded as it ends, so the caller stores it before the next starts. `overhead_s` is the time
 outside the window for that repeat (warmup for the first, flush, /server_info, aggregation)."""
 
-from __future__ import annotations
-
 import gc
 import time
 from collections import Counter

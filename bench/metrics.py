@@ -6,8 +6,6 @@ k tokens; percentiles are numpy's linear ones in ms, std is ddof=0. accept_lengt
 completion_tokens/spec_verify_ct, accept_length_weighted Σ/Σ; bench_serving's `avg_spec_accept_length` is
 `server_accept_length`. Counts: completed, failed (an error), incomplete (never sent), wrong_length."""
 
-from __future__ import annotations
-
 from collections.abc import Sequence
 from typing import Any
 

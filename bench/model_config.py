@@ -6,8 +6,6 @@ hub id or a directory without one has no config, and each reader says what it do
 `model_shape` is what decides a step's work; runs record it so `is_shard_of` can pair a shard run with its
 TP-N run later (the `deepseek-v3-tp8-shard` preset is DeepSeek-V3 through it with N = 8)."""
 
-from __future__ import annotations
-
 import json
 import os
 from pathlib import Path

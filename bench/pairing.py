@@ -5,8 +5,6 @@ else cut into one-side blocks, one start each (`restart_blocks`). With `measure.
 a chain sharing one server per step (`chain`), and a config in L links takes every L-th repeat of its points
 (`Slot`), so each link's repeats stay its own, also on resume."""
 
-from __future__ import annotations
-
 import dataclasses
 from collections import Counter
 from collections.abc import Mapping, Sequence

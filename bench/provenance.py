@@ -5,8 +5,6 @@ kernels), commands as argv with a timeout, `torch.version.cuda` read from its fi
 the GPU fallback without nvidia-smi. A CPU-only box reports GPU "none", count 0. Keys with a `runs` column are
 db.models.PROVENANCE_COLUMNS plus `simulated`; the rest lands in runs.provenance (JSON)."""
 
-from __future__ import annotations
-
 import ast
 import hashlib
 import importlib.util

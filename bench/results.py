@@ -1,8 +1,6 @@
 """What a measurement returns: request records in, per-repeat metrics out; field names follow bench_serving's
 (`*_ms`, `output_throughput` in tok/s) so numbers read as SGLang developers quote them."""
 
-from __future__ import annotations
-
 from dataclasses import dataclass, field
 from typing import Literal
 

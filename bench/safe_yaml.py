@@ -3,8 +3,6 @@ yaml.safe_load runs no code but keeps the last of equal keys, expands a 514-byte
 deep brackets and raises on huge integers or bad dates; `load` turns each into one YAMLLimitError naming the
 problem and, where it can, the line."""
 
-from __future__ import annotations
-
 from typing import Any
 
 import yaml

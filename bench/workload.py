@@ -5,8 +5,6 @@ sequence no other prompt opens with, so the radix cache never serves one's prefi
 lines are `{"input_ids": [...]}` or `{"prompt": "..."}` with optional `output_len` and, for text, `prompt_len`
 (bench_serving's dataset count; 0 = unknown: metrics use the server's `prompt_tokens`)."""
 
-from __future__ import annotations
-
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any

@@ -1,8 +1,6 @@
 """The dashboard's pages in menu order: what the router (`dashboard/app.py`) shows and what the server renders
 once as it starts (`dashboard/warmup.py`). No Streamlit here, so the server can read it before it starts."""
 
-from __future__ import annotations
-
 from typing import NamedTuple
 
 

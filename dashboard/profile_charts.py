@@ -1,7 +1,5 @@
 """Chart and table builders for profiles: pure functions from summaries and timeline rows (no Streamlit)."""
 
-from __future__ import annotations
-
 from typing import Any
 
 import altair as alt

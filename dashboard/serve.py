@@ -5,8 +5,6 @@ visit to /trends runs pages/trends.py without the router (no menu, no page confi
 flag off; if a release drops it, only that first-visit quirk returns.
 """
 
-from __future__ import annotations
-
 import gc
 import importlib
 import socket

@@ -9,8 +9,6 @@ the warm-up goes on behind a ready server. A page that fails or hangs is logged 
 `SPECBENCH_DASHBOARD_WARMUP=0` turns it off.
 """
 
-from __future__ import annotations
-
 import asyncio
 import itertools
 import logging

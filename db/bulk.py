@@ -2,8 +2,6 @@
 are max(id)+1, so never beside a writing worker; PostgreSQL sequences are moved past them
 (`fix_sequences`)."""
 
-from __future__ import annotations
-
 from collections.abc import Mapping, Sequence
 from typing import Any, cast
 

@@ -1,7 +1,5 @@
 """Engine and sessions from one URL: `--db`, else DATABASE_URL, else a SQLite file in the working dir."""
 
-from __future__ import annotations
-
 import functools
 import os
 from collections.abc import Iterator

@@ -1,7 +1,5 @@
 """Series identity: points comparable over time share a fingerprint; version, commit and time are x-axes."""
 
-from __future__ import annotations
-
 import hashlib
 import json
 

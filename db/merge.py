@@ -7,8 +7,6 @@ path and `created_at`, parts by number) and only missing ones are copied; a part
 the source holds it further along. A sample here is never replaced, except a `failed` one the source
 re-measured in place (runners.store.store_sample), which the source's repeat supersedes with its requests."""
 
-from __future__ import annotations
-
 import dataclasses
 from dataclasses import dataclass, field
 from typing import Any

@@ -1,7 +1,5 @@
 """Run Alembic migrations from code, so every CLI verb and the test suite see the schema at head."""
 
-from __future__ import annotations
-
 import atexit
 import shutil
 import tempfile

@@ -1,7 +1,5 @@
 """Reads of the `profiles` table for the dashboard and the exports (Core selects, bound parameters)."""
 
-from __future__ import annotations
-
 from typing import Any
 
 from sqlalchemy import Engine, select

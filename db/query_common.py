@@ -3,8 +3,6 @@ million points and safety: Core selects with bound parameters, a metric picks a 
 `METRIC_FIELDS` (never spliced into SQL); only the needed columns (points have ~70); per-series reads walk
 `ix_points_fingerprint_created`, per-run reads `ix_points_run_id`. Results are pandas DataFrames (UTC)."""
 
-from __future__ import annotations
-
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, TypeVar
 

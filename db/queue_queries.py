@@ -1,8 +1,6 @@
 """Read queries over the job queue for `specbench jobs` and the Jobs page, as plain dicts; heartbeat ages use
 the database's clock on PostgreSQL, which wrote them."""
 
-from __future__ import annotations
-
 from datetime import UTC, datetime, timedelta
 from typing import Any
 

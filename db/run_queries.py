@@ -2,8 +2,6 @@
 and one run's servers, points and samples. Per-run reads walk `ix_points_run_id`.
 """
 
-from __future__ import annotations
-
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass

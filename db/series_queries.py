@@ -3,8 +3,6 @@
 A series is every point with one fingerprint; its reads walk `ix_points_fingerprint_created`.
 """
 
-from __future__ import annotations
-
 from collections.abc import Sequence
 from datetime import datetime
 

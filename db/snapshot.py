@@ -6,8 +6,6 @@ copy uses SQLite's online backup API from a read-only connection: one committed 
 `drop_token_times` thins the copy for committing evidence (examples/): `requests.chunk_times`/`chunk_tokens`
 are ~80% of a GPU evidence database; everything else stays."""
 
-from __future__ import annotations
-
 import contextlib
 import os
 import sqlite3

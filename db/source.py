@@ -6,8 +6,6 @@ migration writes; a specbench database has neither (issue 35 §6). So the file m
 trigger, and every read is bounded by SQLite itself: MAX_VALUE_BYTES per value (`SQLITE_LIMIT_LENGTH`) and
 READ_LIMIT_S (a progress handler). Refusals are one-line SourceErrors."""
 
-from __future__ import annotations
-
 import contextlib
 import sqlite3
 import time

@@ -1,7 +1,5 @@
 """Humans' verdicts on flagged changes: read beside detected changes, one stored per series, metric, run."""
 
-from __future__ import annotations
-
 from collections.abc import Sequence
 from typing import Any
 

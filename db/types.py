@@ -1,7 +1,5 @@
 """Column types that behave the same on SQLite and PostgreSQL."""
 
-from __future__ import annotations
-
 import os
 import time
 import uuid

@@ -6,8 +6,6 @@ of `../../etc/passwd`). So each value is checked against its column's type, widt
 few domain rules; the first problem is reported as `table row N: column: problem` and nothing is imported.
 `problem(column, value)` takes values as the driver returns them (SQLite text or PostgreSQL objects)."""
 
-from __future__ import annotations
-
 import json
 import math
 from collections.abc import Callable, Iterable, Mapping

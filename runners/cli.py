@@ -5,8 +5,6 @@ and `specbench VERB` imports that verb's module only, so the light verbs start w
 or Streamlit. `tests/runners/test_cli_startup.py` checks each summary against its verb's own docstring.
 """
 
-from __future__ import annotations
-
 import importlib
 import os
 import sys

@@ -1,7 +1,5 @@
 """What every verb shares: the --db option and friendly failure on bad input."""
 
-from __future__ import annotations
-
 import contextlib
 import re
 from datetime import timedelta

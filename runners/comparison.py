@@ -1,8 +1,6 @@
 """Two runs compared point by point (`analysis.compare`), refused when they do not compare, and rendered as
 text: what `specbench compare` and `specbench ci` both print or write."""
 
-from __future__ import annotations
-
 import functools
 from dataclasses import dataclass
 from typing import Literal

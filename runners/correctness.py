@@ -2,8 +2,6 @@
 every point from what is stored (docs/reference/correctness-gate.md).
 """
 
-from __future__ import annotations
-
 import asyncio
 import dataclasses
 import functools

@@ -1,8 +1,6 @@
 """Ride out database outages: retry transient failures with backoff up to the outage limit; every unit
 retried here is idempotent or one transaction, so a retry neither loses nor duplicates a row."""
 
-from __future__ import annotations
-
 import logging
 import threading
 import time

@@ -1,7 +1,5 @@
 """The drift check's references and finding (runners/run_checks.py)."""
 
-from __future__ import annotations
-
 from dataclasses import asdict, dataclass
 from typing import Any
 

@@ -8,8 +8,6 @@ counts only what is missing: planned repeats not stored, and the extra ABBA repe
 interval has not reached `measure.ratio_target` yet; a server whose points are complete is not started.
 """
 
-from __future__ import annotations
-
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 

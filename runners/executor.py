@@ -4,8 +4,6 @@
 transaction retried through a database outage (`dbretry`), so a measured repeat waits in memory until stored.
 """
 
-from __future__ import annotations
-
 import asyncio
 import functools
 import threading

@@ -9,8 +9,6 @@
 docs/reference/cli.md#exit-codes says, per verb, what a finding is.
 """
 
-from __future__ import annotations
-
 import contextlib
 import os
 import sys

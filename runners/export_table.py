@@ -3,8 +3,6 @@ on one. What identifies a row and what it found (the batch, the throughput, the 
 verdict) are never cut or left out; the other columns go least important first, and a footnote names them.
 Each run's title says what its numbers are (measured, `simulated (stand-in)`, `synthetic`)."""
 
-from __future__ import annotations
-
 import math
 from collections.abc import Mapping
 from typing import Any

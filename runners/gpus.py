@@ -1,7 +1,5 @@
 """What a job requires of a worker (`--requires gpu=H100,count=8,labels=a+b`); `bench.host.gpus.unmet` judges."""
 
-from __future__ import annotations
-
 import re
 from collections.abc import Mapping
 from typing import Any

@@ -9,8 +9,6 @@ DeepSeek-V3, a second for the stand-in) and windows on the model, the batch size
 is borrowed from another model or workload. Made-up runs (`specbench seed`) never count. `Measured.source`
 says which runs were read, and whether they were this host's."""
 
-from __future__ import annotations
-
 import socket
 import statistics
 from collections.abc import Sequence

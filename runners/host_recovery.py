@@ -6,8 +6,6 @@ its server rows `reaped`, and ends its job's lease now. A row names its owner (b
 only its host judges it and a recycled pid is never taken for it.
 """
 
-from __future__ import annotations
-
 from collections.abc import Callable
 
 from sqlalchemy import Engine, select, update

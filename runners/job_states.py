@@ -4,8 +4,6 @@ Each is one UPDATE guarded on status (and owner) that must change exactly one ro
 move the same job. Time is the database server's on PostgreSQL, so leases ignore host clocks.
 """
 
-from __future__ import annotations
-
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any

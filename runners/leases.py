@@ -3,8 +3,6 @@
 A lost attempt is not the job's failure: expiries are counted apart (RecoveryPolicy.max_lease_expiries).
 """
 
-from __future__ import annotations
-
 from datetime import datetime, timedelta
 from typing import Any
 

@@ -6,8 +6,6 @@ The servers start one after the other so the second reuses the first's JIT cache
 next shares (`keep`). Repeats here are the link's; its side's `Slot` maps them onto the point's.
 """
 
-from __future__ import annotations
-
 import asyncio
 from dataclasses import dataclass
 

@@ -5,8 +5,6 @@ within ratio x (1 +- `measure.ratio_target`), or `measure.max_repeats`. The inte
 back from the database, so a resumed run counts what it stored. Repeats are the link's.
 """
 
-from __future__ import annotations
-
 from collections.abc import Callable, Iterable
 
 from sqlalchemy.orm import Session

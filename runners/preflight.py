@@ -11,8 +11,6 @@
   and profiling.
 """
 
-from __future__ import annotations
-
 import importlib.metadata
 import re
 import sys

@@ -3,8 +3,6 @@
 Traces lie under the artifacts directory, recorded with host and path (docs/reference/profiles.md).
 """
 
-from __future__ import annotations
-
 import hashlib
 import os
 import re

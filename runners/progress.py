@@ -1,7 +1,5 @@
 """What one invocation of a run has done so far, and the progress bar and console that show it."""
 
-from __future__ import annotations
-
 from dataclasses import dataclass, field
 
 from rich.console import Console

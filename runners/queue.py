@@ -5,8 +5,6 @@ workers table, so callers drive the whole queue through it. Claiming is atomic: 
 PostgreSQL, `BEGIN IMMEDIATE` on SQLite.
 """
 
-from __future__ import annotations
-
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields
 from datetime import datetime, timedelta

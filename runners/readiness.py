@@ -8,8 +8,6 @@ A finding that would stop the real run (its exit 2) is a `blocker`: the dry run 
 A `warning` is worth knowing and changes no exit code.
 """
 
-from __future__ import annotations
-
 import shutil
 from collections import Counter
 from dataclasses import dataclass

@@ -5,8 +5,6 @@ stopping rule (STOPPING_RULE) only decides how many ABBA pairs a point gets, so 
 keeps the replaced sweep in `provenance.sweep_edits`.
 """
 
-from __future__ import annotations
-
 from dataclasses import dataclass, field
 from typing import Final
 

@@ -6,8 +6,6 @@ Throttling: windows whose median SM clock fell below `measure.throttle_fraction`
 flagged `telemetry.throttled`, not failed.
 """
 
-from __future__ import annotations
-
 import asyncio
 import time
 from collections.abc import Callable

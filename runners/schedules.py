@@ -6,8 +6,6 @@ Missed fire times enqueue only the latest, never a burst. A schedule that cannot
 (`schedules.broken`), logged once and retried each tick; it never stops the scheduler (issue 30 §5).
 """
 
-from __future__ import annotations
-
 import logging
 import threading
 from dataclasses import dataclass

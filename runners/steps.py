@@ -1,7 +1,5 @@
 """The order of a run's work: pairs (or chains of links) as units of their own, other configs in batches."""
 
-from __future__ import annotations
-
 from collections.abc import Sequence
 
 from bench.pairing import Pair, chain, pair_units

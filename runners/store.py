@@ -1,8 +1,6 @@
 """Maps bench results onto db rows. Every write is idempotent on (run, point_key, repeat) so resumed runs and
 retried jobs neither duplicate nor lose a measurement."""
 
-from __future__ import annotations
-
 import hashlib
 from collections import defaultdict
 from dataclasses import asdict

@@ -1,7 +1,5 @@
 """What `submit` and `schedule add` both check in a sweep given on the command line; a failure exits 2."""
 
-from __future__ import annotations
-
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path

@@ -5,8 +5,6 @@ least important columns left out, and a footnote says which. Piped without `COLU
 plain line per row, so tools see every row whole.
 """
 
-from __future__ import annotations
-
 import os
 import textwrap
 from collections.abc import Callable, Iterable, Sequence

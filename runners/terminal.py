@@ -3,8 +3,6 @@
 Consoles via `guard`, tables per cell (runners/tables.py), logs via `LogFormatter`.
 """
 
-from __future__ import annotations
-
 import logging
 
 from rich.console import Console, ConsoleOptions, ConsoleRenderable, RenderableType, RenderHook, RenderResult

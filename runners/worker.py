@@ -9,8 +9,6 @@ policy (bench/host/policy.py) before anything runs. Database outages are waited 
 (runners/dbretry.py, runners/recovery.py), past it the worker exits 2 (docs/reference/reliability.md).
 """
 
-from __future__ import annotations
-
 import contextlib
 import logging
 import os

@@ -1,7 +1,5 @@
 """The workers table: who is up, on which GPUs, doing what (the Jobs page and `specbench jobs workers`)."""
 
-from __future__ import annotations
-
 import socket
 from collections.abc import Mapping, Sequence
 

@@ -12,8 +12,6 @@ so each part's share is its log term over ln r_T ("acceptance dropped 8%": r_L =
 L = 1; without a TPOT the step part folds into the rest.
 """
 
-from __future__ import annotations
-
 import math
 from dataclasses import dataclass
 

@@ -11,8 +11,6 @@
 See docs/reference/regressions.md for the parameters and the false-positive rates they give.
 """
 
-from __future__ import annotations
-
 import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass

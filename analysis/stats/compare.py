@@ -10,8 +10,6 @@ data" (with two repeats the t quantile is 12.7). `method="bootstrap"`: a percent
 of medians, for many repeats with heavy tails (bench/stats/intervals.py).
 """
 
-from __future__ import annotations
-
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass

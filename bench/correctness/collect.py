@@ -1,7 +1,5 @@
 """Sending the check's prompts to one server: greedy, the same sampling parameters on every launch."""
 
-from __future__ import annotations
-
 import asyncio
 import uuid
 from typing import Any

@@ -1,7 +1,5 @@
 """The check's prompt set, and when a launch's tokens can say nothing (so it is not checked at all)."""
 
-from __future__ import annotations
-
 from bench.sweep import SIMULATE_ACC_ENV, CorrectnessSpec, ServerConfig, SweepSpec, WorkloadSpec
 from bench.workload import build_prompts
 

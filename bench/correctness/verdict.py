@@ -8,8 +8,6 @@ near-ties), (b) its v1/v2 partner's token-weighted acceptance on agreeing prompt
 fail. Failing (c)'s acceptance alone with right tokens is a known draft-path bug's look: the caller's
 `acceptance_suspect` line follows that failure."""
 
-from __future__ import annotations
-
 import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass

@@ -5,8 +5,6 @@ On an H200 a speculative server is bound by one host core (its scheduler at 100%
 the neighbours out (docs/guide/gpu-hosts.md, "Pinning CPUs"). Linux only: elsewhere a pin is a clear error.
 Affinity is per thread and inherited, so pinning a process means pinning every thread it has now."""
 
-from __future__ import annotations
-
 import contextlib
 import itertools
 import os

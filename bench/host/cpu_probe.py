@@ -10,8 +10,6 @@ server's busiest CPU (bench/host/telemetry/window.py). It exits with its parent.
 runner's environment), so it is handed the project root and imports only the standard library and
 bench.host.processes."""
 
-from __future__ import annotations
-
 import bisect
 import os
 import statistics

@@ -5,8 +5,6 @@ files under /proc, then asks torch, and otherwise reports no GPU: a host without
 stand-in server. A dry run never imports torch (`find_gpus(torch=False)`).
 """
 
-from __future__ import annotations
-
 import glob
 import os
 import shutil

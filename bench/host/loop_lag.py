@@ -3,8 +3,6 @@ timestamps every token. A ticker records how much later than `period_s` it woke:
 quiet host, tens to hundreds on an oversubscribed one, added to every request in flight; `judge` excuses a
 TTFT tail no longer than such stalls (docs/reference/point-status.md)."""
 
-from __future__ import annotations
-
 import asyncio
 import contextlib
 import time

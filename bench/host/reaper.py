@@ -5,8 +5,6 @@ let `reap_orphans()`, run when any command starts, kill servers whose launcher a
 times (/proc) guard against recycled pids. `owner()`/`owner_gone()` name processes for database rows the same
 way (runners/host_recovery.py)."""
 
-from __future__ import annotations
-
 import contextlib
 import json
 import os

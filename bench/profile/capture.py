@@ -3,8 +3,6 @@ files. With `num_steps` (SGLang 0.5.13's `ProfileReqInput`) the server stops by 
 `<profile_id>-TP-<rank>.trace.json.gz` into `output_dir`; the capture polls until every file is whole, and
 `/stop_profile` flushes what was recorded if the load ends or the timeout passes first."""
 
-from __future__ import annotations
-
 import asyncio
 import time
 from collections.abc import Sequence

@@ -5,8 +5,6 @@ names are tabled in docs/reference/shard-vs-tp.md. The vocabulary-parallel head'
 reduce-scatter are kinds of their own. A collective's time on one rank includes its wait for the slowest rank:
 part of what TP costs a step."""
 
-from __future__ import annotations
-
 import functools
 import re
 

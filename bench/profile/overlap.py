@@ -6,8 +6,6 @@ overlap the GPU idles while the CPU prepares the next step; with it the CPU work
 
 1 (100 %) hides everything overlap could; negative when v2's GPU idles longer than v1's."""
 
-from __future__ import annotations
-
 from typing import Any
 
 

@@ -6,8 +6,6 @@ the `cycles - 1` complete intervals. Tracks: GPU annotations, else CPU ones, els
 batch sizes are 0. GPU busy time is the union of kernel intervals (copies run on copy engines: not
 counted)."""
 
-from __future__ import annotations
-
 import bisect
 import functools
 import re

@@ -12,8 +12,6 @@ SGLang 0.5.13 names each forward pass `step[<ForwardMode> bs=<n>]` (`step[EXTEND
 prefill), see `_build_step_span_name` in sglang/srt/model_executor/model_runner.py.
 """
 
-from __future__ import annotations
-
 import gzip
 import json
 import re

@@ -1,8 +1,6 @@
 """The argv (and sim environment) of one server from validated fields, never a shell string: the program is
 `<python> -m sglang.launch_server` or `<python> -m synthetic.server`, each value its own argv element."""
 
-from __future__ import annotations
-
 import itertools
 import math
 import os

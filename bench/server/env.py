@@ -7,8 +7,6 @@ PYTHONPATH, BROWSER, ...: issue 10); never the `--db env:NAME` variable (`withho
 looks secret by name or value (issue 35 §5). Hub access is the host's decision, never a job's (issue 35
 §1)."""
 
-from __future__ import annotations
-
 import difflib
 import math
 import re

@@ -7,8 +7,6 @@ HF_HUB_OFFLINE is the host's (bench/server/env.py, issue 35 §1). `since`: the f
 the name. docs/reference/sglang-contract.md lists the same names; tests keep both equal and find each in the
 pinned release's source."""
 
-from __future__ import annotations
-
 from typing import NamedTuple
 
 

@@ -2,8 +2,6 @@
 The flags that define a point (model, backend, spec parameters, overlap, TP, host/port) are the sweep's
 own."""
 
-from __future__ import annotations
-
 # Flags the sweep itself sets; refusing them in `args` keeps the stored server config truthful.
 OWNED_BY_SWEEP: frozenset[str] = frozenset(
     {

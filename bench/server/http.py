@@ -1,7 +1,5 @@
 """Talking to a starting or started server over HTTP: readiness (`/health`) and what it runs."""
 
-from __future__ import annotations
-
 import http.client
 import json
 import subprocess

@@ -5,8 +5,6 @@ shows whether a real server took it. Symptoms: `crash` (a log signature names a 
 `acceptance_suspect`, with a control sweep without the bug). A bug is `fixed_in` a release or open in every
 release of `bench.server.spec_modes.RELEASES`."""
 
-from __future__ import annotations
-
 import re
 from dataclasses import dataclass
 from typing import Literal

@@ -1,8 +1,6 @@
 """Whether a failed launch was refused (SGLang rejected its arguments, or no model), from its exit code and
 log tail (contract §6.9): it fails alike on every try, so its job is not retried (runners/worker.py)."""
 
-from __future__ import annotations
-
 import re
 
 # SGLang checks a launch's arguments in ServerArgs.__post_init__ and raises there (ValueError, AssertionError,

@@ -2,8 +2,6 @@
 mismatches, which keep it from being measured. The spec mode is resolved by bench.server.spec_modes (contract
 §1.5)."""
 
-from __future__ import annotations
-
 from typing import Any
 
 from bench.server.spec_modes import ResolvedMode, known_fallback

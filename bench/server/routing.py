@@ -5,8 +5,6 @@ dummy-weight launch of a (possible) MoE (`server.balanced_routing: auto`); `off`
 leaves routing collapsed, said loudly and stored per point (`points.expert_routing`). Uniform routing is the
 most experts a step can touch; trained routing lies between it and the collapse."""
 
-from __future__ import annotations
-
 from dataclasses import dataclass, field
 from typing import Literal
 

@@ -4,8 +4,6 @@ sha256 before and after; the files are re-hashed, so a stale record is reported,
 sglang's pip RECORD is checked for the paths specbench patches. Standard library only, never importing sglang:
 the version probe runs this source in the server's interpreter."""
 
-from __future__ import annotations
-
 import base64
 import hashlib
 import importlib.util

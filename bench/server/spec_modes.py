@@ -4,8 +4,6 @@ v1 = non-overlap, v2 = overlap-scheduled; `--disable-overlap-schedule` selects v
 (forced silently for topk > 1); from 0.5.13 the V2 worker always runs, driven synchronously for "v1". The mode
 comes from `/server_info`, cross-checked with the launch log; bench/server/requested.py lists the rest."""
 
-from __future__ import annotations
-
 import re
 from dataclasses import dataclass, field
 from typing import Any, Literal

@@ -6,8 +6,6 @@ t·s/√n is exact for normal repeats (close for a warmed-up server) and widens 
 at n = 3). The headline stays the median, which for n <= 3 lies inside the interval. The t quantile comes from
 bench.stats.tdist."""
 
-from __future__ import annotations
-
 import math
 import statistics
 from collections.abc import Sequence

@@ -8,8 +8,6 @@ logs, ratio = exp(mean ln b - mean ln a), SE √(s²_ln a / n_a + s²_ln b / n_b
 
 The centre is the geometric mean ratio; for near-symmetric repeats it sits next to the ratio of medians."""
 
-from __future__ import annotations
-
 import bisect
 import math
 import statistics

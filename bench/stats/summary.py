@@ -1,8 +1,6 @@
 """A point from its repeats (the one aggregation rule; `runners.store.refresh_point` stores it): the worst
 status with every reason, every metric's median, and the throughput interval (intervals.py says why)."""
 
-from __future__ import annotations
-
 import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field

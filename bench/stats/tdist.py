@@ -3,8 +3,6 @@ probabilities and quantiles, fractional df too, via the regularised incomplete b
 I_{df/(df+t²)}(df/2, 1/2), by Lentz's continued fraction (Numerical Recipes §6.4): fast for every df and t we
 meet, and precise in the far tail where 1 - CDF rounds to zero."""
 
-from __future__ import annotations
-
 import functools
 import math
 from collections.abc import Sequence

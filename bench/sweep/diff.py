@@ -4,8 +4,6 @@ Measurement settings (measure.*, warmup, repeats, cpu_affinity, timeouts) are in
 Parsed sweeps are compared (`model_dump()`, computed defaults resolved), so comments, order and spelled-out
 defaults change nothing."""
 
-from __future__ import annotations
-
 import json
 from typing import Any, Final, NamedTuple
 

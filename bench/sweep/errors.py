@@ -1,7 +1,5 @@
 """SweepError, and pydantic's validation errors in the sweep's own words (paths, bounds, did-you-mean)."""
 
-from __future__ import annotations
-
 import difflib
 import re
 from typing import Any, get_args

@@ -1,7 +1,5 @@
 """A sweep file's field types and limits: every value a user writes goes through one of these types."""
 
-from __future__ import annotations
-
 import math
 import re
 from typing import Annotated, Any, Literal

@@ -1,7 +1,5 @@
 """Reading a sweep file: YAML, then validation that reports every problem of the file in one pass."""
 
-from __future__ import annotations
-
 import copy
 import re
 from pathlib import Path

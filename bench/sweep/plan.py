@@ -1,7 +1,5 @@
 """A sweep's expansion: server configs (everything that needs a restart) and the points measured on each."""
 
-from __future__ import annotations
-
 import dataclasses
 import hashlib
 import json

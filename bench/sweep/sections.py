@@ -1,8 +1,6 @@
 """The sections of a sweep file: strict, bounded pydantic models (docs/reference/sweep-keys.md); spec.py joins
 them."""
 
-from __future__ import annotations
-
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PlainValidator, field_validator

@@ -1,7 +1,5 @@
 """Two runs compared: Δ per point pair as a forest plot or as a grid, coloured by verdict or goodness."""
 
-from __future__ import annotations
-
 import altair as alt
 import numpy as np
 import pandas as pd

@@ -4,8 +4,6 @@ Pure builders from `analysis.sweep.sweep_grid` and `analysis.floors.floor_rows` 
 both: speculation that pays (above) or not (below), and the floor (a point above 1 is impossible).
 """
 
-from __future__ import annotations
-
 import altair as alt
 import pandas as pd
 

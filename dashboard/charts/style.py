@@ -6,8 +6,6 @@ string, `alt.value` or `alt.condition`: Altair resolves those by trying each sch
 an encoding (a heatmap took 30-50 ms, 2 ms typed), for the same Vega-Lite.
 """
 
-from __future__ import annotations
-
 from collections.abc import Callable
 from typing import Literal, TypeVar
 

@@ -1,7 +1,5 @@
 """One run's sweep: heatmaps over batch size and spec steps, v2/v1 ratios, throughput against batch size."""
 
-from __future__ import annotations
-
 from typing import Literal
 
 import altair as alt

@@ -3,8 +3,6 @@
 Pure builders from an `analysis.tp_compare` frame (one row per batch size, steps, accept length and mode).
 """
 
-from __future__ import annotations
-
 from typing import Any
 
 import altair as alt

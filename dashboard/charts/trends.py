@@ -1,7 +1,5 @@
 """A series over run time, SGLang commit or version: the repeat band, the median line, change points."""
 
-from __future__ import annotations
-
 from collections.abc import Callable
 
 import altair as alt

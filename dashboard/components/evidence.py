@@ -2,8 +2,6 @@
 acceptance, expert routing), speculation over the baseline across batch sizes with what it means for the
 model class, every point against its physical floor, and the overlap share next to v2/v1."""
 
-from __future__ import annotations
-
 from typing import Any
 
 import pandas as pd

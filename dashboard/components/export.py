@@ -1,7 +1,5 @@
 """Download buttons: CSV for spreadsheets, Markdown for a PR comment."""
 
-from __future__ import annotations
-
 import pandas as pd
 import streamlit as st
 

@@ -1,7 +1,5 @@
 """Pickers shared by pages: cascading series filters, run pickers, metric and threshold controls."""
 
-from __future__ import annotations
-
 from typing import Any
 
 import pandas as pd

@@ -1,7 +1,5 @@
 """Page furniture: headers, the empty state, and the banner that marks synthetic data."""
 
-from __future__ import annotations
-
 import streamlit as st
 
 from analysis import md

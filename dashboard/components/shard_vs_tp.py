@@ -1,8 +1,6 @@
 """The shard-vs-TP comparison as a page section: the conclusion, both runs' step times and v2/v1 ratios,
 the table (the CLI's `specbench export --view shard-vs-tp`), what was not compared, and downloads."""
 
-from __future__ import annotations
-
 from typing import Any
 
 import pandas as pd

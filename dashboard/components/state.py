@@ -4,8 +4,6 @@
 is always a shareable link. A value that fails to parse falls back to the default: a URL is user input.
 """
 
-from __future__ import annotations
-
 import json
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass

@@ -1,7 +1,5 @@
 """Acknowledge or dismiss a flagged change with a note; the charts colour it by that state."""
 
-from __future__ import annotations
-
 from collections.abc import Sequence
 
 import pandas as pd

@@ -1,7 +1,5 @@
 """Compare: run B (candidate) against run A (baseline), point by point, with intervals and verdicts."""
 
-from __future__ import annotations
-
 import pandas as pd
 import streamlit as st
 

@@ -1,7 +1,5 @@
 """Jobs: the queue, the workers with their last heartbeat, failed jobs with why they failed, and the schedules."""
 
-from __future__ import annotations
-
 from datetime import datetime
 from typing import Any
 

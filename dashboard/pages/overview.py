@@ -1,7 +1,5 @@
 """Overview: what happened lately. Latest runs, the newest flagged changes, and points that went wrong."""
 
-from __future__ import annotations
-
 from urllib.parse import urlencode
 
 import pandas as pd

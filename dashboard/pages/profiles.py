@@ -1,7 +1,5 @@
 """Profiles: v1 and v2 of one point side by side, from SGLang profiler traces captured after the point."""
 
-from __future__ import annotations
-
 from typing import Any
 
 import pandas as pd

@@ -1,7 +1,5 @@
 """Shard vs TP: does a one-GPU shard run predict its tensor-parallel deployment? (analysis.tp_compare)"""
 
-from __future__ import annotations
-
 import streamlit as st
 
 from analysis import md

@@ -1,7 +1,5 @@
 """Sweep: one run as batch size x spec steps heatmaps, and throughput against batch size."""
 
-from __future__ import annotations
-
 import pandas as pd
 import streamlit as st
 

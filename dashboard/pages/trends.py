@@ -1,7 +1,5 @@
 """Trends: one metric of one series over SGLang version, commit or time, with repeat bands and changes."""
 
-from __future__ import annotations
-
 from typing import cast
 
 import pandas as pd

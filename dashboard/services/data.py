@@ -6,8 +6,6 @@ database answers from memory all day, and the server can compute every page once
 triage state at once.
 """
 
-from __future__ import annotations
-
 import functools
 import os
 import time

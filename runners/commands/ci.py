@@ -6,8 +6,6 @@ Each side is a run (`--base-run`) or a label (`--base`) whose newest finished ru
 now under it on the SGLang installed here. See docs/guide/ci.md.
 """
 
-from __future__ import annotations
-
 from pathlib import Path
 from typing import Annotated, Literal
 

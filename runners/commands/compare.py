@@ -1,7 +1,5 @@
 """`specbench compare [BASELINE CANDIDATE]`: point-by-point verdicts, as a PR comment, CSV or JSON."""
 
-from __future__ import annotations
-
 import sys
 from pathlib import Path
 from typing import Annotated, Literal

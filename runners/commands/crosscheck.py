@@ -1,7 +1,5 @@
 """`specbench crosscheck`: specbench's client and SGLang's bench_serving on one live server, A B B A."""
 
-from __future__ import annotations
-
 import sys
 from pathlib import Path
 from typing import Annotated

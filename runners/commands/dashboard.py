@@ -1,7 +1,5 @@
 """`specbench dashboard`: migrate the database, then serve the Streamlit app on it."""
 
-from __future__ import annotations
-
 import os
 import subprocess
 import sys

@@ -1,7 +1,5 @@
 """`specbench db upgrade|current|snapshot`: migrate, show the revision, or copy a SQLite file in use."""
 
-from __future__ import annotations
-
 import sqlite3
 from typing import Annotated
 

@@ -1,8 +1,6 @@
 """`specbench export`: a run's points (or a view of it) as a table for the terminal, CSV (with a `#` metadata
 header), JSON or Markdown."""
 
-from __future__ import annotations
-
 import sys
 from pathlib import Path
 from typing import Annotated, Any, Literal, Protocol

@@ -7,8 +7,6 @@ be recomputed without a GPU: with the run's own settings, or with `--max-divergi
 `run`.
 """
 
-from __future__ import annotations
-
 from collections.abc import Callable
 from typing import Annotated, TypeVar
 

@@ -4,8 +4,6 @@ One run per file, one point per result line; what the file does not know stays e
 are never imported twice. The file is checked whole first (issue 30 §7), then written in one transaction.
 """
 
-from __future__ import annotations
-
 import functools
 import hashlib
 import math

@@ -1,7 +1,5 @@
 """`specbench import SOURCE`: merge the runs of another specbench database into this one, by run uid."""
 
-from __future__ import annotations
-
 import sqlite3
 import tempfile
 from pathlib import Path

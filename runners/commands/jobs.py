@@ -1,7 +1,5 @@
 """`specbench jobs`: the queue, the workers with their heartbeats, and failed jobs with why they failed."""
 
-from __future__ import annotations
-
 from typing import Annotated, Any, Literal
 
 import typer

@@ -1,8 +1,6 @@
 """`specbench profile summarize TRACE.json.gz`: the speculative-cycle figures of any SGLang trace;
 `specbench profile resummarize --run ID`: summarise a run's stored traces again and update their rows."""
 
-from __future__ import annotations
-
 from pathlib import Path
 from typing import Annotated, Any, Literal
 

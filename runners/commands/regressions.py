@@ -1,7 +1,5 @@
 """`specbench regressions`: change points (E-divisive means) in every series that ran recently."""
 
-from __future__ import annotations
-
 from typing import Annotated, Any, Literal
 
 import pandas as pd

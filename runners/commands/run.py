@@ -1,7 +1,5 @@
 """`specbench run SWEEP.yaml`: validate, launch each server config once, measure, store every repeat."""
 
-from __future__ import annotations
-
 import shlex
 import signal
 import time

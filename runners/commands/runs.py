@@ -1,8 +1,6 @@
 """`specbench runs`: the stored runs, newest first, so their ids can be given to other verbs; `--yaml RUN`
 prints the sweep one run started from."""
 
-from __future__ import annotations
-
 import sys
 from typing import Annotated, Any, Literal
 

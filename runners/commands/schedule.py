@@ -1,7 +1,5 @@
 """`specbench schedule add|list|remove`: cron schedules (UTC) of sweeps; `specbench scheduler` fires them."""
 
-from __future__ import annotations
-
 from pathlib import Path
 from typing import Annotated, Any, Literal
 

@@ -1,7 +1,5 @@
 """`specbench scheduler`: enqueue due fire times of every schedule, exactly once however many run."""
 
-from __future__ import annotations
-
 import signal
 import threading
 from typing import Annotated, Any

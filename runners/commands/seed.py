@@ -1,7 +1,5 @@
 """`specbench seed --points N`: SYNTHETIC history for load tests and demos, clearly labelled as such."""
 
-from __future__ import annotations
-
 from typing import Annotated, Literal
 
 import typer

@@ -1,7 +1,5 @@
 """`specbench submit SWEEP.yaml`: validate a sweep and queue it for any worker whose GPUs fit."""
 
-from __future__ import annotations
-
 from pathlib import Path
 from typing import Annotated
 

@@ -1,7 +1,5 @@
 """`specbench synth-model OUT_DIR`: write a synthetic DeepSeek-V3 + MTP checkpoint for GPU smoke runs."""
 
-from __future__ import annotations
-
 import time
 from enum import StrEnum
 from pathlib import Path

@@ -5,8 +5,6 @@ verdict and note for all of them, or for those whose main cause matches `--cause
 `specbench regressions` (the same pipeline as the dashboard's Overview), in every direction and state.
 """
 
-from __future__ import annotations
-
 from typing import Annotated, Literal
 
 import typer

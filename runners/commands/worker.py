@@ -2,8 +2,6 @@
 
 Its operator, not a job, decides what a job may use on this host (bench/host/policy.py)."""
 
-from __future__ import annotations
-
 from dataclasses import replace
 from pathlib import Path
 from typing import Annotated

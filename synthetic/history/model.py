@@ -10,8 +10,6 @@ Known steps are injected (`INJECTED_STEPS`) for change-point detection to find, 
 invalid and mode_mismatch points as in real history.
 """
 
-from __future__ import annotations
-
 from collections.abc import Callable
 from dataclasses import dataclass
 

@@ -3,8 +3,6 @@
 The model of `synthetic.history.model`, noise and injected steps, in the store's column names for `db.bulk`.
 """
 
-from __future__ import annotations
-
 import hashlib
 import json
 from dataclasses import dataclass

@@ -1,7 +1,5 @@
 """SYNTHETIC history into a database (`db.bulk`), every run marked as in `synthetic.history.model`."""
 
-from __future__ import annotations
-
 import hashlib
 import math
 import time

@@ -3,8 +3,6 @@
 On a GPU when torch sees one (float32, TF32 off: the CPU's numbers, sooner), else on the CPU.
 """
 
-from __future__ import annotations
-
 import importlib.util
 import time
 from collections.abc import Iterable

@@ -4,8 +4,6 @@ The layout sglang 0.5.13's DeepSeek loader accepted on an H200 (shared/gpu/READM
 at index `layers` and is always MoE, as sglang builds it.
 """
 
-from __future__ import annotations
-
 import dataclasses
 import math
 from dataclasses import dataclass

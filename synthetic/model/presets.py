@@ -7,8 +7,6 @@ of a TP-8 DeepSeek-V3, FP8 as published, split as SGLang splits it (`bench.model
 The NextN draft lives in the same checkpoint: SGLang loads it from the target's path (contract §1.2).
 """
 
-from __future__ import annotations
-
 import json
 import os
 from pathlib import Path

@@ -4,8 +4,6 @@ A word-level tokenizer of exactly `vocab_size` entries (0 `<s>`, 1 `</s>`, 2 `<u
 `encode(decode(ids)) == ids` and no BOS added, so client and server count the same tokens.
 """
 
-from __future__ import annotations
-
 import json
 import os
 from pathlib import Path

@@ -4,8 +4,6 @@ Launch order mirrors SGLang's: flags (exit 2), arguments (a refusal exits 1), HT
 after SPECBENCH_SIM_STARTUP_S and a warm-up "The server is fired up and ready to roll!".
 """
 
-from __future__ import annotations
-
 import asyncio
 import gc
 import os

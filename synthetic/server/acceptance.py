@@ -5,8 +5,6 @@ acceptance is 1 - (1 - p)**topk. `SGLANG_SIMULATE_ACC_LEN=L` overrides it as SGL
 by the prompt, so `verify_steps` replays a request without a server (synthetic.server.reference).
 """
 
-from __future__ import annotations
-
 import math
 import random
 from collections.abc import Callable

@@ -3,8 +3,6 @@
 `parse_flags` abbreviates as SGLang's argparse does; `resolve` applies contract §1.2-1.4 in SGLang's order.
 """
 
-from __future__ import annotations
-
 import argparse
 from collections.abc import Sequence
 from dataclasses import dataclass

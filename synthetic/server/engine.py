@@ -5,8 +5,6 @@ then commits tokens, so each stream event lands at its modelled time. Acceptance
 §3.4: a window folded into the totals every `--decode-log-interval` decode iterations.
 """
 
-from __future__ import annotations
-
 import asyncio
 import contextlib
 import time

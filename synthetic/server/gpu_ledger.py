@@ -3,8 +3,6 @@
 Each live server claims mem_fraction_static x GPU memory in the run's SPECBENCH_SIM_GPU_LEDGER file.
 """
 
-from __future__ import annotations
-
 import atexit
 import fcntl
 import json

@@ -3,8 +3,6 @@
 Launch tools grep these lines, so the prefix matters more than levels. All to stderr, as SGLang's.
 """
 
-from __future__ import annotations
-
 import logging
 import sys
 

@@ -1,7 +1,5 @@
 """`/metrics` with `--enable-metrics`: SGLang's counters (contract §4), per finished user request."""
 
-from __future__ import annotations
-
 from dataclasses import dataclass
 
 COUNTERS = {

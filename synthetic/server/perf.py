@@ -3,8 +3,6 @@
 The formulas are docs/reference/stand-in.md's; v1 adds GPU and CPU time, overlap (v2) takes their max.
 """
 
-from __future__ import annotations
-
 from dataclasses import dataclass
 
 from synthetic.server.config import PerfParams

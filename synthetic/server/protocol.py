@@ -3,8 +3,6 @@
 Non-final events are on the client-ceiling benchmark's hot path: assembled from pre-encoded pieces.
 """
 
-from __future__ import annotations
-
 from array import array
 from dataclasses import dataclass
 from typing import Any

@@ -4,8 +4,6 @@ One chained hash per page instead of a tree; like SGLang it matches whole pages,
 and evicts least-recently-used pages beyond `capacity` tokens.
 """
 
-from __future__ import annotations
-
 from collections import OrderedDict
 from collections.abc import Sequence
 

@@ -4,8 +4,6 @@ Known by construction: tokens and acceptance are seeded by the prompt, so a laun
 launch with no wrong path. It catches faults v1 and v2 share (`flashmla_draft_decode_context`).
 """
 
-from __future__ import annotations
-
 from collections.abc import Iterable
 
 from bench.correctness.outputs import ReferenceOutputs, prompts_digest

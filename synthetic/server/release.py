@@ -4,8 +4,6 @@ decision each makes (contract §1.4) with the launch-log lines of §1.5.
 The facts specbench relies on come from `bench.server`; this adds what a server does with them.
 """
 
-from __future__ import annotations
-
 from dataclasses import dataclass
 from typing import Literal
 

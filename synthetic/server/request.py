@@ -1,7 +1,5 @@
 """One generation request as the scheduler and its HTTP handler share it."""
 
-from __future__ import annotations
-
 import asyncio
 import random
 import time

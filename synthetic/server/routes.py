@@ -4,8 +4,6 @@ status codes and bodies.
 Each wake-up sends a request's latest cumulative state, as SGLang's tokenizer manager does.
 """
 
-from __future__ import annotations
-
 import asyncio
 import gzip
 import os

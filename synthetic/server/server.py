@@ -1,7 +1,5 @@
 """The stand-in's state: the resolved launch, the scheduler, and the `/server_info` view of both."""
 
-from __future__ import annotations
-
 import os
 import random
 import time

@@ -6,8 +6,6 @@ does not call a tail those stalls explain unstable. Modelled time is awaited and
 ticks only while there is work or was lately (`linger_s`).
 """
 
-from __future__ import annotations
-
 import asyncio
 import time
 from collections.abc import Callable

@@ -2,8 +2,6 @@
 of `synthetic.server.tokens`; an explicit path that does not load fails start-up, as on SGLang.
 """
 
-from __future__ import annotations
-
 from collections.abc import Callable
 from pathlib import Path
 

@@ -4,8 +4,6 @@ Output ids depend only on the sim seed and the prompt; `TokenTape` builds them l
 text fragments, so a cumulative event is two buffer slices.
 """
 
-from __future__ import annotations
-
 import hashlib
 import math
 import zlib

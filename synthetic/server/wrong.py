@@ -5,8 +5,6 @@
 dies at the warm-up (docs/results/2026-12-05-flashmla-v2-on-sglang-0.5.12.md).
 """
 
-from __future__ import annotations
-
 import os
 import signal
 import sys

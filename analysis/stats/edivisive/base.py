@@ -4,8 +4,6 @@ Intervals are half-open index ranges [start, stop) over the analysed array; a ch
 "the new level starts at element i", so it always splits some interval into two non-empty parts.
 """
 
-from __future__ import annotations
-
 import itertools
 from abc import ABC, abstractmethod
 from collections.abc import Sequence

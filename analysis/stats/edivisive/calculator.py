@@ -12,8 +12,6 @@ Where Otava derives closed-form sums, one 2-D prefix sum P of the distance matri
 makes each block sum four lookups and the (τ, κ) grid a few broadcast NumPy operations: O(L²) for length L.
 """
 
-from __future__ import annotations
-
 from typing import Any
 
 import numpy as np

@@ -1,7 +1,5 @@
 """The divisive loop: split the strongest candidate while it is significant, then look again."""
 
-from __future__ import annotations
-
 from collections.abc import Callable, Sequence
 from typing import Generic
 

@@ -6,8 +6,6 @@ segments either side of the candidate; cheap, and works with a handful of points
 Q-hat; no normality assumption, but `permutations` recomputations and p >= 1/(permutations+1).
 """
 
-from __future__ import annotations
-
 from collections.abc import Sequence
 from dataclasses import dataclass
 

@@ -3,8 +3,6 @@ A hot or power-capped GPU drops its SM clock and every figure with it; utilisati
 clock-event reasons tell slower kernels from a GPU waiting on the host. Sources: NVML (`pynvml`), then
 `nvidia-smi --query-gpu` (argv), else none (stand-in, CPU box: `source: "none"`, host load only)."""
 
-from __future__ import annotations
-
 import shutil
 import statistics
 import subprocess

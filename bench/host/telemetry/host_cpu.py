@@ -3,8 +3,6 @@
 (`/proc/pressure/cpu` "some"); None where a file is missing. A speculative cycle on a small model is
 host-bound (docs/results/2026-12-03-h200-v3-slice-profiles.md)."""
 
-from __future__ import annotations
-
 import os
 import time
 from dataclasses import dataclass

@@ -2,8 +2,6 @@
 with the SM clock steady and the host 90% idle, a scheduler at 100% of a core explains the spread of
 speculative windows on a VM (docs/results/2026-12-04-h200-v3-slice-grid-part1.md, -part2.md)."""
 
-from __future__ import annotations
-
 import itertools
 from collections.abc import Iterable, Sequence
 from typing import Any, NamedTuple

@@ -8,8 +8,6 @@ that is another vCPU than the scheduler's, so with `measure.cpu_probe: server` t
 each sample onto the CPU of the server's busiest process (`cpu_probe_on_server_pct`: how much it shared
 it)."""
 
-from __future__ import annotations
-
 import bisect
 import os
 import threading
