@@ -23,4 +23,5 @@ fi
 # --no-loadscope-reorder: xdist (3.x) otherwise hands out the files with the most tests first, which undoes
 # tests/conftest.py's order (slow and browser files first): a one-test browser file of 2.5 minutes started last
 # and ran alone at the end while the other workers idled.
-exec .venv/bin/pytest -n "${TEST_WORKERS:-$(( 2 * $(nproc) ))}" --dist loadfile --no-loadscope-reorder
+# --durations: the slowest tests, named in every CI log, so that a slower suite shows where it slowed.
+exec .venv/bin/pytest -n "${TEST_WORKERS:-$(( 2 * $(nproc) ))}" --dist loadfile --no-loadscope-reorder --durations=25
