@@ -92,8 +92,7 @@ def heatmap(
     )
     dark = f"datum['{value}'] < {mid}" if not diverging else f"abs(datum['{value}'] - 1) > {0.6 * m}"
     text = base.mark_text(fontSize=11).encode(
-        text=alt.Text("label:N"),
-        color=value_if(alt.ColorValue, dark, "white", "black"),
+        text=alt.Text("label:N"), color=value_if(alt.ColorValue, dark, "white", "black")
     )
     layered = alt.layer(rect, text, data=f).properties(
         width=width, height=34 * max(1, f["steps_label"].nunique())

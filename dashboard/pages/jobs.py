@@ -216,12 +216,6 @@ if finished:
     st.subheader("Recently finished", anchor="finished")
     _table(
         finished,
-        {
-            **_JOB,
-            "trigger": "trigger",
-            "attempts": "attempts",
-            "run_id": "run",
-            "finished_at": "finished",
-        },
+        {**_JOB, "trigger": "trigger", "attempts": "attempts", "run_id": "run", "finished_at": "finished"},
         "jobs_finished",
     )
