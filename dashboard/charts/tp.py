@@ -1,7 +1,5 @@
-"""Shard vs TP-N: step times and v2/v1 ratios of the two runs side by side.
-
-Pure builders from an `analysis.tp_compare` frame (one row per batch size, steps, accept length and mode).
-"""
+"""Shard vs TP-N: step times and v2/v1 ratios of the two runs side by side. Pure builders from an
+`analysis.tp_compare` frame (one row per batch size, steps, accept length and mode)."""
 
 from typing import Any
 

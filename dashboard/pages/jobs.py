@@ -1,4 +1,4 @@
-"""Jobs: the queue, the workers with their last heartbeat, failed jobs with why they failed, and the schedules."""
+"""Jobs: the queue, the workers with their last heartbeat, failed jobs with why they failed, the schedules."""
 
 from datetime import datetime
 from typing import Any
