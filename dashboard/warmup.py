@@ -71,13 +71,12 @@ async def _wait_listening(host: str, port: int) -> None:
     while True:
         try:
             _, writer = await asyncio.open_connection(host, port)
+            writer.close()
+            return
         except OSError:
             if time.monotonic() > deadline:
                 raise
             await asyncio.sleep(0.1)
-            continue
-        writer.close()
-        return
 
 
 async def warm(host: str, port: int, base: str, pages: Sequence[str]) -> None:

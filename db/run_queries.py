@@ -147,18 +147,9 @@ def _with_point_counts(engine: Engine, runs: pd.DataFrame, names: Sequence[str])
     ids = [int(i) for i in runs["id"]]
     if not ids:
         return runs.assign(**{n: pd.Series(dtype=int) for n in names})
-    counts = pd.concat(
-        [
-            read_frame(
-                engine,
-                select(Point.run_id, *(_POINT_COUNTS[n].label(n) for n in names))
-                .where(Point.run_id.in_(chunk))
-                .group_by(Point.run_id),
-            )
-            for chunk in chunks(ids)
-        ],
-        ignore_index=True,
-    )
+    per_run = select(Point.run_id, *(_POINT_COUNTS[n].label(n) for n in names)).group_by(Point.run_id)
+    frames = [read_frame(engine, per_run.where(Point.run_id.in_(chunk))) for chunk in chunks(ids)]
+    counts = pd.concat(frames, ignore_index=True)
     runs = runs.merge(counts, how="left", left_on="id", right_on="run_id").drop(columns=["run_id"])
     return runs.fillna(dict.fromkeys(names, 0)).astype(dict.fromkeys(names, int))
 
@@ -387,14 +378,10 @@ def run_parts(engine: Engine, run_ids: Sequence[int]) -> dict[int, list[dict[str
     out: dict[int, list[dict[str, Any]]] = {int(r): [] for r in run_ids}
     if not out:
         return out
+    stmt = select(RunPart.run_id, *PART_COLUMNS).order_by(RunPart.run_id, RunPart.part)
     with engine.connect() as c:
         for chunk in chunks(sorted(out)):
-            stmt = (
-                select(RunPart.run_id, *PART_COLUMNS)
-                .where(RunPart.run_id.in_(chunk))
-                .order_by(RunPart.run_id, RunPart.part)
-            )
-            for row in c.execute(stmt).mappings():
+            for row in c.execute(stmt.where(RunPart.run_id.in_(chunk))).mappings():
                 record = dict(row)
                 out[int(record.pop("run_id"))].append(record)
     return out

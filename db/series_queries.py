@@ -91,20 +91,9 @@ def sample_ranges(engine: Engine, point_ids: Sequence[int], metric: str) -> pd.D
     col = getattr(Sample, metric_column(metric).key)
     if not point_ids:
         return pd.DataFrame(columns=["point_id", "low", "high", "n"])
-    frames = [
-        read_frame(
-            engine,
-            select(
-                Sample.point_id,
-                func.min(col).label("low"),
-                func.max(col).label("high"),
-                func.count(col).label("n"),
-            )
-            .where(Sample.point_id.in_(ids))
-            .group_by(Sample.point_id),
-        )
-        for ids in chunks(point_ids)
-    ]
+    stats = (func.min(col).label("low"), func.max(col).label("high"), func.count(col).label("n"))
+    per_point = select(Sample.point_id, *stats).group_by(Sample.point_id)
+    frames = [read_frame(engine, per_point.where(Sample.point_id.in_(ids))) for ids in chunks(point_ids)]
     return pd.concat(frames, ignore_index=True)
 
 
