@@ -208,15 +208,8 @@ def run_samples(url: str, run_id: int, metric: str) -> pd.DataFrame:
 @cached()
 def comparison(url: str, a: int, b: int, metric: str, threshold: float, confidence: float) -> pd.DataFrame:
     """Run B (candidate) against run A (baseline), point by point: `analysis.compare.compare_runs`."""
-    return compare_runs(
-        run_points(url, a),
-        run_samples(url, a, metric),
-        run_points(url, b),
-        run_samples(url, b, metric),
-        metric=metric,
-        threshold=threshold,
-        confidence=confidence,
-    )
+    sides = (run_points(url, a), run_samples(url, a, metric), run_points(url, b), run_samples(url, b, metric))
+    return compare_runs(*sides, metric=metric, threshold=threshold, confidence=confidence)
 
 
 @cached()
