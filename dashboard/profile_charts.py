@@ -115,10 +115,6 @@ def figures_table(summary: dict[str, Any]) -> pd.DataFrame:
     d = summary.get("distortion") or {}
     if d.get("ratio") is not None:
         # Short enough for a half-page column: the caption under the tables says what the two times are.
-        rows.append(
-            (
-                "distortion",
-                f"×{d['ratio']:.2f} ({d['profiled_cycle_ms']:.2f} vs {d['unprofiled_cycle_ms']:.2f} ms)",
-            )
-        )
+        distortion = f"×{d['ratio']:.2f} ({d['profiled_cycle_ms']:.2f} vs {d['unprofiled_cycle_ms']:.2f} ms)"
+        rows.append(("distortion", distortion))
     return pd.DataFrame(rows, columns=["figure", "value"])

@@ -1,9 +1,7 @@
 """Run `streamlit run dashboard/app.py ...` in-process, with st.navigation in charge from the first request.
-
-With a `pages/` folder beside the entry script Streamlit starts in its legacy multipage mode, where a first
-visit to /trends runs pages/trends.py without the router (no menu, no page config). We switch that internal
-flag off; if a release drops it, only that first-visit quirk returns.
-"""
+A `pages/` folder beside the entry script starts Streamlit's legacy multipage mode, where a first visit to
+/trends runs pages/trends.py without the router (no menu, no page config). We switch that internal flag off;
+if a release drops it, only that first-visit quirk returns."""
 
 import gc
 import importlib
@@ -77,9 +75,9 @@ def warm_streamlit() -> None:
 
 
 def tcp_nodelay() -> None:
-    """Streamlit binds its socket with protocol 0, so asyncio sets no TCP_NODELAY on the connections it accepts
-    and a response's body waited for the browser's delayed ACK of its headers: 44 ms a request, 1.0 s for the
-    ~140 files a page loads over 6 connections (0.4 s without the wait). The bound socket is made IPPROTO_TCP."""
+    """Streamlit binds its socket with protocol 0, so asyncio sets no TCP_NODELAY on the connections it
+    accepts and a response's body waited for the browser's delayed ACK of its headers: 44 ms a request,
+    1.0 s for the ~140 files a page loads over 6 connections (0.4 s without); so the socket is made TCP."""
     try:
         from streamlit.web.server.starlette import starlette_server as server
 

@@ -1,13 +1,11 @@
-"""Every page rendered once as the server starts, before its health check says it is ready.
-
-Otherwise a page's first visitor pays for its reads, its analysis and the first-use costs of pandas, Altair
-and Streamlit. A client of the server's own opens one websocket session per page, sends a rerun naming it, and
-waits for the script to finish; the reads stay in `dashboard.services.data`'s caches until the data changes.
+"""Every page rendered once as the server starts, before its health check says it is ready: otherwise a
+page's first visitor pays for its reads, its analysis and the first-use costs of pandas, Altair and Streamlit.
+A client of the server's own opens one websocket session per page, sends a rerun naming it, and waits for the
+script to finish; the reads stay in `dashboard.services.data`'s caches until the data changes.
 
 The health check (`/_stcore/health`) answers 503 "warming up" until this is done, `GATE_S` at most; past that
 the warm-up goes on behind a ready server. A page that fails or hangs is logged and skipped.
-`SPECBENCH_DASHBOARD_WARMUP=0` turns it off.
-"""
+`SPECBENCH_DASHBOARD_WARMUP=0` turns it off."""
 
 import asyncio
 import itertools
@@ -73,13 +71,12 @@ async def _wait_listening(host: str, port: int) -> None:
     while True:
         try:
             _, writer = await asyncio.open_connection(host, port)
+            writer.close()
+            return
         except OSError:
             if time.monotonic() > deadline:
                 raise
             await asyncio.sleep(0.1)
-            continue
-        writer.close()
-        return
 
 
 async def warm(host: str, port: int, base: str, pages: Sequence[str]) -> None:

@@ -1,11 +1,10 @@
 """Bulk inserts of pre-built rows (load tests, demos): 1M points and 3M samples into SQLite in minutes. Ids
-are max(id)+1, so never beside a writing worker; PostgreSQL sequences are moved past them
-(`fix_sequences`)."""
+are max(id)+1, so never beside a writing worker; `fix_sequences` moves PostgreSQL sequences past them."""
 
 from collections.abc import Mapping, Sequence
 from typing import Any, cast
 
-from sqlalchemy import Engine, Table, func, insert, select
+from sqlalchemy import Engine, Table, delete, func, insert, select
 
 from db.models import Point, Run, Sample, ServerInstance, Triage
 
@@ -45,8 +44,7 @@ class BulkWriter:
         """`tables`: table name -> column name -> values (columns of one table have the same length)."""
         with self.engine.begin() as conn:
             if self.dialect.name == "sqlite":
-                # 256 MiB page cache: fingerprint-order index inserts touch pages all over the file (constant
-                # pragma).
+                # 256 MiB page cache: fingerprint-order index inserts touch pages all over the file.
                 conn.exec_driver_sql("PRAGMA cache_size = -262144")
             for name, table in _TABLES:
                 data = tables.get(name) or {}
@@ -92,9 +90,9 @@ def delete_runs_by_trigger(engine: Engine, trigger: str) -> int:
             chunk = ids[part : part + 500]
             # SQLite cascades only with foreign_keys=ON (db.engine sets it): delete children explicitly.
             point_ids = select(Point.id).where(Point.run_id.in_(chunk))
-            conn.execute(Triage.__table__.delete().where(Triage.run_id.in_(chunk)))  # type: ignore[attr-defined]
-            conn.execute(Sample.__table__.delete().where(Sample.point_id.in_(point_ids)))  # type: ignore[attr-defined]
-            conn.execute(Point.__table__.delete().where(Point.run_id.in_(chunk)))  # type: ignore[attr-defined]
-            conn.execute(ServerInstance.__table__.delete().where(ServerInstance.run_id.in_(chunk)))  # type: ignore[attr-defined]
-            conn.execute(Run.__table__.delete().where(Run.id.in_(chunk)))  # type: ignore[attr-defined]
+            conn.execute(delete(Triage).where(Triage.run_id.in_(chunk)))
+            conn.execute(delete(Sample).where(Sample.point_id.in_(point_ids)))
+            conn.execute(delete(Point).where(Point.run_id.in_(chunk)))
+            conn.execute(delete(ServerInstance).where(ServerInstance.run_id.in_(chunk)))
+            conn.execute(delete(Run).where(Run.id.in_(chunk)))
     return len(ids)

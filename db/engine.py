@@ -70,8 +70,7 @@ def _secret_values(parsed: URL) -> list[tuple[str, str]]:
         out.append(("password", str(parsed.password)))
     for key, value in parsed.query.items():
         if key.lower() in SECRET_PARAMS:
-            for v in (value,) if isinstance(value, str) else value:
-                out.append((key, v))
+            out.extend((key, v) for v in ((value,) if isinstance(value, str) else value))
     return out
 
 

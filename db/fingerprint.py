@@ -29,21 +29,9 @@ def point_fingerprint(
 ) -> str:
     """A stable 16-hex-digit hash of the series key, the same on every host and Python. `accept_length` joins
     only when pinned and `expert_routing` only when "balanced", so older series keep their fingerprints."""
-    key: dict[str, object] = {
-        "model": model,
-        "draft_model": draft_model,
-        "attention_backend": attention_backend,
-        "tp": tp,
-        "algorithm": algorithm,
-        "steps": steps,
-        "topk": topk,
-        "draft_tokens": draft_tokens,
-        "spec_mode": spec_mode,
-        "batch_size": batch_size,
-        "workload_key": workload_key,
-        "gpu_name": gpu_name,
-        "gpu_count": gpu_count,
-    }
+    spec = (model, draft_model, attention_backend, tp, algorithm, steps, topk, draft_tokens, spec_mode)
+    values = (*spec, batch_size, workload_key, gpu_name, gpu_count)  # in FINGERPRINT_FIELDS order
+    key: dict[str, object] = dict(zip(FINGERPRINT_FIELDS, values, strict=True))
     if accept_length is not None:
         key["accept_length"] = accept_length
     if expert_routing == "balanced":

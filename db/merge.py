@@ -1,5 +1,4 @@
 """Merge runs from another specbench database (a GPU host's SQLite file, an example) into this one.
-
 Runs match by `uid`, so merging is idempotent; every row gets a new id here, foreign keys remapped. A run
 already here grows when the source holds more of it (resumed elsewhere): rows match by natural keys (points by
 `point_key`, samples by point and `repeat`, servers by `config_key` and `started_at`, profiles by point, rank,

@@ -49,9 +49,9 @@ class SchemaBehindError(RuntimeError):
 
 
 def open_database_readonly(url: str | None = None) -> tuple[Engine, str | None]:
-    """An engine that never writes (issue 10 §9), on a database at head, and a note for the user (or None). An
-    older SQLite file is migrated as a temporary copy; PostgreSQL behind head raises SchemaBehindError (run
-    `specbench db upgrade`); a missing SQLite file raises DatabaseMissingError."""
+    """An engine that never writes (issue 10 §9), on a database at head, and a note for the user (or None).
+    An older SQLite file is migrated as a temporary copy; PostgreSQL behind head raises SchemaBehindError
+    (run `specbench db upgrade`); a missing SQLite file raises DatabaseMissingError."""
     resolved = resolve_url(url)
     engine = make_readonly_engine(resolved)
     current, head = schema_revisions(engine, resolved)

@@ -75,9 +75,7 @@ class MetricColumns:
     itl_max_ms: Mapped[float | None] = mapped_column(Float)
 
 
-METRIC_FIELDS: tuple[str, ...] = tuple(
-    name for name in MetricColumns.__annotations__ if not name.startswith("_")
-)
+METRIC_FIELDS: tuple[str, ...] = tuple(MetricColumns.__annotations__)
 # Run columns saying where the numbers came from (bench.provenance; the full dict is in runs.provenance too).
 PROVENANCE_COLUMNS: tuple[str, ...] = (
     *("model_identity", "sglang_version", "sglang_commit", "sgl_kernel_version", "flashinfer_version"),

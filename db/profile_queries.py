@@ -40,10 +40,7 @@ _POINT_COLUMNS = (
 def run_profiles(engine: Engine, run_id: int) -> list[dict[str, Any]]:
     """Every profile row of a run (rank 0 first), with the point's configuration and unprofiled figures."""
     stmt = (
-        select(
-            *(getattr(Profile, c) for c in _PROFILE_COLUMNS),
-            *(getattr(Point, c) for c in _POINT_COLUMNS),
-        )
+        select(*(getattr(Profile, c) for c in _PROFILE_COLUMNS), *(getattr(Point, c) for c in _POINT_COLUMNS))
         .join(Point, Point.id == Profile.point_id)
         .where(Profile.run_id == run_id)
         .order_by(Profile.batch_size, Point.steps, Profile.spec_mode, Profile.tp_rank, Profile.id)

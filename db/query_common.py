@@ -4,7 +4,7 @@ million points and safety: Core selects with bound parameters, a metric picks a 
 `ix_points_fingerprint_created`, per-run reads `ix_points_run_id`. Results are pandas DataFrames (UTC)."""
 
 from collections.abc import Iterable, Iterator, Sequence
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import pandas as pd
 from sqlalchemy import Engine, Executable
@@ -32,8 +32,7 @@ class QueryError(LookupError):
 def metric_column(name: str) -> InstrumentedAttribute[Any]:
     if name not in METRIC_FIELDS:
         raise QueryError(f"unknown metric {name!r}; choose one of {', '.join(METRIC_FIELDS)}")
-    col: InstrumentedAttribute[Any] = getattr(Point, name)
-    return col
+    return cast(InstrumentedAttribute[Any], getattr(Point, name))
 
 
 def attrs(model: type, names: str) -> list[InstrumentedAttribute[Any]]:

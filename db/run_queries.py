@@ -1,6 +1,5 @@
 """Run reads: totals, the newest runs, filtered listings, pickers, resolving what a user types to a run id,
-and one run's servers, points and samples. Per-run reads walk `ix_points_run_id`.
-"""
+and one run's servers, points and samples. Per-run reads walk `ix_points_run_id`."""
 
 import re
 from collections.abc import Sequence
@@ -61,8 +60,7 @@ def totals(engine: Engine) -> Totals:
 
 
 def latest_runs(engine: Engine, limit: int = 25, *, include_synthetic: bool = True) -> pd.DataFrame:
-    """The newest runs with their provenance, sweep text and how many of their points are stored / ok /
-    problems."""
+    """The newest runs with their provenance, sweep text and counts of points stored / ok / problems."""
     runs = select(
         *(getattr(Run, c) for c in RUN_COLUMNS),
         Run.sweep_yaml,  # the plan: how many points the run set out to measure (analysis.run_counts)
@@ -80,13 +78,10 @@ def problem_points(engine: Engine, run_ids: Sequence[int], limit: int = 500) -> 
     stmt = (
         select(
             Point.id.label("point_id"),
-            Point.run_id,
-            Point.status,
-            Point.reason,
+            *attrs(Point, "run_id status reason"),
             *(getattr(Point, c) for c in SERIES_COLUMNS),
             Point.spec_mode_resolved,
-            Run.sglang_version,
-            Run.started_at,
+            *attrs(Run, "sglang_version started_at"),
         )
         .join(Run, Run.id == Point.run_id)
         .where(Point.run_id.in_(list(run_ids)), Point.status.in_(PROBLEM_STATUSES))
@@ -97,8 +92,7 @@ def problem_points(engine: Engine, run_ids: Sequence[int], limit: int = 500) -> 
 
 
 def run_choices(engine: Engine, limit: int = 500) -> pd.DataFrame:
-    """Runs for pickers, newest first: id, started_at, sweep, version, GPU, status, trigger, simulated,
-    model."""
+    """Runs for pickers, newest first: id, start, sweep, version, GPU, status, trigger, simulated, model."""
     stmt = (
         select(
             *attrs(Run, "id uid started_at sweep_name label sglang_version sglang_commit gpu_name gpu_count"),
@@ -119,11 +113,8 @@ def list_runs(
     simulated: bool | None = None,
     limit: int | None = None,
 ) -> pd.DataFrame:
-    """Runs newest first, filtered, with their point counts: what `specbench runs` lists.
-
-    `name` and `gpu` match case-insensitively anywhere in the sweep name / GPU name (bound LIKE patterns,
-    escaped, so `%` or `_` in the filter match themselves).
-    """
+    """Runs newest first, filtered, with their point counts: what `specbench runs` lists. `name` and `gpu`
+    match anywhere in the sweep / GPU name, any case (escaped LIKE patterns: `%` and `_` match as typed)."""
     stmt = select(
         *attrs(Run, "id uid sweep_name label status trigger backend simulated model gpu_name gpu_count"),
         *attrs(Run, "sglang_version started_at finished_at"),
@@ -156,31 +147,19 @@ def _with_point_counts(engine: Engine, runs: pd.DataFrame, names: Sequence[str])
     ids = [int(i) for i in runs["id"]]
     if not ids:
         return runs.assign(**{n: pd.Series(dtype=int) for n in names})
-    counts = pd.concat(
-        [
-            read_frame(
-                engine,
-                select(Point.run_id, *(_POINT_COUNTS[n].label(n) for n in names))
-                .where(Point.run_id.in_(chunk))
-                .group_by(Point.run_id),
-            )
-            for chunk in chunks(ids)
-        ],
-        ignore_index=True,
-    )
+    per_run = select(Point.run_id, *(_POINT_COUNTS[n].label(n) for n in names)).group_by(Point.run_id)
+    frames = [read_frame(engine, per_run.where(Point.run_id.in_(chunk))) for chunk in chunks(ids)]
+    counts = pd.concat(frames, ignore_index=True)
     runs = runs.merge(counts, how="left", left_on="id", right_on="run_id").drop(columns=["run_id"])
     return runs.fillna(dict.fromkeys(names, 0)).astype(dict.fromkeys(names, int))
 
 
 def run_info(engine: Engine, run_id: int) -> dict[str, Any]:
-    """The run's columns and stored sweep, and `sweep_edits`: the stopping-rule edits it was resumed with
-    (runners/resume_guard.py), oldest first, each {at, changes: [{field, old, new}]}, without the replaced
-    sweeps' text."""
-    stmt = select(*(getattr(Run, c) for c in RUN_COLUMNS), Run.sweep_yaml, Run.provenance).where(
-        Run.id == run_id
-    )
+    """The run's columns and sweep, and `sweep_edits`: the stopping-rule edits it was resumed with
+    (runners/resume_guard.py), oldest first, each {at, changes: [{field, old, new}]}, no old sweep text."""
+    cols = (*(getattr(Run, c) for c in RUN_COLUMNS), Run.sweep_yaml, Run.provenance)
     with engine.connect() as c:
-        row = c.execute(stmt).mappings().first()
+        row = c.execute(select(*cols).where(Run.id == run_id)).mappings().first()
     if row is None:
         raise QueryError(f"no run with id {run_id}")
     info = dict(row)
@@ -225,9 +204,8 @@ def caption_facts(engine: Engine, run_id: int) -> dict[str, Any]:
 
 
 def run_servers(engine: Engine, run_id: int) -> pd.DataFrame:
-    """The launches of a run: config label, resolved mode, start time, status, how many idle servers shared
-    the GPU while it was measured (`max_parallel_starts` > 1 leaves some; they can bias high-batch numbers),
-    and the CPUs it was pinned to."""
+    """A run's launches: label, resolved mode, start, status, the idle servers beside it while measured
+    (`max_parallel_starts` > 1 leaves some; they bias high-batch numbers) and the CPUs it was pinned to."""
     stmt = (
         select(*attrs(ServerInstance, "id label spec_mode_resolved startup_s status env"))
         .where(ServerInstance.run_id == run_id)
@@ -245,12 +223,9 @@ def run_servers(engine: Engine, run_id: int) -> pd.DataFrame:
 
 
 def resolve_run(engine: Engine, ref: str) -> int:
-    """A run id from what a user types: an id, a uid (or its unique prefix), `latest` or `latest~N`.
-
-    What is typed is checked before any query: ASCII digits only (`¹²³` passes `str.isdigit` but not `int`),
-    an id within the id columns' range (32-bit on PostgreSQL), a uid prefix of hex digits and dashes no longer
-    than a uid (a 100,000-character reference is not a LIKE pattern).
-    """
+    """A run id from what a user types: an id, a uid (or its unique prefix), `latest` or `latest~N`. Checked
+    before any query: ASCII digits only (`¹²³` passes `str.isdigit`, not `int`), an id within the 32-bit id
+    range, a uid prefix of hex digits and dashes no longer than a uid (never a 100,000-character LIKE)."""
     ref = ref.strip()
     latest = re.fullmatch(r"latest(?:~([0-9]{1,9}))?", ref)
     if ref.startswith("latest") and not latest:
@@ -316,19 +291,15 @@ def run_points(engine: Engine, run_id: int, metrics: Sequence[str] | None = None
 
 
 def run_windows(engine: Engine, run_id: int, metrics: Sequence[str]) -> pd.DataFrame:
-    """Every measured window (sample) of a run, every status, in measurement order: by `order_index`, then the
-    windows without one by point and repeat. Columns: point_id, the point's batch_size, spec_mode, steps, topk
-    and accept_length_pinned, then repeat, status, reason, order_index, invocation, server_instance_id,
-    window_started_at, telemetry (the stored dict) and the metrics."""
+    """Every measured window (sample) of a run, every status, by `order_index`, then those without one by
+    point and repeat: point_id, the point's configuration, the window's columns and telemetry, the metrics."""
     cols = checked_metrics(metrics)
     stmt = (
         select(
             Sample.point_id,
             *attrs(Point, "batch_size spec_mode steps topk accept_length_pinned"),
-            *attrs(
-                Sample, "repeat status reason order_index invocation server_instance_id window_started_at"
-            ),
-            Sample.telemetry,
+            *attrs(Sample, "repeat status reason order_index invocation server_instance_id"),
+            *attrs(Sample, "window_started_at telemetry"),
             *(getattr(Sample, m) for m in cols),
         )
         .join(Point, Point.id == Sample.point_id)
@@ -339,20 +310,13 @@ def run_windows(engine: Engine, run_id: int, metrics: Sequence[str]) -> pd.DataF
 
 
 def run_samples(engine: Engine, run_id: int, metrics: Sequence[str]) -> pd.DataFrame:
-    """Every repeat of every point of a run, long by point: point_id, repeat, status, its order, invocation and
-    link (what it pairs with), and the metrics."""
+    """Every repeat of every point of a run, long by point: point_id, repeat, status, order (set when v1/v2
+    windows interleaved), invocation (a resumed run has several), link (the comparison it was measured for,
+    its repeat there, how the sides took turns) and the metrics."""
     cols = checked_metrics(metrics)
     stmt = (
         select(
-            Sample.point_id,
-            Sample.repeat,
-            Sample.status,
-            Sample.order_index,  # set when the run interleaved v1/v2 windows
-            Sample.invocation,  # which invocation measured it (a resumed run: several)
-            # the comparison it was measured for, its repeat there and how the sides took turns
-            Sample.link,
-            Sample.link_repeat,
-            Sample.link_mode,
+            *attrs(Sample, "point_id repeat status order_index invocation link link_repeat link_mode"),
             *(getattr(Sample, m) for m in cols),
         )
         .join(Point, Point.id == Sample.point_id)
@@ -373,22 +337,13 @@ MODEL_FACT_KEYS: tuple[str, ...] = (
 
 
 def run_model_facts(engine: Engine, run_id: int) -> dict[str, Any]:
-    """A run's identity, GPUs and model as stored: id, uid, sweep_name, model, sglang_version, gpu_name,
-    gpu_count, simulated, trigger, the provenance's MODEL_FACT_KEYS (None where the run predates them), and `tps`: the
-    distinct tensor-parallel widths of its points, ascending."""
+    """A run's identity, GPUs and model as stored, the provenance's MODEL_FACT_KEYS (None where the run
+    predates them), and `tps`: the distinct tensor-parallel widths of its points, ascending."""
+    cols = attrs(
+        Run, "id uid sweep_name model sglang_version gpu_name gpu_count simulated trigger provenance"
+    )
     with engine.connect() as c:
-        row = (
-            c.execute(
-                select(
-                    *attrs(
-                        Run, "id uid sweep_name model sglang_version gpu_name gpu_count simulated trigger"
-                    ),
-                    Run.provenance,
-                ).where(Run.id == run_id)
-            )
-            .mappings()
-            .first()
-        )
+        row = c.execute(select(*cols).where(Run.id == run_id)).mappings().first()
         if row is None:
             raise QueryError(f"no run with id {run_id}")
         tps = c.execute(select(Point.tp).where(Point.run_id == run_id).distinct()).scalars().all()
@@ -400,8 +355,7 @@ def run_model_facts(engine: Engine, run_id: int) -> dict[str, Any]:
 
 
 def run_tp_widths(engine: Engine, run_ids: Sequence[int]) -> dict[int, list[int]]:
-    """run id -> the distinct tensor-parallel widths of its points, ascending (a run without points: absent).
-    Walks `ix_points_run_id` in chunks of ids."""
+    """run id -> its points' distinct tensor-parallel widths, ascending (a run without points: absent)."""
     out: dict[int, set[int]] = {}
     with engine.connect() as c:
         for part in chunks(list(run_ids)):
@@ -424,14 +378,10 @@ def run_parts(engine: Engine, run_ids: Sequence[int]) -> dict[int, list[dict[str
     out: dict[int, list[dict[str, Any]]] = {int(r): [] for r in run_ids}
     if not out:
         return out
+    stmt = select(RunPart.run_id, *PART_COLUMNS).order_by(RunPart.run_id, RunPart.part)
     with engine.connect() as c:
         for chunk in chunks(sorted(out)):
-            stmt = (
-                select(RunPart.run_id, *PART_COLUMNS)
-                .where(RunPart.run_id.in_(chunk))
-                .order_by(RunPart.run_id, RunPart.part)
-            )
-            for row in c.execute(stmt).mappings():
+            for row in c.execute(stmt.where(RunPart.run_id.in_(chunk))).mappings():
                 record = dict(row)
                 out[int(record.pop("run_id"))].append(record)
     return out

@@ -1,7 +1,5 @@
 """Series reads: the catalog of series, one series' values, many series' history, the runs' x-axis fields.
-
-A series is every point with one fingerprint; its reads walk `ix_points_fingerprint_created`.
-"""
+A series is every point with one fingerprint; its reads walk `ix_points_fingerprint_created`."""
 
 from collections.abc import Sequence
 from datetime import datetime
@@ -22,16 +20,11 @@ from db.query_common import (
 
 
 def series_catalog(engine: Engine) -> pd.DataFrame:
-    """One row per series: its identity columns, point count and last time seen.
-
-    Two steps so a million points stay cheap: group the fingerprint index (covering: fingerprint + rowid) for
-    count and newest id, then read those few newest rows by primary key.
-    """
+    """One row per series: its identity columns, point count and last time seen. Two steps so a million points
+    stay cheap: group the covering fingerprint index for count and newest id, then read those rows by key."""
     newest = (
         select(
-            Point.fingerprint,
-            func.count(Point.id).label("n_points"),
-            func.max(Point.id).label("newest_id"),
+            Point.fingerprint, func.count(Point.id).label("n_points"), func.max(Point.id).label("newest_id")
         )
         .group_by(Point.fingerprint)
         .subquery()
@@ -57,8 +50,7 @@ RUN_AXIS_COLUMNS: tuple[str, ...] = (
 
 
 def run_axes(engine: Engine) -> pd.DataFrame:
-    """Every run's x-axis fields (id, start, version, commits, trigger, simulated): small, and cacheable as a
-    whole."""
+    """Every run's x-axis fields (id, start, version, commits, trigger, simulated): small, cacheable whole."""
     return read_frame(engine, select(Run.id.label("run_id"), *(getattr(Run, c) for c in RUN_AXIS_COLUMNS)))
 
 
@@ -70,11 +62,8 @@ def series_values(
     since: datetime | None = None,
     statuses: Sequence[str] = ("ok",),
 ) -> pd.DataFrame:
-    """One series' points in time order, points columns only (no join): the Trends page's hot query.
-
-    The status filter is applied after the read: the query then stays a plain walk of the series index
-    (points.status is deliberately unindexed, see db/models.py), and non-ok points are few.
-    """
+    """One series' points in time order, points columns only (no join): the Trends page's hot query. Status
+    is filtered after the read, so the query stays a walk of the series index (points.status is unindexed)."""
     cols = checked_metrics(metrics)
     stmt = (
         select(
@@ -102,20 +91,9 @@ def sample_ranges(engine: Engine, point_ids: Sequence[int], metric: str) -> pd.D
     col = getattr(Sample, metric_column(metric).key)
     if not point_ids:
         return pd.DataFrame(columns=["point_id", "low", "high", "n"])
-    frames = [
-        read_frame(
-            engine,
-            select(
-                Sample.point_id,
-                func.min(col).label("low"),
-                func.max(col).label("high"),
-                func.count(col).label("n"),
-            )
-            .where(Sample.point_id.in_(ids))
-            .group_by(Sample.point_id),
-        )
-        for ids in chunks(point_ids)
-    ]
+    stats = (func.min(col).label("low"), func.max(col).label("high"), func.count(col).label("n"))
+    per_point = select(Sample.point_id, *stats).group_by(Sample.point_id)
+    frames = [read_frame(engine, per_point.where(Sample.point_id.in_(ids))) for ids in chunks(point_ids)]
     return pd.concat(frames, ignore_index=True)
 
 
@@ -126,24 +104,18 @@ def series_history(
     fingerprints: Sequence[str] | None = None,
     metrics: Sequence[str] = FACTOR_METRICS,
 ) -> pd.DataFrame:
-    """Ok points of many series from runs started since `since`, for change-point scans.
-
-    Driven by the runs (ix_runs_started_at, then ix_points_run_id): a run's points are stored together, so
-    this reads a few pages per run instead of one page per point as a per-series walk would. Status and
-    series are filtered after the read, for the reason given in `series_values`.
-    """
+    """Ok points of many series from runs started since `since`, for change-point scans. Driven by the runs
+    (ix_runs_started_at, then ix_points_run_id): a run's points lie together, a few pages per run where a
+    per-series walk reads a page per point. Status and series are filtered after reading (`series_values`)."""
     cols = checked_metrics(metrics)
     stmt = (
         select(
-            Point.fingerprint,
-            Point.status,
+            *attrs(Point, "fingerprint status"),
             Point.id.label("point_id"),
-            Point.run_id,
-            Point.created_at,
+            *attrs(Point, "run_id created_at"),
             *(metric_column(m) for m in cols),
-            *attrs(Run, "started_at sglang_version sglang_commit"),
-            # With the trigger, what kind of numbers each point is (analysis.labels.run_kind).
-            *attrs(Run, "simulated trigger"),
+            # simulated and trigger: what kind of numbers each point is (analysis.labels.run_kind)
+            *attrs(Run, "started_at sglang_version sglang_commit simulated trigger"),
         )
         .select_from(Run)
         .join(Point, Point.run_id == Run.id)

@@ -1,10 +1,8 @@
-"""A consistent copy of a SQLite database that may be in use: `specbench db snapshot SRC DEST`.
-
-A GPU host can be lost mid-run; docs/guide/gpu-hosts.md ("A host lost mid-run") has users copy a snapshot off
-it and resume elsewhere. A `cp` of a file being written can tear and the sqlite3 CLI is often missing, so the
-copy uses SQLite's online backup API from a read-only connection: one committed state, SRC never changed.
-`drop_token_times` thins the copy for committing evidence (examples/): `requests.chunk_times`/`chunk_tokens`
-are ~80% of a GPU evidence database; everything else stays."""
+"""A consistent copy of a SQLite database that may be in use: `specbench db snapshot SRC DEST`, to resume
+elsewhere a run of a lost GPU host (docs/guide/gpu-hosts.md). A `cp` of a file being written can tear and the
+sqlite3 CLI is often missing, so the copy uses SQLite's online backup API from a read-only connection: one
+committed state, SRC never changed. `drop_token_times` thins the copy for committing evidence (examples/):
+`requests.chunk_times`/`chunk_tokens` are ~80% of a GPU evidence database; everything else stays."""
 
 import contextlib
 import os
@@ -153,10 +151,7 @@ def _backup(src: Path, tmp: Path, dest: Path) -> None:
 
 def _has_token_columns(copy: sqlite3.Connection) -> bool:
     # A table's columns only: table_info of a view prepares the view's query, which may fail or never end.
-    if (
-        copy.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'requests'").fetchone()
-        is None
-    ):
+    if not copy.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'requests'").fetchone():
         return False
     columns = {row[1] for row in copy.execute("PRAGMA table_info(requests)")}
     return {"chunk_times", "chunk_tokens"} <= columns

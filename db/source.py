@@ -1,5 +1,4 @@
 """A SQLite file someone else wrote, before `import` reads it: specbench's tables and nothing that runs.
-
 A view runs the file's query whenever read (endless recursion, `zeroblob(2e9)`) and a trigger one whenever the
 migration writes; a specbench database has neither (issue 35 §6). So the file must hold `runs` and an
 `alembic_version` this specbench knows (any other SQLite file is refused, never migrated), no view and no

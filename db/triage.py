@@ -40,15 +40,8 @@ def set_triage(
     kind: str = "change_point",
 ) -> int:
     """Record a human verdict on a flagged change (one row per series, metric and run; later verdicts win)."""
-    ids = set_triage_many(
-        engine,
-        [{"fingerprint": fingerprint, "run_id": run_id, "magnitude": magnitude}],
-        metric=metric,
-        state=state,
-        note=note,
-        kind=kind,
-    )
-    return ids[0]
+    change = {"fingerprint": fingerprint, "run_id": run_id, "magnitude": magnitude}
+    return set_triage_many(engine, [change], metric=metric, state=state, note=note, kind=kind)[0]
 
 
 def set_triage_many(

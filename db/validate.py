@@ -1,10 +1,9 @@
 """Values checked against the columns that will hold them, before an import writes anything (issue 30 §7).
-
 SQLite keeps whatever it is given (text in an integer column, `'yesterday'` as a timestamp, bad JSON, a NUL
 byte); PostgreSQL refuses some of it mid-transaction and accepts other nonsense (a negative batch size, a uid
-of `../../etc/passwd`). So each value is checked against its column's type, width, PostgreSQL's range and a
-few domain rules; the first problem is reported as `table row N: column: problem` and nothing is imported.
-`problem(column, value)` takes values as the driver returns them (SQLite text or PostgreSQL objects)."""
+of `../../etc/passwd`). So each value, as the driver returns it, is checked against its column's type, width,
+PostgreSQL's range and a few domain rules; the first problem is reported as `table row N: column: problem`
+and nothing is imported."""
 
 import json
 import math

@@ -1,11 +1,7 @@
-"""Altair chart builders: pure functions from DataFrames to charts, testable without a browser.
-
-Frames come from `db.queries` (via the services) and `analysis`; nothing here reads a database or
-touches Streamlit. Colours carry meaning consistently: red = regression, green = improvement, orange =
-acknowledged, grey = dismissed or no change. One module per view: `trends` (a series over time, commit or
-version, with its change points), `sweep` (one run: heatmaps, v2/v1 ratios, throughput lines), `compare`
-(two runs); `style` holds the shared colours and types.
-"""
+"""Altair chart builders: pure functions from DataFrames (`db.queries` via the services, `analysis`) to
+charts, testable without a browser; nothing here reads a database or touches Streamlit. Colours keep one
+meaning: red = regression, green = improvement, orange = acknowledged, grey = dismissed or no change. One
+module per view: `trends`, `sweep`, `compare`, `speedup`, `tp`; `style` holds the shared colours and types."""
 
 from dashboard.charts.compare import compare_forest, compare_grid
 from dashboard.charts.style import X_MODES, AnyChart, XMode

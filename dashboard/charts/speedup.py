@@ -1,8 +1,6 @@
-"""Speculation over the no-spec baseline across batch sizes, and each point against its physical floor.
-
-Pure builders from `analysis.sweep.sweep_grid` and `analysis.floors.floor_rows` frames. A rule marks 1 on
-both: speculation that pays (above) or not (below), and the floor (a point above 1 is impossible).
-"""
+"""Speculation over the no-spec baseline across batch sizes, and each point against its physical floor, from
+`analysis.sweep.sweep_grid` and `analysis.floors.floor_rows` frames. A rule marks 1 on both: speculation that
+pays (above) or not (below), and the floor (a point above 1 is impossible)."""
 
 import altair as alt
 import pandas as pd

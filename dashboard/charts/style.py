@@ -1,10 +1,7 @@
 """What every chart module shares: the x-axis modes, the chart type, colours with a fixed meaning, and the
-one way builders write a conditional value.
-
-Encodings are always typed channel objects (`alt.X2("high")`, `alt.ColorValue(...)`), never a shorthand
-string, `alt.value` or `alt.condition`: Altair resolves those by trying each schema they might match, 2-50 ms
-an encoding (a heatmap took 30-50 ms, 2 ms typed), for the same Vega-Lite.
-"""
+one way builders write a conditional value. Encodings are always typed channel objects (`alt.X2("high")`,
+`alt.ColorValue(...)`), never a shorthand string, `alt.value` or `alt.condition`: Altair resolves those by
+trying each schema they might match, 2-50 ms an encoding (a heatmap took 30-50 ms, 2 ms typed)."""
 
 from collections.abc import Callable
 from typing import Literal, TypeVar

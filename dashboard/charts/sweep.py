@@ -92,8 +92,7 @@ def heatmap(
     )
     dark = f"datum['{value}'] < {mid}" if not diverging else f"abs(datum['{value}'] - 1) > {0.6 * m}"
     text = base.mark_text(fontSize=11).encode(
-        text=alt.Text("label:N"),
-        color=value_if(alt.ColorValue, dark, "white", "black"),
+        text=alt.Text("label:N"), color=value_if(alt.ColorValue, dark, "white", "black")
     )
     layered = alt.layer(rect, text, data=f).properties(
         width=width, height=34 * max(1, f["steps_label"].nunique())
@@ -106,8 +105,7 @@ def heatmap(
 def ratio_heatmap(frame: pd.DataFrame, *, width: int = 330) -> AnyChart:
     """v2/v1 per batch size (x) and spec steps (y) from `analysis.v2_vs_v1`, each cell labelled with the ratio
     and its 95 % interval. Cells whose interval spans 1 (or has none) are grey: no clear difference there.
-    One panel per pinned accept length when the run has several.
-    """
+    One panel per pinned accept length when the run has several."""
     f = frame.dropna(subset=["ratio"]).copy()
     f["steps_label"] = f["steps"].map(lambda s: "-" if pd.isna(s) else f"{int(s)}")
     has_ci = f["ci_low"].notna() & f["ci_high"].notna()

@@ -1,7 +1,5 @@
-"""Shard vs TP-N: step times and v2/v1 ratios of the two runs side by side.
-
-Pure builders from an `analysis.tp_compare` frame (one row per batch size, steps, accept length and mode).
-"""
+"""Shard vs TP-N: step times and v2/v1 ratios of the two runs side by side. Pure builders from an
+`analysis.tp_compare` frame (one row per batch size, steps, accept length and mode)."""
 
 from typing import Any
 
@@ -73,23 +71,20 @@ def ratio_frame(frame: pd.DataFrame, tp: int) -> pd.DataFrame:
         ["batch_size", "steps", "accept_length", "workload_key"]
     )
     names = {"shard": "shard (1 GPU)", "tp": f"TP-{tp}"}
-    rows = []
-    for r in spec.to_dict("records"):
-        panel = _panel({**r, "mode": "v2/v1"})
-        for side in ("shard", "tp"):
-            if missing(r[f"{side}_ratio"]):
-                continue
-            rows.append(
-                {
-                    "panel": panel,
-                    "side": names[side],
-                    "batch_size": int(r["batch_size"]),
-                    "ratio": float(r[f"{side}_ratio"]),
-                    "ci_low": None if missing(r[f"{side}_ci_low"]) else float(r[f"{side}_ci_low"]),
-                    "ci_high": None if missing(r[f"{side}_ci_high"]) else float(r[f"{side}_ci_high"]),
-                    "verdict": r[f"{side}_verdict"],
-                }
-            )
+    rows = [
+        {
+            "panel": _panel({**r, "mode": "v2/v1"}),
+            "side": names[side],
+            "batch_size": int(r["batch_size"]),
+            "ratio": float(r[f"{side}_ratio"]),
+            "ci_low": None if missing(r[f"{side}_ci_low"]) else float(r[f"{side}_ci_low"]),
+            "ci_high": None if missing(r[f"{side}_ci_high"]) else float(r[f"{side}_ci_high"]),
+            "verdict": r[f"{side}_verdict"],
+        }
+        for r in spec.to_dict("records")
+        for side in ("shard", "tp")
+        if not missing(r[f"{side}_ratio"])
+    ]
     return pd.DataFrame(
         rows, columns=["panel", "side", "batch_size", "ratio", "ci_low", "ci_high", "verdict"]
     )

@@ -96,12 +96,7 @@ def _x(x_mode: XMode, frame: pd.DataFrame, title: str | None = None) -> alt.X:
 
 
 def trend_chart(
-    frame: pd.DataFrame,
-    metric: str,
-    x_mode: XMode,
-    changes: pd.DataFrame | None = None,
-    *,
-    height: int = 360,
+    frame: pd.DataFrame, metric: str, x_mode: XMode, changes: pd.DataFrame | None = None, *, height: int = 360
 ) -> AnyChart:
     """The metric over time/commit/version: repeat band, median line, change points as labelled rules."""
     y_title = metric_label(metric)

@@ -77,9 +77,4 @@ def shard_vs_tp_section(c: tp_compare.Comparison, key: str = "tp_cmp") -> None:
     for note in c.notes:
         st.caption(f"Note: {md.text(note)}")
     doc = tp_compare.document(c)
-    download_buttons(
-        doc.text("csv"),
-        doc.text("md"),
-        f"shard-{c.shard.run_id}-vs-tp-{c.tp.run_id}",
-        key=key,
-    )
+    download_buttons(doc.text("csv"), doc.text("md"), f"shard-{c.shard.run_id}-vs-tp-{c.tp.run_id}", key=key)

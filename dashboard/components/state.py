@@ -1,8 +1,6 @@
 """The view lives in the URL: JSON-safe query parameters only (strings and numbers, never pickles).
-
 `restore` seeds a page's widgets from the URL once per session, `publish` writes them back, so the address bar
-is always a shareable link. A value that fails to parse falls back to the default: a URL is user input.
-"""
+is always a shareable link. A value that fails to parse falls back to the default: a URL is user input."""
 
 import json
 from collections.abc import Callable, Iterable, Sequence

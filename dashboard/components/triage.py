@@ -84,10 +84,7 @@ def bulk_triage_form(
         c1, c2 = st.columns(2)
         run_id = int(
             c1.selectbox(
-                "Run",
-                runs,
-                format_func=lambda r: f"#{r} · {int(by_run[r])} change(s)",
-                key=f"{key}_run",
+                "Run", runs, format_func=lambda r: f"#{r} · {int(by_run[r])} change(s)", key=f"{key}_run"
             )
         )
         of_run = changes_of_run(changes, run_id)

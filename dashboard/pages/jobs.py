@@ -1,4 +1,4 @@
-"""Jobs: the queue, the workers with their last heartbeat, failed jobs with why they failed, and the schedules."""
+"""Jobs: the queue, the workers with their last heartbeat, failed jobs with why they failed, the schedules."""
 
 from datetime import datetime
 from typing import Any
@@ -216,12 +216,6 @@ if finished:
     st.subheader("Recently finished", anchor="finished")
     _table(
         finished,
-        {
-            **_JOB,
-            "trigger": "trigger",
-            "attempts": "attempts",
-            "run_id": "run",
-            "finished_at": "finished",
-        },
+        {**_JOB, "trigger": "trigger", "attempts": "attempts", "run_id": "run", "finished_at": "finished"},
         "jobs_finished",
     )

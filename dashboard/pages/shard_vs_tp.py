@@ -10,10 +10,7 @@ from dashboard.components.shard_vs_tp import shard_vs_tp_section
 from dashboard.services import data
 
 DEFAULT_SEARCH = 100
-PARAMS = (
-    state.Param("shard", "tp_shard", None, int),
-    state.Param("tp", "tp_tp", None, int),
-)
+PARAMS = (state.Param("shard", "tp_shard", None, int), state.Param("tp", "tp_tp", None, int))
 
 url = layout.page_start(
     "Shard vs TP",

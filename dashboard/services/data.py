@@ -1,10 +1,7 @@
-"""Cached reads. Every function takes the database URL first, so caches are per database and hashable.
-
-A result is kept until the database changes (`data_version`), not for a fixed time: a dashboard over a nightly
-database answers from memory all day, and the server can compute every page once as it starts
-(`dashboard.warmup`) without that work expiring a minute later. Triage writes clear the caches that show
-triage state at once.
-"""
+"""Cached reads. Every function takes the database URL first, so caches are per database and hashable. A
+result is kept until the database changes (`data_version`), not for a fixed time: a dashboard over a nightly
+database answers from memory all day, and the server computes every page once as it starts
+(`dashboard.warmup`) without that work expiring a minute later. Triage writes clear triage caches at once."""
 
 import functools
 import os
@@ -111,7 +108,7 @@ def shown_url(url: str) -> str:
 
 @st.cache_resource(show_spinner=False)
 def engine(url: str) -> Engine:
-    """An engine that cannot write, at the head schema (db.migrate.open_database_readonly), so browsing never
+    """An engine that cannot write, at the head schema (db.migrate.open_database_readonly): browsing never
     changes the database file."""
     try:
         return open_database_readonly(url)[0]
@@ -211,15 +208,8 @@ def run_samples(url: str, run_id: int, metric: str) -> pd.DataFrame:
 @cached()
 def comparison(url: str, a: int, b: int, metric: str, threshold: float, confidence: float) -> pd.DataFrame:
     """Run B (candidate) against run A (baseline), point by point: `analysis.compare.compare_runs`."""
-    return compare_runs(
-        run_points(url, a),
-        run_samples(url, a, metric),
-        run_points(url, b),
-        run_samples(url, b, metric),
-        metric=metric,
-        threshold=threshold,
-        confidence=confidence,
-    )
+    sides = (run_points(url, a), run_samples(url, a, metric), run_points(url, b), run_samples(url, b, metric))
+    return compare_runs(*sides, metric=metric, threshold=threshold, confidence=confidence)
 
 
 @cached()

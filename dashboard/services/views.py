@@ -1,8 +1,6 @@
-"""What the chart pages draw, built once per selection and database version and shared by every visitor.
-
-Building a page's frames and Altair charts took most of its script time; a visit now reads them from the cache
-and only serialises the charts. What these return is shared between sessions: read it, never change it.
-"""
+"""What the chart pages draw, built once per selection and database version and shared by every visitor:
+building a page's frames and Altair charts took most of its script time; a visit now reads them from the cache
+and only serialises the charts. What these return is shared between sessions: read it, never change it."""
 
 from __future__ import annotations
 
@@ -39,9 +37,7 @@ def select(
     points: pd.DataFrame, workload: str | None, topk: int | None, accept: float | None
 ) -> pd.DataFrame:
     """The points of one workload, eagle topk and pinned acceptance (the baseline, having neither, stays)."""
-    sel = points[points["workload_key"] == workload]
-    if topk is not None:
-        sel = sel[sel["topk"].isna() | (sel["topk"] == topk)]
+    sel = _cells(points, workload, topk, None)
     if accept is not None:
         sel = sel[sel["accept_length_pinned"].isna() | (sel["accept_length_pinned"] == accept)]
     return sel
