@@ -1,5 +1,4 @@
-"""Which windows of two points pair, and their ratio with a 95% interval: the one rule behind every paired view
-(v2 over v1, speculation over the baseline).
+"""Which windows of two points pair, and their ratio with a 95% interval: the rule behind every paired view.
 
 Two windows pair when they were measured for the same comparison (samples.link: the two configs' keys) at the
 same repeat of it (link_repeat; runs before links: the same `repeat`), by one invocation of the run (a
@@ -13,25 +12,29 @@ over the same repeats' `ok` windows (a repeat whose two windows no invocation me
 both); a run that did not interleave (no window has an order) compares every `ok` window unpaired.
 """
 
+import statistics
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import pandas as pd
+from sqlalchemy import Engine
 
-from analysis.plain import missing
+from analysis.plain import cast_or_none, missing
 from bench.pairing import PartRecord, part_groups, part_of
 from bench.stats.ratio import RatioInterval, half_width, paired_ratio, pairs_for, unpaired_ratio, verdict
+from db import queries
 
 # How a cell's sides took turns, as its windows stored it (samples.link_mode), in the views' words.
 TURNS = {"abba": "interleaved", "blocks": "blocks"}
+TARGET = 0.05
+SAMPLE_METRICS = ("output_throughput", "tpot_mean_ms")
 
 
 @dataclass(frozen=True)
 class Comparison:
-    """`b` over `a` for one metric of one cell: the interval, the pairs it needs for +-target, how the sides
-    took turns (`interleaved`, `blocks`, both, or None when not recorded), the parts whose windows it uses
-    and the parts it left out (they did not combine with those)."""
+    """`b` over `a` in one metric of one cell: the interval, the pairs it needs for +-target, how the sides
+    took turns (`interleaved`, `blocks`, both, None: not recorded), the parts it uses and those left out."""
 
     interval: RatioInterval | None
     pairs_for_target: int | None
@@ -54,7 +57,7 @@ def _keyed(rows: pd.DataFrame, link: str | None) -> pd.DataFrame:
         int(r) if missing(lr) else int(lr)
         for r, lr in zip(rows["repeat"], _column(rows, "link_repeat"), strict=True)
     ]
-    invocation = [None if missing(i) else int(i) for i in _column(rows, "invocation")]
+    invocation = [cast_or_none(i, int) for i in _column(rows, "invocation")]
     return rows.assign(pair_key=key, pair_invocation=invocation)
 
 
@@ -152,6 +155,35 @@ def parts_text(c: Comparison) -> str | None:
         return None
     used = "+".join(map(str, c.parts))
     return f"{used} (not {'+'.join(map(str, c.left_out))})" if c.left_out else used
+
+
+def run_inputs(engine: Engine, run_id: int) -> tuple[pd.DataFrame, pd.DataFrame, list[PartRecord]]:
+    """A stored run's points, samples (SAMPLE_METRICS) and parts: what a paired view reads."""
+    points = queries.run_points(engine, run_id)
+    samples = queries.run_samples(engine, run_id, list(SAMPLE_METRICS))
+    return points, samples, part_records(queries.run_parts(engine, [run_id])[run_id])
+
+
+def cell_of(k: Mapping[str, Any]) -> dict[str, Any]:
+    """The cell a paired view's row names, from its point's keys."""
+    return {
+        "batch_size": int(k["batch_size"]),
+        "steps": cast_or_none(k["steps"], int),
+        "accept_length": cast_or_none(k["accept_length_pinned"]),
+        "topk": cast_or_none(k["topk"], int),
+        "workload_key": k["workload_key"],
+    }
+
+
+def medians(rows: pd.DataFrame, side: str, *, by_repeat: bool) -> dict[str, float | None]:
+    """`{side}_output_throughput` and `{side}_tpot_ms`: the median of the `ok` windows (one a repeat)."""
+    out = {}
+    for metric, name in (("output_throughput", "output_throughput"), ("tpot_mean_ms", "tpot_ms")):
+        ok = rows[(rows["status"] == "ok") & rows[metric].notna()]
+        keyed = [(k, float(v)) for k, v in zip(ok["repeat"], ok[metric], strict=True) if float(v) > 0]
+        values = list(dict(keyed).values()) if by_repeat else [v for _, v in keyed]
+        out[f"{side}_{name}"] = statistics.median(values) if values else None
+    return out
 
 
 def part_records(parts: Sequence[Mapping[str, Any]]) -> list[PartRecord]:

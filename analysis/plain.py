@@ -8,6 +8,7 @@ list or tuple is converted item by item (a tuple as a list); anything else is re
 
 import math
 import sys
+from collections.abc import Callable
 from datetime import date, datetime, time
 from decimal import Decimal
 from typing import Any
@@ -28,6 +29,11 @@ def missing(v: Any) -> bool:
     if isinstance(v, np.datetime64 | np.timedelta64):
         return bool(np.isnat(v))
     return isinstance(v, Decimal) and v.is_nan()
+
+
+def cast_or_none(v: Any, cast: Callable[[Any], Any] = float) -> Any:
+    """`cast(v)`, or None for no value."""
+    return None if missing(v) else cast(v)
 
 
 def plain(v: Any) -> Any:

@@ -22,7 +22,7 @@ OVERLAP_COLUMNS: tuple[str, ...] = (
 )
 DISTORTION_MARK = 1.2
 # With both a GPU-only and a CPU+GPU profile of a point, the GPU-only one speaks (it distorts less).
-_ACTIVITY_PREFERENCE = {"GPU": 0, "CPU+GPU": 1}
+ACTIVITY_PREFERENCE = {"GPU": 0, "CPU+GPU": 1}
 
 
 def _ratio(summary: dict[str, Any]) -> float | None:
@@ -64,7 +64,7 @@ def overlap_rows(pairs: Sequence[dict[str, Any]]) -> pd.DataFrame:
     if not rows:
         return pd.DataFrame(columns=[*JOIN_KEYS, *OVERLAP_COLUMNS])
     f = pd.DataFrame(rows)
-    f["_pref"] = f["profile_activities"].map(_ACTIVITY_PREFERENCE).fillna(9)
+    f["_pref"] = f["profile_activities"].map(ACTIVITY_PREFERENCE).fillna(9)
     f = (
         f.sort_values("_pref", kind="stable")
         .drop_duplicates(list(JOIN_KEYS), keep="first")
