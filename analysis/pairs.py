@@ -1,15 +1,11 @@
 """Which windows of two points pair, and their ratio with a 95% interval: the rule behind every paired view.
 
-Two windows pair when they were measured for the same comparison (samples.link: the two configs' keys) at the
-same repeat of it (link_repeat; runs before links: the same `repeat`), by one invocation of the run (a
-resumed run may finish a repeat whose other side ran earlier, on another server or host). Pairs from
-different parts of a run combine only within a group of parts (bench.pairing.part_groups: the same host and
-GPU, or a drift check that agreed); a cell whose pairs span groups takes the group with the most pairs (the
-later one on a tie) and names the parts it left out.
-
-The interval (bench.stats.ratio) is paired over the pairs when there are two or more, else Welch on the logs
-over the same repeats' `ok` windows (a repeat whose two windows no invocation measured together stays out of
-both); a run that did not interleave (no window has an order) compares every `ok` window unpaired.
+Two windows pair when one invocation of the run (a resumed run may finish a repeat on another server or host)
+measured them for the same comparison (samples.link) at the same repeat (link_repeat; before links: `repeat`).
+Pairs combine across a run's parts only within a group (bench.pairing.part_groups: same host and GPU, or a
+drift check that agreed); a cell spanning groups takes the one with the most pairs (the later on a tie) and
+names the parts left out. The interval (bench.stats.ratio) is paired over two or more pairs, else Welch on the
+logs of the same repeats' `ok` windows; a run that did not interleave compares every `ok` window unpaired.
 """
 
 import statistics
@@ -48,8 +44,7 @@ def _column(rows: pd.DataFrame, name: str) -> pd.Series:
 
 
 def _keyed(rows: pd.DataFrame, link: str | None) -> pd.DataFrame:
-    """The rows of one comparison with their pair key (the link's repeat, or `repeat` for windows before
-    links) and invocation; rows of the side's other links are left out."""
+    """The rows of one link (or none) with their pair key (link_repeat, else `repeat`) and invocation."""
     links = _column(rows, "link")
     if link is not None:
         rows = rows[links.isna() | (links == link)]
@@ -87,9 +82,8 @@ def compare(
     target: float = 0.05,
     confidence: float = 0.95,
 ) -> Comparison:
-    """`b` over `a` in `metric`, from each side's windows (db.queries.run_samples rows of one point each).
-    `by_repeat`: windows stored before links pair by `repeat` when the run interleaved them (v1 and v2 were
-    always measured as a pair); otherwise only a shared link pairs windows."""
+    """`b` over `a` in `metric`, from each side's windows (one point's run_samples rows): a shared link pairs
+    them, or with `by_repeat` (v1/v2: always measured as a pair) their `repeat` if interleaved."""
     link = shared_link(a_rows, b_rows)
     a, b = _keyed(a_rows, link), _keyed(b_rows, link)
     ordered = bool(_column(a, "order_index").notna().all() and _column(b, "order_index").notna().all())
@@ -208,8 +202,8 @@ def ratio_cells(
     target: float,
     confidence: float,
 ) -> dict[str, Any]:
-    """A paired view's cells of `b` over `a`: ratio, interval and verdict of throughput and (`tpot_`) TPOT,
-    a lower TPOT being faster; n, method, pairs for +-target, pairing and parts of the throughput."""
+    """`b` over `a`: ratio, interval, verdict of throughput and (`tpot_`) TPOT (lower is faster), and the
+    throughput's n, method, pairs for +-target, pairing and parts."""
     row: dict[str, Any] = {}
     for metric, prefix, higher in (("output_throughput", "", True), ("tpot_mean_ms", "tpot_", False)):
         found = compare(

@@ -1,7 +1,7 @@
 """The one "recent regressions" pipeline: what the Overview page shows and `specbench regressions` prints.
 
-Every series with an ok point in the last `since` is scanned with `lookback` more history as context; a
-change counts when its first run is inside `since`. One function, one set of defaults: the two never disagree.
+Every series with an ok point in the last `since` is scanned with `lookback` more history; a change counts
+when its first run is inside `since`. One function, one set of defaults: the two never disagree.
 """
 
 from datetime import datetime, timedelta

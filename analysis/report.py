@@ -1,8 +1,7 @@
 """A run comparison as CSV (for spreadsheets) and as a Markdown PR comment (for pasting under a PR).
 
-The Markdown is self-contained: a verdict summary, the provenance of both runs side by side, the point
-table (flagged rows first), and the commands that reproduce each run. Pure functions of the compare table
-(`analysis.compare.compare_runs`) and the two runs' metadata (`db.queries.run_info`).
+Self-contained: verdict summary, both runs' provenance, the point table (flagged first), the commands that
+reproduce each run; from `analysis.compare.compare_runs` and `db.queries.run_info`.
 """
 
 import difflib
@@ -25,15 +24,12 @@ VERDICT_BADGE = {
     "no change": "⚪ no change",
     "insufficient data": "⚠️ insufficient data",
 }
-# Past this many rows the no-change rows are left to the CSV, so a comment stays readable.
-MAX_MARKDOWN_ROWS = 40
-# The short PR comment lists at most this many changed rows (largest first), so it stays near 3 KB.
-SHORT_ROWS = 6
+MAX_MARKDOWN_ROWS = 40  # past this, the no-change rows are left to the CSV
+SHORT_ROWS = 6  # changed rows in the short comment (largest first): it stays near 3 KB
 _VERDICT_RANK = {"regression": 1, "improvement": 0}
 
 
-# The compare table as exported, each row with the kind of numbers of the two runs (analysis.labels.run_kind;
-# runs of two kinds do not compare, analysis.comparability).
+# The compare table, each row with its runs' kind of numbers (two kinds do not compare: comparability).
 VIEW = columns(
     ("kind", *COMPARE_COLUMNS),
     ints=("steps", "batch_size", "n_baseline", "n_candidate", "point_baseline", "point_candidate"),
@@ -50,7 +46,7 @@ def document(
     run_b: Mapping[str, Any],
     **markdown: Any,
 ) -> Document:
-    """The comparison in every format (analysis.render); `markdown`: the options of `to_markdown`."""
+    """The comparison in every format; `markdown`: the options of `to_markdown`."""
     head = {"baseline": _run_json(run_a), "candidate": _run_json(run_b), "counts": verdict_counts(table)}
     kind = kinds_text(_kind(r) for r in (run_a, run_b))
     return Document(
@@ -90,12 +86,8 @@ def to_markdown(
     max_rows: int = MAX_MARKDOWN_ROWS,
     short: bool = False,
 ) -> str:
-    """The comparison as a Markdown PR comment.
-
-    `short` is the comment for a PR thread: only changed rows in the table (unchanged, too-few-repeat and
-    one-sided rows as counts), provenance rows that differ, and the sweep files folded away. The full form
-    lists every row up to `max_rows`.
-    """
+    """The comparison as a Markdown PR comment: every row up to `max_rows`, or `short` for a PR thread
+    (changed rows, the rest as counts; provenance rows that differ; sweep files folded)."""
     counts = verdict_counts(table)
     center = center_text(table)
     lines = [
@@ -121,8 +113,7 @@ def to_markdown(
 
 
 def made_up_notices(run_a: Mapping[str, Any], run_b: Mapping[str, Any]) -> list[str]:
-    """What of a comparison is made up (Markdown, one line each): both runs, or the baseline or candidate
-    alone; none when both were measured. The PR comment and the Compare page say it in these words."""
+    """Which runs of a comparison are made up, one Markdown line each (PR comment and Compare page)."""
     tags = [run_tag(r.get("simulated"), r.get("trigger")) for r in (run_a, run_b)]
     what = {
         STAND_IN_TAG: f"**{STAND_IN_TAG}**: measured on the stand-in server, numbers from its performance "
@@ -330,8 +321,7 @@ def _known(v: Any) -> str | None:
 
 
 def _reproduce_short(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[str]:
-    """One command block for both runs, the baseline's sweep file folded, and the candidate's as a diff.
-    Stored text is fenced or quoted as in `_reproduce` (analysis.md)."""
+    """One command block for both runs, the baseline's sweep file folded, the candidate's as a diff."""
     same_sweep = (a.get("sweep_yaml") or "") == (b.get("sweep_yaml") or "")
     commands: list[str] = []
     for role, r in (("baseline", a), ("candidate", b)):

@@ -1,9 +1,8 @@
-"""Speculation over plain decoding for every (batch size, steps, accept length, spec mode) of a run, with 95 %
-intervals and a verdict: the question a deployment asks before v2 against v1 matters at all.
+"""Speculation over plain decoding per (batch size, steps, accept length, spec mode) of a run, with 95 %
+intervals and a verdict: what a deployment asks before v2 against v1 matters at all.
 
-Each speculative point meets the baseline point of its batch size and workload through the v2-vs-v1 view's
-pairing (analysis.pairs): paired where the run measured the two together (`measure.baseline_pairs`), else
-Welch on the logs of the `ok` windows. The verdict reads the throughput interval, as in v2-vs-v1.
+Each speculative point meets the baseline of its batch size and workload as analysis.pairs pairs them: paired
+where the run measured both together (`measure.baseline_pairs`), else Welch on the logs of the `ok` windows.
 """
 
 from collections.abc import Sequence
@@ -102,7 +101,7 @@ def _cell_name(r: dict[str, Any]) -> str:
 
 
 def to_markdown(frame: pd.DataFrame, title: str | None = None) -> str:
-    """The PR comment's table: a row per speculative cell, ratio over the baseline, interval, pairing, parts."""
+    """The PR comment's table: a row per speculative cell, ratio over baseline, interval, pairing, parts."""
     lines = [f"**{md.text(title)}**", ""] if title else []  # the title holds the sweep name: user text
     lines += [
         "| batch | steps | accept len | mode | baseline tok/s | spec tok/s | spec/base | 95% CI | verdict "

@@ -50,7 +50,7 @@ COMPARED_STATUSES = ("ok", "unstable")
 
 @dataclass
 class Comparison:
-    """One pair's rows, its two runs, the cells not compared (`missing`) and what changes the reading (`notes`)."""
+    """One pair's rows, its two runs, the cells not compared (`missing`) and reading cautions (`notes`)."""
 
     frame: pd.DataFrame
     shard: RunSide
@@ -350,7 +350,7 @@ def conclusion_lines(c: dict[str, Any], tp: int) -> list[str]:
 
 
 def load(engine: Engine, shard_run: int, tp_run: int, confidence: float = 0.95) -> Comparison:
-    """Two stored runs compared; PairRefused (saying what is missing) unless a shard and its TP share a cell."""
+    """Two stored runs compared; PairRefused (saying why) unless a shard and its TP share a cell."""
     shard = RunSide.from_facts(queries.run_model_facts(engine, shard_run))
     tp = RunSide.from_facts(queries.run_model_facts(engine, tp_run))
     notes = check_pair(shard, tp)

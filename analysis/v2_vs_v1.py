@@ -1,13 +1,9 @@
 """v2 over v1 for every (batch size, steps, accept length) of a run, with 95 % intervals and a verdict.
 
-Does overlap scheduling (v2) beat non-overlap (v1) here, by how much, and how sure are we: throughput and
-TPOT ratios with intervals, paired by repeat where the run interleaved v1 and v2, else Welch on logs, over
-`ok` repeats of one invocation and of parts that combine (analysis.pairs, shared with spec-vs-baseline).
-The verdict is `faster` or `slower` when the whole throughput interval lies on one side of 1, else `no clear
-difference`; `tpot_verdict` reads TPOT the other way round.
-
-`load` adds the run's profile evidence (analysis.profiles.OVERLAP_COLUMNS) to each cell with a v1 and a v2
-profile of its configuration; elsewhere those columns stay empty.
+Does overlap scheduling (v2) beat non-overlap (v1), by how much, how surely: throughput and TPOT ratios paired
+as analysis.pairs pairs them. `faster` or `slower` when the whole throughput interval lies on one side of 1,
+else `no clear difference`; `tpot_verdict` reads TPOT the other way round. `load` adds the profile evidence
+(analysis.profiles.OVERLAP_COLUMNS) to each cell with a v1 and a v2 profile.
 """
 
 from collections.abc import Mapping, Sequence
@@ -90,7 +86,7 @@ def v2_vs_v1(
     confidence: float = 0.95,
     parts: Sequence[PartRecord] = (),
 ) -> pd.DataFrame:
-    """One row per v1/v2 pair of `points`, from `samples` and the run's `parts` (analysis.pairs.run_inputs)."""
+    """One row per v1/v2 pair of `points`, from `samples` and the run's `parts` (pairs.run_inputs)."""
     spec = points[points["spec_mode"].isin(["v1", "v2"])]
     if spec.empty or samples.empty:
         return pd.DataFrame(columns=list(COLUMNS))
