@@ -95,8 +95,7 @@ def nearest(
             rid = int(r["id"])
             if rid == sid or comparability_key(r) != key:
                 continue
-            shared = mine & series_of(rid)
-            if shared:
+            if shared := mine & series_of(rid):
                 base, cand = (rid, sid) if _older(r, subject) else (sid, rid)
                 gpu = short_gpu(subject.get("gpu_name"))
                 on = f" on {gpu}" if gpu != "none" else ""

@@ -99,14 +99,8 @@ def compare_runs(
 
 def _checks(rec: Mapping[str, Any]) -> dict[str, Any]:
     a, b = none_if_nan(rec.get("correctness_a")), none_if_nan(rec.get("correctness_b"))
-    why = next(
-        (
-            none_if_nan(rec.get(f"correctness_reason_{side}"))
-            for side, v in (("b", b), ("a", a))
-            if v == "fail"
-        ),
-        None,
-    )
+    failed = "b" if b == "fail" else "a" if a == "fail" else None
+    why = none_if_nan(rec.get(f"correctness_reason_{failed}")) if failed else None
     return {"correctness_baseline": a, "correctness_candidate": b, "correctness_why": why or ""}
 
 

@@ -72,8 +72,7 @@ def collect(session: Session, run_ids: list[int] | None = None, *, all_status: b
             raise ExportError("the database holds no runs yet; run `specbench run SWEEP.yaml` first")
         run_ids = [latest]
     runs = list(session.scalars(select(Run).where(Run.id.in_(run_ids)).order_by(Run.id)))
-    missing = sorted(set(run_ids) - {r.id for r in runs})
-    if missing:
+    if missing := sorted(set(run_ids) - {r.id for r in runs}):
         raise ExportError(f"no run with id {', '.join(map(str, missing))}")
     # Row tuples, not ORM objects: at 100k points a mapped Point cost ~80 us a row, a tuple ~5 us.
     q = (

@@ -1,5 +1,6 @@
 """Why a queued job waits, why a failed one failed, when a schedule fires next: for CLI, page and worker."""
 
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
@@ -67,12 +68,10 @@ def cannot_succeed(failures: Sequence[Mapping[str, Any]]) -> bool:
 def failure_cause(failures: Sequence[Mapping[str, Any]], most: int = 3) -> str:
     """Why a run's points failed, one clause per distinct reason with its count, most frequent first
     ("2 failed: server crashed in spec v2's draft extend: known SGLang bug ..."); "" when none failed."""
-    counts: dict[tuple[str, str], int] = {}
-    for f in failures:
-        reason = " ".join(str(f.get("reason") or "no reason recorded").split())
-        key = (str(f.get("status") or "failed"), reason)
-        counts[key] = counts.get(key, 0) + 1
-    ranked = sorted(counts.items(), key=lambda kv: -kv[1])
+    ranked = Counter(
+        (str(f.get("status") or "failed"), " ".join(str(f.get("reason") or "no reason recorded").split()))
+        for f in failures
+    ).most_common()
     parts = [f"{n} {status}: {reason}" for (status, reason), n in ranked[:most]]
     if len(ranked) > most:
         parts.append(f"{len(ranked) - most} other reason(s)")

@@ -124,8 +124,7 @@ def numbers_caption(facts: Mapping[str, Any]) -> str:
         parts.append("acceptance pinned at " + _and([f"{a:g}" for a in accepts]))
     elif dummy:
         parts.append("acceptance not pinned")
-    routing = routing_part(facts)
-    if routing:
+    if routing := routing_part(facts):
         parts.append(routing)
     return ", ".join(parts)
 

@@ -106,8 +106,7 @@ def to_markdown(
         "",
         *(_reproduce_short(run_a, run_b) if short else _reproduce(run_a, run_b)),
     ]
-    notices = [f"> ⚠️ {n}" for n in made_up_notices(run_a, run_b)]
-    if notices:
+    if notices := [f"> ⚠️ {n}" for n in made_up_notices(run_a, run_b)]:
         lines[2:2] = [*notices, ""]
     return "\n".join(lines).rstrip() + "\n"
 
@@ -135,8 +134,7 @@ def _correctness_block(table: pd.DataFrame, a: Mapping[str, Any], b: Mapping[str
         return []
     out: list[str] = []
     for side, run, whose in (("candidate", b, "the candidate"), ("baseline", a, "the baseline")):
-        col = table[f"correctness_{side}"]
-        rows = table[col == "fail"]
+        rows = table[table[f"correctness_{side}"] == "fail"]
         failed = {
             str(r["config"]).split(" · ")[0]: str(r["correctness_why"] or "") for r in rows.to_dict("records")
         }
@@ -214,12 +212,8 @@ def _provenance_table(
 def _points_table(table: pd.DataFrame, max_rows: int, *, workload: bool = True) -> list[str]:
     if table.empty:
         return ["_No points to compare: the runs share no configuration._"]
-    shown = table
-    omitted = 0
-    if len(table) > max_rows:
-        flagged = table[table["verdict"] != "no change"]
-        shown = flagged.head(max_rows)
-        omitted = len(table) - len(shown)
+    shown = table if len(table) <= max_rows else table[table["verdict"] != "no change"].head(max_rows)
+    omitted = len(table) - len(shown)
     multi_model = table["model"].nunique() > 1
     cols = [
         Column("config", "Config", text=True),
@@ -243,21 +237,23 @@ def _short_points(table: pd.DataFrame) -> list[str]:
     if table.empty or one_sided(table).all():
         return ["_No points to compare: the runs share no configuration._"]
     sided = one_sided(table)
-    wrong = pd.Series(False, index=table.index)
-    for side in ("baseline", "candidate"):
-        wrong |= table[f"correctness_{side}"] == "fail"
+    wrong = (table["correctness_baseline"] == "fail") | (table["correctness_candidate"] == "fail")
     # Rows the correctness gate failed are always shown: a wrong path's speed is the headline, not a count.
     changed = table[(table["verdict"].isin(["regression", "improvement"]) | wrong) & ~sided]
     rest = table[~table.index.isin(changed.index)]
-    parts = []
-    for what, n in (
-        ("unchanged", int((rest["verdict"] == "no change").sum())),
-        ("with too few repeats", int(((rest["verdict"] == "insufficient data") & ~sided[rest.index]).sum())),
-        ("only in the baseline run", int(rest["point_candidate"].isna().sum())),
-        ("only in the candidate run", int(rest["point_baseline"].isna().sum())),
-    ):
-        if n:
-            parts.append(f"{n} {what}")
+    parts = [
+        f"{n} {what}"
+        for what, n in (
+            ("unchanged", int((rest["verdict"] == "no change").sum())),
+            (
+                "with too few repeats",
+                int(((rest["verdict"] == "insufficient data") & ~sided[rest.index]).sum()),
+            ),
+            ("only in the baseline run", int(rest["point_candidate"].isna().sum())),
+            ("only in the candidate run", int(rest["point_baseline"].isna().sum())),
+        )
+        if n
+    ]
     # Largest changes first within each verdict, and at most SHORT_ROWS of them: a comment stays a comment.
     changed = changed.assign(_size=changed["delta"].abs(), _wrong=wrong[changed.index]).sort_values(
         ["_wrong", "verdict", "_size"],
@@ -303,8 +299,7 @@ def _reproduce(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[str]:
         out += [*md.fence("\n".join(commands), "bash"), ""]
     yamls = [("", a)] if same_sweep else [("baseline-", a), ("candidate-", b)]
     for prefix, r in yamls:
-        text = (r.get("sweep_yaml") or "").strip()
-        if text:
+        if text := (r.get("sweep_yaml") or "").strip():
             # Folded: the sweep file is for whoever reruns it, not for every reader of the thread.
             out += _folded(md.html_code(f"{prefix}{r.get('sweep_name')}.yaml"), md.fence(text, "yaml"))
     out.append("</details>")
@@ -403,7 +398,6 @@ def _interval(r: Mapping[str, Any]) -> str:
 
 
 def _verdict(r: Mapping[str, Any]) -> str:
-    wrong = _wrong(r)
-    if wrong:
+    if wrong := _wrong(r):
         return f"🛑 **{correctness.WRONG}** ({' and '.join(wrong)})"
     return VERDICT_BADGE.get(r["verdict"]) or md.text(r["verdict"])

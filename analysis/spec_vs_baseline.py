@@ -138,16 +138,14 @@ def to_markdown(frame: pd.DataFrame, title: str | None = None) -> str:
             "(A, B B, A A, ...) and block is paired with block: drift slower than a block cancels, faster drift "
             "does not (docs/reference/paired-measurement.md).",
         ]
-    split = [r for r in records if r.get("parts") and "(not" in str(r["parts"])]
-    if split:
+    if split := [r for r in records if r.get("parts") and "(not" in str(r["parts"])]:
         lines += [
             "",
             "Parts that did not combine (another host or GPU, and a drift check that disagreed or never ran): "
             + "; ".join(f"{_cell_name(r)} from part(s) {md.text(r['parts'])}" for r in split)
             + ".",
         ]
-    wide = [r for r in records if pairs.wider_than(r, TARGET)]
-    if wide:
+    if wide := [r for r in records if pairs.wider_than(r, TARGET)]:
         lines += [
             "",
             "Wider than ±5 %: "

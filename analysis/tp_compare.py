@@ -190,8 +190,7 @@ def compare(
         if bad:
             gaps.append(f"{_describe(cell)}: not compared ({', '.join(bad)})")
             continue
-        unstable = [side for side, s in (("shard", a), ("TP", b)) if s["status"] == "unstable"]
-        if unstable:
+        if unstable := [side for side, s in (("shard", a), ("TP", b)) if s["status"] == "unstable"]:
             cautions.append(
                 f"{_describe(cell)}: compared, though the {' and '.join(unstable)} run's point is unstable "
                 "(a repeat's p99 TTFT above 10x its median)"

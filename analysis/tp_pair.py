@@ -115,8 +115,7 @@ def pair_problems(shard: RunSide, tp: RunSide) -> list[str]:
         return out
     width = tp.tp
     if shard.shape is not None and tp.shape is not None:
-        diffs = is_shard_of(shard.shape, tp.shape, width)
-        if diffs:
+        if diffs := is_shard_of(shard.shape, tp.shape, width):
             out.append(
                 f"run #{shard.run_id}'s model is not one GPU of run #{tp.run_id}'s model at tp {width}: "
                 + "; ".join(diffs)
@@ -164,8 +163,7 @@ def pair_notes(shard: RunSide, tp: RunSide) -> list[str]:
 
 def check_pair(shard: RunSide, tp: RunSide) -> list[str]:
     """The notes of a valid pair; PairRefused (every reason, one per line) otherwise."""
-    problems = pair_problems(shard, tp)
-    if problems:
+    if problems := pair_problems(shard, tp):
         raise PairRefused(
             f"run #{shard.run_id} and run #{tp.run_id} are not a shard and its TP deployment:\n"
             + "\n".join(f"- {p}" for p in problems)

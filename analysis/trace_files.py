@@ -96,9 +96,6 @@ def find_trace(
         return None
     for (n, digest), path in _shipped_index(str(shipped)).items():
         if digest == sha256 and (size is None or n == size) and path.is_file():
-            try:
-                where = path.relative_to(REPOSITORY).as_posix()
-            except ValueError:
-                where = path.as_posix()
+            where = (path.relative_to(REPOSITORY) if path.is_relative_to(REPOSITORY) else path).as_posix()
             return FoundTrace(path, f"shipped with specbench: {where}")
     return None

@@ -198,8 +198,7 @@ def to_markdown(frame: pd.DataFrame, title: str | None = None) -> str:
         "v2/v1 > 1: v2 (overlap) has the higher output throughput. Intervals: 95 %, on log ratios, paired by "
         "repeat when the run interleaved v1 and v2 (ABBA); a TPOT ratio < 1 means v2 is faster per token.",
     ]
-    wide = [r for r in frame.to_dict(orient="records") if pairs.wider_than(r, TARGET)]
-    if wide:
+    if wide := [r for r in frame.to_dict(orient="records") if pairs.wider_than(r, TARGET)]:
         lines += [
             "",
             "Wider than ±5 %: at the spread its pairs show, "
