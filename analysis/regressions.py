@@ -30,8 +30,7 @@ def recent_changes(
     lookback: timedelta = DEFAULT_LOOKBACK,
     now: datetime | None = None,
 ) -> pd.DataFrame:
-    """Every change (both directions, every triage state) whose first run started in the last `since`:
-    RESULT_COLUMNS (triage `state` and `note`, a readable `series`), newest first."""
+    """Every change (either way, any triage state) starting within `since`: RESULT_COLUMNS, newest first."""
     cutoff = (now or utcnow()) - since
     metrics = list(dict.fromkeys([metric, *q.FACTOR_METRICS]))
     history = q.series_history(engine, since=cutoff - lookback, metrics=metrics)

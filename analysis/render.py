@@ -237,8 +237,7 @@ KIND = Column("kind", text=True)
 
 
 def with_kind(doc: Document, kind: str) -> Document:
-    """`doc` with `kind` (labels.run_kind or kinds_text) in a first column and the JSON head: for a view of
-    one run (or a pair) whose rows do not carry it."""
+    """`doc` with `kind` in a first column and the JSON head: for a view whose rows do not carry it."""
     import pandas as pd
 
     rows = (

@@ -48,8 +48,7 @@ def spec_vs_baseline(
     confidence: float = 0.95,
     parts: Sequence[PartRecord] = (),
 ) -> pd.DataFrame:
-    """One row per speculative point with a baseline point at its batch size and workload, from the run's
-    `points`, `samples` and `parts` (analysis.pairs.run_inputs)."""
+    """One row per speculative point with a baseline at its batch size and workload (pairs.run_inputs)."""
     if points.empty or samples.empty:
         return pd.DataFrame(columns=list(COLUMNS))
     base = points[points["spec_mode"].isna() & points["algorithm"].isna()]

@@ -113,12 +113,11 @@ _RATIO_KEYS = ("workload_key", "topk", "accept_length_pinned", "steps", "batch_s
 
 def _ratios(points: pd.DataFrame, samples: pd.DataFrame) -> dict[tuple[Any, ...], dict[str, Any]]:
     """_RATIO_KEYS of a cell -> the run's v2/v1 cell (analysis.v2_vs_v1)."""
-    return {
-        tuple(_norm(k, r["accept_length" if k == "accept_length_pinned" else k]) for k in _RATIO_KEYS): {
-            c: r.get(c) for c in RATIO_SIDES
-        }
-        for r in v2_vs_v1(points, samples).to_dict("records")
-    }
+    out = {}
+    for r in v2_vs_v1(points, samples).to_dict("records"):
+        key = tuple(_norm(k, r["accept_length" if k == "accept_length_pinned" else k]) for k in _RATIO_KEYS)
+        out[key] = {c: r.get(c) for c in RATIO_SIDES}
+    return out
 
 
 def all_reduce_of(summary: dict[str, Any] | None) -> dict[str, Any]:

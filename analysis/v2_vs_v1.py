@@ -126,12 +126,6 @@ def _wrong_side(r: Mapping[str, Any]) -> str:
     return " and ".join(sides)
 
 
-def _profiled(frame: pd.DataFrame) -> pd.DataFrame:
-    if "cpu_hidden_ms" not in frame.columns:
-        return frame.iloc[0:0]
-    return frame[frame["cpu_hidden_ms"].notna()]
-
-
 def _speed(side: str) -> Column:
     return Column(
         f"{side}_output_throughput",
@@ -175,7 +169,7 @@ _TPOT = (
 def to_markdown(frame: pd.DataFrame, title: str | None = None) -> str:
     """The PR comment's table: a row per cell, ratio, interval, verdict, and any v1/v2 profile evidence."""
     lines = md_title(title) if title else []
-    profiled = _profiled(frame)
+    profiled = frame[frame["cpu_hidden_ms"].notna()] if "cpu_hidden_ms" in frame.columns else frame.iloc[0:0]
     records = frame.to_dict(orient="records")
     floors = any(not missing(r.get(f"{m}_floor_fraction")) for r in records for m in ("v1", "v2"))
     # The overlap share sits next to the ratio it explains; the other profile cells follow at the end.
