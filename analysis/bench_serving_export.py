@@ -1,10 +1,9 @@
 """`specbench export --format bench-serving-json`: points as bench_serving `--output-file` lines.
 
-Every catalogue metric with a bench_serving key is written under that key (`median_ttft_ms`, `p99_itl_ms`,
-`std_tpot_ms`, ...), plus bench_serving's argument keys: a number can be diffed against a bench_serving run
-directly, and `specbench import-results` reads the file back. Points measured by specbench say
-`backend: specbench` (closed loop: `request_rate` inf, `max_concurrency` = batch size, exact lengths so
-`random_range_ratio` 1); imported points give back the arguments their file had.
+Each catalogue metric with a bench_serving key (`median_ttft_ms`, `p99_itl_ms`, ...) goes under it, with
+bench_serving's argument keys: diffable against a bench_serving run, read back by `specbench import-results`.
+specbench's own points say `backend: specbench` (closed loop: `request_rate` inf, `max_concurrency` = batch
+size, `random_range_ratio` 1); imported points give back their file's arguments.
 """
 
 from typing import Any

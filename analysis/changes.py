@@ -95,17 +95,13 @@ def _segment_why(frame: pd.DataFrame, index: int, n_before: int, n_after: int) -
 
 
 def scan_changes(history: pd.DataFrame, metric: str, params: ChangePointParams | None = None) -> pd.DataFrame:
-    """Change points of every series in `history` (rows of many fingerprints, as `series_history` returns).
-
-    Hundreds of series per call (the Overview, `specbench regressions`): the frame is cleaned and split once,
-    each series is handed to the detector as a NumPy slice, and rows are built only where something changed.
-    """
+    """Change points of every series in `history` (`series_history`). Hundreds of series a call: the frame is
+    cleaned and split once, each series a NumPy slice, rows built only where something changed."""
     if history.empty:
         return pd.DataFrame(columns=list(CHANGE_COLUMNS))
     frame = history.dropna(subset=[metric]).sort_values(
-        ["fingerprint", "created_at", "point_id"], kind="stable"
+        ["fingerprint", "created_at", "point_id"], kind="stable", ignore_index=True
     )
-    frame = frame.reset_index(drop=True)
     values = frame[metric].to_numpy(dtype=np.float64)
     keys = frame["fingerprint"].to_numpy()
     bounds = [0, *np.flatnonzero(keys[1:] != keys[:-1]) + 1, len(frame)]

@@ -1,7 +1,7 @@
 """Whether two runs compare at all, and if not, the nearest comparison that does.
 
-A Δ means something only between runs of the same kind of numbers (a stand-in is not a GPU) that share a
-configuration; otherwise `specbench compare`, `ci` and the Compare page say so, with the nearest comparison.
+A Δ means something only between runs of one kind of numbers (a stand-in is not a GPU) sharing a
+configuration; otherwise `specbench compare`, `ci` and the Compare page say so.
 """
 
 from collections.abc import Callable, Mapping
@@ -58,11 +58,8 @@ def refusal(
     runs: pd.DataFrame,
     series_of: Callable[[int], set[str]],
 ) -> Refusal | None:
-    """None when baseline `run_a` and candidate `run_b` compare; else why not, and what to compare instead.
-
-    `table` is their `compare_runs` table, `runs` the database's runs newest first (`run_choices`), and
-    `series_of(run)` a run's series with an ok point.
-    """
+    """None when baseline `run_a` and candidate `run_b` compare, else why not and what to compare instead;
+    `table`: their `compare_runs`, `runs`: newest first, `series_of(run)`: its series with an ok point."""
     a, b = int(run_a["id"]), int(run_b["id"])
     kinds = kind(run_a), kind(run_b)
     if kinds[0] != kinds[1]:
@@ -98,8 +95,7 @@ def nearest(
             rid = int(r["id"])
             if rid == sid or comparability_key(r) != key:
                 continue
-            shared = mine & series_of(rid)
-            if shared:
+            if shared := mine & series_of(rid):
                 base, cand = (rid, sid) if _older(r, subject) else (sid, rid)
                 gpu = short_gpu(subject.get("gpu_name"))
                 on = f" on {gpu}" if gpu != "none" else ""

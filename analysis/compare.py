@@ -22,8 +22,6 @@ from analysis.stats.compare import DEFAULT_CONFIDENCE, DEFAULT_THRESHOLD, Method
 from db.queries import CONFIG_COLUMNS
 
 VERDICT_ORDER = ("regression", "improvement", "insufficient data", "no change")
-
-
 COMPARE_COLUMNS: tuple[str, ...] = (
     *("config", "model", "workload", "spec_mode", "steps", "batch_size", "metric", "baseline", "candidate"),
     *("center", "delta", "ci_low", "ci_high", "pvalue", "verdict", "n_baseline", "n_candidate", "why"),
@@ -44,11 +42,8 @@ def compare_runs(
     confidence: float = DEFAULT_CONFIDENCE,
     method: Method = "t",
 ) -> pd.DataFrame:
-    """Point-by-point comparison of run B (candidate) against run A (baseline).
-
-    Points pair on their configuration (the series key without the GPU, so an H100 run compares against an
-    H200 run too). A point present on one side only is listed as `insufficient data`.
-    """
+    """Run B (candidate) against run A (baseline), point by point, paired on the series key without the GPU
+    (an H100 run compares with an H200 run); a point on one side only is `insufficient data`."""
     # Pinned acceptance (grid.accept_lengths) splits a config into one point per value.
     keys = [*CONFIG_COLUMNS, "accept_length_pinned"]
     a = _keyed(points_a, keys)
@@ -104,14 +99,8 @@ def compare_runs(
 
 def _checks(rec: Mapping[str, Any]) -> dict[str, Any]:
     a, b = none_if_nan(rec.get("correctness_a")), none_if_nan(rec.get("correctness_b"))
-    why = next(
-        (
-            none_if_nan(rec.get(f"correctness_reason_{side}"))
-            for side, v in (("b", b), ("a", a))
-            if v == "fail"
-        ),
-        None,
-    )
+    failed = "b" if b == "fail" else "a" if a == "fail" else None
+    why = none_if_nan(rec.get(f"correctness_reason_{failed}")) if failed else None
     return {"correctness_baseline": a, "correctness_candidate": b, "correctness_why": why or ""}
 
 
@@ -126,8 +115,7 @@ def _keyed(points: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
 def _sample_lists(samples: pd.DataFrame, metric: str) -> dict[int, list[float]]:
     if samples.empty or metric not in samples:
         return {}
-    ok = samples[samples["status"] != "failed"]
-    ok = ok.dropna(subset=[metric])
+    ok = samples[samples["status"] != "failed"].dropna(subset=[metric])
     return {int(pid): grp[metric].astype(float).tolist() for pid, grp in ok.groupby("point_id")}
 
 
@@ -164,8 +152,7 @@ def center_text(table: pd.DataFrame) -> str:
 
 
 def comparability_key(row: Mapping[str, Any]) -> tuple[str, str, str]:
-    """Runs compare when they ran one model on one GPU class, and hold the same kind of numbers (a stand-in
-    run never pairs with a real one)."""
+    """Runs compare on one model, GPU class and kind of numbers (a stand-in never pairs with a real run)."""
     return (
         str(row.get("model") or ""),
         short_gpu(row.get("gpu_name")),
@@ -176,12 +163,8 @@ def comparability_key(row: Mapping[str, Any]) -> tuple[str, str, str]:
 def comparable_pair(
     runs: pd.DataFrame, series_of: Callable[[int], set[str]] | None = None
 ) -> tuple[int, int] | None:
-    """(baseline, candidate): the newest run that has an earlier comparable run, and the newest such earlier
-    run, preferring one of the same sweep. `runs` newest first, with model, GPU, simulated and trigger.
-
-    With `series_of` (a run's series with ok points), a pair must also share a series, so the comparison has
-    something to say. None when no two runs compare.
-    """
+    """(baseline, candidate): the newest run with an earlier comparable one, and the newest such (same sweep
+    first); with `series_of` (a run's series with ok points) they must share one. `runs`: newest first."""
     records = runs.to_dict("records")
     series = functools.cache(series_of or (lambda _: set()))
     for i, cand in enumerate(records):

@@ -1,5 +1,4 @@
-"""How the correctness gate's verdicts read in every output: a failed point's speed, measured on a wrong path,
-is struck through and labelled `wrong`."""
+"""How the correctness gate's verdicts read: a failed point's speed (a wrong path's) is struck, `wrong`."""
 
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -85,8 +84,7 @@ def banner_md(failed: list[tuple[str, str]], whose: str = "This run") -> list[st
 
 
 def wrong_points_md(points: pd.DataFrame, label: Any) -> list[str]:
-    """A Markdown table of the points the gate failed: config, batch, the struck speed, where tokens diverged,
-    acceptance v2/v1 (empty when none failed)."""
+    """The failed points' Markdown table: config, batch, struck speed, divergence, acceptance v2/v1."""
     rows = points[points["correctness"] == "fail"]
     if rows.empty:
         return []

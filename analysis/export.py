@@ -45,8 +45,7 @@ _SPECIAL = {"point_id": Point.id, "server_instance": ServerInstance.id}
 _EXPORT_SELECT = tuple(
     _SPECIAL[c].label(c) if c in _SPECIAL else getattr(Point, c).label(c) for c in EXPORT_COLUMNS
 )
-# The view as exported, each column typed as the schema types it, and after the run id the kind of numbers
-# its run holds (measured, simulated, synthetic: analysis.labels.run_kind), on every row.
+# Each column typed as the schema types it; after the run id, the run's kind of numbers (labels.run_kind).
 _TYPED: tuple[Column, ...] = tuple(
     Column(c.name, fmt="d" if isinstance(c.type, Integer) else "", text=isinstance(c.type, String))
     for c in _EXPORT_SELECT
@@ -73,8 +72,7 @@ def collect(session: Session, run_ids: list[int] | None = None, *, all_status: b
             raise ExportError("the database holds no runs yet; run `specbench run SWEEP.yaml` first")
         run_ids = [latest]
     runs = list(session.scalars(select(Run).where(Run.id.in_(run_ids)).order_by(Run.id)))
-    missing = sorted(set(run_ids) - {r.id for r in runs})
-    if missing:
+    if missing := sorted(set(run_ids) - {r.id for r in runs}):
         raise ExportError(f"no run with id {', '.join(map(str, missing))}")
     # Row tuples, not ORM objects: at 100k points a mapped Point cost ~80 us a row, a tuple ~5 us.
     q = (
@@ -107,7 +105,7 @@ def collect(session: Session, run_ids: list[int] | None = None, *, all_status: b
 
 
 def document(export: Export) -> Document:
-    """The export in every format (analysis.render); the CSV starts with `#` lines that describe each run."""
+    """The export in every format; the CSV starts with `#` lines that describe each run."""
     return Document(
         export.rows,
         VIEW,
@@ -218,11 +216,8 @@ def _patched(run: dict[str, Any]) -> str:
 
 
 def read_csv_rows(text: str) -> list[dict[str, str]]:
-    """Parse an export back, skipping the `#` header (used by tests and by anyone scripting on exports).
-
-    Only the leading `#` lines are the header (a line that is one quoted cell, `"# ...`, included): a quoted
-    value further down may hold a line starting with `#`.
-    """
+    """Parse an export back: the header is only the leading `#` (or quoted `"# ...`) lines, as a quoted value
+    further down may hold a line starting with `#`."""
     lines = text.splitlines(keepends=True)
     start = next((i for i, line in enumerate(lines) if not line.startswith(("#", '"#'))), len(lines))
     return list(csv.DictReader(io.StringIO("".join(lines[start:]))))

@@ -20,9 +20,8 @@ def annotate_catalog(catalog: pd.DataFrame) -> pd.DataFrame:
     """The series catalog with one readable string column per filter facet, and a full label."""
     c = catalog.copy()
     if c.empty:
-        for col, _ in FACETS:
+        for col in (*(col for col, _ in FACETS), "label"):
             c[col] = pd.Series(dtype=str)
-        c["label"] = pd.Series(dtype=str)
         return c
     c["model_s"] = [short_model(m) for m in c["model"]]
     c["gpu_s"] = [short_gpu(n, k) for n, k in zip(c["gpu_name"], c["gpu_count"], strict=True)]

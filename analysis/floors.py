@@ -1,7 +1,5 @@
-"""A run's points against their physical floors (bench/floor.py), as the Sweep page and reports show them.
-
-Every status is kept: a point faster than its floor is `invalid`, and exactly the one to show.
-"""
+"""A run's points against their physical floors (bench/floor.py); every status is kept: `invalid` (faster than
+its floor) is exactly the one to show."""
 
 import pandas as pd
 
@@ -10,7 +8,7 @@ from bench.floor import FLOOR_TOLERANCE, measured_step_ms
 
 FLOOR_COLUMNS: tuple[str, ...] = (
     *("series", "spec_mode", "batch_size", "status", "step_floor_ms", "measured_step_ms", "floor_fraction"),
-    *("impossible",),
+    "impossible",
 )
 
 

@@ -1,6 +1,6 @@
-"""Why a queued job waits, why a failed one failed, when a schedule fires next: the words `specbench jobs`, the
-Jobs page and the worker share."""
+"""Why a queued job waits, why a failed one failed, when a schedule fires next: for CLI, page and worker."""
 
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
@@ -14,7 +14,7 @@ def _aware(t: datetime) -> datetime:
 
 
 def next_fire(expr: str, now: datetime) -> datetime:
-    """A cron expression's next fire time after `now` (UTC): for `schedule list`, the Jobs page, the scheduler."""
+    """A cron expression's next fire time after `now` (UTC)."""
     from croniter import croniter
 
     value = croniter(expr, now).get_next(datetime)
@@ -28,8 +28,7 @@ def why_waiting(
     workers: Sequence[Mapping[str, Any]],
     now: datetime,
 ) -> str:
-    """Why a queued job is not running yet, in a few words ("" when a live, idle worker can claim it now);
-    `workers` as `db.queue_queries.workers` lists them."""
+    """Why a queued job is not running yet ("" when a live idle worker can claim it now)."""
     if not_before is not None and _aware(not_before) > _aware(now):
         return f"retry backoff until {_aware(not_before):%H:%M:%S} UTC"
     live = [w for w in workers if w.get("state") not in ("lost", "stopped")]
@@ -61,21 +60,18 @@ def _cause_of(failure: Mapping[str, Any]) -> str | None:
 
 
 def cannot_succeed(failures: Sequence[Mapping[str, Any]]) -> bool:
-    """Whether every unmeasured point of a run (as `db.queue_queries.run_failures` lists them) failed in a way
-    another attempt repeats: a known SGLang bug, arguments SGLang refused, a missing model, a spec mode the
-    release will not run. A job whose run failed only so is not retried."""
+    """Whether every unmeasured point (db.queue_queries.run_failures) failed as another attempt would (a known
+    SGLang bug, refused arguments, a missing model, a spec mode the release will not run): no retry then."""
     return bool(failures) and all(_cause_of(f) is not None for f in failures)
 
 
 def failure_cause(failures: Sequence[Mapping[str, Any]], most: int = 3) -> str:
     """Why a run's points failed, one clause per distinct reason with its count, most frequent first
     ("2 failed: server crashed in spec v2's draft extend: known SGLang bug ..."); "" when none failed."""
-    counts: dict[tuple[str, str], int] = {}
-    for f in failures:
-        reason = " ".join(str(f.get("reason") or "no reason recorded").split())
-        key = (str(f.get("status") or "failed"), reason)
-        counts[key] = counts.get(key, 0) + 1
-    ranked = sorted(counts.items(), key=lambda kv: -kv[1])
+    ranked = Counter(
+        (str(f.get("status") or "failed"), " ".join(str(f.get("reason") or "no reason recorded").split()))
+        for f in failures
+    ).most_common()
     parts = [f"{n} {status}: {reason}" for (status, reason), n in ranked[:most]]
     if len(ranked) > most:
         parts.append(f"{len(ranked) - most} other reason(s)")

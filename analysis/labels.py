@@ -61,18 +61,15 @@ def spec_mode_key(value: Any) -> str:
 
 
 def key_part(v: Any) -> str:
-    """One value of a config key as text: NULL -> "", 3.0 -> "3" (pandas turns an int column with a NULL
-    into floats, so 3 and 3.0 must read the same)."""
+    """A config key's value as text: NULL -> "", 3.0 -> "3" (pandas makes an int column with NULLs float)."""
     v = none_if_nan(v)
     if isinstance(v, float) and v.is_integer():
         v = int(v)
     return "" if v is None else str(v)
 
 
-# What kind of numbers a run holds, as every page, export and comment names it. Real measurements carry no
-# tag. A run on the stand-in server (`synthetic.server`, no GPU) is "simulated (stand-in)": its numbers come
-# from a performance model. Runs written by `specbench seed` are "synthetic" history for load tests. Both are
-# `simulated` in the store; the trigger tells them apart.
+# A run's tag: none for a measurement; a stand-in server's run (no GPU, a performance model) "simulated
+# (stand-in)"; `specbench seed`'s load-test history "synthetic". Both are `simulated`: the trigger tells.
 STAND_IN_TAG = "simulated (stand-in)"
 SYNTHETIC_TAG = "synthetic"
 
@@ -85,8 +82,7 @@ def run_tag(simulated: Any, trigger: Any) -> str | None:
     return STAND_IN_TAG if simulated is not None and bool(simulated) else None
 
 
-# The kind of a number, one word, as every `kind` field and column (JSON, CSV, tables) holds it; made-up
-# kinds first, the order `kinds_text` joins them in.
+# The kind of a number, as every `kind` field and column holds it; made-up first, as `kinds_text` joins.
 SIMULATED = "simulated"
 MEASURED = "measured"
 KINDS: tuple[str, ...] = (SYNTHETIC_TAG, SIMULATED, MEASURED)
@@ -95,14 +91,13 @@ KIND_HELP = "measured; simulated: the stand-in server, no GPU; synthetic: seeded
 
 
 def run_kind(simulated: Any, trigger: Any) -> str:
-    """`measured`, `simulated` (the stand-in server) or `synthetic` (seeded history): what a run's numbers are."""
+    """`measured`, `simulated` (the stand-in server) or `synthetic` (seeded history)."""
     tag = run_tag(simulated, trigger)
     return MEASURED if tag is None else SIMULATED if tag == STAND_IN_TAG else SYNTHETIC_TAG
 
 
 def kinds_text(kinds: Iterable[Any]) -> str:
-    """The kind of a number made from runs of these kinds: one kind, or several joined made-up first
-    (`synthetic+measured`), so a number that is partly made up never reads as measured."""
+    """The kind of a number from these runs' (`synthetic+measured`): partly made up never reads measured."""
     found = {str(k) for k in kinds if none_if_nan(k) is not None}
     return "+".join(k for k in KINDS if k in found) or MEASURED
 
@@ -119,8 +114,7 @@ def _and(values: list[str]) -> str:
 
 
 def numbers_caption(facts: Mapping[str, Any]) -> str:
-    """ "dummy weights, acceptance pinned at 2.5, balanced routing": what a run's numbers are made of, from
-    `db.queries.caption_facts` (empty for a run that says nothing: real weights, acceptance as drafted)."""
+    """ "dummy weights, acceptance pinned at 2.5, balanced routing", from `db.queries.caption_facts`."""
     parts: list[str] = []
     dummy = facts.get("dummy_weights")
     if dummy:
@@ -130,8 +124,7 @@ def numbers_caption(facts: Mapping[str, Any]) -> str:
         parts.append("acceptance pinned at " + _and([f"{a:g}" for a in accepts]))
     elif dummy:
         parts.append("acceptance not pinned")
-    routing = routing_part(facts)
-    if routing:
+    if routing := routing_part(facts):
         parts.append(routing)
     return ", ".join(parts)
 
@@ -217,8 +210,7 @@ def _class_caption(facts: Mapping[str, Any]) -> str:
 
 
 def part_check_text(check: Mapping[str, Any] | None) -> str:
-    """How a part's drift check against the part before reads: `agreed (+1.2%)`, `did not agree (-7.1%)`,
-    `check failed`, or `not checked` (no server of the part before's points started)."""
+    """A part's drift check: `agreed (+1.2%)`, `did not agree (-7.1%)`, `check failed` or `not checked`."""
     if not check:
         return "not checked"
     if check.get("error"):
@@ -229,8 +221,8 @@ def part_check_text(check: Mapping[str, Any] | None) -> str:
 
 
 def parts_line(parts: Sequence[Mapping[str, Any]]) -> str | None:
-    """How a run's parts read (db.queries.run_parts): `2 parts: gpu-a (H200), gpu-b (H100×1, agreed +1.2%)`,
-    the drift check shown for a part on another host or GPU than the one before; None for a single part."""
+    """`2 parts: gpu-a (H200), gpu-b (H100×1, agreed +1.2%)`, with the drift check of a part that moved host
+    or GPU (db.queries.run_parts); None for a single part."""
     if len(parts) < 2:
         return None
     shown = []

@@ -1,12 +1,9 @@
 """Markdown that user text cannot break out of: table cells, inline code, fenced blocks, shell lines.
 
-Model names, sweep names, hosts and sweep YAML come from whoever submitted a sweep; raw, they could close a
-`<details>`, inject `<img>` or a link, end a table cell or close a code fence. Every user string goes through
-one of these on its way into Markdown, in exports and on every dashboard page.
-
-GitHub and Streamlit also turn text into elements after parsing, where a backslash no longer counts (URLs,
-`www.`, `@name`, `:emoji:`, `:material/icon:`, `:red[...]`): `text` breaks each such pattern with an
-invisible WORD JOINER.
+Names, hosts and sweep YAML come from whoever submitted a sweep; raw, they could close a `<details>`, inject
+`<img>` or a link, end a table cell or close a code fence, so every user string passes one of these. GitHub
+and Streamlit also make elements after parsing, where a backslash no longer counts (URLs, `www.`, `@name`,
+`:emoji:`, `:material/icon:`, `:red[...]`): `text` breaks each such pattern with an invisible WORD JOINER.
 """
 
 import html
@@ -34,8 +31,7 @@ def one_line(value: Any) -> str:
 
 
 def text(value: Any, *, line_start: bool = False) -> str:
-    """Literal inline text, safe in a table cell (pipes included) and inside a line; `line_start=True`
-    when it begins a line, where `#`, `-`, `1.` and the like would start a block."""
+    """Literal inline text, safe in a table cell; `line_start`: it begins a line (where `#`, `1.` ...)."""
     plain = _AFTER_PARSE.sub(WORD_JOINER, one_line(value))
     escaped = "".join("\\" + c if c in _INLINE else c for c in plain)
     m = _LINE_START.match(escaped) if line_start else None
@@ -46,8 +42,7 @@ def text(value: Any, *, line_start: bool = False) -> str:
 
 
 def code(value: Any) -> str:
-    """An inline code span around `value`, delimited by more backticks than any run inside it; a pipe is
-    escaped, as it would still end a table cell (GFM reads `\\|` as a pipe even inside code)."""
+    """An inline code span, its ticks outnumbering any run inside; a pipe escaped (GFM ends a cell there)."""
     body = one_line(value).replace("|", "\\|")
     if not body:
         return ""
@@ -57,8 +52,7 @@ def code(value: Any) -> str:
 
 
 def html_code(value: Any) -> str:
-    """`<code>value</code>` for inside raw HTML such as a `<summary>`, where Markdown is not parsed (so a
-    Markdown code span would not protect it) and only HTML escaping keeps the text literal."""
+    """`<code>value</code>`, HTML-escaped: for raw HTML (a `<summary>`), where Markdown is not parsed."""
     return f"<code>{html.escape(one_line(value), quote=True)}</code>"
 
 

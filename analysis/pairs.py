@@ -1,37 +1,36 @@
-"""Which windows of two points pair, and their ratio with a 95% interval: the one rule behind every paired view
-(v2 over v1, speculation over the baseline).
+"""Which windows of two points pair, and their ratio with a 95% interval: the rule behind every paired view.
 
-Two windows pair when they were measured for the same comparison (samples.link: the two configs' keys) at the
-same repeat of it (link_repeat; runs before links: the same `repeat`), by one invocation of the run (a
-resumed run may finish a repeat whose other side ran earlier, on another server or host). Pairs from
-different parts of a run combine only within a group of parts (bench.pairing.part_groups: the same host and
-GPU, or a drift check that agreed); a cell whose pairs span groups takes the group with the most pairs (the
-later one on a tie) and names the parts it left out.
-
-The interval (bench.stats.ratio) is paired over the pairs when there are two or more, else Welch on the logs
-over the same repeats' `ok` windows (a repeat whose two windows no invocation measured together stays out of
-both); a run that did not interleave (no window has an order) compares every `ok` window unpaired.
+Two windows pair when one invocation of the run (a resumed run may finish a repeat on another server or host)
+measured them for the same comparison (samples.link) at the same repeat (link_repeat; before links: `repeat`).
+Pairs combine across a run's parts only within a group (bench.pairing.part_groups: same host and GPU, or a
+drift check that agreed); a cell spanning groups takes the one with the most pairs (the later on a tie) and
+names the parts left out. The interval (bench.stats.ratio) is paired over two or more pairs, else Welch on the
+logs of the same repeats' `ok` windows; a run that did not interleave compares every `ok` window unpaired.
 """
 
+import statistics
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import pandas as pd
+from sqlalchemy import Engine
 
-from analysis.plain import missing
+from analysis.plain import cast_or_none, missing
 from bench.pairing import PartRecord, part_groups, part_of
 from bench.stats.ratio import RatioInterval, half_width, paired_ratio, pairs_for, unpaired_ratio, verdict
+from db import queries
 
 # How a cell's sides took turns, as its windows stored it (samples.link_mode), in the views' words.
 TURNS = {"abba": "interleaved", "blocks": "blocks"}
+TARGET = 0.05
+SAMPLE_METRICS = ("output_throughput", "tpot_mean_ms")
 
 
 @dataclass(frozen=True)
 class Comparison:
-    """`b` over `a` for one metric of one cell: the interval, the pairs it needs for +-target, how the sides
-    took turns (`interleaved`, `blocks`, both, or None when not recorded), the parts whose windows it uses
-    and the parts it left out (they did not combine with those)."""
+    """`b` over `a` in one metric of one cell: the interval, the pairs it needs for +-target, how the sides
+    took turns (`interleaved`, `blocks`, both, None: not recorded), the parts it uses and those left out."""
 
     interval: RatioInterval | None
     pairs_for_target: int | None
@@ -45,8 +44,7 @@ def _column(rows: pd.DataFrame, name: str) -> pd.Series:
 
 
 def _keyed(rows: pd.DataFrame, link: str | None) -> pd.DataFrame:
-    """The rows of one comparison with their pair key (the link's repeat, or `repeat` for windows before
-    links) and invocation; rows of the side's other links are left out."""
+    """The rows of one link (or none) with their pair key (link_repeat, else `repeat`) and invocation."""
     links = _column(rows, "link")
     if link is not None:
         rows = rows[links.isna() | (links == link)]
@@ -54,7 +52,7 @@ def _keyed(rows: pd.DataFrame, link: str | None) -> pd.DataFrame:
         int(r) if missing(lr) else int(lr)
         for r, lr in zip(rows["repeat"], _column(rows, "link_repeat"), strict=True)
     ]
-    invocation = [None if missing(i) else int(i) for i in _column(rows, "invocation")]
+    invocation = [cast_or_none(i, int) for i in _column(rows, "invocation")]
     return rows.assign(pair_key=key, pair_invocation=invocation)
 
 
@@ -84,9 +82,8 @@ def compare(
     target: float = 0.05,
     confidence: float = 0.95,
 ) -> Comparison:
-    """`b` over `a` in `metric`, from each side's windows (db.queries.run_samples rows of one point each).
-    `by_repeat`: windows stored before links pair by `repeat` when the run interleaved them (v1 and v2 were
-    always measured as a pair); otherwise only a shared link pairs windows."""
+    """`b` over `a` in `metric`, from each side's windows (one point's run_samples rows): a shared link pairs
+    them, or with `by_repeat` (v1/v2: always measured as a pair) their `repeat` if interleaved."""
     link = shared_link(a_rows, b_rows)
     a, b = _keyed(a_rows, link), _keyed(b_rows, link)
     ordered = bool(_column(a, "order_index").notna().all() and _column(b, "order_index").notna().all())
@@ -154,6 +151,35 @@ def parts_text(c: Comparison) -> str | None:
     return f"{used} (not {'+'.join(map(str, c.left_out))})" if c.left_out else used
 
 
+def run_inputs(engine: Engine, run_id: int) -> tuple[pd.DataFrame, pd.DataFrame, list[PartRecord]]:
+    """A stored run's points, samples (SAMPLE_METRICS) and parts: what a paired view reads."""
+    points = queries.run_points(engine, run_id)
+    samples = queries.run_samples(engine, run_id, list(SAMPLE_METRICS))
+    return points, samples, part_records(queries.run_parts(engine, [run_id])[run_id])
+
+
+def cell_of(k: Mapping[str, Any]) -> dict[str, Any]:
+    """The cell a paired view's row names, from its point's keys."""
+    return {
+        "batch_size": int(k["batch_size"]),
+        "steps": cast_or_none(k["steps"], int),
+        "accept_length": cast_or_none(k["accept_length_pinned"]),
+        "topk": cast_or_none(k["topk"], int),
+        "workload_key": k["workload_key"],
+    }
+
+
+def medians(rows: pd.DataFrame, side: str, *, by_repeat: bool) -> dict[str, float | None]:
+    """`{side}_output_throughput` and `{side}_tpot_ms`: the median of the `ok` windows (one a repeat)."""
+    out = {}
+    for metric, name in (("output_throughput", "output_throughput"), ("tpot_mean_ms", "tpot_ms")):
+        ok = rows[(rows["status"] == "ok") & rows[metric].notna()]
+        keyed = [(k, float(v)) for k, v in zip(ok["repeat"], ok[metric], strict=True) if float(v) > 0]
+        values = list(dict(keyed).values()) if by_repeat else [v for _, v in keyed]
+        out[f"{side}_{name}"] = statistics.median(values) if values else None
+    return out
+
+
 def part_records(parts: Sequence[Mapping[str, Any]]) -> list[PartRecord]:
     """A run's parts as stored (db.queries.run_parts) in the form pairing reads."""
     out = []
@@ -176,8 +202,8 @@ def ratio_cells(
     target: float,
     confidence: float,
 ) -> dict[str, Any]:
-    """A paired view's cells of `b` over `a`: ratio, interval and verdict of throughput and (`tpot_`) TPOT,
-    a lower TPOT being faster; n, method, pairs for +-target, pairing and parts of the throughput."""
+    """`b` over `a`: ratio, interval, verdict of throughput and (`tpot_`) TPOT (lower is faster), and the
+    throughput's n, method, pairs for +-target, pairing and parts."""
     row: dict[str, Any] = {}
     for metric, prefix, higher in (("output_throughput", "", True), ("tpot_mean_ms", "tpot_", False)):
         found = compare(

@@ -1,13 +1,13 @@
 """Values as JSON and a CSV header take them: the one conversion every export uses.
 
-pandas and the database hand over numpy scalars, NaN / pd.NA / NaT for NULL, Timestamps and PostgreSQL
-Decimals, which `json.dumps` rejects or writes as invalid JSON. So: no value and ±inf become None (`null`, an
-empty cell); a date, time or datetime its ISO 8601 text; a numpy scalar or Decimal a Python number; a dict,
-list or tuple is converted item by item (a tuple as a list); anything else is returned as it is.
+pandas and the database hand over numpy scalars, NaN / pd.NA / NaT, Timestamps and Decimals, which
+`json.dumps` rejects or writes as invalid JSON. No value and ±inf become None; a date or time its ISO 8601
+text; a numpy scalar or Decimal a Python number; a dict, list or tuple is converted item by item.
 """
 
 import math
 import sys
+from collections.abc import Callable
 from datetime import date, datetime, time
 from decimal import Decimal
 from typing import Any
@@ -30,8 +30,12 @@ def missing(v: Any) -> bool:
     return isinstance(v, Decimal) and v.is_nan()
 
 
+def cast_or_none(v: Any, cast: Callable[[Any], Any] = float) -> Any:
+    """`cast(v)`, or None for no value."""
+    return None if missing(v) else cast(v)
+
+
 def plain(v: Any) -> Any:
-    """`v` as a plain JSON value (see the module docstring)."""
     if missing(v):
         return None
     if isinstance(v, np.datetime64):

@@ -1,8 +1,4 @@
-"""Profile evidence for the v2-vs-v1 view: overlap columns per point configuration.
-
-`overlap_table` pairs a run's v1 and v2 profiles (rank 0, ok), `join_overlap` adds their columns to a v2-vs-v1
-table, `overlap_cells` formats them for Markdown. Figures: `bench.profile.overlap`.
-"""
+"""Profile evidence for the v2-vs-v1 view: overlap columns (`bench.profile.overlap`) per configuration."""
 
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -10,6 +6,7 @@ from typing import Any
 import pandas as pd
 from sqlalchemy import Engine
 
+from analysis.plain import missing
 from bench.profile.overlap import overlap_figures, verdict
 from db import profile_queries as pq
 
@@ -22,7 +19,7 @@ OVERLAP_COLUMNS: tuple[str, ...] = (
 )
 DISTORTION_MARK = 1.2
 # With both a GPU-only and a CPU+GPU profile of a point, the GPU-only one speaks (it distorts less).
-_ACTIVITY_PREFERENCE = {"GPU": 0, "CPU+GPU": 1}
+ACTIVITY_PREFERENCE = {"GPU": 0, "CPU+GPU": 1}
 
 
 def _ratio(summary: dict[str, Any]) -> float | None:
@@ -37,8 +34,7 @@ def overlap_table(engine: Engine, run_ids: Sequence[int]) -> pd.DataFrame:
 
 
 def overlap_rows(pairs: Sequence[dict[str, Any]]) -> pd.DataFrame:
-    """The overlap columns of v1/v2 profile pairs (`db.profile_queries.profile_pairs`), one row per
-    configuration: JOIN_KEYS + OVERLAP_COLUMNS."""
+    """JOIN_KEYS + OVERLAP_COLUMNS of `db.profile_queries.profile_pairs`, one row per configuration."""
     rows = []
     for pair in pairs:
         v1, v2 = pair["v1"]["summary"] or {}, pair["v2"]["summary"] or {}
@@ -64,7 +60,7 @@ def overlap_rows(pairs: Sequence[dict[str, Any]]) -> pd.DataFrame:
     if not rows:
         return pd.DataFrame(columns=[*JOIN_KEYS, *OVERLAP_COLUMNS])
     f = pd.DataFrame(rows)
-    f["_pref"] = f["profile_activities"].map(_ACTIVITY_PREFERENCE).fillna(9)
+    f["_pref"] = f["profile_activities"].map(ACTIVITY_PREFERENCE).fillna(9)
     f = (
         f.sort_values("_pref", kind="stable")
         .drop_duplicates(list(JOIN_KEYS), keep="first")
@@ -74,8 +70,8 @@ def overlap_rows(pairs: Sequence[dict[str, Any]]) -> pd.DataFrame:
 
 
 def join_overlap(table: pd.DataFrame, overlap: pd.DataFrame) -> pd.DataFrame:
-    """`table` (a v2-vs-v1 view) with the overlap columns, joined on the JOIN_KEYS both frames have
-    (batch_size and steps required); missing matches missing, a row without a profile keeps NaN."""
+    """`table` (v2-vs-v1) with the overlap columns, joined on the JOIN_KEYS both have (batch_size and steps
+    required); missing matches missing, a row without a profile keeps NaN."""
     keys = [k for k in JOIN_KEYS if k in table.columns and k in overlap.columns]
     if not {"batch_size", "steps"} <= set(keys):
         raise ValueError("join_overlap needs batch_size and steps in both tables")
@@ -107,16 +103,13 @@ OVERLAP_CELLS: tuple[str, ...] = ("cycle v1→v2", "GPU idle/cycle v1→v2", "CP
 def overlap_cells(row: pd.Series | dict[str, Any]) -> dict[str, str]:
     """Markdown cells (OVERLAP_CELLS), "–" without a profile pair; † marks a `distorted` row."""
 
-    def real(v: Any) -> bool:
-        return v is not None and not pd.isna(v)
-
     idle1, idle2, hidden = row.get("v1_gpu_idle_ms"), row.get("v2_gpu_idle_ms"), row.get("cpu_hidden_ms")
     cyc1, cyc2 = row.get("v1_cycle_ms"), row.get("v2_cycle_ms")
-    if not (real(idle1) and real(idle2) and real(hidden)):
+    if missing(idle1) or missing(idle2) or missing(hidden):
         return dict.fromkeys(OVERLAP_CELLS, "–")
     mark = " †" if distorted(row) else ""
     return {
-        "cycle v1→v2": f"{cyc1:.2f} → {cyc2:.2f} ms{mark}" if real(cyc1) and real(cyc2) else "–",
+        "cycle v1→v2": "–" if missing(cyc1) or missing(cyc2) else f"{cyc1:.2f} → {cyc2:.2f} ms{mark}",
         "GPU idle/cycle v1→v2": f"{idle1:.2f} → {idle2:.2f} ms{mark}",
         "CPU hidden/cycle": f"{hidden:.2f} ms{mark}",
         SHARE_CELL: share_cell(row.get("overlap_share")),
@@ -141,8 +134,7 @@ def opening_run(
     pairs_of: Callable[[int], list[dict[str, Any]]],
     readable: Callable[[dict[str, Any]], bool],
 ) -> int | None:
-    """The run the Profiles page opens on (`runs` newest first): the newest with a v1/v2 pair whose traces
-    this host can read, else the newest with a pair, else the newest."""
+    """The Profiles page's first run: the newest with a v1/v2 pair this host reads, with a pair, or at all."""
     with_pair = [int(r["id"]) for r in runs if pairs_of(int(r["id"]))]
     for run_id in with_pair:
         if any(readable(p["v1"]) and readable(p["v2"]) for p in pairs_of(run_id)):

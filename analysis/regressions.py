@@ -1,7 +1,7 @@
 """The one "recent regressions" pipeline: what the Overview page shows and `specbench regressions` prints.
 
-Every series with an ok point in the last `since` is scanned with `lookback` more history as context; a
-change counts when its first run is inside `since`. One function, one set of defaults: the two never disagree.
+Every series with an ok point in the last `since` is scanned with `lookback` more history; a change counts
+when its first run is inside `since`. One function, one set of defaults: the two never disagree.
 """
 
 from datetime import datetime, timedelta
@@ -30,8 +30,7 @@ def recent_changes(
     lookback: timedelta = DEFAULT_LOOKBACK,
     now: datetime | None = None,
 ) -> pd.DataFrame:
-    """Every change (both directions, every triage state) whose first run started in the last `since`:
-    RESULT_COLUMNS (triage `state` and `note`, a readable `series`), newest first."""
+    """Every change (either way, any triage state) starting within `since`: RESULT_COLUMNS, newest first."""
     cutoff = (now or utcnow()) - since
     metrics = list(dict.fromkeys([metric, *q.FACTOR_METRICS]))
     history = q.series_history(engine, since=cutoff - lookback, metrics=metrics)

@@ -1,18 +1,13 @@
 """Every view specbench writes, as CSV, JSON or Markdown, from one declaration of its columns.
 
-A view (points, v2-vs-v1, windows, shard-vs-tp, compare, runs) lists its `Column`s; `Document.text` writes it
-in each format, for the CLI and the dashboard alike. The view keeps only what is its own: its rows, the JSON
-fields around them and the prose of its Markdown around `md_table`. Every row says what kind of number it
-holds (measured, simulated, synthetic: analysis.labels.run_kind) in a `kind` column: one more entry in a
-view's tuple where its rows carry it, or `with_kind` for a view of one run, whose Markdown says it in prose.
+A view lists its `Column`s and `Document.text` writes it in each format, for the CLI and the dashboard alike;
+the view keeps its rows, the JSON fields around them and its Markdown prose. Every row says its kind of number
+(analysis.labels.run_kind) in a `kind` column: in the view's tuple, or `with_kind` for a view of one run.
 
-No CSV cell starts a formula. Spreadsheets read a cell that starts with `=`, `+`, `-` or `@` (or a tab or
-carriage return, after any spaces) as one: `=HYPERLINK(...)` in a model name becomes a link, `=cmd|' /C
-calc'!A0` asks to run a program (OWASP, "CSV Injection"). Such a cell gets OWASP's leading `'`, which
-spreadsheets show as text. Numbers stay numbers: an int or float, and text that is exactly a decimal number
-(`-5.2`, `+3`, `1e-3`), are written as they are; `-1+2`, `-cmd` and `-inf` get the `'`. Control characters
-other than newline and tab are written as escapes (analysis.text.printable), so `cat` of a file cannot drive
-the terminal.
+No CSV cell starts a formula (OWASP, "CSV Injection": `=HYPERLINK(...)` in a model name becomes a link,
+`=cmd|' /C calc'!A0` runs a program): a cell starting with `=`, `+`, `-`, `@`, a tab or a carriage return gets
+OWASP's leading `'`. Numbers, and text that is exactly a decimal number (`-5.2`, `1e-3`), stay as they are;
+`-1+2`, `-cmd` and `-inf` get the `'`. Control characters but newline and tab are escaped (text.printable).
 """
 
 from __future__ import annotations
@@ -39,9 +34,8 @@ DASH = "–"  # no value, in Markdown
 
 @dataclass(frozen=True)
 class Column:
-    """One column of a view: its key in a row, its Markdown header and number format, the mark for no value,
-    and whether it holds text (escaped and left-aligned in Markdown) or a number (right-aligned). `fmt="d"`
-    writes an integer, in CSV too. `show` builds a Markdown cell from the whole row instead."""
+    """A view's column: row key, Markdown header, number format (`d`: an integer, in CSV too), no-value mark,
+    text (escaped, left-aligned) or number (right-aligned); `show` builds the Markdown cell from the row."""
 
     key: str
     head: str = ""
@@ -97,7 +91,6 @@ def interval(low: Any, high: Any, fmt: str = ".3f") -> str:
 
 
 def md_table(rows: Iterable[Mapping[str, Any]], cols: Sequence[Column]) -> list[str]:
-    """A Markdown table: the header, the alignment line and one line per row."""
     return [
         "| " + " | ".join(c.head or c.key for c in cols) + " |",
         "|" + "|".join("---" if c.text else "---:" for c in cols) + "|",
@@ -120,8 +113,7 @@ _NUMBER = re.compile(r"[ ]*[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?[ ]*")
 
 
 def csv_cell(value: Any) -> Any:
-    """`value` as a CSV cell: text that would start a formula gets a leading `'`, control characters are
-    escaped; anything else, numbers included, is returned as it is."""
+    """`value` as a CSV cell: a formula's start gets a leading `'`, control characters are escaped."""
     if not isinstance(value, str):
         return value
     text = printable(value, multiline=True)
@@ -131,11 +123,9 @@ def csv_cell(value: Any) -> Any:
 
 
 def starts_formula(text: str) -> bool:
-    """Whether a spreadsheet may read `text` as a formula: its first character that shows, once normalised
-    (NFKC: fullwidth `＝＋－＠` become `=+-@`), is one of OWASP's (`=`, `+`, `-`, `@`, a tab or a line break)."""
+    """Whether `text`'s first character that shows, NFKC-normalised (`＝` is `=`), is one of _FORMULA_START."""
     i = 0
-    # Padding that shows nothing: spaces of any kind (a no-break space) and format characters (a zero-width
-    # space, a word joiner, a byte-order mark).
+    # Skipped as padding: spaces of any kind and format characters (zero-width space, word joiner, BOM).
     while i < len(text) and (
         (text[i].isspace() and text[i] not in _BREAKS) or unicodedata.category(text[i]) == "Cf"
     ):
@@ -144,7 +134,7 @@ def starts_formula(text: str) -> bool:
 
 
 def _neutral(value: Any) -> Any:
-    # A cell opening with a letter or a digit (ASCII or not) starts no formula: only the rest needs `csv_cell`.
+    # A cell opening with a letter or digit (ASCII or not) starts no formula: only the rest needs `csv_cell`.
     if isinstance(value, str) and (not value[:1].isalnum() or has_control(value)):
         return csv_cell(value)
     return value
@@ -183,9 +173,8 @@ def csv_text(
     preamble: Sequence[str] = (),
     float_format: str | None = "%.6g",
 ) -> str:
-    """The rows as CSV, every cell formula-safe: the declared columns (all of a frame's without `cols`),
-    floats to 6 significant digits, no value as an empty cell. Each `preamble` line (`# ...`) is one cell
-    above the header, quoted when it holds a comma, so no part of it becomes a cell of its own."""
+    """The rows (their `cols`, else all) as formula-safe CSV, floats to 6 significant digits, no value empty;
+    each `preamble` line (`# ...`) is one cell above the header, quoted if it holds a comma."""
     import pandas as pd
 
     frame = rows if cols is None else frame_of(rows, cols)
@@ -225,8 +214,7 @@ def json_text(doc: dict[str, Any] | list[Any]) -> str:
 
 @dataclass(frozen=True)
 class Document:
-    """A view ready to write: its rows and columns, the JSON fields before (`head`) and after (`tail`) the
-    rows, the CSV preamble, and its Markdown."""
+    """A view to write: rows, columns, JSON fields before (`head`) and after (`tail`) rows, CSV preamble."""
 
     rows: pd.DataFrame | Sequence[Mapping[str, Any]]
     columns: tuple[Column, ...]
@@ -249,8 +237,7 @@ KIND = Column("kind", text=True)
 
 
 def with_kind(doc: Document, kind: str) -> Document:
-    """`doc` with `kind` (analysis.labels.run_kind, or kinds_text of several runs) on every row, in a column
-    first, and in the JSON's head: for a view of one run (or of a pair of runs) whose rows do not carry it."""
+    """`doc` with `kind` in a first column and the JSON head: for a view whose rows do not carry it."""
     import pandas as pd
 
     rows = (

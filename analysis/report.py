@@ -1,8 +1,7 @@
 """A run comparison as CSV (for spreadsheets) and as a Markdown PR comment (for pasting under a PR).
 
-The Markdown is self-contained: a verdict summary, the provenance of both runs side by side, the point
-table (flagged rows first), and the commands that reproduce each run. Pure functions of the compare table
-(`analysis.compare.compare_runs`) and the two runs' metadata (`db.queries.run_info`).
+Self-contained: verdict summary, both runs' provenance, the point table (flagged first), the commands that
+reproduce each run; from `analysis.compare.compare_runs` and `db.queries.run_info`.
 """
 
 import difflib
@@ -25,15 +24,12 @@ VERDICT_BADGE = {
     "no change": "⚪ no change",
     "insufficient data": "⚠️ insufficient data",
 }
-# Past this many rows the no-change rows are left to the CSV, so a comment stays readable.
-MAX_MARKDOWN_ROWS = 40
-# The short PR comment lists at most this many changed rows (largest first), so it stays near 3 KB.
-SHORT_ROWS = 6
+MAX_MARKDOWN_ROWS = 40  # past this, the no-change rows are left to the CSV
+SHORT_ROWS = 6  # changed rows in the short comment (largest first): it stays near 3 KB
 _VERDICT_RANK = {"regression": 1, "improvement": 0}
 
 
-# The compare table as exported, each row with the kind of numbers of the two runs (analysis.labels.run_kind;
-# runs of two kinds do not compare, analysis.comparability).
+# The compare table, each row with its runs' kind of numbers (two kinds do not compare: comparability).
 VIEW = columns(
     ("kind", *COMPARE_COLUMNS),
     ints=("steps", "batch_size", "n_baseline", "n_candidate", "point_baseline", "point_candidate"),
@@ -50,7 +46,7 @@ def document(
     run_b: Mapping[str, Any],
     **markdown: Any,
 ) -> Document:
-    """The comparison in every format (analysis.render); `markdown`: the options of `to_markdown`."""
+    """The comparison in every format; `markdown`: the options of `to_markdown`."""
     head = {"baseline": _run_json(run_a), "candidate": _run_json(run_b), "counts": verdict_counts(table)}
     kind = kinds_text(_kind(r) for r in (run_a, run_b))
     return Document(
@@ -90,12 +86,8 @@ def to_markdown(
     max_rows: int = MAX_MARKDOWN_ROWS,
     short: bool = False,
 ) -> str:
-    """The comparison as a Markdown PR comment.
-
-    `short` is the comment for a PR thread: only changed rows in the table (unchanged, too-few-repeat and
-    one-sided rows as counts), provenance rows that differ, and the sweep files folded away. The full form
-    lists every row up to `max_rows`.
-    """
+    """The comparison as a Markdown PR comment: every row up to `max_rows`, or `short` for a PR thread
+    (changed rows, the rest as counts; provenance rows that differ; sweep files folded)."""
     counts = verdict_counts(table)
     center = center_text(table)
     lines = [
@@ -114,15 +106,13 @@ def to_markdown(
         "",
         *(_reproduce_short(run_a, run_b) if short else _reproduce(run_a, run_b)),
     ]
-    notices = [f"> ⚠️ {n}" for n in made_up_notices(run_a, run_b)]
-    if notices:
+    if notices := [f"> ⚠️ {n}" for n in made_up_notices(run_a, run_b)]:
         lines[2:2] = [*notices, ""]
     return "\n".join(lines).rstrip() + "\n"
 
 
 def made_up_notices(run_a: Mapping[str, Any], run_b: Mapping[str, Any]) -> list[str]:
-    """What of a comparison is made up (Markdown, one line each): both runs, or the baseline or candidate
-    alone; none when both were measured. The PR comment and the Compare page say it in these words."""
+    """Which runs of a comparison are made up, one Markdown line each (PR comment and Compare page)."""
     tags = [run_tag(r.get("simulated"), r.get("trigger")) for r in (run_a, run_b)]
     what = {
         STAND_IN_TAG: f"**{STAND_IN_TAG}**: measured on the stand-in server, numbers from its performance "
@@ -144,8 +134,7 @@ def _correctness_block(table: pd.DataFrame, a: Mapping[str, Any], b: Mapping[str
         return []
     out: list[str] = []
     for side, run, whose in (("candidate", b, "the candidate"), ("baseline", a, "the baseline")):
-        col = table[f"correctness_{side}"]
-        rows = table[col == "fail"]
+        rows = table[table[f"correctness_{side}"] == "fail"]
         failed = {
             str(r["config"]).split(" · ")[0]: str(r["correctness_why"] or "") for r in rows.to_dict("records")
         }
@@ -223,12 +212,8 @@ def _provenance_table(
 def _points_table(table: pd.DataFrame, max_rows: int, *, workload: bool = True) -> list[str]:
     if table.empty:
         return ["_No points to compare: the runs share no configuration._"]
-    shown = table
-    omitted = 0
-    if len(table) > max_rows:
-        flagged = table[table["verdict"] != "no change"]
-        shown = flagged.head(max_rows)
-        omitted = len(table) - len(shown)
+    shown = table if len(table) <= max_rows else table[table["verdict"] != "no change"].head(max_rows)
+    omitted = len(table) - len(shown)
     multi_model = table["model"].nunique() > 1
     cols = [
         Column("config", "Config", text=True),
@@ -252,21 +237,23 @@ def _short_points(table: pd.DataFrame) -> list[str]:
     if table.empty or one_sided(table).all():
         return ["_No points to compare: the runs share no configuration._"]
     sided = one_sided(table)
-    wrong = pd.Series(False, index=table.index)
-    for side in ("baseline", "candidate"):
-        wrong |= table[f"correctness_{side}"] == "fail"
+    wrong = (table["correctness_baseline"] == "fail") | (table["correctness_candidate"] == "fail")
     # Rows the correctness gate failed are always shown: a wrong path's speed is the headline, not a count.
     changed = table[(table["verdict"].isin(["regression", "improvement"]) | wrong) & ~sided]
     rest = table[~table.index.isin(changed.index)]
-    parts = []
-    for what, n in (
-        ("unchanged", int((rest["verdict"] == "no change").sum())),
-        ("with too few repeats", int(((rest["verdict"] == "insufficient data") & ~sided[rest.index]).sum())),
-        ("only in the baseline run", int(rest["point_candidate"].isna().sum())),
-        ("only in the candidate run", int(rest["point_baseline"].isna().sum())),
-    ):
-        if n:
-            parts.append(f"{n} {what}")
+    parts = [
+        f"{n} {what}"
+        for what, n in (
+            ("unchanged", int((rest["verdict"] == "no change").sum())),
+            (
+                "with too few repeats",
+                int(((rest["verdict"] == "insufficient data") & ~sided[rest.index]).sum()),
+            ),
+            ("only in the baseline run", int(rest["point_candidate"].isna().sum())),
+            ("only in the candidate run", int(rest["point_baseline"].isna().sum())),
+        )
+        if n
+    ]
     # Largest changes first within each verdict, and at most SHORT_ROWS of them: a comment stays a comment.
     changed = changed.assign(_size=changed["delta"].abs(), _wrong=wrong[changed.index]).sort_values(
         ["_wrong", "verdict", "_size"],
@@ -312,8 +299,7 @@ def _reproduce(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[str]:
         out += [*md.fence("\n".join(commands), "bash"), ""]
     yamls = [("", a)] if same_sweep else [("baseline-", a), ("candidate-", b)]
     for prefix, r in yamls:
-        text = (r.get("sweep_yaml") or "").strip()
-        if text:
+        if text := (r.get("sweep_yaml") or "").strip():
             # Folded: the sweep file is for whoever reruns it, not for every reader of the thread.
             out += _folded(md.html_code(f"{prefix}{r.get('sweep_name')}.yaml"), md.fence(text, "yaml"))
     out.append("</details>")
@@ -330,8 +316,7 @@ def _known(v: Any) -> str | None:
 
 
 def _reproduce_short(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[str]:
-    """One command block for both runs, the baseline's sweep file folded, and the candidate's as a diff.
-    Stored text is fenced or quoted as in `_reproduce` (analysis.md)."""
+    """One command block for both runs, the baseline's sweep file folded, the candidate's as a diff."""
     same_sweep = (a.get("sweep_yaml") or "") == (b.get("sweep_yaml") or "")
     commands: list[str] = []
     for role, r in (("baseline", a), ("candidate", b)):
@@ -413,7 +398,6 @@ def _interval(r: Mapping[str, Any]) -> str:
 
 
 def _verdict(r: Mapping[str, Any]) -> str:
-    wrong = _wrong(r)
-    if wrong:
+    if wrong := _wrong(r):
         return f"🛑 **{correctness.WRONG}** ({' and '.join(wrong)})"
     return VERDICT_BADGE.get(r["verdict"]) or md.text(r["verdict"])

@@ -1,7 +1,7 @@
 """How many points a run has: the one definition `specbench runs`, the Overview and the Sweep page show.
 
-`ok/planned`: a run a deadline or Ctrl-C cut short reads as cut (20/52), never as complete (20/21 of what it
-stored); out of the stored points only where the plan is unknown (an imported or no longer valid sweep).
+`ok/planned`: a run cut short reads as cut (20/52), not as complete (20/21 of what it stored); out of the
+stored points only where the plan is unknown (an imported or no longer valid sweep).
 """
 
 from functools import lru_cache
@@ -25,6 +25,5 @@ def points_of(ok: int, stored: int, sweep_yaml: str | None) -> tuple[int, int]:
 
 
 def points_text(ok: int, stored: int, sweep_yaml: str | None) -> str:
-    """`20/52`."""
     have, of = points_of(ok, stored, sweep_yaml)
     return f"{have}/{of}"

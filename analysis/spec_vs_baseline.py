@@ -1,12 +1,10 @@
-"""Speculation over plain decoding for every (batch size, steps, accept length, spec mode) of a run, with 95 %
-intervals and a verdict: the question a deployment asks before v2 against v1 matters at all.
+"""Speculation over plain decoding per (batch size, steps, accept length, spec mode) of a run, with 95 %
+intervals and a verdict: what a deployment asks before v2 against v1 matters at all.
 
-Each speculative point meets the baseline point of its batch size and workload through the v2-vs-v1 view's
-pairing (analysis.pairs): paired where the run measured the two together (`measure.baseline_pairs`), else
-Welch on the logs of the `ok` windows. The verdict reads the throughput interval, as in v2-vs-v1.
+Each speculative point meets the baseline of its batch size and workload as analysis.pairs pairs them: paired
+where the run measured both together (`measure.baseline_pairs`), else Welch on the logs of the `ok` windows.
 """
 
-import statistics
 from collections.abc import Sequence
 from typing import Any
 
@@ -14,10 +12,10 @@ import pandas as pd
 from sqlalchemy import Engine
 
 from analysis import correctness, md, pairs
-from analysis.plain import missing
+from analysis.pairs import TARGET
+from analysis.plain import cast_or_none
 from analysis.render import Document, columns, interval, number
 from bench.pairing import PartRecord
-from db import queries
 
 # What a speculative point and its baseline share: the workload and the batch size.
 CELL_KEYS: tuple[str, ...] = ("workload_key", "batch_size")
@@ -34,7 +32,6 @@ COLUMNS: tuple[str, ...] = (
     # The correctness gate's verdict on the speculative side: a `fail` is a wrong path's speed.
     *("spec_correctness", "baseline_floor_fraction", "spec_floor_fraction"),
 )
-# The view as exported (analysis.render).
 VIEW = columns(
     COLUMNS,
     ints=("batch_size", "steps", "n", "topk", "pairs_for_5pct"),
@@ -43,13 +40,6 @@ VIEW = columns(
         "spec_correctness",
     ),
 )
-TARGET = 0.05
-SAMPLE_METRICS = ("output_throughput", "tpot_mean_ms")
-
-
-def _ok(rows: pd.DataFrame, metric: str) -> list[float]:
-    ok = rows[(rows["status"] == "ok") & rows[metric].notna()]
-    return [float(v) for v in ok[metric] if float(v) > 0]
 
 
 def spec_vs_baseline(
@@ -58,8 +48,7 @@ def spec_vs_baseline(
     confidence: float = 0.95,
     parts: Sequence[PartRecord] = (),
 ) -> pd.DataFrame:
-    """One row per speculative point of `points` (a run's, db.queries.run_points) that has a baseline point at
-    its batch size and workload, from `samples` (db.queries.run_samples) and the run's `parts`."""
+    """One row per speculative point with a baseline at its batch size and workload (pairs.run_inputs)."""
     if points.empty or samples.empty:
         return pd.DataFrame(columns=list(COLUMNS))
     base = points[points["spec_mode"].isna() & points["algorithm"].isna()]
@@ -75,22 +64,14 @@ def spec_vs_baseline(
         if b_rows is None or s_rows is None:
             continue
         row: dict[str, Any] = {
-            "batch_size": int(sp["batch_size"]),
-            "steps": None if missing(sp["steps"]) else int(sp["steps"]),
-            "accept_length": None
-            if missing(sp["accept_length_pinned"])
-            else float(sp["accept_length_pinned"]),
+            **pairs.cell_of(sp),
             "spec_mode": sp["spec_mode"],
-            "topk": None if missing(sp["topk"]) else int(sp["topk"]),
-            "workload_key": sp["workload_key"],
-            "spec_correctness": None if missing(sp["correctness"]) else sp["correctness"],
-            "baseline_floor_fraction": None if missing(bp["floor_fraction"]) else float(bp["floor_fraction"]),
-            "spec_floor_fraction": None if missing(sp["floor_fraction"]) else float(sp["floor_fraction"]),
+            "spec_correctness": cast_or_none(sp["correctness"], str),
+            "baseline_floor_fraction": cast_or_none(bp["floor_fraction"]),
+            "spec_floor_fraction": cast_or_none(sp["floor_fraction"]),
+            **pairs.medians(b_rows, "baseline", by_repeat=False),
+            **pairs.medians(s_rows, "spec", by_repeat=False),
         }
-        for metric, name in (("output_throughput", "output_throughput"), ("tpot_mean_ms", "tpot_ms")):
-            base_ok, spec_ok = _ok(b_rows, metric), _ok(s_rows, metric)
-            row[f"baseline_{name}"] = statistics.median(base_ok) if base_ok else None
-            row[f"spec_{name}"] = statistics.median(spec_ok) if spec_ok else None
         row |= pairs.ratio_cells(b_rows, s_rows, parts, by_repeat=False, target=TARGET, confidence=confidence)
         out.append(row)
     frame = pd.DataFrame(out, columns=list(COLUMNS))
@@ -101,9 +82,7 @@ def spec_vs_baseline(
 
 def load(engine: Engine, run_id: int, confidence: float = 0.95) -> pd.DataFrame:
     """`spec_vs_baseline` of a stored run."""
-    points = queries.run_points(engine, run_id)
-    samples = queries.run_samples(engine, run_id, list(SAMPLE_METRICS))
-    parts = pairs.part_records(queries.run_parts(engine, [run_id])[run_id])
+    points, samples, parts = pairs.run_inputs(engine, run_id)
     return spec_vs_baseline(points, samples, confidence, parts)
 
 
@@ -111,7 +90,6 @@ def load(engine: Engine, run_id: int, confidence: float = 0.95) -> pd.DataFrame:
 
 
 def document(frame: pd.DataFrame, meta: dict[str, Any] | None = None, title: str | None = None) -> Document:
-    """The view in every format (analysis.render)."""
     return Document(
         frame, VIEW, lambda: to_markdown(frame, title), head={"view": "spec-vs-baseline", **(meta or {})}
     )
@@ -122,8 +100,7 @@ def _cell_name(r: dict[str, Any]) -> str:
 
 
 def to_markdown(frame: pd.DataFrame, title: str | None = None) -> str:
-    """The table a PR comment needs: one row per speculative cell, its ratio over the baseline with the
-    interval, how the two were paired and which parts of the run the interval comes from."""
+    """The PR comment's table: a row per speculative cell, ratio over baseline, interval, pairing, parts."""
     lines = [f"**{md.text(title)}**", ""] if title else []  # the title holds the sweep name: user text
     lines += [
         "| batch | steps | accept len | mode | baseline tok/s | spec tok/s | spec/base | 95% CI | verdict "
@@ -160,16 +137,14 @@ def to_markdown(frame: pd.DataFrame, title: str | None = None) -> str:
             "(A, B B, A A, ...) and block is paired with block: drift slower than a block cancels, faster drift "
             "does not (docs/reference/paired-measurement.md).",
         ]
-    split = [r for r in records if r.get("parts") and "(not" in str(r["parts"])]
-    if split:
+    if split := [r for r in records if r.get("parts") and "(not" in str(r["parts"])]:
         lines += [
             "",
             "Parts that did not combine (another host or GPU, and a drift check that disagreed or never ran): "
             + "; ".join(f"{_cell_name(r)} from part(s) {md.text(r['parts'])}" for r in split)
             + ".",
         ]
-    wide = [r for r in records if pairs.wider_than(r, TARGET)]
-    if wide:
+    if wide := [r for r in records if pairs.wider_than(r, TARGET)]:
         lines += [
             "",
             "Wider than ±5 %: "

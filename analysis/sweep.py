@@ -13,9 +13,8 @@ SWEEP_COLUMNS: tuple[str, ...] = (
 
 
 def sweep_grid(points: pd.DataFrame) -> pd.DataFrame:
-    """The ok points of one run (one workload, one topk), spec mode as `baseline`/`v1`/`v2`, with speedups:
-    v2 over the v1 point of the same batch size, steps, draft tokens and pinned acceptance (none where that
-    v1 point is not unique: a ratio to either would be a guess); spec over no-spec at the same batch size."""
+    """One run's ok points (one workload, topk) with speedups over no-spec at the batch size, and v2 over the
+    v1 of its batch, steps, draft tokens and pinned acceptance (none if that v1 is not unique: a guess)."""
     f = points[points["status"] == "ok"].copy()
     if f.empty:
         return pd.DataFrame(columns=list(SWEEP_COLUMNS))

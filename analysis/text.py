@@ -1,9 +1,8 @@
 """User text on its way out of specbench: control characters written as visible escapes, never raw.
 
-A stored name (model, sweep, host, label, error text) can hold ESC, OSC 8 or BEL sequences that recolour a
-terminal, forge a hyperlink, set its title or erase lines, and Unicode direction overrides that make a name
-read differently than it is ("Trojan Source"). `printable` writes each as an escape (`\\x1b`, `\\u202e`). The
-CLI's consoles and tables (runners/terminal.py) and the CSV writer (analysis/render.py) use it.
+A stored name or error text can hold ESC, OSC 8 or BEL sequences (recolour a terminal, forge a link, erase
+lines) and bidi overrides that make it read otherwise ("Trojan Source"). `printable` writes each as an escape
+(`\\x1b`, `\\u202e`), for the CLI (runners/terminal.py) and the CSV writer (analysis/render.py).
 """
 
 import re
@@ -19,9 +18,7 @@ def _escape(match: re.Match[str]) -> str:
 
 
 def printable(text: str, *, multiline: bool = False) -> str:
-    """`text` with every control character written as an escape. `multiline` keeps newlines and tabs (a
-    message of several lines, a CSV cell); without it they are escaped too (a table cell, a name on a
-    line)."""
+    """`text` with every control character escaped; `multiline` keeps newlines and tabs (a CSV cell)."""
     out = _CONTROL.sub(_escape, text)
     return out if multiline else _LINE_BREAKS.sub(_escape, out)
 

@@ -1,9 +1,8 @@
 """Shard vs TP-N: does the one-GPU shard predict what the tensor-parallel deployment measures?
 
-Two runs of the same grid, paired by analysis.tp_pair: one row per (batch size, steps, pinned accept length,
-mode) both measured, with each run's step time, floor fraction and v2/v1 verdict, the TP profile's all-reduce
-time and the cycle-time error with and without it; `conclusion` says it per batch size. The columns and the
-conclusion are documented once, in docs/reference/shard-vs-tp.md.
+Two runs of one grid (paired by analysis.tp_pair), one row per cell both measured: step times, floor
+fractions, v2/v1 verdicts, the TP profile's all-reduce time and the cycle-time error without and with it.
+Columns and conclusion: docs/reference/shard-vs-tp.md.
 """
 
 import statistics
@@ -16,10 +15,12 @@ from sqlalchemy import Engine
 
 from analysis import md
 from analysis.labels import kinds_text
-from analysis.plain import missing
+from analysis.pairs import SAMPLE_METRICS
+from analysis.plain import cast_or_none, missing
+from analysis.profiles import ACTIVITY_PREFERENCE
 from analysis.render import Column, Document, columns, interval, md_table, number, signed_pct, with_kind
 from analysis.tp_pair import PairRefused, RunSide, check_pair
-from analysis.v2_vs_v1 import PAIR_KEYS, SAMPLE_METRICS, v2_vs_v1
+from analysis.v2_vs_v1 import PAIR_KEYS, v2_vs_v1
 from bench.floor import measured_step_ms
 from db import profile_queries as pq
 from db import queries
@@ -38,23 +39,18 @@ COLUMNS: tuple[str, ...] = (
     *(f"tp_{c}" for c in RATIO_SIDES),
     *("verdicts_agree", "topk", "draft_tokens", "workload_key"),
 )
-# The view as exported.
 VIEW = columns(
     COLUMNS,
     ints=("batch_size", "steps", "topk", "draft_tokens", "shard_n", "tp_n"),
     text=("mode", "shard_verdict", "shard_method", "tp_verdict", "tp_method", "workload_key"),
 )
-# Points whose step time is compared: ok, and unstable (a TTFT outlier in a repeat, said in `missing`; TPOT
-# and the accept length stand). failed, invalid and mode_mismatch points are listed, never compared.
+# unstable: a repeat's TTFT outlier (a caution), its TPOT and accept length stand; other statuses are listed.
 COMPARED_STATUSES = ("ok", "unstable")
-# A GPU-only profile distorts less than a CPU+GPU one (analysis.profiles): it speaks when both exist.
-_ACTIVITY_PREFERENCE = {"GPU": 0, "CPU+GPU": 1}
 
 
 @dataclass
 class Comparison:
-    """The comparison of one pair: the rows, the two runs, the cells not compared (`missing`), and what
-    changes how the rows read (`notes`)."""
+    """One pair's rows, its two runs, the cells not compared (`missing`) and reading cautions (`notes`)."""
 
     frame: pd.DataFrame
     shard: RunSide
@@ -100,49 +96,33 @@ def _steps(points: pd.DataFrame) -> dict[tuple[Any, ...], dict[str, Any]]:
         accept = r.get("accept_length") if missing(accept) else accept
         speculative = _mode(r) != "baseline"
         step = (
-            measured_step_ms(
-                None if missing(r.get("tpot_mean_ms")) else float(r["tpot_mean_ms"]),
-                None if missing(accept) else float(accept),
-                speculative,
-            )
+            measured_step_ms(cast_or_none(r.get("tpot_mean_ms")), cast_or_none(accept), speculative)
             if r.get("status") in COMPARED_STATUSES
             else None
         )
-        ff = r.get("floor_fraction")
         out[_cell(r)] = {
             "status": r.get("status"),
             "step_ms": step,
-            "floor_fraction": None if missing(ff) else float(ff),
+            "floor_fraction": cast_or_none(r.get("floor_fraction")),
         }
     return out
 
 
+_RATIO_KEYS = ("workload_key", "topk", "accept_length_pinned", "steps", "batch_size")
+
+
 def _ratios(points: pd.DataFrame, samples: pd.DataFrame) -> dict[tuple[Any, ...], dict[str, Any]]:
-    """(workload_key, topk, accept_length, steps, batch_size) -> the run's v2/v1 cell (analysis.v2_vs_v1)."""
-    table = v2_vs_v1(points, samples)
+    """_RATIO_KEYS of a cell -> the run's v2/v1 cell (analysis.v2_vs_v1)."""
     out = {}
-    for r in table.to_dict("records"):
-        key = (
-            _norm("workload_key", r["workload_key"]),
-            _norm("topk", r["topk"]),
-            _norm("accept_length_pinned", r["accept_length"]),
-            _norm("steps", r["steps"]),
-            _norm("batch_size", r["batch_size"]),
-        )
+    for r in v2_vs_v1(points, samples).to_dict("records"):
+        key = tuple(_norm(k, r["accept_length" if k == "accept_length_pinned" else k]) for k in _RATIO_KEYS)
         out[key] = {c: r.get(c) for c in RATIO_SIDES}
     return out
 
 
-def _ratio_key(cell: tuple[Any, ...]) -> tuple[Any, ...]:
-    k = dict(zip(CELL_KEYS, cell, strict=True))
-    return (k["workload_key"], k["topk"], k["accept_length_pinned"], k["steps"], k["batch_size"])
-
-
 def all_reduce_of(summary: dict[str, Any] | None) -> dict[str, Any]:
-    """The all-reduce figures of a stored profile summary (bench.profile.summary `collectives`): medians per
-    cycle of its time (ms), its share of the cycle and its kernel count, with the profiled cycle (ms).
-    `known` is False for a summary written before collectives were recognised (`specbench profile
-    resummarize` redoes it); a known summary without all-reduce kernels reads 0."""
+    """A profile summary's all-reduce medians per cycle (ms, share, kernels) and its cycle_ms. `known`: False
+    for a summary from before collectives were recognised (`specbench profile resummarize`); none reads 0."""
     s = summary or {}
     cycle = (s.get("cycle_ms") or {}).get("median")
     if "collectives" not in s:
@@ -150,19 +130,9 @@ def all_reduce_of(summary: dict[str, Any] | None) -> dict[str, Any]:
     ar = (s.get("collectives") or {}).get("all_reduce")
     if cycle is None:  # no whole cycle in the trace: nothing per cycle to read
         return {"known": True, "ms": None, "share": None, "kernels": None, "cycle_ms": None}
-    if not ar:
-        return {"known": True, "ms": 0.0, "share": 0.0, "kernels": 0.0, "cycle_ms": cycle}
-
-    def med(key: str) -> float | None:
-        return (ar.get(key) or {}).get("median")
-
-    return {
-        "known": True,
-        "ms": med("ms_per_cycle"),
-        "share": med("share_of_cycle"),
-        "kernels": med("kernels_per_cycle"),
-        "cycle_ms": cycle,
-    }
+    keys = {"ms": "ms_per_cycle", "share": "share_of_cycle", "kernels": "kernels_per_cycle"}
+    figures = {k: (ar.get(key) or {}).get("median") if ar else 0.0 for k, key in keys.items()}
+    return {"known": True, **figures, "cycle_ms": cycle}
 
 
 def _profiles(rows: list[dict[str, Any]]) -> dict[tuple[Any, ...], dict[str, Any]]:
@@ -172,7 +142,7 @@ def _profiles(rows: list[dict[str, Any]]) -> dict[tuple[Any, ...], dict[str, Any
         if r.get("status") != "ok" or r.get("tp_rank") != 0 or r.get("spec_mode") not in ("v1", "v2"):
             continue
         cell = _cell(r)
-        rank = (_ACTIVITY_PREFERENCE.get(r.get("activities_key") or "", 9), -int(r["id"]))
+        rank = (ACTIVITY_PREFERENCE.get(r.get("activities_key") or "", 9), -int(r["id"]))
         if cell not in best or rank < best[cell][0]:
             best[cell] = (rank, {**all_reduce_of(r.get("summary")), "activities": r.get("activities_key")})
     return {cell: figures for cell, (_, figures) in best.items()}
@@ -198,10 +168,8 @@ def compare(
     tp_samples: pd.DataFrame,
     tp_profiles: list[dict[str, Any]],
 ) -> tuple[pd.DataFrame, list[str], list[str]]:
-    """The rows (COLUMNS) of every cell both runs measured; one line per cell not compared (only one run has
-    it, or a side's status is not in COMPARED_STATUSES); one line per caution on a compared cell. Inputs:
-    db.queries.run_points / run_samples (SAMPLE_METRICS) of each run, db.profile_queries.run_profiles of the
-    TP run."""
+    """The rows (COLUMNS) of every cell both runs measured, a line per cell not compared and per caution.
+    Inputs: each run's db.queries.run_points / run_samples, the TP run's db.profile_queries.run_profiles."""
     shard, tp = _steps(shard_points), _steps(tp_points)
     shard_ratio, tp_ratio = _ratios(shard_points, shard_samples), _ratios(tp_points, tp_samples)
     profiles = _profiles(tp_profiles)
@@ -221,8 +189,7 @@ def compare(
         if bad:
             gaps.append(f"{_describe(cell)}: not compared ({', '.join(bad)})")
             continue
-        unstable = [side for side, s in (("shard", a), ("TP", b)) if s["status"] == "unstable"]
-        if unstable:
+        if unstable := [side for side, s in (("shard", a), ("TP", b)) if s["status"] == "unstable"]:
             cautions.append(
                 f"{_describe(cell)}: compared, though the {' and '.join(unstable)} run's point is unstable "
                 "(a repeat's p99 TTFT above 10x its median)"
@@ -255,7 +222,7 @@ def compare(
         }
         if k["mode"] != "baseline":
             for side, table in (("shard", shard_ratio), ("tp", tp_ratio)):
-                r = table.get(_ratio_key(cell)) or {}
+                r = table.get(tuple(k[c] for c in _RATIO_KEYS)) or {}
                 row.update({f"{side}_{c}": r.get(c) for c in RATIO_SIDES})
             sv, tv = row.get("shard_verdict"), row.get("tp_verdict")
             row["verdicts_agree"] = (
@@ -267,8 +234,7 @@ def compare(
                 "recognised; `specbench profile resummarize --run ID` redoes it"
             )
         rows.append(row)
-    frame = pd.DataFrame(rows, columns=list(COLUMNS))
-    return frame, gaps, cautions
+    return pd.DataFrame(rows, columns=list(COLUMNS)), gaps, cautions
 
 
 def _sort_key(cell: tuple[Any, ...]) -> tuple[Any, ...]:
@@ -290,11 +256,9 @@ def _spec(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def conclusion(frame: pd.DataFrame, target: float = TARGET_ERROR) -> dict[str, Any]:
-    """What the comparison says: per batch size, whether every v2/v1 verdict of the shard matches the TP
-    run's (`verdicts_by_batch`: batch -> {cells, agree, disagree, opposite (faster vs slower), undecided (a
-    side without data)}); `predicts_every_batch`; and the
-    cycle-time error of the speculative rows without and with the all-reduce time (median and largest
-    absolute, and how many rows lie within `target`)."""
+    """Per batch size, how the shard's v2/v1 verdicts meet the TP run's (agree, disagree, opposite: faster vs
+    slower, undecided: a side without data), `predicts_every_batch`, and the speculative rows' cycle-time
+    error without and with the all-reduce time (median and largest |error|, rows within `target`)."""
     spec = _spec(frame)
     cells = spec.drop_duplicates(["batch_size", "steps", "accept_length", "workload_key"])
     by_batch: dict[int, dict[str, int]] = {}
@@ -384,8 +348,7 @@ def conclusion_lines(c: dict[str, Any], tp: int) -> list[str]:
 
 
 def load(engine: Engine, shard_run: int, tp_run: int, confidence: float = 0.95) -> Comparison:
-    """The comparison of two stored runs; PairRefused when they are not a shard and its TP deployment or share
-    no cell (the message says what is missing)."""
+    """Two stored runs compared; PairRefused (saying why) unless a shard and its TP share a cell."""
     shard = RunSide.from_facts(queries.run_model_facts(engine, shard_run))
     tp = RunSide.from_facts(queries.run_model_facts(engine, tp_run))
     notes = check_pair(shard, tp)
@@ -416,7 +379,7 @@ def load(engine: Engine, shard_run: int, tp_run: int, confidence: float = 0.95) 
 
 
 def meta(c: Comparison) -> dict[str, Any]:
-    """The JSON header: both runs, the conclusion, the cells only one run measured, the notes."""
+    """The JSON header: both runs, the conclusion, the cells not compared, the notes."""
 
     def side(r: RunSide) -> dict[str, Any]:
         return {
@@ -443,7 +406,6 @@ def meta(c: Comparison) -> dict[str, Any]:
 
 
 def document(c: Comparison) -> Document:
-    """The comparison in every format (analysis.render)."""
     doc = Document(c.frame, VIEW, lambda: to_markdown(c), head=meta(c))
     return with_kind(doc, kinds_text((c.shard.kind, c.tp.kind)))
 

@@ -1,9 +1,8 @@
 """Whether two runs are a one-GPU shard and its tensor-parallel deployment, and why not.
 
-The shard's model must be `bench.model_config.shard_config` of the TP run's at its width, the same depth,
-read from each run's `model_shape` (else its synthetic preset's `model_synth`). A pair is refused with every
-reason at once; what only changes how it reads (another GPU or release) becomes a note. The rules are listed
-once, in docs/reference/shard-vs-tp.md ("When two runs pair").
+The shard's model must be `bench.model_config.shard_config` of the TP run's at its width, the same depth
+(`model_shape`, else the preset in `model_synth`). A refusal gives every reason at once; another GPU or
+release is a note. The rules: docs/reference/shard-vs-tp.md ("When two runs pair").
 """
 
 from __future__ import annotations
@@ -116,8 +115,7 @@ def pair_problems(shard: RunSide, tp: RunSide) -> list[str]:
         return out
     width = tp.tp
     if shard.shape is not None and tp.shape is not None:
-        diffs = is_shard_of(shard.shape, tp.shape, width)
-        if diffs:
+        if diffs := is_shard_of(shard.shape, tp.shape, width):
             out.append(
                 f"run #{shard.run_id}'s model is not one GPU of run #{tp.run_id}'s model at tp {width}: "
                 + "; ".join(diffs)
@@ -165,8 +163,7 @@ def pair_notes(shard: RunSide, tp: RunSide) -> list[str]:
 
 def check_pair(shard: RunSide, tp: RunSide) -> list[str]:
     """The notes of a valid pair; PairRefused (every reason, one per line) otherwise."""
-    problems = pair_problems(shard, tp)
-    if problems:
+    if problems := pair_problems(shard, tp):
         raise PairRefused(
             f"run #{shard.run_id} and run #{tp.run_id} are not a shard and its TP deployment:\n"
             + "\n".join(f"- {p}" for p in problems)
@@ -180,10 +177,8 @@ def default_pair(
     side_of: Callable[[int], RunSide],
     limit: int = 25,
 ) -> tuple[int, int] | None:
-    """The newest (shard, TP) pair among runs listed newest first: the newest tensor-parallel run (a tp above
-    1) that some one-GPU run pairs with, and the newest such one-GPU run; None when none pairs. `widths`: run
-    -> its tp widths (db.queries.run_tp_widths); `side_of` reads a run (only candidates are read, at most
-    `limit` of each kind)."""
+    """The newest TP run (tp > 1) some one-GPU run pairs with, and the newest such shard (None: none pairs).
+    `widths`: db.queries.run_tp_widths; `side_of` reads a run (at most `limit` candidates of each kind)."""
     tps = [r for r in newest_first if len(widths.get(r, [])) == 1 and widths[r][0] > 1][:limit]
     shards = [r for r in newest_first if widths.get(r) == [1]][:limit]
     side = functools.cache(side_of)

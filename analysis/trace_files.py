@@ -1,9 +1,8 @@
-"""Where a stored profile's trace file is on this host: the path recorded at capture, or the same file found
-next to the database or shipped in the repository, always checked by its sha256.
+"""Where a stored profile's trace file is on this host, always checked by its sha256.
 
-A profile row keeps the capturing host's absolute path (`/root/ev/artifacts/run-1/...`) after the database
-moves; the file may have travelled to an `artifacts/` folder beside the SQLite file or be shipped under
-`examples/`. The sha256 check keeps a same-named file of another capture from passing as this one.
+A profile row keeps the capturing host's path (`/root/ev/artifacts/run-1/...`) after the database moves; the
+file may sit in an `artifacts/` folder beside the SQLite file or be shipped under `examples/`. The sha256
+keeps a same-named file of another capture from passing as this one.
 """
 
 import hashlib
@@ -84,8 +83,8 @@ def find_trace(
     database: str | None = None,
     shipped: Path = SHIPPED,
 ) -> FoundTrace | None:
-    """The readable trace file of a profile row, or None: the stored path, else the same file beside the
-    SQLite database, else a shipped trace of the same size and sha256 (only with a stored sha256)."""
+    """A profile row's readable trace: the stored path, else beside the SQLite database, else a shipped trace
+    of the same size and sha256 (only with a stored sha256); None when none is."""
     if stored and _matches(Path(stored), sha256, size):
         return FoundTrace(Path(stored), "as stored")
     folder = database_dir(database)
@@ -97,9 +96,6 @@ def find_trace(
         return None
     for (n, digest), path in _shipped_index(str(shipped)).items():
         if digest == sha256 and (size is None or n == size) and path.is_file():
-            try:
-                where = path.relative_to(REPOSITORY).as_posix()
-            except ValueError:
-                where = path.as_posix()
+            where = (path.relative_to(REPOSITORY) if path.is_relative_to(REPOSITORY) else path).as_posix()
             return FoundTrace(path, f"shipped with specbench: {where}")
     return None

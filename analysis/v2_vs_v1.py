@@ -1,16 +1,11 @@
 """v2 over v1 for every (batch size, steps, accept length) of a run, with 95 % intervals and a verdict.
 
-Does overlap scheduling (v2) beat non-overlap (v1) here, by how much, and how sure are we: throughput and
-TPOT ratios with intervals, paired by repeat where the run interleaved v1 and v2, else Welch on logs, over
-`ok` repeats of one invocation and of parts that combine (analysis.pairs, shared with spec-vs-baseline).
-The verdict is `faster` or `slower` when the whole throughput interval lies on one side of 1, else `no clear
-difference`; `tpot_verdict` reads TPOT the other way round.
-
-`load` adds the run's profile evidence (analysis.profiles.OVERLAP_COLUMNS) to each cell with a v1 and a v2
-profile of its configuration; elsewhere those columns stay empty.
+Does overlap scheduling (v2) beat non-overlap (v1), by how much, how surely: throughput and TPOT ratios paired
+as analysis.pairs pairs them. `faster` or `slower` when the whole throughput interval lies on one side of 1,
+else `no clear difference`; `tpot_verdict` reads TPOT the other way round. `load` adds the profile evidence
+(analysis.profiles.OVERLAP_COLUMNS) to each cell with a v1 and a v2 profile.
 """
 
-import statistics
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -18,6 +13,7 @@ import pandas as pd
 from sqlalchemy import Engine
 
 from analysis import correctness, pairs
+from analysis.pairs import TARGET
 from analysis.plain import missing
 from analysis.profiles import (
     DISTORTION_MARK,
@@ -31,7 +27,6 @@ from analysis.profiles import (
 )
 from analysis.render import Column, Document, columns, interval, md_table, md_title, number
 from bench.pairing import PartRecord
-from db import queries
 
 # Everything a v1 point and its v2 partner share besides the mode.
 PAIR_KEYS: tuple[str, ...] = (
@@ -51,7 +46,6 @@ COLUMNS: tuple[str, ...] = (
     # parts the interval comes from (analysis.pairs: parts combine only on one host or after a drift check).
     *("pairing", "parts"),
 )
-# The view as exported: the cells and their profile evidence.
 VIEW = columns(
     (*COLUMNS, *OVERLAP_COLUMNS),
     ints=("batch_size", "steps", "n", "topk", "pairs_for_5pct"),
@@ -61,14 +55,7 @@ VIEW = columns(
         *("profile_activities", "profile_verdict"),
     ),
 )
-TARGET = 0.05
 FLOOR_CELL = "floor v1 / v2"
-SAMPLE_METRICS = ("output_throughput", "tpot_mean_ms")
-
-
-def _by_repeat(rows: pd.DataFrame, metric: str) -> dict[int, float]:
-    ok = rows[(rows["status"] == "ok") & rows[metric].notna()]
-    return {int(r): float(v) for r, v in zip(ok["repeat"], ok[metric], strict=True) if float(v) > 0}
 
 
 def _first(values: pd.Series) -> float | None:
@@ -99,8 +86,7 @@ def v2_vs_v1(
     confidence: float = 0.95,
     parts: Sequence[PartRecord] = (),
 ) -> pd.DataFrame:
-    """One row per v1/v2 pair of points in `points` (db.queries.run_points), from `samples`
-    (db.queries.run_samples of SAMPLE_METRICS) and the run's `parts` (analysis.pairs.part_records)."""
+    """One row per v1/v2 pair of `points`, from `samples` and the run's `parts` (pairs.run_inputs)."""
     spec = points[points["spec_mode"].isin(["v1", "v2"])]
     if spec.empty or samples.empty:
         return pd.DataFrame(columns=list(COLUMNS))
@@ -112,18 +98,12 @@ def v2_vs_v1(
         if v1.empty or v2.empty:
             continue
         row: dict[str, Any] = {
-            "batch_size": int(k["batch_size"]),
-            "steps": None if missing(k["steps"]) else int(k["steps"]),
-            "accept_length": None if missing(k["accept_length_pinned"]) else float(k["accept_length_pinned"]),
-            "topk": None if missing(k["topk"]) else int(k["topk"]),
-            "workload_key": k["workload_key"],
+            **pairs.cell_of(k),
             "v1_floor_fraction": _first(v1["floor_fraction"]),
             "v2_floor_fraction": _first(v2["floor_fraction"]),
+            **pairs.medians(v1, "v1", by_repeat=True),
+            **pairs.medians(v2, "v2", by_repeat=True),
         }
-        for metric, name in (("output_throughput", "output_throughput"), ("tpot_mean_ms", "tpot_ms")):
-            a, b = _by_repeat(v1, metric), _by_repeat(v2, metric)
-            row[f"v1_{name}"] = statistics.median(a.values()) if a else None
-            row[f"v2_{name}"] = statistics.median(b.values()) if b else None
         row |= pairs.ratio_cells(v1, v2, parts, by_repeat=True, target=TARGET, confidence=confidence)
         row.update(_checks(points, v1, v2))
         out.append(row)
@@ -137,7 +117,6 @@ def v2_vs_v1(
 
 
 def document(frame: pd.DataFrame, meta: dict[str, Any] | None = None, title: str | None = None) -> Document:
-    """The view in every format (analysis.render): the cells with their profile evidence."""
     return Document(frame, VIEW, lambda: to_markdown(frame, title), head={"view": "v2-vs-v1", **(meta or {})})
 
 
@@ -145,12 +124,6 @@ def _wrong_side(r: Mapping[str, Any]) -> str:
     """'v1', 'v2' or 'v1 and v2': which side of a cell the correctness gate failed ('' when none)."""
     sides = [m for m in ("v1", "v2") if correctness.is_wrong(r.get(f"{m}_correctness"))]
     return " and ".join(sides)
-
-
-def _profiled(frame: pd.DataFrame) -> pd.DataFrame:
-    if "cpu_hidden_ms" not in frame.columns:
-        return frame.iloc[0:0]
-    return frame[frame["cpu_hidden_ms"].notna()]
 
 
 def _speed(side: str) -> Column:
@@ -194,10 +167,9 @@ _TPOT = (
 
 
 def to_markdown(frame: pd.DataFrame, title: str | None = None) -> str:
-    """The table a PR comment needs: one row per cell, the ratio with its interval and the verdict; with the
-    profile evidence (cycle, GPU idle per cycle, CPU hidden) when the run profiled a v1/v2 pair of a cell."""
+    """The PR comment's table: a row per cell, ratio, interval, verdict, and any v1/v2 profile evidence."""
     lines = md_title(title) if title else []
-    profiled = _profiled(frame)
+    profiled = frame[frame["cpu_hidden_ms"].notna()] if "cpu_hidden_ms" in frame.columns else frame.iloc[0:0]
     records = frame.to_dict(orient="records")
     floors = any(not missing(r.get(f"{m}_floor_fraction")) for r in records for m in ("v1", "v2"))
     # The overlap share sits next to the ratio it explains; the other profile cells follow at the end.
@@ -220,8 +192,7 @@ def to_markdown(frame: pd.DataFrame, title: str | None = None) -> str:
         "v2/v1 > 1: v2 (overlap) has the higher output throughput. Intervals: 95 %, on log ratios, paired by "
         "repeat when the run interleaved v1 and v2 (ABBA); a TPOT ratio < 1 means v2 is faster per token.",
     ]
-    wide = [r for r in frame.to_dict(orient="records") if pairs.wider_than(r, TARGET)]
-    if wide:
+    if wide := [r for r in frame.to_dict(orient="records") if pairs.wider_than(r, TARGET)]:
         lines += [
             "",
             "Wider than ±5 %: at the spread its pairs show, "
@@ -270,11 +241,6 @@ def with_profiles(frame: pd.DataFrame, overlap: pd.DataFrame) -> pd.DataFrame:
 
 def load(engine: Engine, run_id: int, confidence: float = 0.95, profiles: bool = True) -> pd.DataFrame:
     """`v2_vs_v1` of a stored run, with the overlap columns of its profiles (`profiles=False`: without)."""
-    points = queries.run_points(engine, run_id)
-    samples = queries.run_samples(engine, run_id, list(SAMPLE_METRICS))
-    frame = v2_vs_v1(
-        points, samples, confidence, pairs.part_records(queries.run_parts(engine, [run_id])[run_id])
-    )
-    if not profiles:
-        return frame
-    return with_profiles(frame, overlap_table(engine, [run_id]))
+    points, samples, parts = pairs.run_inputs(engine, run_id)
+    frame = v2_vs_v1(points, samples, confidence, parts)
+    return with_profiles(frame, overlap_table(engine, [run_id])) if profiles else frame

@@ -1,17 +1,15 @@
 """One row per measured window of one run, in measurement order, with what each window ran under.
 
-The repeats of a point spread and its median hides why: beside each window's (one `samples` row's) speed and
-measured acceptance stands the GPU and host context it recorded (`samples.telemetry`), so a slow window reads
-as throttled, loaded or accepting fewer tokens. Every status is listed, a failed or throttled one with why.
-
-`spread`: per configuration, the `ok` windows and the CV of their throughput. `drivers`: the Pearson r of
-throughput with each recorded context column, a lead, not a cause (on the H200 it followed GPU power at 0.99:
+A point's median hides why its repeats spread: beside each window's speed and acceptance stands the GPU and
+host context it recorded (`samples.telemetry`), so a slow window reads as throttled, loaded or accepting less.
+`spread`: per configuration, the `ok` windows' throughput CV. `drivers`: the Pearson r of throughput with each
+context column, a lead, not a cause (on the H200 it followed GPU power at 0.99:
 docs/results/2026-12-04-h200-v3-slice-grid-part1.md).
 """
 
 import math
 import statistics
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import pandas as pd
@@ -72,7 +70,6 @@ _INTS: tuple[str, ...] = (
     *("order_index", "batch_size", "steps", "repeat", "completed", "invocation", "server_instance_id"),
     *("topk", "point_id"),
 )
-# The view as exported: the columns a run's windows have, in this order.
 VIEW = columns(
     (*HEAD, *TELEMETRY, *TELEMETRY_OPTIONAL, *TELEMETRY_TEXT, *TAIL),
     ints=_INTS,
@@ -98,13 +95,11 @@ MIN_DRIVER_WINDOWS = 4  # fewer ok windows make a correlation meaningless
 
 
 def load(engine: Engine, run_id: int) -> pd.DataFrame:
-    """The windows of a stored run (`windows` of db.queries.run_windows)."""
     return windows(queries.run_windows(engine, run_id, METRICS))
 
 
 def windows(raw: pd.DataFrame) -> pd.DataFrame:
-    """`raw` (db.queries.run_windows, already in measurement order) with the telemetry dict flattened:
-    HEAD, the telemetry columns, TAIL."""
+    """`raw` (db.queries.run_windows) with the telemetry dict flattened: HEAD, the telemetry columns, TAIL."""
     dicts = [t if isinstance(t, dict) else {} for t in raw["telemetry"]]
     keys = [*TELEMETRY, *(k for k in TELEMETRY_OPTIONAL if any(k in d for d in dicts))]
     texts = [k for k in TELEMETRY_TEXT if any(k in d for d in dicts)]
@@ -129,56 +124,52 @@ def _text(v: Any) -> str | None:
     return None if v is None else str(v)
 
 
-def spread(frame: pd.DataFrame) -> pd.DataFrame:
-    """Per configuration (CONFIG_KEYS): n ok windows with a throughput, their mean and coefficient of
-    variation (None under two windows)."""
-    rows: list[dict[str, Any]] = []
+def _ok_by_config(frame: pd.DataFrame) -> Iterator[tuple[dict[str, Any], pd.DataFrame]]:
+    """Per configuration (CONFIG_KEYS): its keys and its `ok` windows with a throughput."""
     for key, group in frame.groupby(list(CONFIG_KEYS), dropna=False, sort=False):
-        ok = group[(group["status"] == "ok") & (group["output_throughput"] > 0)]
-        values = [float(v) for v in ok["output_throughput"]]
-        mean = statistics.fmean(values) if values else None
-        rows.append(
-            {
-                **{k: None if missing(v) else v for k, v in zip(CONFIG_KEYS, key, strict=True)},
-                "n": len(values),
-                "mean_output_throughput": mean,
-                "cv_output_throughput": statistics.stdev(values) / mean
-                if mean and len(values) >= 2
-                else None,
-            }
-        )
-    out = pd.DataFrame(rows, columns=list(SPREAD_COLUMNS))
+        config = {k: None if missing(v) else v for k, v in zip(CONFIG_KEYS, key, strict=True)}
+        yield config, group[(group["status"] == "ok") & (group["output_throughput"] > 0)]
+
+
+def _sorted(rows: list[dict[str, Any]], columns: list[str]) -> pd.DataFrame:
+    out = pd.DataFrame(rows, columns=columns)
     return out.sort_values(list(CONFIG_KEYS), na_position="first", kind="stable").reset_index(drop=True)
 
 
+def spread(frame: pd.DataFrame) -> pd.DataFrame:
+    """Per configuration: n ok windows, their mean throughput and its CV (None under two windows)."""
+    rows: list[dict[str, Any]] = []
+    for config, ok in _ok_by_config(frame):
+        values = [float(v) for v in ok["output_throughput"]]
+        mean = statistics.fmean(values) if values else None
+        cv = statistics.stdev(values) / mean if mean and len(values) >= 2 else None
+        rows.append({**config, "n": len(values), "mean_output_throughput": mean, "cv_output_throughput": cv})
+    return _sorted(rows, list(SPREAD_COLUMNS))
+
+
 def drivers(frame: pd.DataFrame) -> pd.DataFrame:
-    """Per configuration with MIN_DRIVER_WINDOWS ok windows: n, and the Pearson r of throughput with each
+    """Per configuration with MIN_DRIVER_WINDOWS ok windows: n and the Pearson r of throughput with each
     recorded DRIVERS column (None where it did not vary or has too few values)."""
     present = [c for c, _ in DRIVERS if c in frame.columns and frame[c].notna().any()]
     rows: list[dict[str, Any]] = []
-    for key, group in frame.groupby(list(CONFIG_KEYS), dropna=False, sort=False):
-        ok = group[(group["status"] == "ok") & (group["output_throughput"] > 0)]
+    for config, ok in _ok_by_config(frame):
         if len(ok) < MIN_DRIVER_WINDOWS:
             continue
-        row: dict[str, Any] = {
-            **{k: None if missing(v) else v for k, v in zip(CONFIG_KEYS, key, strict=True)},
-            "n": len(ok),
-        }
+        row: dict[str, Any] = {**config, "n": len(ok)}
         for col in present:
             both = ok[["output_throughput", col]].dropna().astype(float)
             varies = len(both) >= MIN_DRIVER_WINDOWS and both[col].nunique() > 1
             r = both["output_throughput"].corr(both[col]) if varies else None
             row[f"r_{col}"] = None if r is None or math.isnan(r) else round(float(r), 2)
         rows.append(row)
-    out = pd.DataFrame(rows, columns=[*CONFIG_KEYS, "n", *(f"r_{c}" for c in present)])
-    return out.sort_values(list(CONFIG_KEYS), na_position="first", kind="stable").reset_index(drop=True)
+    return _sorted(rows, [*CONFIG_KEYS, "n", *(f"r_{c}" for c in present)])
 
 
 # ------------------------------------------------------------------------------------------- formats
 
 
 def document(frame: pd.DataFrame, meta: dict[str, Any] | None = None, title: str | None = None) -> Document:
-    """The view in every format (analysis.render): the windows, then in JSON their spread and drivers."""
+    """The windows in every format; the JSON adds their spread and drivers."""
     return Document(
         frame,
         VIEW,
@@ -262,7 +253,6 @@ _SPREAD = (
 
 
 def to_markdown(frame: pd.DataFrame, title: str | None = None) -> str:
-    """The windows as a table (user text escaped), then the spread per configuration."""
     cols = [c for c in _MD if c.key in frame.columns]
     lines = md_title(title) if title else []
     lines += md_table(frame.to_dict(orient="records"), [*cols, Column("note", text=True, show=_note)])

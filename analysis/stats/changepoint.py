@@ -19,10 +19,7 @@ import numpy as np
 
 from analysis.stats.edivisive.base import ChangePoint, FloatArray, intervals_between
 from analysis.stats.edivisive.detector import ChangePointDetector
-from analysis.stats.edivisive.significance import (
-    TTestSignificanceTester,
-    TTestStats,
-)
+from analysis.stats.edivisive.significance import TTestSignificanceTester, TTestStats
 
 TTestChangePoint = ChangePoint[TTestStats]
 
@@ -53,8 +50,7 @@ class ChangePointParams:
 
 @dataclass(frozen=True, slots=True)
 class SeriesChangePoint(TTestStats):
-    """A change between series[index - 1] and series[index], with the t-test figures of the segments it
-    separates and its Q-hat."""
+    """A change between series[index - 1] and series[index]: its segments' t-test figures and its Q-hat."""
 
     index: int
     qhat: float

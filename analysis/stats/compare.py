@@ -1,13 +1,11 @@
 """Run vs baseline: the effect of a change on one point, from the per-repeat samples of both runs.
 
-delta = candidate / baseline - 1. For positive metrics it is the ratio of geometric means, with a Welch
-t-interval on the difference of log means mapped back through exp (on logs a ratio is a difference and noise
-is near symmetric); metrics that can be zero use the difference of means over |mean(a)|.
-
-A point is flagged only when the interval excludes zero *and* |delta| >= threshold (default 5 %): a tight
-+0.8 % and a large but noisy shift both read "no change". Under `min_repeats` (3) a side is "insufficient
-data" (with two repeats the t quantile is 12.7). `method="bootstrap"`: a percentile bootstrap of the ratio
-of medians, for many repeats with heavy tails (bench/stats/intervals.py).
+delta = candidate / baseline - 1: for positive metrics the ratio of geometric means, with a Welch t-interval
+on log means mapped back through exp (on logs a ratio is a difference and noise near symmetric); metrics that
+can be zero use the difference of means over |mean(a)|. Flagged only when the interval excludes zero *and*
+|delta| >= threshold (5 %): a tight +0.8 % and a large noisy shift both read "no change". Under `min_repeats`
+(3) a side is "insufficient data" (at two repeats the t quantile is 12.7). `method="bootstrap"`: a percentile
+bootstrap of the ratio of medians, for many heavy-tailed repeats (bench/stats/intervals.py).
 """
 
 import math
@@ -33,7 +31,7 @@ class Comparison:
     metric: str
     n_baseline: int
     n_candidate: int
-    # The centres Δ is computed on (see `center`): candidate / baseline - 1 == delta, always.
+    # The centres Δ is computed on (`center`): candidate / baseline - 1 == delta, always.
     baseline: float | None
     candidate: float | None
     delta: float | None  # relative change, candidate vs baseline (0.05 = +5 %)
@@ -44,8 +42,7 @@ class Comparison:
     higher_is_better: bool
     method: str
     note: str = ""
-    # What `baseline` and `candidate` are: "geometric mean" (t method, positive values), "median"
-    # (bootstrap; too few repeats) or "mean" (metrics that can be zero).
+    # "geometric mean" (t, positive values), "median" (bootstrap; too few repeats) or "mean" (can be 0).
     center: str = "median"
 
     @property
@@ -66,8 +63,7 @@ def compare_samples(
     n_boot: int = 4000,
     seed: int = 0,
 ) -> Comparison:
-    """Compare the repeats of one point in two runs (None and NaN ignored); which way is better comes from
-    the metric catalogue unless `higher` says otherwise."""
+    """One point's repeats in two runs (None, NaN ignored); which way is better: catalogue or `higher`."""
     if not 0.0 < confidence < 1.0:
         raise ValueError(f"confidence must lie in (0, 1), got {confidence}")
     if threshold < 0:
@@ -144,16 +140,12 @@ def _insufficient(base: dict[str, Any], note: str, delta: float | None = None) -
     )
 
 
-def _quantile(confidence: float, df: float) -> float:
-    # The Welch df floored: a slightly wider interval, on the conservative side.
-    return t_quantile(confidence, max(1, math.floor(df)))
-
-
 def _welch_diff(a: np.ndarray, b: np.ndarray, confidence: float) -> tuple[float, float, float]:
     """(mean(b) - mean(a), half-width of its interval, two-sided p-value)."""
     test = welch_ttest(a.tolist(), b.tolist())
     se = math.sqrt(np.var(a, ddof=1) / len(a) + np.var(b, ddof=1) / len(b))
-    return float(np.mean(b) - np.mean(a)), _quantile(confidence, test.df) * se, test.pvalue
+    q = t_quantile(confidence, max(1, math.floor(test.df)))  # df floored: a slightly wider, safer interval
+    return float(np.mean(b) - np.mean(a)), q * se, test.pvalue
 
 
 def _log_welch(a: np.ndarray, b: np.ndarray, confidence: float) -> tuple[float, float, float, float]:

@@ -1,9 +1,8 @@
 """E-divisive means change-point detection (Matteson & James 2014), in the shape of Apache Otava's package.
 
-`base` holds the dataclasses and the abstract tester/calculator, `calculator` the vectorised Q-hat,
-`significance` the testers (Student's t, as Otava's default analysis, and the original permutation test),
-`detector` the divisive loop. Nothing here knows where a series comes from; `analysis.stats.changepoint` adds
-Otava's windowed split and merge on top.
+`base`: dataclasses, abstract tester and calculator; `calculator`: vectorised Q-hat; `significance`: Student's
+t (Otava's default) and the original permutation test; `detector`: the divisive loop. Otava's windowed split
+and merge sit on top, in `analysis.stats.changepoint`.
 """
 
 from analysis.stats.edivisive.base import (

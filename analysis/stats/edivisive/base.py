@@ -1,7 +1,7 @@
 """Dataclasses and abstract parts of E-divisive: candidates, change points, testers and calculators.
 
-Intervals are half-open index ranges [start, stop) over the analysed array; a change point at index i means
-"the new level starts at element i", so it always splits some interval into two non-empty parts.
+Intervals are half-open [start, stop); a change point at index i means "the new level starts at element i",
+so it always splits an interval into two non-empty parts.
 """
 
 import itertools
@@ -94,8 +94,7 @@ class SignificanceTester(ABC, Generic[S]):
 
 
 def segments_around(index: int, intervals: Sequence[Interval]) -> tuple[Interval, Interval]:
-    """The two segments a change point separates: the halves of the interval a new candidate lies inside
-    (split step), or the two intervals an existing change point borders (merge step's re-test)."""
+    """The segments a change point separates: its interval's halves (split) or its neighbours (merge)."""
     for i, iv in enumerate(intervals):
         if iv.stop == index and i + 1 < len(intervals):
             return iv, intervals[i + 1]

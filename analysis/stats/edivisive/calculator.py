@@ -5,11 +5,9 @@ For X = Z[s:τ] (n values) and Y = Z[τ:κ] (m values) and distances d(a, b) = |
     Q(τ, κ) = 2/(m+n) · ΣΣ d(Xi, Yj) − 2m/((m+n)(n−1)) · Σ_{i<k} d(Xi, Xk)
                                      − 2n/((m+n)(m−1)) · Σ_{j<k} d(Yj, Yk)
 
-(= mn/(m+n) times the empirical energy distance between X and Y). The candidate change point of the
-interval [s, e) is the τ of the (τ, κ) pair, s < τ < κ <= e, with the largest Q.
-
-Where Otava derives closed-form sums, one 2-D prefix sum P of the distance matrix (P[i, j] = Σ D[:i, :j])
-makes each block sum four lookups and the (τ, κ) grid a few broadcast NumPy operations: O(L²) for length L.
+(= mn/(m+n) times the empirical energy distance of X and Y). The candidate of [s, e) is the τ of the (τ, κ),
+s < τ < κ <= e, with the largest Q. Where Otava derives closed-form sums, one 2-D prefix sum P of the distance
+matrix (P[i, j] = Σ D[:i, :j]) makes each block sum four lookups and the grid a few broadcasts: O(L²).
 """
 
 from typing import Any

@@ -1,9 +1,8 @@
 """Significance testers for E-divisive candidates.
 
-`TTestSignificanceTester` (Otava's, Hunter, Fleming et al. 2023): a two-sided Student's t-test between the
-segments either side of the candidate; cheap, and works with a handful of points.
-`PermutationSignificanceTester` (Matteson & James): how often a within-segment shuffle beats the candidate's
-Q-hat; no normality assumption, but `permutations` recomputations and p >= 1/(permutations+1).
+`TTestSignificanceTester` (Otava's, Hunter, Fleming et al. 2023): two-sided Student's t between the segments
+either side; cheap, works with a handful of points. `PermutationSignificanceTester` (Matteson & James): how
+often a within-segment shuffle beats the Q-hat; no normality assumed, but p >= 1/(permutations+1).
 """
 
 from collections.abc import Sequence
@@ -48,8 +47,7 @@ def relative_change(mean_before: float, mean_after: float) -> float:
 
 
 def change_magnitude(mean_before: float, mean_after: float) -> float:
-    """Otava's change magnitude: the larger absolute forward or backward relative change, so a drop and the
-    recovery from it weigh the same."""
+    """Otava's: the larger |relative change| forward or back, so a drop and its recovery weigh the same."""
     fwd = abs(relative_change(mean_before, mean_after))
     back = abs(mean_before / mean_after - 1.0) if mean_after else 0.0
     return max(fwd, back)
