@@ -99,16 +99,13 @@ def make_perm(vocab: int, seed: int, name: str = "perm") -> list[int]:
     return perm
 
 
-def _check_mode(mode: str, noise: float) -> None:
+def _check(sizes: SynthSizes, mode: str, noise: float, device: str) -> None:
     if mode not in MODES:
         raise SynthConfigError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
     if not noise >= 0:  # also refuses NaN
         raise SynthConfigError(f"noise must be >= 0, got {noise}")
     if noise and mode != "agree":
         raise SynthConfigError(f"noise only applies to agree mode, not {mode}")
-
-
-def _check_device(device: str) -> None:
     import torch
 
     try:
@@ -117,12 +114,8 @@ def _check_device(device: str) -> None:
         raise SynthConfigError(f"device {device!r} is not a torch device: {exc}") from None
     if dev.type == "cuda" and not torch.cuda.is_available():
         raise SynthConfigError(f"device {device!r}: torch sees no CUDA GPU here (use the default, cpu)")
-
-
-def _check_sizes(sizes: SynthSizes, mode: str) -> None:
     sizes.validate()
-    problems = mirror.check_sizes(sizes) if mode == "mirror" else []
-    if problems:
+    if mode == "mirror" and (problems := mirror.check_sizes(sizes)):
         raise SynthConfigError("; ".join(problems))
 
 
@@ -150,9 +143,7 @@ def make_tensors(
     """All tensors of the checkpoint (on CPU, ready to save) and the bigram permutation (agree mode only)."""
     import torch
 
-    _check_mode(mode, noise)
-    _check_device(device)
-    _check_sizes(sizes, mode)
+    _check(sizes, mode, noise, device)
     layout = tensor_layout(sizes)
     perm = make_perm(sizes.vocab, seed) if mode == "agree" else None
 
@@ -249,9 +240,7 @@ def build_checkpoint(
         first_k_dense=first_k_dense,
         max_position_embeddings=max_position_embeddings,
     )
-    _check_mode(mode, noise)
-    _check_device(device)
-    _check_sizes(sizes, mode)
+    _check(sizes, mode, noise, device)
     if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
         raise SynthConfigError(f"seed must be a non-negative integer, got {seed!r}")
     out = Path(out_dir)
@@ -291,13 +280,7 @@ def build_checkpoint(
         "num_tensors": len(tensors),
         "num_params": sum(t.numel() for t in tensors.values()),
         "weights_bytes": (out / WEIGHTS_FILE).stat().st_size,
-        "sha256": {
-            WEIGHTS_FILE: file_sha256(out / WEIGHTS_FILE),
-            CONFIG_FILE: file_sha256(out / CONFIG_FILE),
-            GENERATION_CONFIG_FILE: file_sha256(out / GENERATION_CONFIG_FILE),
-            **({PERM_FILE: file_sha256(out / PERM_FILE)} if perm is not None else {}),
-            **({MIRROR_FILE: file_sha256(out / MIRROR_FILE)} if mode == "mirror" else {}),
-        },
+        "sha256": {n: file_sha256(out / n) for n in OWNED_FILES if n != MANIFEST_FILE and (out / n).exists()},
         "expect": _EXPECT[mode],
     }
     write_atomic(out / MANIFEST_FILE, _json_bytes(manifest))

@@ -132,7 +132,7 @@ class ReferenceModel:
     # ---- the target ----
     @torch.no_grad()
     def target(self, ids: torch.Tensor, *, last: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-        """ids [B, T] → (logits [B, T, V], final-norm hidden [B, T, H]); `last`: logits of the last N only."""
+        """ids [B, T] → (logits [B, T, V], final-norm hidden [B, T, H]); `last`: the last N logits only."""
         x = self.w["model.embed_tokens.weight"][ids]
         for i in range(self.layers):
             x = self._layer(i, x)
