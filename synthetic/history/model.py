@@ -182,7 +182,6 @@ class Grid:
     config_index: np.ndarray
     batch: np.ndarray
     steps: np.ndarray  # 0 for baseline
-    is_v2: np.ndarray
     is_spec: np.ndarray
     input_len: np.ndarray
     output_len: np.ndarray
@@ -225,7 +224,6 @@ def build_grid(lane: Lane, shape: Shape, fingerprint: Callable[..., str]) -> Gri
         config_index=ci_arr,
         batch=batch,
         steps=steps,
-        is_v2=is_v2,
         is_spec=is_spec,
         input_len=np.array([r[2].input_len for r in rows], dtype=np.float64),
         output_len=np.array([r[2].output_len for r in rows], dtype=np.float64),
