@@ -66,9 +66,6 @@ class Columns:
         self.data: dict[str, list[Any]] = {}
         self.n = 0
 
-    def __len__(self) -> int:
-        return self.n
-
     def add(self, n: int, values: dict[str, Any]) -> None:
         """Append n rows; each value is a list of n items or a scalar repeated n times."""
         if self.n and set(values) != set(self.data):

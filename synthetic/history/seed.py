@@ -62,9 +62,9 @@ def seed_history(
             ctx = RunContext(shape, lane, grids[li], yamls[li], r, rounds, commits[r], started, seed, uuid7())
             one_run(cols, ids, rng, ctx, with_samples)
         writer.write({name: c.data for name, c in cols.items()})
-        report.runs += len(cols["runs"])
-        report.points += len(cols["points"])
-        report.samples += len(cols["samples"])
+        report.runs += cols["runs"].n
+        report.points += cols["points"].n
+        report.samples += cols["samples"].n
         if progress is not None:
             progress(report.points, planned)
     fix_sequences(engine)
