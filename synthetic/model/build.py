@@ -79,8 +79,7 @@ def _tensor_seed(seed: int, name: str) -> int:
 def _normal(shape: tuple[int, ...], std: float, seed: int, name: str, device: str) -> torch.Tensor:
     import torch
 
-    gen = torch.Generator(device=device)
-    gen.manual_seed(_tensor_seed(seed, name))
+    gen = torch.Generator(device=device).manual_seed(_tensor_seed(seed, name))
     return torch.randn(shape, generator=gen, device=device, dtype=torch.float32).mul_(std)
 
 
@@ -88,8 +87,7 @@ def make_perm(vocab: int, seed: int, name: str = "perm") -> list[int]:
     """A random bigram permutation with eos fixed, so no trajectory reaches eos (`name` picks the stream)."""
     import torch
 
-    gen = torch.Generator(device="cpu")
-    gen.manual_seed(_tensor_seed(seed, name))
+    gen = torch.Generator(device="cpu").manual_seed(_tensor_seed(seed, name))
     others = [t for t in range(vocab) if t != EOS_TOKEN_ID]
     shuffled = torch.randperm(len(others), generator=gen).tolist()
     perm = [0] * vocab
@@ -122,15 +120,6 @@ def _check(sizes: SynthSizes, mode: str, noise: float, device: str) -> None:
 def mirror_maps(vocab: int, seed: int) -> tuple[list[int], list[int]]:
     """(P, Q) of a mirror checkpoint: without attention next = P[current]; with it next = Q[previous]."""
     return make_perm(vocab, seed, "mirror-self"), make_perm(vocab, seed, "mirror-previous")
-
-
-def _mirror_codes(vocab: int, width: int, seed: int) -> torch.Tensor:
-    import torch
-
-    gen = torch.Generator(device="cpu")
-    gen.manual_seed(_tensor_seed(seed, "mirror-codes"))
-    codes = torch.randn((vocab, width), generator=gen, dtype=torch.float32)
-    return codes / codes.norm(dim=1, keepdim=True)
 
 
 def make_tensors(
@@ -181,7 +170,9 @@ def make_tensors(
         tensors["lm_head.weight"] = tensors["model.embed_tokens.weight"][inverse].contiguous()
     if mode == "mirror":
         # Drawn on the CPU whatever `device` says: the maps and codes are small, and the bytes stay portable.
-        codes = _mirror_codes(sizes.vocab, mirror.code_dims(sizes), seed)
+        gen = torch.Generator(device="cpu").manual_seed(_tensor_seed(seed, "mirror-codes"))
+        codes = torch.randn((sizes.vocab, mirror.code_dims(sizes)), generator=gen, dtype=torch.float32)
+        codes = codes / codes.norm(dim=1, keepdim=True)
         mirror.apply(tensors, sizes, mirror_maps(sizes.vocab, seed), codes, rope_theta=ROPE_THETA)
     return tensors, perm
 

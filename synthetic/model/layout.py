@@ -1,7 +1,5 @@
-"""Sizes, `config.json` and the tensor layout of a synthetic DeepSeek-V3 + MTP checkpoint.
-
-The layout sglang 0.5.13's DeepSeek loader accepted on an H200 (shared/gpu/README.md). The MTP layer sits
-at index `layers` and is always MoE, as sglang builds it.
+"""Sizes, `config.json` and tensor layout of a synthetic DeepSeek-V3 + MTP checkpoint, as sglang 0.5.13's
+loader accepted on an H200 (shared/gpu/README.md); the MTP layer sits at index `layers`, always MoE.
 """
 
 import dataclasses
