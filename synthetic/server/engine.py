@@ -1,8 +1,7 @@
 """The continuous-batching scheduler: one asyncio task that plays SGLang's event loop.
 
-Each iteration, a prefill or a decode batch, waits out its modelled cost (`PerfModel`) on a deadline clock,
-then commits tokens, so each stream event lands at its modelled time. Acceptance is tallied as in contract
-§3.4: a window folded into the totals every `--decode-log-interval` decode iterations.
+Each iteration (a prefill or a decode batch) waits out its modelled cost on a deadline clock, then commits
+tokens. Acceptance is tallied as in contract §3.4: a window folded into the totals every decode log interval.
 """
 
 import asyncio
@@ -87,7 +86,6 @@ class Engine:
         # Called at the top of each scheduler step (kind, batch size, uncached tokens): the profiler's clock.
         self.step_observer: Callable[[str, int, int], None] | None = None
 
-    # -- interface for the HTTP side -------------------------------------------------------------
     def submit(self, req: Req) -> None:
         if "hiccup" in req.faults:
             self._held_until = time.perf_counter() + HICCUP_S
@@ -119,7 +117,6 @@ class Engine:
         self.radix.reset()
         self.counters = SpecCounters()
 
-    # -- the loop --------------------------------------------------------------------------------
     async def run(self) -> None:
         while True:
             self.running = [r for r in self.running if not r.finished]
@@ -261,7 +258,7 @@ class Engine:
             c.last_accept_rate = c.win_drafts / (c.win_steps * max(1, self.draft_tokens - 1))
         c.win_drafts = c.win_steps = c.win_tokens = 0
         c.win_start = now
-        used = self.used_tokens()
+        used = sum(len(r.prompt) + r.n_out for r in self.running if not r.finished)
         parts = [
             f"Decode batch, #running-req: {len(self.running)}",
             f"#token: {used}",
@@ -275,6 +272,3 @@ class Engine:
             f"#queue-req: {len(self.waiting)}",
         ]
         logs.scheduler.info(", ".join(parts))
-
-    def used_tokens(self) -> int:
-        return sum(len(r.prompt) + r.n_out for r in self.running if not r.finished)
