@@ -1,7 +1,4 @@
-"""SGLang's launch flags and their post-processing, for the emulated release.
-
-`parse_flags` abbreviates as SGLang's argparse does; `resolve` applies contract §1.2-1.4 in SGLang's order.
-"""
+"""SGLang's launch flags: parsed as its argparse does (abbreviations too), resolved in its order (§1.2-4)."""
 
 import argparse
 from collections.abc import Sequence

@@ -1,9 +1,6 @@
-"""How late the stand-in's own event loop ran since the last `/flush_cache`: this host's scheduling stalls as
-felt by the process that emits every token.
-
-A ticker keeps the longest lateness it woke with, reported under `specbench_sim`, so `bench.measure.judge`
-does not call a tail those stalls explain unstable. Modelled time is awaited and never shows here. It
-ticks only while there is work or was lately (`linger_s`).
+"""How late the stand-in's event loop ran since the last `/flush_cache`: this host's stalls, felt by the
+process that emits every token. Reported under `specbench_sim`, so `bench.measure.judge` does not call a tail
+they explain unstable. Modelled time is awaited and never shows here; it ticks only while there is work.
 """
 
 import asyncio
