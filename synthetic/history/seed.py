@@ -73,7 +73,6 @@ def seed_history(
 
 
 def has_synthetic(engine: Engine) -> bool:
-    """Whether the database holds any synthetic run."""
     with engine.connect() as c:
         return c.execute(select(Run.id).where(Run.trigger == SYNTHETIC_TRIGGER).limit(1)).first() is not None
 

@@ -5,8 +5,7 @@
 * `random`: plain N(0, 0.02) init with an independent lm_head.
 * `mirror` (`synthetic.model.mirror`): attention decides every token, so wrong attention shows.
 
-Each tensor is drawn from its own generator seeded from (seed, name): on `device="cpu"` the file is
-byte-identical on every machine.
+Each tensor has its own generator seeded from (seed, name): on `device="cpu"` the file is the same anywhere.
 """
 
 from __future__ import annotations

@@ -1,7 +1,5 @@
-"""A tokenizer for synthetic checkpoints, so text-mode clients work on a host with no hub access.
-
-A word-level tokenizer of exactly `vocab_size` entries (0 `<s>`, 1 `</s>`, 2 `<unk>`, else `t<i>`) with
-`encode(decode(ids)) == ids` and no BOS added, so client and server count the same tokens.
+"""A word-level tokenizer for synthetic checkpoints, so text-mode clients work with no hub access: exactly
+`vocab_size` entries (0 `<s>`, 1 `</s>`, 2 `<unk>`, else `t<i>`), `encode(decode(ids)) == ids`, no BOS added.
 """
 
 import json
@@ -84,10 +82,7 @@ def main(argv: list[str] | None = None) -> int:
 
     args = sys.argv[1:] if argv is None else argv
     if len(args) != 1 or not (Path(args[0]) / "config.json").is_file():
-        print(
-            "usage: python -m synthetic.model.tokenizer MODEL_DIR  (a directory with config.json)",
-            file=sys.stderr,
-        )
+        print("usage: python -m synthetic.model.tokenizer MODEL_DIR (holding config.json)", file=sys.stderr)
         return 2
     for p in write_for_checkpoint(args[0]):
         print(p)

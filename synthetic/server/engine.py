@@ -201,15 +201,13 @@ class Engine:
         for req in running:
             if req.finished:
                 continue  # aborted while this iteration ran
+            accepted = 0
             if sample is not None:
                 accepted = sample(req.rng)  # type: ignore[arg-type]  # set whenever spec is on
                 req.verify_ct += 1
                 req.correct_drafts += accepted
                 req.hist[accepted] += 1
-                new = accepted + 1
-            else:
-                accepted = 0
-                new = 1
+            new = accepted + 1
             room = req.limit - req.n_out
             done = new >= room
             committed = room if done else new

@@ -96,8 +96,7 @@ def _prompt_spec(ids: list[int], params: Any, rid: str | None, context_len: int)
     for key in params:
         if key not in SAMPLING_KEYS:
             raise RequestError(f"SamplingParams.__init__() got an unexpected keyword argument '{key}'")
-    max_new = params.get("max_new_tokens")
-    max_new = DEFAULT_MAX_NEW_TOKENS if max_new is None else max_new
+    max_new = DEFAULT_MAX_NEW_TOKENS if params.get("max_new_tokens") is None else params["max_new_tokens"]
     min_new = params.get("min_new_tokens", 0)
     for name, value in (("max_new_tokens", max_new), ("min_new_tokens", min_new)):
         if not isinstance(value, int) or isinstance(value, bool) or value < 0:
