@@ -59,12 +59,8 @@ class Engine:
         instant: bool,
     ) -> None:
         args = resolved.args
-        self.resolved = resolved
-        self.perf = perf
-        self.acceptance = acceptance
-        self.radix = radix
-        self.metrics = metrics
-        self.instant = instant
+        self.resolved, self.perf, self.acceptance = resolved, perf, acceptance
+        self.radix, self.metrics, self.instant = radix, metrics, instant
         self.max_running = resolved.effective_max_running_requests
         self.prefill_budget = args.chunked_prefill_size
         self.log_interval = args.decode_log_interval

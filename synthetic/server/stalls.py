@@ -17,9 +17,7 @@ class LoopStalls:
     def __init__(
         self, busy: Callable[[], bool], period_s: float = PERIOD_S, linger_s: float = LINGER_S
     ) -> None:
-        self.busy = busy
-        self.period_s = period_s
-        self.linger_s = linger_s
+        self.busy, self.period_s, self.linger_s = busy, period_s, linger_s
         self.max_ms = 0.0
         self.ticks = 0
         self._until = 0.0
