@@ -1,1 +1,1 @@
-"""What specbench makes up, kept apart from what it measures: the stand-in server, synthetic models, seeded histories."""
+"""What specbench makes up, apart from what it measures: the stand-in server, synthetic models, histories."""

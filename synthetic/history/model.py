@@ -1,8 +1,8 @@
 """SYNTHETIC benchmark history for load tests, demos and dashboard tests. These numbers were never measured.
 
-Every run is marked `trigger = "synthetic"`, `sweep_name` "synthetic-...", `provenance["synthetic"]`, and
-written to the runner's tables. A few lanes (model x GPU) run a nightly sweep over releases and commits; the
-numbers follow the speculative-decoding identity the dashboard's attribution relies on:
+Every run, in the runner's tables, is marked `trigger = "synthetic"`, `sweep_name` "synthetic-..." and
+`provenance["synthetic"]`. Lanes (model x GPU) run nightly sweeps over releases and commits, following the
+speculative-decoding identity the dashboard's attribution relies on:
     acceptance length L = (1 - a^(steps+1)) / (1 - a)  for per-token acceptance a (topk 1 chain),
     verify-step time S = forward(bs) · (1 + verify cost · steps) + steps · draft cost · forward(bs),
     TPOT = S / L,  E2E = TTFT + (output_len - 1) · TPOT,  throughput = bs · output_len / E2E.
@@ -182,7 +182,6 @@ class Grid:
     config_index: np.ndarray
     batch: np.ndarray
     steps: np.ndarray  # 0 for baseline
-    is_v2: np.ndarray
     is_spec: np.ndarray
     input_len: np.ndarray
     output_len: np.ndarray
@@ -225,7 +224,6 @@ def build_grid(lane: Lane, shape: Shape, fingerprint: Callable[..., str]) -> Gri
         config_index=ci_arr,
         batch=batch,
         steps=steps,
-        is_v2=is_v2,
         is_spec=is_spec,
         input_len=np.array([r[2].input_len for r in rows], dtype=np.float64),
         output_len=np.array([r[2].output_len for r in rows], dtype=np.float64),

@@ -1,7 +1,4 @@
-"""SYNTHETIC history rows: one run of a lane as column-wise rows of runs, server_instances, points, samples.
-
-The model of `synthetic.history.model`, noise and injected steps, in the store's column names for `db.bulk`.
-"""
+"""SYNTHETIC history rows: one run of a lane (the model, its noise and injected steps) for `db.bulk`."""
 
 import hashlib
 import json
@@ -29,10 +26,6 @@ class IdSource(Protocol):
     """Hands out primary keys before the rows are written (no RETURNING round-trips)."""
 
     def take(self, table: str, n: int) -> int: ...
-
-
-def release_at(fraction: float) -> tuple[str, str, str, str]:
-    return RELEASES[min(len(RELEASES) - 1, int(fraction * len(RELEASES)))]
 
 
 def sweep_name(lane: Lane) -> str:
@@ -73,9 +66,6 @@ class Columns:
         self.data: dict[str, list[Any]] = {}
         self.n = 0
 
-    def __len__(self) -> int:
-        return self.n
-
     def add(self, n: int, values: dict[str, Any]) -> None:
         """Append n rows; each value is a list of n items or a scalar repeated n times."""
         if self.n and set(values) != set(self.data):
@@ -108,6 +98,10 @@ class RunContext:
     def fraction(self) -> float:
         return self.round / (self.rounds - 1) if self.rounds > 1 else 1.0
 
+    @property
+    def release(self) -> tuple[str, str, str, str]:
+        return RELEASES[min(len(RELEASES) - 1, int(self.fraction * len(RELEASES)))]
+
 
 def _none_for_nan(a: np.ndarray) -> list[float | None]:
     return [None if x != x else x for x in a.tolist()]
@@ -117,39 +111,31 @@ def one_run(
     cols: dict[str, Columns], ids: IdSource, rng: np.random.Generator, ctx: RunContext, samples: bool
 ) -> None:
     """One run of a lane into `cols`: run row, servers, points and, with `samples`, repeats."""
-    release = release_at(ctx.fraction)
     n_points = len(ctx.grid.batch)
     failed_run = rng.random() < 0.004  # a server that never came up: the run has no points at all
     status = "failed" if failed_run else ("partial" if rng.random() < 0.01 else "done")
     duration = timedelta(seconds=int(25 * n_points + rng.integers(0, 300)))
     run_id = ids.take("runs", 1)
-    cols["runs"].add(1, _run_row(ctx, run_id, release, status, duration))
+    cols["runs"].add(1, _run_row(ctx, run_id, status, duration))
     if failed_run:
         return
     n = n_points if status == "done" else int(n_points * rng.uniform(0.3, 0.9))
     metrics = _metrics(ctx, rng)
-    statuses, reasons, mismatch_run = _problems(ctx, rng, release[0])
-    si_first = ids.take("server_instances", len(ctx.grid.configs))
-    cols["server_instances"].add(
-        len(ctx.grid.configs), _server_rows(ctx, rng, run_id, si_first, release[0], mismatch_run, duration)
-    )
-    ok = statuses[:n] != "failed"
+    statuses, reasons, mismatch_run = _problems(ctx, rng)
+    nc = len(ctx.grid.configs)
+    si_first = ids.take("server_instances", nc)
+    cols["server_instances"].add(nc, _server_rows(ctx, rng, run_id, si_first, mismatch_run, duration))
+    run = _Measured(ctx, run_id, statuses[:n], reasons[:n], metrics)
     p_first = ids.take("points", n)
-    cols["points"].add(n, _point_rows(ctx, run_id, si_first, p_first, n, statuses, reasons, ok, metrics))
+    cols["points"].add(n, run.point_rows(si_first, p_first))
     if samples:
-        keep = np.flatnonzero(ok)
-        s_first = ids.take("samples", len(keep) * ctx.shape.repeats)
-        cols["samples"].add(
-            len(keep) * ctx.shape.repeats,
-            _sample_rows(ctx, s_first, p_first, n, keep, statuses, reasons, metrics),
-        )
+        m = int(run.ok.sum()) * ctx.shape.repeats
+        cols["samples"].add(m, run.sample_rows(ids.take("samples", m), p_first))
 
 
-def _run_row(
-    ctx: RunContext, run_id: int, release: tuple[str, str, str, str], status: str, duration: timedelta
-) -> dict[str, Any]:
+def _run_row(ctx: RunContext, run_id: int, status: str, duration: timedelta) -> dict[str, Any]:
     lane = ctx.lane
-    version, kernel, flashinfer, torch = release
+    version, kernel, flashinfer, torch = ctx.release
     return {
         "id": run_id,
         "uid": ctx.uid,
@@ -160,9 +146,7 @@ def _run_row(
         "label": SYNTHETIC_LABEL,
         "backend": "sim",
         "status": status,
-        "error": "synthetic: server exited during CUDA graph capture (out of memory)"
-        if status == "failed"
-        else None,
+        "error": {"failed": "synthetic: server exited during CUDA graph capture (out of memory)"}.get(status),
         "started_at": ctx.started,
         "finished_at": ctx.started + duration,
         "job_id": None,
@@ -243,13 +227,15 @@ def _spread(name: str, value: np.ndarray, **factors: float) -> dict[str, np.ndar
     return {f"{name}_{stat}_ms": value * f for stat, f in factors.items()}
 
 
-def _problems(ctx: RunContext, rng: np.random.Generator, version: str) -> tuple[np.ndarray, np.ndarray, bool]:
+def _problems(ctx: RunContext, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, bool]:
     """Each point's status and reason: rare invalid and failed points, and 0.5.14's v1-resolved-v2 runs."""
     g, n_points = ctx.grid, len(ctx.grid.batch)
     statuses = np.full(n_points, "ok", dtype=object)
     reasons = np.full(n_points, None, dtype=object)
     is_v1 = np.array([g.configs[ci].spec_mode == "v1" for ci in g.config_index])
-    mismatch_run = version == "0.5.14" and ctx.lane.gpu_name.startswith("NVIDIA H100") and rng.random() < 0.25
+    mismatch_run = (
+        ctx.release[0] == "0.5.14" and ctx.lane.gpu_name.startswith("NVIDIA H100") and rng.random() < 0.25
+    )
     invalid = rng.random(n_points) < 0.002
     oom = (g.batch >= 64) & (g.steps >= 4) & (rng.random(n_points) < 0.03)
     statuses[invalid] = "invalid"
@@ -270,11 +256,10 @@ def _server_rows(
     rng: np.random.Generator,
     run_id: int,
     first: int,
-    version: str,
     mismatch_run: bool,
     duration: timedelta,
 ) -> dict[str, Any]:
-    configs = ctx.grid.configs
+    configs, version = ctx.grid.configs, ctx.release[0]
     nc = len(configs)
     v1_mismatch = [c.spec_mode == "v1" and mismatch_run for c in configs]
     pairs = list(zip(configs, v1_mismatch, strict=True))
@@ -309,110 +294,104 @@ def _server_rows(
     }
 
 
-def _point_rows(
-    ctx: RunContext,
-    run_id: int,
-    si_first: int,
-    first: int,
-    n: int,
-    statuses: np.ndarray,
-    reasons: np.ndarray,
-    ok: np.ndarray,
-    metrics: dict[str, np.ndarray],
-) -> dict[str, Any]:
-    """The first `n` points (a partial run stops early): medians of the repeats, none for a failed point."""
-    g, lane, reps = ctx.grid, ctx.lane, ctx.shape.repeats
-    ci = g.config_index[:n]
-    cfgs = [g.configs[c] for c in ci]
-    spec = [c.steps is not None for c in cfgs]
-    nprompts = g.num_prompts[:n]
-    st = statuses[:n].tolist()
-    okl = ok.tolist()
-    cols: dict[str, Any] = {
-        "id": list(range(first, first + n)),
-        "run_id": run_id,
-        "server_instance_id": (si_first + ci).tolist(),
-        "point_key": g.point_keys[:n],
-        "fingerprint": g.fingerprints[:n],
-        "status": st,
-        "reason": reasons[:n].tolist(),
-        "model": lane.model,
-        "draft_model": [lane.draft_model if sp else None for sp in spec],
-        "attention_backend": "flashmla",
-        "tp": lane.tp,
-        "algorithm": [lane.algorithm if sp else None for sp in spec],
-        "steps": [c.steps for c in cfgs],
-        "topk": [1 if sp else None for sp in spec],
-        "draft_tokens": [c.steps + 1 if c.steps else None for c in cfgs],
-        "spec_mode": [c.spec_mode for c in cfgs],
-        "spec_mode_resolved": [
-            "v2" if s == "mode_mismatch" else c.spec_mode for s, c in zip(st, cfgs, strict=True)
-        ],
-        "batch_size": g.batch[:n].astype(int).tolist(),
-        "dataset": "random",
-        "input_len": g.input_len[:n].astype(int).tolist(),
-        "output_len": g.output_len[:n].astype(int).tolist(),
-        "num_prompts": nprompts.tolist(),
-        "workload_key": g.workload_keys[:n],
-        "gpu_name": lane.gpu_name,
-        "gpu_count": lane.gpu_count,
-        "repeats": np.where(ok, reps, 0).tolist(),
-        "repeats_planned": reps,
-        "overhead_s": None,
-        "created_at": [ctx.started + timedelta(seconds=25 * i) for i in range(n)],
-        "completed": [int(x) if o else None for x, o in zip(nprompts.tolist(), okl, strict=True)],
-        "failed": np.where(ok, 0, nprompts).tolist(),
-        "incomplete": [0 if o else None for o in okl],
-        "wrong_length": [(3 if s == "invalid" else 0) if o else None for s, o in zip(st, okl, strict=True)],
-    }
-    for k, per_prompt in (("total_input_tokens", g.input_len), ("total_output_tokens", g.output_len)):
-        cols[k] = [
-            None if x is None else int(x)
-            for x in _none_for_nan(np.where(ok, nprompts * per_prompt[:n], np.nan))
-        ]
-    thr_n = metrics["output_throughput"][:n]
-    # n = 3 repeats: [min, max] is the order-statistic interval of the median (75 % coverage).
-    cols["output_throughput_ci_low"] = _none_for_nan(np.where(ok, thr_n.min(axis=1), np.nan))
-    cols["output_throughput_ci_high"] = _none_for_nan(np.where(ok, thr_n.max(axis=1), np.nan))
-    for k, v in metrics.items():
-        cols[k] = _none_for_nan(np.where(ok, np.median(v[:n], axis=1), np.nan))
-    return cols
+@dataclass
+class _Measured:
+    """The points a run measured (the first n: a partial run stops early) and every repeat's metrics."""
 
+    ctx: RunContext
+    run_id: int
+    statuses: np.ndarray
+    reasons: np.ndarray
+    metrics: dict[str, np.ndarray]  # of every point of the grid
 
-def _sample_rows(
-    ctx: RunContext,
-    first: int,
-    p_first: int,
-    n: int,
-    keep: np.ndarray,
-    statuses: np.ndarray,
-    reasons: np.ndarray,
-    metrics: dict[str, np.ndarray],
-) -> dict[str, Any]:
-    """Every repeat of the points that were measured (`keep`)."""
-    g, reps = ctx.grid, ctx.shape.repeats
-    m = len(keep) * reps
-    rep_idx = np.tile(np.arange(reps), len(keep))
-    pt_idx = np.repeat(keep, reps)
-    nprompts = g.num_prompts[:n]
-    cols: dict[str, Any] = {
-        "id": list(range(first, first + m)),
-        "point_id": (p_first + pt_idx).tolist(),
-        "repeat": rep_idx.tolist(),
-        "status": statuses[pt_idx].tolist(),
-        "reason": reasons[pt_idx].tolist(),
-        "overhead_s": None,
-        "created_at": [
-            ctx.started + timedelta(seconds=25 * int(i) + 8 * int(r))
-            for i, r in zip(pt_idx, rep_idx, strict=True)
-        ],
-        "completed": nprompts[pt_idx].tolist(),
-        "failed": 0,
-        "incomplete": 0,
-        "wrong_length": [3 if s == "invalid" else 0 for s in statuses[pt_idx].tolist()],
-        "total_input_tokens": (nprompts * g.input_len[:n]).astype(int)[pt_idx].tolist(),
-        "total_output_tokens": (nprompts * g.output_len[:n]).astype(int)[pt_idx].tolist(),
-    }
-    for k, v in metrics.items():
-        cols[k] = _none_for_nan(v[:n][keep].reshape(-1))
-    return cols
+    @property
+    def ok(self) -> np.ndarray:
+        return self.statuses != "failed"
+
+    def point_rows(self, si_first: int, first: int) -> dict[str, Any]:
+        """Medians of the repeats, none for a failed point."""
+        ctx, n, ok, okl = self.ctx, len(self.statuses), self.ok, self.ok.tolist()
+        g, lane, reps = ctx.grid, ctx.lane, ctx.shape.repeats
+        ci = g.config_index[:n]
+        cfgs = [g.configs[c] for c in ci]
+        spec = [c.steps is not None for c in cfgs]
+        nprompts = g.num_prompts[:n]
+        st = self.statuses.tolist()
+        cols: dict[str, Any] = {
+            "id": list(range(first, first + n)),
+            "run_id": self.run_id,
+            "server_instance_id": (si_first + ci).tolist(),
+            "point_key": g.point_keys[:n],
+            "fingerprint": g.fingerprints[:n],
+            "status": st,
+            "reason": self.reasons.tolist(),
+            "model": lane.model,
+            "draft_model": [lane.draft_model if sp else None for sp in spec],
+            "attention_backend": "flashmla",
+            "tp": lane.tp,
+            "algorithm": [lane.algorithm if sp else None for sp in spec],
+            "steps": [c.steps for c in cfgs],
+            "topk": [1 if sp else None for sp in spec],
+            "draft_tokens": [c.steps + 1 if c.steps else None for c in cfgs],
+            "spec_mode": [c.spec_mode for c in cfgs],
+            "spec_mode_resolved": [
+                "v2" if s == "mode_mismatch" else c.spec_mode for s, c in zip(st, cfgs, strict=True)
+            ],
+            "batch_size": g.batch[:n].astype(int).tolist(),
+            "dataset": "random",
+            "input_len": g.input_len[:n].astype(int).tolist(),
+            "output_len": g.output_len[:n].astype(int).tolist(),
+            "num_prompts": nprompts.tolist(),
+            "workload_key": g.workload_keys[:n],
+            "gpu_name": lane.gpu_name,
+            "gpu_count": lane.gpu_count,
+            "repeats": np.where(ok, reps, 0).tolist(),
+            "repeats_planned": reps,
+            "overhead_s": None,
+            "created_at": [ctx.started + timedelta(seconds=25 * i) for i in range(n)],
+            "completed": [int(x) if o else None for x, o in zip(nprompts.tolist(), okl, strict=True)],
+            "failed": np.where(ok, 0, nprompts).tolist(),
+            "incomplete": [0 if o else None for o in okl],
+            "wrong_length": [
+                (3 if s == "invalid" else 0) if o else None for s, o in zip(st, okl, strict=True)
+            ],
+        }
+        for k, per_prompt in (("total_input_tokens", g.input_len), ("total_output_tokens", g.output_len)):
+            tokens = (nprompts * per_prompt[:n]).tolist()
+            cols[k] = [int(x) if o else None for x, o in zip(tokens, okl, strict=True)]
+        thr_n = self.metrics["output_throughput"][:n]
+        # 3 repeats: [min, max] is the order-statistic interval of the median (75 % coverage).
+        cols["output_throughput_ci_low"] = _none_for_nan(np.where(ok, thr_n.min(axis=1), np.nan))
+        cols["output_throughput_ci_high"] = _none_for_nan(np.where(ok, thr_n.max(axis=1), np.nan))
+        for k, v in self.metrics.items():
+            cols[k] = _none_for_nan(np.where(ok, np.median(v[:n], axis=1), np.nan))
+        return cols
+
+    def sample_rows(self, first: int, p_first: int) -> dict[str, Any]:
+        """Every repeat of the points that were measured (not failed)."""
+        g, reps = self.ctx.grid, self.ctx.shape.repeats
+        keep = np.flatnonzero(self.ok)
+        rep_idx = np.tile(np.arange(reps), len(keep))
+        pt_idx = np.repeat(keep, reps)
+        statuses = self.statuses[pt_idx].tolist()
+        cols: dict[str, Any] = {
+            "id": list(range(first, first + len(pt_idx))),
+            "point_id": (p_first + pt_idx).tolist(),
+            "repeat": rep_idx.tolist(),
+            "status": statuses,
+            "reason": self.reasons[pt_idx].tolist(),
+            "overhead_s": None,
+            "created_at": [
+                self.ctx.started + timedelta(seconds=25 * int(i) + 8 * int(r))
+                for i, r in zip(pt_idx, rep_idx, strict=True)
+            ],
+            "completed": g.num_prompts[pt_idx].tolist(),
+            "failed": 0,
+            "incomplete": 0,
+            "wrong_length": [3 if s == "invalid" else 0 for s in statuses],
+            "total_input_tokens": (g.num_prompts * g.input_len).astype(int)[pt_idx].tolist(),
+            "total_output_tokens": (g.num_prompts * g.output_len).astype(int)[pt_idx].tolist(),
+        }
+        for k, v in self.metrics.items():
+            cols[k] = _none_for_nan(v[keep].reshape(-1))
+        return cols

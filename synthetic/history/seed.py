@@ -4,7 +4,7 @@ import hashlib
 import math
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 import numpy as np
@@ -14,14 +14,7 @@ from db.bulk import BulkIds, BulkWriter, delete_runs_by_trigger, fix_sequences
 from db.fingerprint import point_fingerprint
 from db.models import Run
 from db.types import uuid7
-from synthetic.history.model import (
-    DEFAULT_SHAPE,
-    INJECTED_STEPS,
-    SYNTHETIC_TRIGGER,
-    InjectedStep,
-    Shape,
-    build_grid,
-)
+from synthetic.history.model import DEFAULT_SHAPE, SYNTHETIC_TRIGGER, Shape, build_grid
 from synthetic.history.rows import TABLES, Columns, RunContext, one_run, sweep_yaml
 
 
@@ -31,8 +24,6 @@ class SeedReport:
     points: int = 0
     samples: int = 0
     seconds: float = 0.0
-    run_ids: list[int] = field(default_factory=list)
-    steps: tuple[InjectedStep, ...] = INJECTED_STEPS
 
 
 def seed_history(
@@ -71,10 +62,9 @@ def seed_history(
             ctx = RunContext(shape, lane, grids[li], yamls[li], r, rounds, commits[r], started, seed, uuid7())
             one_run(cols, ids, rng, ctx, with_samples)
         writer.write({name: c.data for name, c in cols.items()})
-        report.runs += len(cols["runs"])
-        report.points += len(cols["points"])
-        report.samples += len(cols["samples"])
-        report.run_ids.extend(cols["runs"].data.get("id", []))
+        report.runs += cols["runs"].n
+        report.points += cols["points"].n
+        report.samples += cols["samples"].n
         if progress is not None:
             progress(report.points, planned)
     fix_sequences(engine)
@@ -83,7 +73,6 @@ def seed_history(
 
 
 def has_synthetic(engine: Engine) -> bool:
-    """Whether the database holds any synthetic run."""
     with engine.connect() as c:
         return c.execute(select(Run.id).where(Run.trigger == SYNTHETIC_TRIGGER).limit(1)).first() is not None
 

@@ -1,7 +1,5 @@
-"""Synthetic DeepSeek-V3 + MTP checkpoints for GPU smoke runs of sglang with FlashMLA.
-
-`build_checkpoint` writes one; `synthetic.model.reference` (imports torch eagerly) checks what it computes.
-Importing this package needs neither torch nor safetensors; building does.
+"""Synthetic DeepSeek-V3 + MTP checkpoints for GPU smoke runs of sglang with FlashMLA: `build_checkpoint`
+writes one (torch, safetensors), `synthetic.model.reference` checks what it computes; importing needs neither.
 """
 
 from synthetic.model.build import (

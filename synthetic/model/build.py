@@ -5,8 +5,7 @@
 * `random`: plain N(0, 0.02) init with an independent lm_head.
 * `mirror` (`synthetic.model.mirror`): attention decides every token, so wrong attention shows.
 
-Each tensor is drawn from its own generator seeded from (seed, name): on `device="cpu"` the file is
-byte-identical on every machine.
+Each tensor has its own generator seeded from (seed, name): on `device="cpu"` the file is the same anywhere.
 """
 
 from __future__ import annotations
@@ -79,8 +78,7 @@ def _tensor_seed(seed: int, name: str) -> int:
 def _normal(shape: tuple[int, ...], std: float, seed: int, name: str, device: str) -> torch.Tensor:
     import torch
 
-    gen = torch.Generator(device=device)
-    gen.manual_seed(_tensor_seed(seed, name))
+    gen = torch.Generator(device=device).manual_seed(_tensor_seed(seed, name))
     return torch.randn(shape, generator=gen, device=device, dtype=torch.float32).mul_(std)
 
 
@@ -88,8 +86,7 @@ def make_perm(vocab: int, seed: int, name: str = "perm") -> list[int]:
     """A random bigram permutation with eos fixed, so no trajectory reaches eos (`name` picks the stream)."""
     import torch
 
-    gen = torch.Generator(device="cpu")
-    gen.manual_seed(_tensor_seed(seed, name))
+    gen = torch.Generator(device="cpu").manual_seed(_tensor_seed(seed, name))
     others = [t for t in range(vocab) if t != EOS_TOKEN_ID]
     shuffled = torch.randperm(len(others), generator=gen).tolist()
     perm = [0] * vocab
@@ -99,16 +96,13 @@ def make_perm(vocab: int, seed: int, name: str = "perm") -> list[int]:
     return perm
 
 
-def _check_mode(mode: str, noise: float) -> None:
+def _check(sizes: SynthSizes, mode: str, noise: float, device: str) -> None:
     if mode not in MODES:
         raise SynthConfigError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
     if not noise >= 0:  # also refuses NaN
         raise SynthConfigError(f"noise must be >= 0, got {noise}")
     if noise and mode != "agree":
         raise SynthConfigError(f"noise only applies to agree mode, not {mode}")
-
-
-def _check_device(device: str) -> None:
     import torch
 
     try:
@@ -117,27 +111,14 @@ def _check_device(device: str) -> None:
         raise SynthConfigError(f"device {device!r} is not a torch device: {exc}") from None
     if dev.type == "cuda" and not torch.cuda.is_available():
         raise SynthConfigError(f"device {device!r}: torch sees no CUDA GPU here (use the default, cpu)")
-
-
-def _check_sizes(sizes: SynthSizes, mode: str) -> None:
     sizes.validate()
-    problems = mirror.check_sizes(sizes) if mode == "mirror" else []
-    if problems:
+    if mode == "mirror" and (problems := mirror.check_sizes(sizes)):
         raise SynthConfigError("; ".join(problems))
 
 
 def mirror_maps(vocab: int, seed: int) -> tuple[list[int], list[int]]:
     """(P, Q) of a mirror checkpoint: without attention next = P[current]; with it next = Q[previous]."""
     return make_perm(vocab, seed, "mirror-self"), make_perm(vocab, seed, "mirror-previous")
-
-
-def _mirror_codes(vocab: int, width: int, seed: int) -> torch.Tensor:
-    import torch
-
-    gen = torch.Generator(device="cpu")
-    gen.manual_seed(_tensor_seed(seed, "mirror-codes"))
-    codes = torch.randn((vocab, width), generator=gen, dtype=torch.float32)
-    return codes / codes.norm(dim=1, keepdim=True)
 
 
 def make_tensors(
@@ -150,9 +131,7 @@ def make_tensors(
     """All tensors of the checkpoint (on CPU, ready to save) and the bigram permutation (agree mode only)."""
     import torch
 
-    _check_mode(mode, noise)
-    _check_device(device)
-    _check_sizes(sizes, mode)
+    _check(sizes, mode, noise, device)
     layout = tensor_layout(sizes)
     perm = make_perm(sizes.vocab, seed) if mode == "agree" else None
 
@@ -190,7 +169,9 @@ def make_tensors(
         tensors["lm_head.weight"] = tensors["model.embed_tokens.weight"][inverse].contiguous()
     if mode == "mirror":
         # Drawn on the CPU whatever `device` says: the maps and codes are small, and the bytes stay portable.
-        codes = _mirror_codes(sizes.vocab, mirror.code_dims(sizes), seed)
+        gen = torch.Generator(device="cpu").manual_seed(_tensor_seed(seed, "mirror-codes"))
+        codes = torch.randn((sizes.vocab, mirror.code_dims(sizes)), generator=gen, dtype=torch.float32)
+        codes = codes / codes.norm(dim=1, keepdim=True)
         mirror.apply(tensors, sizes, mirror_maps(sizes.vocab, seed), codes, rope_theta=ROPE_THETA)
     return tensors, perm
 
@@ -249,9 +230,7 @@ def build_checkpoint(
         first_k_dense=first_k_dense,
         max_position_embeddings=max_position_embeddings,
     )
-    _check_mode(mode, noise)
-    _check_device(device)
-    _check_sizes(sizes, mode)
+    _check(sizes, mode, noise, device)
     if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
         raise SynthConfigError(f"seed must be a non-negative integer, got {seed!r}")
     out = Path(out_dir)
@@ -291,13 +270,7 @@ def build_checkpoint(
         "num_tensors": len(tensors),
         "num_params": sum(t.numel() for t in tensors.values()),
         "weights_bytes": (out / WEIGHTS_FILE).stat().st_size,
-        "sha256": {
-            WEIGHTS_FILE: file_sha256(out / WEIGHTS_FILE),
-            CONFIG_FILE: file_sha256(out / CONFIG_FILE),
-            GENERATION_CONFIG_FILE: file_sha256(out / GENERATION_CONFIG_FILE),
-            **({PERM_FILE: file_sha256(out / PERM_FILE)} if perm is not None else {}),
-            **({MIRROR_FILE: file_sha256(out / MIRROR_FILE)} if mode == "mirror" else {}),
-        },
+        "sha256": {n: file_sha256(out / n) for n in OWNED_FILES if n != MANIFEST_FILE and (out / n).exists()},
         "expect": _EXPECT[mode],
     }
     write_atomic(out / MANIFEST_FILE, _json_bytes(manifest))

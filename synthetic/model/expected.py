@@ -1,7 +1,4 @@
-"""What a specbench synthetic checkpoint should answer to the correctness check, from the pure-torch reference.
-
-On a GPU when torch sees one (float32, TF32 off: the CPU's numbers, sooner), else on the CPU.
-"""
+"""What a specbench synthetic checkpoint should answer to the correctness check (pure-torch reference)."""
 
 import importlib.util
 import time
@@ -23,7 +20,7 @@ def reference_note(model: str, backend: str) -> str | None:
         return "not applicable: not a specbench synthetic checkpoint"
     mode = read_manifest(model).get("mode")
     if mode not in JUDGED_MODES:
-        return f"not checked: a {mode}-mode checkpoint has no clear logit margins, so near-ties decide its tokens"
+        return f"not checked: a {mode}-mode checkpoint has no clear logit margins, near-ties pick tokens"
     if importlib.util.find_spec("torch") is None or importlib.util.find_spec("safetensors") is None:
         return "not checked: torch missing (the pure-torch reference runs where torch and safetensors import)"
     return None
@@ -37,7 +34,7 @@ def reference_outputs(
     *,
     device: str | None = None,
 ) -> ReferenceOutputs:
-    """Greedy tokens of every prompt and, per step count, each request's accept length."""
+    """Greedy tokens of every prompt and, per step count, each request's accept length; on a GPU if any."""
     import torch
 
     from synthetic.model.reference import ReferenceModel

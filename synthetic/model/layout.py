@@ -1,7 +1,5 @@
-"""Sizes, `config.json` and the tensor layout of a synthetic DeepSeek-V3 + MTP checkpoint.
-
-The layout sglang 0.5.13's DeepSeek loader accepted on an H200 (shared/gpu/README.md). The MTP layer sits
-at index `layers` and is always MoE, as sglang builds it.
+"""Sizes, `config.json` and tensor layout of a synthetic DeepSeek-V3 + MTP checkpoint, as sglang 0.5.13's
+loader accepted on an H200 (shared/gpu/README.md); the MTP layer sits at index `layers`, always MoE.
 """
 
 import dataclasses
@@ -155,21 +153,14 @@ def _bf16(name: str, shape: tuple[int, ...], init: Init) -> TensorSpec:
 
 def _attention(p: str, s: SynthSizes) -> list[TensorSpec]:
     qk_head = QK_NOPE_HEAD_DIM + QK_ROPE_HEAD_DIM
+    kv_a, kv_b = KV_LORA_RANK + QK_ROPE_HEAD_DIM, QK_NOPE_HEAD_DIM + V_HEAD_DIM
     return [
         _bf16(f"{p}self_attn.q_a_proj.weight", (s.q_lora_rank, s.hidden), Init.LINEAR),
         _bf16(f"{p}self_attn.q_a_layernorm.weight", (s.q_lora_rank,), Init.NORM),
         _bf16(f"{p}self_attn.q_b_proj.weight", (s.heads * qk_head, s.q_lora_rank), Init.LINEAR),
-        _bf16(
-            f"{p}self_attn.kv_a_proj_with_mqa.weight",
-            (KV_LORA_RANK + QK_ROPE_HEAD_DIM, s.hidden),
-            Init.LINEAR,
-        ),
+        _bf16(f"{p}self_attn.kv_a_proj_with_mqa.weight", (kv_a, s.hidden), Init.LINEAR),
         _bf16(f"{p}self_attn.kv_a_layernorm.weight", (KV_LORA_RANK,), Init.NORM),
-        _bf16(
-            f"{p}self_attn.kv_b_proj.weight",
-            (s.heads * (QK_NOPE_HEAD_DIM + V_HEAD_DIM), KV_LORA_RANK),
-            Init.LINEAR,
-        ),
+        _bf16(f"{p}self_attn.kv_b_proj.weight", (s.heads * kv_b, KV_LORA_RANK), Init.LINEAR),
         _bf16(f"{p}self_attn.o_proj.weight", (s.hidden, s.heads * V_HEAD_DIM), Init.SILENCED),
         _bf16(f"{p}input_layernorm.weight", (s.hidden,), Init.NORM),
         _bf16(f"{p}post_attention_layernorm.weight", (s.hidden,), Init.NORM),
@@ -195,11 +186,6 @@ def _moe(p: str, s: SynthSizes) -> list[TensorSpec]:
     return out
 
 
-def is_moe_layer(s: SynthSizes, index: int) -> bool:
-    """Layer `index` in 0..layers (the MTP layer is index `layers`, always MoE)."""
-    return index >= s.first_k_dense or index == s.layers
-
-
 def tensor_layout(s: SynthSizes) -> list[TensorSpec]:
     """Every tensor of the checkpoint, in a fixed order (the file itself is written sorted by safetensors)."""
     out = [
@@ -210,7 +196,8 @@ def tensor_layout(s: SynthSizes) -> list[TensorSpec]:
     for i in range(s.layers + 1):
         p = f"model.layers.{i}."
         out += _attention(p, s)
-        out += _moe(p, s) if is_moe_layer(s, i) else _mlp(f"{p}mlp.", s.intermediate, s.hidden)
+        moe = i >= s.first_k_dense or i == s.layers  # the MTP layer (index `layers`) is always MoE
+        out += _moe(p, s) if moe else _mlp(f"{p}mlp.", s.intermediate, s.hidden)
     mtp = f"model.layers.{s.layers}."
     out += [
         _bf16(f"{mtp}enorm.weight", (s.hidden,), Init.NORM),

@@ -1,4 +1,4 @@
-"""The `mirror` checkpoint: attention decides every token, and the NextN draft computes what the target computes.
+"""The `mirror` checkpoint: attention decides every token; the NextN draft computes what the target computes.
 
 Layer 0 is a *previous-token head* whose output picks the next token (`agree` mode could compute attention
 wrongly without changing a token):
@@ -48,7 +48,7 @@ def check_sizes(sizes: SynthSizes) -> list[str]:
     c = code_dims(sizes)
     if c < MIN_CODE_DIMS:
         return [
-            f"mirror mode needs a token code of at least {MIN_CODE_DIMS} dims (hidden >= {2 * MIN_CODE_DIMS + 1}); "
+            f"mirror mode needs a token code of >= {MIN_CODE_DIMS} dims (hidden >= {2 * MIN_CODE_DIMS + 1}); "
             f"hidden {sizes.hidden} and {sizes.heads} head(s) give {c}"
         ]
     return []
@@ -61,7 +61,7 @@ def rope_thetas(rope_theta: float) -> list[float]:
 
 
 def kernel_gap(rope_theta: float, max_position: int, pairs: int = ROPE_PAIRS) -> float:
-    """min over distances d != 1 (0 <= d < max_position) of sum_i (1 - cos((d - 1) theta_i)), unit amplitude."""
+    """min over d != 1 (0 <= d < max_position) of sum_i (1 - cos((d - 1) theta_i)), unit amplitude."""
     thetas = rope_thetas(rope_theta)[:pairs]
     return min(sum(1.0 - math.cos((d - 1) * t) for t in thetas) for d in range(max_position) if d != 1)
 
@@ -145,7 +145,7 @@ def _previous_token_head(
 
 
 def continuation(previous_map: list[int], prompt: list[int], n: int) -> list[int]:
-    """The `n` greedy tokens a mirror checkpoint produces after `prompt` (>= 2 tokens): x_{t+1} = Q(x_{t-1})."""
+    """The `n` greedy tokens of a mirror checkpoint after `prompt` (>= 2 tokens): x_{t+1} = Q(x_{t-1})."""
     if len(prompt) < 2:
         raise ValueError("a mirror checkpoint's continuation needs at least two prompt tokens")
     seq = list(prompt[-2:])

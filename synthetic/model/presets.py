@@ -28,8 +28,7 @@ _PUBLISHED_DIR = Path(__file__).with_name("published")
 
 
 def _published(name: str) -> dict[str, Any]:
-    loaded: dict[str, Any] = json.loads((_PUBLISHED_DIR / f"{name}.json").read_text())
-    return loaded
+    return dict(json.loads((_PUBLISHED_DIR / f"{name}.json").read_text()))
 
 
 DEEPSEEK_V3 = _published("deepseek-v3")
@@ -62,10 +61,7 @@ SHARD_LEFT_OUT = (
 
 
 def preset_config(preset: str, layers: int | None = None, tp: int | None = None) -> dict[str, Any]:
-    """The `config.json` of `preset` with `layers` decoder layers (None: published), `tp` (shard only) wide.
-
-    A slice of N >= 2 layers keeps at least one MoE layer: first_k_dense_replace <= N - 1.
-    """
+    """`preset`'s config.json: `layers` decoder layers (None: published; N >= 2 keep a MoE one), `tp` wide."""
     if preset not in _PUBLISHED:
         raise SynthConfigError(f"unknown preset {preset!r}; choose one of {', '.join(PRESETS)}")
     cfg = json.loads(json.dumps(_PUBLISHED[preset]))  # a deep copy
@@ -119,22 +115,20 @@ def build_preset(
     if preset == SHARD_PRESET:
         width = SHARD_DEFAULT_TP if tp is None else tp
         published = _PUBLISHED[SHARD_PRESET]
-        sizes = ModelShape.from_config(cfg).weight_bytes()
+        published_layers = published["num_hidden_layers"]
+        what = (
+            f"one GPU of DeepSeek-V3 served at tensor parallelism {width} (TP {width})"
+            if width > 1
+            else "the whole DeepSeek-V3 (tp 1): serve it at server.tp: N to shard it N ways"
+        )
         manifest.update(
-            {
-                "tp": width,
-                "published_layers": published["num_hidden_layers"],
-                "what": (
-                    f"one GPU of DeepSeek-V3 served at tensor parallelism {width} (TP {width})"
-                    if width > 1
-                    else "the whole DeepSeek-V3 (tp 1): serve it at server.tp: N to shard it N ways"
-                )
-                + f", {cfg['num_hidden_layers']} of {published['num_hidden_layers']} layers, FP8 as published",
-                "sharded": {key: f"{published[key]} / {width} = {cfg[key]}" for key in SHARDED_KEYS},
-                "quantization_config": cfg["quantization_config"],
-                "weight_bytes": sizes,
-                "left_out": list(SHARD_LEFT_OUT),
-            }
+            tp=width,
+            published_layers=published_layers,
+            what=f"{what}, {cfg['num_hidden_layers']} of {published_layers} layers, FP8 as published",
+            sharded={key: f"{published[key]} / {width} = {cfg[key]}" for key in SHARDED_KEYS},
+            quantization_config=cfg["quantization_config"],
+            weight_bytes=ModelShape.from_config(cfg).weight_bytes(),
+            left_out=list(SHARD_LEFT_OUT),
         )
     for name, obj in ((CONFIG_FILE, cfg), (GENERATION_CONFIG_FILE, generation), (MANIFEST_FILE, manifest)):
         tmp = out / (name + ".tmp")

@@ -58,7 +58,6 @@ class ReferenceModel:
     def ids(self, rows: list[list[int]]) -> torch.Tensor:
         return torch.tensor(rows, dtype=torch.long, device=self.device)
 
-    # ---- building blocks ----
     def _rms(self, x: torch.Tensor, name: str) -> torch.Tensor:
         var = x.pow(2).mean(-1, keepdim=True)
         return x * torch.rsqrt(var + self.eps) * self.w[name]
@@ -126,18 +125,14 @@ class ReferenceModel:
         is_moe = i >= self.first_dense or i == self.layers
         return x + (self._moe(f"{p}mlp.", h) if is_moe else self._mlp(f"{p}mlp.", h))
 
-    def _logits(self, normed: torch.Tensor) -> torch.Tensor:
-        return self._lin(normed, "lm_head.weight")
-
-    # ---- the target ----
     @torch.no_grad()
     def target(self, ids: torch.Tensor, *, last: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-        """ids [B, T] → (logits [B, T, V], final-norm hidden [B, T, H]); `last`: logits of the last N only."""
+        """ids [B, T] → (logits [B, T, V], final-norm hidden [B, T, H]); `last`: the last N logits only."""
         x = self.w["model.embed_tokens.weight"][ids]
         for i in range(self.layers):
             x = self._layer(i, x)
         normed = self._rms(x, "model.norm.weight")
-        return self._logits(normed if last is None else normed[:, -last:]), normed
+        return self._lin(normed if last is None else normed[:, -last:], "lm_head.weight"), normed
 
     def target_next(self, ids: torch.Tensor) -> torch.Tensor:
         """Greedy next token after each row of ids [B, T] → [B]."""
@@ -159,7 +154,6 @@ class ReferenceModel:
                 out[i] = ids[j, -max_new_tokens:].tolist()
         return out
 
-    # ---- the MTP draft ----
     @torch.no_grad()
     def mtp(
         self, hidden: torch.Tensor, next_ids: torch.Tensor, *, last: int | None = None
@@ -171,7 +165,7 @@ class ReferenceModel:
         x = self._lin(torch.cat([e, h], dim=-1), f"{p}eh_proj.weight")  # embedding half first
         x = self._layer(self.layers, x)
         normed = self._rms(x, f"{p}shared_head.norm.weight")
-        return self._logits(normed if last is None else normed[:, -last:]), normed
+        return self._lin(normed if last is None else normed[:, -last:], "lm_head.weight"), normed
 
     def draft(self, context: list[int], steps: int) -> list[int]:
         """EAGLE-style chain of `steps` greedy drafts after `context` (>= 2 tokens, the last committed)."""

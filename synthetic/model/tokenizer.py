@@ -1,13 +1,10 @@
-"""A tokenizer for synthetic checkpoints, so text-mode clients work on a host with no hub access.
-
-A word-level tokenizer of exactly `vocab_size` entries (0 `<s>`, 1 `</s>`, 2 `<unk>`, else `t<i>`) with
-`encode(decode(ids)) == ids` and no BOS added, so client and server count the same tokens.
+"""A word-level tokenizer for synthetic checkpoints, so text-mode clients work with no hub access: exactly
+`vocab_size` entries (0 `<s>`, 1 `</s>`, 2 `<unk>`, else `t<i>`), `encode(decode(ids)) == ids`, no BOS added.
 """
 
 import json
 import os
 from pathlib import Path
-from typing import Any
 
 from synthetic.model.build import write_atomic
 from synthetic.model.layout import BOS_TOKEN_ID, EOS_TOKEN_ID
@@ -29,15 +26,10 @@ CHAT_TEMPLATE = (
 )
 
 
-def word(token_id: int) -> str:
-    """The text of an ordinary token."""
-    return f"t{token_id}"
-
-
 def vocabulary(vocab_size: int) -> dict[str, int]:
     if vocab_size < MIN_VOCAB:
         raise ValueError(f"a synthetic tokenizer needs vocab_size >= {MIN_VOCAB}, got {vocab_size}")
-    vocab = {word(i): i for i in range(vocab_size) if i not in SPECIAL_TOKENS.values()}
+    vocab = {f"t{i}": i for i in range(vocab_size) if i not in SPECIAL_TOKENS.values()}
     vocab.update(SPECIAL_TOKENS)
     return vocab
 
@@ -58,12 +50,7 @@ def write_tokenizer(
     out.mkdir(parents=True, exist_ok=True)
     paths = [out / TOKENIZER_FILE, out / TOKENIZER_CONFIG_FILE]
     write_atomic(paths[0], tok.to_str(pretty=False).encode())
-    write_atomic(paths[1], (json.dumps(tokenizer_config(model_max_length), indent=2) + "\n").encode())
-    return paths
-
-
-def tokenizer_config(model_max_length: int) -> dict[str, Any]:
-    return {
+    config = {
         "tokenizer_class": "PreTrainedTokenizerFast",
         "bos_token": BOS_TOKEN,
         "eos_token": EOS_TOKEN,
@@ -75,6 +62,8 @@ def tokenizer_config(model_max_length: int) -> dict[str, Any]:
         "model_max_length": model_max_length,
         "chat_template": CHAT_TEMPLATE,
     }
+    write_atomic(paths[1], (json.dumps(config, indent=2) + "\n").encode())
+    return paths
 
 
 def write_for_checkpoint(model_dir: str | os.PathLike[str]) -> list[Path]:
@@ -93,10 +82,7 @@ def main(argv: list[str] | None = None) -> int:
 
     args = sys.argv[1:] if argv is None else argv
     if len(args) != 1 or not (Path(args[0]) / "config.json").is_file():
-        print(
-            "usage: python -m synthetic.model.tokenizer MODEL_DIR  (a directory with config.json)",
-            file=sys.stderr,
-        )
+        print("usage: python -m synthetic.model.tokenizer MODEL_DIR (holding config.json)", file=sys.stderr)
         return 2
     for p in write_for_checkpoint(args[0]):
         print(p)

@@ -1,7 +1,5 @@
-"""`python -m synthetic.server <SGLang launch flags>`: start the stand-in server.
-
-Launch order mirrors SGLang's: flags (exit 2), arguments (a refusal exits 1), HTTP up answering 503, then
-after SPECBENCH_SIM_STARTUP_S and a warm-up "The server is fired up and ready to roll!".
+"""`python -m synthetic.server <SGLang launch flags>`: flags (exit 2), arguments (a refusal exits 1), HTTP up
+answering 503, then after SPECBENCH_SIM_STARTUP_S and a warm-up "The server is fired up and ready to roll!".
 """
 
 import asyncio

@@ -1,7 +1,4 @@
-"""SGLang's launch flags and their post-processing, for the emulated release.
-
-`parse_flags` abbreviates as SGLang's argparse does; `resolve` applies contract §1.2-1.4 in SGLang's order.
-"""
+"""SGLang's launch flags: parsed as its argparse does (abbreviations too), resolved in its order (§1.2-4)."""
 
 import argparse
 from collections.abc import Sequence
@@ -157,17 +154,6 @@ def parse_flags(rel: Release, argv: Sequence[str]) -> argparse.Namespace:
     return p.parse_args(list(argv))
 
 
-@dataclass
-class _Spec:
-    """The speculative settings after SGLang's defaults and checks (all None without an algorithm)."""
-
-    algorithm: str | None = None
-    steps: int | None = None
-    topk: int | None = None
-    draft: int | None = None
-    draft_path: str | None = None
-
-
 def resolve(ns: argparse.Namespace, cfg: SimConfig, rel: Release, warnings: list[str]) -> Resolved:
     """`warnings` collects SGLang's lines as they happen, to be logged even when a later check raises."""
     backend = ns.attention_backend or "fa3"  # SGLang's pick for an MLA model on Hopper with CUDA >= 12.3
@@ -191,13 +177,13 @@ def resolve(ns: argparse.Namespace, cfg: SimConfig, rel: Release, warnings: list
         env=cfg.enable_spec_v2_env,
     )
     warnings.extend(mode.warnings)
-    spec = _speculative(ns, algorithm, backend, page_size, rel, warnings)
+    steps, topk, draft, draft_path = _speculative(ns, algorithm, backend, page_size, rel, warnings)
     notes = []
     flashmla_prefill = "flashmla" in (backend, ns.prefill_attention_backend)
-    if spec.algorithm and flashmla_prefill and not rel.flashmla_draft_extend_graph:
+    if algorithm and flashmla_prefill and not rel.flashmla_draft_extend_graph:
         notes.append("flashmla prefill backend is not yet supported for draft extend.")
     tp = max(1, int(ns.tp_size))
-    mem_fraction, kv_gb = _memory(ns.mem_fraction_static, tp, spec.algorithm is not None, cfg, rel)
+    mem_fraction, kv_gb = _memory(ns.mem_fraction_static, tp, algorithm is not None, cfg, rel)
     context_len = ns.context_length or DEFAULT_CONTEXT_LEN
     max_total = int(kv_gb * (1 << 30) / cfg.kv_bytes_per_token) // page_size * page_size
     pool_limit = min(max(int(max_total / context_len * 512), 2048), 4096)
@@ -232,11 +218,11 @@ def resolve(ns: argparse.Namespace, cfg: SimConfig, rel: Release, warnings: list
         cuda_graph_max_bs=max_bs,
         cuda_graph_bs=graph_bs,
         disable_overlap_schedule=mode.disable_overlap_schedule,
-        speculative_algorithm=spec.algorithm,
-        speculative_draft_model_path=spec.draft_path,
-        speculative_num_steps=spec.steps,
-        speculative_eagle_topk=spec.topk,
-        speculative_num_draft_tokens=spec.draft,
+        speculative_algorithm=algorithm,
+        speculative_draft_model_path=draft_path,
+        speculative_num_steps=steps,
+        speculative_eagle_topk=topk,
+        speculative_num_draft_tokens=draft,
         speculative_attention_mode=ns.speculative_attention_mode,
         load_format=ns.load_format,
     )
@@ -296,16 +282,11 @@ def _algorithm(name: str | None) -> str | None:
 
 
 def _speculative(
-    ns: argparse.Namespace,
-    algorithm: str | None,
-    backend: str,
-    page_size: int,
-    rel: Release,
-    warnings: list[str],
-) -> _Spec:
-    """SGLang's defaults and checks for (steps, topk, draft tokens), in its order."""
+    ns: argparse.Namespace, algorithm: str | None, backend: str, page: int, rel: Release, warnings: list[str]
+) -> tuple[int | None, int | None, int | None, str | None]:
+    """(steps, topk, draft tokens, draft path) after SGLang's defaults and checks, in its order."""
     if algorithm is None:
-        return _Spec()
+        return None, None, None, None
     steps, topk, draft = ns.speculative_num_steps, ns.speculative_eagle_topk, ns.speculative_num_draft_tokens
     draft_path = ns.speculative_draft_model_path
     if draft_path is None:
@@ -326,7 +307,7 @@ def _speculative(
             "speculative_eagle_topk == 1"
         )
         draft = steps + 1
-    if topk > 1 and page_size > 1 and backend not in rel.paged_topk_backends:
+    if topk > 1 and page > 1 and backend not in rel.paged_topk_backends:
         raise ServerArgsError(
             "ValueError: speculative_eagle_topk > 1 with page_size > 1 is unstable and produces "
             "incorrect results for paged attention backends. This combination is only supported for "
@@ -336,4 +317,4 @@ def _speculative(
         raise ServerArgsError(
             "ValueError: speculative_num_draft_tokens must be >= 2 when speculative_eagle_topk > 1"
         )
-    return _Spec(algorithm, steps, topk, draft, draft_path)
+    return steps, topk, draft, draft_path

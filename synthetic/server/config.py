@@ -1,7 +1,4 @@
-"""Stand-in knobs that are not SGLang flags, read once from the environment at start-up.
-
-`server.sim` arrives as `SPECBENCH_SIM_*`; the SGLang variables the stand-in honours are read here too.
-"""
+"""The stand-in's environment, read once at start-up: `SPECBENCH_SIM_*` (`server.sim`) and SGLang's own."""
 
 from __future__ import annotations
 

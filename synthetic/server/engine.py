@@ -1,8 +1,7 @@
 """The continuous-batching scheduler: one asyncio task that plays SGLang's event loop.
 
-Each iteration, a prefill or a decode batch, waits out its modelled cost (`PerfModel`) on a deadline clock,
-then commits tokens, so each stream event lands at its modelled time. Acceptance is tallied as in contract
-§3.4: a window folded into the totals every `--decode-log-interval` decode iterations.
+Each iteration (a prefill or a decode batch) waits out its modelled cost on a deadline clock, then commits
+tokens. Acceptance is tallied as in contract §3.4: a window folded into the totals every decode log interval.
 """
 
 import asyncio
@@ -60,12 +59,8 @@ class Engine:
         instant: bool,
     ) -> None:
         args = resolved.args
-        self.resolved = resolved
-        self.perf = perf
-        self.acceptance = acceptance
-        self.radix = radix
-        self.metrics = metrics
-        self.instant = instant
+        self.resolved, self.perf, self.acceptance = resolved, perf, acceptance
+        self.radix, self.metrics, self.instant = radix, metrics, instant
         self.max_running = resolved.effective_max_running_requests
         self.prefill_budget = args.chunked_prefill_size
         self.log_interval = args.decode_log_interval
@@ -87,7 +82,6 @@ class Engine:
         # Called at the top of each scheduler step (kind, batch size, uncached tokens): the profiler's clock.
         self.step_observer: Callable[[str, int, int], None] | None = None
 
-    # -- interface for the HTTP side -------------------------------------------------------------
     def submit(self, req: Req) -> None:
         if "hiccup" in req.faults:
             self._held_until = time.perf_counter() + HICCUP_S
@@ -119,7 +113,6 @@ class Engine:
         self.radix.reset()
         self.counters = SpecCounters()
 
-    # -- the loop --------------------------------------------------------------------------------
     async def run(self) -> None:
         while True:
             self.running = [r for r in self.running if not r.finished]
@@ -204,15 +197,13 @@ class Engine:
         for req in running:
             if req.finished:
                 continue  # aborted while this iteration ran
+            accepted = 0
             if sample is not None:
                 accepted = sample(req.rng)  # type: ignore[arg-type]  # set whenever spec is on
                 req.verify_ct += 1
                 req.correct_drafts += accepted
                 req.hist[accepted] += 1
-                new = accepted + 1
-            else:
-                accepted = 0
-                new = 1
+            new = accepted + 1
             room = req.limit - req.n_out
             done = new >= room
             committed = room if done else new
@@ -261,7 +252,7 @@ class Engine:
             c.last_accept_rate = c.win_drafts / (c.win_steps * max(1, self.draft_tokens - 1))
         c.win_drafts = c.win_steps = c.win_tokens = 0
         c.win_start = now
-        used = self.used_tokens()
+        used = sum(len(r.prompt) + r.n_out for r in self.running if not r.finished)
         parts = [
             f"Decode batch, #running-req: {len(self.running)}",
             f"#token: {used}",
@@ -275,6 +266,3 @@ class Engine:
             f"#queue-req: {len(self.waiting)}",
         ]
         logs.scheduler.info(", ".join(parts))
-
-    def used_tokens(self) -> int:
-        return sum(len(r.prompt) + r.n_out for r in self.running if not r.finished)

@@ -1,6 +1,5 @@
-"""One GPU shared by stand-in servers (`sim.shared_gpu`): one that does not fit fails to start, as SGLang's.
-
-Each live server claims mem_fraction_static x GPU memory in the run's SPECBENCH_SIM_GPU_LEDGER file.
+"""One GPU shared by stand-in servers (`sim.shared_gpu`): each live server claims mem_fraction_static x GPU
+memory in the run's SPECBENCH_SIM_GPU_LEDGER file, and one that does not fit fails to start, as on SGLang.
 """
 
 import atexit

@@ -1,12 +1,9 @@
-"""SGLang's log line shapes: `[YYYY-mm-dd HH:MM:SS] msg` from the launcher, `[... TP0] msg` from the scheduler.
-
-Launch tools grep these lines, so the prefix matters more than levels. All to stderr, as SGLang's.
+"""SGLang's log lines, all to stderr: `[YYYY-mm-dd HH:MM:SS] msg` from the launcher, `[... TP0] msg` from the
+scheduler. Launch tools grep them, so the prefix matters more than levels.
 """
 
 import logging
 import sys
-
-DATEFMT = "%Y-%m-%d %H:%M:%S"
 
 launch = logging.getLogger("synthetic.server.launch")
 scheduler = logging.getLogger("synthetic.server.scheduler")
@@ -19,7 +16,7 @@ def setup(level: str = "info") -> None:
     for logger, fmt in ((launch, "[%(asctime)s] %(message)s"), (scheduler, "[%(asctime)s TP0] %(message)s")):
         logger.handlers.clear()
         handler = logging.StreamHandler(sys.stderr)
-        handler.setFormatter(logging.Formatter(fmt, DATEFMT))
+        handler.setFormatter(logging.Formatter(fmt, "%Y-%m-%d %H:%M:%S"))
         logger.addHandler(handler)
         logger.setLevel(numeric)
         logger.propagate = False

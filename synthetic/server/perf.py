@@ -1,7 +1,4 @@
-"""The deterministic cost model: how long one scheduler iteration takes, in milliseconds.
-
-The formulas are docs/reference/stand-in.md's; v1 adds GPU and CPU time, overlap (v2) takes their max.
-"""
+"""One scheduler iteration's milliseconds (docs/reference/stand-in.md): GPU + CPU, or with overlap the max."""
 
 from dataclasses import dataclass
 

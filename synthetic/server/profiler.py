@@ -2,14 +2,11 @@
 
 Request bodies, replies, the stop rule and file names are SGLang 0.5.13's (ProfileReqInput, its scheduler's
 profiler manager): `num_steps = n` stops when the n-th step begins (n - 1 whole steps recorded), otherwise
-`/stop_profile` does; one `[<prefix>-]<profile_id>-TP-<rank>.trace.json.gz` per TP rank, in `output_dir`, else
-$SGLANG_TORCH_PROFILER_DIR, else /tmp. The trace has SGLang's categories: `kernel` (one correlation id per
-CUDA-graph replay) and, with CPU activity, `user_annotation`, `gpu_user_annotation` and `cpu_op`; steps are
-named `step[TARGET_VERIFY bs=n]`, `step[DRAFT_EXTEND_V2 bs=n]`, `step[EXTEND bs=n toks=t]`. Timing follows
-`synthetic.server.perf`: without overlap CPU and GPU work alternate, with it the CPU prepares step k+1 while
-the GPU runs step k; CPU tracing slows the CPU work by CPU_PROFILING_SLOWDOWN. At TP > 1 the cost model's
-`tp_comm_ms x (tp - 1)` per verify is drawn as two all-reduce kernels per verify layer, named as 0.5.13.post1
-names them on an H200 (ALL_REDUCE_KERNEL); every rank's file holds the same trace.
+`/stop_profile` does; every TP rank gets the same `[<prefix>-]<profile_id>-TP-<rank>.trace.json.gz` in
+`output_dir`, else $SGLANG_TORCH_PROFILER_DIR, else /tmp. Categories are SGLang's: `kernel` (one correlation
+id per CUDA-graph replay) and, with CPU activity, `user_annotation`, `gpu_user_annotation` and `cpu_op`.
+Without overlap CPU and GPU work alternate; with it the CPU prepares step k+1 while the GPU runs step k. At
+TP > 1 the verify's `tp_comm_ms x (tp - 1)` is drawn as all-reduce kernels named as 0.5.13.post1 on an H200.
 """
 
 from __future__ import annotations
@@ -181,9 +178,7 @@ def build_trace(server: SimServer, sess: _Session) -> dict[str, Any]:
             if gpu_on:
                 graph = phase in graphed
                 comm_us = comm_ms * scale * 1000.0 if phase == "target_verify" else 0.0
-                events += _kernels(
-                    phase, t, dur, corr, graph, GRAPH_REPEAT.get(phase, 1) if graph else 1, comm_us
-                )
+                events += _kernels(phase, t, dur, corr, graph, comm_us)
                 # Kineto projects a record_function range onto the GPU only when CPU activity is on.
                 if name and cpu_on:
                     events.append(_x("gpu_user_annotation", name, t, dur, GPU_PID, KERNEL_STREAM))
@@ -204,12 +199,11 @@ def _x(cat: str, name: str, ts: float, dur: float, pid: int, tid: int, **args: A
 
 
 def _kernels(
-    phase: str, start: float, dur: float, corr: itertools.count[int], graph: bool, repeat: int, comm: float
+    phase: str, start: float, dur: float, corr: itertools.count[int], graph: bool, comm: float
 ) -> list[dict[str, Any]]:
-    """The phase's kernels back to back: a CUDA-graph replay gives all of them one correlation id (one
-    cudaGraphLaunch), eager kernels one each. `comm` (microseconds, part of `dur`) is drawn as
-    ALL_REDUCES_PER_LAYER all-reduces per repeat (layer), after its first kernel (attention) and its last."""
-    graph_id = next(corr) if graph else None
+    """The phase's kernels back to back, one correlation id per CUDA-graph replay or per eager kernel; `comm`
+    (us, part of `dur`) is drawn as all-reduces after each repeat's (layer's) first kernel and its last."""
+    graph_id, repeat = (next(corr), GRAPH_REPEAT.get(phase, 1)) if graph else (None, 1)
     compute = max(dur - comm, 0.0)
     mix = KERNELS[phase]
     closing = [0, len(mix) - 1] if comm > 0 else []

@@ -1,6 +1,5 @@
-"""The `/generate` wire format (contract §3.1-3.3): request validation, `meta_info`, stream events.
-
-Non-final events are on the client-ceiling benchmark's hot path: assembled from pre-encoded pieces.
+"""The `/generate` wire format (contract §3.1-3.3): request validation, `meta_info`, stream events. Non-final
+events are on the client-ceiling benchmark's hot path, so they are assembled from pre-encoded pieces.
 """
 
 from array import array
@@ -38,15 +37,10 @@ class PromptSpec:
     stream_interval: int | None
 
 
-@dataclass(frozen=True)
-class GenerateCall:
-    prompts: list[PromptSpec]
-    batch: bool
-    stream: bool
-
-
-def parse_generate(body: Any, *, text_ok: bool, encode: Encode, context_len: int) -> GenerateCall:
-    """`text_ok`: the server has a tokenizer (no `--skip-tokenizer-init`)."""
+def parse_generate(
+    body: Any, *, text_ok: bool, encode: Encode, context_len: int
+) -> tuple[list[PromptSpec], bool, bool]:
+    """(prompts, batch, stream); `text_ok`: the server has a tokenizer (no `--skip-tokenizer-init`)."""
     if not isinstance(body, dict):
         raise RequestError("The request body must be a JSON object.")
     text, input_ids = body.get("text"), body.get("input_ids")
@@ -81,7 +75,7 @@ def parse_generate(body: Any, *, text_ok: bool, encode: Encode, context_len: int
     else:
         raise RequestError("rid must be a string.")
     specs = [_prompt_spec(*item, context_len) for item in zip(prompts, per_item, rid_list, strict=True)]
-    return GenerateCall(prompts=specs, batch=batch, stream=bool(body.get("stream", False)))
+    return specs, batch, bool(body.get("stream", False))
 
 
 def _ids(value: Any) -> list[int]:
@@ -102,8 +96,7 @@ def _prompt_spec(ids: list[int], params: Any, rid: str | None, context_len: int)
     for key in params:
         if key not in SAMPLING_KEYS:
             raise RequestError(f"SamplingParams.__init__() got an unexpected keyword argument '{key}'")
-    max_new = params.get("max_new_tokens")
-    max_new = DEFAULT_MAX_NEW_TOKENS if max_new is None else max_new
+    max_new = DEFAULT_MAX_NEW_TOKENS if params.get("max_new_tokens") is None else params["max_new_tokens"]
     min_new = params.get("min_new_tokens", 0)
     for name, value in (("max_new_tokens", max_new), ("min_new_tokens", min_new)):
         if not isinstance(value, int) or isinstance(value, bool) or value < 0:

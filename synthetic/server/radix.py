@@ -1,7 +1,5 @@
-"""A prefix cache that answers SGLang's one client-visible question: how many prompt tokens were cached.
-
-One chained hash per page instead of a tree; like SGLang it matches whole pages, never the full prompt,
-and evicts least-recently-used pages beyond `capacity` tokens.
+"""How many prompt tokens were cached, SGLang's one client-visible prefix-cache answer: a chained hash per
+page, not a tree; whole pages only, never the full prompt; least-recently-used pages evicted past capacity.
 """
 
 from collections import OrderedDict

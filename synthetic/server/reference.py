@@ -1,7 +1,5 @@
-"""What the stand-in answers on its right path: the correctness gate's reference for `backend: sim`.
-
-Known by construction: tokens and acceptance are seeded by the prompt, so a launch is held against the same
-launch with no wrong path. It catches faults v1 and v2 share (`flashmla_draft_decode_context`).
+"""The correctness gate's reference for `backend: sim`: what the stand-in answers on its right path. Tokens
+and acceptance are seeded by the prompt, so it catches faults v1 and v2 share (flashmla_draft_decode_context).
 """
 
 from collections.abc import Iterable

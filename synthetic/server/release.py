@@ -1,7 +1,5 @@
-"""What differs between the emulated SGLang releases (docs/reference/sglang-contract.md), and the spec v1/v2
-decision each makes (contract §1.4) with the launch-log lines of §1.5.
-
-The facts specbench relies on come from `bench.server`; this adds what a server does with them.
+"""What differs between the emulated SGLang releases (docs/reference/sglang-contract.md) and each one's spec
+v1/v2 decision (§1.4, log lines §1.5); the facts specbench relies on come from `bench.server`.
 """
 
 from dataclasses import dataclass

@@ -1,5 +1,4 @@
-"""HTTP routes (contract §2, §3, §7): what specbench and SGLang's bench_serving call, with SGLang's paths,
-status codes and bodies.
+"""The routes specbench and bench_serving call (contract §2, §3, §7), with SGLang's paths, codes and bodies.
 
 Each wake-up sends a request's latest cumulative state, as SGLang's tokenizer manager does.
 """
@@ -106,7 +105,7 @@ class Routes:
         server = self.s
         try:
             body = orjson.loads(await request.read())
-            call = parse_generate(
+            prompts, batch, stream = parse_generate(
                 body,
                 text_ok=not server.args.skip_tokenizer_init,
                 encode=server.encode,
@@ -118,13 +117,13 @@ class Routes:
             logs.launch.error(f"[http_server] Error: {exc}")
             return _bad_request(str(exc))
         sink = Sink()
-        reqs = [server.new_request(p, sink) for p in call.prompts]
+        reqs = [server.new_request(p, sink) for p in prompts]
         for req in reqs:
             server.engine.submit(req)
         try:
-            if call.stream:
-                return await _stream(server, request, reqs, sink, batch=call.batch)
-            return await _unary(server, reqs, sink, batch=call.batch)
+            if stream:
+                return await _stream(server, request, reqs, sink, batch=batch)
+            return await _unary(server, reqs, sink, batch=batch)
         finally:
             for req in reqs:
                 server.engine.abort(req)

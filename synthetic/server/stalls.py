@@ -1,9 +1,6 @@
-"""How late the stand-in's own event loop ran since the last `/flush_cache`: this host's scheduling stalls as
-felt by the process that emits every token.
-
-A ticker keeps the longest lateness it woke with, reported under `specbench_sim`, so `bench.measure.judge`
-does not call a tail those stalls explain unstable. Modelled time is awaited and never shows here. It
-ticks only while there is work or was lately (`linger_s`).
+"""How late the stand-in's event loop ran since the last `/flush_cache`: this host's stalls, felt by the
+process that emits every token. Reported under `specbench_sim`, so `bench.measure.judge` does not call a tail
+they explain unstable. Modelled time is awaited and never shows here; it ticks only while there is work.
 """
 
 import asyncio
@@ -20,9 +17,7 @@ class LoopStalls:
     def __init__(
         self, busy: Callable[[], bool], period_s: float = PERIOD_S, linger_s: float = LINGER_S
     ) -> None:
-        self.busy = busy
-        self.period_s = period_s
-        self.linger_s = linger_s
+        self.busy, self.period_s, self.linger_s = busy, period_s, linger_s
         self.max_ms = 0.0
         self.ticks = 0
         self._until = 0.0

@@ -16,20 +16,11 @@ class TokenizerLoadError(RuntimeError):
     """`--tokenizer-path` names something the stand-in cannot load as an HF tokenizer."""
 
 
-def tokenizer_file(path: str) -> Path | None:
-    """The tokenizer.json a path refers to (the file itself or one inside a directory), if it exists."""
-    p = Path(path)
-    if p.is_file() and p.name.endswith(".json"):
-        return p
-    if p.is_dir() and (p / TOKENIZER_FILE).is_file():
-        return p / TOKENIZER_FILE
-    return None
-
-
 def load_encoder(tokenizer_path: str, *, explicit: bool, vocab_size: int) -> tuple[Encode, str | None]:
-    """The prompt encoder and the file it came from (None: the hash fallback)."""
-    found = tokenizer_file(tokenizer_path)
-    if found is None:
+    """The prompt encoder and the tokenizer.json it came from (the path or one in it; None: the hash)."""
+    path = Path(tokenizer_path)
+    found = path if path.is_file() and path.name.endswith(".json") else path / TOKENIZER_FILE
+    if not found.is_file():
         if explicit:
             raise TokenizerLoadError(
                 f"OSError: Can't load tokenizer for '{tokenizer_path}': no {TOKENIZER_FILE} there "

@@ -1,7 +1,5 @@
-"""Deterministic stand-in tokens: a toy tokenizer for text prompts and the output token stream.
-
-Output ids depend only on the sim seed and the prompt; `TokenTape` builds them lazily with their JSON and
-text fragments, so a cumulative event is two buffer slices.
+"""Deterministic stand-in tokens: a toy tokenizer for text prompts and the output ids, a function of the sim
+seed and the prompt, built lazily by `TokenTape` with their JSON and text so a cumulative event is two slices.
 """
 
 import hashlib
@@ -41,15 +39,8 @@ def natural_length(key: int, mean_tokens: int, min_tokens: int) -> int:
 _BLOCK = 64
 
 
-class _DecimalCache(dict[int, str]):
-    """str(id) for every id seen so far; a dict lookup is cheaper than formatting each token anew."""
-
-    def __missing__(self, tok: int) -> str:
-        text = self[tok] = str(tok)
-        return text
-
-
-_DECIMAL = _DecimalCache()
+# str(id) of every id a tape can hold: indexing is cheaper than formatting each token anew.
+_DECIMAL = [str(i) for i in range(_FIRST_ORDINARY_ID + (1 << 16))]
 
 
 class TokenTape:
