@@ -10,7 +10,6 @@ import re
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
-from types import TracebackType
 from typing import Any
 
 import aiohttp
@@ -73,9 +72,7 @@ class LoadClient:
         await self.open()
         return self
 
-    async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
+    async def __aexit__(self, *exc: object) -> None:
         await self.close()
 
     async def open(self) -> None:
@@ -114,8 +111,7 @@ class LoadClient:
                     if resp.status != 200:  # the body is not SGLang's: never kept (bench/server/http.py)
                         raise RuntimeError(f"GET {path}: HTTP {resp.status} (the reply is not kept)")
                     self._info_path = path
-                    info: dict[str, Any] = orjson.loads(body)
-                    return info
+                    return orjson.loads(body)
             except RedirectRefused as e:
                 raise RuntimeError(f"GET {path}: HTTP {e.status}, {e.message}") from None
             except aiohttp.ClientConnectorError as e:
@@ -179,10 +175,7 @@ class LoadClient:
         rec.start = t_send - (t_send if t0 is None else t0)
         try:
             async with self.session.post(
-                self.base_url + "/generate",
-                data=body,
-                headers=_JSON_HEADERS,
-                timeout=timeout,
+                self.base_url + "/generate", data=body, headers=_JSON_HEADERS, timeout=timeout
             ) as resp:
                 if resp.status != 200:
                     rec.error = f"HTTP {resp.status}: {_snippet(await resp.read())}"
@@ -327,8 +320,7 @@ async def _read_stream(content: aiohttp.StreamReader, rec: RequestRecord, t_send
         for buf, pos in segments:
             end = len(buf) - 1
             scan = pos
-            # One-byte find is memchr (10x a two-byte needle); events hold no raw newline: a newline
-            # separates.
+            # One-byte find is memchr (10x a two-byte needle); events hold no raw newline, so one separates.
             while 0 <= (j := buf.find(10, scan)) < end:  # 10: "\n"
                 if buf[j + 1] != 10:
                     scan = j + 1

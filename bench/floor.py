@@ -153,10 +153,6 @@ class ModelShape:
     def moe_layers(self) -> int:
         return self.layers - self.dense_layers
 
-    def kv_per_token(self, kv_bytes: int) -> int:
-        """MLA's cache per token and layer: the latent and the rope key."""
-        return (self.kv_lora_rank + self.qk_rope) * kv_bytes
-
     def weight_bytes(self) -> dict[str, int]:
         """All stored weights (held, not read per step): target, NextN layer, embed + head."""
         dense = self.dense_layers * (self.attention + self.mlp(self.intermediate))
@@ -215,7 +211,8 @@ class ModelShape:
             kv_layers = self.layers
         return {
             "weights": float(weights),
-            "kv": requests * context * kv_layers * self.kv_per_token(kv_bytes),
+            # MLA caches per token and layer the latent and the rope key.
+            "kv": requests * context * kv_layers * (self.kv_lora_rank + self.qk_rope) * kv_bytes,
             "head": float(self.head),
             "embed_rows": float(tokens * self.hidden * self.dtype_bytes),
         }

@@ -151,17 +151,13 @@ def _short_hash(parts: list[bytes]) -> str:
 
 
 _MODEL_KEYS = (
-    *("model_identity", "model_path", "model_architectures", "model_hash", "model_synth", "model_shape"),
+    "model_identity",
+    "model_path",
+    "model_architectures",
+    "model_hash",
+    "model_synth",
+    "model_shape",
 )
-
-
-def _str_or_none(v: object) -> str | None:
-    return None if v is None else str(v)
-
-
-def _specbench_version() -> str:
-    version = package_version("specbench")
-    return version if version != NONE else SPECBENCH_FALLBACK_VERSION
 
 
 def model_info(model_path: str) -> Provenance:
@@ -218,7 +214,7 @@ def _synth_summary(path: Path) -> tuple[str, str] | None:
 
 
 def _checkpoint_file(path: Path) -> bytes | None:
-    """A checkpoint's JSON file, bounded and without blocking (bench/files.py: a FIFO hung the run), or None."""
+    """A checkpoint's JSON file, bounded and non-blocking (bench/files.py: a FIFO hung the run), or None."""
     try:
         return read_regular_file(path, MAX_CONFIG_BYTES, "a model file")
     except FileReadError:
@@ -264,6 +260,7 @@ def collect_provenance(
     gpu_name, gpu_count, driver = gpu_info(gpus)
     commit, dirty = git_commit()
     local_sglang = package_version("sglang")
+    specbench = package_version("specbench")
     prov: Provenance = {
         "sglang_version": local_sglang,
         "sglang_version_source": "package" if local_sglang != NONE else NONE,
@@ -280,7 +277,7 @@ def collect_provenance(
         "gpu_count": gpu_count,
         "host": socket.gethostname(),
         "python_version": platform.python_version(),
-        "specbench_version": _specbench_version(),
+        "specbench_version": specbench if specbench != NONE else SPECBENCH_FALLBACK_VERSION,
         "git_commit": commit,
         "git_dirty": dirty,
         "simulated": False,
@@ -296,9 +293,7 @@ def collect_provenance(
             prov["simulated"] = True
             if isinstance(sim, Mapping):
                 # The GPUs the stand-in emulates (one per TP rank), apart from the host's (gpu_name/count).
-                prov["sim_gpu_name"] = _str_or_none(sim.get("gpu_name"))
-                count = sim.get("gpu_count")
-                prov["sim_gpu_count"] = (
-                    count if isinstance(count, int) and not isinstance(count, bool) else None
-                )
+                name, n = sim.get("gpu_name"), sim.get("gpu_count")
+                prov["sim_gpu_name"] = None if name is None else str(name)
+                prov["sim_gpu_count"] = n if isinstance(n, int) and not isinstance(n, bool) else None
     return prov

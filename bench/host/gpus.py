@@ -1,9 +1,8 @@
-"""Which GPUs this host has: the one detector, used by workers (job matching) and provenance (what a run used).
+"""Which GPUs this host has: the one detector, for workers (job matching) and provenance (what a run used).
 
-Detection asks `nvidia-smi` first (it needs no CUDA context and names the exact board), then reads the driver's
-files under /proc, then asks torch, and otherwise reports no GPU: a host without one can still run jobs on the
-stand-in server. A dry run never imports torch (`find_gpus(torch=False)`).
-"""
+Detection asks `nvidia-smi` first (no CUDA context, names the exact board), then reads the driver's files
+under /proc, then asks torch, else reports no GPU: a host without one can still run jobs on the stand-in
+server. A dry run never imports torch (`find_gpus(torch=False)`)."""
 
 import glob
 import os
@@ -63,8 +62,8 @@ def _torch_gpus() -> list[Gpu]:
 
 
 def proc_gpus(root: str = PROC_GPUS) -> list[Gpu]:
-    """The NVIDIA driver's own list under /proc (a folder per GPU, named by its PCI address, whose `information`
-    names the model), in PCI order, nvidia-smi's default index order: no process started, no CUDA."""
+    """The NVIDIA driver's own list under /proc (a folder per GPU named by PCI address; `information` names
+    the model), in PCI order, nvidia-smi's default index order: no process started, no CUDA."""
     gpus = []
     for i, info in enumerate(sorted(glob.glob(os.path.join(glob.escape(root), "*", "information")))):
         try:

@@ -1,13 +1,10 @@
-"""Launch, verify and tear down one server for one ServerConfig.
-
-    with launch(spec.server, config, log_dir="logs/servers") as server:
-        if server.mismatches: ...   # the server does not run what was asked: record, don't measure
-        run_points(server.base_url)
+"""Launch, verify and tear down one server: `with launch(spec.server, config) as server:`; non-empty
+`server.mismatches` means it runs something other than what was asked (record it, don't measure).
 
 The server runs in its own process group, logging to its own file. Ready is `/health` 200 (polled only at
-startup, contract §6.9); then `/server_info` and the launch log say what it runs (§1.5). Teardown (SIGTERM to
-the group, then SIGKILL) runs on every exit path. `server.cpu_affinity` pins it at start and every thread once
-ready. Ports and teardown: bench/host/processes.py; probes: bench/server/http.py; requested vs resolved:
+startup, contract §6.9); then `/server_info` and the launch log say what it runs (§1.5). Teardown (SIGTERM
+to the group, then SIGKILL) runs on every exit path. `server.cpu_affinity` pins it at start and every thread
+once ready. Ports and teardown: bench/host/processes.py; probes: bench/server/http.py; requested vs resolved:
 bench/server/requested.py."""
 
 from __future__ import annotations
@@ -24,7 +21,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from types import TracebackType
 from typing import Any
 
 from bench.host import cpu_affinity, reaper
@@ -174,9 +170,7 @@ class LaunchedServer:
     def __enter__(self) -> LaunchedServer:
         return self
 
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.stop()
 
 
@@ -560,8 +554,8 @@ def _env_delta(
 ) -> dict[str, str]:
     sweep_env = dict(config.env)
     problems = [
-        f"server.env.{name}: set by specbench itself (spec mode / balanced routing / sim settings), not by the "
-        "sweep"
+        f"server.env.{name}: set by specbench itself (spec mode / balanced routing / sim settings), "
+        "not by the sweep"
         for name in sweep_env
         if name in _OWNED_ENV or name.startswith(_OWNED_ENV_PREFIXES)
     ]

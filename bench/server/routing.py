@@ -41,9 +41,7 @@ def plan_routing(
     if setting == "off":
         # Explicitly off: overrides a value the host's environment may pass on (SGLANG_* is host-passed).
         return RoutingPlan(
-            "collapsed",
-            {switch: "0"} if switch else {},
-            f"server.balanced_routing: off: {collapsed}",
+            "collapsed", {switch: "0"} if switch else {}, f"server.balanced_routing: off: {collapsed}"
         )
     if switch is None:
         return RoutingPlan(
