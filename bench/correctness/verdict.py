@@ -82,8 +82,7 @@ def self_divergence(baseline: LaunchOutputs) -> tuple[int, tuple[int, int] | Non
     """(prompts differing between the baseline's two passes, the first such position), or None."""
     if len(baseline.passes) < 2 or baseline.passes[1].errors:
         return None
-    divs = divergences(_tokens(baseline.passes[0]), _tokens(baseline.passes[1]))
-    return _count(divs)
+    return _count(divergences(_tokens(baseline.passes[0]), _tokens(baseline.passes[1])))
 
 
 def judge_launch(
@@ -191,18 +190,12 @@ def _against_partner(
     v2, v1 = (mine, its) if launch.spec_mode == "v2" else (its, mine)
     ratio = v2 / v1
     figures = f"acceptance v2/v1 {ratio:.3f} (v2 {v2:.2f}, v1 {v1:.2f} tokens per verify step over {len(same)} prompts)"
-    if launch.spec_mode == "v2" and ratio < min_ratio:
-        return _Part(
-            "fail",
-            f"{figures} < {min_ratio:g}: v2 accepts fewer drafts than v1 (its drafts are wrong)",
-            kind="partner",
-        ), ratio
-    if launch.spec_mode == "v1" and ratio > 1 / min_ratio:
-        return _Part(
-            "fail",
-            f"{figures} > {1 / min_ratio:.3g}: v1 accepts fewer drafts than v2 (its drafts are wrong)",
-            kind="partner",
-        ), ratio
+    if ratio < min_ratio if launch.spec_mode == "v2" else launch.spec_mode == "v1" and ratio > 1 / min_ratio:
+        bound = f"< {min_ratio:g}" if launch.spec_mode == "v2" else f"> {1 / min_ratio:.3g}"
+        text = (
+            f"{figures} {bound}: {launch.spec_mode} accepts fewer drafts than {other} (its drafts are wrong)"
+        )
+        return _Part("fail", text, kind="partner"), ratio
     return _Part("pass", figures, kind="partner"), ratio
 
 
@@ -268,16 +261,10 @@ def _verdict(parts: list[_Part], ratio: float | None) -> CheckVerdict:
     order = {"fail": 0, "pass": 1, "skip": 2}
     ranked = sorted(parts, key=lambda p: order[p.status])  # stable: the failing parts lead the text
     why = "; ".join(p.text for p in ranked)
-    diverge = next((p.diverge for p in ranked if p.diverge is not None), None)
+    request, token = next((p.diverge for p in ranked if p.diverge is not None), (None, None))
     statuses = {p.status for p in parts}
     word: VerdictWord = "fail" if "fail" in statuses else "pass" if "pass" in statuses else "not checked"
-    return CheckVerdict(
-        word,
-        why,
-        diverge_request=diverge[0] if diverge else None,
-        diverge_token=diverge[1] if diverge else None,
-        acceptance_v2_v1=ratio,
-    )
+    return CheckVerdict(word, why, diverge_request=request, diverge_token=token, acceptance_v2_v1=ratio)
 
 
 def _tokens(p: CheckPass) -> list[list[int]]:

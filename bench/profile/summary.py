@@ -139,9 +139,7 @@ def find_cycles(ev: TraceEvents) -> tuple[list[Cycle], str, int]:
             c.largest_idle_gap_ms = _largest_gap(busy, lo, hi) / 1000.0
             c.gpu_phase_ms = _gpu_phases(busy, inside, lo, hi)
             c.collective_ms = {kind: _length(clip(s, lo, hi)) / 1000.0 for kind, s in comm.items()}
-            c.collective_kernels = {
-                kind: sum(lo <= t < hi for t in starts) for kind, starts in comm_starts.items()
-            }
+            c.collective_kernels = {kind: sum(lo <= t < hi for t in ts) for kind, ts in comm_starts.items()}
         if i < len(cpu_cycles):
             c.cpu_phase_ms = cpu_cycles[i]
         cycles.append(c)
@@ -297,8 +295,7 @@ def distortion(
         return out
     unprofiled = tpot_ms * accept_length
     ratio = profiled_cycle_ms / unprofiled
-    out["unprofiled_cycle_ms"] = unprofiled
-    out["ratio"] = ratio
+    out.update(unprofiled_cycle_ms=unprofiled, ratio=ratio)
     if ratio < IMPLAUSIBLE_DISTORTION:
         out["warning"] = (
             f"the profiled cycle ({profiled_cycle_ms:.2f} ms) is under half the unprofiled one "
@@ -326,16 +323,8 @@ def spans_for_cycles(trace: dict[str, Any], first: int = 0, count: int = 3) -> l
 
     def add(row: str, kind: str, name: str, phase: str, a: float, b: float) -> None:
         if b > lo and a < hi:
-            rows.append(
-                {
-                    "row": row,
-                    "kind": kind,
-                    "name": name,
-                    "phase": phase,
-                    "start_ms": (max(a, lo) - lo) / 1000.0,
-                    "end_ms": (min(b, hi) - lo) / 1000.0,
-                }
-            )
+            s, e = (max(a, lo) - lo) / 1000.0, (min(b, hi) - lo) / 1000.0
+            rows.append({"row": row, "kind": kind, "name": name, "phase": phase, "start_ms": s, "end_ms": e})
 
     def phase_of(s: Step) -> str:
         return PHASE_OF_MODE.get(s.mode, s.mode.lower())
