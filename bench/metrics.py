@@ -43,8 +43,7 @@ def compute_metrics(
         accept = float(np.mean([r.completion_tokens / r.spec_verify_ct for r in spec]))  # type: ignore[operator]
         weighted = sum(r.completion_tokens for r in spec) / sum(r.spec_verify_ct for r in spec)  # type: ignore[misc]
 
-    # ttft_mean_ms, ttft_p50_ms, ... e2e_p99_ms, e2e_std_ms
-    latency: dict[str, Any] = {}
+    latency: dict[str, Any] = {}  # ttft_mean_ms, ttft_p50_ms, ... e2e_p99_ms, e2e_std_ms
     for kind, values in (("ttft", ttfts), ("tpot", tpots), ("itl", itls), ("e2e", e2es)):
         names = (f"{kind}_{stat}_ms" for stat in ("mean", "p50", "p90", "p99", "std"))
         latency.update(zip(names, _stats(values), strict=True))

@@ -17,8 +17,7 @@ from bench.files import FileReadError, read_regular_file, regular_file_problem
 from bench.model_config import DEFAULT_VOCAB_SIZE
 from bench.sweep import MAX_TOKENS, WorkloadSpec
 
-# Ids 0 and 1 are bos/eos in most vocabularies; a random prompt never contains them.
-FIRST_RANDOM_ID = 2
+FIRST_RANDOM_ID = 2  # ids 0 and 1 are bos/eos in most vocabularies; a random prompt never contains them
 # Problems listed at once for a bad file before giving up; enough to spot a pattern, not a wall of text.
 _MAX_REPORTED_PROBLEMS = 10
 # A workload file is read whole: at most this much (ShareGPT as JSONL is ~600 MB).

@@ -139,8 +139,7 @@ def signal_group(pgid: int, sig: signal.Signals) -> None:
 
 def terminate_group(proc: subprocess.Popen[bytes], grace_s: float) -> None:
     """SIGTERM the process group led by `proc`, SIGKILL whatever is left after `grace_s`."""
-    # start_new_session made the server a group leader, so its pid is the group id.
-    pgid = proc.pid
+    pgid = proc.pid  # start_new_session made the server a group leader, so its pid is the group id
     if proc.poll() is not None and not group_alive(pgid):
         return
     try:

@@ -62,8 +62,7 @@ class ArgvError(ValueError):
 @dataclass(frozen=True)
 class ServerArgv:
     argv: list[str]
-    # Spec-mode environment (SGLANG_ENABLE_SPEC_V2 where the version has it).
-    mode_env: dict[str, str]
+    mode_env: dict[str, str]  # spec-mode environment (SGLANG_ENABLE_SPEC_V2 where the version has it)
     # What was adapted to the version, e.g. a renamed flag; for the run's record.
     notes: list[str] = field(default_factory=list)
 

@@ -20,17 +20,13 @@ class KnownBug:
     key: str
     attention_backends: frozenset[str]
     spec_modes: frozenset[SpecMode]
-    # One sentence: what the path does wrong and where (the dry run's warning, the gate's note).
-    summary: str
+    summary: str  # one sentence: what the path does wrong and where (the dry run's warning, the gate's note)
     symptom: Symptom
     # The first release with the fix (0.5.12 on have the bug before it); None: open in every known release.
     fixed_in: tuple[int, int, int] | None = None
-    # The change that fixed it, as the failure line names it ("PR #24640").
-    fixed_by: str = ""
-    # The fewest `--speculative-num-steps` whose launch takes the path.
-    min_steps: int = 1
-    # What it is in one short clause, for the gate's failure line.
-    gist: str = ""
+    fixed_by: str = ""  # the change that fixed it, as the failure line names it ("PR #24640")
+    min_steps: int = 1  # the fewest `--speculative-num-steps` whose launch takes the path
+    gist: str = ""  # what it is in one short clause, for the gate's failure line
     # A sweep running the same check on a path without the bug (the gate's failure line points to it).
     control: str | None = None
     # What crashed, and a regex over the log whose group `evidence` is the exception line; None: no crash.
@@ -173,9 +169,7 @@ def identify_failure(
     except ValueError:  # a version string no rule reads
         return None
     for bug in bugs:
-        if bug.log_signature is None:
-            continue
-        if (m := bug.log_signature.search(log_text)) is not None:
+        if bug.log_signature is not None and (m := bug.log_signature.search(log_text)) is not None:
             return KnownFailure(bug, m.group("evidence").strip())
     return None
 

@@ -21,8 +21,7 @@ class RoutingPlan:
 
     routing: ExpertRouting | None
     env: dict[str, str] = field(default_factory=dict)
-    # Set when routing stays collapsed: printed at dry-run and run time.
-    warning: str | None = None
+    warning: str | None = None  # set when routing stays collapsed: printed at dry-run and run time
 
 
 def plan_routing(

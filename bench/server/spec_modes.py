@@ -231,13 +231,11 @@ def resolve_mode(version: str, server_info: dict[str, Any], log_text: str | None
     if disable_overlap is None:
         # Neither /server_info nor the argument dump says; a version line alone is weaker, so flag it.
         if log_mode is None:
+            detail = (
+                f"unknown: /server_info has no disable_overlap_schedule and the log names no mode ({suffix})"
+            )
             return ResolvedMode(
-                None,
-                f"unknown: /server_info has no disable_overlap_schedule and the log names no mode ({suffix})",
-                True,
-                version,
-                keys,
-                contradiction="no evidence of the spec mode",
+                None, detail, True, version, keys, contradiction="no evidence of the spec mode"
             )
         mode: SpecMode = log_mode
         source = "log line only"

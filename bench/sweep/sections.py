@@ -1,5 +1,4 @@
-"""The sections of a sweep file: strict, bounded pydantic models (docs/reference/sweep-keys.md); spec.py joins
-them."""
+"""Sweep file sections: strict, bounded pydantic models (docs/reference/sweep-keys.md), joined in spec.py."""
 
 from typing import Annotated, Any, Literal
 

@@ -11,8 +11,7 @@ import psutil
 from bench.host.cpu_probe import by_use
 from bench.host.processes import process_tree
 
-# pid -> (process name, user + system CPU seconds so far)
-ProcessCpu = dict[int, tuple[str, float]]
+ProcessCpu = dict[int, tuple[str, float]]  # pid -> (process name, user + system CPU seconds so far)
 
 
 def process_tree_cpu(pid: int) -> ProcessCpu | None:
