@@ -235,8 +235,7 @@ def tokenizer_json(tokenizer: str) -> Path:
 
 
 def write_sharegpt(path: Path, tokenizer: str, *, conversations: int, words: int, seed: int) -> int:
-    """A ShareGPT-format file for `--dataset-name random`: each human turn is `words` random ordinary tokens
-    of the server's tokenizer, as text; returns the vocabulary size."""
+    """A ShareGPT file for `--dataset-name random`: turns of `words` random tokens; returns the vocab size."""
     from tokenizers import Tokenizer
 
     tok = Tokenizer.from_file(str(tokenizer_json(tokenizer)))
@@ -298,8 +297,7 @@ def prompt_tokens_from_metrics(text: str) -> int | None:
 
 
 async def metrics_page(client: LoadClient) -> str | None:
-    """The server's `/metrics` text, or None (no `--enable-metrics`, transport trouble); asks for identity
-    encoding and still undoes a gzip."""
+    """`/metrics` as text (asked unencoded, gzip still undone), or None (metrics off, transport trouble)."""
     try:
         async with client.session.get(
             client.base_url + "/metrics", headers={"Accept-Encoding": "identity"}

@@ -81,8 +81,7 @@ def _itl(r: RequestRecord) -> np.ndarray:
 
 
 def _stats(values: Sequence[float] | np.ndarray) -> tuple[float | None, ...]:
-    """(mean, p50, p90, p99) in ms, numpy's default linear interpolation, and bench_serving's `np.std`
-    (population, ddof=0) in ms; all None when empty."""
+    """(mean, p50, p90, p99) in ms (numpy's linear) and bench_serving's `np.std` (ddof=0); None when empty."""
     if len(values) == 0:
         return (None,) * 5
     seconds = np.asarray(values, dtype=np.float64)

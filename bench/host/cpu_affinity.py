@@ -139,8 +139,7 @@ class TreePin:
 
 
 def pin_tree(pid: int, cpus: Sequence[int]) -> TreePin:
-    """Pin every thread of `pid` and its descendants to `cpus` and read each back; ended ones are skipped,
-    AffinityError when `pid` is gone or refused."""
+    """Pin every thread of `pid` and descendants and read it back; AffinityError: `pid` gone or refused."""
     wanted = frozenset(cpus)
     try:
         procs = process_tree(pid)

@@ -77,8 +77,7 @@ def proc_gpus(root: str = PROC_GPUS) -> list[Gpu]:
 
 
 def find_gpus(run: Runner | None = None, *, torch: bool = True) -> tuple[list[Gpu], str]:
-    """The host's GPUs and what told: nvidia-smi first, else the driver's /proc files, else (with `torch`)
-    torch; ([], what was asked) when there are none."""
+    """The GPUs and what told: nvidia-smi, else /proc, else (`torch`) torch; ([], what was asked) if none."""
     if run is not None or shutil.which(NVIDIA_SMI_ARGV[0]):
         try:
             return parse_nvidia_smi((run or _run_nvidia_smi)(list(NVIDIA_SMI_ARGV))), "nvidia-smi"

@@ -72,8 +72,7 @@ def owner() -> dict[str, Any]:
 
 
 def owner_gone(record: Mapping[str, Any] | None) -> bool:
-    """Whether the process `record` names (from `owner()`) ran on this host and pid namespace and is gone
-    (exited, killed, rebooted since); False for another host's or one it cannot judge."""
+    """Whether `record`'s process (`owner()`) ran here (host, pid namespace) and is gone; False if unsure."""
     if not isinstance(record, Mapping) or record.get("host") != socket.gethostname():
         return False
     pid = record.get("pid")

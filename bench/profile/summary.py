@@ -282,8 +282,7 @@ def distortion(
     accept_length: float | None,
     threshold: float = DEFAULT_DISTORTION_THRESHOLD,
 ) -> dict[str, Any]:
-    """How much the profiler slowed what it measured (unprofiled cycle = TPOT x `accept_length`); warns above
-    `threshold` (inflated) and below IMPLAUSIBLE_DISTORTION (cycles cut wrong)."""
+    """Profiled cycle / (TPOT x `accept_length`); warns above `threshold` and below IMPLAUSIBLE_DISTORTION."""
     out: dict[str, Any] = {
         "profiled_cycle_ms": profiled_cycle_ms,
         "unprofiled_cycle_ms": None,

@@ -161,8 +161,7 @@ def extract(trace: dict[str, Any]) -> TraceEvents:
 
 
 def _merge_steps(rows: list[tuple[str, int, float, float]], origin: float, track: str) -> list[Step]:
-    """Steps in time order. A GPU range whose kernels ran on several streams appears once per stream;
-    overlapping copies of the same step become one."""
+    """Steps in time order; a GPU range on several streams, appearing once per stream, becomes one step."""
     out: list[Step] = []
     for mode, bs, a, b in sorted(rows, key=lambda r: r[2]):
         a, b = a - origin, b - origin

@@ -137,8 +137,7 @@ def _render_value(name: str, value: str | int | float, problems: list[str]) -> s
 def translate_args(
     args: Mapping[str, ArgInput] | Sequence[tuple[str, ArgInput]], version: str
 ) -> tuple[list[str], list[str]]:
-    """Pass-through `args` as argv for this version, plus rename notes: True -> `--name`, False -> omitted, a
-    list -> `--name v1 v2 ...`, else `--name value`."""
+    """`args` as argv plus rename notes: True `--name`, False nothing, [a, b] `--name a b`, x `--name x`."""
     items = list(args.items()) if isinstance(args, Mapping) else list(args)
     problems: list[str] = []
     notes: list[str] = []
@@ -231,8 +230,7 @@ def build_argv(
     host: str = "127.0.0.1",
     trust_remote_code: bool = False,
 ) -> ServerArgv:
-    """Argv of one server for `cfg` on SGLang `version` (the sim: the version it emulates);
-    `trust_remote_code` is the host's (bench/host/policy.py). ArgvError lists every problem."""
+    """Argv of one server for `cfg` on `version`; `trust_remote_code` is the host's. ArgvError lists all."""
     problems: list[str] = []
     try:
         parse_version(version)

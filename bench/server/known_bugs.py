@@ -181,8 +181,7 @@ def acceptance_suspect(
     steps: int | None,
     patch: str | None = None,
 ) -> KnownBug | None:
-    """The known bug explaining right tokens with fewer drafts accepted for this release, backend, mode and
-    steps; None when none applies (or the version is unreadable)."""
+    """The known bug explaining right tokens with fewer drafts accepted, or None (also for a bad version)."""
     try:
         bugs = bugs_for(version, attention_backend, spec_mode, steps, patch)
     except ValueError:

@@ -434,8 +434,7 @@ def plan_launch(
     log_dir: str | Path = "logs/servers",
     policy: HostPolicy | None = None,
 ) -> LaunchPlan:
-    """The argv and environment of one launch (`launch` starts it, `run --dry-run` prints it); `policy`:
-    remote code and hub access (default: neither). LaunchError lists every problem."""
+    """A launch's argv and env (`launch` starts it, `run --dry-run` prints it); LaunchError lists all."""
     if spec.backend == "external":
         raise LaunchError("backend external launches nothing")
     policy = policy or HostPolicy.author()

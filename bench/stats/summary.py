@@ -32,8 +32,7 @@ class PointSummary:
 
 
 def summarize_repeats(repeats: Sequence[Repeat]) -> PointSummary:
-    """Status: the worst repeat's, with every reason; metrics: medians over measured repeats (counts
-    `median_low`), None where none has one."""
+    """Worst repeat's status, all reasons; medians over measured repeats (counts `median_low`), else None."""
     if not repeats:
         return PointSummary(status="failed", reason="no repeat stored yet", repeats=0)
     ordered = sorted(repeats, key=lambda r: r.repeat)

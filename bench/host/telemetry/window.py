@@ -134,8 +134,7 @@ class WindowTelemetry:
                 return
 
     def _follow(self, now: dict[int, ProcessNow], cpus: dict[int, int], moved_to: int | None) -> int | None:
-        """Move the probe onto the busiest server process's CPU at every sample (the kernel moves the
-        scheduler); only a change costs a system call. Returns the probe's CPU."""
+        """Move the probe to the busiest server process's CPU (the kernel moves it); returns the new CPU."""
         assert self._probe_home is not None
         busiest = busiest_so_far(self.server_start, now)
         cpu = cpus.get(busiest) if busiest is not None else None
@@ -193,8 +192,7 @@ class WindowTelemetry:
 
 
 class TelemetrySource:
-    """Opens the reader once per run (NVML init is not free) and hands a fresh sampler to each window; the
-    host-speed probe runs from the first window until `close()`."""
+    """Opens the reader once (NVML init is not free), a sampler per window; the probe runs until `close()`."""
 
     def __init__(self, indices: Sequence[int] | None = None, *, enabled: bool = True) -> None:
         self.source, self._read = gpu_reader(indices) if enabled else ("none", None)
