@@ -343,8 +343,7 @@ class CrossCheck:
                 prompts = build_prompts(workload, n, vocab_size=self.vocab)
                 comp = Comparison(batch_size=bs, num_prompts=n)
                 for pos, side in enumerate(order(cfg.rounds)):
-                    # One warmup wave before every window (specbench's, both sides): counters cover the window
-                    # alone.
+                    # One specbench warmup wave before each window: the counters then cover the window alone.
                     await client.run_closed_loop(prompts[:bs], bs, cfg.request_timeout_s)
                     before = await self._prompt_tokens(client)
                     if side == SPECBENCH:

@@ -5,13 +5,12 @@ one-time costs (JIT, allocator growth, graphs at this batch size) fall outside e
 it keeps the window free of prefix-cache hits (contract §6.1-6.2). 2. Per repeat: `POST /flush_cache` (also
 resets the acceptance counters), the closed loop (the timed window), then `GET /server_info` for
 `avg_spec_accept_length`, after the window, unlike bench_serving. 3. Metrics (`bench.metrics`) and a verdict,
-worst first (`judge`; docs/reference/point-status.md).
+worst first (`judge`; docs/reference/point-status.md). Each repeat is yielded as it ends, so the caller stores
+it before the next starts; `overhead_s` is its time outside the window (warmup for the first, flush,
+/server_info, aggregation).
 
 The collector stays off inside the window (`gc_paused`): a full collection of the runner's ~260k objects took
-23-148 ms on a loaded box and slowed every request in flight alike, which read as a server stall.
-
-Each repeat is yielded as it ends, so the caller stores it before the next starts. `overhead_s` is the time
-outside the window for that repeat (warmup for the first, flush, /server_info, aggregation)."""
+23-148 ms on a loaded box and slowed every request in flight alike, which read as a server stall."""
 
 import gc
 import time

@@ -1,10 +1,9 @@
 """A local model's `config.json`: what a run needs to know of the model. Readers: the random workload
 (`vocab_size`), the launcher (`is_moe`: balanced routing for dummy weights) and the floor (`bench.floor`); a
-hub id or a directory without one has no config, and each reader says what it does then.
-
-`shard_config` is what one GPU of an N-way TP deployment holds (heads, sharded widths, vocabulary / N).
-`model_shape` is what decides a step's work; runs record it so `is_shard_of` can pair a shard run with its
-TP-N run later (the `deepseek-v3-tp8-shard` preset is DeepSeek-V3 through it with N = 8)."""
+hub id or a directory without one has no config, and each reader says what it does then. `shard_config` is
+what one GPU of an N-way TP deployment holds (heads, sharded widths, vocabulary / N). `model_shape` is what
+decides a step's work; runs record it so `is_shard_of` can pair a shard run with its TP-N run later (the
+`deepseek-v3-tp8-shard` preset is DeepSeek-V3 through it with N = 8)."""
 
 import json
 import os

@@ -1,9 +1,8 @@
-"""Prompts for one point: synthetic token ids or lines of a JSONL file.
-
-`random` prompts are token ids (exactly `input_len` tokens, no BOS; contract §6.4), each opening with a
-sequence no other prompt opens with, so the radix cache never serves one's prefix to another (§6.6). `jsonl`
-lines are `{"input_ids": [...]}` or `{"prompt": "..."}` with optional `output_len` and, for text, `prompt_len`
-(bench_serving's dataset count; 0 = unknown: metrics use the server's `prompt_tokens`)."""
+"""Prompts for one point: synthetic token ids or lines of a JSONL file. `random` prompts are token ids
+(exactly `input_len` tokens, no BOS; contract §6.4), each opening with a sequence no other prompt opens with,
+so the radix cache never serves one's prefix to another (§6.6). `jsonl` lines are `{"input_ids": [...]}` or
+`{"prompt": "..."}` with optional `output_len` and, for text, `prompt_len` (bench_serving's dataset count; 0 =
+unknown: metrics use the server's `prompt_tokens`)."""
 
 from dataclasses import dataclass
 from pathlib import Path

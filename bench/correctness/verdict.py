@@ -2,11 +2,10 @@
 speculative decoding must reproduce plain greedy decoding, and the same draft computation accept the same
 drafts, so a launch is compared with (a) the baseline's tokens (the baseline with its own one-at-a-time pass:
 near-ties), (b) its v1/v2 partner's token-weighted acceptance on agreeing prompts (below
-`min_acceptance_ratio` x fails), (c) the pure-torch reference, for a synthetic checkpoint.
-
-`fail` if any comparison fails, else `pass` if any was made, else `not checked`; errored or short answers
-fail. Failing (c)'s acceptance alone with right tokens is a known draft-path bug's look: the caller's
-`acceptance_suspect` line follows that failure."""
+`min_acceptance_ratio` x fails), (c) the pure-torch reference, for a synthetic checkpoint. `fail` if any
+comparison fails, else `pass` if any was made, else `not checked`; errored or short answers fail. Failing
+(c)'s acceptance alone with right tokens is a known draft-path bug's look: the caller's `acceptance_suspect`
+line follows that failure."""
 
 import dataclasses
 from collections.abc import Sequence
@@ -34,8 +33,7 @@ def not_checked(why: str) -> CheckVerdict:
     return CheckVerdict("not checked", why)
 
 
-# What a comparison compared: tokens, acceptance against the partner or the reference (`reference_low`), or
-# other (the baseline's reproducibility).
+# What a comparison compared: tokens, acceptance vs the partner or reference (`reference_low`), other.
 Kind = Literal["tokens", "partner", "reference", "reference_low", "other"]
 
 

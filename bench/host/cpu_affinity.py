@@ -110,17 +110,12 @@ def runner_pin() -> RunnerPin | None:
     return _runner_pin
 
 
-def allowed_cpus() -> frozenset[int]:
-    """The CPUs this process may give a server: its own affinity, or what it was before it pinned itself."""
-    return _runner_pin.before if _runner_pin is not None else frozenset(os.sched_getaffinity(0))
-
-
 def check_allowed(cpus: Sequence[int], what: str) -> None:
     """AffinityError naming the CPUs of `cpus` outside this host or this process's cgroup/taskset."""
     require_support(what)
-    allowed = allowed_cpus()
-    outside = sorted(set(cpus) - allowed)
-    if outside:
+    # What this process may give a server: its own affinity, or what it was before it pinned itself.
+    allowed = _runner_pin.before if _runner_pin is not None else frozenset(os.sched_getaffinity(0))
+    if outside := sorted(set(cpus) - allowed):
         one = len(outside) == 1
         raise AffinityError(
             f"{what}: {'CPU' if one else 'CPUs'} {format_cpu_list(outside)} {'is' if one else 'are'} not "
@@ -147,8 +142,9 @@ def pin_tree(pid: int, cpus: Sequence[int]) -> TreePin:
         raise AffinityError(f"cannot list the processes of {pid}: {e}") from None
     out = TreePin()
     for proc in procs:
-        tids = _thread_ids(proc)
-        if tids is None:
+        try:
+            tids = [t.id for t in proc.threads()]
+        except psutil.Error:  # exited between listing and reading
             continue
         out.processes += 1
         for tid in tids:
@@ -168,13 +164,6 @@ def pin_tree(pid: int, cpus: Sequence[int]) -> TreePin:
                         f"not {format_cpu_list(wanted)}"
                     )
     return out
-
-
-def _thread_ids(proc: psutil.Process) -> list[int] | None:
-    try:
-        return [t.id for t in proc.threads()]
-    except psutil.Error:  # exited between listing and reading
-        return None
 
 
 def _name(proc: psutil.Process) -> str:

@@ -82,16 +82,12 @@ def group_alive(pgid: int) -> bool:
     proc_dir = Path("/proc")
     if not proc_dir.is_dir():
         try:
-            os.killpg(pgid, 0)
+            with contextlib.suppress(PermissionError):  # alive, but not ours to signal
+                os.killpg(pgid, 0)
         except ProcessLookupError:
             return False
-        except PermissionError:
-            return True
         return True
-    for _, fields in proc_stats(proc_dir):
-        if len(fields) >= 3 and int(fields[2]) == pgid and fields[0] not in ("Z", "X"):
-            return True
-    return False
+    return any(len(f) >= 3 and int(f[2]) == pgid and f[0] not in ("Z", "X") for _, f in proc_stats(proc_dir))
 
 
 def stat_fields(stat: str) -> list[str]:
@@ -166,10 +162,8 @@ LOG_TAIL_LINES = 40
 
 
 def read_log(path: Path | None) -> str:
-    if path is None:
-        return ""
     try:
-        return path.read_bytes().decode("utf-8", errors="replace")
+        return path.read_bytes().decode("utf-8", errors="replace") if path is not None else ""
     except OSError:
         return ""
 

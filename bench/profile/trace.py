@@ -1,16 +1,14 @@
 """Reading a torch.profiler Chrome trace as SGLang writes it (`<profile_id>-TP-<rank>.trace.json.gz`).
 
-Only three event categories matter here (all complete events, `ph: "X"`, times in microseconds):
-- `kernel`: one GPU kernel, with `args.stream`;
-- `user_annotation`: a `torch.profiler.record_function` range on the CPU thread that opened it;
-- `gpu_user_annotation`: the same range projected onto the GPU (first to last kernel it launched).
-A GPU-only trace (`activities: ["GPU"]`) has neither annotation: torch registers its record_function
-callbacks only when CPU activity is on (`enableProfiler` in torch/csrc/autograd/profiler_kineto.cpp), and
-Kineto derives `gpu_user_annotation` from those callbacks' correlation ids. Kernels keep `args.correlation`,
-the id of the launch they came from; all kernels of one CUDA-graph replay share it.
-SGLang 0.5.13 names each forward pass `step[<ForwardMode> bs=<n>]` (`step[EXTEND bs=<n> toks=<t>]` for
-prefill), see `_build_step_span_name` in sglang/srt/model_executor/model_runner.py.
-"""
+Three categories of complete events (`ph: "X"`, times in µs) matter: `kernel` (one GPU kernel, `args.stream`),
+`user_annotation` (a `torch.profiler.record_function` range on the CPU thread that opened it) and
+`gpu_user_annotation` (that range projected onto the GPU, first to last kernel it launched). A GPU-only trace
+(`activities: ["GPU"]`) has neither annotation: torch registers its record_function callbacks only with CPU
+activity on (`enableProfiler` in torch/csrc/autograd/profiler_kineto.cpp), and Kineto derives
+`gpu_user_annotation` from their correlation ids. Kernels keep `args.correlation`, their launch's id, shared
+by all kernels of one CUDA-graph replay. SGLang 0.5.13 names each forward pass `step[<ForwardMode> bs=<n>]`
+(`step[EXTEND bs=<n> toks=<t>]` for prefill), see `_build_step_span_name` in
+sglang/srt/model_executor/model_runner.py."""
 
 import gzip
 import json

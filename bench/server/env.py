@@ -1,11 +1,9 @@
 """The environment a launched server gets: built from nothing, never inherited whole (the worker holds the
 database URL). It is a small host base (PATH, HOME, locale, temp dir, CUDA/NCCL/Python/model caches), the
-sweep's `server.env` limited to names that tune SGLang (env_names.py), and what specbench sets itself.
-
-Never DATABASE_URL, a SPECBENCH_* setting, or a variable that makes a program load another (LD_PRELOAD,
-PYTHONPATH, BROWSER, ...: issue 10); never the `--db env:NAME` variable (`withhold`) or a host variable that
-looks secret by name or value (issue 35 §5). Hub access is the host's decision, never a job's (issue 35
-§1)."""
+sweep's `server.env` limited to names that tune SGLang (env_names.py), and what specbench sets itself. Never
+DATABASE_URL, a SPECBENCH_* setting, or a variable that makes a program load another (LD_PRELOAD, PYTHONPATH,
+BROWSER, ...: issue 10); never the `--db env:NAME` variable (`withhold`) or a host variable that looks secret
+by name or value (issue 35 §5). Hub access is the host's decision, never a job's (issue 35 §1)."""
 
 import difflib
 import math

@@ -1,12 +1,10 @@
 """The window sampler: a thread reading the GPUs and the server's processes through one window. Each window
 gets a `WindowTelemetry` from the run's `TelemetrySource`: host counters (host_cpu.py) and server CPU seconds
 (server_cpu.py) at start and end, GPU samples (gpu.py) and each server process's CPU every `interval_s`;
-`summary()` is stored with the repeat.
-
-The host's Python speed comes from bench.host.cpu_probe (`cpu_probe_ms`), run on the runner's CPUs; on a VM
-that is another vCPU than the scheduler's, so with `measure.cpu_probe: server` the sampler moves the probe at
-each sample onto the CPU of the server's busiest process (`cpu_probe_on_server_pct`: how much it shared
-it)."""
+`summary()` is stored with the repeat. The host's Python speed comes from bench.host.cpu_probe
+(`cpu_probe_ms`), run on the runner's CPUs; on a VM that is another vCPU than the scheduler's, so with
+`measure.cpu_probe: server` the sampler moves the probe at each sample onto the CPU of the server's busiest
+process (`cpu_probe_on_server_pct`: how much it shared it)."""
 
 import bisect
 import os
