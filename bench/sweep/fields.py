@@ -128,10 +128,7 @@ def arg_value(v: Any) -> ArgValue:
             or all(isinstance(x, str) for x in v)
         ):
             raise ValueError("a list value holds integers only or strings only")
-        problems = [p for p in map(scalar_problem, v) if p]
-    else:
-        problems = [p for p in [scalar_problem(v)] if p]
-    if problems:
+    if problems := [p for p in map(scalar_problem, v if isinstance(v, list) else [v]) if p]:
         raise ValueError(problems[0])
     return v  # type: ignore[no-any-return]
 
