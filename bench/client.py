@@ -97,8 +97,6 @@ class LoadClient:
             raise RuntimeError("LoadClient is not open; use `async with LoadClient(...)`")
         return self._session
 
-    # ---- control endpoints -------------------------------------------------------------------------------
-
     async def server_info(self, timeout_s: float = 30.0) -> dict[str, Any]:
         """GET /server_info, falling back to the deprecated /get_server_info where the first is a 404."""
         timeout = aiohttp.ClientTimeout(total=timeout_s)
@@ -150,8 +148,6 @@ class LoadClient:
                 await asyncio.sleep(delay)
                 delay = min(delay * 2.0, 8.0)
         raise FlushError(f"/flush_cache not accepted after {attempt} attempt(s); last answer: {last}")
-
-    # ---- generation ----------------------------------------------------------------------------------------
 
     async def _generate(
         self,
@@ -231,13 +227,11 @@ class LoadClient:
         min_duration_s: float = 0.0,
         more: Callable[[int], Prompt] | None = None,
     ) -> tuple[list[RequestRecord], float]:
-        """Send every prompt with exactly `concurrency` requests in flight; with `min_duration_s` and `more`,
-        go on past the prompts (prompt `i` = `more(i)`) until that long has passed, then drain.
-
-        Each worker pulls the next index as its request ends. Dispatch stops when the server refuses, a
-        connect times out or a request stalls; unsent prompts get records with neither error nor end
-        ("incomplete"). Returns the records in prompt order and the window duration (first send to last
-        end)."""
+        """Send every prompt with exactly `concurrency` requests in flight (each worker takes the next index
+        as its request ends); with `min_duration_s` and `more`, go on past the prompts (prompt `i` =
+        `more(i)`) until that long has passed, then drain. Dispatch stops when the server refuses, a connect
+        times out or a request stalls; unsent prompts get records with neither error nor end ("incomplete").
+        Returns the records in prompt order and the window duration (first send to last end)."""
         if concurrency < 1:
             raise ValueError(f"concurrency must be >= 1, got {concurrency}")
         n = len(prompts)

@@ -106,7 +106,6 @@ class ModelShape:
             fp8_block=fp8_block(cfg),
         )
 
-    # ---- bytes of the stored weights
     def linear(self, out: int, inp: int) -> int:
         """One projection [out, in] as stored: FP8 + float32 block scales, or bf16."""
         if self.fp8_block is None:
@@ -171,7 +170,6 @@ class ModelShape:
             "embed_and_head": 2 * self.head,
         }
 
-    # ---- what one forward reads
     def touched_experts(self, tokens: int, routing: Routing) -> float:
         """Expert-sized weight blocks (routed + shared) one MoE layer reads for `tokens` tokens."""
         if not self.experts or tokens <= 0:

@@ -60,10 +60,9 @@ class Window:
 
 @dataclass(frozen=True)
 class WindowSettings:
-    """How a point's windows run and are judged: everything but the prompts and the repeat numbers.
-    `min_window_s`: the least window, past the prompts with `window_prompt` variants.
-    `expected_accept_length`: pinned (clamped); off by more than `accept_tolerance` is `invalid`.
-    `launch_mismatches` (requested vs resolved config) join each verdict."""
+    """How a point's windows run and are judged: all but prompts and repeats. `min_window_s`: the least
+    window, past the prompts with `window_prompt` variants; a pinned `expected_accept_length` (clamped) missed
+    by over `accept_tolerance` is `invalid`; `launch_mismatches` join each verdict."""
 
     batch_size: int
     warmup_waves: int

@@ -138,8 +138,6 @@ class HostPolicy:
             raise PolicyError(problems)
         return cls(True, checked, models, data, frozenset(allowed), trust_remote_code, hub_downloads)
 
-    # ---- one value at a time ------------------------------------------------------------------------------
-
     def interpreter(self, python: str | None) -> str | None:
         """The interpreter for a server: the sweep's path (author) or the operator's (worker); None: ours."""
         if python is None or not self.confined:
@@ -197,8 +195,6 @@ class HostPolicy:
             f"names a file there by absolute path{tail}"
         )
         raise PolicyError([why])
-
-    # ---- a whole sweep ------------------------------------------------------------------------------------
 
     def problems(self, spec: SweepSpec) -> list[str]:
         """Every reason this host will not run `spec`, before anything runs (empty: it may)."""

@@ -74,9 +74,6 @@ def port_is_free(port: int, host: str = "127.0.0.1") -> bool:
         return True
 
 
-# ---- process-group teardown ----------------------------------------------------------------------------
-
-
 def group_alive(pgid: int) -> bool:
     """Whether a non-zombie process is left in the group (kill(0) also succeeds for unreaped zombies)."""
     proc_dir = Path("/proc")
@@ -155,8 +152,6 @@ def terminate_group(proc: subprocess.Popen[bytes], grace_s: float) -> None:
             while group_alive(pgid) and time.monotonic() < end:
                 time.sleep(0.05)
 
-
-# ---- a server's log and exit ------------------------------------------------------------------------------
 
 LOG_TAIL_LINES = 40
 

@@ -236,12 +236,11 @@ def launch(
     stop_timeout_s: float = 15.0,
     policy: HostPolicy | None = None,
 ) -> LaunchedServer:
-    """Start (or, for `external`, attach to) the server for `config` and verify what it runs.
-
-    `version` skips detection. Raises LaunchError if the server cannot start, dies, or is not healthy within
-    `startup_timeout_s` (default: the spec's), after tearing it down; a known SGLang bug in its log
-    (bench.server.known_bugs) is named in the error. A server running something else is returned with
-    `mismatches` filled. `policy` (a worker's HostPolicy) is checked before anything runs."""
+    """Start (or, for `external`, attach to) the server for `config` and verify what it runs; `version` skips
+    detection and `policy` (a worker's HostPolicy) is checked before anything runs. LaunchError, after
+    teardown, if the server cannot start, dies or is not healthy within `startup_timeout_s` (default: the
+    spec's), naming a known SGLang bug its log shows (bench.server.known_bugs). A server running something
+    else is returned with `mismatches` filled."""
     policy = policy or HostPolicy.author()
     try:
         spec = _host_checked(policy, spec, config)
