@@ -182,47 +182,6 @@ def order(rounds: int) -> list[Side]:
     return list(ROUND) * rounds
 
 
-def num_prompts_for(request_rate: float, min_window_s: float, batch_size: int) -> int:
-    """Enough requests for `min_window_s` at the calibrated rate: whole waves, at least four of them."""
-    if request_rate <= 0:
-        return 4 * batch_size
-    waves = max(4, math.ceil(request_rate * min_window_s / batch_size))
-    return waves * batch_size
-
-
-def bench_serving_argv(
-    cfg: CrossCheckConfig,
-    *,
-    batch_size: int,
-    num_prompts: int,
-    dataset_path: Path,
-    output_file: Path,
-    seed: int,
-) -> list[str]:
-    flags: dict[str, object] = {
-        "backend": "sglang",
-        "base-url": cfg.base_url,
-        "tokenizer": cfg.tokenizer,
-        "dataset-name": "random",
-        "dataset-path": dataset_path,
-        "random-input-len": cfg.input_len,
-        "random-output-len": cfg.output_len,
-        "random-range-ratio": 1,
-        "num-prompts": num_prompts,
-        "max-concurrency": batch_size,
-        "request-rate": "inf",
-        "warmup-requests": 0,
-        "flush-cache": None,
-        "seed": seed,
-        "output-file": output_file,
-        "disable-tqdm": None,
-    }
-    argv = [cfg.python, "-m", "sglang.bench_serving"]
-    for name, value in flags.items():
-        argv += [f"--{name}"] if value is None else [f"--{name}", str(value)]
-    return argv
-
-
 def tokenizer_json(tokenizer: str) -> Path:
     p = Path(tokenizer)
     found = p if p.is_file() else p / TOKENIZER_FILE
@@ -392,7 +351,8 @@ class CrossCheck:
         done = sum(1 for r in records if r.ok)
         if done == 0:
             raise CrossCheckError(f"calibration at batch size {bs}: every request failed")
-        n = num_prompts_for(done / duration, cfg.min_window_s, bs)
+        # Enough requests for min_window_s at the calibrated rate: whole waves, at least four of them.
+        n = bs * max(4, math.ceil(done / duration * cfg.min_window_s / bs))
         self.progress(f"bs {bs}: calibrated {done / duration:.2f} req/s -> {n} requests per window")
         return n
 
@@ -416,14 +376,27 @@ class CrossCheck:
         stem = cfg.out_dir / f"bench_serving-bs{bs}-{pos + 1}"
         output_file = stem.with_suffix(".jsonl")
         output_file.unlink(missing_ok=True)
-        argv = bench_serving_argv(
-            cfg,
-            batch_size=bs,
-            num_prompts=n,
-            dataset_path=self.dataset,
-            output_file=output_file,
-            seed=cfg.seed + pos,
-        )
+        flags: dict[str, object] = {
+            "backend": "sglang",
+            "base-url": cfg.base_url,
+            "tokenizer": cfg.tokenizer,
+            "dataset-name": "random",
+            "dataset-path": self.dataset,
+            "random-input-len": cfg.input_len,
+            "random-output-len": cfg.output_len,
+            "random-range-ratio": 1,
+            "num-prompts": n,
+            "max-concurrency": bs,
+            "request-rate": "inf",
+            "warmup-requests": 0,
+            "flush-cache": None,
+            "seed": cfg.seed + pos,
+            "output-file": output_file,
+            "disable-tqdm": None,
+        }
+        argv = [cfg.python, "-m", "sglang.bench_serving"]
+        for name, value in flags.items():
+            argv += [f"--{name}"] if value is None else [f"--{name}", str(value)]
         env = dict(os.environ)
         if Path(cfg.tokenizer).exists():
             # A local tokenizer never needs the hub; an offline GPU host must not wait on it.

@@ -125,9 +125,7 @@ def assigned_gpus(indices: Sequence[int] | None = None, run: Runner | None = Non
     detected = detect_gpus(run)
     if not detected:
         return []
-    if indices is None:
-        indices = visible_indices()
-    return select_gpus(detected, indices)
+    return select_gpus(detected, visible_indices() if indices is None else indices)
 
 
 def visible_indices() -> list[int] | None:
@@ -136,9 +134,7 @@ def visible_indices() -> list[int] | None:
     if raw is None:
         return None
     parts = [p.strip() for p in raw.split(",") if p.strip()]
-    if not all(p.isdigit() for p in parts):
-        return None
-    return [int(p) for p in parts]
+    return [int(p) for p in parts] if all(p.isdigit() for p in parts) else None
 
 
 def describe(gpus: Sequence[Gpu]) -> tuple[str, int, str]:
@@ -166,8 +162,7 @@ def unmet(
             return f"needs {max(want_count, 1)} x {requires['gpu']}, has {len(fitting)}"
     elif len(gpus) < want_count:
         return f"needs {want_count} GPU(s), has {len(gpus)}"
-    missing = sorted(set(requires.get("labels") or ()) - set(labels))
-    if missing:
+    if missing := sorted(set(requires.get("labels") or ()) - set(labels)):
         return f"needs worker label(s) {', '.join(missing)}"
     offers = offers or {}
     python = requires.get("python")

@@ -73,8 +73,7 @@ def server_cpu_shares(start: ProcessCpu | None, end: ProcessCpu | None, wall_s: 
     )
     if start is None or end is None or wall_s <= 0:
         return out
-    used = _cpu_used(start, end)
-    if not used:
+    if not (used := _cpu_used(start, end)):
         return out
     name, busiest = max(used.values(), key=lambda x: x[1])
     out["server_cpu_pct"] = round(100.0 * sum(cpu for _, cpu in used.values()) / wall_s, 1)
