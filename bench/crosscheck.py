@@ -1,10 +1,9 @@
-"""Cross-check: specbench's client and SGLang's `bench_serving` measure one live server in A B B A turns per
-batch size (A = specbench), so server drift lands on both sides equally. Each window follows one warmup wave
-(sent by specbench) and a cache flush; both send the same number of requests at the same concurrency, input
-and output lengths (`--random-range-ratio 1`) and `ignore_eos`. By design bench_serving sends text and reads
-text, specbench token ids; its ShareGPT file is written here from the server's tokenizer (no hub).
-docs/reference/bench-serving.md lists what this can and cannot expose. bench_serving runs as `python -m
-sglang.bench_serving` of the given interpreter; argv only."""
+"""Cross-check: specbench's client and SGLang's `bench_serving` (`python -m sglang.bench_serving` of the given
+interpreter, argv only) measure one live server in A B B A turns per batch size (A = specbench), so server
+drift lands on both sides. Each window follows a specbench warmup wave and a cache flush; both send as many
+requests at the same concurrency, input and output lengths (`--random-range-ratio 1`) and `ignore_eos`. By
+design bench_serving sends and reads text, specbench token ids; its ShareGPT file is written here from the
+server's tokenizer (no hub). docs/reference/bench-serving.md lists what this can and cannot expose."""
 
 from __future__ import annotations
 

@@ -218,9 +218,7 @@ class ModelShape:
 
 def expected_experts(experts: int, per_token: int, tokens: int) -> float:
     """Distinct experts touched in expectation when each token draws `per_token` of `experts` uniformly."""
-    if experts <= 0 or tokens <= 0:
-        return 0.0
-    return experts * (1.0 - (1.0 - per_token / experts) ** tokens)
+    return 0.0 if experts <= 0 or tokens <= 0 else experts * (1.0 - (1.0 - per_token / experts) ** tokens)
 
 
 @dataclass(frozen=True)

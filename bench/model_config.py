@@ -173,9 +173,7 @@ SHAPE_KEYS: tuple[str, ...] = (
 
 def model_shape(cfg: dict[str, Any] | None) -> dict[str, Any] | None:
     """The SHAPE_KEYS a config has, as plain JSON values; None without a config."""
-    if cfg is None:
-        return None
-    return {k: json.loads(json.dumps(cfg[k])) for k in SHAPE_KEYS if k in cfg}
+    return None if cfg is None else {k: json.loads(json.dumps(cfg[k])) for k in SHAPE_KEYS if k in cfg}
 
 
 def is_shard_of(shard: dict[str, Any], whole: dict[str, Any], tp: int) -> list[str]:

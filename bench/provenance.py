@@ -142,14 +142,6 @@ def git_commit() -> tuple[str | None, int | None]:
     return (env or None), None
 
 
-def _short_hash(parts: list[bytes]) -> str:
-    h = hashlib.sha256()
-    for p in parts:
-        h.update(len(p).to_bytes(8, "little"))
-        h.update(p)
-    return h.hexdigest()[:16]
-
-
 _MODEL_KEYS = (
     "model_identity",
     "model_path",
@@ -179,7 +171,7 @@ def model_info(model_path: str) -> Provenance:
     synth = _synth_summary(path)
     if synth is not None and synth[1]:  # a preset has no weights hash: its identity stays its config's
         parts.append(synth[1].encode())
-    digest = _short_hash(parts)
+    digest = hashlib.sha256(b"".join(len(p).to_bytes(8, "little") + p for p in parts)).hexdigest()[:16]
     return {
         "model_identity": f"{arch}@{digest}"[:200],
         "model_path": str(path),

@@ -1,9 +1,8 @@
-"""CPU lists ("2-7,10") and pinning to them: a launched server's whole process tree, or the runner itself.
-
-On an H200 a speculative server is bound by one host core (its scheduler at 100%), and cores ran Python up to
-2x apart; pinning the server (`server.cpu_affinity`) and the client (`run --client-cpus`) to chosen CPUs takes
-the neighbours out (docs/guide/gpu-hosts.md, "Pinning CPUs"). Linux only: elsewhere a pin is a clear error.
-Affinity is per thread and inherited, so pinning a process means pinning every thread it has now."""
+"""CPU lists ("2-7,10") and pinning to them: a launched server's whole process tree, or the runner itself. On
+an H200 a speculative server is bound by one host core (its scheduler at 100%), and cores ran Python up to 2x
+apart; pinning the server (`server.cpu_affinity`) and the client (`run --client-cpus`) takes the neighbours
+out (docs/guide/gpu-hosts.md, "Pinning CPUs"). Linux only (elsewhere a clear error). Affinity is per thread
+and inherited: pinning a process pins every thread it has now."""
 
 import contextlib
 import itertools
@@ -87,13 +86,6 @@ def supported() -> bool:
     return hasattr(os, "sched_setaffinity")
 
 
-def require_support(what: str) -> None:
-    if not supported():
-        raise AffinityError(
-            f"{what}: CPU pinning needs Linux (os.sched_setaffinity); this host is {sys.platform}"
-        )
-
-
 @dataclass(frozen=True)
 class RunnerPin:
     """This process pinned itself (`pinned_runner`): to `cpus`, from the CPUs it had `before`."""
@@ -112,7 +104,10 @@ def runner_pin() -> RunnerPin | None:
 
 def check_allowed(cpus: Sequence[int], what: str) -> None:
     """AffinityError naming the CPUs of `cpus` outside this host or this process's cgroup/taskset."""
-    require_support(what)
+    if not supported():
+        raise AffinityError(
+            f"{what}: CPU pinning needs Linux (os.sched_setaffinity); this host is {sys.platform}"
+        )
     # What this process may give a server: its own affinity, or what it was before it pinned itself.
     allowed = _runner_pin.before if _runner_pin is not None else frozenset(os.sched_getaffinity(0))
     if outside := sorted(set(cpus) - allowed):

@@ -123,9 +123,7 @@ def assigned_gpus(indices: Sequence[int] | None = None, run: Runner | None = Non
     """The GPUs a run's servers use: `indices` (a worker's `--gpus`) when given, else CUDA_VISIBLE_DEVICES
     when it lists indices, else every GPU detected. None detected at all: no GPU (a stand-in run)."""
     detected = detect_gpus(run)
-    if not detected:
-        return []
-    return select_gpus(detected, visible_indices() if indices is None else indices)
+    return select_gpus(detected, visible_indices() if indices is None else indices) if detected else []
 
 
 def visible_indices() -> list[int] | None:

@@ -84,7 +84,11 @@ def load_trace(path: str | Path) -> dict[str, Any]:
         if not p.is_file():
             raise TraceError(f"{p}: not a regular file")
         with open(p, "rb") as f:
-            raw = _bounded(f.read(2), f, p)
+            gzipped = f.read(2) == b"\x1f\x8b"
+            f.seek(0)
+            raw = (gzip.GzipFile(fileobj=f) if gzipped else f).read(MAX_TRACE_BYTES + 1)
+        if len(raw) > MAX_TRACE_BYTES:
+            raise TraceError(f"{p}: larger than {MAX_TRACE_BYTES // 2**20} MiB of JSON; not a profiler trace")
         data = json.loads(raw)
     except OSError as e:
         raise TraceError(f"{p}: cannot read: {e}") from None
@@ -93,16 +97,6 @@ def load_trace(path: str | Path) -> dict[str, Any]:
     except RecursionError:
         raise TraceError(f"{p}: not a (gzipped) JSON trace: nested too deep") from None
     return as_trace(data, str(p))
-
-
-def _bounded(magic: bytes, f: Any, p: Path) -> bytes:
-    """The file's content (decompressed when gzipped), at most MAX_TRACE_BYTES."""
-    f.seek(0)
-    stream = gzip.GzipFile(fileobj=f) if magic == b"\x1f\x8b" else f
-    raw = stream.read(MAX_TRACE_BYTES + 1)
-    if len(raw) > MAX_TRACE_BYTES:
-        raise TraceError(f"{p}: larger than {MAX_TRACE_BYTES // 2**20} MiB of JSON; not a profiler trace")
-    return bytes(raw)
 
 
 def as_trace(data: Any, source: str = "<trace>") -> dict[str, Any]:

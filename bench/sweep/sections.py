@@ -82,11 +82,6 @@ class SimSettings(Strict):
         return v
 
 
-def _yaml_off(v: Any) -> Any:
-    """YAML 1.1 reads a bare `off` as false: `balanced_routing: off` means "off", not a type error."""
-    return "off" if v is False else v
-
-
 class ServerSpec(Strict):
     backend: Backend = "sglang"
     base_url: Text | None = None
@@ -105,7 +100,10 @@ class ServerSpec(Strict):
     # `dummy`: weights from config.json alone (`--load-format dummy`); `auto` passes no flag.
     load_format: LoadFormat = "auto"
     # Dummy-weight MoE routing collapses; `auto` balances it (bench/server/routing.py), `off` warns.
-    balanced_routing: Annotated[Literal["auto", "off"], BeforeValidator(_yaml_off)] = "auto"
+    # YAML 1.1 reads a bare `off` as false: `balanced_routing: off` means "off", not a type error.
+    balanced_routing: Annotated[
+        Literal["auto", "off"], BeforeValidator(lambda v: "off" if v is False else v)
+    ] = "auto"
     # Keep both servers of a v1/v2 pair up and interleave their repeats; falls back to alternating restarts.
     pair_colocate: bool = True
     # Pin the server to these CPUs ("2-7,10" or [2, 3]); None = the runner's (docs/guide/gpu-hosts.md).
