@@ -225,8 +225,7 @@ def parse_bench_serving(line: dict[str, Any], *, batch_size: int, position: int,
         m = metrics_of(line)
     except BenchServingFormatError as e:  # a figure of the wrong type or out of range: one line, no traceback
         raise CrossCheckError(f"{source}: bench_serving's result: {e}") from None
-    missing = [catalog.get(k).bench_serving for k in _REQUIRED if k not in m]
-    if missing:
+    if missing := [catalog.get(k).bench_serving for k in _REQUIRED if k not in m]:
         raise CrossCheckError(f"{source}: bench_serving's result has no {', '.join(map(str, missing))}")
     return WindowResult.of(BENCH_SERVING, batch_size, position, int(m["completed"]), m, source=source)
 

@@ -66,8 +66,7 @@ def vcs_commit(name: str) -> str | None:
 
 def flash_mla_source() -> str:
     """FlashMLA's package: sgl_kernel.flash_mla (0.5.13.x) or sgl-flash-mla, from file lists."""
-    version = package_version(_FLASH_MLA_DIST)
-    if version != NONE:
+    if (version := package_version(_FLASH_MLA_DIST)) != NONE:
         return f"{_FLASH_MLA_DIST} {version}"
     for name in _SGL_KERNEL_DISTS:
         d = _dist(name)

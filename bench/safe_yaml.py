@@ -39,8 +39,7 @@ class _Loader(_BaseLoader):  # type: ignore[misc]
         return super().construct_mapping(node, deep=deep)
 
     def construct_yaml_int(self, node: ScalarNode) -> int:  # type: ignore[override]
-        digits = sum(c.isdigit() for c in str(node.value))
-        if digits > MAX_INT_DIGITS:
+        if (digits := sum(c.isdigit() for c in str(node.value))) > MAX_INT_DIGITS:
             line = node.start_mark.line + 1
             raise YAMLLimitError(f"integer with {digits} digits (line {line}); at most {MAX_INT_DIGITS}")
         return super().construct_yaml_int(node)  # type: ignore[no-any-return]

@@ -66,8 +66,7 @@ def unusable(launch: LaunchOutputs) -> str | None:
     if errors := first.errors:
         kinds = sorted({e.split(":", 1)[0] for e in errors})
         return f"{len(errors)}/{len(first.requests)} check requests failed ({', '.join(kinds)}: {errors[0][:200]})"
-    short = [i for i, r in enumerate(first.requests) if len(r.output_ids) != launch.output_len]
-    if short:
+    if short := [i for i, r in enumerate(first.requests) if len(r.output_ids) != launch.output_len]:
         i = short[0]
         return (
             f"{len(short)}/{len(first.requests)} check requests returned another length than the "

@@ -152,8 +152,7 @@ def pin_tree(pid: int, cpus: Sequence[int]) -> TreePin:
             out.threads += 1
         for tid in tids:
             with contextlib.suppress(ProcessLookupError):
-                got = frozenset(os.sched_getaffinity(tid))
-                if got != wanted:
+                if (got := frozenset(os.sched_getaffinity(tid))) != wanted:
                     out.stray.append(
                         f"thread {tid} of process {proc.pid} ({_name(proc)}) runs on CPUs {format_cpu_list(got)}, "
                         f"not {format_cpu_list(wanted)}"

@@ -151,8 +151,7 @@ def unmet(
 ) -> str | None:
     """Why these GPUs, labels and offers (HostPolicy.offered) do not meet the requirements, or None."""
     want_count = int(requires.get("count", 0) or 0)
-    want_name = str(requires.get("gpu") or "").lower()
-    if want_name:
+    if want_name := str(requires.get("gpu") or "").lower():
         fitting = [g for g in gpus if want_name in g.name.lower()]
         if not fitting and want_count <= 1:
             return f"needs one {requires['gpu']} GPU"

@@ -51,8 +51,7 @@ def summarize_repeats(repeats: Sequence[Repeat]) -> PointSummary:
         else:
             metrics[m.name] = float(statistics.median(values))
     low = high = None
-    throughputs = [float(v) for r in measured if (v := r.metrics.get("output_throughput")) is not None]
-    if throughputs:
+    if throughputs := [float(v) for r in measured if (v := r.metrics.get("output_throughput")) is not None]:
         _, low, high = median_ci(throughputs)
     return PointSummary(
         status=worst.status,
