@@ -56,10 +56,9 @@ class SweepSpec(Strict):
 
     @property
     def warmup_after_start_s(self) -> float:
-        explicit = self.warmup.after_start_s
-        return (
-            (self.min_window_s if self.server.backend == "sglang" else 0.0) if explicit is None else explicit
-        )
+        if self.warmup.after_start_s is not None:
+            return self.warmup.after_start_s
+        return self.min_window_s if self.server.backend == "sglang" else 0.0
 
     @property
     def drift_check(self) -> bool:
