@@ -27,8 +27,7 @@ def abba_order(repeats: int) -> list[tuple[int, Side]]:
 
 
 def paired_repeats(a: Mapping[int, int | None], b: Mapping[int, int | None]) -> list[int]:
-    """The repeats both sides hold from one invocation (repeat -> invocation; None: before they were
-    recorded): windows of different invocations ran on other servers, so pair with nothing."""
+    """Repeats both sides hold from one invocation (None: unrecorded); other invocations ran other servers."""
     return sorted(r for r in set(a) & set(b) if a[r] == b[r])
 
 

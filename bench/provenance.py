@@ -69,13 +69,9 @@ def flash_mla_source() -> str:
     if (version := package_version(_FLASH_MLA_DIST)) != NONE:
         return f"{_FLASH_MLA_DIST} {version}"
     for name in _SGL_KERNEL_DISTS:
-        d = _dist(name)
-        if d is None:
-            continue
-        files = d.files
-        if files is None or any("flash_mla" in str(f) for f in files):  # no RECORD: trust the package
-            return f"{name} {d.version}"
-        return NONE
+        if (d := _dist(name)) is not None:
+            has = d.files is None or any("flash_mla" in str(f) for f in d.files)  # no RECORD: trust it
+            return f"{name} {d.version}" if has else NONE
     return NONE
 
 

@@ -88,8 +88,7 @@ def group_alive(pgid: int) -> bool:
 
 
 def stat_fields(stat: str) -> list[str]:
-    """The fields of a /proc stat line after the command name (proc(5)'s field N at index N - 3), split after
-    the last ')' since the name may hold spaces or parentheses."""
+    """A /proc stat line's fields after the name (field N at index N - 3), split at the last ')'."""
     return stat[stat.rfind(")") + 2 :].split()
 
 

@@ -96,14 +96,10 @@ def load_trace(path: str | Path) -> dict[str, Any]:
         raise TraceError(f"{p}: not a (gzipped) JSON trace: {e}") from None
     except RecursionError:
         raise TraceError(f"{p}: not a (gzipped) JSON trace: nested too deep") from None
-    return as_trace(data, str(p))
-
-
-def as_trace(data: Any, source: str = "<trace>") -> dict[str, Any]:
     if isinstance(data, list):  # the bare JSON-array form of the Chrome trace format
         data = {"traceEvents": data}
     if not isinstance(data, dict) or not isinstance(data.get("traceEvents"), list):
-        raise TraceError(f"{source}: no traceEvents list (not a Chrome trace)")
+        raise TraceError(f"{p}: no traceEvents list (not a Chrome trace)")
     return data
 
 

@@ -13,8 +13,7 @@ from bench.host.processes import describe_exit, log_tail_of, terminate_group
 
 
 class LaunchError(RuntimeError):
-    """The server could not be started or reached (exit code and log tail in the message); `known_bug`: the
-    known SGLang bug identified, whose line opens the message."""
+    """The server could not start or be reached (message: exit code, log tail); `known_bug`: its known bug."""
 
     def __init__(
         self,

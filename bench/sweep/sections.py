@@ -166,8 +166,7 @@ class WarmupSpec(Strict):
 
 
 class CorrectnessSpec(Strict):
-    """The correctness check every launch gets (correctness-gate.md): seeded greedy prompts before its
-    windows; spec launches must match the baseline's tokens and v2's acceptance v1's."""
+    """Pre-window check (correctness-gate.md): greedy tokens match the baseline's, v2's acceptance v1's."""
 
     enabled: bool = True
     prompts: int = Field(16, ge=1, le=256)

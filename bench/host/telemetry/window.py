@@ -35,8 +35,7 @@ from bench.host.telemetry.server_cpu import (
 
 
 def on_cpu_pct(samples: Sequence[ProbeSample], placed: Sequence[tuple[float, int]]) -> float | None:
-    """Percent of probe samples taken on the CPU a process was on (`placed`: (monotonic time, CPU) per
-    telemetry sample) at the nearest telemetry sample; None without both."""
+    """Percent of probe samples on the CPU `placed` (monotonic time, CPU) shows nearest in time; or None."""
     if not samples or not placed:
         return None
     ats = [at for at, _ in placed]
@@ -111,14 +110,17 @@ class WindowTelemetry:
         except (OSError, AttributeError):  # gone; not Linux (no sched_getaffinity)
             self.follow_errors += 1
 
+    def _read_gpus(self) -> None:
+        if self.read is not None:
+            try:
+                self.readings.append(self.read())
+            except Exception:  # a flaky read costs one sample, never the window
+                self.errors += 1
+
     def _loop(self) -> None:
         moved_to: int | None = None  # the CPU the probe was last moved to
         while True:
-            if self.read is not None:
-                try:
-                    self.readings.append(self.read())
-                except Exception:  # a flaky read costs one sample, never the window
-                    self.errors += 1
+            self._read_gpus()
             # Each server process read once per sample: the CPU it is on, and its CPU seconds for _follow.
             now = processes_now(self._server_procs)
             at = time.monotonic()
@@ -150,11 +152,7 @@ class WindowTelemetry:
             self._stop.set()
             self._thread.join(timeout=10)
             self._thread = None
-            if self.read is not None:
-                try:  # one reading at the very end, so even a short window has two
-                    self.readings.append(self.read())
-                except Exception:
-                    self.errors += 1
+            self._read_gpus()  # one reading at the very end, so even a short window has two
         self.load_end = host_load()
         self.cpu_end = read_cpu_counters()
         self.server_end = process_tree_cpu(self.server_pid) if self.server_pid is not None else None
