@@ -160,12 +160,8 @@ class LoadClient:
     ) -> RequestRecord:
         rec = RequestRecord(index=index, prompt_len=prompt.prompt_len, max_new_tokens=prompt.output_len)
         params = {"max_new_tokens": prompt.output_len, "temperature": temperature, "ignore_eos": True}
-        payload: dict[str, Any] = {"sampling_params": params, "stream": True}
-        if prompt.input_ids is not None:
-            payload["input_ids"] = prompt.input_ids
-        else:
-            payload["text"] = prompt.text
-        body = orjson.dumps(payload)
+        key, v = ("input_ids", prompt.input_ids) if prompt.input_ids is not None else ("text", prompt.text)
+        body = orjson.dumps({"sampling_params": params, "stream": True, key: v})
         perf = time.perf_counter
         t_send = perf()
         rec.start = t_send - (t_send if t0 is None else t0)

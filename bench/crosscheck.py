@@ -234,8 +234,7 @@ def last_jsonl_line(path: Path) -> dict[str, Any]:
     lines = [ln for ln in path.read_text().splitlines() if ln.strip()]
     if not lines:
         raise CrossCheckError(f"bench_serving wrote no result to {path}")
-    out: dict[str, Any] = json.loads(lines[-1])
-    return out
+    return json.loads(lines[-1])
 
 
 PROMPT_TOKENS_METRIC = "sglang:prompt_tokens_total"
