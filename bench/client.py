@@ -26,8 +26,7 @@ _SEP = b"\n\n"
 _JSON_HEADERS = {"Content-Type": "application/json"}
 # Errors after which sending more requests only repeats the failure (slowly, for a hung server).
 _STOP_DISPATCH_ON = ("stalled", "connect timeout", "connection refused")
-# How much of an error body to keep in a record: enough for SGLang's one-line messages.
-_ERROR_BODY_CHARS = 300
+_ERROR_BODY_CHARS = 300  # error body kept in a record: enough for SGLang's one-line messages
 
 
 class RedirectRefused(aiohttp.ClientResponseError):

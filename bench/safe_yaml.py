@@ -13,8 +13,7 @@ MAX_DEPTH = 50  # nesting of mappings/lists
 MAX_ALIASES = 200
 MAX_NODES = 100_000  # values after alias expansion: what a consumer walking the data will see
 MAX_INT_DIGITS = 40
-# PyYAML's scanner is quadratic in open flow brackets (5,000 take a second); no sweep needs a thousand.
-MAX_BRACKETS = 1000
+MAX_BRACKETS = 1000  # PyYAML scans open flow brackets in quadratic time (5,000 take 1 s); no sweep needs 1000
 
 
 class YAMLLimitError(ValueError):

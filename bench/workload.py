@@ -19,8 +19,7 @@ from bench.sweep import MAX_TOKENS, WorkloadSpec
 FIRST_RANDOM_ID = 2  # ids 0 and 1 are bos/eos in most vocabularies; a random prompt never contains them
 # Problems listed at once for a bad file before giving up; enough to spot a pattern, not a wall of text.
 _MAX_REPORTED_PROBLEMS = 10
-# A workload file is read whole: at most this much (ShareGPT as JSONL is ~600 MB).
-MAX_WORKLOAD_BYTES = 1 << 30
+MAX_WORKLOAD_BYTES = 1 << 30  # read whole, so at most this much (ShareGPT as JSONL is ~600 MB)
 
 
 class WorkloadError(ValueError):

@@ -16,10 +16,8 @@ import psutil
 
 from bench.host.processes import process_tree
 
-# The kernel's largest NR_CPUS (CONFIG_MAXSMP): a larger CPU is a typo, and a range up to it stays small.
-MAX_CPU = 8191
-# A CPU list longer than this is not a list someone typed (8192 CPUs as single numbers fit in ~40k).
-MAX_TEXT = 50_000
+MAX_CPU = 8191  # the kernel's largest NR_CPUS (CONFIG_MAXSMP): more is a typo; a range up to it stays small
+MAX_TEXT = 50_000  # longer is no CPU list someone typed (8192 CPUs as single numbers fit in ~40k)
 EXPECTED = 'expected a Linux CPU list such as "2-7,10", or a list of CPU numbers such as [2, 3]'
 _ITEM = re.compile(r"([0-9]+)(?:-([0-9]+))?")  # ASCII digits only: str.isdigit() also takes "²"
 

@@ -61,8 +61,7 @@ class KnownBug:
     ) -> bool:
         """Whether a server of this release, backend, mode, steps (None: unknown) and patch takes the path;
         ValueError for an unreadable version."""
-        # Read even for an open bug: an unreadable version is the caller's to hear.
-        release = release3(version)
+        release = release3(version)  # read even for an open bug: a bad version is the caller's to hear
         if self.fixed_in is not None and release >= self.fixed_in:
             return False
         if self.fix_patch is not None and carries(patch, self.fix_patch):

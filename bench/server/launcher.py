@@ -83,16 +83,13 @@ class LaunchedServer:
     resolved: ResolvedMode
     # Nothing of the launch for an external server (attached, not started).
     argv: list[str] = field(default_factory=list)
-    # Only the variables specbench set on top of its own environment.
-    env_delta: dict[str, str] = field(default_factory=dict)
+    env_delta: dict[str, str] = field(default_factory=dict)  # only what specbench set over its own base
     log_path: Path | None = None
     pid: int | None = None
     startup_s: float = 0.0
     server_info: dict[str, Any] = field(default_factory=dict)
-    # Empty when the server runs what was asked; otherwise one human line per difference.
-    mismatches: list[str] = field(default_factory=list)
-    # Adaptations to the version (renamed flags) and other facts worth keeping with the run.
-    notes: list[str] = field(default_factory=list)
+    mismatches: list[str] = field(default_factory=list)  # one human line per difference from what was asked
+    notes: list[str] = field(default_factory=list)  # version adaptations (renamed flags), other facts to keep
     # The CPUs every thread of the server's processes was pinned to and read back on; None: not pinned.
     cpu_affinity: list[int] | None = None
     # Expert routing of a dummy-weight MoE launch (bench/server/routing.py); None: real weights or dense.
@@ -419,8 +416,7 @@ class LaunchPlan:
     env: dict[str, str]  # the server's whole environment: env_delta over the host's small base
     cpus: cpu_affinity.CpuList | None = None  # what the server is pinned to; None: not pinned
     cpu_notes: tuple[str, ...] = ()  # why it is pinned when the sweep did not ask, overlaps with the client
-    # Dummy-weight MoE routing and its env.
-    routing: RoutingPlan = field(default_factory=lambda: RoutingPlan(None))
+    routing: RoutingPlan = field(default_factory=lambda: RoutingPlan(None))  # dummy-weight MoE routing
 
 
 def plan_launch(

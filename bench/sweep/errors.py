@@ -8,8 +8,7 @@ from pydantic import BaseModel
 
 from bench.sweep.spec import SweepSpec
 
-# Past this many problems a sweep is wrong as a whole: the rest are counted (a 64^3 grid gave 1.2 MB once).
-MAX_PROBLEMS = 20
+MAX_PROBLEMS = 20  # past this a sweep is wrong as a whole; the rest are counted (a 64^3 grid gave 1.2 MB)
 
 
 class SweepError(ValueError):

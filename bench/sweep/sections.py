@@ -95,8 +95,7 @@ class ServerSpec(Strict):
     startup_timeout_s: Seconds = 900.0
     # Start up to this many of the sweep's servers together, then measure them one at a time (see README).
     max_parallel_starts: int = Field(1, ge=1, le=16)
-    # Interpreter that runs `-m sglang.launch_server`; None = the one running specbench.
-    python: PathText | None = None
+    python: PathText | None = None  # interpreter running `-m sglang.launch_server`; None = specbench's own
     # `dummy`: weights from config.json alone (`--load-format dummy`); `auto` passes no flag.
     load_format: LoadFormat = "auto"
     # Dummy-weight MoE routing collapses; `auto` balances it (bench/server/routing.py), `off` warns.
@@ -177,8 +176,7 @@ class CorrectnessSpec(Strict):
     max_diverging_prompts: int = Field(0, ge=0, le=256)
     # v2's token-weighted acceptance over v1's (or the reference's) below this fails.
     min_acceptance_ratio: float = Field(0.95, gt=0.0, le=1.0)
-    # The baseline answers twice, batched and one at a time: the floor for max_diverging_prompts.
-    self_check: bool = True
+    self_check: bool = True  # baseline answers batched and one at a time: the floor for max_diverging_prompts
 
 
 class MeasureSpec(Strict):
@@ -188,8 +186,7 @@ class MeasureSpec(Strict):
     min_window_s: float | None = Field(None, ge=0.0, le=3600.0)
     # Interleave (ABBA) each v1/v2 pair; false = one server at a time (max_parallel_starts applies to all).
     paired: bool = True
-    # Re-measure the first point at the end (drift); None = on for GPU servers and pairs.
-    drift_check: bool | None = None
+    drift_check: bool | None = None  # re-measure point 1 last (drift); None = on for GPU servers and pairs
     # |reported - pinned| accept length above this marks the repeat invalid (grid.accept_lengths).
     accept_length_tolerance: float = Field(0.15, gt=0.0, le=64.0)
     # A window whose median SM clock is below this fraction of the run's highest is flagged `throttled`.

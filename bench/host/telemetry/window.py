@@ -57,8 +57,7 @@ class WindowTelemetry:
     source: str
     read: ReadFn | None
     interval_s: float = 0.25
-    # The launched server; None for an external one (its processes are elsewhere).
-    server_pid: int | None = None
+    server_pid: int | None = None  # the launched server; None for an external one (processes elsewhere)
     # The host's Python speed (bench.host.cpu_probe), shared by the run's windows; None: not measured.
     probe: CpuProbe | None = None
     # "server": follow the busiest server process's CPU at each sample, back at stop(); "runner": stay.
