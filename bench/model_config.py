@@ -14,8 +14,7 @@ from bench.files import FileReadError, read_regular_file, regular_file_problem
 
 CONFIG_FILE = "config.json"
 SYNTH_MANIFEST = "specbench_synth.json"  # a synthetic checkpoint's (synthetic/model)
-# A config.json is a few KiB; DeepSeek-V3's with its quantization table is under 10 KiB.
-MAX_CONFIG_BYTES = 16 << 20
+MAX_CONFIG_BYTES = 16 << 20  # config.json is a few KiB (DeepSeek-V3's with quantization table: < 10 KiB)
 # The vocabulary before `build_prompts` read the model's: the default without a local config.
 DEFAULT_VOCAB_SIZE = 32_000
 # Names of the routed-expert count across MoE configs (DeepSeek, Qwen-MoE, Mixtral).

@@ -165,10 +165,8 @@ def translate_args(
         if name in PATH_FLAGS and (msg := path_value_problem(f"server.args.{name}", value)):
             problems.append(msg)
             continue
-        if value is False:
-            continue
-        if value is True:
-            out.append(f"--{target}")
+        if isinstance(value, bool):  # True: the bare flag; False: left out
+            out += [f"--{target}"] if value else []
             continue
         if isinstance(value, (str, int, float)):
             if (one := _render_value(name, value, problems)) is not None:
