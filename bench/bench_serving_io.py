@@ -149,7 +149,7 @@ def read_line(raw: str | bytes) -> ResultLine:
     random = isinstance(dataset, str) and dataset.startswith("random")
 
     def length(side: str) -> int:
-        """The input or output length; without fixed lengths the file knows only totals: the mean stands in."""
+        """The input or output length; without fixed lengths the file has only totals: the mean stands in."""
         if random and line.get(f"random_{side}_len") is not None:
             return _count(line, f"random_{side}_len", least=1) or 0
         return round((_count(line, f"total_{side}_tokens", required=True) or 0) / completed)

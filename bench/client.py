@@ -10,7 +10,6 @@ import re
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
-from types import TracebackType
 from typing import Any
 
 import aiohttp
@@ -27,8 +26,7 @@ _SEP = b"\n\n"
 _JSON_HEADERS = {"Content-Type": "application/json"}
 # Errors after which sending more requests only repeats the failure (slowly, for a hung server).
 _STOP_DISPATCH_ON = ("stalled", "connect timeout", "connection refused")
-# How much of an error body to keep in a record: enough for SGLang's one-line messages.
-_ERROR_BODY_CHARS = 300
+_ERROR_BODY_CHARS = 300  # error body kept in a record: enough for SGLang's one-line messages
 
 
 class RedirectRefused(aiohttp.ClientResponseError):
@@ -73,9 +71,7 @@ class LoadClient:
         await self.open()
         return self
 
-    async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
+    async def __aexit__(self, *exc: object) -> None:
         await self.close()
 
     async def open(self) -> None:
@@ -100,8 +96,6 @@ class LoadClient:
             raise RuntimeError("LoadClient is not open; use `async with LoadClient(...)`")
         return self._session
 
-    # ---- control endpoints -------------------------------------------------------------------------------
-
     async def server_info(self, timeout_s: float = 30.0) -> dict[str, Any]:
         """GET /server_info, falling back to the deprecated /get_server_info where the first is a 404."""
         timeout = aiohttp.ClientTimeout(total=timeout_s)
@@ -114,8 +108,7 @@ class LoadClient:
                     if resp.status != 200:  # the body is not SGLang's: never kept (bench/server/http.py)
                         raise RuntimeError(f"GET {path}: HTTP {resp.status} (the reply is not kept)")
                     self._info_path = path
-                    info: dict[str, Any] = orjson.loads(body)
-                    return info
+                    return orjson.loads(body)
             except RedirectRefused as e:
                 raise RuntimeError(f"GET {path}: HTTP {e.status}, {e.message}") from None
             except aiohttp.ClientConnectorError as e:
@@ -155,8 +148,6 @@ class LoadClient:
                 delay = min(delay * 2.0, 8.0)
         raise FlushError(f"/flush_cache not accepted after {attempt} attempt(s); last answer: {last}")
 
-    # ---- generation ----------------------------------------------------------------------------------------
-
     async def _generate(
         self,
         prompt: Prompt,
@@ -168,21 +159,14 @@ class LoadClient:
     ) -> RequestRecord:
         rec = RequestRecord(index=index, prompt_len=prompt.prompt_len, max_new_tokens=prompt.output_len)
         params = {"max_new_tokens": prompt.output_len, "temperature": temperature, "ignore_eos": True}
-        payload: dict[str, Any] = {"sampling_params": params, "stream": True}
-        if prompt.input_ids is not None:
-            payload["input_ids"] = prompt.input_ids
-        else:
-            payload["text"] = prompt.text
-        body = orjson.dumps(payload)
+        key, v = ("input_ids", prompt.input_ids) if prompt.input_ids is not None else ("text", prompt.text)
+        body = orjson.dumps({"sampling_params": params, "stream": True, key: v})
         perf = time.perf_counter
         t_send = perf()
         rec.start = t_send - (t_send if t0 is None else t0)
         try:
             async with self.session.post(
-                self.base_url + "/generate",
-                data=body,
-                headers=_JSON_HEADERS,
-                timeout=timeout,
+                self.base_url + "/generate", data=body, headers=_JSON_HEADERS, timeout=timeout
             ) as resp:
                 if resp.status != 200:
                     rec.error = f"HTTP {resp.status}: {_snippet(await resp.read())}"
@@ -238,13 +222,11 @@ class LoadClient:
         min_duration_s: float = 0.0,
         more: Callable[[int], Prompt] | None = None,
     ) -> tuple[list[RequestRecord], float]:
-        """Send every prompt with exactly `concurrency` requests in flight; with `min_duration_s` and `more`,
-        go on past the prompts (prompt `i` = `more(i)`) until that long has passed, then drain.
-
-        Each worker pulls the next index as its request ends. Dispatch stops when the server refuses, a
-        connect times out or a request stalls; unsent prompts get records with neither error nor end
-        ("incomplete"). Returns the records in prompt order and the window duration (first send to last
-        end)."""
+        """Send every prompt with exactly `concurrency` requests in flight (each worker takes the next index
+        as its request ends); with `min_duration_s` and `more`, go on past the prompts (prompt `i` =
+        `more(i)`) until that long has passed, then drain. Dispatch stops when the server refuses, a connect
+        times out or a request stalls; unsent prompts get records with neither error nor end ("incomplete").
+        Returns the records in prompt order and the window duration (first send to last end)."""
         if concurrency < 1:
             raise ValueError(f"concurrency must be >= 1, got {concurrency}")
         n = len(prompts)
@@ -327,8 +309,7 @@ async def _read_stream(content: aiohttp.StreamReader, rec: RequestRecord, t_send
         for buf, pos in segments:
             end = len(buf) - 1
             scan = pos
-            # One-byte find is memchr (10x a two-byte needle); events hold no raw newline: a newline
-            # separates.
+            # One-byte find is memchr (10x a two-byte needle); events hold no raw newline, so one separates.
             while 0 <= (j := buf.find(10, scan)) < end:  # 10: "\n"
                 if buf[j + 1] != 10:
                     scan = j + 1

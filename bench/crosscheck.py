@@ -1,10 +1,9 @@
-"""Cross-check: specbench's client and SGLang's `bench_serving` measure one live server in A B B A turns per
-batch size (A = specbench), so server drift lands on both sides equally. Each window follows one warmup wave
-(sent by specbench) and a cache flush; both send the same number of requests at the same concurrency, input
-and output lengths (`--random-range-ratio 1`) and `ignore_eos`. By design bench_serving sends text and reads
-text, specbench token ids; its ShareGPT file is written here from the server's tokenizer (no hub).
-docs/reference/bench-serving.md lists what this can and cannot expose. bench_serving runs as `python -m
-sglang.bench_serving` of the given interpreter; argv only."""
+"""Cross-check: specbench's client and SGLang's `bench_serving` (`python -m sglang.bench_serving` of the given
+interpreter, argv only) measure one live server in A B B A turns per batch size (A = specbench), so server
+drift lands on both sides. Each window follows a specbench warmup wave and a cache flush; both send as many
+requests at the same concurrency, input and output lengths (`--random-range-ratio 1`) and `ignore_eos`. By
+design bench_serving sends and reads text, specbench token ids; its ShareGPT file is written here from the
+server's tokenizer (no hub). docs/reference/bench-serving.md lists what this can and cannot expose."""
 
 from __future__ import annotations
 
@@ -182,47 +181,6 @@ def order(rounds: int) -> list[Side]:
     return list(ROUND) * rounds
 
 
-def num_prompts_for(request_rate: float, min_window_s: float, batch_size: int) -> int:
-    """Enough requests for `min_window_s` at the calibrated rate: whole waves, at least four of them."""
-    if request_rate <= 0:
-        return 4 * batch_size
-    waves = max(4, math.ceil(request_rate * min_window_s / batch_size))
-    return waves * batch_size
-
-
-def bench_serving_argv(
-    cfg: CrossCheckConfig,
-    *,
-    batch_size: int,
-    num_prompts: int,
-    dataset_path: Path,
-    output_file: Path,
-    seed: int,
-) -> list[str]:
-    flags: dict[str, object] = {
-        "backend": "sglang",
-        "base-url": cfg.base_url,
-        "tokenizer": cfg.tokenizer,
-        "dataset-name": "random",
-        "dataset-path": dataset_path,
-        "random-input-len": cfg.input_len,
-        "random-output-len": cfg.output_len,
-        "random-range-ratio": 1,
-        "num-prompts": num_prompts,
-        "max-concurrency": batch_size,
-        "request-rate": "inf",
-        "warmup-requests": 0,
-        "flush-cache": None,
-        "seed": seed,
-        "output-file": output_file,
-        "disable-tqdm": None,
-    }
-    argv = [cfg.python, "-m", "sglang.bench_serving"]
-    for name, value in flags.items():
-        argv += [f"--{name}"] if value is None else [f"--{name}", str(value)]
-    return argv
-
-
 def tokenizer_json(tokenizer: str) -> Path:
     p = Path(tokenizer)
     found = p if p.is_file() else p / TOKENIZER_FILE
@@ -235,8 +193,7 @@ def tokenizer_json(tokenizer: str) -> Path:
 
 
 def write_sharegpt(path: Path, tokenizer: str, *, conversations: int, words: int, seed: int) -> int:
-    """A ShareGPT-format file for `--dataset-name random`: each human turn is `words` random ordinary tokens
-    of the server's tokenizer, as text; returns the vocabulary size."""
+    """A ShareGPT file for `--dataset-name random`: turns of `words` random tokens; returns the vocab size."""
     from tokenizers import Tokenizer
 
     tok = Tokenizer.from_file(str(tokenizer_json(tokenizer)))
@@ -268,8 +225,7 @@ def parse_bench_serving(line: dict[str, Any], *, batch_size: int, position: int,
         m = metrics_of(line)
     except BenchServingFormatError as e:  # a figure of the wrong type or out of range: one line, no traceback
         raise CrossCheckError(f"{source}: bench_serving's result: {e}") from None
-    missing = [catalog.get(k).bench_serving for k in _REQUIRED if k not in m]
-    if missing:
+    if missing := [catalog.get(k).bench_serving for k in _REQUIRED if k not in m]:
         raise CrossCheckError(f"{source}: bench_serving's result has no {', '.join(map(str, missing))}")
     return WindowResult.of(BENCH_SERVING, batch_size, position, int(m["completed"]), m, source=source)
 
@@ -278,8 +234,7 @@ def last_jsonl_line(path: Path) -> dict[str, Any]:
     lines = [ln for ln in path.read_text().splitlines() if ln.strip()]
     if not lines:
         raise CrossCheckError(f"bench_serving wrote no result to {path}")
-    out: dict[str, Any] = json.loads(lines[-1])
-    return out
+    return json.loads(lines[-1])
 
 
 PROMPT_TOKENS_METRIC = "sglang:prompt_tokens_total"
@@ -298,8 +253,7 @@ def prompt_tokens_from_metrics(text: str) -> int | None:
 
 
 async def metrics_page(client: LoadClient) -> str | None:
-    """The server's `/metrics` text, or None (no `--enable-metrics`, transport trouble); asks for identity
-    encoding and still undoes a gzip."""
+    """`/metrics` as text (asked unencoded, gzip still undone), or None (metrics off, transport trouble)."""
     try:
         async with client.session.get(
             client.base_url + "/metrics", headers={"Accept-Encoding": "identity"}
@@ -345,8 +299,7 @@ class CrossCheck:
                 prompts = build_prompts(workload, n, vocab_size=self.vocab)
                 comp = Comparison(batch_size=bs, num_prompts=n)
                 for pos, side in enumerate(order(cfg.rounds)):
-                    # One warmup wave before every window (specbench's, both sides): counters cover the window
-                    # alone.
+                    # One specbench warmup wave before each window: the counters then cover the window alone.
                     await client.run_closed_loop(prompts[:bs], bs, cfg.request_timeout_s)
                     before = await self._prompt_tokens(client)
                     if side == SPECBENCH:
@@ -395,7 +348,8 @@ class CrossCheck:
         done = sum(1 for r in records if r.ok)
         if done == 0:
             raise CrossCheckError(f"calibration at batch size {bs}: every request failed")
-        n = num_prompts_for(done / duration, cfg.min_window_s, bs)
+        # Enough requests for min_window_s at the calibrated rate: whole waves, at least four of them.
+        n = bs * max(4, math.ceil(done / duration * cfg.min_window_s / bs))
         self.progress(f"bs {bs}: calibrated {done / duration:.2f} req/s -> {n} requests per window")
         return n
 
@@ -419,14 +373,27 @@ class CrossCheck:
         stem = cfg.out_dir / f"bench_serving-bs{bs}-{pos + 1}"
         output_file = stem.with_suffix(".jsonl")
         output_file.unlink(missing_ok=True)
-        argv = bench_serving_argv(
-            cfg,
-            batch_size=bs,
-            num_prompts=n,
-            dataset_path=self.dataset,
-            output_file=output_file,
-            seed=cfg.seed + pos,
-        )
+        flags: dict[str, object] = {
+            "backend": "sglang",
+            "base-url": cfg.base_url,
+            "tokenizer": cfg.tokenizer,
+            "dataset-name": "random",
+            "dataset-path": self.dataset,
+            "random-input-len": cfg.input_len,
+            "random-output-len": cfg.output_len,
+            "random-range-ratio": 1,
+            "num-prompts": n,
+            "max-concurrency": bs,
+            "request-rate": "inf",
+            "warmup-requests": 0,
+            "flush-cache": None,
+            "seed": cfg.seed + pos,
+            "output-file": output_file,
+            "disable-tqdm": None,
+        }
+        argv = [cfg.python, "-m", "sglang.bench_serving"]
+        for name, value in flags.items():
+            argv += [f"--{name}"] if value is None else [f"--{name}", str(value)]
         env = dict(os.environ)
         if Path(cfg.tokenizer).exists():
             # A local tokenizer never needs the hub; an offline GPU host must not wait on it.

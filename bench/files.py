@@ -9,6 +9,7 @@ from pathlib import Path
 
 # Pseudo file systems: their files claim to be regular, with a size of 0, and are not data.
 PSEUDO_ROOTS = ("/proc", "/sys", "/dev")
+_NOT_REGULAR = "not a regular file (a directory, FIFO, socket or device is never read)"
 
 
 class FileReadError(ValueError):
@@ -25,7 +26,7 @@ def regular_file_problem(path: str | Path, cap: int, what: str = "a file") -> st
     except OSError as e:
         return f"{path}: cannot read ({e.strerror or e})"
     if not stat.S_ISREG(st.st_mode):
-        return f"{path}: not a regular file (a directory, FIFO, socket or device is never read)"
+        return f"{path}: {_NOT_REGULAR}"
     if st.st_size > cap:
         return f"{path}: {st.st_size:,} bytes, more than the {cap:,}-byte limit of {what}"
     return None
@@ -36,18 +37,12 @@ def read_regular_file(path: str | Path, cap: int, what: str = "a file") -> bytes
     if problem := regular_file_problem(path, cap, what):
         raise FileReadError(problem)
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        with os.fdopen(os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC), "rb") as f:
+            if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+                raise FileReadError(f"{path}: {_NOT_REGULAR}")
+            data = f.read(cap + 1)
     except OSError as e:
         raise FileReadError(f"{path}: cannot read ({e.strerror or e})") from None
-    with os.fdopen(fd, "rb") as f:
-        if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
-            raise FileReadError(
-                f"{path}: not a regular file (a directory, FIFO, socket or device is never read)"
-            )
-        try:
-            data = f.read(cap + 1)
-        except OSError as e:
-            raise FileReadError(f"{path}: cannot read ({e.strerror or e})") from None
     if len(data) > cap:
         raise FileReadError(f"{path}: more than the {cap:,}-byte limit of {what}")
     return data

@@ -106,7 +106,6 @@ class ModelShape:
             fp8_block=fp8_block(cfg),
         )
 
-    # ---- bytes of the stored weights
     def linear(self, out: int, inp: int) -> int:
         """One projection [out, in] as stored: FP8 + float32 block scales, or bf16."""
         if self.fp8_block is None:
@@ -153,10 +152,6 @@ class ModelShape:
     def moe_layers(self) -> int:
         return self.layers - self.dense_layers
 
-    def kv_per_token(self, kv_bytes: int) -> int:
-        """MLA's cache per token and layer: the latent and the rope key."""
-        return (self.kv_lora_rank + self.qk_rope) * kv_bytes
-
     def weight_bytes(self) -> dict[str, int]:
         """All stored weights (held, not read per step): target, NextN layer, embed + head."""
         dense = self.dense_layers * (self.attention + self.mlp(self.intermediate))
@@ -175,7 +170,6 @@ class ModelShape:
             "embed_and_head": 2 * self.head,
         }
 
-    # ---- what one forward reads
     def touched_experts(self, tokens: int, routing: Routing) -> float:
         """Expert-sized weight blocks (routed + shared) one MoE layer reads for `tokens` tokens."""
         if not self.experts or tokens <= 0:
@@ -215,7 +209,8 @@ class ModelShape:
             kv_layers = self.layers
         return {
             "weights": float(weights),
-            "kv": requests * context * kv_layers * self.kv_per_token(kv_bytes),
+            # MLA caches per token and layer the latent and the rope key.
+            "kv": requests * context * kv_layers * (self.kv_lora_rank + self.qk_rope) * kv_bytes,
             "head": float(self.head),
             "embed_rows": float(tokens * self.hidden * self.dtype_bytes),
         }
@@ -223,9 +218,7 @@ class ModelShape:
 
 def expected_experts(experts: int, per_token: int, tokens: int) -> float:
     """Distinct experts touched in expectation when each token draws `per_token` of `experts` uniformly."""
-    if experts <= 0 or tokens <= 0:
-        return 0.0
-    return experts * (1.0 - (1.0 - per_token / experts) ** tokens)
+    return 0.0 if experts <= 0 or tokens <= 0 else experts * (1.0 - (1.0 - per_token / experts) ** tokens)
 
 
 @dataclass(frozen=True)

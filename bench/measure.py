@@ -5,13 +5,12 @@ one-time costs (JIT, allocator growth, graphs at this batch size) fall outside e
 it keeps the window free of prefix-cache hits (contract §6.1-6.2). 2. Per repeat: `POST /flush_cache` (also
 resets the acceptance counters), the closed loop (the timed window), then `GET /server_info` for
 `avg_spec_accept_length`, after the window, unlike bench_serving. 3. Metrics (`bench.metrics`) and a verdict,
-worst first (`judge`; docs/reference/point-status.md).
+worst first (`judge`; docs/reference/point-status.md). Each repeat is yielded as it ends, so the caller stores
+it before the next starts; `overhead_s` is its time outside the window (warmup for the first, flush,
+/server_info, aggregation).
 
 The collector stays off inside the window (`gc_paused`): a full collection of the runner's ~260k objects took
-23-148 ms on a loaded box and slowed every request in flight alike, which read as a server stall.
-
-Each repeat is yielded as it ends, so the caller stores it before the next starts. `overhead_s` is the time
-outside the window for that repeat (warmup for the first, flush, /server_info, aggregation)."""
+23-148 ms on a loaded box and slowed every request in flight alike, which read as a server stall."""
 
 import gc
 import time
@@ -50,14 +49,6 @@ UNSTABLE_TTFT_RATIO = 10.0
 HOST_STALL_MULTIPLE = 3.0
 
 
-def host_explains(
-    ttft_tail_ms: float, host_stall_ms: float | None, server_stall_ms: float | None = None
-) -> bool:
-    """Whether a TTFT tail is within this host's stalls: client's plus server's longest (one hold each)."""
-    stalls = [ms for ms in (host_stall_ms, server_stall_ms) if ms is not None]
-    return bool(stalls) and ttft_tail_ms <= HOST_STALL_MULTIPLE * sum(stalls)
-
-
 @dataclass
 class Window:
     """Where a repeat's window sat and what the GPU did meanwhile (stored next to the repeat's metrics)."""
@@ -69,10 +60,9 @@ class Window:
 
 @dataclass(frozen=True)
 class WindowSettings:
-    """How a point's windows run and are judged: everything but the prompts and the repeat numbers.
-    `min_window_s`: the least window, past the prompts with `window_prompt` variants.
-    `expected_accept_length`: pinned (clamped); off by more than `accept_tolerance` is `invalid`.
-    `launch_mismatches` (requested vs resolved config) join each verdict."""
+    """How a point's windows run and are judged: all but prompts and repeats. `min_window_s`: the least
+    window, past the prompts with `window_prompt` variants; a pinned `expected_accept_length` (clamped) missed
+    by over `accept_tolerance` is `invalid`; `launch_mismatches` join each verdict."""
 
     batch_size: int
     warmup_waves: int
@@ -142,6 +132,7 @@ async def measure_windows(
         window = Window(started_at=time.time(), warmup_s=warmup_s)
         warmup_s = 0.0
         lag = LoopLag()
+        more = (lambda i: window_prompt(pool, i)) if min_window_s > 0 else None
         with gc_paused():
             if sampler is not None:
                 sampler.start()
@@ -153,7 +144,7 @@ async def measure_windows(
                     timeout_s,
                     temperature=temperature,
                     min_duration_s=min_window_s,
-                    more=(lambda i: window_prompt(pool, i)) if min_window_s > 0 else None,
+                    more=more,
                 )
             finally:
                 await lag.stop()
@@ -197,11 +188,7 @@ async def measure_windows(
 
 
 def _check_pinned_accept(
-    status: PointStatus,
-    reason: str | None,
-    reported: float | None,
-    expected: float | None,
-    tolerance: float,
+    status: PointStatus, reason: str | None, reported: float | None, expected: float | None, tolerance: float
 ) -> tuple[PointStatus, str | None]:
     """A pinned acceptance the server did not deliver means the repeat measured something else."""
     if expected is None or reported is None or abs(reported - expected) <= tolerance:
@@ -252,20 +239,18 @@ def judge(
         problems.append(("invalid", f"{m.incomplete} of {n} requests never sent (dispatch stopped)"))
     if m.wrong_length:
         problems.append(("invalid", _wrong_length_reason(records)))
+    p99, p50 = m.ttft_p99_ms, m.ttft_p50_ms
+    held = {who: ms for who, ms in (("client", host_stall_ms), ("server", server_stall_ms)) if ms is not None}
     if (
-        m.ttft_p99_ms is not None
-        and m.ttft_p50_ms is not None
-        and m.ttft_p99_ms > UNSTABLE_TTFT_RATIO * m.ttft_p50_ms
-        and not host_explains(m.ttft_p99_ms - m.ttft_p50_ms, host_stall_ms, server_stall_ms)
+        p99 is not None
+        and p50 is not None
+        and p99 > UNSTABLE_TTFT_RATIO * p50
+        # A tail within the host's stalls (client's plus server's longest, one hold each) is not the server's.
+        and (not held or p99 - p50 > HOST_STALL_MULTIPLE * sum(held.values()))
     ):
-        held = [
-            f"the {who} up to {ms:.1f} ms"
-            for who, ms in (("client", host_stall_ms), ("server", server_stall_ms))
-            if ms is not None
-        ]
-        stalls = f"; this host held {' and '.join(held)}" if held else ""
-        why = f"p99 TTFT {m.ttft_p99_ms:.1f} ms > {UNSTABLE_TTFT_RATIO:g}x median TTFT {m.ttft_p50_ms:.1f} ms"
-        problems.append(("unstable", why + stalls))
+        stalls = " and ".join(f"the {who} up to {ms:.1f} ms" for who, ms in held.items())
+        why = f"p99 TTFT {p99:.1f} ms > {UNSTABLE_TTFT_RATIO:g}x median TTFT {p50:.1f} ms"
+        problems.append(("unstable", why + (f"; this host held {stalls}" if held else "")))
     if not problems:
         return "ok", None
     problems.sort(key=lambda p: -STATUS_SEVERITY[p[0]])

@@ -37,14 +37,13 @@ def compute_metrics(
     itl_parts = [_itl(r) for r in done]
     itls = np.concatenate(itl_parts) if itl_parts else np.empty(0)
 
-    spec = [r for r in done if r.spec_verify_ct]
+    spec = [(r.completion_tokens, r.spec_verify_ct) for r in done if r.spec_verify_ct]
     accept = weighted = None
     if spec:
-        accept = float(np.mean([r.completion_tokens / r.spec_verify_ct for r in spec]))  # type: ignore[operator]
-        weighted = sum(r.completion_tokens for r in spec) / sum(r.spec_verify_ct for r in spec)  # type: ignore[misc]
+        accept = float(np.mean([tokens / steps for tokens, steps in spec]))
+        weighted = sum(tokens for tokens, _ in spec) / sum(steps for _, steps in spec)
 
-    # ttft_mean_ms, ttft_p50_ms, ... e2e_p99_ms, e2e_std_ms
-    latency: dict[str, Any] = {}
+    latency: dict[str, Any] = {}  # ttft_mean_ms, ttft_p50_ms, ... e2e_p99_ms, e2e_std_ms
     for kind, values in (("ttft", ttfts), ("tpot", tpots), ("itl", itls), ("e2e", e2es)):
         names = (f"{kind}_{stat}_ms" for stat in ("mean", "p50", "p90", "p99", "std"))
         latency.update(zip(names, _stats(values), strict=True))
@@ -82,8 +81,7 @@ def _itl(r: RequestRecord) -> np.ndarray:
 
 
 def _stats(values: Sequence[float] | np.ndarray) -> tuple[float | None, ...]:
-    """(mean, p50, p90, p99) in ms, numpy's default linear interpolation, and bench_serving's `np.std`
-    (population, ddof=0) in ms; all None when empty."""
+    """(mean, p50, p90, p99) in ms (numpy's linear) and bench_serving's `np.std` (ddof=0); None when empty."""
     if len(values) == 0:
         return (None,) * 5
     seconds = np.asarray(values, dtype=np.float64)

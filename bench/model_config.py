@@ -1,10 +1,9 @@
 """A local model's `config.json`: what a run needs to know of the model. Readers: the random workload
 (`vocab_size`), the launcher (`is_moe`: balanced routing for dummy weights) and the floor (`bench.floor`); a
-hub id or a directory without one has no config, and each reader says what it does then.
-
-`shard_config` is what one GPU of an N-way TP deployment holds (heads, sharded widths, vocabulary / N).
-`model_shape` is what decides a step's work; runs record it so `is_shard_of` can pair a shard run with its
-TP-N run later (the `deepseek-v3-tp8-shard` preset is DeepSeek-V3 through it with N = 8)."""
+hub id or a directory without one has no config, and each reader says what it does then. `shard_config` is
+what one GPU of an N-way TP deployment holds (heads, sharded widths, vocabulary / N). `model_shape` is what
+decides a step's work; runs record it so `is_shard_of` can pair a shard run with its TP-N run later (the
+`deepseek-v3-tp8-shard` preset is DeepSeek-V3 through it with N = 8)."""
 
 import json
 import os
@@ -15,8 +14,7 @@ from bench.files import FileReadError, read_regular_file, regular_file_problem
 
 CONFIG_FILE = "config.json"
 SYNTH_MANIFEST = "specbench_synth.json"  # a synthetic checkpoint's (synthetic/model)
-# A config.json is a few KiB; DeepSeek-V3's with its quantization table is under 10 KiB.
-MAX_CONFIG_BYTES = 16 << 20
+MAX_CONFIG_BYTES = 16 << 20  # config.json is a few KiB (DeepSeek-V3's with quantization table: < 10 KiB)
 # The vocabulary before `build_prompts` read the model's: the default without a local config.
 DEFAULT_VOCAB_SIZE = 32_000
 # Names of the routed-expert count across MoE configs (DeepSeek, Qwen-MoE, Mixtral).
@@ -174,9 +172,7 @@ SHAPE_KEYS: tuple[str, ...] = (
 
 def model_shape(cfg: dict[str, Any] | None) -> dict[str, Any] | None:
     """The SHAPE_KEYS a config has, as plain JSON values; None without a config."""
-    if cfg is None:
-        return None
-    return {k: json.loads(json.dumps(cfg[k])) for k in SHAPE_KEYS if k in cfg}
+    return None if cfg is None else {k: json.loads(json.dumps(cfg[k])) for k in SHAPE_KEYS if k in cfg}
 
 
 def is_shard_of(shard: dict[str, Any], whole: dict[str, Any], tp: int) -> list[str]:

@@ -27,8 +27,7 @@ def abba_order(repeats: int) -> list[tuple[int, Side]]:
 
 
 def paired_repeats(a: Mapping[int, int | None], b: Mapping[int, int | None]) -> list[int]:
-    """The repeats both sides hold from one invocation (repeat -> invocation; None: before they were
-    recorded): windows of different invocations ran on other servers, so pair with nothing."""
+    """Repeats both sides hold from one invocation (None: unrecorded); other invocations ran other servers."""
     return sorted(r for r in set(a) & set(b) if a[r] == b[r])
 
 
@@ -145,9 +144,8 @@ def _same_points(a: ServerGroup, b: ServerGroup) -> bool:
 
 def chain(groups: Sequence[ServerGroup], paired: bool, baseline_modes: Sequence[str]) -> list[Unit]:
     """The comparisons as links ordered so consecutive links share a server, in the grid's config order, then
-    the configs in no link. `paired`: v1~v2 links; `baseline_modes`: these modes link with the baseline.
-
-    Per family (base, modes x, y in grid order): all linked: base~x, x~y, y~base; one mode m on base plus m~o:
+    the configs in no link. `paired`: v1~v2 links; `baseline_modes`: these modes link with the baseline. Per
+    family (base, modes x, y in grid order): all linked: base~x, x~y, y~base; one mode m on base plus m~o:
     base~m, m~o when base is up, else o~m, m~base; both on base only: x~base, base~y. Each config plans
     `repeats` x its link count, every link its own every-L-th repeat (`Slot`)."""
     base = next((g for g in groups if g.server.is_baseline), None)

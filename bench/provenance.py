@@ -66,17 +66,12 @@ def vcs_commit(name: str) -> str | None:
 
 def flash_mla_source() -> str:
     """FlashMLA's package: sgl_kernel.flash_mla (0.5.13.x) or sgl-flash-mla, from file lists."""
-    version = package_version(_FLASH_MLA_DIST)
-    if version != NONE:
+    if (version := package_version(_FLASH_MLA_DIST)) != NONE:
         return f"{_FLASH_MLA_DIST} {version}"
     for name in _SGL_KERNEL_DISTS:
-        d = _dist(name)
-        if d is None:
-            continue
-        files = d.files
-        if files is None or any("flash_mla" in str(f) for f in files):  # no RECORD: trust the package
-            return f"{name} {d.version}"
-        return NONE
+        if (d := _dist(name)) is not None:
+            has = d.files is None or any("flash_mla" in str(f) for f in d.files)  # no RECORD: trust it
+            return f"{name} {d.version}" if has else NONE
     return NONE
 
 
@@ -142,26 +137,14 @@ def git_commit() -> tuple[str | None, int | None]:
     return (env or None), None
 
 
-def _short_hash(parts: list[bytes]) -> str:
-    h = hashlib.sha256()
-    for p in parts:
-        h.update(len(p).to_bytes(8, "little"))
-        h.update(p)
-    return h.hexdigest()[:16]
-
-
 _MODEL_KEYS = (
-    *("model_identity", "model_path", "model_architectures", "model_hash", "model_synth", "model_shape"),
+    "model_identity",
+    "model_path",
+    "model_architectures",
+    "model_hash",
+    "model_synth",
+    "model_shape",
 )
-
-
-def _str_or_none(v: object) -> str | None:
-    return None if v is None else str(v)
-
-
-def _specbench_version() -> str:
-    version = package_version("specbench")
-    return version if version != NONE else SPECBENCH_FALLBACK_VERSION
 
 
 def model_info(model_path: str) -> Provenance:
@@ -183,7 +166,7 @@ def model_info(model_path: str) -> Provenance:
     synth = _synth_summary(path)
     if synth is not None and synth[1]:  # a preset has no weights hash: its identity stays its config's
         parts.append(synth[1].encode())
-    digest = _short_hash(parts)
+    digest = hashlib.sha256(b"".join(len(p).to_bytes(8, "little") + p for p in parts)).hexdigest()[:16]
     return {
         "model_identity": f"{arch}@{digest}"[:200],
         "model_path": str(path),
@@ -218,7 +201,7 @@ def _synth_summary(path: Path) -> tuple[str, str] | None:
 
 
 def _checkpoint_file(path: Path) -> bytes | None:
-    """A checkpoint's JSON file, bounded and without blocking (bench/files.py: a FIFO hung the run), or None."""
+    """A checkpoint's JSON file, bounded and non-blocking (bench/files.py: a FIFO hung the run), or None."""
     try:
         return read_regular_file(path, MAX_CONFIG_BYTES, "a model file")
     except FileReadError:
@@ -264,6 +247,7 @@ def collect_provenance(
     gpu_name, gpu_count, driver = gpu_info(gpus)
     commit, dirty = git_commit()
     local_sglang = package_version("sglang")
+    specbench = package_version("specbench")
     prov: Provenance = {
         "sglang_version": local_sglang,
         "sglang_version_source": "package" if local_sglang != NONE else NONE,
@@ -280,7 +264,7 @@ def collect_provenance(
         "gpu_count": gpu_count,
         "host": socket.gethostname(),
         "python_version": platform.python_version(),
-        "specbench_version": _specbench_version(),
+        "specbench_version": specbench if specbench != NONE else SPECBENCH_FALLBACK_VERSION,
         "git_commit": commit,
         "git_dirty": dirty,
         "simulated": False,
@@ -296,9 +280,7 @@ def collect_provenance(
             prov["simulated"] = True
             if isinstance(sim, Mapping):
                 # The GPUs the stand-in emulates (one per TP rank), apart from the host's (gpu_name/count).
-                prov["sim_gpu_name"] = _str_or_none(sim.get("gpu_name"))
-                count = sim.get("gpu_count")
-                prov["sim_gpu_count"] = (
-                    count if isinstance(count, int) and not isinstance(count, bool) else None
-                )
+                name, n = sim.get("gpu_name"), sim.get("gpu_count")
+                prov["sim_gpu_name"] = None if name is None else str(name)
+                prov["sim_gpu_count"] = n if isinstance(n, int) and not isinstance(n, bool) else None
     return prov

@@ -13,8 +13,7 @@ MAX_DEPTH = 50  # nesting of mappings/lists
 MAX_ALIASES = 200
 MAX_NODES = 100_000  # values after alias expansion: what a consumer walking the data will see
 MAX_INT_DIGITS = 40
-# PyYAML's scanner is quadratic in open flow brackets (5,000 take a second); no sweep needs a thousand.
-MAX_BRACKETS = 1000
+MAX_BRACKETS = 1000  # PyYAML scans open flow brackets in quadratic time (5,000 take 1 s); no sweep needs 1000
 
 
 class YAMLLimitError(ValueError):
@@ -39,8 +38,7 @@ class _Loader(_BaseLoader):  # type: ignore[misc]
         return super().construct_mapping(node, deep=deep)
 
     def construct_yaml_int(self, node: ScalarNode) -> int:  # type: ignore[override]
-        digits = sum(c.isdigit() for c in str(node.value))
-        if digits > MAX_INT_DIGITS:
+        if (digits := sum(c.isdigit() for c in str(node.value))) > MAX_INT_DIGITS:
             line = node.start_mark.line + 1
             raise YAMLLimitError(f"integer with {digits} digits (line {line}); at most {MAX_INT_DIGITS}")
         return super().construct_yaml_int(node)  # type: ignore[no-any-return]

@@ -1,9 +1,8 @@
-"""Prompts for one point: synthetic token ids or lines of a JSONL file.
-
-`random` prompts are token ids (exactly `input_len` tokens, no BOS; contract §6.4), each opening with a
-sequence no other prompt opens with, so the radix cache never serves one's prefix to another (§6.6). `jsonl`
-lines are `{"input_ids": [...]}` or `{"prompt": "..."}` with optional `output_len` and, for text, `prompt_len`
-(bench_serving's dataset count; 0 = unknown: metrics use the server's `prompt_tokens`)."""
+"""Prompts for one point: synthetic token ids or lines of a JSONL file. `random` prompts are token ids
+(exactly `input_len` tokens, no BOS; contract §6.4), each opening with a sequence no other prompt opens with,
+so the radix cache never serves one's prefix to another (§6.6). `jsonl` lines are `{"input_ids": [...]}` or
+`{"prompt": "..."}` with optional `output_len` and, for text, `prompt_len` (bench_serving's dataset count; 0 =
+unknown: metrics use the server's `prompt_tokens`)."""
 
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,12 +16,10 @@ from bench.files import FileReadError, read_regular_file, regular_file_problem
 from bench.model_config import DEFAULT_VOCAB_SIZE
 from bench.sweep import MAX_TOKENS, WorkloadSpec
 
-# Ids 0 and 1 are bos/eos in most vocabularies; a random prompt never contains them.
-FIRST_RANDOM_ID = 2
+FIRST_RANDOM_ID = 2  # ids 0 and 1 are bos/eos in most vocabularies; a random prompt never contains them
 # Problems listed at once for a bad file before giving up; enough to spot a pattern, not a wall of text.
 _MAX_REPORTED_PROBLEMS = 10
-# A workload file is read whole: at most this much (ShareGPT as JSONL is ~600 MB).
-MAX_WORKLOAD_BYTES = 1 << 30
+MAX_WORKLOAD_BYTES = 1 << 30  # read whole, so at most this much (ShareGPT as JSONL is ~600 MB)
 
 
 class WorkloadError(ValueError):

@@ -2,11 +2,10 @@
 speculative decoding must reproduce plain greedy decoding, and the same draft computation accept the same
 drafts, so a launch is compared with (a) the baseline's tokens (the baseline with its own one-at-a-time pass:
 near-ties), (b) its v1/v2 partner's token-weighted acceptance on agreeing prompts (below
-`min_acceptance_ratio` x fails), (c) the pure-torch reference, for a synthetic checkpoint.
-
-`fail` if any comparison fails, else `pass` if any was made, else `not checked`; errored or short answers
-fail. Failing (c)'s acceptance alone with right tokens is a known draft-path bug's look: the caller's
-`acceptance_suspect` line follows that failure."""
+`min_acceptance_ratio` x fails), (c) the pure-torch reference, for a synthetic checkpoint. `fail` if any
+comparison fails, else `pass` if any was made, else `not checked`; errored or short answers fail. Failing
+(c)'s acceptance alone with right tokens is a known draft-path bug's look: the caller's `acceptance_suspect`
+line follows that failure."""
 
 import dataclasses
 from collections.abc import Sequence
@@ -34,8 +33,7 @@ def not_checked(why: str) -> CheckVerdict:
     return CheckVerdict("not checked", why)
 
 
-# What a comparison compared: tokens, acceptance against the partner or the reference (`reference_low`), or
-# other (the baseline's reproducibility).
+# What a comparison compared: tokens, acceptance vs the partner or reference (`reference_low`), other.
 Kind = Literal["tokens", "partner", "reference", "reference_low", "other"]
 
 
@@ -68,8 +66,7 @@ def unusable(launch: LaunchOutputs) -> str | None:
     if errors := first.errors:
         kinds = sorted({e.split(":", 1)[0] for e in errors})
         return f"{len(errors)}/{len(first.requests)} check requests failed ({', '.join(kinds)}: {errors[0][:200]})"
-    short = [i for i, r in enumerate(first.requests) if len(r.output_ids) != launch.output_len]
-    if short:
+    if short := [i for i, r in enumerate(first.requests) if len(r.output_ids) != launch.output_len]:
         i = short[0]
         return (
             f"{len(short)}/{len(first.requests)} check requests returned another length than the "
@@ -82,8 +79,7 @@ def self_divergence(baseline: LaunchOutputs) -> tuple[int, tuple[int, int] | Non
     """(prompts differing between the baseline's two passes, the first such position), or None."""
     if len(baseline.passes) < 2 or baseline.passes[1].errors:
         return None
-    divs = divergences(_tokens(baseline.passes[0]), _tokens(baseline.passes[1]))
-    return _count(divs)
+    return _count(divergences(_tokens(baseline.passes[0]), _tokens(baseline.passes[1])))
 
 
 def judge_launch(
@@ -191,18 +187,12 @@ def _against_partner(
     v2, v1 = (mine, its) if launch.spec_mode == "v2" else (its, mine)
     ratio = v2 / v1
     figures = f"acceptance v2/v1 {ratio:.3f} (v2 {v2:.2f}, v1 {v1:.2f} tokens per verify step over {len(same)} prompts)"
-    if launch.spec_mode == "v2" and ratio < min_ratio:
-        return _Part(
-            "fail",
-            f"{figures} < {min_ratio:g}: v2 accepts fewer drafts than v1 (its drafts are wrong)",
-            kind="partner",
-        ), ratio
-    if launch.spec_mode == "v1" and ratio > 1 / min_ratio:
-        return _Part(
-            "fail",
-            f"{figures} > {1 / min_ratio:.3g}: v1 accepts fewer drafts than v2 (its drafts are wrong)",
-            kind="partner",
-        ), ratio
+    if ratio < min_ratio if launch.spec_mode == "v2" else launch.spec_mode == "v1" and ratio > 1 / min_ratio:
+        bound = f"< {min_ratio:g}" if launch.spec_mode == "v2" else f"> {1 / min_ratio:.3g}"
+        text = (
+            f"{figures} {bound}: {launch.spec_mode} accepts fewer drafts than {other} (its drafts are wrong)"
+        )
+        return _Part("fail", text, kind="partner"), ratio
     return _Part("pass", figures, kind="partner"), ratio
 
 
@@ -268,16 +258,10 @@ def _verdict(parts: list[_Part], ratio: float | None) -> CheckVerdict:
     order = {"fail": 0, "pass": 1, "skip": 2}
     ranked = sorted(parts, key=lambda p: order[p.status])  # stable: the failing parts lead the text
     why = "; ".join(p.text for p in ranked)
-    diverge = next((p.diverge for p in ranked if p.diverge is not None), None)
+    request, token = next((p.diverge for p in ranked if p.diverge is not None), (None, None))
     statuses = {p.status for p in parts}
     word: VerdictWord = "fail" if "fail" in statuses else "pass" if "pass" in statuses else "not checked"
-    return CheckVerdict(
-        word,
-        why,
-        diverge_request=diverge[0] if diverge else None,
-        diverge_token=diverge[1] if diverge else None,
-        acceptance_v2_v1=ratio,
-    )
+    return CheckVerdict(word, why, diverge_request=request, diverge_token=token, acceptance_v2_v1=ratio)
 
 
 def _tokens(p: CheckPass) -> list[list[int]]:

@@ -1,9 +1,8 @@
-"""CPU lists ("2-7,10") and pinning to them: a launched server's whole process tree, or the runner itself.
-
-On an H200 a speculative server is bound by one host core (its scheduler at 100%), and cores ran Python up to
-2x apart; pinning the server (`server.cpu_affinity`) and the client (`run --client-cpus`) to chosen CPUs takes
-the neighbours out (docs/guide/gpu-hosts.md, "Pinning CPUs"). Linux only: elsewhere a pin is a clear error.
-Affinity is per thread and inherited, so pinning a process means pinning every thread it has now."""
+"""CPU lists ("2-7,10") and pinning to them: a launched server's whole process tree, or the runner itself. On
+an H200 a speculative server is bound by one host core (its scheduler at 100%), and cores ran Python up to 2x
+apart; pinning the server (`server.cpu_affinity`) and the client (`run --client-cpus`) takes the neighbours
+out (docs/guide/gpu-hosts.md, "Pinning CPUs"). Linux only (elsewhere a clear error). Affinity is per thread
+and inherited: pinning a process pins every thread it has now."""
 
 import contextlib
 import itertools
@@ -17,10 +16,8 @@ import psutil
 
 from bench.host.processes import process_tree
 
-# The kernel's largest NR_CPUS (CONFIG_MAXSMP): a larger CPU is a typo, and a range up to it stays small.
-MAX_CPU = 8191
-# A CPU list longer than this is not a list someone typed (8192 CPUs as single numbers fit in ~40k).
-MAX_TEXT = 50_000
+MAX_CPU = 8191  # the kernel's largest NR_CPUS (CONFIG_MAXSMP): more is a typo; a range up to it stays small
+MAX_TEXT = 50_000  # longer is no CPU list someone typed (8192 CPUs as single numbers fit in ~40k)
 EXPECTED = 'expected a Linux CPU list such as "2-7,10", or a list of CPU numbers such as [2, 3]'
 _ITEM = re.compile(r"([0-9]+)(?:-([0-9]+))?")  # ASCII digits only: str.isdigit() also takes "²"
 
@@ -87,13 +84,6 @@ def supported() -> bool:
     return hasattr(os, "sched_setaffinity")
 
 
-def require_support(what: str) -> None:
-    if not supported():
-        raise AffinityError(
-            f"{what}: CPU pinning needs Linux (os.sched_setaffinity); this host is {sys.platform}"
-        )
-
-
 @dataclass(frozen=True)
 class RunnerPin:
     """This process pinned itself (`pinned_runner`): to `cpus`, from the CPUs it had `before`."""
@@ -110,17 +100,15 @@ def runner_pin() -> RunnerPin | None:
     return _runner_pin
 
 
-def allowed_cpus() -> frozenset[int]:
-    """The CPUs this process may give a server: its own affinity, or what it was before it pinned itself."""
-    return _runner_pin.before if _runner_pin is not None else frozenset(os.sched_getaffinity(0))
-
-
 def check_allowed(cpus: Sequence[int], what: str) -> None:
     """AffinityError naming the CPUs of `cpus` outside this host or this process's cgroup/taskset."""
-    require_support(what)
-    allowed = allowed_cpus()
-    outside = sorted(set(cpus) - allowed)
-    if outside:
+    if not supported():
+        raise AffinityError(
+            f"{what}: CPU pinning needs Linux (os.sched_setaffinity); this host is {sys.platform}"
+        )
+    # What this process may give a server: its own affinity, or what it was before it pinned itself.
+    allowed = _runner_pin.before if _runner_pin is not None else frozenset(os.sched_getaffinity(0))
+    if outside := sorted(set(cpus) - allowed):
         one = len(outside) == 1
         raise AffinityError(
             f"{what}: {'CPU' if one else 'CPUs'} {format_cpu_list(outside)} {'is' if one else 'are'} not "
@@ -139,8 +127,7 @@ class TreePin:
 
 
 def pin_tree(pid: int, cpus: Sequence[int]) -> TreePin:
-    """Pin every thread of `pid` and its descendants to `cpus` and read each back; ended ones are skipped,
-    AffinityError when `pid` is gone or refused."""
+    """Pin every thread of `pid` and descendants and read it back; AffinityError: `pid` gone or refused."""
     wanted = frozenset(cpus)
     try:
         procs = process_tree(pid)
@@ -148,8 +135,9 @@ def pin_tree(pid: int, cpus: Sequence[int]) -> TreePin:
         raise AffinityError(f"cannot list the processes of {pid}: {e}") from None
     out = TreePin()
     for proc in procs:
-        tids = _thread_ids(proc)
-        if tids is None:
+        try:
+            tids = [t.id for t in proc.threads()]
+        except psutil.Error:  # exited between listing and reading
             continue
         out.processes += 1
         for tid in tids:
@@ -162,20 +150,12 @@ def pin_tree(pid: int, cpus: Sequence[int]) -> TreePin:
             out.threads += 1
         for tid in tids:
             with contextlib.suppress(ProcessLookupError):
-                got = frozenset(os.sched_getaffinity(tid))
-                if got != wanted:
+                if (got := frozenset(os.sched_getaffinity(tid))) != wanted:
                     out.stray.append(
                         f"thread {tid} of process {proc.pid} ({_name(proc)}) runs on CPUs {format_cpu_list(got)}, "
                         f"not {format_cpu_list(wanted)}"
                     )
     return out
-
-
-def _thread_ids(proc: psutil.Process) -> list[int] | None:
-    try:
-        return [t.id for t in proc.threads()]
-    except psutil.Error:  # exited between listing and reading
-        return None
 
 
 def _name(proc: psutil.Process) -> str:

@@ -1,13 +1,12 @@
 """How fast the host runs a fixed piece of Python, timed every period in a child process, read per window.
 
 A speculative server on a small model is bound by its scheduler's Python loop
-(docs/results/2026-12-03-h200-v3-slice-profiles.md), and a shared VM's CPU speed moves with neighbours in ways
-/proc/stat does not show (docs/results/2026-12-04-h200-v3-slice-grid-part1.md). The probe times the same work
-each period: wall and CPU time both rising means a slower CPU; wall alone, the probe kept off a CPU.
-
-Its own process (never the client's GIL), ~1% of a core; `measure.cpu_probe: server` moves it onto the
-server's busiest CPU (bench/host/telemetry/window.py). It exits with its parent. It runs with -I (none of the
-runner's environment), so it is handed the project root and imports only the standard library and
+(docs/results/2026-12-03-h200-v3-slice-profiles.md), and a shared VM's CPU speed moves with neighbours in
+ways /proc/stat does not show (docs/results/2026-12-04-h200-v3-slice-grid-part1.md). The probe times the
+same work each period: wall and CPU time both rising means a slower CPU; wall alone, the probe kept off a
+CPU. Its own process (never the client's GIL), ~1% of a core; `measure.cpu_probe: server` moves it onto the
+server's busiest CPU (bench/host/telemetry/window.py). It exits with its parent. It runs with -I (none of
+the runner's environment), so it is handed the project root and imports only the standard library and
 bench.host.processes."""
 
 import bisect

@@ -1,9 +1,8 @@
-"""Which GPUs this host has: the one detector, used by workers (job matching) and provenance (what a run used).
+"""Which GPUs this host has: the one detector, for workers (job matching) and provenance (what a run used).
 
-Detection asks `nvidia-smi` first (it needs no CUDA context and names the exact board), then reads the driver's
-files under /proc, then asks torch, and otherwise reports no GPU: a host without one can still run jobs on the
-stand-in server. A dry run never imports torch (`find_gpus(torch=False)`).
-"""
+Detection asks `nvidia-smi` first (no CUDA context, names the exact board), then reads the driver's files
+under /proc, then asks torch, else reports no GPU: a host without one can still run jobs on the stand-in
+server. A dry run never imports torch (`find_gpus(torch=False)`)."""
 
 import glob
 import os
@@ -63,8 +62,8 @@ def _torch_gpus() -> list[Gpu]:
 
 
 def proc_gpus(root: str = PROC_GPUS) -> list[Gpu]:
-    """The NVIDIA driver's own list under /proc (a folder per GPU, named by its PCI address, whose `information`
-    names the model), in PCI order, nvidia-smi's default index order: no process started, no CUDA."""
+    """The NVIDIA driver's own list under /proc (a folder per GPU named by PCI address; `information` names
+    the model), in PCI order, nvidia-smi's default index order: no process started, no CUDA."""
     gpus = []
     for i, info in enumerate(sorted(glob.glob(os.path.join(glob.escape(root), "*", "information")))):
         try:
@@ -78,8 +77,7 @@ def proc_gpus(root: str = PROC_GPUS) -> list[Gpu]:
 
 
 def find_gpus(run: Runner | None = None, *, torch: bool = True) -> tuple[list[Gpu], str]:
-    """The host's GPUs and what told: nvidia-smi first, else the driver's /proc files, else (with `torch`)
-    torch; ([], what was asked) when there are none."""
+    """The GPUs and what told: nvidia-smi, else /proc, else (`torch`) torch; ([], what was asked) if none."""
     if run is not None or shutil.which(NVIDIA_SMI_ARGV[0]):
         try:
             return parse_nvidia_smi((run or _run_nvidia_smi)(list(NVIDIA_SMI_ARGV))), "nvidia-smi"
@@ -125,11 +123,7 @@ def assigned_gpus(indices: Sequence[int] | None = None, run: Runner | None = Non
     """The GPUs a run's servers use: `indices` (a worker's `--gpus`) when given, else CUDA_VISIBLE_DEVICES
     when it lists indices, else every GPU detected. None detected at all: no GPU (a stand-in run)."""
     detected = detect_gpus(run)
-    if not detected:
-        return []
-    if indices is None:
-        indices = visible_indices()
-    return select_gpus(detected, indices)
+    return select_gpus(detected, visible_indices() if indices is None else indices) if detected else []
 
 
 def visible_indices() -> list[int] | None:
@@ -138,9 +132,7 @@ def visible_indices() -> list[int] | None:
     if raw is None:
         return None
     parts = [p.strip() for p in raw.split(",") if p.strip()]
-    if not all(p.isdigit() for p in parts):
-        return None
-    return [int(p) for p in parts]
+    return [int(p) for p in parts] if all(p.isdigit() for p in parts) else None
 
 
 def describe(gpus: Sequence[Gpu]) -> tuple[str, int, str]:
@@ -159,8 +151,7 @@ def unmet(
 ) -> str | None:
     """Why these GPUs, labels and offers (HostPolicy.offered) do not meet the requirements, or None."""
     want_count = int(requires.get("count", 0) or 0)
-    want_name = str(requires.get("gpu") or "").lower()
-    if want_name:
+    if want_name := str(requires.get("gpu") or "").lower():
         fitting = [g for g in gpus if want_name in g.name.lower()]
         if not fitting and want_count <= 1:
             return f"needs one {requires['gpu']} GPU"
@@ -168,8 +159,7 @@ def unmet(
             return f"needs {max(want_count, 1)} x {requires['gpu']}, has {len(fitting)}"
     elif len(gpus) < want_count:
         return f"needs {want_count} GPU(s), has {len(gpus)}"
-    missing = sorted(set(requires.get("labels") or ()) - set(labels))
-    if missing:
+    if missing := sorted(set(requires.get("labels") or ()) - set(labels)):
         return f"needs worker label(s) {', '.join(missing)}"
     offers = offers or {}
     python = requires.get("python")

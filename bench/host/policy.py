@@ -75,10 +75,6 @@ def parse_host_port(text: str) -> str:
     return f"{m.group(1).lower()}:{int(m.group(2))}"
 
 
-def _inside(real: str, roots: Iterable[str]) -> bool:
-    return any(real == root or real.startswith(root.rstrip(os.sep) + os.sep) for root in roots)
-
-
 @dataclass(frozen=True)
 class HostPolicy:
     """A host's rules: the default (`author()`) keeps a sweep as written; `worker(...)` confines a job."""
@@ -138,8 +134,6 @@ class HostPolicy:
             raise PolicyError(problems)
         return cls(True, checked, models, data, frozenset(allowed), trust_remote_code, hub_downloads)
 
-    # ---- one value at a time ------------------------------------------------------------------------------
-
     def interpreter(self, python: str | None) -> str | None:
         """The interpreter for a server: the sweep's path (author) or the operator's (worker); None: ours."""
         if python is None or not self.confined:
@@ -188,7 +182,7 @@ class HostPolicy:
     ) -> None:
         # Decided on the path's text and resolved prefix alone: the same message whether it exists or not.
         real = os.path.realpath(value) if os.path.isabs(value) else None
-        if real is not None and _inside(real, roots):
+        if real is not None and any(real == r or real.startswith(r.rstrip(os.sep) + os.sep) for r in roots):
             return
         allowed = ", ".join(roots) if roots else f"none: its operator sets {option} DIR"
         tail = f", or {alternative}" if alternative else ""
@@ -197,8 +191,6 @@ class HostPolicy:
             f"names a file there by absolute path{tail}"
         )
         raise PolicyError([why])
-
-    # ---- a whole sweep ------------------------------------------------------------------------------------
 
     def problems(self, spec: SweepSpec) -> list[str]:
         """Every reason this host will not run `spec`, before anything runs (empty: it may)."""

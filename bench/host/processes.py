@@ -74,29 +74,21 @@ def port_is_free(port: int, host: str = "127.0.0.1") -> bool:
         return True
 
 
-# ---- process-group teardown ----------------------------------------------------------------------------
-
-
 def group_alive(pgid: int) -> bool:
     """Whether a non-zombie process is left in the group (kill(0) also succeeds for unreaped zombies)."""
     proc_dir = Path("/proc")
     if not proc_dir.is_dir():
         try:
-            os.killpg(pgid, 0)
+            with contextlib.suppress(PermissionError):  # alive, but not ours to signal
+                os.killpg(pgid, 0)
         except ProcessLookupError:
             return False
-        except PermissionError:
-            return True
         return True
-    for _, fields in proc_stats(proc_dir):
-        if len(fields) >= 3 and int(fields[2]) == pgid and fields[0] not in ("Z", "X"):
-            return True
-    return False
+    return any(len(f) >= 3 and int(f[2]) == pgid and f[0] not in ("Z", "X") for _, f in proc_stats(proc_dir))
 
 
 def stat_fields(stat: str) -> list[str]:
-    """The fields of a /proc stat line after the command name (proc(5)'s field N at index N - 3), split after
-    the last ')' since the name may hold spaces or parentheses."""
+    """A /proc stat line's fields after the name (field N at index N - 3), split at the last ')'."""
     return stat[stat.rfind(")") + 2 :].split()
 
 
@@ -139,8 +131,7 @@ def signal_group(pgid: int, sig: signal.Signals) -> None:
 
 def terminate_group(proc: subprocess.Popen[bytes], grace_s: float) -> None:
     """SIGTERM the process group led by `proc`, SIGKILL whatever is left after `grace_s`."""
-    # start_new_session made the server a group leader, so its pid is the group id.
-    pgid = proc.pid
+    pgid = proc.pid  # start_new_session made the server a group leader, so its pid is the group id
     if proc.poll() is not None and not group_alive(pgid):
         return
     try:
@@ -161,16 +152,12 @@ def terminate_group(proc: subprocess.Popen[bytes], grace_s: float) -> None:
                 time.sleep(0.05)
 
 
-# ---- a server's log and exit ------------------------------------------------------------------------------
-
 LOG_TAIL_LINES = 40
 
 
 def read_log(path: Path | None) -> str:
-    if path is None:
-        return ""
     try:
-        return path.read_bytes().decode("utf-8", errors="replace")
+        return path.read_bytes().decode("utf-8", errors="replace") if path is not None else ""
     except OSError:
         return ""
 

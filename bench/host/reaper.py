@@ -34,12 +34,8 @@ def records_dir() -> Path:
 def start_time(pid: int) -> int | None:
     """The process's start time in clock ticks since boot (/proc), None if it is gone or unknown."""
     try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    try:
-        return int(stat_fields(stat)[22 - 3])  # proc(5) field 22, starttime
-    except (IndexError, ValueError):
+        return int(stat_fields(Path(f"/proc/{pid}/stat").read_text())[22 - 3])  # proc(5) field 22, starttime
+    except (OSError, IndexError, ValueError):
         return None
 
 
@@ -76,8 +72,7 @@ def owner() -> dict[str, Any]:
 
 
 def owner_gone(record: Mapping[str, Any] | None) -> bool:
-    """Whether the process `record` names (from `owner()`) ran on this host and pid namespace and is gone
-    (exited, killed, rebooted since); False for another host's or one it cannot judge."""
+    """Whether `record`'s process (`owner()`) ran here (host, pid namespace) and is gone; False if unsure."""
     if not isinstance(record, Mapping) or record.get("host") != socket.gethostname():
         return False
     pid = record.get("pid")

@@ -25,9 +25,7 @@ def collective_kind(kernel_name: str) -> str | None:
 
 def short_name(kernel_name: str) -> str:
     """A kernel's name without return type, namespaces and template arguments."""
-    name = kernel_name.strip()
-    name = re.sub(r"^void\s+", "", name)
-    name = name.split("(", 1)[0]
+    name = re.sub(r"^void\s+", "", kernel_name.strip()).split("(", 1)[0]
     depth, out = 0, []
     for ch in name:  # drop template arguments, nested ones included
         if ch == "<":

@@ -1,10 +1,9 @@
 """Speculative cycles in an SGLang trace and their figures: wall time, GPU busy and idle, time per phase
-(docs/reference/profiles.md). A cycle runs from one `step[TARGET_VERIFY]` to the next; the figures come from
-the `cycles - 1` complete intervals. Tracks: GPU annotations, else CPU ones, else (a GPU-only trace) the
-`graph` track, where the verify is the CUDA graph replayed right before the tree verification kernel
-(VERIFY_KERNEL), not the largest one (the draft graph can be larger), `draft` holds all other kernel time and
-batch sizes are 0. GPU busy time is the union of kernel intervals (copies run on copy engines: not
-counted)."""
+(docs/reference/profiles.md). A cycle runs from one `step[TARGET_VERIFY]` to the next; figures come from the
+`cycles - 1` complete ones. Tracks: GPU annotations, else CPU ones, else (GPU-only trace) `graph`, where the
+verify is the CUDA graph replayed right before the tree verification kernel (VERIFY_KERNEL), not the largest
+(the draft graph can be larger), `draft` holds all other kernel time and batch sizes are 0. GPU busy time is
+the union of kernel intervals (copies run on copy engines: not counted)."""
 
 import bisect
 import functools
@@ -102,11 +101,6 @@ def _length(spans: list[tuple[float, float]]) -> float:
     return sum(b - a for a, b in spans)
 
 
-def _largest_gap(busy: list[tuple[float, float]], lo: float, hi: float) -> float:
-    edges = [lo, *(x for ab in busy for x in ab), hi]
-    return max((edges[i + 1] - edges[i] for i in range(0, len(edges) - 1, 2)), default=hi - lo)
-
-
 def find_cycles(ev: TraceEvents) -> tuple[list[Cycle], str, int]:
     """Complete cycles, the track that cut them, and the number of verify steps found."""
     if any(s.mode == "TARGET_VERIFY" for s in ev.gpu_steps):
@@ -136,12 +130,12 @@ def find_cycles(ev: TraceEvents) -> tuple[list[Cycle], str, int]:
             c.gpu_busy_ms = busy_us / 1000.0
             c.gpu_busy_fraction = busy_us / (hi - lo) if hi > lo else None
             c.gpu_idle_ms = (hi - lo - busy_us) / 1000.0
-            c.largest_idle_gap_ms = _largest_gap(busy, lo, hi) / 1000.0
+            edges = [lo, *(x for ab in busy for x in ab), hi]
+            gaps = (edges[i + 1] - edges[i] for i in range(0, len(edges) - 1, 2))
+            c.largest_idle_gap_ms = max(gaps, default=hi - lo) / 1000.0
             c.gpu_phase_ms = _gpu_phases(busy, inside, lo, hi)
             c.collective_ms = {kind: _length(clip(s, lo, hi)) / 1000.0 for kind, s in comm.items()}
-            c.collective_kernels = {
-                kind: sum(lo <= t < hi for t in starts) for kind, starts in comm_starts.items()
-            }
+            c.collective_kernels = {kind: sum(lo <= t < hi for t in ts) for kind, ts in comm_starts.items()}
         if i < len(cpu_cycles):
             c.cpu_phase_ms = cpu_cycles[i]
         cycles.append(c)
@@ -284,8 +278,7 @@ def distortion(
     accept_length: float | None,
     threshold: float = DEFAULT_DISTORTION_THRESHOLD,
 ) -> dict[str, Any]:
-    """How much the profiler slowed what it measured (unprofiled cycle = TPOT x `accept_length`); warns above
-    `threshold` (inflated) and below IMPLAUSIBLE_DISTORTION (cycles cut wrong)."""
+    """Profiled cycle / (TPOT x `accept_length`); warns above `threshold` and below IMPLAUSIBLE_DISTORTION."""
     out: dict[str, Any] = {
         "profiled_cycle_ms": profiled_cycle_ms,
         "unprofiled_cycle_ms": None,
@@ -297,8 +290,7 @@ def distortion(
         return out
     unprofiled = tpot_ms * accept_length
     ratio = profiled_cycle_ms / unprofiled
-    out["unprofiled_cycle_ms"] = unprofiled
-    out["ratio"] = ratio
+    out.update(unprofiled_cycle_ms=unprofiled, ratio=ratio)
     if ratio < IMPLAUSIBLE_DISTORTION:
         out["warning"] = (
             f"the profiled cycle ({profiled_cycle_ms:.2f} ms) is under half the unprofiled one "
@@ -326,16 +318,8 @@ def spans_for_cycles(trace: dict[str, Any], first: int = 0, count: int = 3) -> l
 
     def add(row: str, kind: str, name: str, phase: str, a: float, b: float) -> None:
         if b > lo and a < hi:
-            rows.append(
-                {
-                    "row": row,
-                    "kind": kind,
-                    "name": name,
-                    "phase": phase,
-                    "start_ms": (max(a, lo) - lo) / 1000.0,
-                    "end_ms": (min(b, hi) - lo) / 1000.0,
-                }
-            )
+            s, e = (max(a, lo) - lo) / 1000.0, (min(b, hi) - lo) / 1000.0
+            rows.append({"row": row, "kind": kind, "name": name, "phase": phase, "start_ms": s, "end_ms": e})
 
     def phase_of(s: Step) -> str:
         return PHASE_OF_MODE.get(s.mode, s.mode.lower())

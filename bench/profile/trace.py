@@ -1,16 +1,14 @@
 """Reading a torch.profiler Chrome trace as SGLang writes it (`<profile_id>-TP-<rank>.trace.json.gz`).
 
-Only three event categories matter here (all complete events, `ph: "X"`, times in microseconds):
-- `kernel`: one GPU kernel, with `args.stream`;
-- `user_annotation`: a `torch.profiler.record_function` range on the CPU thread that opened it;
-- `gpu_user_annotation`: the same range projected onto the GPU (first to last kernel it launched).
-A GPU-only trace (`activities: ["GPU"]`) has neither annotation: torch registers its record_function
-callbacks only when CPU activity is on (`enableProfiler` in torch/csrc/autograd/profiler_kineto.cpp), and
-Kineto derives `gpu_user_annotation` from those callbacks' correlation ids. Kernels keep `args.correlation`,
-the id of the launch they came from; all kernels of one CUDA-graph replay share it.
-SGLang 0.5.13 names each forward pass `step[<ForwardMode> bs=<n>]` (`step[EXTEND bs=<n> toks=<t>]` for
-prefill), see `_build_step_span_name` in sglang/srt/model_executor/model_runner.py.
-"""
+Three categories of complete events (`ph: "X"`, times in µs) matter: `kernel` (one GPU kernel, `args.stream`),
+`user_annotation` (a `torch.profiler.record_function` range on the CPU thread that opened it) and
+`gpu_user_annotation` (that range projected onto the GPU, first to last kernel it launched). A GPU-only trace
+(`activities: ["GPU"]`) has neither annotation: torch registers its record_function callbacks only with CPU
+activity on (`enableProfiler` in torch/csrc/autograd/profiler_kineto.cpp), and Kineto derives
+`gpu_user_annotation` from their correlation ids. Kernels keep `args.correlation`, their launch's id, shared
+by all kernels of one CUDA-graph replay. SGLang 0.5.13 names each forward pass `step[<ForwardMode> bs=<n>]`
+(`step[EXTEND bs=<n> toks=<t>]` for prefill), see `_build_step_span_name` in
+sglang/srt/model_executor/model_runner.py."""
 
 import gzip
 import json
@@ -86,7 +84,11 @@ def load_trace(path: str | Path) -> dict[str, Any]:
         if not p.is_file():
             raise TraceError(f"{p}: not a regular file")
         with open(p, "rb") as f:
-            raw = _bounded(f.read(2), f, p)
+            gzipped = f.read(2) == b"\x1f\x8b"
+            f.seek(0)
+            raw = (gzip.GzipFile(fileobj=f) if gzipped else f).read(MAX_TRACE_BYTES + 1)
+        if len(raw) > MAX_TRACE_BYTES:
+            raise TraceError(f"{p}: larger than {MAX_TRACE_BYTES // 2**20} MiB of JSON; not a profiler trace")
         data = json.loads(raw)
     except OSError as e:
         raise TraceError(f"{p}: cannot read: {e}") from None
@@ -94,24 +96,10 @@ def load_trace(path: str | Path) -> dict[str, Any]:
         raise TraceError(f"{p}: not a (gzipped) JSON trace: {e}") from None
     except RecursionError:
         raise TraceError(f"{p}: not a (gzipped) JSON trace: nested too deep") from None
-    return as_trace(data, str(p))
-
-
-def _bounded(magic: bytes, f: Any, p: Path) -> bytes:
-    """The file's content (decompressed when gzipped), at most MAX_TRACE_BYTES."""
-    f.seek(0)
-    stream = gzip.GzipFile(fileobj=f) if magic == b"\x1f\x8b" else f
-    raw = stream.read(MAX_TRACE_BYTES + 1)
-    if len(raw) > MAX_TRACE_BYTES:
-        raise TraceError(f"{p}: larger than {MAX_TRACE_BYTES // 2**20} MiB of JSON; not a profiler trace")
-    return bytes(raw)
-
-
-def as_trace(data: Any, source: str = "<trace>") -> dict[str, Any]:
     if isinstance(data, list):  # the bare JSON-array form of the Chrome trace format
         data = {"traceEvents": data}
     if not isinstance(data, dict) or not isinstance(data.get("traceEvents"), list):
-        raise TraceError(f"{source}: no traceEvents list (not a Chrome trace)")
+        raise TraceError(f"{p}: no traceEvents list (not a Chrome trace)")
     return data
 
 
@@ -161,8 +149,7 @@ def extract(trace: dict[str, Any]) -> TraceEvents:
 
 
 def _merge_steps(rows: list[tuple[str, int, float, float]], origin: float, track: str) -> list[Step]:
-    """Steps in time order. A GPU range whose kernels ran on several streams appears once per stream;
-    overlapping copies of the same step become one."""
+    """Steps in time order; a GPU range on several streams, appearing once per stream, becomes one step."""
     out: list[Step] = []
     for mode, bs, a, b in sorted(rows, key=lambda r: r[2]):
         a, b = a - origin, b - origin

@@ -62,8 +62,7 @@ class ArgvError(ValueError):
 @dataclass(frozen=True)
 class ServerArgv:
     argv: list[str]
-    # Spec-mode environment (SGLANG_ENABLE_SPEC_V2 where the version has it).
-    mode_env: dict[str, str]
+    mode_env: dict[str, str]  # spec-mode environment (SGLANG_ENABLE_SPEC_V2 where the version has it)
     # What was adapted to the version, e.g. a renamed flag; for the run's record.
     notes: list[str] = field(default_factory=list)
 
@@ -138,8 +137,7 @@ def _render_value(name: str, value: str | int | float, problems: list[str]) -> s
 def translate_args(
     args: Mapping[str, ArgInput] | Sequence[tuple[str, ArgInput]], version: str
 ) -> tuple[list[str], list[str]]:
-    """Pass-through `args` as argv for this version, plus rename notes: True -> `--name`, False -> omitted, a
-    list -> `--name v1 v2 ...`, else `--name value`."""
+    """`args` as argv plus rename notes: True `--name`, False nothing, [a, b] `--name a b`, x `--name x`."""
     items = list(args.items()) if isinstance(args, Mapping) else list(args)
     problems: list[str] = []
     notes: list[str] = []
@@ -167,10 +165,8 @@ def translate_args(
         if name in PATH_FLAGS and (msg := path_value_problem(f"server.args.{name}", value)):
             problems.append(msg)
             continue
-        if value is False:
-            continue
-        if value is True:
-            out.append(f"--{target}")
+        if isinstance(value, bool):  # True: the bare flag; False: left out
+            out += [f"--{target}"] if value else []
             continue
         if isinstance(value, (str, int, float)):
             if (one := _render_value(name, value, problems)) is not None:
@@ -232,8 +228,7 @@ def build_argv(
     host: str = "127.0.0.1",
     trust_remote_code: bool = False,
 ) -> ServerArgv:
-    """Argv of one server for `cfg` on SGLang `version` (the sim: the version it emulates);
-    `trust_remote_code` is the host's (bench/host/policy.py). ArgvError lists every problem."""
+    """Argv of one server for `cfg` on `version`; `trust_remote_code` is the host's. ArgvError lists all."""
     problems: list[str] = []
     try:
         parse_version(version)

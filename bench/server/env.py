@@ -1,11 +1,9 @@
 """The environment a launched server gets: built from nothing, never inherited whole (the worker holds the
 database URL). It is a small host base (PATH, HOME, locale, temp dir, CUDA/NCCL/Python/model caches), the
-sweep's `server.env` limited to names that tune SGLang (env_names.py), and what specbench sets itself.
-
-Never DATABASE_URL, a SPECBENCH_* setting, or a variable that makes a program load another (LD_PRELOAD,
-PYTHONPATH, BROWSER, ...: issue 10); never the `--db env:NAME` variable (`withhold`) or a host variable that
-looks secret by name or value (issue 35 §5). Hub access is the host's decision, never a job's (issue 35
-§1)."""
+sweep's `server.env` limited to names that tune SGLang (env_names.py), and what specbench sets itself. Never
+DATABASE_URL, a SPECBENCH_* setting, or a variable that makes a program load another (LD_PRELOAD, PYTHONPATH,
+BROWSER, ...: issue 10); never the `--db env:NAME` variable (`withhold`) or a host variable that looks secret
+by name or value (issue 35 §5). Hub access is the host's decision, never a job's (issue 35 §1)."""
 
 import difflib
 import math
@@ -113,8 +111,7 @@ def looks_secret(name: str, value: str) -> bool:
         return False
     try:
         parts = urlsplit(value.strip())
-        query = parse_qsl(parts.query)
-        return bool(parts.password) or any(k.lower() in _SECRET_PARAMS for k, _ in query)
+        return bool(parts.password) or any(k.lower() in _SECRET_PARAMS for k, _ in parse_qsl(parts.query))
     except ValueError:  # not a URL we can read: cannot be shown to be clean
         return True
 
@@ -143,8 +140,7 @@ def sweep_name_problem(name: str) -> str | None:
         if name in _LOADS_CODE
         else ""
     )
-    close = difflib.get_close_matches(name, sorted(SWEEP_NAMES), n=1, cutoff=0.8)
-    if close:
+    if close := difflib.get_close_matches(name, sorted(SWEEP_NAMES), n=1, cutoff=0.8):
         return f"{name}: not a server variable a sweep may set{why}; did you mean {close[0]}?"
     return (
         f"{name}: not a server variable a sweep may set{why}; a sweep may set only names that tune SGLang "
@@ -176,10 +172,8 @@ def as_env_value(value: object) -> str:
     """A checked scalar as the environment holds it: booleans as 1/0 (what SGLang's env parsing reads)."""
     if problem := value_problem(value):
         raise ServerEnvError(problem)
-    if value is True:
-        return "1"
-    if value is False:
-        return "0"
+    if isinstance(value, bool):
+        return "1" if value else "0"
     return str(value)
 
 

@@ -13,8 +13,7 @@ from bench.host.processes import describe_exit, log_tail_of, terminate_group
 
 
 class LaunchError(RuntimeError):
-    """The server could not be started or reached (exit code and log tail in the message); `known_bug`: the
-    known SGLang bug identified, whose line opens the message."""
+    """The server could not start or be reached (message: exit code, log tail); `known_bug`: its known bug."""
 
     def __init__(
         self,
@@ -68,8 +67,7 @@ def wait_healthy(proc: subprocess.Popen[bytes], base_url: str, log_path: Path, t
             )
         remaining = deadline - time.monotonic()
         if remaining <= 0:
-            # Kill first so the tail includes whatever the server printed while dying.
-            terminate_group(proc, 5.0)
+            terminate_group(proc, 5.0)  # first, so the tail holds what the server printed while dying
             raise LaunchError(
                 f"server not healthy within {timeout_s:g} s at {base_url}/health (killed)",
                 log_tail=log_tail_of(log_path),

@@ -20,17 +20,13 @@ class KnownBug:
     key: str
     attention_backends: frozenset[str]
     spec_modes: frozenset[SpecMode]
-    # One sentence: what the path does wrong and where (the dry run's warning, the gate's note).
-    summary: str
+    summary: str  # one sentence: what the path does wrong and where (the dry run's warning, the gate's note)
     symptom: Symptom
     # The first release with the fix (0.5.12 on have the bug before it); None: open in every known release.
     fixed_in: tuple[int, int, int] | None = None
-    # The change that fixed it, as the failure line names it ("PR #24640").
-    fixed_by: str = ""
-    # The fewest `--speculative-num-steps` whose launch takes the path.
-    min_steps: int = 1
-    # What it is in one short clause, for the gate's failure line.
-    gist: str = ""
+    fixed_by: str = ""  # the change that fixed it, as the failure line names it ("PR #24640")
+    min_steps: int = 1  # the fewest `--speculative-num-steps` whose launch takes the path
+    gist: str = ""  # what it is in one short clause, for the gate's failure line
     # A sweep running the same check on a path without the bug (the gate's failure line points to it).
     control: str | None = None
     # What crashed, and a regex over the log whose group `evidence` is the exception line; None: no crash.
@@ -65,8 +61,7 @@ class KnownBug:
     ) -> bool:
         """Whether a server of this release, backend, mode, steps (None: unknown) and patch takes the path;
         ValueError for an unreadable version."""
-        # Read even for an open bug: an unreadable version is the caller's to hear.
-        release = release3(version)
+        release = release3(version)  # read even for an open bug: a bad version is the caller's to hear
         if self.fixed_in is not None and release >= self.fixed_in:
             return False
         if self.fix_patch is not None and carries(patch, self.fix_patch):
@@ -173,9 +168,7 @@ def identify_failure(
     except ValueError:  # a version string no rule reads
         return None
     for bug in bugs:
-        if bug.log_signature is None:
-            continue
-        if (m := bug.log_signature.search(log_text)) is not None:
+        if bug.log_signature is not None and (m := bug.log_signature.search(log_text)) is not None:
             return KnownFailure(bug, m.group("evidence").strip())
     return None
 
@@ -187,8 +180,7 @@ def acceptance_suspect(
     steps: int | None,
     patch: str | None = None,
 ) -> KnownBug | None:
-    """The known bug explaining right tokens with fewer drafts accepted for this release, backend, mode and
-    steps; None when none applies (or the version is unreadable)."""
+    """The known bug explaining right tokens with fewer drafts accepted, or None (also for a bad version)."""
     try:
         bugs = bugs_for(version, attention_backend, spec_mode, steps, patch)
     except ValueError:

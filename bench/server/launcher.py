@@ -1,13 +1,10 @@
-"""Launch, verify and tear down one server for one ServerConfig.
-
-    with launch(spec.server, config, log_dir="logs/servers") as server:
-        if server.mismatches: ...   # the server does not run what was asked: record, don't measure
-        run_points(server.base_url)
+"""Launch, verify and tear down one server: `with launch(spec.server, config) as server:`; non-empty
+`server.mismatches` means it runs something other than what was asked (record it, don't measure).
 
 The server runs in its own process group, logging to its own file. Ready is `/health` 200 (polled only at
-startup, contract §6.9); then `/server_info` and the launch log say what it runs (§1.5). Teardown (SIGTERM to
-the group, then SIGKILL) runs on every exit path. `server.cpu_affinity` pins it at start and every thread once
-ready. Ports and teardown: bench/host/processes.py; probes: bench/server/http.py; requested vs resolved:
+startup, contract §6.9); then `/server_info` and the launch log say what it runs (§1.5). Teardown (SIGTERM
+to the group, then SIGKILL) runs on every exit path. `server.cpu_affinity` pins it at start and every thread
+once ready. Ports and teardown: bench/host/processes.py; probes: bench/server/http.py; requested vs resolved:
 bench/server/requested.py."""
 
 from __future__ import annotations
@@ -24,7 +21,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from types import TracebackType
 from typing import Any
 
 from bench.host import cpu_affinity, reaper
@@ -87,16 +83,13 @@ class LaunchedServer:
     resolved: ResolvedMode
     # Nothing of the launch for an external server (attached, not started).
     argv: list[str] = field(default_factory=list)
-    # Only the variables specbench set on top of its own environment.
-    env_delta: dict[str, str] = field(default_factory=dict)
+    env_delta: dict[str, str] = field(default_factory=dict)  # only what specbench set over its own base
     log_path: Path | None = None
     pid: int | None = None
     startup_s: float = 0.0
     server_info: dict[str, Any] = field(default_factory=dict)
-    # Empty when the server runs what was asked; otherwise one human line per difference.
-    mismatches: list[str] = field(default_factory=list)
-    # Adaptations to the version (renamed flags) and other facts worth keeping with the run.
-    notes: list[str] = field(default_factory=list)
+    mismatches: list[str] = field(default_factory=list)  # one human line per difference from what was asked
+    notes: list[str] = field(default_factory=list)  # version adaptations (renamed flags), other facts to keep
     # The CPUs every thread of the server's processes was pinned to and read back on; None: not pinned.
     cpu_affinity: list[int] | None = None
     # Expert routing of a dummy-weight MoE launch (bench/server/routing.py); None: real weights or dense.
@@ -174,9 +167,7 @@ class LaunchedServer:
     def __enter__(self) -> LaunchedServer:
         return self
 
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.stop()
 
 
@@ -242,12 +233,11 @@ def launch(
     stop_timeout_s: float = 15.0,
     policy: HostPolicy | None = None,
 ) -> LaunchedServer:
-    """Start (or, for `external`, attach to) the server for `config` and verify what it runs.
-
-    `version` skips detection. Raises LaunchError if the server cannot start, dies, or is not healthy within
-    `startup_timeout_s` (default: the spec's), after tearing it down; a known SGLang bug in its log
-    (bench.server.known_bugs) is named in the error. A server running something else is returned with
-    `mismatches` filled. `policy` (a worker's HostPolicy) is checked before anything runs."""
+    """Start (or, for `external`, attach to) the server for `config` and verify what it runs; `version` skips
+    detection and `policy` (a worker's HostPolicy) is checked before anything runs. LaunchError, after
+    teardown, if the server cannot start, dies or is not healthy within `startup_timeout_s` (default: the
+    spec's), naming a known SGLang bug its log shows (bench.server.known_bugs). A server running something
+    else is returned with `mismatches` filled."""
     policy = policy or HostPolicy.author()
     try:
         spec = _host_checked(policy, spec, config)
@@ -426,8 +416,7 @@ class LaunchPlan:
     env: dict[str, str]  # the server's whole environment: env_delta over the host's small base
     cpus: cpu_affinity.CpuList | None = None  # what the server is pinned to; None: not pinned
     cpu_notes: tuple[str, ...] = ()  # why it is pinned when the sweep did not ask, overlaps with the client
-    # Dummy-weight MoE routing and its env.
-    routing: RoutingPlan = field(default_factory=lambda: RoutingPlan(None))
+    routing: RoutingPlan = field(default_factory=lambda: RoutingPlan(None))  # dummy-weight MoE routing
 
 
 def plan_launch(
@@ -440,8 +429,7 @@ def plan_launch(
     log_dir: str | Path = "logs/servers",
     policy: HostPolicy | None = None,
 ) -> LaunchPlan:
-    """The argv and environment of one launch (`launch` starts it, `run --dry-run` prints it); `policy`:
-    remote code and hub access (default: neither). LaunchError lists every problem."""
+    """A launch's argv and env (`launch` starts it, `run --dry-run` prints it); LaunchError lists all."""
     if spec.backend == "external":
         raise LaunchError("backend external launches nothing")
     policy = policy or HostPolicy.author()
@@ -560,8 +548,8 @@ def _env_delta(
 ) -> dict[str, str]:
     sweep_env = dict(config.env)
     problems = [
-        f"server.env.{name}: set by specbench itself (spec mode / balanced routing / sim settings), not by the "
-        "sweep"
+        f"server.env.{name}: set by specbench itself (spec mode / balanced routing / sim settings), "
+        "not by the sweep"
         for name in sweep_env
         if name in _OWNED_ENV or name.startswith(_OWNED_ENV_PREFIXES)
     ]

@@ -21,8 +21,7 @@ class RoutingPlan:
 
     routing: ExpertRouting | None
     env: dict[str, str] = field(default_factory=dict)
-    # Set when routing stays collapsed: printed at dry-run and run time.
-    warning: str | None = None
+    warning: str | None = None  # set when routing stays collapsed: printed at dry-run and run time
 
 
 def plan_routing(
@@ -41,9 +40,7 @@ def plan_routing(
     if setting == "off":
         # Explicitly off: overrides a value the host's environment may pass on (SGLANG_* is host-passed).
         return RoutingPlan(
-            "collapsed",
-            {switch: "0"} if switch else {},
-            f"server.balanced_routing: off: {collapsed}",
+            "collapsed", {switch: "0"} if switch else {}, f"server.balanced_routing: off: {collapsed}"
         )
     if switch is None:
         return RoutingPlan(

@@ -18,8 +18,7 @@ EAGLE_FAMILY = frozenset({"EAGLE", "EAGLE3", "NEXTN", "STANDALONE"})
 
 # The releases whose source the contract was read from: the one list; the stand-in emulates exactly these.
 RELEASES: tuple[str, ...] = ("0.5.12", "0.5.13", "0.5.13.post1", "0.5.14", "0.5.15", "0.5.23")
-# The release specbench is tested against (pyproject's `[gpu]` extra pins it).
-DEFAULT_RELEASE = "0.5.13.post1"
+DEFAULT_RELEASE = "0.5.13.post1"  # what specbench is tested against (pyproject's `[gpu]` extra pins it)
 
 _FIRST_ALWAYS_V2 = (0, 5, 13)  # v1 worker files deleted; non-overlap = synchronous V2 worker
 _ENV_REMOVED = (0, 5, 14)  # SGLANG_ENABLE_SPEC_V2 gone; the flag is the only switch
@@ -151,8 +150,7 @@ class ResolvedMode:
     # The launch-log line that names the mode (None: no such line, or no log).
     log_line: str | None = None
     log_mode: SpecMode | None = None
-    # Non-empty when /server_info and the log disagree, or nothing decides the mode.
-    contradiction: str | None = None
+    contradiction: str | None = None  # set when /server_info and the log disagree or nothing decides the mode
 
     @property
     def evidence(self) -> dict[str, Any]:
@@ -231,13 +229,11 @@ def resolve_mode(version: str, server_info: dict[str, Any], log_text: str | None
     if disable_overlap is None:
         # Neither /server_info nor the argument dump says; a version line alone is weaker, so flag it.
         if log_mode is None:
+            detail = (
+                f"unknown: /server_info has no disable_overlap_schedule and the log names no mode ({suffix})"
+            )
             return ResolvedMode(
-                None,
-                f"unknown: /server_info has no disable_overlap_schedule and the log names no mode ({suffix})",
-                True,
-                version,
-                keys,
-                contradiction="no evidence of the spec mode",
+                None, detail, True, version, keys, contradiction="no evidence of the spec mode"
             )
         mode: SpecMode = log_mode
         source = "log line only"

@@ -4,9 +4,8 @@ which side is the denominator.
 
 * Paired (repeat r of both sides measured next to each other): d_r = ln(b_r / a_r); ratio = exp(mean d),
 interval exp(mean d ± t_{0.975, n-1} · s_d / √n); drift common to neighbours cancels. * Unpaired: Welch on the
-logs, ratio = exp(mean ln b - mean ln a), SE √(s²_ln a / n_a + s²_ln b / n_b), Welch-Satterthwaite df.
-
-The centre is the geometric mean ratio; for near-symmetric repeats it sits next to the ratio of medians."""
+logs, ratio = exp(mean ln b - mean ln a), SE √(s²_ln a / n_a + s²_ln b / n_b), Welch-Satterthwaite df. The
+centre is the geometric mean ratio; for near-symmetric repeats it sits next to the ratio of medians."""
 
 import bisect
 import math

@@ -32,8 +32,7 @@ class PointSummary:
 
 
 def summarize_repeats(repeats: Sequence[Repeat]) -> PointSummary:
-    """Status: the worst repeat's, with every reason; metrics: medians over measured repeats (counts
-    `median_low`), None where none has one."""
+    """Worst repeat's status, all reasons; medians over measured repeats (counts `median_low`), else None."""
     if not repeats:
         return PointSummary(status="failed", reason="no repeat stored yet", repeats=0)
     ordered = sorted(repeats, key=lambda r: r.repeat)
@@ -52,8 +51,7 @@ def summarize_repeats(repeats: Sequence[Repeat]) -> PointSummary:
         else:
             metrics[m.name] = float(statistics.median(values))
     low = high = None
-    throughputs = [float(v) for r in measured if (v := r.metrics.get("output_throughput")) is not None]
-    if throughputs:
+    if throughputs := [float(v) for r in measured if (v := r.metrics.get("output_throughput")) is not None]:
         _, low, high = median_ci(throughputs)
     return PointSummary(
         status=worst.status,

@@ -21,8 +21,7 @@ UNSET: Final = _Unset()
 
 
 class FieldChange(NamedTuple):
-    # Dotted, with [i] for an entry of a list of mappings: `measure.min_window_s`, `workload[1].seed`.
-    path: str
+    path: str  # dotted, [i] for an entry of a list of mappings: `measure.min_window_s`, `workload[1].seed`
     old: Any  # UNSET where the old sweep has no such key
     new: Any  # UNSET where the new sweep has no such key
 

@@ -8,8 +8,7 @@ from pydantic import BaseModel
 
 from bench.sweep.spec import SweepSpec
 
-# Past this many problems a sweep is wrong as a whole: the rest are counted (a 64^3 grid gave 1.2 MB once).
-MAX_PROBLEMS = 20
+MAX_PROBLEMS = 20  # past this a sweep is wrong as a whole; the rest are counted (a 64^3 grid gave 1.2 MB)
 
 
 class SweepError(ValueError):
@@ -62,7 +61,7 @@ def format_validation_errors(errors: list[Any]) -> list[str]:
             out.append(_unknown_key(err["loc"]))
             continue
         key_error = "[key]" in parts
-        loc = _loc_text([x for x in err["loc"] if x not in _UNION_BRANCHES and x != "[key]"])
+        loc = _loc_text(strip_branches(err["loc"]))
         msg = _message(err)
         if not loc:  # the cross-field check joins its problems with newlines
             out.extend(msg.split("\n"))
@@ -123,8 +122,7 @@ def _unknown_key(loc: tuple[Any, ...]) -> str:
     label = f"{where}: unknown key {_short(key)}" if where else f"unknown key {_short(key)}"
     if fields is None:
         return label
-    close = difflib.get_close_matches(str(key), fields, n=1, cutoff=0.6)
-    if close:
+    if close := difflib.get_close_matches(str(key), fields, n=1, cutoff=0.6):
         return f"{label} (did you mean {close[0]!r}?)"
     return f"{label} (expected one of: {', '.join(fields)})"
 
@@ -136,9 +134,7 @@ def _fields_at(path: list[Any]) -> list[str] | None:
         if isinstance(part, int):
             continue
         info = model.model_fields.get(str(part))
-        if info is None:
-            return None
-        nested = _model_in(info.annotation)
+        nested = _model_in(info.annotation) if info is not None else None
         if nested is None:
             return None
         model = nested

@@ -55,8 +55,7 @@ def _not_a_flag(v: str) -> str:
 
 # One line of printable text: model paths, names, URLs.
 Text = Annotated[str, Field(min_length=1, max_length=1024), AfterValidator(_text)]
-# A model or file path handed to the server's argv.
-PathText = Annotated[Text, AfterValidator(_not_a_flag)]
+PathText = Annotated[Text, AfterValidator(_not_a_flag)]  # a model or file path handed to the server's argv
 Slug = Annotated[str, AfterValidator(_slug)]
 Seconds = Annotated[float, Field(gt=0, le=7 * 24 * 3600)]  # a week: longer is a typo
 Seed = Annotated[int, Field(ge=0, le=2**63 - 1)]
@@ -129,10 +128,7 @@ def arg_value(v: Any) -> ArgValue:
             or all(isinstance(x, str) for x in v)
         ):
             raise ValueError("a list value holds integers only or strings only")
-        problems = [p for p in map(scalar_problem, v) if p]
-    else:
-        problems = [p for p in [scalar_problem(v)] if p]
-    if problems:
+    if problems := [p for p in map(scalar_problem, v if isinstance(v, list) else [v]) if p]:
         raise ValueError(problems[0])
     return v  # type: ignore[no-any-return]
 

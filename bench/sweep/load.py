@@ -62,8 +62,7 @@ def validate_sweep(data: dict[str, Any], source: str = "<sweep>") -> SweepSpec:
             break
         except ValidationError as e:
             errors = e.errors()
-            cross = [err for err in errors if not err["loc"]]
-            if cross:
+            if cross := [err for err in errors if not err["loc"]]:
                 for line in format_validation_errors(cross):
                     where = re.sub(r"\[\d+\]", "", re.split(r"[: ]", line, maxsplit=1)[0])
                     if not any(

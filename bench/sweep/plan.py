@@ -27,8 +27,7 @@ class ServerConfig:
     spec_mode: SpecMode | None
     args: tuple[tuple[str, ArgValue | tuple[int | str, ...]], ...] = ()
     env: tuple[tuple[str, str], ...] = ()
-    # Pinned acceptance (grid.accept_lengths); also in `env` as SGLANG_SIMULATE_ACC_LEN.
-    accept_length: float | None = None
+    accept_length: float | None = None  # grid.accept_lengths' pin; also in `env` as SGLANG_SIMULATE_ACC_LEN
 
     @property
     def is_baseline(self) -> bool:

@@ -1,5 +1,4 @@
-"""The sections of a sweep file: strict, bounded pydantic models (docs/reference/sweep-keys.md); spec.py joins
-them."""
+"""Sweep file sections: strict, bounded pydantic models (docs/reference/sweep-keys.md), joined in spec.py."""
 
 from typing import Annotated, Any, Literal
 
@@ -83,11 +82,6 @@ class SimSettings(Strict):
         return v
 
 
-def _yaml_off(v: Any) -> Any:
-    """YAML 1.1 reads a bare `off` as false: `balanced_routing: off` means "off", not a type error."""
-    return "off" if v is False else v
-
-
 class ServerSpec(Strict):
     backend: Backend = "sglang"
     base_url: Text | None = None
@@ -101,12 +95,14 @@ class ServerSpec(Strict):
     startup_timeout_s: Seconds = 900.0
     # Start up to this many of the sweep's servers together, then measure them one at a time (see README).
     max_parallel_starts: int = Field(1, ge=1, le=16)
-    # Interpreter that runs `-m sglang.launch_server`; None = the one running specbench.
-    python: PathText | None = None
+    python: PathText | None = None  # interpreter running `-m sglang.launch_server`; None = specbench's own
     # `dummy`: weights from config.json alone (`--load-format dummy`); `auto` passes no flag.
     load_format: LoadFormat = "auto"
     # Dummy-weight MoE routing collapses; `auto` balances it (bench/server/routing.py), `off` warns.
-    balanced_routing: Annotated[Literal["auto", "off"], BeforeValidator(_yaml_off)] = "auto"
+    # YAML 1.1 reads a bare `off` as false: `balanced_routing: off` means "off", not a type error.
+    balanced_routing: Annotated[
+        Literal["auto", "off"], BeforeValidator(lambda v: "off" if v is False else v)
+    ] = "auto"
     # Keep both servers of a v1/v2 pair up and interleave their repeats; falls back to alternating restarts.
     pair_colocate: bool = True
     # Pin the server to these CPUs ("2-7,10" or [2, 3]); None = the runner's (docs/guide/gpu-hosts.md).
@@ -169,8 +165,7 @@ class WarmupSpec(Strict):
 
 
 class CorrectnessSpec(Strict):
-    """The correctness check every launch gets (correctness-gate.md): seeded greedy prompts before its
-    windows; spec launches must match the baseline's tokens and v2's acceptance v1's."""
+    """Pre-window check (correctness-gate.md): greedy tokens match the baseline's, v2's acceptance v1's."""
 
     enabled: bool = True
     prompts: int = Field(16, ge=1, le=256)
@@ -181,8 +176,7 @@ class CorrectnessSpec(Strict):
     max_diverging_prompts: int = Field(0, ge=0, le=256)
     # v2's token-weighted acceptance over v1's (or the reference's) below this fails.
     min_acceptance_ratio: float = Field(0.95, gt=0.0, le=1.0)
-    # The baseline answers twice, batched and one at a time: the floor for max_diverging_prompts.
-    self_check: bool = True
+    self_check: bool = True  # baseline answers batched and one at a time: the floor for max_diverging_prompts
 
 
 class MeasureSpec(Strict):
@@ -192,8 +186,7 @@ class MeasureSpec(Strict):
     min_window_s: float | None = Field(None, ge=0.0, le=3600.0)
     # Interleave (ABBA) each v1/v2 pair; false = one server at a time (max_parallel_starts applies to all).
     paired: bool = True
-    # Re-measure the first point at the end (drift); None = on for GPU servers and pairs.
-    drift_check: bool | None = None
+    drift_check: bool | None = None  # re-measure point 1 last (drift); None = on for GPU servers and pairs
     # |reported - pinned| accept length above this marks the repeat invalid (grid.accept_lengths).
     accept_length_tolerance: float = Field(0.15, gt=0.0, le=64.0)
     # A window whose median SM clock is below this fraction of the run's highest is flagged `throttled`.

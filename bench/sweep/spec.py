@@ -51,9 +51,8 @@ class SweepSpec(Strict):
 
     @property
     def min_window_s(self) -> float:
-        if self.measure.min_window_s is not None:
-            return self.measure.min_window_s
-        return DEFAULT_MIN_WINDOW_S[self.server.backend]
+        explicit = self.measure.min_window_s
+        return DEFAULT_MIN_WINDOW_S[self.server.backend] if explicit is None else explicit
 
     @property
     def warmup_after_start_s(self) -> float:
@@ -63,9 +62,8 @@ class SweepSpec(Strict):
 
     @property
     def drift_check(self) -> bool:
-        if self.measure.drift_check is not None:
-            return self.measure.drift_check
-        return self.paired or self.server.backend != "sim"
+        explicit = self.measure.drift_check
+        return (self.paired or self.server.backend != "sim") if explicit is None else explicit
 
     @property
     def max_pair_repeats(self) -> int:

@@ -73,16 +73,8 @@ def _nvml_reader(indices: Sequence[int] | None) -> ReadFn | None:
             mem = optional(pynvml.nvmlDeviceGetClockInfo, h, pynvml.NVML_CLOCK_MEM)
             rates = optional(pynvml.nvmlDeviceGetUtilizationRates, h)
             bits = optional(reasons_fn, h) if reasons_fn is not None else None
-            out.append(
-                Reading(
-                    clock,
-                    power,
-                    temp,
-                    float(mem) if mem is not None else None,
-                    float(rates.gpu) if rates is not None else None,
-                    int(bits) if bits is not None else None,
-                )
-            )
+            extra = (float(mem) if mem is not None else None, float(rates.gpu) if rates is not None else None)
+            out.append(Reading(clock, power, temp, *extra, int(bits) if bits is not None else None))
         return out
 
     return read

@@ -24,10 +24,8 @@ class CpuCounters:
     """Cumulative host CPU counters at one instant; two of them make a window's CPU shares."""
 
     wall_s: float
-    # user nice system idle iowait irq softirq steal (the aggregate `cpu` line)
-    jiffies: tuple[int, ...] | None
-    # PSI "some" total: time in which at least one runnable task waited for a CPU
-    pressure_some_us: int | None
+    jiffies: tuple[int, ...] | None  # user nice system idle iowait irq softirq steal (aggregate `cpu` line)
+    pressure_some_us: int | None  # PSI "some" total: time in which a runnable task waited for a CPU
     # Per CPU too: steal on the scheduler's one CPU can be several percent, a fraction of the host's.
     per_cpu: dict[str, tuple[int, ...]] | None = None
 

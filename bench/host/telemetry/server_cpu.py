@@ -11,8 +11,7 @@ import psutil
 from bench.host.cpu_probe import by_use
 from bench.host.processes import process_tree
 
-# pid -> (process name, user + system CPU seconds so far)
-ProcessCpu = dict[int, tuple[str, float]]
+ProcessCpu = dict[int, tuple[str, float]]  # pid -> (process name, user + system CPU seconds so far)
 
 
 def process_tree_cpu(pid: int) -> ProcessCpu | None:
@@ -74,8 +73,7 @@ def server_cpu_shares(start: ProcessCpu | None, end: ProcessCpu | None, wall_s: 
     )
     if start is None or end is None or wall_s <= 0:
         return out
-    used = _cpu_used(start, end)
-    if not used:
+    if not (used := _cpu_used(start, end)):
         return out
     name, busiest = max(used.values(), key=lambda x: x[1])
     out["server_cpu_pct"] = round(100.0 * sum(cpu for _, cpu in used.values()) / wall_s, 1)

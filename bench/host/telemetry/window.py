@@ -1,12 +1,10 @@
 """The window sampler: a thread reading the GPUs and the server's processes through one window. Each window
 gets a `WindowTelemetry` from the run's `TelemetrySource`: host counters (host_cpu.py) and server CPU seconds
 (server_cpu.py) at start and end, GPU samples (gpu.py) and each server process's CPU every `interval_s`;
-`summary()` is stored with the repeat.
-
-The host's Python speed comes from bench.host.cpu_probe (`cpu_probe_ms`), run on the runner's CPUs; on a VM
-that is another vCPU than the scheduler's, so with `measure.cpu_probe: server` the sampler moves the probe at
-each sample onto the CPU of the server's busiest process (`cpu_probe_on_server_pct`: how much it shared
-it)."""
+`summary()` is stored with the repeat. The host's Python speed comes from bench.host.cpu_probe
+(`cpu_probe_ms`), run on the runner's CPUs; on a VM that is another vCPU than the scheduler's, so with
+`measure.cpu_probe: server` the sampler moves the probe at each sample onto the CPU of the server's busiest
+process (`cpu_probe_on_server_pct`: how much it shared it)."""
 
 import bisect
 import os
@@ -37,8 +35,7 @@ from bench.host.telemetry.server_cpu import (
 
 
 def on_cpu_pct(samples: Sequence[ProbeSample], placed: Sequence[tuple[float, int]]) -> float | None:
-    """Percent of probe samples taken on the CPU a process was on (`placed`: (monotonic time, CPU) per
-    telemetry sample) at the nearest telemetry sample; None without both."""
+    """Percent of probe samples on the CPU `placed` (monotonic time, CPU) shows nearest in time; or None."""
     if not samples or not placed:
         return None
     ats = [at for at, _ in placed]
@@ -60,8 +57,7 @@ class WindowTelemetry:
     source: str
     read: ReadFn | None
     interval_s: float = 0.25
-    # The launched server; None for an external one (its processes are elsewhere).
-    server_pid: int | None = None
+    server_pid: int | None = None  # the launched server; None for an external one (processes elsewhere)
     # The host's Python speed (bench.host.cpu_probe), shared by the run's windows; None: not measured.
     probe: CpuProbe | None = None
     # "server": follow the busiest server process's CPU at each sample, back at stop(); "runner": stay.
@@ -113,14 +109,17 @@ class WindowTelemetry:
         except (OSError, AttributeError):  # gone; not Linux (no sched_getaffinity)
             self.follow_errors += 1
 
+    def _read_gpus(self) -> None:
+        if self.read is not None:
+            try:
+                self.readings.append(self.read())
+            except Exception:  # a flaky read costs one sample, never the window
+                self.errors += 1
+
     def _loop(self) -> None:
         moved_to: int | None = None  # the CPU the probe was last moved to
         while True:
-            if self.read is not None:
-                try:
-                    self.readings.append(self.read())
-                except Exception:  # a flaky read costs one sample, never the window
-                    self.errors += 1
+            self._read_gpus()
             # Each server process read once per sample: the CPU it is on, and its CPU seconds for _follow.
             now = processes_now(self._server_procs)
             at = time.monotonic()
@@ -134,8 +133,7 @@ class WindowTelemetry:
                 return
 
     def _follow(self, now: dict[int, ProcessNow], cpus: dict[int, int], moved_to: int | None) -> int | None:
-        """Move the probe onto the busiest server process's CPU at every sample (the kernel moves the
-        scheduler); only a change costs a system call. Returns the probe's CPU."""
+        """Move the probe to the busiest server process's CPU (the kernel moves it); returns the new CPU."""
         assert self._probe_home is not None
         busiest = busiest_so_far(self.server_start, now)
         cpu = cpus.get(busiest) if busiest is not None else None
@@ -153,11 +151,7 @@ class WindowTelemetry:
             self._stop.set()
             self._thread.join(timeout=10)
             self._thread = None
-            if self.read is not None:
-                try:  # one reading at the very end, so even a short window has two
-                    self.readings.append(self.read())
-                except Exception:
-                    self.errors += 1
+            self._read_gpus()  # one reading at the very end, so even a short window has two
         self.load_end = host_load()
         self.cpu_end = read_cpu_counters()
         self.server_end = process_tree_cpu(self.server_pid) if self.server_pid is not None else None
@@ -193,8 +187,7 @@ class WindowTelemetry:
 
 
 class TelemetrySource:
-    """Opens the reader once per run (NVML init is not free) and hands a fresh sampler to each window; the
-    host-speed probe runs from the first window until `close()`."""
+    """Opens the reader once (NVML init is not free), a sampler per window; the probe runs until `close()`."""
 
     def __init__(self, indices: Sequence[int] | None = None, *, enabled: bool = True) -> None:
         self.source, self._read = gpu_reader(indices) if enabled else ("none", None)
