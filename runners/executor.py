@@ -103,12 +103,11 @@ class SweepExecutor:
         return self.start_server(group.server)
 
     def run_batch(self, groups: list[ServerGroup]) -> None:
-        """Start `groups`' servers together (overlapping JIT and graph capture), then measure one at a time."""
+        """Start `groups`' servers together (overlapping JIT and graph capture), then measure each in turn."""
         pending: list[tuple[ServerGroup, list[PointPlan]]] = []
         for group in groups:
             todo = [p for p in group.points if self.pending_repeats(p)]
-            for _ in range(len(group.points) - len(todo)):
-                self.progress.advance()
+            self.progress.advance(len(group.points) - len(todo))
             if todo:
                 pending.append((group, todo))
         if not pending:
@@ -146,6 +145,7 @@ class SweepExecutor:
 
     def record_launch_failure(self, group: ServerGroup, todo: list[PointPlan], err: LaunchError) -> None:
         """A server row saying why `group`'s server did not start, and each of `todo` failed with it."""
+        first_line = (str(err).strip().splitlines() or [str(err)])[0]
 
         def write(s: Session) -> None:
             run = s.get_one(Run, self.run_id)
@@ -156,11 +156,10 @@ class SweepExecutor:
             row.exit_code, row.log_tail = err.exit_code, err.log_tail or None
             row.known_bug = err.known_bug  # a known SGLang bug: the correctness gate's finding, not a mishap
             for plan in todo:
-                store.fail_point(s, run, plan, row.id, f"server failed to start: {_first_line(str(err))}")
+                store.fail_point(s, run, plan, row.id, f"server failed to start: {first_line}")
 
         self.write(write, "recording a failed launch")
-        for _ in todo:
-            self.progress.advance()
+        self.progress.advance(len(todo))
 
     def measure_on(
         self, group: ServerGroup, todo: list[PointPlan], server: LaunchedServer, co_resident: int
@@ -241,7 +240,7 @@ class SweepExecutor:
                 if server.sglang_patch is not None:  # bench/server/sglang_patch.py: "none" or the patch
                     prov["sglang_patch"] = server.sglang_patch
                 store.apply_provenance(run, prov)
-            # The part records the SGLang it runs, and refuses one the run's earlier parts did not (PartRefused).
+            # The part records its SGLang, refusing one the run's earlier parts did not run (PartRefused).
             self.parts.server_sglang(s, server.version, server.sglang_patch)
             row = store.record_server(
                 s,
@@ -268,14 +267,10 @@ class SweepExecutor:
             return int(row.id)
 
         server_row_id = int(self.write(write, "recording the server"))
-        self.warn_routing(server)
-        return server_row_id
-
-    def warn_routing(self, server: LaunchedServer) -> None:
-        """Say loudly, once per run, that a dummy-weight MoE server's routing collapsed."""
-        if server.expert_routing == "collapsed":
+        if server.expert_routing == "collapsed":  # a dummy-weight MoE server's: said loudly, once per run
             warning = next((n for n in server.notes if "routing" in n), "expert routing collapsed")
             self.progress.warn_once("routing", warning)
+        return server_row_id
 
     async def _measure_group(
         self, todo: list[PointPlan], server: LaunchedServer, server_row_id: int, label: str
@@ -287,10 +282,11 @@ class SweepExecutor:
                 await self.measure_plan(
                     client, plan, server, server_row_id, self.pending_repeats(plan), warmup=True
                 )
-                await profiling.profile_point(
-                    self.engine, self.spec, plan, client, self.run_id, server_row_id
-                )
+                await self.profile(plan, client, server_row_id)
                 self.progress.point_done()
+
+    async def profile(self, plan: PointPlan, client: LoadClient, server_row_id: int) -> None:
+        await profiling.profile_point(self.engine, self.spec, plan, client, self.run_id, server_row_id)
 
     def window_settings(
         self,
@@ -347,10 +343,9 @@ class SweepExecutor:
         t_point = time.perf_counter()
         window = 0.0
         async for sample, win in measure_windows(client, prompts, repeats, settings):
-            if sample.metrics is not None:
-                window += sample.metrics.duration_s
             self._store(plan, sample, server_row_id, server, win, link)
             if sample.metrics is not None:
+                window += sample.metrics.duration_s
                 self.drift.measured(plan, server_row_id)
         if warmup:
             self.progress.points_measured += 1
@@ -430,7 +425,3 @@ def run_provenance(
     if pin is not None:  # `--client-cpus`: where the client ran, to compare runs pinned and not ("8-15")
         prov["client_cpus"] = cpu_affinity.format_cpu_list(pin.cpus)
     return prov
-
-
-def _first_line(text: str) -> str:
-    return text.strip().splitlines()[0] if text.strip() else text
