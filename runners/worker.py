@@ -1,12 +1,10 @@
 """The worker loop: register, claim a job this host's GPUs can run, execute its sweep, report, repeat.
 
-A heartbeat thread keeps the worker row fresh and renews the job's lease; a failed renewal (the job canceled,
-or taken by another worker after our lease lapsed) and SIGTERM/SIGINT both make the executor stop after the
-current point, storing it and stopping its server. A retried job resumes its first attempt's run. A failed
-attempt is retried with backoff unless it cannot succeed: every launch would fail alike (no interpreter,
-SGLang or model on the host), or analysis.jobs.cannot_succeed. A job is data: it is checked against the host
-policy (bench/host/policy.py) before anything runs. Database outages are waited out up to the limit
-(runners/dbretry.py, runners/recovery.py), past it the worker exits 2 (docs/reference/reliability.md).
+A heartbeat renews the worker row and the job's lease; a lost lease (canceled, taken over) or SIGTERM/SIGINT
+stops the executor after the current point. A retried job resumes its first attempt's run; a failed attempt
+is retried with backoff unless it cannot succeed (no interpreter, SGLang or model here; analysis.jobs).
+A job is data, checked against the host policy (bench/host/policy.py) before anything runs. Database outages
+are waited out up to the limit (runners/dbretry.py), then the worker exits 2 (docs/reference/reliability.md).
 """
 
 import contextlib
@@ -64,8 +62,7 @@ class WorkerOptions:
     recovery: RecoveryPolicy = field(default_factory=RecoveryPolicy)  # requeue of dead workers' jobs, outages
     log_dir: Path | None = None
     show_progress: bool = False
-    # What this host lets a job use (a worker is always confined; by default to nothing but ids and the
-    # worker's own interpreter).
+    # What this host lets a job use: always confined, by default to ids and the worker's own interpreter.
     policy: HostPolicy = field(default_factory=HostPolicy.worker)
 
     @property
@@ -92,8 +89,6 @@ class QueueWorker:
         # Queued jobs this worker cannot run, as last logged (logged again only when the list changes).
         self._waiting: list[tuple[int, str, str]] = []
 
-    # --- signals ----------------------------------------------------------------------------------------
-
     def request_stop(self, reason: str = "SIGTERM") -> None:
         """Safe from a signal handler: only sets events."""
         if not self.shutdown.is_set():
@@ -103,13 +98,9 @@ class QueueWorker:
             if self._job_stop is not None:
                 self._job_stop.set()
 
-    # --- database calls -----------------------------------------------------------------------------------
-
     def _db(self, fn: Callable[[], Any], what: str, *, stop: threading.Event | None = None) -> Any:
         """A queue call, retried through a database outage up to the configured limit."""
         return dbretry.retry(fn, what=what, policy=self.options.recovery.outage, stop=stop)
-
-    # --- main loop --------------------------------------------------------------------------------------
 
     def run(self) -> int:
         opts = self.options
@@ -156,9 +147,7 @@ class QueueWorker:
                         "looking at the queue",
                     ):
                         waiting = (
-                            ""
-                            if not self._waiting
-                            else f" ({len(self._waiting)} job(s) left for other workers)"
+                            f" ({len(self._waiting)} job(s) left for other workers)" if self._waiting else ""
                         )
                         log.info(
                             "worker %s: no job this worker can run, exiting (--once)%s", self.id, waiting
@@ -184,8 +173,7 @@ class QueueWorker:
         return code
 
     def _say_why_jobs_wait(self) -> None:
-        """Log, once per change, the queued jobs this worker can never run and why ("needs 8 GPU(s), has 1"),
-        so an idle worker beside a waiting queue explains itself."""
+        """Log, once per change, queued jobs this worker can never run and why ("needs 8 GPU(s), has 1")."""
         opts = self.options
         try:
             waiting = self._db(
@@ -285,12 +273,11 @@ class QueueWorker:
 
     def _refusal(self, spec: SweepSpec) -> str | None:
         """Why this worker will not run `spec` (its host policy, its workload files), or None."""
-        problems = self.options.policy.problems(spec)
-        if not problems:
-            for w in spec.workloads:
-                problem = workload_file_problem(w.path) if w.path is not None else None
-                if problem:
-                    problems.append(f"workload.path: {problem}")
+        problems = self.options.policy.problems(spec) or [
+            f"workload.path: {p}"
+            for w in spec.workloads
+            if w.path is not None and (p := workload_file_problem(w.path))
+        ]
         if not problems:
             return None
         return f"refused by worker {self.id}, nothing ran: " + "; ".join(problems)
@@ -354,7 +341,7 @@ class QueueWorker:
         return bool(self._db(lambda: queue.release(self.engine, job.id, self.id, reason), "releasing a job"))
 
     def _give_up(self, job: queue.ClaimedJob, error: str, logged: str | None = None) -> None:
-        """Fail `job` without a retry (no other attempt could succeed); the log says `logged`, by default why."""
+        """Fail `job` without a retry (no attempt could succeed); the log says `logged`, by default why."""
         self._db(
             lambda: queue.fail_attempt(self.engine, job.id, self.id, error, retry=False), "failing a job"
         )
@@ -378,11 +365,8 @@ class QueueWorker:
         else:
             log.error("job %d failed for good after %d attempt(s): %s", job.id, job.attempts, error)
 
-    # --- heartbeat --------------------------------------------------------------------------------------
-
     def _heartbeat_loop(self) -> None:
-        # Runs until the main loop has left its last job, so a SIGTERM'd job keeps its lease while the
-        # current point finishes.
+        """Runs until the main loop left its last job: a SIGTERM'd job keeps its lease to finish its point."""
         while not self._beat_stop.wait(self.options.heartbeat_s):
             self._beat()
 
@@ -401,9 +385,8 @@ class QueueWorker:
                 return
             self._lose(job, stop, "job is no longer ours (canceled, or its lease was taken over)")
         except Exception as e:
-            # The database may come back: keep working, and keep what we measure (the executor waits to
-            # write it). The first renewal after the outage says whether the job is still ours; if another
-            # worker took it over meanwhile, writes are idempotent per repeat, so nothing is doubled.
+            # Keep measuring (the executor waits to write); the first renewal after the outage says if the job
+            # is still ours, and a taker's writes are idempotent per repeat, so nothing is doubled.
             if dbretry.is_transient(e):
                 away = time.monotonic() - self._last_renewal
                 log.warning("heartbeat: database unavailable for %.0f s: %s", away, type(e).__name__)
