@@ -32,7 +32,7 @@ def is_transient(exc: BaseException) -> bool:
     if isinstance(exc, OperationalError | InterfaceError):
         orig = getattr(exc, "orig", None)
         if orig is not None and type(orig).__module__.startswith("sqlite3"):
-            # SQLite reports its schema errors ("no such table") as OperationalError too; only lock waits pass.
+            # SQLite's schema errors ("no such table") are OperationalError too; only lock waits pass.
             text = str(orig).lower()
             return "locked" in text or "busy" in text
         return True

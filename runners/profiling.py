@@ -49,7 +49,7 @@ def wants_profile(spec: SweepSpec, plan: PointPlan) -> bool:
 async def profile_point(
     engine: Engine, spec: SweepSpec, plan: PointPlan, client: LoadClient, run_id: int, si_id: int
 ) -> list[int]:
-    """Capture and store `plan`'s profile after its windows if asked; a failed capture never fails the point."""
+    """Capture and store `plan`'s profile after its windows if asked; a failed capture never fails a point."""
     if not wants_profile(spec, plan):
         return []
     prof = spec.profile

@@ -22,7 +22,7 @@ class ResumeRefused(ValueError):
 
 @dataclass(frozen=True)
 class ResumeCheck:
-    """A resume that may go ahead; `warning`: the stored sweep does not parse; `edits`: stopping-rule changes."""
+    """A resume that may go ahead; `warning`: the stored sweep does not parse; `edits`: stopping rules."""
 
     warning: str | None = None
     edits: list[FieldChange] = field(default_factory=list)

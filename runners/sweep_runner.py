@@ -244,7 +244,7 @@ def _progress_bar(console: Console, show: bool) -> Progress:
 
 
 def _run_steps(executor: SweepExecutor, steps: list[Step], spec: SweepSpec) -> None:
-    """Every step of the schedule, then the drift check if no step ran it; a chain's shared server stays up."""
+    """Every step of the schedule, then the drift check if none ran it; a chain's shared server stays up."""
     held: pair_runner.Live | None = None
     try:
         for i, step in enumerate(steps):

@@ -81,8 +81,7 @@ def ci(
     except SweepError as e:
         fail(str(e))
     engine = open_db(db)
-    # How a side's run starts here: the `run` verb itself, as a user runs it (same validation, progress, summary,
-    # storage and exit codes).
+    # A side's run is the `run` verb itself, as a user runs it (same checks, progress, summary, exit codes).
     run_args = [str(sweep), "--trigger", "pr", "--log-dir", str(log_dir), *(["--db", db] if db else [])]
     run_args += (["--gpus", gpus] if gpus else []) + ([] if progress else ["--no-progress"])
     a = _side(engine, "baseline", spec.name, base, base_run, run_args)
@@ -106,8 +105,7 @@ def ci(
             f"[bold red]WRONG: the candidate run {b} failed the correctness gate in {len(wrong)} configuration(s) "
             f"({escape(', '.join(wrong))}); the PR comment says why[/]"
         )
-    if counts["regression"] or wrong:
-        # A regression or a wrong path: both are findings.
+    if counts["regression"] or wrong:  # a regression or a wrong path: both are findings
         raise typer.Exit(ExitCode.FINDING)
 
 

@@ -74,10 +74,10 @@ def compare(
 ) -> None:
     """Compare two runs point by point: Δ with an interval and a verdict for every configuration.
 
-    Exits 1 when a point regressed, 0 when none did. Without run arguments: the two latest comparable runs (same model and GPU class, both measured or both
-    simulated). Runs that share no configuration, or a stand-in run against a GPU run, are refused (exit 2)
-    with the nearest comparison that means something. This compares two runs; `specbench regressions` looks
-    for change points along each series' history.
+    Exits 1 when a point regressed, 0 when none did. Without run arguments: the two latest comparable runs
+    (same model and GPU class, both measured or both simulated). Runs that share no configuration, or a
+    stand-in run against a GPU run, are refused (exit 2) with the nearest comparison that means something.
+    This compares two runs; `specbench regressions` looks for change points along each series' history.
     """
     engine = open_db_readonly(db)
     if (baseline is None) != (candidate is None):

@@ -47,8 +47,9 @@ def import_results(
     ] = "none",
     gpu_count: Annotated[int, typer.Option(min=0, max=MAX_GPUS, help="Number of GPUs.")] = 0,
 ) -> None:
-    """Import SGLang bench_serving results (JSONL) as a run, so they sit next to specbench's own. Every line is
-    checked first: a field of the wrong type or out of range refuses the whole file, naming line and field."""
+    """Import SGLang bench_serving results (JSONL) as a run, so they sit next to specbench's own.
+    Every line is checked first: a field of the wrong type or out of range refuses the whole file, naming
+    line and field."""
     check_text("--name", name, NAME_LENGTH)
     check_text("--model", model, MODEL_LENGTH)
     check_text("--gpu", gpu, GPU_LENGTH)
@@ -223,7 +224,7 @@ def _point_values(run: Run, index: int, line: ResultLine) -> dict[str, Any]:
 
 
 def _json_safe(v: Any) -> Any:
-    """request_rate inf is `Infinity` in bench_serving's file, which PostgreSQL's JSON refuses: keep it as text."""
+    """request_rate inf is `Infinity` in bench_serving's file; PostgreSQL's JSON refuses it: kept as text."""
     if isinstance(v, float) and not math.isfinite(v):
         return str(v)
     return v

@@ -42,8 +42,9 @@ def regressions(
 ) -> None:
     """List flagged changes: where a series shifted, by how much, why (for throughput), and its triage state.
 
-    Exits 1 when a regression that is not dismissed is listed, 0 when none is. This looks for change points along each series' history (E-divisive means); `specbench compare A B`
-    compares two runs point by point instead.
+    Exits 1 when a regression that is not dismissed is listed, 0 when none is. This looks for change points
+    along each series' history (E-divisive means); `specbench compare A B` compares two runs point by point
+    instead.
     """
     try:
         recent, context = parse_span(since), parse_span(lookback, "--lookback")
