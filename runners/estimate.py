@@ -147,7 +147,8 @@ def estimate(
         )
     if past_startup_s is not None:
         startup = past_startup_s
-        notes.append(f"server startup {_seconds(startup)}: median of the launches measured {measured_where}")
+        shown = f"{startup:.0f}" if startup >= 10 else f"{startup:.1f}"
+        notes.append(f"server startup {shown} s: median of the launches measured {measured_where}")
     else:
         startup = startup_s(spec)
         if spec.server.backend == "sglang":
@@ -220,10 +221,6 @@ def estimate(
         windows=windows,
         assumptions=notes,
     )
-
-
-def _seconds(s: float) -> str:
-    return f"{s:.0f} s" if s >= 10 else f"{s:.1f} s"
 
 
 def human(seconds: float) -> str:

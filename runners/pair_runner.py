@@ -105,8 +105,11 @@ def run_pair(
                 todo[side].append(plan)
     for side in SIDES:
         executor.progress.advance(len(pair.side(side).points) - len(todo[side]))
-    if not todo["A"] and not todo["B"]:
-        return _hand_over(executor, held, keep)
+    if not todo["A"] and not todo["B"]:  # the held server passes on if the next pair shares it, else stops
+        if held is None or held.config == keep:
+            return held
+        release(executor, held.server, held.row_id)
+        return None
     executor.check_stop()
     first: Side = pair.holds(held.config) or "A" if held is not None else "A" if todo["A"] else "B"
     other: Side = "B" if first == "A" else "A"
@@ -174,14 +177,6 @@ def run_pair(
             if kept is None or srv is not kept.server:
                 srv.stop()
     return kept
-
-
-def _hand_over(executor: SweepExecutor, held: Live | None, keep: ServerConfig | None) -> Live | None:
-    """A pair with nothing to measure passes the held server on if the next pair shares it, else stops it."""
-    if held is None or held.config == keep:
-        return held
-    release(executor, held.server, held.row_id)
-    return None
 
 
 def _drift_on_live(

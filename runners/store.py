@@ -323,7 +323,3 @@ def fail_point(
     if point.repeats == 0:
         point.status, point.reason = "failed", reason
     return point
-
-
-def finish_run(session: Session, run: Run, status: str, error: str | None = None) -> None:
-    run.status, run.error, run.finished_at = status, error, utcnow()

@@ -133,16 +133,9 @@ def run(
             console.print(
                 f"--client-cpus {format_cpu_list(pin)}: a run pins itself there (a dry run does not)"
             )
-        _dry_run(
-            spec,
-            groups,
-            gpu_list,
-            db,
-            _dry_run_resume(spec, groups, db, resume, resume_run),
-            policy,
-            log_dir=log_dir,
-            part_s=deadline_s if deadline_s is not None else estimate.DEFAULT_PART_S,
-        )
+        resumed = _dry_run_resume(spec, groups, db, resume, resume_run)
+        part_s = deadline_s if deadline_s is not None else estimate.DEFAULT_PART_S
+        _dry_run(spec, groups, gpu_list, db, resumed, policy, log_dir=log_dir, part_s=part_s)
         return
     try:
         preflight.check(spec, policy)
@@ -267,11 +260,9 @@ def _dry_run(
     log_dir: Path = Path("logs"),
     part_s: float = estimate.DEFAULT_PART_S,
 ) -> None:
-    """Each launch's real argv and environment (from the launcher's own builder), a time estimate (of what is
-    missing, for a run to resume) from what was measured before (runners/host_history.py), cut into parts of
-    `part_s` when it is longer, and whether the sweep would run on this host (runners/readiness.py: GPUs,
-    SGLang, model, disk). Runs nothing: the SGLang release is read from files (runners/preflight.py). Exits 2,
-    every reason listed, where the real run would stop with 2."""
+    """Each launch's real argv and env (the launcher's own builder), a time estimate (what is missing, for a
+    resume; host_history.py) in parts of `part_s`, and whether the sweep would run here (readiness.py).
+    Runs nothing (SGLang's release is read from files). Exits 2, every reason listed, where the run would."""
     policy = policy or HostPolicy.author()
     version, version_from = preflight.launch_version(spec)
     patch = preflight.installed_patch_state(spec)
@@ -397,13 +388,10 @@ def _print_parts(
     continued with --resume-run), with both servers of a pair up and, on a GPU that holds one, in blocks."""
     steps = schedule(groups, spec)
     startup = past_startup if past_startup is not None else estimate.startup_s(spec)
-    sides = [
-        False,
-        *([True] if spec.server.pair_colocate and any(isinstance(s, Pair) for s in steps) else []),
-    ]
+    pairs = spec.server.pair_colocate and any(isinstance(s, Pair) for s in steps)
     plans = {
         blocks: estimate.timeline(spec, steps, startup=startup, past_window_s=past_windows, blocks=blocks)
-        for blocks in sides
+        for blocks in ([False, True] if pairs else [False])
     }
     if max(total_s, *(sum(w.seconds for w in work) for work in plans.values())) <= part_s:
         return  # one part holds it, whichever GPU comes
@@ -418,7 +406,7 @@ def _print_parts(
         how = (
             "one server at a time, in blocks (a GPU that holds one, e.g. an H100 80 GB)"
             if blocks
-            else ("both servers of a pair up side by side (a GPU that holds two)")
+            else "both servers of a pair up side by side (a GPU that holds two)"
         )
         total = sum(p.seconds for p in parts)
         _plain(f"  {how}: about {estimate.human(total)}, {starts} start(s), {len(parts)} part(s)")
@@ -471,8 +459,7 @@ def _warn_known_bugs(
 
 
 def _open_bug_outcome(bug: KnownBug, spec: SweepSpec, *, pinned: int, total: int) -> str:
-    """What an open bug does to the `total` launches that take it, `pinned` of them with acceptance pinned, as
-    the dry run says it."""
+    """What an open bug does to the `total` launches taking it, `pinned` of them with acceptance pinned."""
     if bug.symptom != "acceptance":
         return "their speed is a wrong path's unless the correctness gate passes them"
     # SGLang draws a pinned acceptance without looking at the drafts (contract §1.8): it does not show there.
@@ -499,8 +486,7 @@ def _open_bug_outcome(bug: KnownBug, spec: SweepSpec, *, pinned: int, total: int
 
 
 def _history(spec: SweepSpec, gpu_name: str, db: str | None) -> host_history.Measured | None:
-    """What earlier runs measured (runners/host_history.py: this host's first), read without writing (a dry
-    run neither creates nor migrates a database); None when there is none or no readable database."""
+    """What earlier runs measured (host_history.py), read-only (a dry run creates or migrates no database)."""
     try:
         engine, _ = open_database_readonly(resolve_url(db))
         return host_history.measured(engine, spec, gpu_name)
@@ -518,9 +504,8 @@ def _interrupt(signum: int, _frame: object) -> None:
 
 
 def _run_to_resume(engine: Engine, spec: SweepSpec) -> tuple[int | None, str]:
-    """The run `--resume` continues: the latest of this sweep's name. One that finished (`done`) from another
-    version of the sweep is not continued: it has nothing left to measure by its own procedure, and an
-    edited sweep (say, a batch size added) starts a new run rather than being refused."""
+    """The run `--resume` continues: the latest of this sweep's name, unless `done` from another version of
+    the sweep (nothing left by its own procedure): an edited sweep starts a new run rather than a refusal."""
     with session_scope(engine) as s:
         run = s.scalars(
             select(Run).where(Run.sweep_name == spec.name).order_by(Run.id.desc()).limit(1)
@@ -562,13 +547,8 @@ def _summary(engine: Engine, outcome: RunOutcome, elapsed_s: float) -> None:
     ]
     rows = []
     for p in points:
-        cfg = (
-            "baseline"
-            if p.algorithm is None
-            else f"{p.algorithm} s{p.steps} k{p.topk}"
-            + (f" acc{p.accept_length_pinned:g}" if p.accept_length_pinned is not None else "")
-            + f" {p.spec_mode}"
-        )
+        acc = f" acc{p.accept_length_pinned:g}" if p.accept_length_pinned is not None else ""
+        cfg = "baseline" if p.algorithm is None else f"{p.algorithm} s{p.steps} k{p.topk}{acc} {p.spec_mode}"
         style = {"ok": "green", "unstable": "yellow"}.get(p.status, "red")
         ci = (
             f"{_fmt(p.output_throughput_ci_low, 0)}-{_fmt(p.output_throughput_ci_high, 0)}"
