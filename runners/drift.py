@@ -49,8 +49,7 @@ def _without_none(d: dict[str, Any]) -> dict[str, Any]:
 
 
 class DriftCheck:
-    """The invocation's first point (`reference`), the current pair's first (`pair_reference`, after a
-    deadline), and `result` once the check ran."""
+    """The invocation's first point (`reference`), the current pair's (`pair_reference`), the `result`."""
 
     def __init__(self) -> None:
         self.reference: PointPlan | None = None

@@ -17,8 +17,8 @@ from runners import store
 from runners.pair_target import in_link, measured_repeats, narrow_enough, relative_half_width
 from runners.steps import Step, schedule
 
-# Assumptions when no history exists. A large MoE model (DeepSeek-V3 class) loads and captures CUDA graphs
-# in minutes; the stand-in starts in its configured startup_s plus a Python process start.
+# Without history: a DeepSeek-V3 class model loads and captures CUDA graphs in minutes; the stand-in in its
+# startup_s plus a Python process start.
 SGLANG_STARTUP_S = 300.0
 SIM_PROCESS_START_S = 3.0
 # One decode step per output token, i.e. no credit for accepted draft tokens: an upper bound on the window.

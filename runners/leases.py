@@ -46,8 +46,7 @@ def requeue_expired(
     now: datetime | None = None,
     policy: RecoveryPolicy | None = None,
 ) -> list[int]:
-    """Requeue jobs whose worker stopped heartbeating, after a backoff; fail one after
-    `policy.max_lease_expiries`. Safe to race."""
+    """Requeue jobs whose worker stopped heartbeating, after a backoff; fail past max_lease_expiries."""
     policy = policy or RecoveryPolicy()
     delay = backoff or policy.requeue
     moved: list[int] = []

@@ -173,8 +173,7 @@ def resummarize(engine: Engine, run_id: int, search: Path | None = None) -> list
             summary["capture"] = old["capture"]
 
         def write(s: Session, pid: int = row["id"], new: dict[str, Any] = summary) -> None:
-            prof = s.get_one(Profile, pid)
-            prof.summary = new
+            s.get_one(Profile, pid).summary = new
 
         dbretry.in_session(engine, write, what=f"updating profile {row['id']}")
         out.append({**line, "after": summary["cycles"], "result": "updated"})

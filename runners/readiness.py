@@ -127,14 +127,11 @@ def _gpus(
     if spec.server.attention_backend == "flashmla":
         other = sorted({g.name for g in usable if g.name != "unknown" and not _flashmla_gpu(g.name)})
         if other:
-            out.append(
-                Finding(
-                    "warning",
-                    "GPUs",
-                    f"FlashMLA's kernels are for Hopper and Blackwell GPUs ({', '.join(FLASHMLA_GPUS)}); "
-                    f"{', '.join(other)} is none of them as far as specbench knows",
-                )
+            text = (
+                f"FlashMLA's kernels are for Hopper and Blackwell GPUs ({', '.join(FLASHMLA_GPUS)}); "
+                f"{', '.join(other)} is none of them as far as specbench knows"
             )
+            out.append(Finding("warning", "GPUs", text))
     if len(kinds) > 1:
         out.append(Finding("warning", "GPUs", f"mixed GPU types ({names}): a TP group runs at its slowest"))
     return out
@@ -146,10 +143,8 @@ def _flashmla_gpu(name: str) -> bool:
 
 
 def needed_bytes(spec: SweepSpec, groups: list[ServerGroup]) -> int:
-    """About what a run of `spec` writes: every window's requests (with a margin for windows that run past
-    their prompt budget), a log per server launch, a trace per profiled point and mode."""
-    rows = 0
-    traces = 0
+    """About what a run of `spec` writes: every window's requests (with a margin), logs, profiler traces."""
+    rows = traces = 0
     for g in groups:
         for p in g.points:
             repeats = spec.max_pair_repeats if spec.repeats_may_grow(p) else p.repeats

@@ -216,8 +216,7 @@ class QueueWorker:
         try:
             self._execute(job, stop)
         except dbretry.DatabaseUnavailable as e:
-            # The database stayed away past the limit mid-job: what was measured is stored; the lease lapses
-            # and the job is requeued (not counted as a failure) once the database is back.
+            # Measured repeats are stored; the lease lapses, requeueing the job uncounted once the db is back.
             log.error("job %d: %s; leaving it to its lease", job.id, e)
         finally:
             with self._lock:
@@ -239,9 +238,8 @@ class QueueWorker:
             return
         refusal = self._refusal(spec)
         if refusal is not None:
-            # Nothing ran: no interpreter, no server, no request, no file read. Failed for good, not retried:
-            # the submitter fixes the sweep (a job submitted today is claimed only by workers that offer the
-            # interpreter or external server it names, so this is mostly a job stored without those checks).
+            # Nothing ran. Failed for good: the submitter fixes the sweep (jobs submitted today reach only
+            # workers offering what they name, so this is mostly a job stored without those checks).
             self._give_up(job, refusal, f"refused: {refusal}")
             return
         if not self._db(lambda: queue.start(self.engine, job.id, self.id, lease_s=opts.lease_s), "starting"):

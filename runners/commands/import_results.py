@@ -108,8 +108,7 @@ def import_results(
             args[point.point_key] = {k: _json_safe(v) for k, v in line.args.items()}
         # bench_serving's arguments per point, for `export --format bench-serving-json` to write back.
         new.provenance = {**new.provenance, "bench_serving_args": args}
-        new.status = "done"
-        new.finished_at = utcnow()
+        new.status, new.finished_at = "done", utcnow()
         return int(new.id), True
 
     try:

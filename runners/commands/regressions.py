@@ -79,8 +79,7 @@ def _table(changes: pd.DataFrame, metric: str, since: str) -> None:
         )
         return
     columns = [
-        # Δ, the run where the change starts and why are the finding, and the kind says whether its numbers
-        # were measured at all: never cut, never left out.
+        # The finding (Δ, its first run, why) and whether it was measured at all: never cut or left out.
         Column("Δ", "right", markup=True, cell=_delta),
         Column("kind", cell=lambda r: str(r["kind"])),
         Column("series", shrink=22, fold=True, cell=lambda r: str(r["series"])),

@@ -55,8 +55,7 @@ from runners.steps import schedule
 from runners.sweep_runner import RunOutcome, Terminated, execute_sweep
 from runners.tables import Column, print_table
 
-# A run's status named in --fail-on exits as runners/exit_codes.py says: unstable points are a finding (1: the
-# run measured, and says this host's numbers are noisy); a failed or partial run is no answer (2).
+# --fail-on statuses exit as exit_codes.py says: noisy (unstable) points are a finding, no full answer 2.
 STATUS_EXIT = {"unstable": ExitCode.FINDING, "partial": ExitCode.ERROR, "failed": ExitCode.ERROR}
 RUN_STATUSES = ("done", "unstable", "partial", "failed")
 DEFAULT_FAIL_ON = "failed,partial"
@@ -148,8 +147,8 @@ def run(
         if resume_id is None:
             err_console.print(f"{why_new}; starting a new one")
     deadline = time.monotonic() + deadline_s if deadline_s is not None else None
-    # SIGTERM (a scheduler, `timeout`, a container stop) ends the run like Ctrl-C: stored repeats stay, the
-    # servers are torn down, the run is marked partial, as terminated (Python's default skips all cleanup).
+    # SIGTERM (`timeout`, a container stop) ends the run like Ctrl-C, as terminated (Python's default skips
+    # all cleanup): stored repeats stay, the servers are torn down, the run is partial.
     signal.signal(signal.SIGTERM, _interrupt)
     started = time.monotonic()
     try:
@@ -185,8 +184,7 @@ def run(
             f"measure what is missing with: specbench run {sweep} --resume-run {outcome.run_id}[/]"
         )
     if wrong:
-        # A wrong path is a finding about the code under test, even in a run that stopped short: it outranks
-        # the run's own status.
+        # A wrong path is a finding about the code under test, even in a run cut short: it outranks status.
         raise typer.Exit(ExitCode.FINDING)
     if outcome.status in failing and outcome.status in STATUS_EXIT:
         raise typer.Exit(STATUS_EXIT[outcome.status])
@@ -384,8 +382,7 @@ def _print_parts(
     past_startup: float | None,
     past_windows: dict[int, float],
 ) -> None:
-    """How the run splits into parts of `part_s` (a GPU lent for short windows: one `--deadline-s` each,
-    continued with --resume-run), with both servers of a pair up and, on a GPU that holds one, in blocks."""
+    """Parts of `part_s` (a `--deadline-s` each, then --resume-run), pairs side by side or in blocks."""
     steps = schedule(groups, spec)
     startup = past_startup if past_startup is not None else estimate.startup_s(spec)
     pairs = spec.server.pair_colocate and any(isinstance(s, Pair) for s in steps)
@@ -417,8 +414,7 @@ def _print_parts(
 def _warn_known_bugs(
     spec: SweepSpec, groups: list[ServerGroup], version: str, version_note: str, patch: str | None
 ) -> None:
-    """A loud line per known wrong path the sweep asks for on this release (bench.server.known_bugs); a line
-    per known bug that the patch this SGLang carries fixes."""
+    """A loud line per known wrong path the sweep takes on this release, and per bug its patch fixes."""
     if spec.server.backend == "external" or version == "?":
         return
     for bug in fixed_by_patch(patch):
