@@ -203,34 +203,6 @@ def _drift_on_live(
         )
 
 
-@dataclass
-class _Windows:
-    """One pair's two live servers and what measuring a window on either needs."""
-
-    executor: SweepExecutor
-    pair: Pair
-    servers: dict[Side, LaunchedServer]
-    rows: dict[Side, int]
-    clients: dict[Side, LoadClient]
-    dead: set[Side]
-
-    async def measure(self, plan: PointPlan, side: Side, r: int, warmed: set[Side]) -> None:
-        """Link repeat `r` of `plan` on `side`'s server, warming up on the side's first window here."""
-        self.executor.check_stop()
-        await self.executor.measure_plan(
-            self.clients[side],
-            plan,
-            self.servers[side],
-            self.rows[side],
-            _indices(self.pair, side, [r]),
-            warmup=side not in warmed,
-            link=self.pair.window_link(side, "abba"),
-        )
-        warmed.add(side)
-        if self.clients[side].server_down:
-            self.dead.add(side)
-
-
 async def _interleave(
     executor: SweepExecutor,
     pair: Pair,
@@ -240,7 +212,25 @@ async def _interleave(
 ) -> None:
     """The pair's points in ABBA order on both live servers; `extend`: A-side keys wanting only more."""
     async with LoadClient(servers["A"].base_url) as ca, LoadClient(servers["B"].base_url) as cb:
-        live = _Windows(executor, pair, servers, server_rows, {"A": ca, "B": cb}, set())
+        clients: dict[Side, LoadClient] = {"A": ca, "B": cb}
+        dead: set[Side] = set()
+
+        async def measure(plan: PointPlan, side: Side, r: int, warmed: set[Side]) -> None:
+            """Link repeat `r` of `plan` on `side`'s server, warming up on the side's first window here."""
+            executor.check_stop()
+            await executor.measure_plan(
+                clients[side],
+                plan,
+                servers[side],
+                server_rows[side],
+                _indices(pair, side, [r]),
+                warmup=side not in warmed,
+                link=pair.window_link(side, "abba"),
+            )
+            warmed.add(side)
+            if clients[side].server_down:
+                dead.add(side)
+
         for plan_a, plan_b in zip(pair.a.points, pair.b.points, strict=True):
             plans: dict[Side, PointPlan] = {"A": plan_a, "B": plan_b}
             todo = {side: set(pending(executor, pair, side, plans[side])) for side in SIDES}
@@ -250,22 +240,22 @@ async def _interleave(
             warmed: set[Side] = set()
             executor.progress.describe(f"pair {plan_a.server.label()} bs={plan_a.batch_size}")
             for r, side in abba_order(pair.repeats):
-                if r in todo[side] and side not in live.dead:
-                    await live.measure(plans[side], side, r, warmed)
+                if r in todo[side] and side not in dead:
+                    await measure(plans[side], side, r, warmed)
             # measure.ratio_target: more ABBA repeats while the interval is wider than asked.
             measured = _measured(executor, pair, plan_a, plan_b)
             while (
-                not live.dead
+                not dead
                 and (extra := pair_target.next_repeat(executor, pair, plan_a, plan_b, measured)) is not None
             ):
                 for side in abba_sides(extra):
-                    await live.measure(plans[side], side, extra, warmed)
-                    if side in live.dead:
+                    await measure(plans[side], side, extra, warmed)
+                    if side in dead:
                         break
                 measured += 1
             for side in SIDES:  # after both sides' windows, never between them; once per point
-                if todo[side] and side not in live.dead and pair.slot(side).last:
-                    await executor.profile(plans[side], live.clients[side], server_rows[side])
+                if todo[side] and side not in dead and pair.slot(side).last:
+                    await executor.profile(plans[side], clients[side], server_rows[side])
             for side in SIDES:
                 if todo[side] or extension_only:
                     _tick(executor, pair, side)

@@ -403,8 +403,5 @@ class QueueWorker:
 def install_signal_handlers(worker: QueueWorker) -> None:
     import signal
 
-    def handler(signum: int, _frame: Any) -> None:
-        worker.request_stop(signal.Signals(signum).name)
-
-    signal.signal(signal.SIGTERM, handler)
-    signal.signal(signal.SIGINT, handler)
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda signum, _frame: worker.request_stop(signal.Signals(signum).name))
