@@ -1,7 +1,7 @@
 """One run in progress: launch a sweep's servers, record them, measure their points, store repeats.
 
-`sweep_runner`, `pair_runner`, `pair_target` and `run_checks` compose its public steps. Every write is one
-transaction retried through a database outage (`dbretry`), so a measured repeat waits in memory until stored.
+`sweep_runner`, `pair_runner`, `pair_target` and `run_checks` compose its steps. Each write is a transaction
+retried through an outage (`dbretry`), so a measured repeat waits in memory until stored.
 """
 
 import asyncio
@@ -70,14 +70,11 @@ class SweepExecutor:
         self.outage, self.policy, self.parts = outage, policy or HostPolicy.author(), parts
         self.gpus, self.deadline, self.stop, self.log_dir = gpus, deadline, stop, log_dir
         self.progress = RunProgress(order_index=parts.invocation, invocation=parts.invocation)
-        # What the drift check against the part before may re-measure.
-        self.plans = [p for g in expand(spec) for p in g.points]
+        self.plans = [p for g in expand(spec) for p in g.points]  # what a drift check may re-measure
         self.drift = DriftCheck()
         self.correctness = CorrectnessCheck(spec, run_id, self.write)
-        # Server rows whose first warmup (warmup.after_start_s) is done.
-        self.warmed_servers: set[int] = set()
-        # A pair's second server could not start next to the first: later pairs use alternating restarts.
-        self.colocate_failed = False
+        self.warmed_servers: set[int] = set()  # server rows past their first warmup (warmup.after_start_s)
+        self.colocate_failed = False  # a pair's 2nd server did not start beside the 1st: later pairs restart
         self.telemetry = TelemetrySource(gpus, enabled=spec.server.backend != "external")
         # Random prompt ids stay below the model's vocabulary (16,160 on the TP-8 shard).
         self.model_config = read_model_config(spec.model)

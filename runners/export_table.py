@@ -1,7 +1,7 @@
-"""`specbench export --format table`: a view as a table that fits the terminal (`runners.tables`), the default
-on one. What identifies a row and what it found (the batch, the throughput, the ratio with its interval, the
-verdict) are never cut or left out; the other columns go least important first, and a footnote names them.
-Each run's title says what its numbers are (measured, `simulated (stand-in)`, `synthetic`)."""
+"""`specbench export --format table`: a view fitted to the terminal (`runners.tables`), the default on one.
+
+A row's identity and findings (batch, throughput, ratio and interval, verdict) are never cut or left out; run
+titles say what the numbers are (measured, `simulated (stand-in)`, `synthetic`)."""
 
 import math
 from collections.abc import Mapping

@@ -1,4 +1,4 @@
-"""Leases: a worker's heartbeat keeps its job; a job whose worker stopped heartbeating goes back to the queue.
+"""Leases: a worker's heartbeat keeps its job; one whose worker stopped heartbeating is requeued.
 
 A lost attempt is not the job's failure: expiries are counted apart (RecoveryPolicy.max_lease_expiries).
 """

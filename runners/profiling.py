@@ -1,7 +1,5 @@
-"""Profiles of sweep points: after a point's measured windows, capture SGLang traces and store them.
-
-Traces lie under the artifacts directory, recorded with host and path (docs/reference/profiles.md).
-"""
+"""Profiles of sweep points: after a point's windows, SGLang traces under the artifacts directory, recorded
+with host and path (docs/reference/profiles.md)."""
 
 import hashlib
 import os
@@ -100,7 +98,6 @@ async def profile_point(
             ids.append(p.id)
         return ids
 
-    # One transaction, retried as a whole through a database outage like every other write of a run.
     return dbretry.in_session(engine, write, what=f"storing the profile of {plan.key()}")
 
 

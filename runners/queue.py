@@ -1,8 +1,7 @@
 """The job queue on the SQL database: submit, claim, start, finish, fail_attempt (with retries), cancel.
 
-States move only by `runners.job_states`' guarded transitions; this module re-exports the leases and the
-workers table, so callers drive the whole queue through it. Claiming is atomic: `FOR UPDATE SKIP LOCKED` on
-PostgreSQL, `BEGIN IMMEDIATE` on SQLite.
+States move only by `runners.job_states`' guarded transitions; leases and workers are re-exported, so callers
+drive the whole queue through here. Claims are atomic (`FOR UPDATE SKIP LOCKED`; SQLite: `BEGIN IMMEDIATE`).
 """
 
 from collections.abc import Mapping, Sequence

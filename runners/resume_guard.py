@@ -1,8 +1,7 @@
 """Whether a sweep may continue a stored run: the same sweep, but for its stopping rule.
 
-An edited sweep would measure the remaining repeats by another procedure under the first sweep's text. The
-stopping rule (STOPPING_RULE) only decides how many ABBA pairs a point gets, so it may change; the run then
-keeps the replaced sweep in `provenance.sweep_edits`.
+An edited sweep would measure the rest by another procedure. The stopping rule (STOPPING_RULE) only decides
+how many ABBA pairs a point gets, so it may change; the replaced sweep stays in `provenance.sweep_edits`.
 """
 
 from dataclasses import dataclass, field

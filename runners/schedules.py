@@ -1,9 +1,8 @@
 """Scheduled sweeps: cron expressions (UTC) that enqueue a job per fire time, exactly once.
 
-Exactly once with any number of schedulers: `last_fire_time` moves only forward (serialising racers on
-PostgreSQL) and (schedule_id, fire_time) is unique, so a loser gets nothing or an IntegrityError.
-Missed fire times enqueue only the latest, never a burst. A schedule that cannot fire is marked broken
-(`schedules.broken`), logged once and retried each tick; it never stops the scheduler (issue 30 §5).
+With any number of schedulers: `last_fire_time` only moves forward and (schedule_id, fire_time) is unique,
+so a loser gets nothing or an IntegrityError. Missed fire times enqueue only the latest. A schedule that
+cannot fire is marked `broken`, logged once, retried each tick; it never stops the scheduler (issue 30 §5).
 """
 
 import logging

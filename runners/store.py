@@ -172,7 +172,6 @@ def get_or_create_point(
         if step_floor_ms is not None:
             point.step_floor_ms = step_floor_ms
         return point
-    # the series key: identity columns and fingerprint
     series = plan.series(*(gpu if gpu is not None else (run.gpu_name, run.gpu_count)))
     w = plan.workload
     point = Point(

@@ -1,9 +1,9 @@
-"""`specbench ci SWEEP`: the PR check. Get a baseline and a candidate run of one sweep (reuse or run), compare
-them, write the short PR comment to a file. Exit codes as pytest's (runners/exit_codes.py): 0 no regression,
-1 a regression, 2 a side's run failed or stopped short, or the tool could not answer.
+"""`specbench ci SWEEP`: the PR check: a baseline and a candidate run of one sweep (reused or run), compared,
+the short PR comment written to a file. Exits as runners/exit_codes.py says: 0 no regression, 1 a
+regression, 2 a side's run failed or stopped short, or no answer.
 
-Each side is a run (`--base-run`) or a label (`--base`) whose newest finished run is reused, or SWEEP runs
-now under it on the SGLang installed here. See docs/guide/ci.md.
+A side is a run (`--base-run`) or a label (`--base`) whose newest finished run is reused, else SWEEP runs now
+under it on the SGLang installed here. See docs/guide/ci.md.
 """
 
 from pathlib import Path

@@ -1,7 +1,6 @@
 """`specbench import-results FILE.jsonl`: bench_serving `--output-file` results as an `imported` run.
 
-One run per file, one point per result line; what the file does not know stays empty, and the same bytes
-are never imported twice. The file is checked whole first (issue 30 §7), then written in one transaction.
+A run per file, a point per line, the same bytes never twice; checked whole (issue 30 §7), one transaction.
 """
 
 import functools

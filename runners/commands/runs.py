@@ -158,7 +158,6 @@ def _table(records: list[dict[str, Any]], sweeps: list[str | None]) -> None:
         Column("points", "right", drop=1),
         Column("sglang", drop=2),
         Column("label", drop=3, shrink=10),
-        # A run grown across hosts: how many parts, on which hosts.
         Column("parts", drop=4, shrink=12),
     ]
     style = {"done": "green", "running": "cyan", "unstable": "yellow", "partial": "yellow", "failed": "red"}

@@ -1,8 +1,7 @@
 """`specbench triage RUN --state STATE`: one verdict for every flagged change that starts at a run.
 
-One cause (a new draft model, a kernel change) often moves dozens of series at once; this records the same
-verdict and note for all of them, or for those whose main cause matches `--cause`. The changes are those of
-`specbench regressions` (the same pipeline as the dashboard's Overview), in every direction and state.
+One cause (a new draft model) often moves dozens of series: this records one verdict and note for all, or
+those whose main cause matches `--cause`; the changes are `specbench regressions`' in any direction and state.
 """
 
 from typing import Annotated, Literal
