@@ -36,9 +36,7 @@ def close_dead_owners(engine: Engine) -> list[str]:
             .where(Run.status == "running")
             .with_for_update(skip_locked=True)
         ).all()
-        for run_id, owner, job_id in runs:
-            if not reaper.owner_gone(owner):
-                continue
+        for run_id, owner, job_id in (r for r in runs if reaper.owner_gone(r.owner)):
             pid, host = owner["pid"], owner["host"]
             error = (
                 f"interrupted: the specbench process running it (pid {pid} on {host}) is gone (killed or "
@@ -66,9 +64,7 @@ def close_dead_owners(engine: Engine) -> list[str]:
             .where(ServerInstance.status.in_(OPEN_SERVER_STATUSES), ServerInstance.stopped_at.is_(None))
             .with_for_update(skip_locked=True)
         ).all()
-        for si_id, run_id, owner in servers:
-            if not reaper.owner_gone(owner):
-                continue
+        for si_id, run_id, owner in (s for s in servers if reaper.owner_gone(s.owner)):
             pid, host = owner["pid"], owner["host"]
             error = (
                 f"its launcher (pid {pid} on {host}) died without stopping it; the server's watchdog or the "

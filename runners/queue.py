@@ -292,12 +292,8 @@ def unclaimable(
         rows = conn.execute(
             select(Job.id, Job.sweep_name, Job.requires).where(Job.status == QUEUED).order_by(Job.id)
         ).all()
-    out = []
-    for job_id, name, req in rows:
-        why = unmet(req or {}, gpus, labels, offers)
-        if why is not None:
-            out.append((int(job_id), str(name), why))
-    return out
+    whys = [(int(job_id), str(name), unmet(req or {}, gpus, labels, offers)) for job_id, name, req in rows]
+    return [(job_id, name, why) for job_id, name, why in whys if why is not None]
 
 
 def has_claimable(

@@ -73,9 +73,7 @@ class WorkerOptions:
 
 class QueueWorker:
     def __init__(self, engine: Engine, options: WorkerOptions, executor: Executor | None = None) -> None:
-        self.engine = engine
-        self.options = options
-        self.executor = executor
+        self.engine, self.options, self.executor = engine, options, executor
         self.id = f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(3)}"
         self.shutdown = threading.Event()
         self._lock = threading.Lock()
@@ -192,15 +190,10 @@ class QueueWorker:
         self._waiting = waiting
 
     def _next_job(self) -> queue.ClaimedJob | None:
-        opts = self.options
-        queue.requeue_expired(self.engine, policy=opts.recovery)
+        o = self.options
+        queue.requeue_expired(self.engine, policy=o.recovery)
         return queue.claim(
-            self.engine,
-            self.id,
-            opts.gpus,
-            labels=opts.labels,
-            offers=opts.policy.offered(),
-            lease_s=opts.lease_s,
+            self.engine, self.id, o.gpus, labels=o.labels, offers=o.policy.offered(), lease_s=o.lease_s
         )
 
     def _run_job(self, job: queue.ClaimedJob) -> None:

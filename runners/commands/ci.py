@@ -30,6 +30,7 @@ from runners.common import (
 )
 from runners.comparison import compare_result, render
 from runners.exit_codes import ExitCode
+from runners.sweep_input import failing
 
 REUSABLE = ("done", "unstable", "partial")
 DEFAULT_COMMENT = Path("specbench-comment.md")
@@ -76,10 +77,8 @@ def ci(
         fail("give the baseline as --base LABEL or --base-run RUN (one of them)")
     if not base_only and (head is None) == (head_run is None):
         fail("give the candidate as --head LABEL or --head-run RUN (one of them)")
-    try:
+    with failing(SweepError):
         spec = load_sweep(sweep)
-    except SweepError as e:
-        fail(str(e))
     engine = open_db(db)
     # A side's run is the `run` verb itself, as a user runs it (same checks, progress, summary, exit codes).
     run_args = [str(sweep), "--trigger", "pr", "--log-dir", str(log_dir), *(["--db", db] if db else [])]

@@ -30,6 +30,7 @@ from runners.common import (
 )
 from runners.comparison import CompareResult, compare_result, render
 from runners.exit_codes import ExitCode, answered
+from runners.sweep_input import failing
 from runners.tables import Column, print_table, say
 
 Format = Literal["table", "md", "comment", "csv", "json"]  # table, or one of comparison.TextFormat
@@ -92,10 +93,8 @@ def compare(
         a, b = resolve_run_ref(engine, baseline), resolve_run_ref(engine, candidate)
         if a == b:  # as `ci` refuses it: a run against itself finds nothing and says so with confidence
             fail(f"baseline and candidate are the same run ({a})")
-    try:
+    with failing(q.QueryError):
         q.metric_column(metric)
-    except q.QueryError as e:
-        fail(str(e))
     if format is None:
         format = "table" if output is None and sys.stdout.isatty() else "md"
     if format == "table" and output is not None:

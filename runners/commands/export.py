@@ -28,6 +28,7 @@ from runners.common import (
     resolve_run_ref,
     write_output,
 )
+from runners.sweep_input import failing
 
 
 def export(
@@ -110,13 +111,10 @@ def export(
             fail(f"--view {view} writes csv, json or md, not bench-serving-json")
         _export_run_view(engine, run_ids, view, format, output)
         return
-    try:
-        with session_scope(engine) as s:
-            data = collect(s, run_ids, all_status=all_status)
-            if format == "bench-serving-json":
-                lines = bench_serving_lines(s, [r["id"] for r in data.runs], all_status=all_status)
-    except ExportError as e:
-        fail(str(e))
+    with failing(ExportError), session_scope(engine) as s:
+        data = collect(s, run_ids, all_status=all_status)
+        if format == "bench-serving-json":
+            lines = bench_serving_lines(s, [r["id"] for r in data.runs], all_status=all_status)
     if format == "table":
         export_table.print_points(console, data)
         return

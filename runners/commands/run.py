@@ -52,6 +52,7 @@ from runners.parts import Sglang, sglang_conflict
 from runners.recovery import OutagePolicy
 from runners.resume_guard import ResumeRefused, check_resume
 from runners.steps import schedule
+from runners.sweep_input import failing
 from runners.sweep_runner import RunOutcome, Terminated, execute_sweep
 from runners.tables import Column, print_table
 
@@ -107,18 +108,14 @@ def run(
     points (with --fail-on unstable), 2 a failed or partial run, bad input, or SGLang missing (checked once,
     before any server starts).
     """
-    failing = _parse_fail_on(fail_on)
-    try:
+    fail_statuses = _parse_fail_on(fail_on)
+    with failing(SweepError):
         spec = load_sweep(sweep)
-    except SweepError as e:
-        fail(str(e))
     check_label(label)
     if trigger not in {"manual", "schedule", "pr"}:
         fail(f"--trigger must be manual, schedule or pr, not {trigger!r}")
-    try:
+    with failing(ValueError):
         gpu_list = parse_gpu_list(gpus)
-    except ValueError as e:
-        fail(str(e))
     pin = client_cpus(client_cpu_list)
     policy = HostPolicy.author(trust_remote_code=trust_remote_code, hub_downloads=allow_hub_downloads)
     groups = expand(spec)
@@ -136,10 +133,8 @@ def run(
         part_s = deadline_s if deadline_s is not None else estimate.DEFAULT_PART_S
         _dry_run(spec, groups, gpu_list, db, resumed, policy, log_dir=log_dir, part_s=part_s)
         return
-    try:
+    with failing(preflight.PreflightError):
         preflight.check(spec, policy)
-    except preflight.PreflightError as e:
-        fail(str(e))
     engine = open_db(db)
     resume_id = resolve_run_ref(engine, resume_run) if resume_run is not None else None
     if resume and resume_id is None:
@@ -186,7 +181,7 @@ def run(
     if wrong:
         # A wrong path is a finding about the code under test, even in a run cut short: it outranks status.
         raise typer.Exit(ExitCode.FINDING)
-    if outcome.status in failing and outcome.status in STATUS_EXIT:
+    if outcome.status in fail_statuses and outcome.status in STATUS_EXIT:
         raise typer.Exit(STATUS_EXIT[outcome.status])
 
 
@@ -233,10 +228,8 @@ def _check_resume(engine: Engine, run_id: int, spec: SweepSpec) -> None:
     from db import queries as q  # pandas: only for a dry run, not for every `specbench run` at start-up
 
     run = q.run_info(engine, run_id)
-    try:
+    with failing(ResumeRefused):
         check = check_resume(run_id, run["sweep_name"], run["sweep_yaml"], spec)
-    except ResumeRefused as e:
-        fail(str(e))
     # Another SGLang release or patch state than the run's parts ran: refused, as the run refuses it.
     version, source = preflight.launch_version(spec)
     known = source.startswith(("installed", "emulated"))  # not a guess (the pinned or newest release)

@@ -23,6 +23,7 @@ from runners.common import (
     parse_span,
     resolve_run_ref,
 )
+from runners.sweep_input import failing
 from runners.tables import Column, print_table
 
 
@@ -49,11 +50,9 @@ def triage(
     db: DbOption = None,
 ) -> None:
     """Acknowledge or dismiss every change of a run that shares one cause, in one go."""
-    try:
+    with failing(ValueError, q.QueryError):
         span = parse_span(since)
         q.metric_column(metric)
-    except (ValueError, q.QueryError) as e:
-        fail(str(e))
     engine = open_db(db)
     run_id = resolve_run_ref(engine, run)
     changes = recent_changes(engine, metric, ChangePointParams(), since=span)
