@@ -338,13 +338,12 @@ def _reference(
         return None, f"not checked: the reference failed ({type(e).__name__}: {e})"
     if ref.prompts_digest != first.prompts_digest:
         return None, "not checked: the reference's prompt set differs from the launches' (model vocabulary?)"
-    if not store:
-        return ref, None
-    row = {"config_key": REFERENCE_KEY, "spec_mode": None, "outputs": ref.to_json()}
-    write(
-        lambda s: s.add(CorrectnessOutput(run_id=run_id, server_instance_id=None, **row)),
-        "storing the reference",
-    )
+    if store:
+        row = {"config_key": REFERENCE_KEY, "spec_mode": None, "outputs": ref.to_json()}
+        write(
+            lambda s: s.add(CorrectnessOutput(run_id=run_id, server_instance_id=None, **row)),
+            "storing the reference",
+        )
     return ref, None
 
 

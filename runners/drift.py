@@ -59,7 +59,6 @@ class DriftCheck:
         self.rows: dict[str, int | None] = {}
 
     def measured(self, plan: PointPlan, server_row_id: int | None = None) -> None:
-        """A window of `plan` was measured (on the server of row `server_row_id`)."""
         if self.reference is None:
             self.reference = plan
             self.rows["reference"] = server_row_id

@@ -161,9 +161,8 @@ def estimate(
     start_batches = -(-launches // spec.server.max_parallel_starts) if launches else 0
     startup_total = start_batches * startup
     step_ms = _step_ms(spec)
-    measured_from_history = 0
+    measured_from_history = windows = 0
     measure = 0.0
-    windows = 0
     for g in groups:
         for p in g.points:
             window, warmup = point_time(spec, p, past_window_s)
@@ -243,8 +242,7 @@ def planned_groups(steps: list[Step]) -> list[ServerGroup]:
 def chain_starts(
     steps: list[Step], complete: AbstractSet[ServerConfig] = frozenset(), *, blocks: bool = False
 ) -> int:
-    """Server starts of the schedule: a pair starts what the pair before did not leave up; in `blocks`, one
-    per block but none where the pair before left that server up. Pairs both `complete` start nothing."""
+    """Server starts of the schedule: what each pair (block) finds down; a pair both `complete` none."""
     starts, up = 0, set[ServerConfig]()
     for step in steps:
         if not isinstance(step, Pair):

@@ -10,6 +10,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -49,35 +50,32 @@ class Stopped(Exception):
         self.deadline = deadline  # True: the time budget ran out (not a stop request)
 
 
+@dataclass(eq=False)
 class SweepExecutor:
     """The state of one run in progress and the steps the schedulers compose."""
 
-    def __init__(
-        self,
-        spec: SweepSpec,
-        engine: Engine,
-        run_id: int,
-        done: dict[str, set[int]],
-        gpus: list[int] | None,
-        deadline: float | None,
-        stop: threading.Event | None,
-        log_dir: Path,
-        outage: OutagePolicy,
-        policy: HostPolicy | None,
-        parts: PartState,
-    ) -> None:
-        self.spec, self.engine, self.run_id, self.done = spec, engine, run_id, done
-        self.outage, self.policy, self.parts = outage, policy or HostPolicy.author(), parts
-        self.gpus, self.deadline, self.stop, self.log_dir = gpus, deadline, stop, log_dir
-        self.progress = RunProgress(order_index=parts.invocation, invocation=parts.invocation)
-        self.plans = [p for g in expand(spec) for p in g.points]  # what a drift check may re-measure
+    spec: SweepSpec
+    engine: Engine
+    run_id: int
+    done: dict[str, set[int]]
+    gpus: list[int] | None
+    deadline: float | None
+    stop: threading.Event | None
+    log_dir: Path
+    outage: OutagePolicy
+    policy: HostPolicy | None  # None: the author's (bench.server.launcher.launch)
+    parts: PartState
+
+    def __post_init__(self) -> None:
+        self.progress = RunProgress(order_index=self.parts.invocation, invocation=self.parts.invocation)
+        self.plans = [p for g in expand(self.spec) for p in g.points]  # what a drift check may re-measure
         self.drift = DriftCheck()
-        self.correctness = CorrectnessCheck(spec, run_id, self.write)
+        self.correctness = CorrectnessCheck(self.spec, self.run_id, self.write)
         self.warmed_servers: set[int] = set()  # server rows past their first warmup (warmup.after_start_s)
         self.colocate_failed = False  # a pair's 2nd server did not start beside the 1st: later pairs restart
-        self.telemetry = TelemetrySource(gpus, enabled=spec.server.backend != "external")
+        self.telemetry = TelemetrySource(self.gpus, enabled=self.spec.server.backend != "external")
         # Random prompt ids stay below the model's vocabulary (16,160 on the TP-8 shard).
-        self.model_config = read_model_config(spec.model)
+        self.model_config = read_model_config(self.spec.model)
         self.vocab_size = vocab_size(self.model_config) or DEFAULT_VOCAB_SIZE
         self.floor_note: str | None = None  # why points have no floor (no config, unknown GPU), for the run
 
@@ -113,8 +111,7 @@ class SweepExecutor:
         self.progress.describe(f"launching {', '.join(g.server.label() for g, _ in pending)}")
         self.progress.launches += len(pending)
         with ThreadPoolExecutor(max_workers=len(pending)) as pool:
-            futures = [pool.submit(self.start_server, g.server) for g, _ in pending]
-            started = [f.result() for f in futures]
+            started = list(pool.map(self.start_server, [g.server for g, _ in pending]))
         try:
             for i, ((group, todo), server) in enumerate(zip(pending, started, strict=True)):
                 if isinstance(server, LaunchError):
@@ -199,14 +196,12 @@ class SweepExecutor:
             )
 
     def measure_once(
-        self, plan: PointPlan, server: LaunchedServer, server_row_id: int | None
+        self, plan: PointPlan, server: LaunchedServer, server_row_id: int
     ) -> SampleResult | None:
-        """One unstored window of `plan` after a warmup (drift checks); `server_row_id` None: a restart."""
-        after_start = server_row_id is None or server_row_id not in self.warmed_servers
-        if server_row_id is not None:
-            self.warmed_servers.add(server_row_id)
-        result, _ = asyncio.run(self.measure_window(plan, server.base_url, after_start, server.pid))
-        return result
+        """One unstored window of `plan` after a warmup (the drift check against the part before)."""
+        after_start = server_row_id not in self.warmed_servers
+        self.warmed_servers.add(server_row_id)
+        return asyncio.run(self.measure_window(plan, server.base_url, after_start, server.pid))[0]
 
     async def measure_window(
         self, plan: PointPlan, base_url: str, after_start: bool, server_pid: int | None

@@ -104,8 +104,7 @@ def _cell(value: Any) -> str:
 
 
 def print_frame(console: Console, frame: pd.DataFrame, title: str, first: tuple[str, ...]) -> None:
-    """Any view's frame: the columns named in `first` (those it has), always shown, then the others, left out
-    from the last one on."""
+    """Any view's frame: the `first` columns it has always shown, the others left out from the last on."""
     lead = [c for c in first if c in frame.columns]
     order = [*lead, *(c for c in frame.columns if c not in lead)]
     columns = [

@@ -31,8 +31,7 @@ class Measured:
 
 
 def measured(engine: Engine, spec: SweepSpec, gpu_name: str, host: str | None = None) -> Measured | None:
-    """What earlier runs tell about `spec`: `host`'s (default this one) on `gpu_name` ("none": no GPU) first,
-    else another host's; None when there are none."""
+    """What earlier runs tell about `spec`: `host`'s on `gpu_name` first, else another host's; or None."""
     host = host or socket.gethostname()  # the host name runs record (bench/provenance.py)
     with engine.connect() as c:
         rows = c.execute(

@@ -92,8 +92,7 @@ def run_pair(
     held: Live | None = None,
     keep: ServerConfig | None = None,
 ) -> Live | None:
-    """Measure `pair`; `drift_here`: drift check on its live server; `held`: the server the pair before left
-    up; `keep`: the config whose server is left up and returned (anything else is stopped)."""
+    """Measure `pair` (`drift_here`: with the drift check), on `held` if given, leaving `keep`'s server up."""
     todo: dict[Side, list[PointPlan]] = {"A": [], "B": []}
     extend: set[str] = set()  # keys of A-side points with only an extension left (read once, here)
     for plan_a, plan_b in zip(pair.a.points, pair.b.points, strict=True):
@@ -187,8 +186,7 @@ def _drift_on_live(
     *,
     after_deadline: bool = False,
 ) -> None:
-    """The drift check on the reference point's server if this pair holds it; after a deadline the pair's own
-    first point stands in, so a run cut every night still reports its drift."""
+    """The drift check on a live server of this pair; after a deadline its first point stands in."""
     ref = executor.drift.reference
     if ref is None:
         return

@@ -48,8 +48,7 @@ class PartHost:
 
 
 def host_name(hostname: str, uuids: Sequence[str]) -> str:
-    """The host's name and its first GPU's board id, if known: borrowed hosts often share a name (`vm`), and a
-    pair spanning two boards unchecked is the error parts exist to prevent."""
+    """The host's name and first GPU board id: borrowed hosts share names (`vm`), boards tell them apart."""
     known = [u.removeprefix("GPU-")[:8] for u in uuids if u]
     if not known:
         return hostname
@@ -124,9 +123,7 @@ class PartState:
     def reference_plan(self, config: ServerConfig, plans: Sequence[PointPlan]) -> PointPlan | None:
         """The point of `config` the part before measured most (ties: the largest batch), or None."""
         measured = [p for p in plans if p.server == config and self.reference.get(p.key())]
-        if not measured:
-            return None
-        return max(measured, key=lambda p: (len(self.reference[p.key()]), p.batch_size))
+        return max(measured, key=lambda p: (len(self.reference[p.key()]), p.batch_size), default=None)
 
     def verdict(self, plan: PointPlan, result: SampleResult | None) -> dict[str, Any]:
         """The stored check: agrees when the new window is within the earlier ones' range or +-tolerance."""

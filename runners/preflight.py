@@ -75,8 +75,7 @@ def launch_version(spec: SweepSpec) -> tuple[str, str]:
 
 
 def part_sglang(spec: SweepSpec, policy: HostPolicy | None = None) -> Sglang:
-    """The SGLang this invocation's servers will run, before any starts: the stand-in's release, the probe's
-    version and patch state, or nothing for an external server (its first answer says; runners/parts.py)."""
+    """The SGLang this invocation's servers run, known before any starts (an external one's: unknown)."""
     if spec.server.backend == "sim":
         return Sglang(spec.server.sim.version)
     if spec.server.backend == "external":
@@ -90,9 +89,7 @@ def part_sglang(spec: SweepSpec, policy: HostPolicy | None = None) -> Sglang:
 
 def installed_patch_state(spec: SweepSpec) -> str | None:
     """The patch state of the SGLang this interpreter imports, when the servers would run it; else None."""
-    if spec.server.backend != "sglang" or spec.server.python is not None:
-        return None
-    return installed_patch()
+    return installed_patch() if spec.server.backend == "sglang" and spec.server.python is None else None
 
 
 def launch_patch(spec: SweepSpec) -> str | None:
@@ -145,8 +142,7 @@ def check(spec: SweepSpec, policy: HostPolicy | None = None) -> None:
 
 
 def problems(spec: SweepSpec, policy: HostPolicy, *, execute: bool = True) -> list[str]:
-    """What `check` refuses once the policy allows the sweep: workloads, config.json, local models, SGLang;
-    `execute=False` (a dry run) reads SGLang's release from files instead of asking the interpreter."""
+    """What `check` refuses past the policy; `execute=False` (a dry run) reads SGLang's release from files."""
     found = workload_problems(spec.workloads, prompt_vocab(spec.model))
     if spec.server.backend != "external":
         found += [p for p in (model_config_problem(spec.model),) if p]

@@ -37,7 +37,6 @@ class RunProgress:
         self.advance()
 
     def describe(self, description: str) -> None:
-        """What the progress line says the run is doing now."""
         if self.bar is not None and self.task is not None:
             self.bar.update(self.task, description=description)
 

@@ -223,7 +223,6 @@ def set_run(engine: Engine, job_id: int, run_id: int) -> None:
 
 
 def finish(engine: Engine, job_id: int, worker_id: str, *, run_id: int | None = None) -> bool:
-    """running -> done."""
     with engine.begin() as conn:
         values: dict[str, Any] = {"finished_at": db_now(conn), "lease_expires_at": None}
         if run_id is not None:

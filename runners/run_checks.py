@@ -30,8 +30,7 @@ def drift_check(
     plan: PointPlan | None = None,
     restarted: bool = False,
 ) -> Drift | None:
-    """Re-measure the reference point (`plan`) on `live`, else a fresh start, as drift.result; `restarted`:
-    `live` is a later start of the reference's config, so the figure holds two starts' spread."""
+    """Re-measure the reference `plan` on `live`, else a fresh start; `restarted`: two starts' spread."""
     reference = executor.drift.reference
     plan = plan if plan is not None else reference
     if plan is None:
@@ -144,8 +143,7 @@ def flag_throttled(
         if not clocks:
             return 0
         run_max = max(clocks)
-        flagged = 0
-        touched: set[int] = set()
+        flagged: list[Sample] = []
         for sample in samples:
             if not sample.telemetry or sample.telemetry.get("throttled"):
                 continue
@@ -154,14 +152,13 @@ def flag_throttled(
                 continue
             sample.telemetry = {**sample.telemetry, "throttled": True}
             sample.reason = f"{sample.reason}; {why}" if sample.reason else why
-            touched.add(sample.point_id)
-            flagged += 1
+            flagged.append(sample)
         s.flush()
-        for pid in touched:
+        for pid in {x.point_id for x in flagged}:
             point = s.get(Point, pid)
             if point is not None:
                 store.refresh_point(s, point)
-        return flagged
+        return len(flagged)
 
     try:
         return int(write_fn(write, "flagging throttled windows"))

@@ -23,7 +23,7 @@ def sweep_requirements(sweep: Path, requires: str | None) -> dict[str, Any]:
 
 @contextmanager
 def failing(*errors: type[Exception]) -> Iterator[None]:
-    """One of `errors` raised in the block ends the command with its message (a SweepError's every problem)."""
+    """One of `errors` raised in the block ends the command with its message (a SweepError: each problem)."""
     try:
         yield
     except errors as e:

@@ -97,7 +97,6 @@ class QueueWorker:
                 self._job_stop.set()
 
     def _db(self, fn: Callable[[], Any], what: str, *, stop: threading.Event | None = None) -> Any:
-        """A queue call, retried through a database outage up to the configured limit."""
         return dbretry.retry(fn, what=what, policy=self.options.recovery.outage, stop=stop)
 
     def run(self) -> int:

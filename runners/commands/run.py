@@ -200,8 +200,7 @@ DRY_RUN_PORT = 30000
 def _dry_run_resume(
     spec: SweepSpec, groups: list[ServerGroup], db: str | None, resume: bool, resume_run: str | None
 ) -> estimate.ResumeState | None:
-    """What the run a `--resume` / `--resume-run` would continue already holds; None for a new run. A run
-    named with --resume-run must exist, dry run or not; `--resume` without an earlier run starts a new one."""
+    """What a `--resume` / `--resume-run` run already holds; None: a new run (--resume-run's must exist)."""
     run_id: int | None = None
     why_new = f"no earlier run of {spec.name!r} to resume"  # no database yet
     if resume_run is not None:
@@ -493,8 +492,7 @@ def _interrupt(signum: int, _frame: object) -> None:
 
 
 def _run_to_resume(engine: Engine, spec: SweepSpec) -> tuple[int | None, str]:
-    """The run `--resume` continues: the latest of this sweep's name, unless `done` from another version of
-    the sweep (nothing left by its own procedure): an edited sweep starts a new run rather than a refusal."""
+    """The latest run of this sweep, unless `done` from another version of it (a new run, not a refusal)."""
     with session_scope(engine) as s:
         run = s.scalars(
             select(Run).where(Run.sweep_name == spec.name).order_by(Run.id.desc()).limit(1)
@@ -564,8 +562,7 @@ def _summary(engine: Engine, outcome: RunOutcome, elapsed_s: float) -> None:
     # What the numbers are: the stand-in's are simulated, and say so above them (a measured run says nothing).
     made_up = f" ({kind})" if kind != MEASURED else ""
     print_table(console, columns, rows, title=f"run {outcome.run_id}{made_up}: {outcome.status}")
-    bad = [p for p in points if p.status != "ok"]
-    for p in bad[:20]:
+    for p in [p for p in points if p.status != "ok"][:20]:
         console.print(f"[red]{p.status}[/] point {p.id} (bs={p.batch_size}): {p.reason}")
     overhead = "-" if outcome.overhead_s_per_point is None else f"{outcome.overhead_s_per_point:.2f} s"
     console.print(
@@ -582,8 +579,7 @@ def _print_drift(drift: Drift | None) -> None:
     if drift.error:
         console.print(f"[yellow]drift check ({where}): {escape(drift.error)}[/]")
         return
-    first = drift.first or DriftWindow(None, None)
-    last = drift.last or DriftWindow(None, None)
+    first, last = (w or DriftWindow(None, None) for w in (drift.first, drift.last))
 
     def pct(x: float | None) -> str:
         return "-" if x is None else f"{x:+.1%}"
