@@ -1,5 +1,4 @@
-"""Two runs compared point by point (`analysis.compare`), refused when they do not compare, and rendered as
-text: what `specbench compare` and `specbench ci` both print or write."""
+"""Two runs compared point by point (analysis.compare), or refused: what `specbench compare` and ci print."""
 
 import functools
 from dataclasses import dataclass
@@ -42,15 +41,9 @@ def compare_result(
     confidence: float = DEFAULT_CONFIDENCE,
     method: Method = "t",
 ) -> CompareResult:
+    sides = [(q.run_points(engine, r), q.run_samples(engine, r, [metric])) for r in (a, b)]
     table = compare_runs(
-        q.run_points(engine, a),
-        q.run_samples(engine, a, [metric]),
-        q.run_points(engine, b),
-        q.run_samples(engine, b, [metric]),
-        metric=metric,
-        threshold=threshold,
-        confidence=confidence,
-        method=method,
+        *sides[0], *sides[1], metric=metric, threshold=threshold, confidence=confidence, method=method
     )
     run_a, run_b = q.run_info(engine, a), q.run_info(engine, b)
 

@@ -118,8 +118,7 @@ def gate(
 ) -> GateSummary:
     """Judge every server config from its stored answers and write the verdicts onto its points.
 
-    `settings` overrides the sweep's tolerances; `store=False` judges without writing; `reference` replaces
-    the reference's computation (tests).
+    `settings` overrides the sweep's tolerances; `store=False` only judges; `reference` computes it (tests).
     """
     settings = settings or spec.measure.correctness
     configs = {g.server.key(): g.server for g in expand(spec)}
@@ -153,12 +152,9 @@ def gate(
         elif mine is None:
             verdict = not_checked(_no_answers(servers.get(key)))
         else:
+            others = (None, mine.spec_mode)
             partner = next(
-                (
-                    o
-                    for o in launches.values()
-                    if o.pair_key == mine.pair_key and o.spec_mode not in (None, mine.spec_mode)
-                ),
+                (o for o in launches.values() if o.pair_key == mine.pair_key and o.spec_mode not in others),
                 None,
             )
             suspect = _acceptance_suspect(cfg, spec, servers.get(key), patch)
@@ -335,21 +331,19 @@ def _reference(
     if say is not None:
         say(f"correctness: computing the reference's answers ({len(prompts)} prompts, steps {steps or '-'})")
     try:
-        if compute is not None:
-            ref = compute(prompts, settings.output_len, steps)
-        else:
-            ref = reference_outputs(spec.model, prompts, settings.output_len, steps)
+        ref = (compute or functools.partial(reference_outputs, spec.model))(
+            prompts, settings.output_len, steps
+        )
     except Exception as e:  # the reference is a check on the check: it never takes the run down
         return None, f"not checked: the reference failed ({type(e).__name__}: {e})"
     if ref.prompts_digest != first.prompts_digest:
         return None, "not checked: the reference's prompt set differs from the launches' (model vocabulary?)"
-    if not store:
-        return ref, None
-    row = {"config_key": REFERENCE_KEY, "spec_mode": None, "outputs": ref.to_json()}
-    write(
-        lambda s: s.add(CorrectnessOutput(run_id=run_id, server_instance_id=None, **row)),
-        "storing the reference",
-    )
+    if store:
+        row = {"config_key": REFERENCE_KEY, "spec_mode": None, "outputs": ref.to_json()}
+        write(
+            lambda s: s.add(CorrectnessOutput(run_id=run_id, server_instance_id=None, **row)),
+            "storing the reference",
+        )
     return ref, None
 
 

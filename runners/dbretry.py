@@ -1,5 +1,5 @@
 """Ride out database outages: retry transient failures with backoff up to the outage limit; every unit
-retried here is idempotent or one transaction, so a retry neither loses nor duplicates a row."""
+retried is idempotent or one transaction, so a retry neither loses nor duplicates a row."""
 
 import logging
 import threading
@@ -32,7 +32,7 @@ def is_transient(exc: BaseException) -> bool:
     if isinstance(exc, OperationalError | InterfaceError):
         orig = getattr(exc, "orig", None)
         if orig is not None and type(orig).__module__.startswith("sqlite3"):
-            # SQLite reports its schema errors ("no such table") as OperationalError too; only lock waits pass.
+            # SQLite's schema errors ("no such table") are OperationalError too; only lock waits pass.
             text = str(orig).lower()
             return "locked" in text or "busy" in text
         return True
@@ -64,11 +64,10 @@ def retry(
                     f"database unavailable for {waited:.0f} s ({what}): {short(e)}"
                 ) from e
             pause = min(delay, policy.limit_s - waited)
-            if stop is not None:
-                if stop.wait(pause):
-                    raise DatabaseUnavailable(f"stopped while the database was unavailable ({what})") from e
-            else:
+            if stop is None:
                 time.sleep(pause)
+            elif stop.wait(pause):
+                raise DatabaseUnavailable(f"stopped while the database was unavailable ({what})") from e
             delay = min(delay * 2, policy.max_delay_s)
             continue
         if started is not None:

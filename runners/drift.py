@@ -49,8 +49,7 @@ def _without_none(d: dict[str, Any]) -> dict[str, Any]:
 
 
 class DriftCheck:
-    """The invocation's first point (`reference`), the current pair's first (`pair_reference`, after a
-    deadline), and `result` once the check ran."""
+    """The invocation's first point (`reference`), the current pair's (`pair_reference`), the `result`."""
 
     def __init__(self) -> None:
         self.reference: PointPlan | None = None
@@ -60,7 +59,6 @@ class DriftCheck:
         self.rows: dict[str, int | None] = {}
 
     def measured(self, plan: PointPlan, server_row_id: int | None = None) -> None:
-        """A window of `plan` was measured (on the server of row `server_row_id`)."""
         if self.reference is None:
             self.reference = plan
             self.rows["reference"] = server_row_id

@@ -1,11 +1,8 @@
 """How long a sweep will take, before it runs: server starts x startup + points x repeats x window.
 
-A rough figure for planning (will it fit in the night, in a CI job's timeout?), with its assumptions
-stated next to it. Where the database holds earlier runs that tell (runners/host_history.py: this host's,
-this sweep's else the same model's; else another host's, said so), their measured startup times, window
-durations and time outside the windows replace the assumptions. For a run to resume (`--dry-run --resume`), it
-counts only what is missing: planned repeats not stored, and the extra ABBA repeats of v1/v2 pairs whose
-interval has not reached `measure.ratio_target` yet; a server whose points are complete is not started.
+A rough planning figure with its assumptions stated; earlier runs' measured startups, windows and overheads
+(runners/host_history.py) replace the assumptions. A resume counts only what is missing: unstored repeats and
+the extra ABBA repeats of v1/v2 pairs short of `measure.ratio_target`; complete servers are not started.
 """
 
 from collections.abc import Set as AbstractSet
@@ -20,8 +17,8 @@ from runners import store
 from runners.pair_target import in_link, measured_repeats, narrow_enough, relative_half_width
 from runners.steps import Step, schedule
 
-# Assumptions when no history exists. A large MoE model (DeepSeek-V3 class) loads and captures CUDA graphs
-# in minutes; the stand-in starts in its configured startup_s plus a Python process start.
+# Without history: a DeepSeek-V3 class model loads and captures CUDA graphs in minutes; the stand-in in its
+# startup_s plus a Python process start.
 SGLANG_STARTUP_S = 300.0
 SIM_PROCESS_START_S = 3.0
 # One decode step per output token, i.e. no credit for accepted draft tokens: an upper bound on the window.
@@ -33,8 +30,7 @@ POINT_OVERHEAD_S = 1.0  # flush, /server_info, storing the repeat
 
 @dataclass(frozen=True)
 class ResumeState:
-    """What a run to resume holds: repeats stored per point key, and the v1/v2 point keys whose pair reached
-    `measure.ratio_target` (they take no extra repeats)."""
+    """A run to resume: stored repeats per point key, and the v1/v2 keys whose pair met ratio_target."""
 
     run_id: int
     stored: dict[str, set[int]]
@@ -44,8 +40,7 @@ class ResumeState:
         return not any(self.remaining(spec, p) for p in group.points)
 
     def remaining(self, spec: SweepSpec, plan: PointPlan) -> int:
-        """Repeats still to measure for `plan`, at most: the planned ones not stored, plus (a pair that has
-        not met measure.ratio_target) the extension up to max_pair_repeats per pair it is in."""
+        """At most the repeats `plan` still takes: unstored planned ones, plus an unmet pair's extension."""
         have = self.stored.get(plan.key(), set())
         missing = sum(1 for r in range(plan.repeats) if r not in have)
         if not spec.repeats_may_grow(plan) or plan.key() in self.pairs_done:
@@ -54,16 +49,14 @@ class ResumeState:
 
 
 def most_repeats(spec: SweepSpec, plan: PointPlan) -> int:
-    """The most repeats `plan` can take: its planned ones, or, where measure.ratio_target may grow it,
-    max_pair_repeats for each pair it is in (a chain plans repeats x pairs; bench.pairing.chain)."""
+    """Planned repeats, or max_pair_repeats per pair it is in where ratio_target may grow it."""
     if not spec.repeats_may_grow(plan):
         return plan.repeats
     return spec.max_pair_repeats * max(plan.repeats // spec.repeats, 1)
 
 
 def resume_state(engine: Engine, run_id: int, spec: SweepSpec, groups: list[ServerGroup]) -> ResumeState:
-    """The stored repeats of run `run_id` and which of its pairs are narrow enough (the interval the run
-    itself would compute: runners.pair_target)."""
+    """Run `run_id`'s stored repeats and which pairs are narrow enough (as runners.pair_target says)."""
     target = spec.measure.ratio_target
     done: set[str] = set()
     with session_scope(engine) as s:
@@ -107,8 +100,7 @@ def startup_s(spec: SweepSpec) -> float:
 
 
 def point_time(spec: SweepSpec, p: PointPlan, past_window_s: dict[int, float]) -> tuple[float, float]:
-    """(one window, its point's warmup) in seconds: this sweep's earlier windows at the batch size, else one
-    decode step per output token over the point's waves, at least measure.min_window_s."""
+    """(window, warmup) seconds: earlier windows at the batch size, else a decode step per output token."""
     waves = max(p.num_prompts / p.batch_size, 1.0)
     if p.batch_size in past_window_s:
         window = past_window_s[p.batch_size]
@@ -128,9 +120,10 @@ def estimate(
     past_overhead_s: float | None = None,
     measured_where: str = "in this sweep's earlier runs",
 ) -> Estimate:
-    """The sweep's wall time: launches x startup + every repeat's window, warmup and overhead (of what is
-    missing when `resume` is given). The past figures are medians measured `measured_where` (runners.
-    host_history); `past_overhead_s` is the time per repeat outside its window, warm-up included."""
+    """Wall time: launches x startup + each repeat's window, warmup and overhead (only what `resume` misses).
+
+    Past figures are medians measured `measured_where`; `past_overhead_s`: per repeat outside its window.
+    """
     past_window_s = past_window_s or {}
     notes: list[str] = []
     steps = schedule(groups, spec)
@@ -154,7 +147,8 @@ def estimate(
         )
     if past_startup_s is not None:
         startup = past_startup_s
-        notes.append(f"server startup {_seconds(startup)}: median of the launches measured {measured_where}")
+        shown = f"{startup:.0f}" if startup >= 10 else f"{startup:.1f}"
+        notes.append(f"server startup {shown} s: median of the launches measured {measured_where}")
     else:
         startup = startup_s(spec)
         if spec.server.backend == "sglang":
@@ -167,9 +161,8 @@ def estimate(
     start_batches = -(-launches // spec.server.max_parallel_starts) if launches else 0
     startup_total = start_batches * startup
     step_ms = _step_ms(spec)
-    measured_from_history = 0
+    measured_from_history = windows = 0
     measure = 0.0
-    windows = 0
     for g in groups:
         for p in g.points:
             window, warmup = point_time(spec, p, past_window_s)
@@ -229,10 +222,6 @@ def estimate(
     )
 
 
-def _seconds(s: float) -> str:
-    return f"{s:.0f} s" if s >= 10 else f"{s:.1f} s"
-
-
 def human(seconds: float) -> str:
     if seconds < 90:
         return f"{seconds:.0f} s"
@@ -253,9 +242,7 @@ def planned_groups(steps: list[Step]) -> list[ServerGroup]:
 def chain_starts(
     steps: list[Step], complete: AbstractSet[ServerConfig] = frozenset(), *, blocks: bool = False
 ) -> int:
-    """Server starts the schedule takes: a pair starts the servers the pair before did not leave up; in
-    blocks (one server at a time), one per block, the first of a pair on the server the pair before left up.
-    Pairs whose configs are both `complete` start nothing."""
+    """Server starts of the schedule: what each pair (block) finds down; a pair both `complete` none."""
     starts, up = 0, set[ServerConfig]()
     for step in steps:
         if not isinstance(step, Pair):
@@ -275,8 +262,7 @@ def chain_starts(
     return starts
 
 
-# A run cut into parts (GPU hosts lent for short windows): each part after the first starts its pair's servers
-# again and re-measures one window on another host (runners/parts.py).
+# A part after the first starts its servers again and re-measures a window on another host (runners/parts.py).
 DEFAULT_PART_S = 1200.0
 
 
@@ -292,8 +278,7 @@ class Work:
 
 @dataclass
 class PartEstimate:
-    """One part of about `part_s`: its time, what it measures (steps done, the step it stops in) and what
-    resuming it costs (server starts, the drift check window)."""
+    """One part of about `part_s`: its time, the steps it finishes or stops in, and what resuming it costs."""
 
     seconds: float = 0.0
     done: list[str] = field(default_factory=list)
@@ -324,8 +309,7 @@ def timeline(
     past_window_s: dict[int, float] | None = None,
     blocks: bool = False,
 ) -> list[Work]:
-    """The run as Work in its order, at the planned repeats (`point_time` for each point's windows);
-    `blocks`: pairs one server at a time (a GPU that holds one)."""
+    """The run as Work in order at the planned repeats; `blocks`: pairs one server at a time."""
 
     def point(p: PointPlan, repeats: int, name: str) -> Work:
         window, warmup = point_time(spec, p, past_window_s or {})
@@ -357,16 +341,13 @@ def timeline(
 
 
 def split(work: list[Work], part_s: float, resume_s: float) -> list[PartEstimate]:
-    """`work` cut into parts of about `part_s` (a deadline stops a part after the window it is in): a part
-    after the first pays `resume_s` first (its servers' starts again, and on another host the drift check's
-    window against the part before)."""
+    """`work` in parts of about `part_s`; each after the first pays `resume_s` (restarts, drift check)."""
     parts = [PartEstimate()]
     left = {w.step: sum(1 for x in work if x.step == w.step) for w in work}
     for w in work:
         here = parts[-1]
         if here.seconds >= part_s:
-            here = PartEstimate(resume_s=resume_s)
-            here.seconds = here.resume_s
+            here = PartEstimate(seconds=resume_s, resume_s=resume_s)
             parts.append(here)
         here.seconds += w.seconds
         left[w.step] -= 1

@@ -1,7 +1,7 @@
 """One run in progress: launch a sweep's servers, record them, measure their points, store repeats.
 
-`sweep_runner`, `pair_runner`, `pair_target` and `run_checks` compose its public steps. Every write is one
-transaction retried through a database outage (`dbretry`), so a measured repeat waits in memory until stored.
+`sweep_runner`, `pair_runner`, `pair_target` and `run_checks` compose its steps. Each write is a transaction
+retried through an outage (`dbretry`), so a measured repeat waits in memory until stored.
 """
 
 import asyncio
@@ -10,6 +10,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -49,38 +50,32 @@ class Stopped(Exception):
         self.deadline = deadline  # True: the time budget ran out (not a stop request)
 
 
+@dataclass(eq=False)
 class SweepExecutor:
     """The state of one run in progress and the steps the schedulers compose."""
 
-    def __init__(
-        self,
-        spec: SweepSpec,
-        engine: Engine,
-        run_id: int,
-        done: dict[str, set[int]],
-        gpus: list[int] | None,
-        deadline: float | None,
-        stop: threading.Event | None,
-        log_dir: Path,
-        outage: OutagePolicy,
-        policy: HostPolicy | None,
-        parts: PartState,
-    ) -> None:
-        self.spec, self.engine, self.run_id, self.done = spec, engine, run_id, done
-        self.outage, self.policy, self.parts = outage, policy or HostPolicy.author(), parts
-        self.gpus, self.deadline, self.stop, self.log_dir = gpus, deadline, stop, log_dir
-        self.progress = RunProgress(order_index=parts.invocation, invocation=parts.invocation)
-        # What the drift check against the part before may re-measure.
-        self.plans = [p for g in expand(spec) for p in g.points]
+    spec: SweepSpec
+    engine: Engine
+    run_id: int
+    done: dict[str, set[int]]
+    gpus: list[int] | None
+    deadline: float | None
+    stop: threading.Event | None
+    log_dir: Path
+    outage: OutagePolicy
+    policy: HostPolicy | None  # None: the author's (bench.server.launcher.launch)
+    parts: PartState
+
+    def __post_init__(self) -> None:
+        self.progress = RunProgress(order_index=self.parts.invocation, invocation=self.parts.invocation)
+        self.plans = [p for g in expand(self.spec) for p in g.points]  # what a drift check may re-measure
         self.drift = DriftCheck()
-        self.correctness = CorrectnessCheck(spec, run_id, self.write)
-        # Server rows whose first warmup (warmup.after_start_s) is done.
-        self.warmed_servers: set[int] = set()
-        # A pair's second server could not start next to the first: later pairs use alternating restarts.
-        self.colocate_failed = False
-        self.telemetry = TelemetrySource(gpus, enabled=spec.server.backend != "external")
+        self.correctness = CorrectnessCheck(self.spec, self.run_id, self.write)
+        self.warmed_servers: set[int] = set()  # server rows past their first warmup (warmup.after_start_s)
+        self.colocate_failed = False  # a pair's 2nd server did not start beside the 1st: later pairs restart
+        self.telemetry = TelemetrySource(self.gpus, enabled=self.spec.server.backend != "external")
         # Random prompt ids stay below the model's vocabulary (16,160 on the TP-8 shard).
-        self.model_config = read_model_config(spec.model)
+        self.model_config = read_model_config(self.spec.model)
         self.vocab_size = vocab_size(self.model_config) or DEFAULT_VOCAB_SIZE
         self.floor_note: str | None = None  # why points have no floor (no config, unknown GPU), for the run
 
@@ -103,12 +98,11 @@ class SweepExecutor:
         return self.start_server(group.server)
 
     def run_batch(self, groups: list[ServerGroup]) -> None:
-        """Start `groups`' servers together (overlapping JIT and graph capture), then measure one at a time."""
+        """Start `groups`' servers together (overlapping JIT and graph capture), then measure each in turn."""
         pending: list[tuple[ServerGroup, list[PointPlan]]] = []
         for group in groups:
             todo = [p for p in group.points if self.pending_repeats(p)]
-            for _ in range(len(group.points) - len(todo)):
-                self.progress.advance()
+            self.progress.advance(len(group.points) - len(todo))
             if todo:
                 pending.append((group, todo))
         if not pending:
@@ -117,8 +111,7 @@ class SweepExecutor:
         self.progress.describe(f"launching {', '.join(g.server.label() for g, _ in pending)}")
         self.progress.launches += len(pending)
         with ThreadPoolExecutor(max_workers=len(pending)) as pool:
-            futures = [pool.submit(self.start_server, g.server) for g, _ in pending]
-            started = [f.result() for f in futures]
+            started = list(pool.map(self.start_server, [g.server for g, _ in pending]))
         try:
             for i, ((group, todo), server) in enumerate(zip(pending, started, strict=True)):
                 if isinstance(server, LaunchError):
@@ -146,6 +139,7 @@ class SweepExecutor:
 
     def record_launch_failure(self, group: ServerGroup, todo: list[PointPlan], err: LaunchError) -> None:
         """A server row saying why `group`'s server did not start, and each of `todo` failed with it."""
+        first_line = (str(err).strip().splitlines() or [str(err)])[0]
 
         def write(s: Session) -> None:
             run = s.get_one(Run, self.run_id)
@@ -156,11 +150,10 @@ class SweepExecutor:
             row.exit_code, row.log_tail = err.exit_code, err.log_tail or None
             row.known_bug = err.known_bug  # a known SGLang bug: the correctness gate's finding, not a mishap
             for plan in todo:
-                store.fail_point(s, run, plan, row.id, f"server failed to start: {_first_line(str(err))}")
+                store.fail_point(s, run, plan, row.id, f"server failed to start: {first_line}")
 
         self.write(write, "recording a failed launch")
-        for _ in todo:
-            self.progress.advance()
+        self.progress.advance(len(todo))
 
     def measure_on(
         self, group: ServerGroup, todo: list[PointPlan], server: LaunchedServer, co_resident: int
@@ -203,14 +196,12 @@ class SweepExecutor:
             )
 
     def measure_once(
-        self, plan: PointPlan, server: LaunchedServer, server_row_id: int | None
+        self, plan: PointPlan, server: LaunchedServer, server_row_id: int
     ) -> SampleResult | None:
-        """One unstored window of `plan` after a warmup (drift checks); `server_row_id` None: a restart."""
-        after_start = server_row_id is None or server_row_id not in self.warmed_servers
-        if server_row_id is not None:
-            self.warmed_servers.add(server_row_id)
-        result, _ = asyncio.run(self.measure_window(plan, server.base_url, after_start, server.pid))
-        return result
+        """One unstored window of `plan` after a warmup (the drift check against the part before)."""
+        after_start = server_row_id not in self.warmed_servers
+        self.warmed_servers.add(server_row_id)
+        return asyncio.run(self.measure_window(plan, server.base_url, after_start, server.pid))[0]
 
     async def measure_window(
         self, plan: PointPlan, base_url: str, after_start: bool, server_pid: int | None
@@ -241,7 +232,7 @@ class SweepExecutor:
                 if server.sglang_patch is not None:  # bench/server/sglang_patch.py: "none" or the patch
                     prov["sglang_patch"] = server.sglang_patch
                 store.apply_provenance(run, prov)
-            # The part records the SGLang it runs, and refuses one the run's earlier parts did not (PartRefused).
+            # The part records its SGLang, refusing one the run's earlier parts did not run (PartRefused).
             self.parts.server_sglang(s, server.version, server.sglang_patch)
             row = store.record_server(
                 s,
@@ -268,14 +259,10 @@ class SweepExecutor:
             return int(row.id)
 
         server_row_id = int(self.write(write, "recording the server"))
-        self.warn_routing(server)
-        return server_row_id
-
-    def warn_routing(self, server: LaunchedServer) -> None:
-        """Say loudly, once per run, that a dummy-weight MoE server's routing collapsed."""
-        if server.expert_routing == "collapsed":
+        if server.expert_routing == "collapsed":  # a dummy-weight MoE server's: said loudly, once per run
             warning = next((n for n in server.notes if "routing" in n), "expert routing collapsed")
             self.progress.warn_once("routing", warning)
+        return server_row_id
 
     async def _measure_group(
         self, todo: list[PointPlan], server: LaunchedServer, server_row_id: int, label: str
@@ -287,10 +274,11 @@ class SweepExecutor:
                 await self.measure_plan(
                     client, plan, server, server_row_id, self.pending_repeats(plan), warmup=True
                 )
-                await profiling.profile_point(
-                    self.engine, self.spec, plan, client, self.run_id, server_row_id
-                )
+                await self.profile(plan, client, server_row_id)
                 self.progress.point_done()
+
+    async def profile(self, plan: PointPlan, client: LoadClient, server_row_id: int) -> None:
+        await profiling.profile_point(self.engine, self.spec, plan, client, self.run_id, server_row_id)
 
     def window_settings(
         self,
@@ -347,10 +335,9 @@ class SweepExecutor:
         t_point = time.perf_counter()
         window = 0.0
         async for sample, win in measure_windows(client, prompts, repeats, settings):
-            if sample.metrics is not None:
-                window += sample.metrics.duration_s
             self._store(plan, sample, server_row_id, server, win, link)
             if sample.metrics is not None:
+                window += sample.metrics.duration_s
                 self.drift.measured(plan, server_row_id)
         if warmup:
             self.progress.points_measured += 1
@@ -430,7 +417,3 @@ def run_provenance(
     if pin is not None:  # `--client-cpus`: where the client ran, to compare runs pinned and not ("8-15")
         prov["client_cpus"] = cpu_affinity.format_cpu_list(pin.cpus)
     return prov
-
-
-def _first_line(text: str) -> str:
-    return text.strip().splitlines()[0] if text.strip() else text

@@ -1,8 +1,8 @@
 """What a verb's exit status means, as in pytest: the one scheme `run`, `ci`, `compare` and the checks share.
 
 - 0 `OK`: the tool ran and found nothing wrong.
-- 1 `FINDING`: the tool ran and the measurement says something is wrong: a regression, a failed correctness
-  check, or (named in `run --fail-on`) unstable points. The numbers are trustworthy; the code under test is not.
+- 1 `FINDING`: the measurement says something is wrong: a regression, a failed correctness check, or (named
+  in `run --fail-on`) unstable points. The numbers are trustworthy; the code under test is not.
 - 2 `ERROR`: there is no answer: bad input, a run that failed or stopped short, a launch every server would
   repeat (SGLang not installed), an unreachable database. Fix the setup and run again.
 
@@ -33,7 +33,7 @@ def reader_gone(code: int | str | None = ExitCode.OK) -> NoReturn:
 
 @contextlib.contextmanager
 def answered(code: ExitCode) -> Iterator[None]:
-    """Print a verb's answer, which is `code`: should the reader go away meanwhile, the verb still exits so."""
+    """Print a verb's answer, which is `code`: if the reader goes away meanwhile, the verb still exits so."""
     try:
         yield
     except BrokenPipeError:

@@ -1,7 +1,7 @@
-"""`specbench export --format table`: a view as a table that fits the terminal (`runners.tables`), the default
-on one. What identifies a row and what it found (the batch, the throughput, the ratio with its interval, the
-verdict) are never cut or left out; the other columns go least important first, and a footnote names them.
-Each run's title says what its numbers are (measured, `simulated (stand-in)`, `synthetic`)."""
+"""`specbench export --format table`: a view fitted to the terminal (`runners.tables`), the default on one.
+
+A row's identity and findings (batch, throughput, ratio and interval, verdict) are never cut or left out; run
+titles say what the numbers are (measured, `simulated (stand-in)`, `synthetic`)."""
 
 import math
 from collections.abc import Mapping
@@ -104,8 +104,7 @@ def _cell(value: Any) -> str:
 
 
 def print_frame(console: Console, frame: pd.DataFrame, title: str, first: tuple[str, ...]) -> None:
-    """Any view's frame: the columns named in `first` (those it has), always shown, then the others, left out
-    from the last one on."""
+    """Any view's frame: the `first` columns it has always shown, the others left out from the last on."""
     lead = [c for c in first if c in frame.columns]
     order = [*lead, *(c for c in frame.columns if c not in lead)]
     columns = [

@@ -1,4 +1,4 @@
-"""What a job requires of a worker (`--requires gpu=H100,count=8,labels=a+b`); `bench.host.gpus.unmet` judges."""
+"""What a job requires of a worker (`--requires gpu=H100,count=8,labels=a+b`), as bench.host.gpus judges."""
 
 import re
 from collections.abc import Mapping
@@ -42,7 +42,7 @@ def parse_requires(text: str | None) -> dict[str, Any]:
 
 
 def requires_text(req: Any) -> str:
-    """Requirements as `--requires` takes them (`gpu=H100,count=8,labels=a+b`); a row edited by hand as it is."""
+    """Requirements as `--requires` takes them (`gpu=H100,count=8,labels=a+b`); a hand-edited row as it is."""
     if not isinstance(req, dict):
         return "" if req is None else str(req)
     return ",".join(f"{k}={'+'.join(map(str, v)) if isinstance(v, list) else v}" for k, v in req.items())
@@ -56,7 +56,7 @@ def requirements_for(
     python: str | None = None,
     external: str | None = None,
 ) -> dict[str, Any]:
-    """What a job needs: at least `tp` GPUs for a real server, and any interpreter or external server it names."""
+    """What a job needs: at least `tp` GPUs for a real server, and any interpreter or external server."""
     req = dict(explicit)
     if sweep_backend == "sglang":
         req["count"] = max(int(req.get("count", 0)), tp)

@@ -1,13 +1,9 @@
-"""What was measured before, for the dry run's estimate (runners/estimate.py): server start-ups, window lengths
-and the time a point spends outside its windows, from the finished runs this database holds.
+"""Finished runs' start-ups, window lengths and time outside windows, for the dry run's estimate.
 
-Nearest first: this host's runs on its GPUs (this sweep's, else runs of the same model on the same backend,
-which on the stand-in must have run at the same time scale); only when this host has none, another host's
-(a database carried to a lent GPU host: docs/guide/gpu-hosts.md), on the same GPU type first. Windows count
-only where they ran the sweep's prompt and output lengths. Start-ups depend on the model (minutes for
-DeepSeek-V3, a second for the stand-in) and windows on the model, the batch size and the lengths, so nothing
-is borrowed from another model or workload. Made-up runs (`specbench seed`) never count. `Measured.source`
-says which runs were read, and whether they were this host's."""
+Nearest first: this host's runs on its GPUs (this sweep's, else the same model and backend, on the stand-in
+at the same time scale); only if none, another host's (docs/guide/gpu-hosts.md), the same GPU type first.
+Windows count only at the sweep's prompt and output lengths; nothing is borrowed from another model or
+workload, and made-up runs (`specbench seed`) never count. `Measured.source` says which runs were read."""
 
 import socket
 import statistics
@@ -35,8 +31,7 @@ class Measured:
 
 
 def measured(engine: Engine, spec: SweepSpec, gpu_name: str, host: str | None = None) -> Measured | None:
-    """What earlier runs measured that tells about `spec`: this host's (`host`, default this one) on `gpu_name`
-    ("none": no GPU, the stand-in) first, else another host's; None when there are none."""
+    """What earlier runs tell about `spec`: `host`'s on `gpu_name` first, else another host's; or None."""
     host = host or socket.gethostname()  # the host name runs record (bench/provenance.py)
     with engine.connect() as c:
         rows = c.execute(
@@ -90,7 +85,7 @@ def measured(engine: Engine, spec: SweepSpec, gpu_name: str, host: str | None = 
 
 
 def _same_timing(c: Any, run_id: int, spec: SweepSpec) -> bool:
-    """Whether a run's launches ran at the stand-in's time scale `spec` asks for (always, on a real server)."""
+    """Whether a run's launches ran at the stand-in time scale `spec` asks for (always, on a real server)."""
     if spec.server.backend != "sim":
         return True
     envs = c.execute(select(ServerInstance.env).where(ServerInstance.run_id == run_id)).scalars().all()

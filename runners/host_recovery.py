@@ -1,9 +1,8 @@
 """What a dead specbench process on this host left behind: its servers, and its rows (issue 30 §8).
 
-A process killed with SIGKILL runs no cleanup. `reap_servers` (at every command's start) stops servers whose
-watchdog died too; `close_dead_owners` (when the database is opened to write) marks its runs `partial`,
-its server rows `reaped`, and ends its job's lease now. A row names its owner (bench.host.reaper.owner), so
-only its host judges it and a recycled pid is never taken for it.
+A SIGKILL runs no cleanup: `reap_servers` (at every command's start) stops servers whose watchdog died too;
+`close_dead_owners` (on opening the database to write) marks its runs `partial`, its server rows `reaped`, and
+ends its job's lease. Rows name their owner (bench.host.reaper.owner): only its host judges, not by pid alone.
 """
 
 from collections.abc import Callable
@@ -28,8 +27,8 @@ def reap_servers(report: Callable[[str], None]) -> None:
 def close_dead_owners(engine: Engine) -> list[str]:
     """Mark this host's runs whose process is gone `partial`, their servers `reaped`; a line per change."""
     notes: list[str] = []
-    # SQLite: take the write lock before reading, so a resume cannot slip between our read and our write.
-    # PostgreSQL: lock the rows we judge; one another process holds (a resume in flight) is skipped.
+    # SQLite: the write lock before reading, so no resume slips in between; PostgreSQL: lock the rows we
+    # judge, skipping those another process holds (a resume in flight).
     with engine.connect().execution_options(**{SQLITE_IMMEDIATE: True}) as conn:
         now = db_now(conn)
         runs = conn.execute(
@@ -37,9 +36,7 @@ def close_dead_owners(engine: Engine) -> list[str]:
             .where(Run.status == "running")
             .with_for_update(skip_locked=True)
         ).all()
-        for run_id, owner, job_id in runs:
-            if not reaper.owner_gone(owner):
-                continue
+        for run_id, owner, job_id in (r for r in runs if reaper.owner_gone(r.owner)):
             pid, host = owner["pid"], owner["host"]
             error = (
                 f"interrupted: the specbench process running it (pid {pid} on {host}) is gone (killed or "
@@ -67,9 +64,7 @@ def close_dead_owners(engine: Engine) -> list[str]:
             .where(ServerInstance.status.in_(OPEN_SERVER_STATUSES), ServerInstance.stopped_at.is_(None))
             .with_for_update(skip_locked=True)
         ).all()
-        for si_id, run_id, owner in servers:
-            if not reaper.owner_gone(owner):
-                continue
+        for si_id, run_id, owner in (s for s in servers if reaper.owner_gone(s.owner)):
             pid, host = owner["pid"], owner["host"]
             error = (
                 f"its launcher (pid {pid} on {host}) died without stopping it; the server's watchdog or the "

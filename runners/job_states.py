@@ -1,7 +1,7 @@
-"""A job's states and its guarded state transitions, the one way any module moves a job.
+"""A job's states and guarded transitions, the one way any module moves a job.
 
-Each is one UPDATE guarded on status (and owner) that must change exactly one row, so no two processes
-move the same job. Time is the database server's on PostgreSQL, so leases ignore host clocks.
+Each is one UPDATE guarded on status (and owner) that must change exactly one row; time is the database
+server's on PostgreSQL, so leases ignore host clocks.
 """
 
 from collections.abc import Sequence

@@ -1,4 +1,4 @@
-"""Leases: a worker's heartbeat keeps its job; a job whose worker stopped heartbeating goes back to the queue.
+"""Leases: a worker's heartbeat keeps its job; one whose worker stopped heartbeating is requeued.
 
 A lost attempt is not the job's failure: expiries are counted apart (RecoveryPolicy.max_lease_expiries).
 """
@@ -46,8 +46,7 @@ def requeue_expired(
     now: datetime | None = None,
     policy: RecoveryPolicy | None = None,
 ) -> list[int]:
-    """Requeue jobs whose worker stopped heartbeating, after a backoff; fail one after
-    `policy.max_lease_expiries`. Safe to race."""
+    """Requeue jobs whose worker stopped heartbeating, after a backoff; fail past max_lease_expiries."""
     policy = policy or RecoveryPolicy()
     delay = backoff or policy.requeue
     moved: list[int] = []

@@ -1,9 +1,8 @@
-"""Runs a pair of server configs interleaved (bench.pairing): both servers up and ABBA windows, or
-alternating restarts (blocks) when the second cannot start beside the first.
+"""Runs a pair of server configs (bench.pairing): both up with ABBA windows, else alternating restarts.
 
-The servers start one after the other so the second reuses the first's JIT caches. In a chain
-(measure.baseline_pairs) a pair takes the server the one before left up (`held`) and leaves up the one the
-next shares (`keep`). Repeats here are the link's; its side's `Slot` maps them onto the point's.
+The second server starts after the first to reuse its JIT caches. In a chain (measure.baseline_pairs) a pair
+takes the server left up before it (`held`) and leaves up what the next shares (`keep`). Repeats here are the
+link's; its side's `Slot` maps them onto the point's.
 """
 
 import asyncio
@@ -12,11 +11,11 @@ from dataclasses import dataclass
 from sqlalchemy.orm import Session
 
 from bench.client import LoadClient
-from bench.pairing import Pair, Side, Turns, abba_order, abba_sides, restart_blocks
+from bench.pairing import Pair, Side, abba_order, abba_sides, restart_blocks
 from bench.server.launcher import LaunchedServer, LaunchError
-from bench.sweep import PointPlan, ServerConfig, ServerGroup
+from bench.sweep import PointPlan, ServerConfig
 from db.models import Run
-from runners import pair_target, profiling, run_checks, store
+from runners import pair_target, run_checks, store
 from runners.executor import Stopped, SweepExecutor
 
 SIDES: tuple[Side, Side] = ("A", "B")
@@ -60,18 +59,6 @@ def _tick(executor: SweepExecutor, pair: Pair, side: Side) -> None:
         executor.progress.advance()
 
 
-def record_note(
-    executor: SweepExecutor, group: ServerGroup, status: str, error: str, log_path: str | None = None
-) -> None:
-    """A server row that says what happened to a pair (e.g. the second server could not start next to it)."""
-
-    def write(s: Session) -> None:
-        run = s.get_one(Run, executor.run_id)
-        store.record_server(s, run, group.server, status=status, error=error, log_path=log_path)
-
-    executor.write(write, "recording the pair's fallback")
-
-
 def _measured(executor: SweepExecutor, pair: Pair, plan_a: PointPlan, plan_b: PointPlan) -> int:
     """Link repeats the pair holds so far: the planned ones, or more where an extension was stored."""
     sides: tuple[tuple[Side, PointPlan], ...] = (("A", plan_a), ("B", plan_b))
@@ -85,8 +72,7 @@ def _measured(executor: SweepExecutor, pair: Pair, plan_a: PointPlan, plan_b: Po
 
 
 def _wants_more(executor: SweepExecutor, pair: Pair, plan_a: PointPlan, plan_b: PointPlan) -> bool:
-    """Planned repeats stored but the interval still wider than measure.ratio_target asks (a resumed run);
-    only interleaved pairs extend, so restarts never start a server for it."""
+    """Planned repeats stored, the interval wider than ratio_target asks; only interleaved pairs extend."""
     if (
         pending(executor, pair, "A", plan_a)
         or pending(executor, pair, "B", plan_b)
@@ -106,8 +92,7 @@ def run_pair(
     held: Live | None = None,
     keep: ServerConfig | None = None,
 ) -> Live | None:
-    """Measure `pair`; `drift_here`: run the drift check on its live server. `held`: the server the pair
-    before left up; `keep`: the config whose server is left up and returned (anything else is stopped)."""
+    """Measure `pair` (`drift_here`: with the drift check), on `held` if given, leaving `keep`'s server up."""
     todo: dict[Side, list[PointPlan]] = {"A": [], "B": []}
     extend: set[str] = set()  # keys of A-side points with only an extension left (read once, here)
     for plan_a, plan_b in zip(pair.a.points, pair.b.points, strict=True):
@@ -118,10 +103,12 @@ def run_pair(
             if pending(executor, pair, side, plan) or plan_a.key() in extend:
                 todo[side].append(plan)
     for side in SIDES:
-        for _ in range(len(pair.side(side).points) - len(todo[side])):
-            executor.progress.advance()
-    if not todo["A"] and not todo["B"]:
-        return _hand_over(executor, held, keep)
+        executor.progress.advance(len(pair.side(side).points) - len(todo[side]))
+    if not todo["A"] and not todo["B"]:  # the held server passes on if the next pair shares it, else stops
+        if held is None or held.config == keep:
+            return held
+        release(executor, held.server, held.row_id)
+        return None
     executor.check_stop()
     first: Side = pair.holds(held.config) or "A" if held is not None else "A" if todo["A"] else "B"
     other: Side = "B" if first == "A" else "A"
@@ -139,14 +126,19 @@ def run_pair(
         return _alternate(executor, pair, {first: todo[first], other: []}, up, keep)
     if isinstance(b, LaunchError):
         executor.colocate_failed = True  # the next pairs have the same footprint: go straight to restarts
-        record_note(
-            executor,
-            pair.side(other),
-            "failed",
+        error = (
             "could not start next to the other server of its pair (GPU memory?); measured with alternating "
-            f"restarts instead (and for the run's later pairs). Launch error: {str(b).strip()[-2000:]}",
-            log_path=str(b.log_path) if b.log_path else None,
+            f"restarts instead (and for the run's later pairs). Launch error: {str(b).strip()[-2000:]}"
         )
+        log_path = str(b.log_path) if b.log_path else None
+
+        def note(s: Session) -> None:
+            run = s.get_one(Run, executor.run_id)
+            store.record_server(
+                s, run, pair.side(other).server, status="failed", error=error, log_path=log_path
+            )
+
+        executor.write(note, "recording the pair's fallback")
         return _alternate(executor, pair, todo, up, keep)
     servers: dict[Side, LaunchedServer] = {first: a, other: b}
     kept: Live | None = None
@@ -186,14 +178,6 @@ def run_pair(
     return kept
 
 
-def _hand_over(executor: SweepExecutor, held: Live | None, keep: ServerConfig | None) -> Live | None:
-    """A pair with nothing to measure passes the held server on when the next pair shares it, else stops it."""
-    if held is None or held.config == keep:
-        return held
-    release(executor, held.server, held.row_id)
-    return None
-
-
 def _drift_on_live(
     executor: SweepExecutor,
     pair: Pair,
@@ -202,8 +186,7 @@ def _drift_on_live(
     *,
     after_deadline: bool = False,
 ) -> None:
-    """The drift check on the reference point's server when this pair holds it up; after a deadline, the
-    pair's own first point stands in, so a run cut every night still reports its drift."""
+    """The drift check on a live server of this pair; after a deadline its first point stands in."""
     ref = executor.drift.reference
     if ref is None:
         return
@@ -218,34 +201,6 @@ def _drift_on_live(
         )
 
 
-@dataclass
-class _Windows:
-    """One pair's two live servers and what measuring a window on either needs."""
-
-    executor: SweepExecutor
-    pair: Pair
-    servers: dict[Side, LaunchedServer]
-    rows: dict[Side, int]
-    clients: dict[Side, LoadClient]
-    dead: set[Side]
-
-    async def measure(self, plan: PointPlan, side: Side, r: int, warmed: set[Side]) -> None:
-        """Link repeat `r` of `plan` on `side`'s server, warming up on the side's first window here."""
-        self.executor.check_stop()
-        await self.executor.measure_plan(
-            self.clients[side],
-            plan,
-            self.servers[side],
-            self.rows[side],
-            _indices(self.pair, side, [r]),
-            warmup=side not in warmed,
-            link=self.pair.window_link(side, "abba"),
-        )
-        warmed.add(side)
-        if self.clients[side].server_down:
-            self.dead.add(side)
-
-
 async def _interleave(
     executor: SweepExecutor,
     pair: Pair,
@@ -253,9 +208,27 @@ async def _interleave(
     server_rows: dict[Side, int],
     extend: set[str],
 ) -> None:
-    """The pair's points in ABBA order on both live servers; `extend`: A-side keys wanting only more repeats."""
+    """The pair's points in ABBA order on both live servers; `extend`: A-side keys wanting only more."""
     async with LoadClient(servers["A"].base_url) as ca, LoadClient(servers["B"].base_url) as cb:
-        live = _Windows(executor, pair, servers, server_rows, {"A": ca, "B": cb}, set())
+        clients: dict[Side, LoadClient] = {"A": ca, "B": cb}
+        dead: set[Side] = set()
+
+        async def measure(plan: PointPlan, side: Side, r: int, warmed: set[Side]) -> None:
+            """Link repeat `r` of `plan` on `side`'s server, warming up on the side's first window here."""
+            executor.check_stop()
+            await executor.measure_plan(
+                clients[side],
+                plan,
+                servers[side],
+                server_rows[side],
+                _indices(pair, side, [r]),
+                warmup=side not in warmed,
+                link=pair.window_link(side, "abba"),
+            )
+            warmed.add(side)
+            if clients[side].server_down:
+                dead.add(side)
+
         for plan_a, plan_b in zip(pair.a.points, pair.b.points, strict=True):
             plans: dict[Side, PointPlan] = {"A": plan_a, "B": plan_b}
             todo = {side: set(pending(executor, pair, side, plans[side])) for side in SIDES}
@@ -265,29 +238,22 @@ async def _interleave(
             warmed: set[Side] = set()
             executor.progress.describe(f"pair {plan_a.server.label()} bs={plan_a.batch_size}")
             for r, side in abba_order(pair.repeats):
-                if r in todo[side] and side not in live.dead:
-                    await live.measure(plans[side], side, r, warmed)
+                if r in todo[side] and side not in dead:
+                    await measure(plans[side], side, r, warmed)
             # measure.ratio_target: more ABBA repeats while the interval is wider than asked.
             measured = _measured(executor, pair, plan_a, plan_b)
             while (
-                not live.dead
+                not dead
                 and (extra := pair_target.next_repeat(executor, pair, plan_a, plan_b, measured)) is not None
             ):
                 for side in abba_sides(extra):
-                    await live.measure(plans[side], side, extra, warmed)
-                    if side in live.dead:
+                    await measure(plans[side], side, extra, warmed)
+                    if side in dead:
                         break
                 measured += 1
             for side in SIDES:  # after both sides' windows, never between them; once per point
-                if todo[side] and side not in live.dead and pair.slot(side).last:
-                    await profiling.profile_point(
-                        executor.engine,
-                        executor.spec,
-                        plans[side],
-                        live.clients[side],
-                        executor.run_id,
-                        server_rows[side],
-                    )
+                if todo[side] and side not in dead and pair.slot(side).last:
+                    await executor.profile(plans[side], clients[side], server_rows[side])
             for side in SIDES:
                 if todo[side] or extension_only:
                     _tick(executor, pair, side)
@@ -303,8 +269,7 @@ def _alternate(
     running: Up | None,
     keep: ServerConfig | None = None,
 ) -> Live | None:
-    """Alternating restarts in ABBA blocks, one server up at a time; `running`: a server already up.
-    Returns the last block's server when it is `keep`'s."""
+    """ABBA blocks of restarts, one server up at a time (`running`: already up); returns `keep`'s server."""
     left = {(side, p.key()): side for side in SIDES for p in todo[side]}  # progress ticks still due
     up: Up | None = None
     kept: Live | None = None
@@ -340,8 +305,7 @@ def _alternate(
             release(executor, up[1], up[2])
         if running is not None:
             release(executor, running[1], running[2])
-    for _ in left:  # points left unfinished (a server died) still move the progress bar
-        executor.progress.advance()
+    executor.progress.advance(len(left))  # points left unfinished (a server died) still move the bar
     return kept
 
 
@@ -383,7 +347,7 @@ async def _block(
     server_row_id: int,
     reps: list[int],
 ) -> None:
-    link = pair.window_link(side, _BLOCKS)
+    link = pair.window_link(side, "blocks")
     async with LoadClient(server.base_url) as client:
         for plan in plans:
             executor.check_stop()
@@ -400,9 +364,4 @@ async def _block(
             if client.server_down:
                 return
             if not pending(executor, pair, side, plan) and pair.slot(side).last:
-                await profiling.profile_point(
-                    executor.engine, executor.spec, plan, client, executor.run_id, server_row_id
-                )
-
-
-_BLOCKS: Turns = "blocks"
+                await executor.profile(plan, client, server_row_id)

@@ -1,8 +1,8 @@
 """Extra ABBA repeats for a colocated pair until its ratio interval is as narrow as the sweep asks.
 
-After the planned repeats, ABBA repeats go on until the paired 95% interval of the throughput ratio lies
-within ratio x (1 +- `measure.ratio_target`), or `measure.max_repeats`. The interval is the views', read
-back from the database, so a resumed run counts what it stored. Repeats are the link's.
+After the planned repeats, until the paired 95% interval of the throughput ratio lies within ratio x
+(1 +- `measure.ratio_target`), or `measure.max_repeats`. The interval is read back from the database, so a
+resumed run counts what it stored. Repeats are the link's.
 """
 
 from collections.abc import Callable, Iterable

@@ -1,9 +1,8 @@
 """A run's parts: each invocation recorded with its host, GPU, SGLang and patch, start and end (run_parts).
 
-A long run grows part by part across borrowed hosts and stays one experiment: another SGLang or patch is
-refused (`sglang_conflict`); a part on another host or GPU first re-measures a point of the part before
-(`PartState.check`); pairs of two parts combine only on the same host and GPU or when that check agreed
-(bench.pairing.part_groups).
+A run grown across borrowed hosts stays one experiment: another SGLang or patch is refused (sglang_conflict);
+a part on another host or GPU first re-measures a point of the part before (`PartState.check`); two parts'
+pairs combine only on the same host and GPU or when that check agreed (bench.pairing.part_groups).
 """
 
 from __future__ import annotations
@@ -49,9 +48,7 @@ class PartHost:
 
 
 def host_name(hostname: str, uuids: Sequence[str]) -> str:
-    """The host as a part records it: its name, and its first GPU's board id when the driver tells one.
-    Borrowed hosts often share a name (a container's `vm`, a cloud image's default), and a pair that spans two
-    boards unchecked is the error parts exist to prevent."""
+    """The host's name and first GPU board id: borrowed hosts share names (`vm`), boards tell them apart."""
     known = [u.removeprefix("GPU-")[:8] for u in uuids if u]
     if not known:
         return hostname
@@ -68,7 +65,7 @@ class Sglang:
 
 
 class PartRefused(ResumeRefused):
-    """The run was measured on another SGLang release or patch state: continuing it would join two experiments."""
+    """The run was measured on another SGLang release or patch: continuing would join two experiments."""
 
 
 def _record(row: RunPart) -> PartRecord:
@@ -126,9 +123,7 @@ class PartState:
     def reference_plan(self, config: ServerConfig, plans: Sequence[PointPlan]) -> PointPlan | None:
         """The point of `config` the part before measured most (ties: the largest batch), or None."""
         measured = [p for p in plans if p.server == config and self.reference.get(p.key())]
-        if not measured:
-            return None
-        return max(measured, key=lambda p: (len(self.reference[p.key()]), p.batch_size))
+        return max(measured, key=lambda p: (len(self.reference[p.key()]), p.batch_size), default=None)
 
     def verdict(self, plan: PointPlan, result: SampleResult | None) -> dict[str, Any]:
         """The stored check: agrees when the new window is within the earlier ones' range or +-tolerance."""
@@ -147,10 +142,10 @@ class PartState:
         }
         metrics = result.metrics if result is not None else None
         if (
-            metrics is None
-            or metrics.output_throughput is None
-            or result is None
+            result is None
             or result.status == "failed"
+            or metrics is None
+            or metrics.output_throughput is None
         ):
             why = result.reason if result is not None else "no result"
             return {**found, "agrees": False, "error": f"re-measurement failed: {why}"}
@@ -193,7 +188,7 @@ class PartState:
         return found
 
     def server_sglang(self, s: Session, version: str | None, patch: str | None) -> None:
-        """Record a server's SGLang when the part knew none yet; PartRefused when earlier parts ran another."""
+        """Record a server's SGLang if the part knew none yet; PartRefused if earlier parts ran another."""
         if (self.sglang.version is not None or version is None) and (
             self.sglang.patch is not None or patch is None
         ):
@@ -214,7 +209,7 @@ class PartState:
 
 
 def next_order_index(s: Session, run_id: int) -> int:
-    """Where this invocation's windows start in the run's order: after every stored window, failed ones too."""
+    """Where this invocation's windows start in the run's order: after every stored one, failed too."""
     last, count = s.execute(
         select(func.max(Sample.order_index), func.count(Sample.id))
         .join(Point, Sample.point_id == Point.id)

@@ -1,14 +1,10 @@
 """Before a sweep starts a server: what every launch would repeat, checked once, and what a dry run previews.
 
-- `check(spec)`: an interpreter that is not there, SGLang not installed for it, a local model path that
-  does not exist, a workload file that cannot give prompts or a model config that cannot be read would fail
-  every launch of the sweep the same way; `run` and `ci` (and a worker's job) stop here with one error line
-  (exit 2) instead of one per point, and store no run.
-- `launch_version(spec)`: the SGLang release a dry run builds argv and env for: the installed one (read from
-  the interpreter's package metadata: a dry run executes nothing, not even `server.python`), else the one
-  specbench's `[gpu]` extra pins, and which of the two it is.
-- `missing_paths(spec)` and `describe(spec)`: the dry run's warnings and its one line each on pairing, ABBA
-  and profiling.
+- `check(spec)`: a missing interpreter, SGLang or local model, or an unreadable workload or model config would
+  fail every launch alike: `run`, `ci` and jobs stop with one error line (exit 2) and store no run.
+- `launch_version(spec)`: the SGLang a dry run builds argv for: the installed one (read from package metadata;
+  a dry run executes nothing, not even `server.python`), else the `[gpu]` extra's pin, saying which.
+- `missing_paths(spec)`, `describe(spec)`: the dry run's warnings and its lines on pairing, ABBA, profiling.
 """
 
 import importlib.metadata
@@ -39,11 +35,7 @@ def pinned_sglang() -> str | None:
         requires = importlib.metadata.requires("specbench") or []
     except importlib.metadata.PackageNotFoundError:
         return None
-    for req in requires:
-        m = _PIN.match(req)
-        if m:
-            return m.group(1)
-    return None
+    return next((m.group(1) for req in requires if (m := _PIN.match(req))), None)
 
 
 # Where an interpreter's tree keeps its packages, relative to the directory above its bin/.
@@ -51,8 +43,7 @@ _SITE_PACKAGES = ("lib/python3*/site-packages", "lib64/python3*/site-packages", 
 
 
 def installed_sglang(python: str | None) -> str | None:
-    """The SGLang release installed for `python` (None: this interpreter), read from package metadata
-    without running anything (issue 35 §7: a dry run once ran `server.python` to ask); None when not found."""
+    """The SGLang installed for `python` (None: this one), from metadata, running nothing (issue 35 §7)."""
     if python is None:
         try:
             return importlib.metadata.version("sglang")
@@ -64,9 +55,7 @@ def installed_sglang(python: str | None) -> str | None:
         return None
     root = interpreter.parent.parent  # not resolved: a venv's bin/python3 links to the base interpreter
     paths = [str(d) for pattern in _SITE_PACKAGES for d in sorted(root.glob(pattern)) if d.is_dir()]
-    for dist in importlib.metadata.distributions(name="sglang", path=paths):
-        return str(dist.version)
-    return None
+    return next((str(d.version) for d in importlib.metadata.distributions(name="sglang", path=paths)), None)
 
 
 def launch_version(spec: SweepSpec) -> tuple[str, str]:
@@ -86,9 +75,7 @@ def launch_version(spec: SweepSpec) -> tuple[str, str]:
 
 
 def part_sglang(spec: SweepSpec, policy: HostPolicy | None = None) -> Sglang:
-    """The SGLang this invocation's servers will run, known before any starts: the stand-in's emulated release,
-    or what the server's interpreter reports with its patch state (the probe the launcher runs); nothing for
-    an external server, whose first answer says (runners/parts.py compares it with the run's earlier parts)."""
+    """The SGLang this invocation's servers run, known before any starts (an external one's: unknown)."""
     if spec.server.backend == "sim":
         return Sglang(spec.server.sim.version)
     if spec.server.backend == "external":
@@ -102,14 +89,11 @@ def part_sglang(spec: SweepSpec, policy: HostPolicy | None = None) -> Sglang:
 
 def installed_patch_state(spec: SweepSpec) -> str | None:
     """The patch state of the SGLang this interpreter imports, when the servers would run it; else None."""
-    if spec.server.backend != "sglang" or spec.server.python is not None:
-        return None
-    return installed_patch()
+    return installed_patch() if spec.server.backend == "sglang" and spec.server.python is None else None
 
 
 def launch_patch(spec: SweepSpec) -> str | None:
-    """What a dry run says of the specbench patch the servers' SGLang carries (bench/server/sglang_patch.py),
-    read from files without running anything; None for the stand-in and external servers."""
+    """The specbench patch the servers' SGLang carries, read from files (None: stand-in or external)."""
     if spec.server.backend != "sglang":
         return None
     if spec.server.python is not None:
@@ -121,8 +105,7 @@ def launch_patch(spec: SweepSpec) -> str | None:
 
 
 def is_local(path: str) -> bool:
-    """A path on this host, not a Hugging Face id (`org/name`): absolute, `~`, `./`, `../`, a dot-folder,
-    or more than one `/`."""
+    """A path on this host, not a Hugging Face id (`org/name`): starts with `/`, `~`, `.`, or has two `/`."""
     return path.startswith(("/", "~", ".")) or path.count("/") > 1
 
 
@@ -141,10 +124,10 @@ def missing_paths(spec: SweepSpec) -> list[str]:
 def check(spec: SweepSpec, policy: HostPolicy | None = None) -> None:
     """Raise PreflightError when every launch of `spec` would fail the same way on this host.
 
-    `policy` is what this host lets the sweep use (a worker's; default: the author's). Its refusals come
-    first and alone: whether a file exists, or what it holds, is asked only of a path the policy allows. Then
-    every workload file is read and parsed whole, and a local model's config.json read, on every backend:
-    a bad file (a FIFO, /dev/zero, `output_len: 10**12`) is refused before a server spends minutes starting."""
+    `policy` (default: the author's) refuses first and alone: only paths it allows are looked at. Then every
+    workload file is parsed whole and a local model's config.json read, on every backend: a bad file (a FIFO,
+    /dev/zero, `output_len: 10**12`) is refused before a server spends minutes starting.
+    """
     policy = policy or HostPolicy.author()
     refused = policy.problems(spec)
     if refused:
@@ -159,9 +142,7 @@ def check(spec: SweepSpec, policy: HostPolicy | None = None) -> None:
 
 
 def problems(spec: SweepSpec, policy: HostPolicy, *, execute: bool = True) -> list[str]:
-    """What `check` refuses once the policy allows the sweep: workloads, the model's config.json, local model
-    paths and SGLang for the servers' interpreter. `execute=False` (a dry run, which runs nothing) reads the
-    SGLang release from the interpreter's files instead of asking the interpreter."""
+    """What `check` refuses past the policy; `execute=False` (a dry run) reads SGLang's release from files."""
     found = workload_problems(spec.workloads, prompt_vocab(spec.model))
     if spec.server.backend != "external":
         found += [p for p in (model_config_problem(spec.model),) if p]

@@ -1,7 +1,5 @@
-"""Profiles of sweep points: after a point's measured windows, capture SGLang traces and store them.
-
-Traces lie under the artifacts directory, recorded with host and path (docs/reference/profiles.md).
-"""
+"""Profiles of sweep points: after a point's windows, SGLang traces under the artifacts directory, recorded
+with host and path (docs/reference/profiles.md)."""
 
 import hashlib
 import os
@@ -49,7 +47,7 @@ def wants_profile(spec: SweepSpec, plan: PointPlan) -> bool:
 async def profile_point(
     engine: Engine, spec: SweepSpec, plan: PointPlan, client: LoadClient, run_id: int, si_id: int
 ) -> list[int]:
-    """Capture and store `plan`'s profile after its windows if asked; a failed capture never fails the point."""
+    """Capture and store `plan`'s profile after its windows if asked; a failed capture never fails a point."""
     if not wants_profile(spec, plan):
         return []
     prof = spec.profile
@@ -100,7 +98,6 @@ async def profile_point(
             ids.append(p.id)
         return ids
 
-    # One transaction, retried as a whole through a database outage like every other write of a run.
     return dbretry.in_session(engine, write, what=f"storing the profile of {plan.key()}")
 
 
@@ -173,8 +170,7 @@ def resummarize(engine: Engine, run_id: int, search: Path | None = None) -> list
             summary["capture"] = old["capture"]
 
         def write(s: Session, pid: int = row["id"], new: dict[str, Any] = summary) -> None:
-            prof = s.get_one(Profile, pid)
-            prof.summary = new
+            s.get_one(Profile, pid).summary = new
 
         dbretry.in_session(engine, write, what=f"updating profile {row['id']}")
         out.append({**line, "after": summary["cycles"], "result": "updated"})

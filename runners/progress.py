@@ -26,10 +26,10 @@ class RunProgress:
         order, self.order_index = self.order_index, self.order_index + 1
         return order
 
-    def advance(self, description: str | None = None) -> None:
-        """One point fewer to go (measured, failed or already stored)."""
-        if self.bar is not None and self.task is not None:
-            self.bar.update(self.task, advance=1, description=description or "")
+    def advance(self, points: int = 1) -> None:
+        """`points` fewer to go (measured, failed or already stored)."""
+        if points and self.bar is not None and self.task is not None:
+            self.bar.update(self.task, advance=points, description="")
 
     def point_done(self) -> None:
         """A point's last planned repeat is stored (or it was given up)."""
@@ -37,7 +37,6 @@ class RunProgress:
         self.advance()
 
     def describe(self, description: str) -> None:
-        """What the progress line says the run is doing now."""
         if self.bar is not None and self.task is not None:
             self.bar.update(self.task, description=description)
 

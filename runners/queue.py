@@ -1,8 +1,7 @@
 """The job queue on the SQL database: submit, claim, start, finish, fail_attempt (with retries), cancel.
 
-States move only by `runners.job_states`' guarded transitions; this module re-exports the leases and the
-workers table, so callers drive the whole queue through it. Claiming is atomic: `FOR UPDATE SKIP LOCKED` on
-PostgreSQL, `BEGIN IMMEDIATE` on SQLite.
+States move only by `runners.job_states`' guarded transitions; leases and workers are re-exported, so callers
+drive the whole queue through here. Claims are atomic (`FOR UPDATE SKIP LOCKED`; SQLite: `BEGIN IMMEDIATE`).
 """
 
 from collections.abc import Mapping, Sequence
@@ -224,7 +223,6 @@ def set_run(engine: Engine, job_id: int, run_id: int) -> None:
 
 
 def finish(engine: Engine, job_id: int, worker_id: str, *, run_id: int | None = None) -> bool:
-    """running -> done."""
     with engine.begin() as conn:
         values: dict[str, Any] = {"finished_at": db_now(conn), "lease_expires_at": None}
         if run_id is not None:
@@ -293,12 +291,8 @@ def unclaimable(
         rows = conn.execute(
             select(Job.id, Job.sweep_name, Job.requires).where(Job.status == QUEUED).order_by(Job.id)
         ).all()
-    out = []
-    for job_id, name, req in rows:
-        why = unmet(req or {}, gpus, labels, offers)
-        if why is not None:
-            out.append((int(job_id), str(name), why))
-    return out
+    whys = [(int(job_id), str(name), unmet(req or {}, gpus, labels, offers)) for job_id, name, req in rows]
+    return [(job_id, name, why) for job_id, name, why in whys if why is not None]
 
 
 def has_claimable(

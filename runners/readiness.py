@@ -1,11 +1,8 @@
-"""Would this sweep run here? What `run --dry-run` checks of this host before a real run finds out: the GPUs
-(count and type against the sweep's tp), SGLang for the servers' interpreter, the model, and the disk where the
-servers write their logs and the database lives. Nothing is run: SGLang's release is read from its files
-(runners/preflight.py), the GPUs from nvidia-smi or the driver's /proc files, never from the sweep's
-interpreter or torch.
+"""Would this sweep run here? `run --dry-run`'s checks of GPUs (count, type against tp), SGLang, the model and
+the disk for logs and database. Nothing is run: SGLang's release is read from its files (preflight.py), the
+GPUs from nvidia-smi or /proc, never from the sweep's interpreter or torch.
 
-A finding that would stop the real run (its exit 2) is a `blocker`: the dry run lists every one and exits 2 too.
-A `warning` is worth knowing and changes no exit code.
+A `blocker` would stop the real run (exit 2): the dry run lists each and exits 2 too; a `warning` does not.
 """
 
 import shutil
@@ -59,7 +56,7 @@ def check(
     db: str | None,
     detected: tuple[list[Gpu], str] | None = None,
 ) -> list[Finding]:
-    """Every finding on whether `spec` would run on this host; `detected` (GPUs and their source) for tests."""
+    """Every finding on whether `spec` would run on this host; `detected` (GPUs, their source): tests."""
     refused = policy.problems(spec)
     if refused:  # as the real run: the host's policy first and alone, nothing else is looked at
         return [Finding("blocker", "policy", p) for p in refused]
@@ -130,14 +127,11 @@ def _gpus(
     if spec.server.attention_backend == "flashmla":
         other = sorted({g.name for g in usable if g.name != "unknown" and not _flashmla_gpu(g.name)})
         if other:
-            out.append(
-                Finding(
-                    "warning",
-                    "GPUs",
-                    f"FlashMLA's kernels are for Hopper and Blackwell GPUs ({', '.join(FLASHMLA_GPUS)}); "
-                    f"{', '.join(other)} is none of them as far as specbench knows",
-                )
+            text = (
+                f"FlashMLA's kernels are for Hopper and Blackwell GPUs ({', '.join(FLASHMLA_GPUS)}); "
+                f"{', '.join(other)} is none of them as far as specbench knows"
             )
+            out.append(Finding("warning", "GPUs", text))
     if len(kinds) > 1:
         out.append(Finding("warning", "GPUs", f"mixed GPU types ({names}): a TP group runs at its slowest"))
     return out
@@ -149,10 +143,8 @@ def _flashmla_gpu(name: str) -> bool:
 
 
 def needed_bytes(spec: SweepSpec, groups: list[ServerGroup]) -> int:
-    """About what a run of `spec` writes: every window's requests (with a margin for windows that run past
-    their prompt budget), a log per server launch, a trace per profiled point and mode."""
-    rows = 0
-    traces = 0
+    """About what a run of `spec` writes: every window's requests (with a margin), logs, profiler traces."""
+    rows = traces = 0
     for g in groups:
         for p in g.points:
             repeats = spec.max_pair_repeats if spec.repeats_may_grow(p) else p.repeats
@@ -191,7 +183,7 @@ def _disk(spec: SweepSpec, groups: list[ServerGroup], log_dir: Path, db: str | N
 
 
 def _sqlite_folder(db: str | None) -> tuple[Path, str] | None:
-    """The folder of the SQLite file `db` names (and the file), or None for a server or an in-memory database."""
+    """The folder of the SQLite file `db` names (and the file); None for a server or in-memory database."""
     try:
         url = make_url(resolve_url(db))
     except Exception:  # a bad --db: the run's own open says why; nothing to check here

@@ -1,8 +1,7 @@
 """Whether a sweep may continue a stored run: the same sweep, but for its stopping rule.
 
-An edited sweep would measure the remaining repeats by another procedure under the first sweep's text. The
-stopping rule (STOPPING_RULE) only decides how many ABBA pairs a point gets, so it may change; the run then
-keeps the replaced sweep in `provenance.sweep_edits`.
+An edited sweep would measure the rest by another procedure. The stopping rule (STOPPING_RULE) only decides
+how many ABBA pairs a point gets, so it may change; the replaced sweep stays in `provenance.sweep_edits`.
 """
 
 from dataclasses import dataclass, field
@@ -22,7 +21,7 @@ class ResumeRefused(ValueError):
 
 @dataclass(frozen=True)
 class ResumeCheck:
-    """A resume that may go ahead; `warning`: the stored sweep does not parse; `edits`: stopping-rule changes."""
+    """A resume that may go ahead; `warning`: the stored sweep does not parse; `edits`: stopping rules."""
 
     warning: str | None = None
     edits: list[FieldChange] = field(default_factory=list)

@@ -1,9 +1,8 @@
 """Run-level checks after the last point: drift of a reference point, and throttled windows.
 
-Drift: the invocation's first point is measured again at the end, on its live server or a restart (then the
-figure holds the restart spread, docs/reference/paired-measurement.md), stored as `runs.drift`.
-Throttling: windows whose median SM clock fell below `measure.throttle_fraction` of the run's highest are
-flagged `telemetry.throttled`, not failed.
+Drift (`runs.drift`): the invocation's first point re-measured at the end, on its live server or a restart
+(then holding the restart spread, docs/reference/paired-measurement.md). Windows whose median SM clock fell
+below `measure.throttle_fraction` of the run's highest are flagged `telemetry.throttled`, not failed.
 """
 
 import asyncio
@@ -31,8 +30,7 @@ def drift_check(
     plan: PointPlan | None = None,
     restarted: bool = False,
 ) -> Drift | None:
-    """Re-measure the reference point (`plan`) on `live`, else on a fresh start; kept as drift.result.
-    `restarted`: `live` is a later start of the reference's config, so the figure holds two starts' spread."""
+    """Re-measure the reference `plan` on `live`, else a fresh start; `restarted`: two starts' spread."""
     reference = executor.drift.reference
     plan = plan if plan is not None else reference
     if plan is None:
@@ -114,8 +112,7 @@ def _first_window(executor: SweepExecutor, point_key: str) -> DriftWindow | None
             order_index=sample.order_index,
         )
 
-    result: DriftWindow | None = executor.write(read, "reading the reference point")
-    return result
+    return executor.write(read, "reading the reference point")
 
 
 def _save(executor: SweepExecutor, drift: Drift) -> Drift:
@@ -132,10 +129,7 @@ def _save(executor: SweepExecutor, drift: Drift) -> Drift:
 def flag_throttled(
     write_fn: Callable[[Callable[[Session], int], str], int], run_id: int, fraction: float
 ) -> int:
-    """Flag windows whose SM clock dropped below `fraction` of the run's max; returns how many.
-
-    Best effort: it runs after the run row is final, so a database that went away only costs the flags.
-    """
+    """Flag windows clocked below `fraction` of the run's max; how many. Best effort (the run is final)."""
 
     def write(s: Session) -> int:
         samples = list(
@@ -149,8 +143,7 @@ def flag_throttled(
         if not clocks:
             return 0
         run_max = max(clocks)
-        flagged = 0
-        touched: set[int] = set()
+        flagged: list[Sample] = []
         for sample in samples:
             if not sample.telemetry or sample.telemetry.get("throttled"):
                 continue
@@ -159,14 +152,13 @@ def flag_throttled(
                 continue
             sample.telemetry = {**sample.telemetry, "throttled": True}
             sample.reason = f"{sample.reason}; {why}" if sample.reason else why
-            touched.add(sample.point_id)
-            flagged += 1
+            flagged.append(sample)
         s.flush()
-        for pid in touched:
+        for pid in {x.point_id for x in flagged}:
             point = s.get(Point, pid)
             if point is not None:
                 store.refresh_point(s, point)
-        return flagged
+        return len(flagged)
 
     try:
         return int(write_fn(write, "flagging throttled windows"))

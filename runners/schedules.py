@@ -1,9 +1,8 @@
 """Scheduled sweeps: cron expressions (UTC) that enqueue a job per fire time, exactly once.
 
-Exactly once with any number of schedulers: `last_fire_time` moves only forward (serialising racers on
-PostgreSQL) and (schedule_id, fire_time) is unique, so a loser gets nothing or an IntegrityError.
-Missed fire times enqueue only the latest, never a burst. A schedule that cannot fire is marked broken
-(`schedules.broken`), logged once and retried each tick; it never stops the scheduler (issue 30 §5).
+With any number of schedulers: `last_fire_time` only moves forward and (schedule_id, fire_time) is unique,
+so a loser gets nothing or an IntegrityError. Missed fire times enqueue only the latest. A schedule that
+cannot fire is marked `broken`, logged once, retried each tick; it never stops the scheduler (issue 30 §5).
 """
 
 import logging
@@ -147,9 +146,9 @@ def _listed(engine: Engine, schedule_id: int, now: datetime) -> dict[str, Any]:
             raise
         return {"id": schedule_id, "broken": f"unreadable row: {_why(e)}"}
     out: dict[str, Any] = {
-        k: r[k] for k in ("id", "cron", "label", "requires", "priority", "enabled", "last_fire_time")
+        k: r[k]
+        for k in ("id", "cron", "label", "requires", "priority", "enabled", "last_fire_time", "broken")
     }
-    out["broken"] = r["broken"]
     try:
         out["sweep"] = r["sweep_path"] or parse_sweep(r["sweep_yaml"]).name
     except Exception as e:  # a stored sweep that no longer validates: the schedule is broken, the list is not
@@ -193,7 +192,7 @@ def enqueue_fire(engine: Engine, schedule: Any, fire_time: datetime) -> int | No
 
 
 def tick(engine: Engine, now: datetime | None = None) -> list[Fired]:
-    """Enqueue each schedule's latest due fire time; a broken one is marked and skipped, only an outage raises."""
+    """Enqueue each schedule's latest due fire time; a broken one is marked and skipped; an outage raises."""
     with engine.connect() as conn:
         now = now or queue.db_now(conn)
         ids = conn.scalars(select(Schedule.id).where(Schedule.enabled.is_(True)).order_by(Schedule.id)).all()

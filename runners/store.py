@@ -1,5 +1,4 @@
-"""Maps bench results onto db rows. Every write is idempotent on (run, point_key, repeat) so resumed runs and
-retried jobs neither duplicate nor lose a measurement."""
+"""Maps bench results onto db rows, idempotent on (run, point_key, repeat): a resume never doubles one."""
 
 import hashlib
 from collections import defaultdict
@@ -173,7 +172,6 @@ def get_or_create_point(
         if step_floor_ms is not None:
             point.step_floor_ms = step_floor_ms
         return point
-    # the series key: identity columns and fingerprint
     series = plan.series(*(gpu if gpu is not None else (run.gpu_name, run.gpu_count)))
     w = plan.workload
     point = Point(
@@ -213,9 +211,7 @@ def store_sample(
     server_instance_id: int | None = None,
     link: WindowLink | None = None,
 ) -> bool:
-    """Insert one repeat with its requests in the caller's transaction; False if already stored.
-
-    A stored `failed` repeat is replaced by a new measurement of it."""
+    """Insert one repeat with its requests in the caller's transaction; False if stored (unless `failed`)."""
     existing = session.scalars(
         select(Sample).where(Sample.point_id == point.id, Sample.repeat == result.repeat)
     ).first()
@@ -286,12 +282,10 @@ def refresh_point(session: Session, point: Point) -> None:
     point.repeats = len(samples)
     if not samples:
         return
-    summary = summarize_repeats(
-        [
-            Repeat(s.repeat, s.status, s.reason, {name: getattr(s, name) for name in METRIC_FIELDS})
-            for s in samples
-        ]
-    )
+    repeats = [
+        Repeat(s.repeat, s.status, s.reason, {n: getattr(s, n) for n in METRIC_FIELDS}) for s in samples
+    ]
+    summary = summarize_repeats(repeats)
     point.status, point.reason = summary.status, summary.reason
     for name, value in summary.metrics.items():
         setattr(point, name, value)
@@ -323,15 +317,8 @@ def apply_floor(point: Point) -> None:
 def fail_point(
     session: Session, run: Run, plan: PointPlan, server_instance_id: int | None, reason: str
 ) -> Point:
-    """A point that could not be measured at all (its server never came up) still gets a row and a reason."""
+    """A point never measured (its server never came up) still gets a row and a reason."""
     point = get_or_create_point(session, run, plan, server_instance_id)
     if point.repeats == 0:
-        point.status = "failed"
-        point.reason = reason
+        point.status, point.reason = "failed", reason
     return point
-
-
-def finish_run(session: Session, run: Run, status: str, error: str | None = None) -> None:
-    run.status = status
-    run.error = error
-    run.finished_at = utcnow()

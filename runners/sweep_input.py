@@ -1,4 +1,4 @@
-"""What `submit` and `schedule add` both check in a sweep given on the command line; a failure exits 2."""
+"""What commands check of their input (a sweep for `submit` and `schedule add`); a failure exits 2."""
 
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -7,7 +7,7 @@ from typing import Any
 
 from sqlalchemy import Engine
 
-from bench.sweep import SweepError, SweepSpec
+from bench.sweep import SweepSpec
 from runners import queue
 from runners.common import fail
 from runners.gpus import parse_requires
@@ -17,18 +17,16 @@ def sweep_requirements(sweep: Path, requires: str | None) -> dict[str, Any]:
     """The sweep file must exist and `--requires` parse; the parsed requirements."""
     if not sweep.exists():  # one that is no regular file is refused, saying so, when it is read
         fail(f"{sweep}: file not found")
-    try:
+    with failing(ValueError):
         return parse_requires(requires)
-    except ValueError as e:
-        fail(str(e))
 
 
 @contextmanager
-def sweep_problems_fail() -> Iterator[None]:
-    """An invalid sweep (read or validated inside the block) ends the command with every problem listed."""
+def failing(*errors: type[Exception]) -> Iterator[None]:
+    """One of `errors` raised in the block ends the command with its message (a SweepError: each problem)."""
     try:
         yield
-    except SweepError as e:
+    except errors as e:
         fail(str(e))
 
 

@@ -133,14 +133,9 @@ def execute_sweep(
             executor.progress.bar, executor.progress.console = progress, console
             executor.progress.task = progress.add_task("starting", total=sum(map(step_points, steps)))
             _run_steps(executor, steps, spec)
-        status, error = dbretry.in_session(
-            engine,
-            lambda s: final_status(
-                list(s.scalars(select(Point.status).where(Point.run_id == run_id))), total_points
-            ),
-            what="summing up the run",
-            policy=outage,
-        )
+        statuses = select(Point.status).where(Point.run_id == run_id)
+        stored = executor.write(lambda s: list(s.scalars(statuses)), "summing up the run")
+        status, error = final_status(stored, total_points)
     except Stopped as e:
         status, error = "partial", str(e)
     except PartRefused as e:  # a server reported another SGLang than the run's earlier parts ran
@@ -207,8 +202,7 @@ def _open_run(
         if check.edits:
             store.adopt_sweep(run, sweep_yaml, check.edits)
         notes = check.lines(run.id)
-        run.status = "running"
-        run.finished_at = None
+        run.status, run.finished_at = "running", None
         run.owner = reaper.owner()  # this process runs it now (runners/host_recovery.py)
     else:
         run = s.scalars(select(Run).where(Run.uid == uid)).one_or_none() or store.create_run(
@@ -239,12 +233,11 @@ def _progress_bar(console: Console, show: bool) -> Progress:
         TimeRemainingColumn(),
         console=console,
         disable=not show,
-        transient=False,
     )
 
 
 def _run_steps(executor: SweepExecutor, steps: list[Step], spec: SweepSpec) -> None:
-    """Every step of the schedule, then the drift check if no step ran it; a chain's shared server stays up."""
+    """Every step of the schedule, then the drift check if none ran it; a chain's shared server stays up."""
     held: pair_runner.Live | None = None
     try:
         for i, step in enumerate(steps):
@@ -276,7 +269,7 @@ def _finish_run(executor: SweepExecutor, status: str, error: str | None, outage:
     def finish(s: Session) -> None:
         run = s.get_one(Run, executor.run_id)
         run.overhead_s = executor.progress.overhead_s
-        store.finish_run(s, run, status, error)
+        run.status, run.error, run.finished_at = status, error, utcnow()
         parts.finish_part(s, executor.parts.row_id, status, drift)
 
     try:

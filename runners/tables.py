@@ -1,8 +1,7 @@
 """Tables for the terminal and for logs: one renderer every verb uses.
 
-A table fits its width (a terminal's, or `COLUMNS` when piped): names are cut or wrapped first, then the
-least important columns left out, and a footnote says which. Piped without `COLUMNS`: every column, one
-plain line per row, so tools see every row whole.
+A table fits its width (a terminal's, or `COLUMNS` when piped): names are cut or wrapped, then the least
+important columns left out, a footnote says which. Piped without `COLUMNS`: every column, a line per row.
 """
 
 import os

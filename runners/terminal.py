@@ -1,4 +1,4 @@
-"""Text bound for a terminal: control characters are shown as escapes (analysis.text.printable), never sent raw.
+"""Text bound for a terminal: control characters shown as escapes (analysis.text.printable), never raw.
 
 Consoles via `guard`, tables per cell (runners/tables.py), logs via `LogFormatter`.
 """

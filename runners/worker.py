@@ -1,12 +1,10 @@
 """The worker loop: register, claim a job this host's GPUs can run, execute its sweep, report, repeat.
 
-A heartbeat thread keeps the worker row fresh and renews the job's lease; a failed renewal (the job canceled,
-or taken by another worker after our lease lapsed) and SIGTERM/SIGINT both make the executor stop after the
-current point, storing it and stopping its server. A retried job resumes its first attempt's run. A failed
-attempt is retried with backoff unless it cannot succeed: every launch would fail alike (no interpreter,
-SGLang or model on the host), or analysis.jobs.cannot_succeed. A job is data: it is checked against the host
-policy (bench/host/policy.py) before anything runs. Database outages are waited out up to the limit
-(runners/dbretry.py, runners/recovery.py), past it the worker exits 2 (docs/reference/reliability.md).
+A heartbeat renews the worker row and the job's lease; a lost lease (canceled, taken over) or SIGTERM/SIGINT
+stops the executor after the current point. A retried job resumes its first attempt's run; a failed attempt
+is retried with backoff unless it cannot succeed (no interpreter, SGLang or model here; analysis.jobs).
+A job is data, checked against the host policy (bench/host/policy.py) before anything runs. Database outages
+are waited out up to the limit (runners/dbretry.py), then the worker exits 2 (docs/reference/reliability.md).
 """
 
 import contextlib
@@ -64,8 +62,7 @@ class WorkerOptions:
     recovery: RecoveryPolicy = field(default_factory=RecoveryPolicy)  # requeue of dead workers' jobs, outages
     log_dir: Path | None = None
     show_progress: bool = False
-    # What this host lets a job use (a worker is always confined; by default to nothing but ids and the
-    # worker's own interpreter).
+    # What this host lets a job use: always confined, by default to ids and the worker's own interpreter.
     policy: HostPolicy = field(default_factory=HostPolicy.worker)
 
     @property
@@ -76,9 +73,7 @@ class WorkerOptions:
 
 class QueueWorker:
     def __init__(self, engine: Engine, options: WorkerOptions, executor: Executor | None = None) -> None:
-        self.engine = engine
-        self.options = options
-        self.executor = executor
+        self.engine, self.options, self.executor = engine, options, executor
         self.id = f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(3)}"
         self.shutdown = threading.Event()
         self._lock = threading.Lock()
@@ -92,8 +87,6 @@ class QueueWorker:
         # Queued jobs this worker cannot run, as last logged (logged again only when the list changes).
         self._waiting: list[tuple[int, str, str]] = []
 
-    # --- signals ----------------------------------------------------------------------------------------
-
     def request_stop(self, reason: str = "SIGTERM") -> None:
         """Safe from a signal handler: only sets events."""
         if not self.shutdown.is_set():
@@ -103,13 +96,8 @@ class QueueWorker:
             if self._job_stop is not None:
                 self._job_stop.set()
 
-    # --- database calls -----------------------------------------------------------------------------------
-
     def _db(self, fn: Callable[[], Any], what: str, *, stop: threading.Event | None = None) -> Any:
-        """A queue call, retried through a database outage up to the configured limit."""
         return dbretry.retry(fn, what=what, policy=self.options.recovery.outage, stop=stop)
-
-    # --- main loop --------------------------------------------------------------------------------------
 
     def run(self) -> int:
         opts = self.options
@@ -156,9 +144,7 @@ class QueueWorker:
                         "looking at the queue",
                     ):
                         waiting = (
-                            ""
-                            if not self._waiting
-                            else f" ({len(self._waiting)} job(s) left for other workers)"
+                            f" ({len(self._waiting)} job(s) left for other workers)" if self._waiting else ""
                         )
                         log.info(
                             "worker %s: no job this worker can run, exiting (--once)%s", self.id, waiting
@@ -184,8 +170,7 @@ class QueueWorker:
         return code
 
     def _say_why_jobs_wait(self) -> None:
-        """Log, once per change, the queued jobs this worker can never run and why ("needs 8 GPU(s), has 1"),
-        so an idle worker beside a waiting queue explains itself."""
+        """Log, once per change, queued jobs this worker can never run and why ("needs 8 GPU(s), has 1")."""
         opts = self.options
         try:
             waiting = self._db(
@@ -204,15 +189,10 @@ class QueueWorker:
         self._waiting = waiting
 
     def _next_job(self) -> queue.ClaimedJob | None:
-        opts = self.options
-        queue.requeue_expired(self.engine, policy=opts.recovery)
+        o = self.options
+        queue.requeue_expired(self.engine, policy=o.recovery)
         return queue.claim(
-            self.engine,
-            self.id,
-            opts.gpus,
-            labels=opts.labels,
-            offers=opts.policy.offered(),
-            lease_s=opts.lease_s,
+            self.engine, self.id, o.gpus, labels=o.labels, offers=o.policy.offered(), lease_s=o.lease_s
         )
 
     def _run_job(self, job: queue.ClaimedJob) -> None:
@@ -228,8 +208,7 @@ class QueueWorker:
         try:
             self._execute(job, stop)
         except dbretry.DatabaseUnavailable as e:
-            # The database stayed away past the limit mid-job: what was measured is stored; the lease lapses
-            # and the job is requeued (not counted as a failure) once the database is back.
+            # Measured repeats are stored; the lease lapses, requeueing the job uncounted once the db is back.
             log.error("job %d: %s; leaving it to its lease", job.id, e)
         finally:
             with self._lock:
@@ -251,9 +230,8 @@ class QueueWorker:
             return
         refusal = self._refusal(spec)
         if refusal is not None:
-            # Nothing ran: no interpreter, no server, no request, no file read. Failed for good, not retried:
-            # the submitter fixes the sweep (a job submitted today is claimed only by workers that offer the
-            # interpreter or external server it names, so this is mostly a job stored without those checks).
+            # Nothing ran. Failed for good: the submitter fixes the sweep (jobs submitted today reach only
+            # workers offering what they name, so this is mostly a job stored without those checks).
             self._give_up(job, refusal, f"refused: {refusal}")
             return
         if not self._db(lambda: queue.start(self.engine, job.id, self.id, lease_s=opts.lease_s), "starting"):
@@ -285,12 +263,11 @@ class QueueWorker:
 
     def _refusal(self, spec: SweepSpec) -> str | None:
         """Why this worker will not run `spec` (its host policy, its workload files), or None."""
-        problems = self.options.policy.problems(spec)
-        if not problems:
-            for w in spec.workloads:
-                problem = workload_file_problem(w.path) if w.path is not None else None
-                if problem:
-                    problems.append(f"workload.path: {problem}")
+        problems = self.options.policy.problems(spec) or [
+            f"workload.path: {p}"
+            for w in spec.workloads
+            if w.path is not None and (p := workload_file_problem(w.path))
+        ]
         if not problems:
             return None
         return f"refused by worker {self.id}, nothing ran: " + "; ".join(problems)
@@ -354,7 +331,7 @@ class QueueWorker:
         return bool(self._db(lambda: queue.release(self.engine, job.id, self.id, reason), "releasing a job"))
 
     def _give_up(self, job: queue.ClaimedJob, error: str, logged: str | None = None) -> None:
-        """Fail `job` without a retry (no other attempt could succeed); the log says `logged`, by default why."""
+        """Fail `job` without a retry (no attempt could succeed); the log says `logged`, by default why."""
         self._db(
             lambda: queue.fail_attempt(self.engine, job.id, self.id, error, retry=False), "failing a job"
         )
@@ -378,11 +355,8 @@ class QueueWorker:
         else:
             log.error("job %d failed for good after %d attempt(s): %s", job.id, job.attempts, error)
 
-    # --- heartbeat --------------------------------------------------------------------------------------
-
     def _heartbeat_loop(self) -> None:
-        # Runs until the main loop has left its last job, so a SIGTERM'd job keeps its lease while the
-        # current point finishes.
+        """Runs until the main loop left its last job: a SIGTERM'd job keeps its lease to finish its point."""
         while not self._beat_stop.wait(self.options.heartbeat_s):
             self._beat()
 
@@ -401,9 +375,8 @@ class QueueWorker:
                 return
             self._lose(job, stop, "job is no longer ours (canceled, or its lease was taken over)")
         except Exception as e:
-            # The database may come back: keep working, and keep what we measure (the executor waits to
-            # write it). The first renewal after the outage says whether the job is still ours; if another
-            # worker took it over meanwhile, writes are idempotent per repeat, so nothing is doubled.
+            # Keep measuring (the executor waits to write); the first renewal after the outage says if the job
+            # is still ours, and a taker's writes are idempotent per repeat, so nothing is doubled.
             if dbretry.is_transient(e):
                 away = time.monotonic() - self._last_renewal
                 log.warning("heartbeat: database unavailable for %.0f s: %s", away, type(e).__name__)
@@ -422,8 +395,5 @@ class QueueWorker:
 def install_signal_handlers(worker: QueueWorker) -> None:
     import signal
 
-    def handler(signum: int, _frame: Any) -> None:
-        worker.request_stop(signal.Signals(signum).name)
-
-    signal.signal(signal.SIGTERM, handler)
-    signal.signal(signal.SIGINT, handler)
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda signum, _frame: worker.request_stop(signal.Signals(signum).name))

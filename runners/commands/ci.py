@@ -1,9 +1,9 @@
-"""`specbench ci SWEEP`: the PR check. Get a baseline and a candidate run of one sweep (reuse or run), compare
-them, write the short PR comment to a file. Exit codes as pytest's (runners/exit_codes.py): 0 no regression,
-1 a regression, 2 a side's run failed or stopped short, or the tool could not answer.
+"""`specbench ci SWEEP`: the PR check: a baseline and a candidate run of one sweep (reused or run), compared,
+the short PR comment written to a file. Exits as runners/exit_codes.py says: 0 no regression, 1 a
+regression, 2 a side's run failed or stopped short, or no answer.
 
-Each side is a run (`--base-run`) or a label (`--base`) whose newest finished run is reused, or SWEEP runs
-now under it on the SGLang installed here. See docs/guide/ci.md.
+A side is a run (`--base-run`) or a label (`--base`) whose newest finished run is reused, else SWEEP runs now
+under it on the SGLang installed here. See docs/guide/ci.md.
 """
 
 from pathlib import Path
@@ -30,6 +30,7 @@ from runners.common import (
 )
 from runners.comparison import compare_result, render
 from runners.exit_codes import ExitCode
+from runners.sweep_input import failing
 
 REUSABLE = ("done", "unstable", "partial")
 DEFAULT_COMMENT = Path("specbench-comment.md")
@@ -76,13 +77,10 @@ def ci(
         fail("give the baseline as --base LABEL or --base-run RUN (one of them)")
     if not base_only and (head is None) == (head_run is None):
         fail("give the candidate as --head LABEL or --head-run RUN (one of them)")
-    try:
+    with failing(SweepError):
         spec = load_sweep(sweep)
-    except SweepError as e:
-        fail(str(e))
     engine = open_db(db)
-    # How a side's run starts here: the `run` verb itself, as a user runs it (same validation, progress, summary,
-    # storage and exit codes).
+    # A side's run is the `run` verb itself, as a user runs it (same checks, progress, summary, exit codes).
     run_args = [str(sweep), "--trigger", "pr", "--log-dir", str(log_dir), *(["--db", db] if db else [])]
     run_args += (["--gpus", gpus] if gpus else []) + ([] if progress else ["--no-progress"])
     a = _side(engine, "baseline", spec.name, base, base_run, run_args)
@@ -106,8 +104,7 @@ def ci(
             f"[bold red]WRONG: the candidate run {b} failed the correctness gate in {len(wrong)} configuration(s) "
             f"({escape(', '.join(wrong))}); the PR comment says why[/]"
         )
-    if counts["regression"] or wrong:
-        # A regression or a wrong path: both are findings.
+    if counts["regression"] or wrong:  # a regression or a wrong path: both are findings
         raise typer.Exit(ExitCode.FINDING)
 
 

@@ -30,6 +30,7 @@ from runners.common import (
 )
 from runners.comparison import CompareResult, compare_result, render
 from runners.exit_codes import ExitCode, answered
+from runners.sweep_input import failing
 from runners.tables import Column, print_table, say
 
 Format = Literal["table", "md", "comment", "csv", "json"]  # table, or one of comparison.TextFormat
@@ -74,10 +75,10 @@ def compare(
 ) -> None:
     """Compare two runs point by point: Δ with an interval and a verdict for every configuration.
 
-    Exits 1 when a point regressed, 0 when none did. Without run arguments: the two latest comparable runs (same model and GPU class, both measured or both
-    simulated). Runs that share no configuration, or a stand-in run against a GPU run, are refused (exit 2)
-    with the nearest comparison that means something. This compares two runs; `specbench regressions` looks
-    for change points along each series' history.
+    Exits 1 when a point regressed, 0 when none did. Without run arguments: the two latest comparable runs
+    (same model and GPU class, both measured or both simulated). Runs that share no configuration, or a
+    stand-in run against a GPU run, are refused (exit 2) with the nearest comparison that means something.
+    This compares two runs; `specbench regressions` looks for change points along each series' history.
     """
     engine = open_db_readonly(db)
     if (baseline is None) != (candidate is None):
@@ -92,10 +93,8 @@ def compare(
         a, b = resolve_run_ref(engine, baseline), resolve_run_ref(engine, candidate)
         if a == b:  # as `ci` refuses it: a run against itself finds nothing and says so with confidence
             fail(f"baseline and candidate are the same run ({a})")
-    try:
+    with failing(q.QueryError):
         q.metric_column(metric)
-    except q.QueryError as e:
-        fail(str(e))
     if format is None:
         format = "table" if output is None and sys.stdout.isatty() else "md"
     if format == "table" and output is not None:

@@ -19,8 +19,9 @@ from bench.crosscheck import (
     CrossCheckError,
     tokenizer_json,
 )
-from runners.common import err_console, fail
+from runners.common import err_console
 from runners.exit_codes import ExitCode
+from runners.sweep_input import failing
 from runners.terminal import guard
 
 
@@ -76,10 +77,8 @@ def crosscheck(
 ) -> None:
     """Measure one server with specbench and SGLang's bench_serving, interleaved, and print both sides."""
     sizes = _batch_sizes(batch_sizes)
-    try:
+    with failing(CrossCheckError):
         tokenizer_json(str(tokenizer))
-    except CrossCheckError as exc:
-        fail(str(exc))
     cfg = CrossCheckConfig(
         base_url=url,
         tokenizer=str(tokenizer),
@@ -93,12 +92,10 @@ def crosscheck(
         seed=seed,
     )
     console = guard(Console(soft_wrap=True))
-    try:
+    with failing(CrossCheckError, ConnectionError):
         results = CrossCheck(
             cfg, progress=lambda line: console.print(line, markup=False, highlight=False)
         ).run()
-    except (CrossCheckError, ConnectionError) as exc:
-        fail(str(exc))
     console.print(summary_table(results))
     console.print(f"details: {out_dir / 'crosscheck.json'}", markup=False)
     if max_diff is not None:

@@ -65,9 +65,9 @@ def snapshot_cmd(
 ) -> None:
     """Copy a SQLite database consistently while a sweep may be writing it (SQLite's online backup, never `cp`).
 
-    For a GPU host about to be lost (docs/guide/gpu-hosts.md, "A host lost mid-run"): snapshot its evidence.db, put
-    the copy on the next host and resume there with `specbench run SWEEP --resume`. SRC is opened read-only
-    and never changed. PostgreSQL: use pg_dump.
+    For a GPU host about to be lost (docs/guide/gpu-hosts.md, "A host lost mid-run"): snapshot its
+    evidence.db, put the copy on the next host and resume there with `specbench run SWEEP --resume`. SRC is
+    opened read-only and never changed. PostgreSQL: use pg_dump.
     """
     try:
         result = snapshot(src, dest, drop_token_times=drop_token_times, force=force)

@@ -1,5 +1,4 @@
-"""`specbench export`: a run's points (or a view of it) as a table for the terminal, CSV (with a `#` metadata
-header), JSON or Markdown."""
+"""`specbench export`: a run's points (or a view) as a terminal table, CSV (`#` metadata header), JSON, md."""
 
 import sys
 from pathlib import Path
@@ -29,6 +28,7 @@ from runners.common import (
     resolve_run_ref,
     write_output,
 )
+from runners.sweep_input import failing
 
 
 def export(
@@ -64,8 +64,7 @@ def export(
             "length with 95% intervals and a verdict (one run); spec-vs-baseline: each speculative point over "
             "the baseline at its batch size, with 95% intervals (paired where the run measured them against "
             "each other: measure.baseline_pairs), a verdict and the parts of the run it comes from (one run); "
-            "windows: every measured window (one repeat of "
-            "a point, any status) in measurement order with its GPU clock, power, temperature and host load, "
+            "windows: every measured window (one repeat of a point, any status) in measurement order with its GPU clock, power, temperature and host load, "
             "plus the throughput spread per configuration (one run); shard-vs-tp: a one-GPU shard run (--run) "
             "against its tensor-parallel deployment (--against): step times, both v2/v1 ratios with "
             "intervals and verdicts, floor fractions, the TP profile's all-reduce share and the cycle-time "
@@ -112,20 +111,18 @@ def export(
             fail(f"--view {view} writes csv, json or md, not bench-serving-json")
         _export_run_view(engine, run_ids, view, format, output)
         return
-    try:
-        with session_scope(engine) as s:
-            data = collect(s, run_ids, all_status=all_status)
-            if format == "bench-serving-json":
-                lines = bench_serving_lines(s, [r["id"] for r in data.runs], all_status=all_status)
-    except ExportError as e:
-        fail(str(e))
+    with failing(ExportError), session_scope(engine) as s:
+        data = collect(s, run_ids, all_status=all_status)
+        if format == "bench-serving-json":
+            lines = bench_serving_lines(s, [r["id"] for r in data.runs], all_status=all_status)
     if format == "table":
         export_table.print_points(console, data)
         return
-    if format == "bench-serving-json":
-        text = "".join(line + "\n" for line in lines)
-    else:
-        text = document(data).text(format)
+    text = (
+        "".join(f"{line}\n" for line in lines)
+        if format == "bench-serving-json"
+        else document(data).text(format)
+    )
     _emit(text, output, f"{len(data.rows)} points")
 
 
@@ -147,8 +144,7 @@ def _export_shard_vs_tp(
 
 
 class RunView(Protocol):
-    """A single-run view of analysis (analysis.v2_vs_v1, analysis.spec_vs_baseline, analysis.windows): its frame
-    and its document."""
+    """A single-run view of analysis (v2_vs_v1, spec_vs_baseline, windows): its frame and its document."""
 
     def load(self, engine: Engine, run_id: int) -> pd.DataFrame: ...
     def document(
@@ -216,13 +212,11 @@ def _one_run_meta(engine: Engine, run_ids: list[int], why: str) -> dict[str, Any
     # Where each part of the run ran, and its drift check against the part before (runners/parts.py).
     run_id = int(meta["run_id"])
     meta["parts"] = [{k: plain(v) for k, v in p.items()} for p in q.run_parts(engine, [run_id])[run_id]]
-
     return meta
 
 
 def _run_title(meta: dict[str, Any]) -> str:
-    """`run #ID SWEEP: SGLang VERSION on GPU`, with its parts when it ran in several, plain text (the Markdown
-    writers escape it)."""
+    """`run #ID SWEEP: SGLang VERSION on GPU` and its parts if several; plain (Markdown writers escape it)."""
     parts = parts_line(meta.get("parts") or [])
     return (
         f"run #{meta['run_id']} {meta['sweep']}: SGLang {meta['sglang_version'] or '?'} on {meta['gpu']}"

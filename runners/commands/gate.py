@@ -1,10 +1,8 @@
 """`specbench gate [RUN]`: judge a stored run's correctness check again, e.g. with another tolerance.
 
-Every launch's answers to the check's greedy prompts are stored (`correctness_outputs`), so the verdicts can
-be recomputed without a GPU: with the run's own settings, or with `--max-diverging-prompts` /
-`--min-acceptance-ratio` to see what a tolerance set from measurement would say
-(docs/reference/correctness-gate.md). Nothing is written unless `--write`. Exits 1 when a launch fails, like
-`run`.
+The launches' answers are stored (`correctness_outputs`), so verdicts are recomputed without a GPU, with the
+run's settings or `--max-diverging-prompts` / `--min-acceptance-ratio` (docs/reference/correctness-gate.md).
+Nothing is written unless `--write`. Exits 1 when a launch fails, like `run`.
 """
 
 from collections.abc import Callable

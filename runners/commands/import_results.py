@@ -1,7 +1,6 @@
 """`specbench import-results FILE.jsonl`: bench_serving `--output-file` results as an `imported` run.
 
-One run per file, one point per result line; what the file does not know stays empty, and the same bytes
-are never imported twice. The file is checked whole first (issue 30 §7), then written in one transaction.
+A run per file, a point per line, the same bytes never twice; checked whole (issue 30 §7), one transaction.
 """
 
 import functools
@@ -47,8 +46,9 @@ def import_results(
     ] = "none",
     gpu_count: Annotated[int, typer.Option(min=0, max=MAX_GPUS, help="Number of GPUs.")] = 0,
 ) -> None:
-    """Import SGLang bench_serving results (JSONL) as a run, so they sit next to specbench's own. Every line is
-    checked first: a field of the wrong type or out of range refuses the whole file, naming line and field."""
+    """Import SGLang bench_serving results (JSONL) as a run, so they sit next to specbench's own.
+    Every line is checked first: a field of the wrong type or out of range refuses the whole file, naming
+    line and field."""
     check_text("--name", name, NAME_LENGTH)
     check_text("--model", model, MODEL_LENGTH)
     check_text("--gpu", gpu, GPU_LENGTH)
@@ -107,8 +107,7 @@ def import_results(
             args[point.point_key] = {k: _json_safe(v) for k, v in line.args.items()}
         # bench_serving's arguments per point, for `export --format bench-serving-json` to write back.
         new.provenance = {**new.provenance, "bench_serving_args": args}
-        new.status = "done"
-        new.finished_at = utcnow()
+        new.status, new.finished_at = "done", utcnow()
         return int(new.id), True
 
     try:
@@ -223,7 +222,7 @@ def _point_values(run: Run, index: int, line: ResultLine) -> dict[str, Any]:
 
 
 def _json_safe(v: Any) -> Any:
-    """request_rate inf is `Infinity` in bench_serving's file, which PostgreSQL's JSON refuses: keep it as text."""
+    """request_rate inf is `Infinity` in bench_serving's file; PostgreSQL's JSON refuses it: kept as text."""
     if isinstance(v, float) and not math.isfinite(v):
         return str(v)
     return v

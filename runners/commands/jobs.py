@@ -68,7 +68,6 @@ def _jobs_table(rows: list[dict[str, Any]]) -> None:
         Column("attempts", "right", drop=2, cell=lambda r: f"{r['attempts']}/{r['max_attempts']}"),
         Column("worker", drop=2, cell=lambda r: r["worker_id"] or ""),
         Column("run", "right", cell=lambda r: str(r["run_id"] or "")),
-        # Why a job waits or failed: wrapped rather than cut.
         Column("why", drop=1, shrink=20, fold=True, cell=_why),
     ]
     print_rows(console, columns, rows, title="jobs")

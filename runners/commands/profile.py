@@ -13,6 +13,7 @@ from bench.profile.summary import DEFAULT_DISTORTION_THRESHOLD, distortion, summ
 from bench.profile.trace import TraceError, from_stand_in, load_trace
 from runners.common import MAX_ID, DbOption, console, fail, open_db
 from runners.exit_codes import ExitCode
+from runners.sweep_input import failing
 
 profile_app = typer.Typer(help="SGLang profiler traces: summarise speculative cycles.", no_args_is_help=True)
 
@@ -39,11 +40,9 @@ def summarize_cmd(
     per_cycle: Annotated[bool, typer.Option("--per-cycle", help="JSON: keep the per-cycle rows.")] = False,
 ) -> None:
     """Cycles, cycle time, GPU busy and idle per cycle, and time per phase (medians with quartiles)."""
-    try:
+    with failing(TraceError):
         data = load_trace(trace)
         s = summarize(data)
-    except TraceError as e:
-        fail(str(e))
     # What the figures are: a trace the stand-in server made up is simulated, whatever its numbers look like.
     s = {"kind": SIMULATED if from_stand_in(data) else MEASURED, **s}
     if tpot_ms is not None or accept_length is not None:

@@ -9,8 +9,9 @@ from analysis.regressions import flagged, recent_changes
 from analysis.render import json_text, records
 from analysis.stats.changepoint import ChangePointParams
 from db import queries as q
-from runners.common import DbOption, console, fail, open_db_readonly, parse_span
+from runners.common import DbOption, console, open_db_readonly, parse_span
 from runners.exit_codes import ExitCode, answered
+from runners.sweep_input import failing
 from runners.tables import Column, print_rows, say
 
 # A flagged change as `--format json` writes it; `kind`: measured, simulated, synthetic, or what a change made
@@ -42,15 +43,14 @@ def regressions(
 ) -> None:
     """List flagged changes: where a series shifted, by how much, why (for throughput), and its triage state.
 
-    Exits 1 when a regression that is not dismissed is listed, 0 when none is. This looks for change points along each series' history (E-divisive means); `specbench compare A B`
-    compares two runs point by point instead.
+    Exits 1 when a regression that is not dismissed is listed, 0 when none is. This looks for change points
+    along each series' history (E-divisive means); `specbench compare A B` compares two runs point by point
+    instead.
     """
-    try:
+    with failing(ValueError, q.QueryError):
         recent, context = parse_span(since), parse_span(lookback, "--lookback")
         q.metric_column(metric)
         params = ChangePointParams(window=window, max_pvalue=pvalue, min_magnitude=min_magnitude)
-    except (ValueError, q.QueryError) as e:
-        fail(str(e))
     engine = open_db_readonly(db)
     changes = recent_changes(engine, metric, params, since=recent, lookback=context)
     changes = flagged(changes, include_improvements=include_improvements, include_dismissed=include_dismissed)
@@ -78,8 +78,7 @@ def _table(changes: pd.DataFrame, metric: str, since: str) -> None:
         )
         return
     columns = [
-        # Δ, the run where the change starts and why are the finding, and the kind says whether its numbers
-        # were measured at all: never cut, never left out.
+        # The finding (Δ, its first run, why) and whether it was measured at all: never cut or left out.
         Column("Δ", "right", markup=True, cell=_delta),
         Column("kind", cell=lambda r: str(r["kind"])),
         Column("series", shrink=22, fold=True, cell=lambda r: str(r["series"])),

@@ -52,11 +52,11 @@ from runners.parts import Sglang, sglang_conflict
 from runners.recovery import OutagePolicy
 from runners.resume_guard import ResumeRefused, check_resume
 from runners.steps import schedule
+from runners.sweep_input import failing
 from runners.sweep_runner import RunOutcome, Terminated, execute_sweep
 from runners.tables import Column, print_table
 
-# A run's status named in --fail-on exits as runners/exit_codes.py says: unstable points are a finding (1: the
-# run measured, and says this host's numbers are noisy); a failed or partial run is no answer (2).
+# --fail-on statuses exit as exit_codes.py says: noisy (unstable) points are a finding, no full answer 2.
 STATUS_EXIT = {"unstable": ExitCode.FINDING, "partial": ExitCode.ERROR, "failed": ExitCode.ERROR}
 RUN_STATUSES = ("done", "unstable", "partial", "failed")
 DEFAULT_FAIL_ON = "failed,partial"
@@ -108,18 +108,14 @@ def run(
     points (with --fail-on unstable), 2 a failed or partial run, bad input, or SGLang missing (checked once,
     before any server starts).
     """
-    failing = _parse_fail_on(fail_on)
-    try:
+    fail_statuses = _parse_fail_on(fail_on)
+    with failing(SweepError):
         spec = load_sweep(sweep)
-    except SweepError as e:
-        fail(str(e))
     check_label(label)
     if trigger not in {"manual", "schedule", "pr"}:
         fail(f"--trigger must be manual, schedule or pr, not {trigger!r}")
-    try:
+    with failing(ValueError):
         gpu_list = parse_gpu_list(gpus)
-    except ValueError as e:
-        fail(str(e))
     pin = client_cpus(client_cpu_list)
     policy = HostPolicy.author(trust_remote_code=trust_remote_code, hub_downloads=allow_hub_downloads)
     groups = expand(spec)
@@ -133,21 +129,12 @@ def run(
             console.print(
                 f"--client-cpus {format_cpu_list(pin)}: a run pins itself there (a dry run does not)"
             )
-        _dry_run(
-            spec,
-            groups,
-            gpu_list,
-            db,
-            _dry_run_resume(spec, groups, db, resume, resume_run),
-            policy,
-            log_dir=log_dir,
-            part_s=deadline_s if deadline_s is not None else estimate.DEFAULT_PART_S,
-        )
+        resumed = _dry_run_resume(spec, groups, db, resume, resume_run)
+        part_s = deadline_s if deadline_s is not None else estimate.DEFAULT_PART_S
+        _dry_run(spec, groups, gpu_list, db, resumed, policy, log_dir=log_dir, part_s=part_s)
         return
-    try:
+    with failing(preflight.PreflightError):
         preflight.check(spec, policy)
-    except preflight.PreflightError as e:
-        fail(str(e))
     engine = open_db(db)
     resume_id = resolve_run_ref(engine, resume_run) if resume_run is not None else None
     if resume and resume_id is None:
@@ -155,8 +142,8 @@ def run(
         if resume_id is None:
             err_console.print(f"{why_new}; starting a new one")
     deadline = time.monotonic() + deadline_s if deadline_s is not None else None
-    # SIGTERM (a scheduler, `timeout`, a container stop) ends the run like Ctrl-C: stored repeats stay, the
-    # servers are torn down, the run is marked partial, as terminated (Python's default skips all cleanup).
+    # SIGTERM (`timeout`, a container stop) ends the run like Ctrl-C, as terminated (Python's default skips
+    # all cleanup): stored repeats stay, the servers are torn down, the run is partial.
     signal.signal(signal.SIGTERM, _interrupt)
     started = time.monotonic()
     try:
@@ -192,10 +179,9 @@ def run(
             f"measure what is missing with: specbench run {sweep} --resume-run {outcome.run_id}[/]"
         )
     if wrong:
-        # A wrong path is a finding about the code under test, even in a run that stopped short: it outranks
-        # the run's own status.
+        # A wrong path is a finding about the code under test, even in a run cut short: it outranks status.
         raise typer.Exit(ExitCode.FINDING)
-    if outcome.status in failing and outcome.status in STATUS_EXIT:
+    if outcome.status in fail_statuses and outcome.status in STATUS_EXIT:
         raise typer.Exit(STATUS_EXIT[outcome.status])
 
 
@@ -214,8 +200,7 @@ DRY_RUN_PORT = 30000
 def _dry_run_resume(
     spec: SweepSpec, groups: list[ServerGroup], db: str | None, resume: bool, resume_run: str | None
 ) -> estimate.ResumeState | None:
-    """What the run a `--resume` / `--resume-run` would continue already holds; None for a new run. A run
-    named with --resume-run must exist, dry run or not; `--resume` without an earlier run starts a new one."""
+    """What a `--resume` / `--resume-run` run already holds; None: a new run (--resume-run's must exist)."""
     run_id: int | None = None
     why_new = f"no earlier run of {spec.name!r} to resume"  # no database yet
     if resume_run is not None:
@@ -242,10 +227,8 @@ def _check_resume(engine: Engine, run_id: int, spec: SweepSpec) -> None:
     from db import queries as q  # pandas: only for a dry run, not for every `specbench run` at start-up
 
     run = q.run_info(engine, run_id)
-    try:
+    with failing(ResumeRefused):
         check = check_resume(run_id, run["sweep_name"], run["sweep_yaml"], spec)
-    except ResumeRefused as e:
-        fail(str(e))
     # Another SGLang release or patch state than the run's parts ran: refused, as the run refuses it.
     version, source = preflight.launch_version(spec)
     known = source.startswith(("installed", "emulated"))  # not a guess (the pinned or newest release)
@@ -267,11 +250,9 @@ def _dry_run(
     log_dir: Path = Path("logs"),
     part_s: float = estimate.DEFAULT_PART_S,
 ) -> None:
-    """Each launch's real argv and environment (from the launcher's own builder), a time estimate (of what is
-    missing, for a run to resume) from what was measured before (runners/host_history.py), cut into parts of
-    `part_s` when it is longer, and whether the sweep would run on this host (runners/readiness.py: GPUs,
-    SGLang, model, disk). Runs nothing: the SGLang release is read from files (runners/preflight.py). Exits 2,
-    every reason listed, where the real run would stop with 2."""
+    """Each launch's real argv and env (the launcher's own builder), a time estimate (what is missing, for a
+    resume; host_history.py) in parts of `part_s`, and whether the sweep would run here (readiness.py).
+    Runs nothing (SGLang's release is read from files). Exits 2, every reason listed, where the run would."""
     policy = policy or HostPolicy.author()
     version, version_from = preflight.launch_version(spec)
     patch = preflight.installed_patch_state(spec)
@@ -393,17 +374,13 @@ def _print_parts(
     past_startup: float | None,
     past_windows: dict[int, float],
 ) -> None:
-    """How the run splits into parts of `part_s` (a GPU lent for short windows: one `--deadline-s` each,
-    continued with --resume-run), with both servers of a pair up and, on a GPU that holds one, in blocks."""
+    """Parts of `part_s` (a `--deadline-s` each, then --resume-run), pairs side by side or in blocks."""
     steps = schedule(groups, spec)
     startup = past_startup if past_startup is not None else estimate.startup_s(spec)
-    sides = [
-        False,
-        *([True] if spec.server.pair_colocate and any(isinstance(s, Pair) for s in steps) else []),
-    ]
+    pairs = spec.server.pair_colocate and any(isinstance(s, Pair) for s in steps)
     plans = {
         blocks: estimate.timeline(spec, steps, startup=startup, past_window_s=past_windows, blocks=blocks)
-        for blocks in sides
+        for blocks in ([False, True] if pairs else [False])
     }
     if max(total_s, *(sum(w.seconds for w in work) for work in plans.values())) <= part_s:
         return  # one part holds it, whichever GPU comes
@@ -418,7 +395,7 @@ def _print_parts(
         how = (
             "one server at a time, in blocks (a GPU that holds one, e.g. an H100 80 GB)"
             if blocks
-            else ("both servers of a pair up side by side (a GPU that holds two)")
+            else "both servers of a pair up side by side (a GPU that holds two)"
         )
         total = sum(p.seconds for p in parts)
         _plain(f"  {how}: about {estimate.human(total)}, {starts} start(s), {len(parts)} part(s)")
@@ -429,8 +406,7 @@ def _print_parts(
 def _warn_known_bugs(
     spec: SweepSpec, groups: list[ServerGroup], version: str, version_note: str, patch: str | None
 ) -> None:
-    """A loud line per known wrong path the sweep asks for on this release (bench.server.known_bugs); a line
-    per known bug that the patch this SGLang carries fixes."""
+    """A loud line per known wrong path the sweep takes on this release, and per bug its patch fixes."""
     if spec.server.backend == "external" or version == "?":
         return
     for bug in fixed_by_patch(patch):
@@ -471,8 +447,7 @@ def _warn_known_bugs(
 
 
 def _open_bug_outcome(bug: KnownBug, spec: SweepSpec, *, pinned: int, total: int) -> str:
-    """What an open bug does to the `total` launches that take it, `pinned` of them with acceptance pinned, as
-    the dry run says it."""
+    """What an open bug does to the `total` launches taking it, `pinned` of them with acceptance pinned."""
     if bug.symptom != "acceptance":
         return "their speed is a wrong path's unless the correctness gate passes them"
     # SGLang draws a pinned acceptance without looking at the drafts (contract §1.8): it does not show there.
@@ -499,8 +474,7 @@ def _open_bug_outcome(bug: KnownBug, spec: SweepSpec, *, pinned: int, total: int
 
 
 def _history(spec: SweepSpec, gpu_name: str, db: str | None) -> host_history.Measured | None:
-    """What earlier runs measured (runners/host_history.py: this host's first), read without writing (a dry
-    run neither creates nor migrates a database); None when there is none or no readable database."""
+    """What earlier runs measured (host_history.py), read-only (a dry run creates or migrates no database)."""
     try:
         engine, _ = open_database_readonly(resolve_url(db))
         return host_history.measured(engine, spec, gpu_name)
@@ -518,9 +492,7 @@ def _interrupt(signum: int, _frame: object) -> None:
 
 
 def _run_to_resume(engine: Engine, spec: SweepSpec) -> tuple[int | None, str]:
-    """The run `--resume` continues: the latest of this sweep's name. One that finished (`done`) from another
-    version of the sweep is not continued: it has nothing left to measure by its own procedure, and an
-    edited sweep (say, a batch size added) starts a new run rather than being refused."""
+    """The latest run of this sweep, unless `done` from another version of it (a new run, not a refusal)."""
     with session_scope(engine) as s:
         run = s.scalars(
             select(Run).where(Run.sweep_name == spec.name).order_by(Run.id.desc()).limit(1)
@@ -562,13 +534,8 @@ def _summary(engine: Engine, outcome: RunOutcome, elapsed_s: float) -> None:
     ]
     rows = []
     for p in points:
-        cfg = (
-            "baseline"
-            if p.algorithm is None
-            else f"{p.algorithm} s{p.steps} k{p.topk}"
-            + (f" acc{p.accept_length_pinned:g}" if p.accept_length_pinned is not None else "")
-            + f" {p.spec_mode}"
-        )
+        acc = f" acc{p.accept_length_pinned:g}" if p.accept_length_pinned is not None else ""
+        cfg = "baseline" if p.algorithm is None else f"{p.algorithm} s{p.steps} k{p.topk}{acc} {p.spec_mode}"
         style = {"ok": "green", "unstable": "yellow"}.get(p.status, "red")
         ci = (
             f"{_fmt(p.output_throughput_ci_low, 0)}-{_fmt(p.output_throughput_ci_high, 0)}"
@@ -595,8 +562,7 @@ def _summary(engine: Engine, outcome: RunOutcome, elapsed_s: float) -> None:
     # What the numbers are: the stand-in's are simulated, and say so above them (a measured run says nothing).
     made_up = f" ({kind})" if kind != MEASURED else ""
     print_table(console, columns, rows, title=f"run {outcome.run_id}{made_up}: {outcome.status}")
-    bad = [p for p in points if p.status != "ok"]
-    for p in bad[:20]:
+    for p in [p for p in points if p.status != "ok"][:20]:
         console.print(f"[red]{p.status}[/] point {p.id} (bs={p.batch_size}): {p.reason}")
     overhead = "-" if outcome.overhead_s_per_point is None else f"{outcome.overhead_s_per_point:.2f} s"
     console.print(
@@ -613,8 +579,7 @@ def _print_drift(drift: Drift | None) -> None:
     if drift.error:
         console.print(f"[yellow]drift check ({where}): {escape(drift.error)}[/]")
         return
-    first = drift.first or DriftWindow(None, None)
-    last = drift.last or DriftWindow(None, None)
+    first, last = (w or DriftWindow(None, None) for w in (drift.first, drift.last))
 
     def pct(x: float | None) -> str:
         return "-" if x is None else f"{x:+.1%}"

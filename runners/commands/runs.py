@@ -87,9 +87,8 @@ def runs(
 
 
 def _print_sweep_yaml(engine: Engine, ref: str) -> None:
-    # As bytes, which echo writes to the binary stream untouched (no newline added, whatever the terminal's
-    # encoding): a redirect gives the text the run stored. A terminal gets control characters escaped (a valid
-    # sweep holds none, but a stored row is whatever was written to it).
+    # As bytes, which echo writes untouched whatever the encoding: a redirect gives the text the run stored.
+    # A terminal gets control characters escaped (a valid sweep holds none, but a stored row may).
     text: str = q.run_info(engine, resolve_run_ref(engine, ref))["sweep_yaml"]
     if sys.stdout.isatty():
         text = printable(text, multiline=True)
@@ -104,13 +103,13 @@ def _iso(value: Any) -> str | None:
 
 
 def _hosts(parts: list[dict[str, Any]]) -> str | None:
-    """The hosts a run's parts ran on, in order, each once (`gpu-a, gpu-b`); None before parts were recorded."""
+    """The hosts a run's parts ran on, in order, each once (`gpu-a, gpu-b`); None before parts existed."""
     return ", ".join(dict.fromkeys(str(p["host"]) for p in parts)) or None
 
 
 def _record(row: dict[str, Any], parts: list[dict[str, Any]]) -> dict[str, Any]:
-    # pandas 3 keeps a text column's NULLs as NaN once the point counts are merged in (a label set on some
-    # runs only): None again here, so the table prints them empty and the JSON says null, not NaN.
+    # pandas 3 keeps a text column's NULLs as NaN once the point counts are merged in: None again here, so
+    # the table prints them empty and the JSON says null.
     text = {
         k: none_if_nan(row[k]) for k in ("label", "trigger", "backend", "model", "gpu_name", "sglang_version")
     }
@@ -159,7 +158,6 @@ def _table(records: list[dict[str, Any]], sweeps: list[str | None]) -> None:
         Column("points", "right", drop=1),
         Column("sglang", drop=2),
         Column("label", drop=3, shrink=10),
-        # A run grown across hosts: how many parts, on which hosts.
         Column("parts", drop=4, shrink=12),
     ]
     style = {"done": "green", "running": "cyan", "unstable": "yellow", "partial": "yellow", "failed": "red"}

@@ -7,11 +7,11 @@ import typer
 from rich.markup import escape
 
 from analysis.render import json_text
-from bench.sweep import read_sweep_text
+from bench.sweep import SweepError, read_sweep_text
 from runners import schedules
 from runners.common import MAX_ID, MAX_PRIORITY, DbOption, check_label, console, err_console, fail, open_db
 from runners.gpus import requires_text
-from runners.sweep_input import sweep_problems_fail, sweep_requirements
+from runners.sweep_input import failing, sweep_requirements
 from runners.tables import Column, print_rows
 
 schedule_app = typer.Typer(
@@ -36,12 +36,10 @@ def add(
 ) -> None:
     """Add a schedule. The sweep is validated now and stored; edit the file, then remove and re-add."""
     need = sweep_requirements(sweep, requires)
-    try:
+    with failing(ValueError):
         expr = schedules.check_cron(cron)
-    except ValueError as e:
-        fail(str(e))
     engine = open_db(db)
-    with sweep_problems_fail():
+    with failing(SweepError):
         sid = schedules.add_schedule(
             engine,
             expr,

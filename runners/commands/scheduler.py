@@ -2,7 +2,7 @@
 
 import signal
 import threading
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
@@ -27,12 +27,8 @@ def scheduler(
     log_to_stderr()
     engine = open_db(db, ride_out_outage=OutagePolicy.from_env(db_outage_limit_s))
     stop = threading.Event()
-
-    def handler(_signum: int, _frame: Any) -> None:
-        stop.set()
-
-    signal.signal(signal.SIGTERM, handler)
-    signal.signal(signal.SIGINT, handler)
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
     policy = RecoveryPolicy(outage=OutagePolicy.from_env(db_outage_limit_s))
     try:
         run_scheduler(engine, interval_s=interval_s, once=once, stop=stop, policy=policy)

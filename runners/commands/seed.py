@@ -58,17 +58,13 @@ def seed(
         transient=True,
     ) as bar:
         task = bar.add_task("seed", total=points)
-
-        def progress(done: int, planned: int) -> None:
-            bar.update(task, completed=done, total=planned)
-
         report = seed_history(
             engine,
             points,
             seed=seed,
             shape=SMALL_SHAPE if shape == "small" else DEFAULT_SHAPE,
             with_samples=samples,
-            progress=progress,
+            progress=lambda done, planned: bar.update(task, completed=done, total=planned),
         )
     err_console.print(
         f"wrote {report.points:,} SYNTHETIC points ({report.samples:,} samples) in {report.runs:,} runs "

@@ -5,10 +5,10 @@ from typing import Annotated
 
 import typer
 
-from bench.sweep import parse_sweep, read_sweep_text
+from bench.sweep import SweepError, parse_sweep, read_sweep_text
 from runners import queue
 from runners.common import MAX_PRIORITY, DbOption, check_label, console, open_db
-from runners.sweep_input import interpreter_offered, sweep_problems_fail, sweep_requirements
+from runners.sweep_input import failing, interpreter_offered, sweep_requirements
 
 
 def submit(
@@ -35,12 +35,12 @@ def submit(
 ) -> None:
     """Queue a sweep as a job."""
     need = sweep_requirements(sweep, requires)
-    with sweep_problems_fail():
+    with failing(SweepError):
         text = read_sweep_text(sweep)
         spec = parse_sweep(text, str(sweep))
     engine = open_db(db)
     interpreter_offered(engine, spec)
-    with sweep_problems_fail():
+    with failing(SweepError):
         job_id = queue.submit(
             engine,
             text,

@@ -10,6 +10,7 @@ from rich.console import Console
 from rich.table import Table
 
 from runners.common import fail
+from runners.sweep_input import failing
 from runners.terminal import guard
 from synthetic import model as synth
 from synthetic.model.tokenizer import write_for_checkpoint as write_synthetic_tokenizer
@@ -105,7 +106,7 @@ def synth_model(
             )
         return
     started = time.perf_counter()
-    try:
+    with failing(synth.SynthConfigError, synth.OutputDirError):
         path = synth.build_checkpoint(
             out_dir,
             mode=cast(synth.Mode, mode.value),  # ModeChoice's values are exactly synth.MODES
@@ -119,8 +120,6 @@ def synth_model(
             device=device,
             force=force,
         )
-    except (synth.SynthConfigError, synth.OutputDirError) as exc:
-        fail(str(exc))
     tokenizer_files = write_synthetic_tokenizer(path) if tokenizer else []
     manifest = synth.read_manifest(path)
     elapsed = time.perf_counter() - started
@@ -160,10 +159,8 @@ def synth_model(
 def _write_preset(
     console: Console, out_dir: Path, preset: str, layers: int | None, tp: int | None, force: bool
 ) -> None:
-    try:
+    with failing(synth.SynthConfigError, synth.OutputDirError):
         path = synth.build_preset(out_dir, preset, layers, tp=tp, force=force)
-    except (synth.SynthConfigError, synth.OutputDirError) as exc:
-        fail(str(exc))
     cfg = synth.preset_config(preset, layers, tp)
     n, k = cfg["num_hidden_layers"], cfg["first_k_dense_replace"]
     mtp = cfg.get("num_nextn_predict_layers", 0)

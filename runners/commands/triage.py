@@ -1,8 +1,7 @@
 """`specbench triage RUN --state STATE`: one verdict for every flagged change that starts at a run.
 
-One cause (a new draft model, a kernel change) often moves dozens of series at once; this records the same
-verdict and note for all of them, or for those whose main cause matches `--cause`. The changes are those of
-`specbench regressions` (the same pipeline as the dashboard's Overview), in every direction and state.
+One cause (a new draft model) often moves dozens of series: this records one verdict and note for all, or
+those whose main cause matches `--cause`; the changes are `specbench regressions`' in any direction and state.
 """
 
 from typing import Annotated, Literal
@@ -24,6 +23,7 @@ from runners.common import (
     parse_span,
     resolve_run_ref,
 )
+from runners.sweep_input import failing
 from runners.tables import Column, print_table
 
 
@@ -50,11 +50,9 @@ def triage(
     db: DbOption = None,
 ) -> None:
     """Acknowledge or dismiss every change of a run that shares one cause, in one go."""
-    try:
+    with failing(ValueError, q.QueryError):
         span = parse_span(since)
         q.metric_column(metric)
-    except (ValueError, q.QueryError) as e:
-        fail(str(e))
     engine = open_db(db)
     run_id = resolve_run_ref(engine, run)
     changes = recent_changes(engine, metric, ChangePointParams(), since=span)

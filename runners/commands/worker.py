@@ -23,6 +23,7 @@ from runners.common import (
     pinned_client,
 )
 from runners.recovery import Backoff, OutagePolicy, RecoveryPolicy
+from runners.sweep_input import failing
 from runners.terminal import log_to_stderr
 from runners.worker import QueueWorker, WorkerOptions, install_signal_handlers
 
@@ -122,10 +123,8 @@ def worker(
 ) -> None:
     """Run queued sweeps on this host."""
     log_to_stderr()
-    try:
+    with failing(ValueError):
         indices = parse_gpu_list(gpus)
-    except ValueError as e:
-        fail(str(e))
     pin = client_cpus(client_cpu_list)
     chosen = select_gpus(detect_gpus(), indices)
     label_list = [x.strip() for x in (labels or "").split(",") if x.strip()]
