@@ -39,8 +39,16 @@ def natural_length(key: int, mean_tokens: int, min_tokens: int) -> int:
 _BLOCK = 64
 
 
-# str(id) of every id a tape can hold: indexing is cheaper than formatting each token anew.
-_DECIMAL = [str(i) for i in range(_FIRST_ORDINARY_ID + (1 << 16))]
+class _DecimalCache(dict[int, str]):
+    """str(id) for every id seen so far: a lookup is cheaper than formatting each token anew, and a server start
+    does not format the 66k ids it may never emit."""
+
+    def __missing__(self, tok: int) -> str:
+        text = self[tok] = str(tok)
+        return text
+
+
+_DECIMAL = _DecimalCache()
 
 
 class TokenTape:
