@@ -2,6 +2,7 @@
 
 import contextlib
 import re
+from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
 from typing import Annotated, NoReturn
@@ -228,6 +229,15 @@ def fail(message: str, code: int = 2) -> NoReturn:
     # The message quotes user input (sweep values, URLs): printed as text, never as rich markup.
     err_console.print(f"[bold red]error:[/] {escape(message)}")
     raise typer.Exit(code)
+
+
+@contextlib.contextmanager
+def failing(*errors: type[Exception]) -> Iterator[None]:
+    """One of `errors` raised in the block ends the command with its message (a SweepError: each problem)."""
+    try:
+        yield
+    except errors as e:
+        fail(str(e))
 
 
 RUN_REF_HELP = "id, uid (or 6+ of its first characters), `latest` or `latest~N` (N runs before the latest)"

@@ -1,7 +1,5 @@
 """What commands check of their input (a sweep for `submit` and `schedule add`); a failure exits 2."""
 
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -9,7 +7,7 @@ from sqlalchemy import Engine
 
 from bench.sweep import SweepSpec
 from runners import queue
-from runners.common import fail
+from runners.common import fail, failing
 from runners.gpus import parse_requires
 
 
@@ -19,15 +17,6 @@ def sweep_requirements(sweep: Path, requires: str | None) -> dict[str, Any]:
         fail(f"{sweep}: file not found")
     with failing(ValueError):
         return parse_requires(requires)
-
-
-@contextmanager
-def failing(*errors: type[Exception]) -> Iterator[None]:
-    """One of `errors` raised in the block ends the command with its message (a SweepError: each problem)."""
-    try:
-        yield
-    except errors as e:
-        fail(str(e))
 
 
 def interpreter_offered(engine: Engine, spec: SweepSpec) -> None:

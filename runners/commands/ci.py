@@ -25,12 +25,12 @@ from runners.common import (
     ThresholdOption,
     err_console,
     fail,
+    failing,
     open_db,
     resolve_run_ref,
 )
 from runners.comparison import compare_result, render
 from runners.exit_codes import ExitCode
-from runners.sweep_input import failing
 
 REUSABLE = ("done", "unstable", "partial")
 DEFAULT_COMMENT = Path("specbench-comment.md")

@@ -24,13 +24,13 @@ from runners.common import (
     console,
     err_console,
     fail,
+    failing,
     open_db_readonly,
     resolve_run_ref,
     write_output,
 )
 from runners.comparison import CompareResult, compare_result, render
 from runners.exit_codes import ExitCode, answered
-from runners.sweep_input import failing
 from runners.tables import Column, print_table, say
 
 Format = Literal["table", "md", "comment", "csv", "json"]  # table, or one of comparison.TextFormat

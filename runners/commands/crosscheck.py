@@ -19,9 +19,8 @@ from bench.crosscheck import (
     CrossCheckError,
     tokenizer_json,
 )
-from runners.common import err_console
+from runners.common import err_console, failing
 from runners.exit_codes import ExitCode
-from runners.sweep_input import failing
 from runners.terminal import guard
 
 

@@ -24,11 +24,11 @@ from runners.common import (
     console,
     err_console,
     fail,
+    failing,
     open_db_readonly,
     resolve_run_ref,
     write_output,
 )
-from runners.sweep_input import failing
 
 
 def export(

@@ -11,9 +11,8 @@ from analysis.labels import KIND_TAG, MEASURED, SIMULATED
 from analysis.render import json_text
 from bench.profile.summary import DEFAULT_DISTORTION_THRESHOLD, distortion, summarize
 from bench.profile.trace import TraceError, from_stand_in, load_trace
-from runners.common import MAX_ID, DbOption, console, fail, open_db
+from runners.common import MAX_ID, DbOption, console, fail, failing, open_db
 from runners.exit_codes import ExitCode
-from runners.sweep_input import failing
 
 profile_app = typer.Typer(help="SGLang profiler traces: summarise speculative cycles.", no_args_is_help=True)
 

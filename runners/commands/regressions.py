@@ -9,9 +9,8 @@ from analysis.regressions import flagged, recent_changes
 from analysis.render import json_text, records
 from analysis.stats.changepoint import ChangePointParams
 from db import queries as q
-from runners.common import DbOption, console, open_db_readonly, parse_span
+from runners.common import DbOption, console, failing, open_db_readonly, parse_span
 from runners.exit_codes import ExitCode, answered
-from runners.sweep_input import failing
 from runners.tables import Column, print_rows, say
 
 # A flagged change as `--format json` writes it; `kind`: measured, simulated, synthetic, or what a change made

@@ -39,6 +39,7 @@ from runners.common import (
     console,
     err_console,
     fail,
+    failing,
     open_db,
     open_db_readonly,
     pinned_client,
@@ -52,7 +53,6 @@ from runners.parts import Sglang, sglang_conflict
 from runners.recovery import OutagePolicy
 from runners.resume_guard import ResumeRefused, check_resume
 from runners.steps import schedule
-from runners.sweep_input import failing
 from runners.sweep_runner import RunOutcome, Terminated, execute_sweep
 from runners.tables import Column, print_table
 

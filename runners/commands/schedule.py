@@ -9,9 +9,19 @@ from rich.markup import escape
 from analysis.render import json_text
 from bench.sweep import SweepError, read_sweep_text
 from runners import schedules
-from runners.common import MAX_ID, MAX_PRIORITY, DbOption, check_label, console, err_console, fail, open_db
+from runners.common import (
+    MAX_ID,
+    MAX_PRIORITY,
+    DbOption,
+    check_label,
+    console,
+    err_console,
+    fail,
+    failing,
+    open_db,
+)
 from runners.gpus import requires_text
-from runners.sweep_input import failing, sweep_requirements
+from runners.sweep_input import sweep_requirements
 from runners.tables import Column, print_rows
 
 schedule_app = typer.Typer(

@@ -7,8 +7,8 @@ import typer
 
 from bench.sweep import SweepError, parse_sweep, read_sweep_text
 from runners import queue
-from runners.common import MAX_PRIORITY, DbOption, check_label, console, open_db
-from runners.sweep_input import failing, interpreter_offered, sweep_requirements
+from runners.common import MAX_PRIORITY, DbOption, check_label, console, failing, open_db
+from runners.sweep_input import interpreter_offered, sweep_requirements
 
 
 def submit(

@@ -9,8 +9,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from runners.common import fail
-from runners.sweep_input import failing
+from runners.common import fail, failing
 from runners.terminal import guard
 from synthetic import model as synth
 from synthetic.model.tokenizer import write_for_checkpoint as write_synthetic_tokenizer

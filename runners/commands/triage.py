@@ -19,11 +19,11 @@ from runners.common import (
     console,
     err_console,
     fail,
+    failing,
     open_db,
     parse_span,
     resolve_run_ref,
 )
-from runners.sweep_input import failing
 from runners.tables import Column, print_table
 
 

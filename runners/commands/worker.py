@@ -19,11 +19,11 @@ from runners.common import (
     TrustRemoteCodeOption,
     client_cpus,
     fail,
+    failing,
     open_db,
     pinned_client,
 )
 from runners.recovery import Backoff, OutagePolicy, RecoveryPolicy
-from runners.sweep_input import failing
 from runners.terminal import log_to_stderr
 from runners.worker import QueueWorker, WorkerOptions, install_signal_handlers
 
