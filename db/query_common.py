@@ -13,7 +13,7 @@ from sqlalchemy.orm import InstrumentedAttribute
 from db.fingerprint import FINGERPRINT_FIELDS
 from db.models import METRIC_FIELDS, PROVENANCE_COLUMNS, Point
 
-# A point's configuration in a run (and across GPUs): the fingerprint without the GPU; compare pairs on it.
+# A series across runs is one fingerprint, GPU included; a configuration (compared across GPUs) leaves it out.
 SERIES_COLUMNS: tuple[str, ...] = FINGERPRINT_FIELDS
 CONFIG_COLUMNS: tuple[str, ...] = tuple(c for c in FINGERPRINT_FIELDS if c not in ("gpu_name", "gpu_count"))
 RUN_COLUMNS: tuple[str, ...] = (

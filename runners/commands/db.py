@@ -63,7 +63,7 @@ def snapshot_cmd(
     ] = False,
     force: Annotated[bool, typer.Option("--force", help="Replace DEST if it exists.")] = False,
 ) -> None:
-    """Copy a SQLite database consistently while a sweep may be writing it (SQLite's online backup, never `cp`).
+    """Copy a SQLite database consistently while a sweep may write it (SQLite's online backup, not `cp`).
 
     For a GPU host about to be lost (docs/guide/gpu-hosts.md, "A host lost mid-run"): snapshot its
     evidence.db, put the copy on the next host and resume there with `specbench run SWEEP --resume`. SRC is
