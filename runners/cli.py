@@ -2,9 +2,9 @@
 
 Verbs load lazily: `specbench --help` lists them from the one-line summaries below without importing any verb,
 and `specbench VERB` imports that verb's module only, so the light verbs start without pandas, SQL analysis
-or Streamlit. `tests/runners/test_cli_startup.py` checks each summary against its verb's own docstring.
-"""
+or Streamlit. `tests/runners/test_cli_startup.py` checks each summary against its verb's own docstring."""
 
+import gc
 import importlib
 import os
 import sys
@@ -101,6 +101,9 @@ def load_verb(name: str) -> Command:
     """The real command of one verb: its module imported now, and only it."""
     verb = VERBS[name]
     command = getattr(importlib.import_module(f"runners.commands.{verb.module}"), verb.command)
+    if not gc.isenabled():  # main() held the collector off over the imports: what they made lives on, frozen
+        gc.freeze()
+        gc.enable()
     holder = typer.Typer(add_completion=False, pretty_exceptions_show_locals=False)
     if isinstance(command, typer.Typer):
         holder.add_typer(command, name=name)
@@ -182,6 +185,7 @@ def main() -> None:
     """Exit codes per runners/exit_codes.py: a closed pipe is 0, a bug 2 in one line (SPECBENCH_DEBUG=1)."""
     from runners.exit_codes import reader_gone
 
+    gc.disable()  # until load_verb: collections under the growing imports took ~0.25 s of a worker's start
     try:
         app()
     except SystemExit as done:

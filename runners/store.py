@@ -6,7 +6,7 @@ from dataclasses import asdict
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import insert, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -14,7 +14,7 @@ from bench import floor
 from bench.host import reaper
 from bench.measure import Window
 from bench.pairing import WindowLink
-from bench.results import STATUS_SEVERITY, SampleResult
+from bench.results import STATUS_SEVERITY, RequestRecord, SampleResult
 from bench.stats.summary import MEASURED_STATUSES, Repeat, summarize_repeats
 from bench.sweep import FieldChange, PointPlan, ServerConfig, SweepSpec
 from db.fingerprint import point_fingerprint
@@ -246,22 +246,12 @@ def store_sample(
         for name, value in asdict(result.metrics).items():
             if name in METRIC_FIELDS:
                 setattr(sample, name, value)
-    sample.requests = [
-        RequestRow(
-            **{name: getattr(r, name) for name in _SAME_NAMED},
-            idx=r.index,
-            start_s=r.start,
-            ttft_s=r.ttft,
-            e2e_s=r.e2e,
-            # 10 µs is far below any latency we report and keeps the JSON small.
-            chunk_times=[round(t, 5) for t in r.chunk_times],
-            chunk_tokens=list(r.chunk_tokens),
-        )
-        for r in result.requests
-    ]
     try:
         with session.begin_nested():
             session.add(sample)
+            session.flush()
+            if result.requests:  # one bulk INSERT: a RequestRow object each took 4x the CPU
+                session.execute(insert(RequestRow), [_request_row(sample.id, r) for r in result.requests])
     except IntegrityError:  # another writer stored this repeat between our check and insert
         return False
     point.spec_mode_resolved = spec_mode_resolved
@@ -274,6 +264,16 @@ _SAME_NAMED = (
     *("prompt_len", "max_new_tokens", "completion_tokens", "prompt_tokens", "cached_tokens"),
     *("spec_verify_ct", "spec_accept_length", "finish_reason", "error"),
 )
+
+
+def _request_row(sample_id: int, r: RequestRecord) -> dict[str, Any]:
+    return {
+        **{name: getattr(r, name) for name in _SAME_NAMED},
+        **{"sample_id": sample_id, "idx": r.index, "start_s": r.start, "ttft_s": r.ttft, "e2e_s": r.e2e},
+        # 10 µs is far below any latency we report and keeps the JSON small.
+        "chunk_times": [round(t, 5) for t in r.chunk_times],
+        "chunk_tokens": list(r.chunk_tokens),
+    }
 
 
 def refresh_point(session: Session, point: Point) -> None:

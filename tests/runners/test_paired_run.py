@@ -24,8 +24,12 @@ from runners import pair_target
 from runners.estimate import estimate as estimate_sweep
 from runners.pair_target import relative_half_width
 from runners.sweep_runner import RunOutcome, execute_sweep
+from tests.fixtures.db import sqlite_only
 
 pytestmark = pytest.mark.slow  # whole sweeps on live stand-in servers: scheduled first (tests/conftest.py)
+# What a paired run measures and in which order is the executor's doing, not the database's: those tests run on
+# SQLite (`sqlite_only`). The ABBA run itself and the two resumes, which read the stored windows back to decide
+# what to measure, run on PostgreSQL too.
 
 PAIRED = """
 name: paired
@@ -118,6 +122,7 @@ def test_paired_run_interleaves_abba_on_two_live_servers(engine: Engine, tmp_pat
     assert found.output_throughput_change == found.last.output_throughput / found.first.output_throughput - 1
 
 
+@sqlite_only
 def test_pinned_acceptance_off_by_more_than_the_tolerance_is_invalid(engine: Engine, tmp_path: Path) -> None:
     # A tolerance far below the sampling spread of ~100 verify steps: the server's average cannot match.
     text = PAIRED.replace(
@@ -159,6 +164,7 @@ repeats: 2
 """
 
 
+@sqlite_only
 def test_pair_that_cannot_share_the_gpu_falls_back_to_alternating_restarts(
     engine: Engine, tmp_path: Path
 ) -> None:
@@ -207,6 +213,7 @@ class _JumpingClock:
         return getattr(time, name)
 
 
+@sqlite_only
 def test_a_deadline_inside_a_pair_still_measures_the_drift_on_the_live_server(
     engine: Engine, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -255,6 +262,7 @@ TARGETED = PAIRED.replace("batch_sizes: [1, 4]", "batch_sizes: [2]").replace("re
         ("{ratio_target: 0.05, max_repeats: 5}", [0.01], "ABBAAB"),
     ],
 )
+@sqlite_only
 def test_ratio_target_adds_abba_repeats_until_the_interval_is_narrow_enough(
     engine: Engine,
     tmp_path: Path,
@@ -284,6 +292,7 @@ def test_ratio_target_adds_abba_repeats_until_the_interval_is_narrow_enough(
     )
 
 
+@sqlite_only
 def test_ratio_target_min_batch_leaves_smaller_batches_at_the_planned_repeats(
     engine: Engine, tmp_path: Path
 ) -> None:
@@ -406,6 +415,7 @@ def test_ratio_target_settings_are_checked(measure: str, repeats: int, message: 
     assert parse_sweep(PAIRED.replace("min_window_s: 0.4", "ratio_target: 0.05")).max_pair_repeats == 12
 
 
+@sqlite_only
 def test_a_freshly_started_server_warms_up_for_after_start_s_before_its_first_window(
     engine: Engine, tmp_path: Path
 ) -> None:
@@ -435,6 +445,7 @@ def test_a_freshly_started_server_warms_up_for_after_start_s_before_its_first_wi
     assert parse_sweep(PAIRED).warmup_after_start_s == 0.0
 
 
+@sqlite_only
 def test_a_deadline_in_a_later_pair_measures_the_drift_of_that_pairs_first_point(
     engine: Engine, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -536,6 +547,7 @@ def test_a_resumed_run_extends_a_pair_whose_interval_is_still_too_wide(
     assert table["n"].tolist() == [both] and both >= 3
 
 
+@sqlite_only
 def test_a_resumed_pair_measured_by_restarts_starts_no_server_for_an_extension(
     engine: Engine, tmp_path: Path
 ) -> None:
