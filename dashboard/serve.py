@@ -5,8 +5,13 @@ if a release drops it, only that first-visit quirk returns."""
 
 import gc
 import importlib
+import json
 import socket
 import sys
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from dashboard.navigation import PAGES
 
 # What every page imports, loaded once before the server answers: the first visit to a page then runs its
 # script, not seconds of imports (pandas, Altair, the analysis modules). Modules that declare Streamlit caches
@@ -95,6 +100,61 @@ def tcp_nodelay() -> None:
     server._bind_socket = bind_tcp
 
 
+ASGI = Callable[..., Awaitable[None]]
+# Streamlit's frontend guesses where its server is from the address: for /trends it asks /trends/_stcore/health,
+# gets a 404 and asks /_stcore/health after a 0.1-0.4 s back-off, on every page but the Overview. Our pages name
+# the base themselves (Streamlit's `window.__streamlit` embedding hook); any other address keeps the guess.
+BASE_HINT = """<script>(() => { const pages = %s, path = location.pathname.replace(/\\/+$/, "");
+  const last = path.slice(path.lastIndexOf("/") + 1);
+  if (pages.includes(last)) window.__streamlit = {...window.__streamlit,
+    BACKEND_BASE_URL: location.origin + path.slice(0, path.length - last.length)};
+})();</script>"""
+
+
+def with_base_hint(app: ASGI, pages: list[str]) -> ASGI:
+    """`app` whose HTML (Streamlit's index.html, served at every page address) carries BASE_HINT before its
+    first script; a document is asked for uncompressed, to be edited. Everything else passes as it is."""
+    hint = (BASE_HINT % json.dumps(pages)).encode()
+
+    async def hinted(scope: dict[str, Any], receive: ASGI, send: ASGI) -> None:
+        if scope["type"] != "http" or b"text/html" not in dict(scope["headers"]).get(b"accept", b""):
+            return await app(scope, receive, send)
+        start: dict[str, Any] = {}
+        body: list[bytes] = []
+
+        async def edit(msg: dict[str, Any]) -> None:
+            if msg["type"] == "http.response.start" and b"text/html" in dict(msg["headers"]).get(
+                b"content-type", b""
+            ):
+                start.update(msg)
+                return
+            if msg["type"] != "http.response.body" or not start:
+                return await send(msg)
+            body.append(msg.get("body", b""))
+            if not msg.get("more_body"):
+                page = b"".join(body).replace(b"<script", hint + b"<script", 1)
+                heads = [(k, v) for k, v in start["headers"] if k.lower() != b"content-length"]
+                await send({**start, "headers": [*heads, (b"content-length", str(len(page)).encode())]})
+                await send({"type": "http.response.body", "body": page})
+
+        plain = [(k, v) for k, v in scope["headers"] if k != b"accept-encoding"]
+        await app({**scope, "headers": plain}, receive, edit)
+
+    return hinted
+
+
+def base_hint() -> None:
+    """Serve the pages with BASE_HINT (`with_base_hint`), our page addresses named in it."""
+    try:
+        from streamlit.web.server.starlette import starlette_server as server
+
+        create = server.create_starlette_app
+    except (ImportError, AttributeError):  # pragma: no cover - depends on the Streamlit release
+        return
+    pages = [p.url_path for p in PAGES if p.url_path]
+    server.create_starlette_app = lambda runtime: with_base_hint(create(runtime), pages)  # type: ignore[assignment,return-value]
+
+
 def freeze_heap() -> None:
     """Move what is loaded so far (modules and tables that live as long as the server) out of the collector's
     reach: a full collection walks some 180,000 objects, 0.2-0.4 s holding the GIL on a loaded 2-core host
@@ -110,6 +170,7 @@ def main(argv: list[str]) -> None:
     warm_charts()
     warm_streamlit()
     tcp_nodelay()
+    base_hint()
     try:
         from streamlit.runtime.pages_manager import PagesManager
 

@@ -94,6 +94,9 @@ def test_a_newcomers_first_look(demo: tuple[str, str], tmp_path: Path) -> None:
                     else None
                 ),
             )
+            # The pages name the server's base (dashboard.serve.BASE_HINT): no guess at /trends/_stcore/health
+            missing: list[str] = []
+            page.on("response", lambda r: missing.append(r.url) if r.status == 404 else None)
             # Overview and Compare: their tables fit the page (no sideways scroll inside a table).
             for path in ("", "compare"):
                 page.goto(f"{base}/{path}")
@@ -128,6 +131,7 @@ def test_a_newcomers_first_look(demo: tuple[str, str], tmp_path: Path) -> None:
         finally:
             browser.close()
     assert outside == [], outside  # the page icon and every font come from the package
+    assert missing == [], missing
 
 
 def test_a_page_is_open_when_its_charts_and_tables_are_drawn(demo: tuple[str, str]) -> None:
