@@ -190,3 +190,30 @@ def test_pages_name_the_server_base_in_their_html() -> None:
     chunks = get("/static/x.js", b"*/*")
     assert [m.get("body") for m in chunks[1:]] == [b"<html><script>x", b"</script>"]
     assert b"accept-encoding" in dict(seen[-1]["headers"])
+
+
+def test_bundles_are_served_from_memory(tmp_path: Path) -> None:
+    """dashboard.serve.with_static_cache: a file of the bundle folder is answered in one message with the
+    headers Streamlit gives it; any other path (a page, a file outside the folder) goes to the app."""
+    (tmp_path / "js").mkdir()
+    (tmp_path / "js" / "a.js").write_text("export {}")
+    passed: list[str] = []
+
+    async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        passed.append(scope["path"])
+
+    def get(path: str) -> list[dict[str, Any]]:
+        sent: list[dict[str, Any]] = []
+
+        async def send(msg: dict[str, Any]) -> None:
+            sent.append(msg)
+
+        cached = serve.with_static_cache(app, tmp_path, "/static/")
+        asyncio.run(cached({"type": "http", "method": "GET", "path": path, "headers": []}, None, send))
+        return sent
+
+    start, body = get("/static/js/a.js")
+    headers = dict(start["headers"])
+    assert body["body"] == b"export {}" and headers[b"content-length"] == b"9"
+    assert b"javascript" in headers[b"content-type"] and b"immutable" in headers[b"cache-control"]
+    assert get("/static/js/../a.js") == get("/trends") == [] and passed == ["/static/js/../a.js", "/trends"]
