@@ -120,15 +120,9 @@ for col, (verdict, n) in zip(cols, counts.items(), strict=True):
 
 st.markdown("##### Δ candidate vs baseline")
 st.caption(
-    f"Δ = candidate / baseline − 1 of the repeats' {center}s, the values in the baseline and candidate columns "
-    "below; the interval comes from the per-repeat samples."
+    f"Δ = candidate / baseline − 1 of the repeats' {center}s, the values in the baseline and candidate columns; "
+    "the interval comes from the per-repeat samples."
 )
-grid_chart, forest_chart = views.compare_charts(url, a, b, metric, threshold, confidence)
-st.altair_chart(grid_chart, width="content")
-st.caption("▼ regression · ▲ improvement · ? insufficient data; colour: red = worse, blue = better.")
-box = tables.lazy_expander(f"Intervals of all {len(table)} points", "cmp_forest_open")
-if box is not None:
-    box.altair_chart(forest_chart, width="stretch")
 
 view = pd.DataFrame(
     {
@@ -162,6 +156,15 @@ columns = (
     Column("why", "why / note", text=True),
 )
 tables.table(view, columns, key="cmp_table_all", what="points")
+# The table's numbers as charts, drawn once opened: a page's first chart costs a browser Vega's code.
+grid_chart, forest_chart = views.compare_charts(url, a, b, metric, threshold, confidence)
+box = tables.lazy_expander("Δ by configuration and batch size", "cmp_grid_open")
+if box is not None:
+    box.altair_chart(grid_chart, width="content")
+    box.caption("▼ regression · ▲ improvement · ? insufficient data; colour: red = worse, blue = better.")
+box = tables.lazy_expander(f"Intervals of all {len(table)} points", "cmp_forest_open")
+if box is not None:
+    box.altair_chart(forest_chart, width="stretch")
 
 csv_text, markdown = data.comparison_files(url, a, b, metric, threshold, confidence)
 download_buttons(csv_text, markdown, f"compare-{a}-vs-{b}-{metric}", key="cmp_dl")
