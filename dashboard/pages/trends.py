@@ -150,7 +150,6 @@ else:
 
 box = tables.lazy_expander("Points of this series", "tr_points_open")
 if box is not None:
-    box.caption(f"{len(series):,} points")
     with box:
         kind_of = [run_kind(m, t) for m, t in zip(series["simulated"], series["trigger"], strict=True)]
         frame_with_csv(series.assign(kind=kind_of), "series", f"series-{fp}-{metric}.csv", key="tr_csv")
