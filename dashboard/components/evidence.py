@@ -10,7 +10,23 @@ import streamlit as st
 from analysis import md
 from analysis.labels import numbers_caption, parts_line, routing_part, spec_over_baseline_caption
 from analysis.profiles import share_cell
+from analysis.render import Column
 from dashboard.charts.style import AnyChart
+from dashboard.components import tables
+
+OVERLAP_COLUMNS = (
+    Column("batch", fmt="d"),
+    Column("steps", fmt="d"),
+    Column("v2/v1", fmt=".3f"),
+    *(Column(k, text=True) for k in ("GPU idle/cycle v1 → v2 ms", "overlap hidden")),
+)
+OVER_BASELINE_COLUMNS = (
+    Column("batch", fmt="d"),
+    Column("steps", fmt="d"),
+    Column("mode", text=True),
+    Column("spec/base", fmt=".3f"),
+    *(Column(k, text=True) for k in ("95% CI", "verdict", "n", "pairing", "parts")),
+)
 
 
 def numbers_banner(facts: dict[str, Any]) -> None:
@@ -39,15 +55,9 @@ def speedup_section(chart: AnyChart | None, facts: dict[str, Any], *, simulated:
     st.caption(md.text(spec_over_baseline_caption(facts, simulated=simulated)))
 
 
-def floor_section(rows: pd.DataFrame, chart: AnyChart | None, facts: dict[str, Any]) -> None:
-    """Every point's floor fraction against batch size (`analysis.floors.floor_rows` and its
-    `dashboard.charts.speedup.floor_lines`); impossible points named in an error."""
-    st.markdown("##### Against the physical floor (floor / measured step)")
-    if rows.empty or chart is None:
-        note = facts.get("floor_note") or "no floor stored for this run (runs before specbench stored one)"
-        st.caption(md.text(note))
-        return
-    bad = rows[rows["impossible"]]
+def impossible_points(rows: pd.DataFrame) -> None:
+    """Points measured faster than their floor (`analysis.floors.floor_rows`), named in an error."""
+    bad = rows[rows["impossible"]] if not rows.empty else rows
     if len(bad):
         listed = "; ".join(
             f"{r.series} bs{r.batch_size}: {r.measured_step_ms:.3g} ms vs floor {r.step_floor_ms:.3g} ms"
@@ -59,6 +69,17 @@ def floor_section(rows: pd.DataFrame, chart: AnyChart | None, facts: dict[str, A
             "stored `invalid`.",
             icon=":material/error:",
         )
+
+
+def floor_section(rows: pd.DataFrame, chart: AnyChart | None, facts: dict[str, Any]) -> None:
+    """Every point's floor fraction against batch size (`analysis.floors.floor_rows` and its
+    `dashboard.charts.speedup.floor_lines`); the points it makes impossible are named by
+    `impossible_points`."""
+    st.markdown("##### Against the physical floor (floor / measured step)")
+    if rows.empty or chart is None:
+        note = facts.get("floor_note") or "no floor stored for this run (runs before specbench stored one)"
+        st.caption(md.text(note))
+        return
     st.altair_chart(chart, width="stretch")
     st.caption(
         "Floor: the bytes one step (speculative: one cycle of draft steps and the verify) must read, weights, "
@@ -72,12 +93,12 @@ def overlap_share_table(ratios: pd.DataFrame) -> None:
     if not ratios["overlap_share"].notna().any():
         return
     f = ratios[ratios["overlap_share"].notna()]
-    st.dataframe(
+    tables.table(
         pd.DataFrame(
             {
                 "batch": f["batch_size"].astype(int),
                 "steps": f["steps"],
-                "v2/v1": f["ratio"].round(3),
+                "v2/v1": f["ratio"],
                 "GPU idle/cycle v1 → v2 ms": [
                     f"{a:.2f} → {b:.2f}"
                     for a, b in zip(f["v1_gpu_idle_ms"], f["v2_gpu_idle_ms"], strict=True)
@@ -85,7 +106,9 @@ def overlap_share_table(ratios: pd.DataFrame) -> None:
                 "overlap hidden": [share_cell(s) for s in f["overlap_share"]],
             }
         ),
-        hide_index=True,
+        OVERLAP_COLUMNS,
+        key="sw_overlap_all",
+        what="cells",
     )
     st.caption(
         "Overlap hidden: the share of v1's GPU idle time per cycle that v2 removes, against its limit of 100 % "
@@ -100,13 +123,13 @@ def over_baseline_table(cells: pd.DataFrame) -> None:
     if cells.empty:
         st.caption("Needs a baseline point at the same batch size.")
         return
-    st.dataframe(
+    tables.table(
         pd.DataFrame(
             {
                 "batch": cells["batch_size"].astype(int),
                 "steps": cells["steps"],
                 "mode": cells["spec_mode"],
-                "spec/base": cells["ratio"].round(3),
+                "spec/base": cells["ratio"],
                 "95% CI": [
                     "–" if pd.isna(lo) or pd.isna(hi) else f"[{lo:.3f}, {hi:.3f}]"
                     for lo, hi in zip(cells["ci_low"], cells["ci_high"], strict=True)
@@ -117,7 +140,9 @@ def over_baseline_table(cells: pd.DataFrame) -> None:
                 "parts": cells["parts"].fillna("–"),
             }
         ),
-        hide_index=True,
+        OVER_BASELINE_COLUMNS,
+        key="sw_over_baseline_all",
+        what="cells",
     )
     blocks = cells["pairing"].fillna("").str.contains("blocks").any()
     st.caption(

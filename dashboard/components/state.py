@@ -52,6 +52,15 @@ def restore(params: Iterable[Param], page: str) -> None:
     done.add(page)
 
 
+def keep(params: Iterable[Param]) -> None:
+    """Values of widgets drawn only sometimes (in a lazy expander, `dashboard.components.tables`): Streamlit
+    drops a widget's value at the end of a run that did not draw it; set again here, the value is the page's
+    own and outlives its widget. Call it before the widgets are drawn."""
+    for p in params:
+        if p.key in st.session_state:
+            st.session_state[p.key] = st.session_state[p.key]
+
+
 def ensure_choice(key: str, options: Sequence[Any], default: Any = None) -> None:
     """Before a selectbox is drawn: if its stored value is no longer an option, fall back to a valid one."""
     if not options:

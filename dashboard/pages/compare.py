@@ -6,8 +6,9 @@ import streamlit as st
 from analysis import correctness, md
 from analysis.comparability import refusal
 from analysis.compare import center_text, comparability_key, comparable_pair, verdict_counts
+from analysis.render import Column, magnitude
 from analysis.report import made_up_notices
-from dashboard.components import layout, state
+from dashboard.components import layout, state, tables
 from dashboard.components.export import download_buttons
 from dashboard.components.filters import metric_picker, run_picker
 from dashboard.services import data, views
@@ -119,14 +120,9 @@ for col, (verdict, n) in zip(cols, counts.items(), strict=True):
 
 st.markdown("##### Δ candidate vs baseline")
 st.caption(
-    f"Δ = candidate / baseline − 1 of the repeats' {center}s, the values in the baseline and candidate columns "
-    "below; the interval comes from the per-repeat samples."
+    f"Δ = candidate / baseline − 1 of the repeats' {center}s, the values in the baseline and candidate columns; "
+    "the interval comes from the per-repeat samples."
 )
-grid_chart, forest_chart = views.compare_charts(url, a, b, metric, threshold, confidence)
-st.altair_chart(grid_chart, width="content")
-st.caption("▼ regression · ▲ improvement · ? insufficient data; colour: red = worse, blue = better.")
-with st.expander(f"Intervals of all {len(table)} points"):
-    st.altair_chart(forest_chart, width="stretch")
 
 view = pd.DataFrame(
     {
@@ -148,24 +144,27 @@ view = pd.DataFrame(
         "why": [str(w or n or "") for w, n in zip(table["why"], table["note"], strict=True)],
     }
 )
-# Widths add up to the page (about 800 px at 1280 px with the sidebar open); every column is in the CSV.
-st.dataframe(
-    view,
-    hide_index=True,
-    width="stretch",
-    column_config={
-        "verdict": st.column_config.TextColumn(width=105),
-        "check": st.column_config.TextColumn(
-            "correctness", help="The correctness gate; wrong = measured on a wrong path", width=85
-        ),
-        "config": st.column_config.TextColumn(width=140),
-        "Δ": st.column_config.NumberColumn(format="%+.1f%%", width=62),
-        "interval": st.column_config.TextColumn(f"{confidence:.0%} interval", width=120),
-        "baseline": st.column_config.NumberColumn(f"baseline ({center})", format="%.4g", width=75),
-        "candidate": st.column_config.NumberColumn(format="%.4g", width=70),
-        "why": st.column_config.TextColumn("why / note", width=140),
-    },
+# Every column is in the CSV.
+columns = (
+    Column("verdict", text=True),
+    Column("check", "correctness", text=True),
+    Column("config", text=True),
+    Column("Δ", show=lambda r: "–" if pd.isna(r["Δ"]) else f"{r['Δ']:+.1f}%"),
+    Column("interval", f"{confidence:.0%} interval", text=True),
+    Column("baseline", f"baseline ({center})", show=lambda r: magnitude(r["baseline"])),
+    Column("candidate", show=lambda r: magnitude(r["candidate"])),
+    Column("why", "why / note", text=True),
 )
+tables.table(view, columns, key="cmp_table_all", what="points")
+# The table's numbers as charts, drawn once opened: a page's first chart costs a browser Vega's code.
+grid_chart, forest_chart = views.compare_charts(url, a, b, metric, threshold, confidence)
+box = tables.lazy_expander("Δ by configuration and batch size", "cmp_grid_open")
+if box is not None:
+    box.altair_chart(grid_chart, width="content")
+    box.caption("▼ regression · ▲ improvement · ? insufficient data; colour: red = worse, blue = better.")
+box = tables.lazy_expander(f"Intervals of all {len(table)} points", "cmp_forest_open")
+if box is not None:
+    box.altair_chart(forest_chart, width="stretch")
 
 csv_text, markdown = data.comparison_files(url, a, b, metric, threshold, confidence)
 download_buttons(csv_text, markdown, f"compare-{a}-vs-{b}-{metric}", key="cmp_dl")

@@ -9,10 +9,31 @@ from analysis import md
 from analysis.changes import first_runs_after, summarize_by_run
 from analysis.labels import KIND_HELP, run_kind, short_gpu
 from analysis.regressions import DEFAULT_LOOKBACK, DEFAULT_SINCE, flagged
+from analysis.render import Column
 from analysis.run_counts import points_text
 from analysis.stats.changepoint import ChangePointParams
-from dashboard.components import layout, triage
+from dashboard.components import layout, tables, triage
 from dashboard.services import data
+
+# The tables are Markdown (dashboard.components.tables): stored text is escaped cell by cell, links are ours.
+CHANGE_COLUMNS = (
+    *(Column(k, text=True) for k in ("Change", "Kind", "Series")),
+    Column("Δ", show=lambda r: f"{r['Δ']:+.1f}%"),
+    *(Column(k, text=True) for k in ("Why", "First run after", "Triage")),
+    Column("Open", show=lambda r: f"[trend ↗]({r['Open']})"),
+)
+RUN_COLUMNS = (
+    Column("Run", fmt="d"),
+    Column("Started", show=lambda r: f"{r['Started']:%m-%d %H:%M}"),
+    *(Column(k, text=True) for k in ("Sweep", "Kind", "GPU", "SGLang", "Status", "Points ok")),
+    Column("Sweep view", show=lambda r: f"[heatmaps ↗]({r['Sweep view']})"),
+)
+PROBLEM_COLUMNS = (
+    Column("Run", fmt="d"),
+    *(Column(k, text=True) for k in ("Status", "Reason", "Config")),
+    Column("Batch", fmt="d"),
+    Column("GPU", text=True),
+)
 
 url = layout.page_start(
     "specbench",
@@ -68,23 +89,11 @@ else:
             "_when": pd.to_datetime(shown["started_at"], utc=True),
         }
     )
-    # Widths add up to the page (about 800 px at 1280 px with the sidebar open): nothing scrolls sideways.
-    st.dataframe(
+    tables.table(
         table.sort_values(["_when", "Δ"], ascending=[False, True]).drop(columns="_when"),
-        hide_index=True,
-        width="stretch",
-        column_config={
-            "Change": st.column_config.TextColumn(width=95),
-            "Kind": st.column_config.TextColumn(width=72, help=KIND_HELP),
-            "Series": st.column_config.TextColumn(width=180),
-            "Δ": st.column_config.NumberColumn(format="%+.1f%%", width=58),
-            "Why": st.column_config.TextColumn(width=140),
-            "First run after": st.column_config.TextColumn(
-                width=115, help="The first run after the change: run id · SGLang version @ commit"
-            ),
-            "Triage": st.column_config.TextColumn(width=78),
-            "Open": st.column_config.LinkColumn(display_text="trend ↗", width=62),
-        },
+        CHANGE_COLUMNS,
+        key="ov_changes_all",
+        what="flagged changes",
     )
 
 if not changes.empty:
@@ -95,7 +104,14 @@ if not changes.empty:
         if not shown.empty
         else []
     )
-    triage.bulk_triage_form(url, changes, "output_throughput", key="ov_bulk", listed=[int(r) for r in listed])
+    box = tables.lazy_expander(
+        "Triage a whole run: one verdict for every change that starts at a run", "ov_bulk_open"
+    )
+    if box is not None:
+        with box:
+            triage.bulk_triage_form(
+                url, changes, "output_throughput", key="ov_bulk", listed=[int(r) for r in listed]
+            )
 
 # ---- latest runs
 st.subheader("Latest runs", anchor="runs")
@@ -115,26 +131,11 @@ runs_view = pd.DataFrame(
         "Sweep view": ["sweep?" + urlencode({"run": int(r)}) for r in runs["id"]],
     }
 )
-st.dataframe(
-    runs_view,
-    hide_index=True,
-    width="stretch",
-    column_config={
-        "Run": st.column_config.NumberColumn(width=45),
-        "Started": st.column_config.DatetimeColumn(format="MM-DD HH:mm", width=90, help="UTC"),
-        "Sweep": st.column_config.TextColumn(width=225),
-        "Kind": st.column_config.TextColumn(width=85, help=KIND_HELP),
-        "GPU": st.column_config.TextColumn(width=75),
-        "SGLang": st.column_config.TextColumn(width=90),
-        "Status": st.column_config.TextColumn(width=65),
-        "Points ok": st.column_config.TextColumn(
-            width=60,
-            help="ok points out of the points the sweep planned (a run cut short reads as cut), as "
-            "`specbench runs` counts them",
-        ),
-        "Sweep view": st.column_config.LinkColumn(display_text="heatmaps ↗", width=75),
-    },
+st.caption(
+    f"Kind: {KIND_HELP}. Points ok: ok points out of those the sweep planned (a run cut short reads as "
+    "cut), as `specbench runs` counts them. Times in UTC."
 )
+tables.table(runs_view, RUN_COLUMNS, key="ov_runs_all", what="runs")
 
 # ---- problem points
 st.subheader("Failed, invalid and mode-mismatch points", anchor="problems")
@@ -144,7 +145,7 @@ if problems.empty:
 else:
     counts = problems["status"].value_counts()
     st.caption(" · ".join(f"**{n}** {md.text(s)}" for s, n in counts.items()) + " in the latest runs")
-    st.dataframe(
+    tables.table(
         pd.DataFrame(
             {
                 "Run": problems["run_id"],
@@ -168,14 +169,7 @@ else:
                 ],
             }
         ),
-        hide_index=True,
-        width="stretch",
-        column_config={
-            "Run": st.column_config.NumberColumn(width=45),
-            "Status": st.column_config.TextColumn(width=95),
-            "Reason": st.column_config.TextColumn(width=390),
-            "Config": st.column_config.TextColumn(width=130),
-            "Batch": st.column_config.NumberColumn(width=50),
-            "GPU": st.column_config.TextColumn(width=75),
-        },
+        PROBLEM_COLUMNS,
+        key="ov_problems_all",
+        what="points",
     )

@@ -8,18 +8,20 @@ import streamlit as st
 from analysis import md
 from analysis.labels import STAND_IN_TAG, run_tag
 from analysis.profiles import opening_pair, opening_run
+from analysis.render import Column
 from analysis.trace_files import FoundTrace, find_trace
 from bench.profile.overlap import verdict
 from bench.profile.summary import spans_for_cycles
 from bench.profile.trace import TraceError, load_trace
 from dashboard import profile_charts
-from dashboard.components import layout, state
+from dashboard.components import layout, state, tables
 from dashboard.components.filters import run_label
 from dashboard.services import data
 from db import profile_queries as pq
 
 PARAMS = (state.Param("run", "pr_run", None, int), state.Param("pair", "pr_pair", None, int))
 SHOWN_CYCLES = 3
+FIGURE_COLUMNS = (Column("figure", text=True), Column("value", text=True))
 
 
 @st.cache_data(ttl=300, show_spinner=False)
@@ -78,9 +80,9 @@ def _side(
             "file with its sha256 there, in `artifacts/` next to the database and in the traces shipped under "
             "`examples/`; copy the capture's `artifacts/` folder next to the database to see it here."
         )
-    table = profile_charts.figures_table(summary)
     # Every row shown (the distortion row is the last, and the one that says how far to trust the rest).
-    col.dataframe(table, hide_index=True, width="stretch", height=36 * (len(table) + 1) + 2)
+    with col:
+        tables.table(profile_charts.figures_table(summary), FIGURE_COLUMNS, key=f"pr_figures_{prof['id']}")
     if rows and found is not None:
         col.download_button(
             f"Download {title} trace (open in Perfetto)",
@@ -167,7 +169,8 @@ else:
     )
 
 state.publish(PARAMS)
-with st.expander(f"All {len(profiles)} profiles of run #{run_id}"):
+box = tables.lazy_expander(f"All {len(profiles)} profiles of run #{run_id}", "pr_all_open")
+if box is not None:
     table = pd.DataFrame(
         [
             {
@@ -188,4 +191,4 @@ with st.expander(f"All {len(profiles)} profiles of run #{run_id}"):
             for p in profiles
         ]
     )
-    st.dataframe(table, hide_index=True)
+    box.dataframe(table, hide_index=True)

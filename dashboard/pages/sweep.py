@@ -6,7 +6,7 @@ import streamlit as st
 from analysis import correctness, md
 from analysis.labels import STAND_IN_TAG, config_label, run_kind, run_tag, short_gpu, short_workload
 from analysis.run_counts import points_of
-from dashboard.components import evidence, layout, state
+from dashboard.components import evidence, layout, state, tables
 from dashboard.components.export import frame_with_csv
 from dashboard.components.filters import run_picker
 from dashboard.services import data
@@ -18,6 +18,8 @@ PARAMS = (
     state.Param("topk", "sw_topk", None, int),
     state.Param("accept", "sw_accept", None, float),
 )
+
+TABS = ("Heatmaps", "Against batch size", "v2 over v1", "Physical floor")
 
 url = layout.page_start("Sweep")
 state.restore(PARAMS, "sweep")
@@ -156,6 +158,7 @@ view = sweep_view(
     st.session_state.get("sw_accept"),
 )
 sel, grid, drawn = view.selection, view.grid, view.charts
+evidence.impossible_points(view.floors)  # on every tab: such a point is a finding
 if grid.empty:
     st.info("This run has no ok points for this selection.")
     # points faster than their floor are one reason for none
@@ -168,40 +171,48 @@ if len(not_ok):
     kinds = ", ".join(f"{n} {md.text(status)}" for status, n in not_ok.items())
     st.caption(f"Charts show ok points only. Left out: {kinds} (all points are listed at the bottom).")
 
-st.markdown("##### Output throughput (tok/s)")
-st.altair_chart(drawn["throughput"], width="content")
-st.markdown("##### Acceptance length (tokens per verify step)")
-st.altair_chart(drawn["acceptance"], width="content")
-st.markdown("##### Speculative over no-spec baseline (throughput ratio)")
-if "speedup" in drawn:
-    st.altair_chart(drawn["speedup"], width="content")
-else:
-    st.caption("Needs a baseline point at the same batch size.")
-evidence.speedup_section(drawn.get("speedup_lines"), facts, simulated=bool(info["simulated"]))
-left, right = st.columns([2, 3])
-with left:
-    st.markdown("##### v2 (overlap) over v1 (non-overlap)")
-    if "ratio" in drawn:
-        st.altair_chart(drawn["ratio"], width="content")
-        st.caption(
-            "Output throughput ratio with its 95 % interval (paired by repeat when the run interleaved v1 and "
-            "v2). Grey: the interval spans 1, no clear difference. `specbench export --view v2-vs-v1` gives "
-            "the table."
+# One tab's charts at a time: the server sends only the open tab's (a first visit draws three, not seven).
+heat, lines, pairs, floor = st.tabs(TABS, key="sw_tab", on_change="rerun")
+if heat.open:
+    with heat:
+        st.markdown("##### Output throughput (tok/s)")
+        st.altair_chart(drawn["throughput"], width="content")
+        st.markdown("##### Acceptance length (tokens per verify step)")
+        st.altair_chart(drawn["acceptance"], width="content")
+        st.markdown("##### Speculative over no-spec baseline (throughput ratio)")
+        if "speedup" in drawn:
+            st.altair_chart(drawn["speedup"], width="content")
+        else:
+            st.caption("Needs a baseline point at the same batch size.")
+if lines.open:
+    with lines:
+        evidence.speedup_section(drawn.get("speedup_lines"), facts, simulated=bool(info["simulated"]))
+        st.markdown("##### Throughput against batch size")
+        st.altair_chart(drawn["lines"], width="stretch")
+if pairs.open:
+    with pairs:
+        st.markdown("##### v2 (overlap) over v1 (non-overlap)")
+        if "ratio" in drawn:
+            st.altair_chart(drawn["ratio"], width="content")
+            st.caption(
+                "Output throughput ratio with its 95 % interval (paired by repeat when the run interleaved v1 "
+                "and v2). Grey: the interval spans 1, no clear difference. `specbench export --view v2-vs-v1` "
+                "gives the table."
+            )
+            evidence.overlap_share_table(view.ratios)
+        else:
+            st.caption("Needs both v1 and v2 points.")
+        evidence.over_baseline_table(view.over_baseline)
+if floor.open:
+    with floor:
+        evidence.floor_section(view.floors, drawn.get("floor"), facts)
+
+box = tables.lazy_expander(f"All {len(points)} points of run #{run_id} (every status)", "sw_points_open")
+if box is not None:
+    with box:
+        frame_with_csv(
+            points.assign(kind=run_kind(info["simulated"], info["trigger"])),
+            "run",
+            f"run-{run_id}-points.csv",
+            key="sw_csv",
         )
-        evidence.overlap_share_table(view.ratios)
-    else:
-        st.caption("Needs both v1 and v2 points.")
-    evidence.over_baseline_table(view.over_baseline)
-with right:
-    st.markdown("##### Throughput against batch size")
-    st.altair_chart(drawn["lines"], width="stretch")
-
-evidence.floor_section(view.floors, drawn.get("floor"), facts)
-
-with st.expander(f"All {len(points)} points of run #{run_id} (every status)"):
-    frame_with_csv(
-        points.assign(kind=run_kind(info["simulated"], info["trigger"])),
-        "run",
-        f"run-{run_id}-points.csv",
-        key="sw_csv",
-    )

@@ -8,24 +8,38 @@ import streamlit as st
 from analysis import md
 from analysis.changes import first_runs_after
 from analysis.facets import default_series
-from analysis.labels import KIND_HELP, run_kind, run_tag
+from analysis.labels import run_kind, run_tag
 from analysis.regressions import flagged
+from analysis.render import Column
 from analysis.stats.changepoint import ChangePointParams
 from bench.catalog import direction_text, label
 from dashboard import charts
-from dashboard.components import layout, state, triage
+from dashboard.components import layout, state, tables, triage
 from dashboard.components.export import frame_with_csv
 from dashboard.components.filters import FACET_PARAMS, adopt_series, metric_picker, series_filters
 from dashboard.services import data, views
 
+DETECTION = (
+    state.Param("window", "tr_window", 50, int),
+    state.Param("p", "tr_p", 0.001, float),
+    state.Param("floor", "tr_floor", 5.0, float),
+)
 PARAMS = (
     *FACET_PARAMS,
     state.Param("fp", "f_series", None),
     state.Param("metric", "tr_metric", "output_throughput"),
     state.Param("x", "tr_x", "time"),
-    state.Param("window", "tr_window", 50, int),
-    state.Param("p", "tr_p", 0.001, float),
-    state.Param("floor", "tr_floor", 5.0, float),
+    *DETECTION,
+)
+CHANGE_COLUMNS = (
+    *(Column(k, text=True) for k in ("change", "kind")),
+    Column("Δ", show=lambda r: f"{r['Δ']:+.1f}%"),
+    Column("why", "why (attribution)", text=True),
+    Column("first run after", text=True),
+    Column("before", fmt=".4g"),
+    Column("after", fmt=".4g"),
+    Column("p-value", fmt=".1e"),
+    *(Column(k, text=True) for k in ("triage", "note")),
 )
 
 url = layout.page_start(
@@ -56,10 +70,16 @@ x_mode = cast(
         "X axis", list(charts.X_MODES), key="tr_x", format_func=charts.X_MODES.get, horizontal=True
     ),
 )
-with st.sidebar.expander("Change-point detection"):
-    st.number_input("Window (points)", min_value=6, max_value=500, step=2, key="tr_window")
-    st.select_slider("Significance (p ≤)", options=[0.0001, 0.0005, 0.001, 0.005, 0.01, 0.05], key="tr_p")
-    st.number_input("Magnitude floor (%)", min_value=0.0, max_value=50.0, step=0.5, key="tr_floor")
+# Drawn only while open (their code is the page's heaviest after the chart's); their values outlive them.
+state.keep(DETECTION)
+with st.sidebar:
+    detection = tables.lazy_expander("Change-point detection", "tr_detection_open")
+if detection is not None:
+    detection.number_input("Window (points)", min_value=6, max_value=500, step=2, key="tr_window")
+    detection.select_slider(
+        "Significance (p ≤)", options=[0.0001, 0.0005, 0.001, 0.005, 0.01, 0.05], key="tr_p"
+    )
+    detection.number_input("Magnitude floor (%)", min_value=0.0, max_value=50.0, step=0.5, key="tr_floor")
 state.publish(PARAMS)
 
 if row is None:
@@ -120,26 +140,16 @@ else:
     )
     if not view["note"].str.len().any():
         view = view.drop(columns="note")
-    # Widths add up to the page (about 800 px at 1280 px with the sidebar open).
-    st.dataframe(
-        view,
-        hide_index=True,
-        width="stretch",
-        column_config={
-            "change": st.column_config.TextColumn(width=90),
-            "kind": st.column_config.TextColumn(width=72, help=KIND_HELP),
-            "Δ": st.column_config.NumberColumn(format="%+.1f%%", width=62),
-            "why": st.column_config.TextColumn("why (attribution)", width=160),
-            "first run after": st.column_config.TextColumn(width=125),
-            "before": st.column_config.NumberColumn(format="%.4g", width=65),
-            "after": st.column_config.NumberColumn(format="%.4g", width=65),
-            "p-value": st.column_config.NumberColumn(format="%.1e", width=70),
-            "triage": st.column_config.TextColumn(width=80),
-            "note": st.column_config.TextColumn(width=100),
-        },
+    tables.table(
+        view, [c for c in CHANGE_COLUMNS if c.key in view.columns], key="tr_changes_all", what="change points"
     )
-    triage.triage_form(url, changes, fp, metric, key="tr_triage")
+    box = tables.lazy_expander("Triage a change point", "tr_triage_open")
+    if box is not None:
+        with box:
+            triage.triage_form(url, changes, fp, metric, key="tr_triage")
 
-with st.expander("Points of this series"):
-    kind_of = [run_kind(m, t) for m, t in zip(series["simulated"], series["trigger"], strict=True)]
-    frame_with_csv(series.assign(kind=kind_of), "series", f"series-{fp}-{metric}.csv", key="tr_csv")
+box = tables.lazy_expander("Points of this series", "tr_points_open")
+if box is not None:
+    with box:
+        kind_of = [run_kind(m, t) for m, t in zip(series["simulated"], series["trigger"], strict=True)]
+        frame_with_csv(series.assign(kind=kind_of), "series", f"series-{fp}-{metric}.csv", key="tr_csv")

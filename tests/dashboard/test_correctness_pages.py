@@ -87,7 +87,7 @@ def test_sweep_and_compare_show_wrong_points(gated: tuple[str, dict[str, int]], 
 
             # Compare: the candidate's wrong points are called out with their struck speed.
             page.goto(f"{base}/compare?a={runs['clean']}&b={runs['wrong-drafts']}")
-            page.wait_for_selector(CHART)
+            page.wait_for_selector("[data-testid='stMarkdownContainer'] table")
             alert = page.get_by_test_id("stAlertContentError")
             expect(alert).to_contain_text(f"the candidate run #{runs['wrong-drafts']}")
             expect(alert.locator("del")).to_have_count(2)

@@ -67,7 +67,8 @@ def test_dashboard_in_a_browser(server: tuple[str, str], tmp_path: Path) -> None
             eng.dispose()
             h200 = runs[runs["gpu_name"] == "NVIDIA H200"]
             page.goto(f"{base}/compare?a={h200['id'].iloc[0]}&b={h200['id'].iloc[-1]}")
-            page.wait_for_selector(CHART)
+            page.get_by_test_id("stExpander").filter(has_text="by configuration and batch size").click()
+            page.wait_for_selector(CHART)  # the Δ grid, drawn once opened
             with page.expect_download() as info:
                 page.get_by_role("button", name="Download CSV").click()
             csv_path = tmp_path / "compare.csv"
@@ -136,7 +137,7 @@ def test_demo_compare_and_simulated_tag_in_a_browser(demo_server: tuple[str, str
             page.set_default_timeout(30_000)
             # Compare opens on the two comparable runs (the stand-in pair, not stand-in vs H200), with verdicts.
             page.goto(f"{base}/compare")
-            page.wait_for_selector(CHART)
+            page.wait_for_selector("[data-testid='stMarkdownContainer'] table")
 
             def picked(name: str) -> str:
                 box = page.get_by_role("combobox", name=name)

@@ -12,7 +12,7 @@ from analysis.labels import SIMULATED, STAND_IN_TAG
 from bench.sweep import parse_sweep
 from db.migrate import open_database
 from runners.sweep_runner import execute_sweep
-from tests.fixtures.dashboard import open_page
+from tests.fixtures.dashboard import md_tables, open_page, show
 
 PAGES = ["pages/overview.py", "pages/trends.py", "pages/sweep.py", "pages/compare.py", "pages/jobs.py"]
 
@@ -44,7 +44,7 @@ def stand_in_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 def _texts(at: AppTest) -> str:
     parts = [e.value for kind in ("info", "warning", "markdown", "caption") for e in at.get(kind)]
     parts += [str(s.options) for s in at.selectbox]
-    parts += [d.value.to_csv() for d in at.dataframe]
+    parts += [d.value.to_csv() for d in at.dataframe] + [t.to_csv() for t in md_tables(at)]
     return "\n".join(str(p) for p in parts)
 
 
@@ -64,12 +64,12 @@ def test_run_pickers_and_tables_tag_stand_in_runs(stand_in_url: str, monkeypatch
         "model, not a GPU."
     ]
     at = open_page(stand_in_url, "pages/overview.py", monkeypatch)
-    runs = next(d.value for d in at.dataframe if "Kind" in d.value.columns)
+    runs = next(t for t in md_tables(at) if "Kind" in t.columns)
     assert set(runs["Kind"]) == {SIMULATED}
     at = open_page(stand_in_url, "pages/sweep.py", monkeypatch)
     assert any(STAND_IN_TAG in i.value and "performance model" in i.value for i in at.info)
-    # The run's points, as their CSV download holds them, each with its kind.
-    points = next(d.value for d in at.dataframe if "kind" in d.value.columns)
+    # The run's points, as their CSV download holds them, each with its kind (drawn once their expander opens).
+    points = next(d.value for d in show(at, "sw_points_open").dataframe if "kind" in d.value.columns)
     assert len(points) and set(points["kind"]) == {SIMULATED}
 
 

@@ -18,7 +18,7 @@ from db.migrate import open_database
 from runners.commands.dashboard import streamlit_argv, streamlit_env
 from synthetic.history import SMALL_SHAPE
 from synthetic.history.seed import seed_history
-from tests.fixtures.dashboard import APP, chart_rows, charts, grid_copy, open_page
+from tests.fixtures.dashboard import APP, chart_rows, charts, grid_copy, md_tables, open_page, show
 from tests.paths import REPO_ROOT
 
 pytestmark = pytest.mark.slow  # tests/conftest.py starts the slow files first
@@ -60,11 +60,12 @@ def test_overview(seeded_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
         "Latest runs",
         "Failed, invalid and mode-mismatch points",
     ]
-    assert len(at.dataframe) >= 1
+    assert len(md_tables(at)) >= 1
+    assert not at.dataframe  # small tables are Markdown: no data grid on the first view
     # The recent changes of this history are improvements; the toggle shows them.
     at.toggle(key="ov_all").set_value(True).run()
     assert not at.exception
-    frames = [d.value for d in at.dataframe]
+    frames = md_tables(at)
     flagged = next(f for f in frames if "Change" in f.columns)
     assert set(flagged["Change"]) <= {"▼ regression", "▲ improvement"} and len(flagged) > 0
     assert flagged["Open"].str.startswith("trends?fp=").all()
@@ -110,12 +111,13 @@ def test_trends_opens_on_the_newest_regression(
     ]
     assert len(chart_rows(at, 0)) >= 10
     assert any("synthetic" in c.value for c in at.caption)  # what the numbers are, next to the chart
-    listed = next(d.value for d in at.dataframe if "change" in d.value.columns)  # the change points
+    listed = next(t for t in md_tables(at) if "change" in t.columns)  # the change points
     assert len(listed) and set(listed["kind"]) == {"synthetic"}
-    # The series' points, as their CSV download holds them, each with its kind.
-    series = next(
-        d.value for d in at.dataframe if "kind" in d.value.columns and "change" not in d.value.columns
-    )
+    # The series' points, as their CSV download holds them, each with its kind: drawn once asked for.
+    assert not at.dataframe and not at.get("download_button")
+    at.session_state["tr_points_open"] = True
+    at.run()
+    (series,) = (d.value for d in at.dataframe)
     assert len(series) and set(series["kind"]) == {"synthetic"}
 
 
@@ -133,6 +135,24 @@ def test_trends_filter_change_updates_chart_and_url(seeded_url: str, monkeypatch
     assert spec["layer"][0]["encoding"]["x"]["type"] == "ordinal"
 
 
+def test_trends_detection_settings_outlive_their_expander(
+    seeded_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The change-point settings are drawn only while their expander is open; a link's values and the ones
+    set there stay in force (and in the URL) while it is closed."""
+    at = open_page(seeded_url, "pages/trends.py", monkeypatch, window="20")
+    assert not at.number_input and at.query_params["window"] == "20"
+    at.session_state["tr_detection_open"] = True
+    at.run()
+    assert at.number_input(key="tr_window").value == 20
+    at.number_input(key="tr_window").set_value(30).run()
+    at.session_state["tr_detection_open"] = False
+    at.run()
+    at.run()
+    assert not at.exception and not at.number_input
+    assert at.query_params["window"] == "30" and at.session_state["tr_window"] == 30
+
+
 def test_trends_triage_is_stored_and_shown(
     seeded_url: str, engine_of: Engine, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -140,6 +160,8 @@ def test_trends_triage_is_stored_and_shown(
     row = cat[(cat["gpu_name"] == "NVIDIA H200") & (cat["spec_mode"] == "v2") & (cat["steps"] == 3)]
     fp = str(row.sort_values("batch_size")["fingerprint"].iloc[-1])
     at = open_page(seeded_url, "pages/trends.py", monkeypatch, fp=fp)
+    at.session_state["tr_triage_open"] = True  # the form waits in its expander
+    at.run()
     base = f"tr_triage_{fp}_output_throughput"
     which = at.selectbox(key=f"{base}_which").value
     at.radio(key=f"{base}_{which}_state").set_value("acknowledged")
@@ -150,8 +172,7 @@ def test_trends_triage_is_stored_and_shown(
     assert stored[["state", "note"]].to_dict("records") == [
         {"state": "acknowledged", "note": "expected: stale KV fix"}
     ]
-    frames = [d.value for d in at.dataframe]
-    table = next(f for f in frames if "triage" in f.columns)
+    table = next(t for t in md_tables(at) if "triage" in t.columns)
     assert "acknowledged" in set(table["triage"])
 
 
@@ -159,12 +180,13 @@ def test_sweep(seeded_url: str, engine_of: Engine, monkeypatch: pytest.MonkeyPat
     run = int(q.run_choices(engine_of)["id"].iloc[3])
     at = open_page(seeded_url, "pages/sweep.py", monkeypatch, run=str(run))
     assert at.selectbox(key="sw_run").value == run
+    # One tab at a time: throughput, acceptance and spec/baseline heatmaps, each faceted by spec mode
     specs = charts(at)
-    # throughput, acceptance, spec/baseline, v2/v1 heatmaps + spec/baseline and throughput lines
-    assert len(specs) == 6
-    assert (
-        sum("facet" in s for s in specs) == 4
-    )  # every heatmap is faceted by spec mode (v2/v1 has one panel)
+    assert len(specs) == 3 and all("facet" in s for s in specs)
+    assert [t.label for t in at.tabs] == ["Heatmaps", "Against batch size", "v2 over v1", "Physical floor"]
+    (ratio,) = charts(show(at, "sw_tab", "v2 over v1"))
+    assert "facet" in ratio  # v2/v1 has one panel
+    assert len(charts(show(at, "sw_tab", "Against batch size"))) == 2  # spec/baseline and throughput lines
     assert at.query_params["run"] == str(run)
 
 
@@ -176,9 +198,12 @@ def test_compare(seeded_url: str, engine_of: Engine, monkeypatch: pytest.MonkeyP
     assert (at.selectbox(key="cmp_a").value, at.selectbox(key="cmp_b").value) == (int(a), int(b))
     counts = {m.label: int(m.value) for m in at.metric}
     assert sum(counts.values()) == SMALL_SHAPE.points_per_run
-    assert len(charts(at)) == 2  # the Δ grid and the forest
+    (table,) = md_tables(at)
+    assert len(table) == SMALL_SHAPE.points_per_run and table["verdict"].str.len().all()
     downloads = at.get("download_button")
     assert len(downloads) == 2
+    assert not charts(at)  # the Δ grid and the forest of intervals are drawn once their expanders open
+    assert len(charts(show(at, "cmp_grid_open"))) == 1 and len(charts(show(at, "cmp_forest_open"))) == 2
     # The PR comment preview is drawn when asked for: its code blocks, like st.code, load a syntax highlighter
     # that costs a browser ~0.9 s of CPU on every visit.
     assert not any("Baseline | Candidate" in m.value for m in at.markdown) and len(at.code) == 0
@@ -264,7 +289,14 @@ def test_overview_lists_what_the_regressions_command_prints(
 
     at = open_page(seeded_url, "pages/overview.py", monkeypatch)
     at.toggle(key="ov_all").set_value(True).run()
-    table = next(d.value for d in at.dataframe if "Change" in d.value.columns)
+    table = next(t for t in md_tables(at) if "Change" in t.columns)
+    if any(
+        e.label.endswith(" flagged changes") for e in at.expander
+    ):  # a long list: its first rows, all on demand
+        at.session_state["ov_changes_all"] = True
+        at.run()
+        table = next(d.value for d in at.dataframe if "Change" in d.value.columns)
+        table["Δ"] = [f"{d:+.1f}%" for d in table["Δ"]]
     res = CliRunner().invoke(
         app,
         [
@@ -281,8 +313,8 @@ def test_overview_lists_what_the_regressions_command_prints(
     assert len(rows) > 0
     found = any(r["direction"] == "regression" and r["state"] != "dismissed" for r in rows)
     assert res.exit_code == (1 if found else 0), res.output  # a regression is a finding (exit 1)
-    shown = sorted(zip(table["Series"], table["Kind"], (round(float(d), 6) for d in table["Δ"]), strict=True))
-    printed = sorted((r["series"], r["kind"], round(r["rel_change"] * 100, 6)) for r in rows)
+    shown = sorted(zip(table["Series"], table["Kind"], table["Δ"], strict=True))
+    printed = sorted((r["series"], r["kind"], f"{r['rel_change'] * 100:+.1f}%") for r in rows)
     assert shown == printed
 
 
@@ -314,6 +346,7 @@ def test_sweep_of_a_grid_with_two_acceptances_shows_one_at_a_time(
         assert {c: r["output_throughput"] for c, r in zip(cells, rows, strict=True)} == pytest.approx(
             expected
         )
+        show(at, "sw_tab", "v2 over v1")
         index = next(i for i, c in enumerate(charts(at)) if "v2/v1" in json.dumps(c))
         assert set(chart_rows(at, index)["accept"]) == {f"accept {accept:g}"}
         # v2 over v1 at the same cell and acceptance, not over a Series of both acceptances
@@ -372,7 +405,7 @@ def test_point_counts_agree_between_cli_and_dashboard(
     header, row = res.stdout.splitlines()[:2]
     assert row[header.index("points") :].split()[0] == "10/52"
     at = open_page(url, "pages/overview.py", monkeypatch)
-    runs_table = next(d.value for d in at.dataframe if "Points ok" in d.value.columns)
+    runs_table = next(t for t in md_tables(at) if "Points ok" in t.columns)
     assert runs_table["Points ok"].tolist() == ["10/52"]
     at = open_page(url, "pages/sweep.py", monkeypatch)
     assert {m.label: m.value for m in at.metric}["Points ok"] == "10 / 52"

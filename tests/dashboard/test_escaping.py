@@ -127,6 +127,12 @@ def test_dashboard_renders_the_report_without_raw_html(
             at.toggle(key="cmp_preview").set_value(True).run()  # the PR comment preview, drawn when asked
         assert not at.exception, [e.value for e in at.exception]
         assert not [m.value for m in at.markdown if m.proto.allow_html], page
+        for m in (m for m in at.markdown if m.value.startswith("| ")):  # tables: a name stays in its cell
+            html = render(m.value)
+            assert "<img" not in html and "<details>" not in html, page
+            links = re.findall(r'<a href="([^"]*)"', html)
+            assert all(a.startswith(("trends?", "sweep?")) for a in links), links  # the table's own links
+            assert all(len(row) == len(head) for head, rows in markdown_tables(m.value) for row in rows)
     # The PR comment preview is among them, with the hostile model escaped.
     assert any("&lt;/details&gt;" in render(m.value) for m in at.markdown)
 

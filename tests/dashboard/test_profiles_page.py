@@ -21,8 +21,10 @@ from tests.fixtures.dashboard import (
     CHROMIUM,
     CHROMIUM_ARGS,
     PAGE_TIMEOUT,
+    md_tables,
     require_browser,
     served_dashboard,
+    show,
 )
 from tests.paths import REPO_ROOT
 
@@ -80,12 +82,14 @@ def test_side_by_side_view(profiled_url: str, monkeypatch: pytest.MonkeyPatch) -
         assert set(values["row"]) == {"CPU steps", "GPU steps", "GPU kernels"}
         assert {"target_verify", "draft_extend", "draft"} <= set(values["phase"])
         assert values["start_ms"].min() == 0.0
-    tables = [t.value for t in at.dataframe]
-    figures = [t for t in tables if "figure" in t.columns]
+    assert not at.dataframe  # the figures are Markdown tables; the list of all profiles waits in its expander
+    figures = [t for t in md_tables(at) if "figure" in t.columns]
     assert len(figures) == 2
     for t in figures:
         assert "distortion" in set(t["figure"]) and "GPU idle per cycle" in set(t["figure"])
     assert len(at.get("download_button")) == 2
+    (listing,) = (t.value for t in show(at, "pr_all_open").dataframe)  # every profile of the run, on demand
+    assert len(listing) == len(rows)
 
 
 def test_empty_state_without_profiles(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -194,7 +198,8 @@ def test_shipped_h200_traces_render_from_a_fresh_clone(
     ]
     assert len(shipped) == 2 and all("sha256 checked" in c for c in shipped)
     assert not any("not on this host" in c.value for c in at.caption)
-    figures = [t.value for t in at.dataframe if "figure" in t.value.columns]
+    figures = [t for t in md_tables(at) if "figure" in t.columns]
+    assert len(figures) == 2
     assert all(t["figure"].iloc[-1] == "distortion" for t in figures)
 
 

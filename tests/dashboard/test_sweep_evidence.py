@@ -14,7 +14,7 @@ from db import queries as q
 from db.migrate import open_database
 from runners.sweep_runner import execute_sweep
 from synthetic.model.presets import build_preset
-from tests.fixtures.dashboard import chart_rows, charts, open_page
+from tests.fixtures.dashboard import chart_rows, charts, open_page, show
 from tests.fixtures.floor import BASELINE_SWEEP, HUGE
 from tests.paths import REPO_ROOT
 
@@ -51,15 +51,18 @@ def test_shard_run_page(runs: tuple[str, int, int], monkeypatch: pytest.MonkeyPa
     captions = [c.value for c in at.caption]
     assert "Numbers: dummy weights, acceptance pinned at 1.8, balanced routing." in captions
     assert not any("routing collapsed" in w.value.lower() for w in at.warning)
+    # The spec-over-baseline lines: every speculative point of the grid, over its batch size's baseline, and
+    # what they mean for the model class.
+    specs = charts(show(at, "sw_tab", "Against batch size"))
+    captions = [c.value for c in at.caption]
     assert any("On a GPU, one GPU of a TP-8 DeepSeek-V3 deployment: 2 of 61 layers" in c for c in captions)
-    # The spec-over-baseline lines: every speculative point of the grid, over its batch size's baseline.
-    specs = charts(at)
     i = next(k for k, s in enumerate(specs) if "spec / no-spec" in json.dumps(s))
     lines = chart_rows(at, i)
     assert sorted(lines["batch_size"].unique()) == [1, 4] and set(lines["mode"]) == {"v1", "v2"}
     # Every point has a floor on the stand-in's H200, none impossible: the floor chart, no error.
-    j = next(k for k, s in enumerate(specs) if "floor / measured step" in json.dumps(s))
-    floors = chart_rows(at, j)
+    (floor,) = charts(show(at, "sw_tab", "Physical floor"))
+    assert "floor / measured step" in json.dumps(floor)
+    floors = chart_rows(at, 0)
     assert len(floors) == 6 and (floors["floor_fraction"] < 1).all() and not floors["impossible"].any()
     assert not at.error
 

@@ -14,7 +14,7 @@ from db.models import Point, Run, Sample
 from runners.parts import PartHost
 from runners.sweep_runner import execute_sweep
 from tests.fixtures.chain import CHAIN, CHAIN_ONE_SERVER
-from tests.fixtures.dashboard import open_page
+from tests.fixtures.dashboard import md_tables, open_page, show
 
 pytestmark = pytest.mark.slow  # stand-in sweeps, then the page
 
@@ -44,11 +44,11 @@ def test_the_page_shows_speculation_over_the_baseline_and_the_runs_parts(
     runs: tuple[str, int, int], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     url, chain, _ = runs
-    at = open_page(url, "pages/sweep.py", monkeypatch, run=str(chain))
+    at = show(open_page(url, "pages/sweep.py", monkeypatch, run=str(chain)), "sw_tab", "v2 over v1")
     assert any(m.value == "##### Speculative over baseline, with intervals" for m in at.markdown)
-    table = next(d.value for d in at.dataframe if "spec/base" in d.value.columns)
+    table = next(t for t in md_tables(at) if "spec/base" in t.columns)
     assert len(table) == 4 and set(table["mode"]) == {"v1", "v2"}
-    assert set(table["batch"]) == {1, 2}
+    assert set(table["batch"]) == {"1", "2"}
     captions = " ".join(c.value for c in at.caption)
     assert "Measured in 2 parts: gpu-a (H200×1), gpu-b (H100×1, " in captions
     # Part 2 re-measured one window alone (its partner ran in part 1). Whether that window joins its cell is
@@ -70,5 +70,5 @@ def test_the_page_says_when_pairs_were_measured_in_blocks(
     at = open_page(url, "pages/sweep.py", monkeypatch, run=str(blocks))
     captions = " ".join(c.value for c in at.caption)
     assert "Some pairs were measured in **blocks**" in captions and "Measured in 2 parts" not in captions
-    table = next(d.value for d in at.dataframe if "spec/base" in d.value.columns)
+    table = next(t for t in md_tables(show(at, "sw_tab", "v2 over v1")) if "spec/base" in t.columns)
     assert set(table["pairing"]) == {"blocks"}

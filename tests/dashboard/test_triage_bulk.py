@@ -93,6 +93,9 @@ def test_overview_bulk_triage(history: str, monkeypatch: pytest.MonkeyPatch) -> 
     at = AppTest.from_file(APP, default_timeout=90)
     at.run()
     assert not at.exception, [e.value for e in at.exception]
+    assert not at.selectbox  # the form waits in its expander, drawn once opened
+    at.session_state["ov_bulk_open"] = True
+    at.run()
     at.selectbox(key="ov_bulk_run").set_value(run_id).run()
     # Form widgets: their values go in with the submit.
     at.radio(key=f"ov_bulk_state_{run_id}").set_value("dismissed")
@@ -122,6 +125,8 @@ def test_the_triage_picker_opens_on_a_run_the_list_shows(
     at = AppTest.from_file(APP, default_timeout=90)
     at.run()
     assert not at.exception, [e.value for e in at.exception]
+    at.session_state["ov_bulk_open"] = True
+    at.run()
     picker = at.selectbox(key="ov_bulk_run")
     assert picker.value == int(newest["run_id"])  # the run of the list's first row
     assert busiest in picker.options or f"#{busiest}" in " ".join(map(str, picker.options))  # still offered

@@ -12,6 +12,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 from types import SimpleNamespace
+from typing import Any
 
 import pytest
 
@@ -146,3 +147,73 @@ def test_connections_send_without_waiting_for_acks(monkeypatch: pytest.MonkeyPat
             srv.close()
 
     assert asyncio.run(accepted_nodelay())
+
+
+def test_pages_name_the_server_base_in_their_html() -> None:
+    """dashboard.serve.with_base_hint: Streamlit's HTML, asked for by a browser at a page's address, carries the
+    hint that spares the frontend a 404 and a back-off (its guess /trends/_stcore/health); other responses and
+    requests pass unchanged."""
+    seen: list[dict[str, object]] = []
+
+    async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        seen.append(scope)
+        html = scope["path"] != "/static/x.js"
+        kind = b"text/html; charset=utf-8" if html else b"text/javascript"
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 200,
+                "headers": [(b"content-type", kind), (b"content-length", b"24")],
+            }
+        )
+        await send({"type": "http.response.body", "body": b"<html><script>x", "more_body": True})
+        await send({"type": "http.response.body", "body": b"</script>"})
+
+    def get(path: str, accept: bytes) -> list[dict[str, Any]]:
+        sent: list[dict[str, Any]] = []
+
+        async def send(msg: dict[str, Any]) -> None:
+            sent.append(msg)
+
+        headers = [(b"accept", accept), (b"accept-encoding", b"gzip")]
+        hinted = serve.with_base_hint(app, ["trends"])
+        asyncio.run(hinted({"type": "http", "method": "GET", "path": path, "headers": headers}, None, send))
+        return sent
+
+    start, body = get("/trends", b"text/html,application/xhtml+xml")
+    page = body["body"]
+    assert page.startswith(b'<html><script>(() => { const pages = ["trends"]') and page.endswith(
+        b"<script>x</script>"
+    )
+    assert dict(start["headers"])[b"content-length"] == str(len(page)).encode()
+    assert b"accept-encoding" not in dict(seen[-1]["headers"])  # asked for uncompressed, to be edited
+    chunks = get("/static/x.js", b"*/*")
+    assert [m.get("body") for m in chunks[1:]] == [b"<html><script>x", b"</script>"]
+    assert b"accept-encoding" in dict(seen[-1]["headers"])
+
+
+def test_bundles_are_served_from_memory(tmp_path: Path) -> None:
+    """dashboard.serve.with_static_cache: a file of the bundle folder is answered in one message with the
+    headers Streamlit gives it; any other path (a page, a file outside the folder) goes to the app."""
+    (tmp_path / "js").mkdir()
+    (tmp_path / "js" / "a.js").write_text("export {}")
+    passed: list[str] = []
+
+    async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        passed.append(scope["path"])
+
+    def get(path: str) -> list[dict[str, Any]]:
+        sent: list[dict[str, Any]] = []
+
+        async def send(msg: dict[str, Any]) -> None:
+            sent.append(msg)
+
+        cached = serve.with_static_cache(app, tmp_path, "/static/")
+        asyncio.run(cached({"type": "http", "method": "GET", "path": path, "headers": []}, None, send))
+        return sent
+
+    start, body = get("/static/js/a.js")
+    headers = dict(start["headers"])
+    assert body["body"] == b"export {}" and headers[b"content-length"] == b"9"
+    assert b"javascript" in headers[b"content-type"] and b"immutable" in headers[b"cache-control"]
+    assert get("/static/js/../a.js") == get("/trends") == [] and passed == ["/static/js/../a.js", "/trends"]
