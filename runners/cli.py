@@ -2,7 +2,8 @@
 
 Verbs load lazily: `specbench --help` lists them from the one-line summaries below without importing any verb,
 and `specbench VERB` imports that verb's module only, so the light verbs start without pandas, SQL analysis
-or Streamlit. `tests/runners/test_cli_startup.py` checks each summary against its verb's own docstring."""
+or Streamlit. `tests/runners/test_cli_startup.py` checks each summary against its verb's own docstring.
+"""
 
 import gc
 import importlib

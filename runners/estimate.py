@@ -2,7 +2,8 @@
 
 A rough planning figure with its assumptions stated; earlier runs' measured startups, windows and overheads
 (runners/host_history.py) replace the assumptions. A resume counts only what is missing: unstored repeats and
-the extra ABBA repeats of v1/v2 pairs short of `measure.ratio_target`; complete servers are not started."""
+the extra ABBA repeats of v1/v2 pairs short of `measure.ratio_target`; complete servers are not started.
+"""
 
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field

@@ -1,7 +1,8 @@
 """One run in progress: launch a sweep's servers, record them, measure their points, store repeats.
 
 `sweep_runner`, `pair_runner`, `pair_target` and `run_checks` compose its steps. Each write is a transaction
-retried through an outage (`dbretry`), so a measured repeat waits in memory until stored."""
+retried through an outage (`dbretry`), so a measured repeat waits in memory until stored.
+"""
 
 import asyncio
 import functools

@@ -2,7 +2,8 @@
 
 The second server starts after the first to reuse its JIT caches. In a chain (measure.baseline_pairs) a pair
 takes the server left up before it (`held`) and leaves up what the next shares (`keep`). Repeats here are the
-link's; its side's `Slot` maps them onto the point's."""
+link's; its side's `Slot` maps them onto the point's.
+"""
 
 import asyncio
 from dataclasses import dataclass

@@ -2,7 +2,8 @@
 
 A run grown across borrowed hosts stays one experiment: another SGLang or patch is refused (sglang_conflict);
 a part on another host or GPU first re-measures a point of the part before (`PartState.check`); two parts'
-pairs combine only on the same host and GPU or when that check agreed (bench.pairing.part_groups)."""
+pairs combine only on the same host and GPU or when that check agreed (bench.pairing.part_groups).
+"""
 
 from __future__ import annotations
 

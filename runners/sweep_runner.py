@@ -1,7 +1,8 @@
 """Executes a sweep, storing every repeat the moment it is measured.
 
 A crash, Ctrl-C, SIGTERM (`stop`) or a passed `deadline` leaves the run `partial` with every finished repeat
-stored, so `--resume` (or a retried job) continues where it stopped."""
+stored, so `--resume` (or a retried job) continues where it stopped.
+"""
 
 from __future__ import annotations
 
