@@ -24,7 +24,7 @@ from runners.cli import app
 from runners.sweep_runner import execute_sweep
 from synthetic.server.config import PerfParams
 from synthetic.server.perf import PerfModel
-from tests.fixtures.dashboard import open_page
+from tests.fixtures.dashboard import open_page, show
 
 T_975 = {2: 4.302652729911275, 4: 2.776445105197793, 5: 2.570581835636314, 10: 2.228138851986274}
 
@@ -295,7 +295,9 @@ def test_export_of_a_paired_sim_run_has_an_interval_for_every_cell(engine: Engin
     assert two.exit_code == 2
 
     # The Sweep page draws the same cells with their intervals (real Streamlit app under AppTest).
-    at = open_page(url, "pages/sweep.py", pytest.MonkeyPatch(), run=str(out.run_id))
+    at = show(
+        open_page(url, "pages/sweep.py", pytest.MonkeyPatch(), run=str(out.run_id)), "sw_tab", "v2 over v1"
+    )
     ratio_charts = [c for c in at.get("vega_lite_chart") if '"v2/v1"' in c.proto.spec]
     assert len(ratio_charts) == 1
     (ds,) = ratio_charts[0].proto.datasets  # Streamlit ships the chart's rows as Arrow next to the spec

@@ -119,7 +119,10 @@ def test_the_dashboard_app_reads_an_old_file_from_a_migrated_copy(old: Path, app
         at.switch_page(page).run()
         assert not at.exception, (page, [e.value for e in at.exception])
         assert not at.error, (page, [e.value for e in at.error])
-        if page == "pages/sweep.py":  # the v2/v1 section read the samples' invocations
+        if page == "pages/sweep.py":  # the v2/v1 tab read the samples' invocations
+            at.session_state["sw_tab"] = "v2 over v1"
+            at.run()
+            assert not at.exception, [e.value for e in at.exception]
             assert any("v2 (overlap) over v1" in m.value for m in at.markdown)
     assert _digest(old) == before and _revision(old) == OLD_REVISION
 
