@@ -197,7 +197,7 @@ def test_the_services_commands_run(compose: dict[str, Any], pg_url: str, tmp_pat
     dash[dash.index("--address") + 1] = "127.0.0.1"
     proc = subprocess.Popen(dash, cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + 180  # a hang detector: imports and the warm-up gate on a loaded host
         while True:
             try:
                 with urllib.request.urlopen(f"http://127.0.0.1:{port}/_stcore/health", timeout=2) as r:

@@ -58,7 +58,7 @@ def test_health_answers_after_every_page_rendered(tmp_path: Path) -> None:
     url = grid_copy(tmp_path, "grid.db")  # runs, pairs, intervals: every page has something to compute
     port = free_port()
     log = tmp_path / "server.log"
-    proc = _start(url, port, log)
+    proc = _start(url, port, log, PYTHONUNBUFFERED="1")  # the log in the order things happened
     seen: list[tuple[int, str]] = []
     try:
         deadline = time.monotonic() + 120
@@ -73,8 +73,10 @@ def test_health_answers_after_every_page_rendered(tmp_path: Path) -> None:
         stop_server(proc)
     assert seen[-1] == (200, "ok"), seen
     assert (503, "warming up") in seen, seen  # listening, but not ready while the pages render
-    text = log.read_text()
-    assert "warm-up" not in text, text  # a page that failed or hung is logged; none did
+    # A page that failed or hung is logged; none did before the stop. On a loaded host the gate (GATE_S) can open
+    # before the last page is warm, and stopping the server then cuts that warm-up short: not a page's failure.
+    before_stop = log.read_text().partition("Stopping...")[0]
+    assert "warm-up" not in before_stop, before_stop
 
 
 def test_render_runs_one_page_like_a_browser(tmp_path: Path) -> None:
