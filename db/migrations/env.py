@@ -7,7 +7,7 @@ from typing import Any
 from alembic import context
 from sqlalchemy import Connection
 
-from db.engine import make_engine, resolve_url
+from db.engine import SQLITE_IMMEDIATE, make_engine, resolve_url
 from db.models import Base
 
 config = context.config
@@ -27,7 +27,10 @@ def run_migrations_offline() -> None:
 
 def run_migrations_online() -> None:
     engine = make_engine(config.get_main_option("sqlalchemy.url"))
-    with engine.connect() as connection:
+    # SQLite: BEGIN IMMEDIATE, so a second process opening the file waits for the first one's migration and then
+    # finds it done. A deferred BEGIN reads the version first; once the other writer commits, its first write
+    # fails at once with "database is locked" (WAL: a stale snapshot cannot be upgraded to a writer).
+    with engine.connect().execution_options(**{SQLITE_IMMEDIATE: True}) as connection:
         sqlite = connection.dialect.name == "sqlite"
         if sqlite:
             # Batch mode alters a SQLite table by copying it and dropping the old one. With foreign keys on

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import shutil
 import sqlite3
+import threading
+import time
 from pathlib import Path
 
 from alembic import command
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
-from sqlalchemy import Engine, inspect
+from alembic.script import ScriptDirectory
+from sqlalchemy import Engine, event, inspect
 
 from db.engine import make_engine
 from db.migrate import alembic_config, open_database
@@ -68,3 +71,42 @@ def test_upgrading_an_older_sqlite_file_keeps_every_row(tmp_path: Path) -> None:
 
 def _rows(conn: sqlite3.Connection, table: str) -> int:
     return int(conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0])  # table names are ours, not input
+
+
+def test_a_migration_waits_for_another_writer_on_sqlite(tmp_path: Path) -> None:
+    """Two processes opening one file behind head: the second's migration waits for the other's write and
+    then runs, instead of failing with "database is locked" (a deferred transaction whose snapshot went stale
+    when the other committed cannot become a writer). The other writer lets go only once the migration's
+    transaction has begun, so the two overlap every time."""
+    db = tmp_path / "shared.db"
+    url = f"sqlite:///{db}"
+    open_database(url).dispose()
+    command.downgrade(alembic_config(url), "-1")
+    holder = sqlite3.connect(db, isolation_level=None, timeout=30, check_same_thread=False)
+    holder.execute("BEGIN IMMEDIATE")
+    holder.execute("CREATE TABLE another_writer (x INTEGER)")
+    began = threading.Event()
+
+    def on_begin(_conn: object) -> None:
+        began.set()
+
+    def let_go() -> None:
+        assert began.wait(60)
+        time.sleep(1.0)  # the migration has read the version by now, or waits to begin at all
+        holder.execute("COMMIT")
+
+    event.listen(Engine, "begin", on_begin)
+    other = threading.Thread(target=let_go)
+    other.start()
+    try:
+        open_database(url).dispose()
+    finally:
+        event.remove(Engine, "begin", on_begin)
+        other.join()
+        holder.close()
+    assert began.is_set()
+    with sqlite3.connect(db) as c:
+        (revision,) = c.execute("SELECT version_num FROM alembic_version").fetchone()
+        tables = {name for (name,) in c.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    heads = ScriptDirectory.from_config(alembic_config(url)).get_heads()
+    assert [revision] == heads and "another_writer" in tables
