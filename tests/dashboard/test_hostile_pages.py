@@ -108,6 +108,10 @@ def test_hostile_names_make_no_request_and_no_element(server: tuple[str, list[st
                 page.wait_for_selector("[data-testid='stStatusWidget']", state="detached")
                 if button != "Download CSV":  # the table and its button sit in the page's last expander
                     page.get_by_test_id("stExpander").filter(has_text="oints of").click()
+                    # A lazy expander: opening it reruns the page, which draws the button. A click before that
+                    # rerun finishes can land on a button the rerun then replaces, and no download follows.
+                    page.get_by_role("button", name=button).wait_for(state="visible")
+                    page.wait_for_selector("[data-testid='stStatusWidget']", state="detached")
                 with page.expect_download() as info:
                     page.get_by_role("button", name=button).click()
                 target = tmp_path / f"{len(downloads)}.csv"
