@@ -21,6 +21,7 @@ from streamlit.testing.v1 import AppTest
 from db.migrate import open_database_readonly, upgrade
 from runners.commands import dashboard as dashboard_command
 from tests.fixtures.cli import run_cli
+from tests.fixtures.dashboard import show
 from tests.paths import REPO_ROOT
 
 # The committed paired H200 run, written at revision 2026_12_03_interop: before invocations, floors, expert
@@ -120,9 +121,7 @@ def test_the_dashboard_app_reads_an_old_file_from_a_migrated_copy(old: Path, app
         assert not at.exception, (page, [e.value for e in at.exception])
         assert not at.error, (page, [e.value for e in at.error])
         if page == "pages/sweep.py":  # the v2/v1 tab read the samples' invocations
-            at.session_state["sw_tab"] = "v2 over v1"
-            at.run()
-            assert not at.exception, [e.value for e in at.exception]
+            show(at, "sw_tab", "v2 over v1")
             assert any("v2 (overlap) over v1" in m.value for m in at.markdown)
     assert _digest(old) == before and _revision(old) == OLD_REVISION
 
